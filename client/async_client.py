@@ -1,0 +1,127 @@
+"""The async client (anyio): many tasks may call it at once and share one socket.
+
+A reader task owns the receiving side and hands each response to the task waiting
+for its id, so calls from different tasks pipeline naturally. Use it as an async
+context manager.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+from anyio.abc import SocketStream, TaskGroup
+
+from sessiond.protocol.locations import default_socket
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import DaemonUnavailable
+from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
+
+from .autostart import start_daemon
+from .connection import DEFAULT_TIMEOUT, check_socket_owner, raise_for
+
+_json = msgspec.json.Encoder()
+
+
+class AsyncClient:
+    def __init__(
+        self,
+        socket_path: Path | str | None = None,
+        *,
+        root: Path | str | None = None,
+        autostart: bool = True,
+        timeout: float = DEFAULT_TIMEOUT,
+        name: str = "sessiond-py-async",
+    ) -> None:
+        self.socket_path = Path(socket_path) if socket_path else default_socket()
+        self.root = Path(root) if root else None
+        self.autostart = autostart
+        self.timeout = timeout
+        self.name = name
+        self.daemon_pid: int | None = None
+        self._stream: SocketStream | None = None
+        self._tg: TaskGroup | None = None
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, tuple[anyio.Event, list[m.Response]]] = {}
+        self._send_lock = anyio.Lock()
+        self._broken: DaemonUnavailable | None = None
+
+    async def __aenter__(self) -> AsyncClient:
+        try:
+            self._stream = await self._dial()
+        except (FileNotFoundError, ConnectionRefusedError):
+            if not self.autostart:
+                raise DaemonUnavailable(f"no daemon is running on {self.socket_path}") from None
+            await anyio.to_thread.run_sync(start_daemon, self.socket_path, self.root)
+            self._stream = await self._dial()
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._reader)
+        welcome = await self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
+        self.daemon_pid = welcome.pid  # type: ignore[union-attr]
+        return self
+
+    async def _dial(self) -> SocketStream:
+        check_socket_owner(self.socket_path)
+        with anyio.fail_after(self.timeout):
+            return await anyio.connect_unix(self.socket_path)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._stream is not None:
+            await self._stream.aclose()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+
+    async def _reader(self) -> None:
+        frames = FrameBuffer()
+        assert self._stream is not None
+        try:
+            while True:
+                data = await self._stream.receive()
+                for body in frames.feed(data):
+                    resp = decode_response(body)
+                    slot = self._waiting.pop(resp.id, None)
+                    if slot is not None:
+                        slot[1].append(resp)
+                        slot[0].set()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            self._broken = DaemonUnavailable(f"lost the daemon: {exc or 'connection closed'}")
+            for event, _ in self._waiting.values():
+                event.set()
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    async def call(self, req: m.Request) -> m.Response:
+        if self._broken is not None:
+            raise self._broken
+        event, box = anyio.Event(), []
+        self._waiting[req.id] = (event, box)
+        async with self._send_lock:
+            try:
+                await self._stream.send(encode(req))  # type: ignore[union-attr]
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+                raise DaemonUnavailable(f"lost the daemon while sending: {exc}") from None
+        with anyio.fail_after(self.timeout):
+            await event.wait()
+        if not box:
+            raise self._broken or DaemonUnavailable("the daemon closed the connection")
+        return raise_for(box[0])
+
+    async def append(self, session: str, cwd: str, entries: list[dict[str, Any] | bytes], **kw: Any) -> m.Appended:
+        lines = [e if isinstance(e, bytes) else _json.encode(e) for e in entries]
+        return await self.call(m.Append(id=self.next_id(), session=session, cwd=cwd, entries=lines, **kw))  # type: ignore[return-value]
+
+    async def flush(self, session: str | None = None, durable: bool = False) -> m.Flushed:
+        return await self.call(m.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]
+
+    async def close_session(self, session: str) -> None:
+        await self.call(m.Close(id=self.next_id(), session=session))
+
+    async def status(self) -> m.StatusResult:
+        return await self.call(m.Status(id=self.next_id()))  # type: ignore[return-value]

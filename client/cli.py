@@ -1,0 +1,332 @@
+"""The ``sessiond`` command line: human output by default, ``--json`` for programs.
+
+Every expected failure is one line on stderr and a non-zero exit, never a
+traceback. ``status`` and ``stop`` never start a daemon; the other commands
+autostart one unless ``--no-autostart`` (or SESSIOND_NO_AUTOSTART=1) is given, in
+which case ``append`` falls back to writing the files directly.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import click
+import msgspec
+
+from sessiond.protocol.locations import default_root, default_socket
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
+
+BATCH_ENTRIES = 256
+BATCH_BYTES = 4 * 1024 * 1024
+
+
+class Context(msgspec.Struct):
+    root: Path | None
+    socket: Path
+    autostart: bool
+
+    def client(self, autostart: bool | None = None):
+        from .connection import Client
+
+        return Client(self.socket, root=self.root, autostart=self.autostart if autostart is None else autostart, name="sessiond-cli")
+
+
+class CLI(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SessiondError as exc:
+            click.echo(f"sessiond: {exc}", err=True)
+            ctx.exit(1)
+        except (OSError, ValueError) as exc:
+            click.echo(f"sessiond: {exc}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=CLI, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--root", type=click.Path(path_type=Path), envvar="SESSIOND_ROOT", help="Store root (default ~/.local/share/sessiond).")
+@click.option("--socket", "socket_path", type=click.Path(path_type=Path), envvar="SESSIOND_SOCKET", help="Daemon socket path.")
+@click.option("--no-autostart", is_flag=True, envvar="SESSIOND_NO_AUTOSTART", help="Never start a daemon on demand.")
+@click.version_option(package_name="sessiond")
+@click.pass_context
+def cli(ctx: click.Context, root: Path | None, socket_path: Path | None, no_autostart: bool) -> None:
+    """sessiond: one daemon that owns every AI-agent transcript file."""
+    ctx.obj = Context(root=root.absolute() if root else None, socket=(socket_path or default_socket()).absolute(), autostart=not no_autostart)
+
+
+# ------------------------------------------------------------------------ daemon
+
+
+@cli.command()
+@click.option("--flush-interval", type=click.FloatRange(min=0, max=60_000), default=100.0, show_default=True, help="Coalescing window in ms.")
+@click.option("--fsync", type=click.Choice(["never", "interval", "always"]), default="interval", show_default=True)
+@click.option("--max-frame", type=click.IntRange(min=1024), default=None, help="Largest accepted frame in bytes.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
+@click.pass_obj
+def serve(obj: Context, flush_interval: float, fsync: str, max_frame: int | None, log_level: str) -> None:
+    """Run the daemon in the foreground."""
+    from sessiond.daemon.config import Settings
+    from sessiond.daemon.server import serve as run
+
+    settings = Settings(root=obj.root or default_root(), socket=obj.socket, flush_interval=flush_interval / 1000, fsync=fsync, log_level=log_level)  # type: ignore[arg-type]
+    if max_frame:
+        settings.max_frame = max_frame
+    sys.exit(run(settings))
+
+
+@cli.command()
+@click.pass_obj
+def start(obj: Context) -> None:
+    """Start the daemon in the background (no-op when one runs)."""
+    from .autostart import socket_answers, start_daemon
+
+    if socket_answers(obj.socket):
+        with obj.client(autostart=False) as c:
+            click.echo(f"sessiond already running (pid {c.daemon_pid}) on {obj.socket}")
+        return
+    start_daemon(obj.socket, obj.root)
+    with obj.client(autostart=False) as c:
+        click.echo(f"sessiond started (pid {c.daemon_pid}) on {obj.socket}")
+
+
+@cli.command()
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the daemon to exit.")
+@click.pass_obj
+def stop(obj: Context, timeout: float) -> None:
+    """Stop the daemon: it drains every queue first. Never starts one."""
+    try:
+        client = obj.client(autostart=False).connect()
+    except DaemonUnavailable:
+        click.echo("sessiond: no daemon running", err=True)
+        return
+    pid = client.daemon_pid
+    client.shutdown()
+    client.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pid is None or not _alive(pid):
+            click.echo(f"sessiond stopped (pid {pid})")
+            return
+        time.sleep(0.02)
+    raise DaemonUnavailable(f"the daemon (pid {pid}) did not exit within {timeout:.0f}s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def status(obj: Context, as_json: bool) -> None:
+    """Show the running daemon's figures; exit 1 when none runs."""
+    try:
+        with obj.client(autostart=False) as c:
+            st = c.status()
+    except DaemonUnavailable as exc:
+        if as_json:
+            click.echo(msgspec.json.encode({"running": False, "socket": str(obj.socket), "error": str(exc)}))
+        else:
+            click.echo(f"sessiond: not running ({exc})", err=True)
+        sys.exit(1)
+    data = msgspec.to_builtins(st)
+    data.pop("op", None)
+    data.pop("id", None)
+    if as_json:
+        click.echo(msgspec.json.encode({"running": True, **data}))
+        return
+    cfg = st.config
+    click.echo(f"sessiond {st.version}: pid {st.pid}, up {_duration(st.uptime)}")
+    click.echo(f"  socket    {st.socket}")
+    click.echo(f"  root      {st.root}")
+    click.echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {st.clients} clients")
+    click.echo(f"  queued    {st.queuedEntries} entries, {_size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
+    click.echo(f"  written   {st.writes} writes, {_size(st.bytesWritten)}, {st.fsyncs} fsyncs, {st.errors} errors")
+    click.echo(f"  config    flush interval {cfg.get('flushIntervalMs')} ms, fsync {cfg.get('fsync')}")
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+@cli.command()
+@click.option("--session", default=None, help="Only this session's files.")
+@click.option("--durable", is_flag=True, help="Also fdatasync what was written.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def flush(obj: Context, session: str | None, durable: bool, as_json: bool) -> None:
+    """Wait until everything accepted so far is written (and synced with --durable)."""
+    with obj.client() as c:
+        res = c.flush(session, durable=durable)
+    if as_json:
+        click.echo(msgspec.json.encode({"files": res.files, "durable": durable}))
+    else:
+        click.echo(f"flushed {res.files} file{'s' if res.files != 1 else ''}{' (synced)' if durable else ''}")
+
+
+# ----------------------------------------------------------------------- writing
+
+
+class EntryReader:
+    """Non-blank lines of the input that are single JSON objects; any other line
+    is reported on stderr with its number, counted in ``skipped`` and left out."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        from sessiond.protocol.transcript.entries import decode_header
+
+        for number, raw in enumerate(self.stream, 1):
+            line = raw.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            try:
+                decode_header(line)
+            except SessiondError as exc:
+                click.echo(f"sessiond: line {number} skipped: {exc}", err=True)
+                self.skipped += 1
+                continue
+            yield line
+
+
+def _batches(lines: Iterator[bytes]) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    size = 0
+    for line in lines:
+        batch.append(line)
+        size += len(line)
+        if len(batch) >= BATCH_ENTRIES or size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+@cli.command()
+@click.option("--cwd", required=True, help="The session's working directory (absolute).")
+@click.option("--session", required=True, help="Session id (a UUID).")
+@click.option("--agent", default=None, help="Route every entry to this agent's transcript.")
+@click.option("--run", default=None, help="Workflow run id of the agent.")
+@click.option("--durability", type=click.Choice(list(m.DURABILITIES)), default="queued", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.argument("source", type=click.File("rb"), default="-")
+@click.pass_obj
+def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | None, durability: str, as_json: bool, source: IO[bytes]) -> None:
+    """Store raw entries (one JSON object per line) from SOURCE or stdin."""
+    from sessiond.protocol.transcript.paths import check_cwd, check_session_id
+
+    check_cwd(cwd)
+    check_session_id(session)
+    lines = EntryReader(source)
+    accepted = duplicates = 0
+    client = obj.client()
+    try:
+        client.connect()
+    except DaemonUnavailable as exc:
+        if obj.autostart:
+            raise
+        from .fallback import direct_append
+
+        res = direct_append(obj.root or default_root(), cwd, session, list(lines), agent=agent, run=run)
+        click.echo(f"sessiond: {exc}; wrote directly to the files", err=True)
+        _report(as_json, session, res.written, res.duplicates, lines.skipped, direct=True, dropped=res.dropped)
+        return
+    with client:
+        reqs = (
+            m.Append(id=client.next_id(), session=session, cwd=cwd, entries=batch, durability=durability, agent=agent, run=run)  # type: ignore[arg-type]
+            for batch in _batches(iter(lines))
+        )
+        for resp in client.pipeline(reqs, window=16):
+            if isinstance(resp, m.Error):
+                raise SessiondError(resp.message, code=resp.code)
+            assert isinstance(resp, m.Appended)
+            accepted += resp.accepted
+            duplicates += resp.duplicates
+        client.call(m.Close(id=client.next_id(), session=session))
+    _report(as_json, session, accepted, duplicates, lines.skipped)
+
+
+def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped: int, *, direct: bool = False, dropped: int = 0) -> None:
+    if as_json:
+        out: dict[str, Any] = {"session": session, "accepted": accepted, "duplicates": duplicates, "skipped": skipped}
+        if direct:
+            out["direct"] = True
+            out["dropped"] = dropped
+        click.echo(msgspec.json.encode(out))
+        return
+    note = f"{duplicates} duplicate{'s' if duplicates != 1 else ''} dropped"
+    if skipped:
+        note += f", {skipped} invalid line{'s' if skipped != 1 else ''} skipped"
+    if dropped:
+        note += f", {dropped} entries without a message not written"
+    click.echo(f"{accepted} entries {'written' if direct else 'accepted'} for session {session} ({note})")
+
+
+@cli.command()
+@click.option("--cwd", required=True, help="The session's working directory (absolute).")
+@click.option("--session", required=True, help="Session id (a UUID).")
+@click.option("--agent", default=None, help="Record into this agent's (sidechain) transcript.")
+@click.option("--parent", default=None, help="Chain after this uuid instead of the session's last message.")
+@click.option("--durability", type=click.Choice(list(m.DURABILITIES)), default="queued", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.argument("source", type=click.File("rb"), default="-")
+@click.pass_obj
+def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str | None, durability: str, as_json: bool, source: IO[bytes]) -> None:
+    """Record messages (one JSON object per line), chaining their parents (SPEC 3.1)."""
+    from sessiond.protocol.transcript.paths import check_cwd, check_session_id
+
+    from .session import Session
+
+    check_cwd(cwd)
+    check_session_id(session)
+    lines = EntryReader(source)
+    with obj.client() as client:
+        s = Session(client, session, cwd, agent=agent, durability=durability)  # type: ignore[arg-type]
+        s.hint = parent
+        for batch in _batches(iter(lines)):
+            s.record([msgspec.json.decode(line) for line in batch])
+        s.close()
+    if as_json:
+        click.echo(msgspec.json.encode({"session": session, "recorded": s.accepted, "duplicates": s.duplicates, "last": s.hint, "skipped": lines.skipped}))
+    else:
+        click.echo(f"{s.accepted} messages recorded in session {session} ({s.duplicates} already there); last {s.hint}")
+
+
+def main() -> None:
+    cli(prog_name="sessiond")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""The blocking client: plain sockets, usable from exit handlers and sync code.
+
+``Client`` connects (autostarting the daemon when its socket is absent), does the
+Hello handshake, and exchanges typed messages. ``call`` sends one request and
+waits for its answer; ``pipeline`` sends many before reading, which is how the CLI
+streams a big file. Every wait has a timeout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from sessiond.protocol.locations import default_root, default_socket
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, RemoteError, VersionMismatch
+from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
+
+from .autostart import start_daemon
+
+DEFAULT_TIMEOUT = 30.0
+
+
+def check_socket_owner(path: Path) -> None:
+    """Refuse a daemon socket that belongs to another user."""
+    st = os.lstat(path)
+    if not stat.S_ISSOCK(st.st_mode):
+        raise DaemonUnavailable(f"{path} is not a socket")
+    if st.st_uid != os.getuid():
+        raise DaemonUnavailable(f"{path} is owned by uid {st.st_uid}; refusing to talk to it")
+
+
+def raise_for(resp: m.Response) -> m.Response:
+    if isinstance(resp, m.Error):
+        if resp.code == "version_mismatch":
+            raise VersionMismatch(resp.message)
+        raise RemoteError(resp.message, code=resp.code)
+    return resp
+
+
+class Client:
+    def __init__(
+        self,
+        socket_path: Path | str | None = None,
+        *,
+        root: Path | str | None = None,
+        autostart: bool = True,
+        timeout: float = DEFAULT_TIMEOUT,
+        name: str = "sessiond-py",
+    ) -> None:
+        self.socket_path = Path(socket_path) if socket_path else default_socket()
+        self.root = Path(root) if root else None
+        self.autostart = autostart
+        self.timeout = timeout
+        self.name = name
+        self.daemon_pid: int | None = None
+        self._sock: socket.socket | None = None
+        self._frames = FrameBuffer()
+        self._ids = itertools.count(1)
+        self._early: dict[int, m.Response] = {}
+
+    # ----------------------------------------------------------------- connection
+
+    def connect(self) -> Client:
+        if self._sock is not None:
+            return self
+        try:
+            sock = self._dial()
+        except (FileNotFoundError, ConnectionRefusedError):
+            if not self.autostart:
+                raise DaemonUnavailable(f"no daemon is running on {self.socket_path}") from None
+            start_daemon(self.socket_path, self.root)
+            try:
+                sock = self._dial()
+            except OSError as exc:
+                raise DaemonUnavailable(f"cannot reach the daemon on {self.socket_path}: {exc}") from None
+        except OSError as exc:
+            raise DaemonUnavailable(f"cannot reach the daemon on {self.socket_path}: {exc}") from None
+        self._sock = sock
+        self._frames = FrameBuffer()
+        welcome = self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
+        assert isinstance(welcome, m.Welcome)
+        self.daemon_pid = welcome.pid
+        return self
+
+    def _dial(self) -> socket.socket:
+        check_socket_owner(self.socket_path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(str(self.socket_path))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def __enter__(self) -> Client:
+        return self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------- messages
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def send(self, req: m.Request) -> None:
+        if self._sock is None:
+            self.connect()
+        try:
+            self._sock.sendall(encode(req))  # type: ignore[union-attr]
+        except OSError as exc:
+            self.close()
+            raise DaemonUnavailable(f"lost the daemon while sending: {exc}") from None
+
+    def receive(self, rid: int) -> m.Response:
+        """The response to request ``rid`` (answers to others are kept for later)."""
+        if rid in self._early:
+            return self._early.pop(rid)
+        while True:
+            for body in self._read_bodies():
+                resp = decode_response(body)
+                if resp.id == rid:
+                    return resp
+                if resp.id == 0 and isinstance(resp, m.Error):
+                    return resp  # connection-level refusal
+                self._early[resp.id] = resp
+
+    def _read_bodies(self) -> list[bytes]:
+        assert self._sock is not None
+        try:
+            data = self._sock.recv(1 << 20)
+        except socket.timeout:
+            self.close()
+            raise DaemonUnavailable(f"the daemon did not answer within {self.timeout:.0f}s") from None
+        except OSError as exc:
+            self.close()
+            raise DaemonUnavailable(f"lost the daemon: {exc}") from None
+        if not data:
+            self.close()
+            raise DaemonUnavailable("the daemon closed the connection")
+        try:
+            return self._frames.feed(data)
+        except ProtocolError:
+            self.close()
+            raise
+
+    def call(self, req: m.Request) -> m.Response:
+        self.send(req)
+        return raise_for(self.receive(req.id))
+
+    def pipeline(self, reqs: Iterable[m.Request], window: int = 32) -> list[m.Response]:
+        """Send requests keeping up to ``window`` in flight; answers in order.
+        Error answers are returned, not raised, so the caller sees each one."""
+        out: list[m.Response] = []
+        inflight: list[int] = []
+        for req in reqs:
+            self.send(req)
+            inflight.append(req.id)
+            if len(inflight) >= window:
+                out.append(self.receive(inflight.pop(0)))
+        for rid in inflight:
+            out.append(self.receive(rid))
+        return out
+
+    # ----------------------------------------------------------------- shortcuts
+
+    def status(self) -> m.StatusResult:
+        return self.call(m.Status(id=self.next_id()))  # type: ignore[return-value]
+
+    def flush(self, session: str | None = None, durable: bool = False) -> m.Flushed:
+        return self.call(m.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]
+
+    def shutdown(self) -> None:
+        self.call(m.Shutdown(id=self.next_id()))
+
+    def session(self, session_id: str | None = None, cwd: str | None = None, **kw) -> "Session":
+        from .session import Session
+
+        return Session(self, session_id=session_id, cwd=cwd, **kw)
+
+
+def default_client(**kw) -> Client:
+    kw.setdefault("root", os.environ.get("SESSIOND_ROOT") or None)
+    return Client(**kw)
+
+
+__all__ = ["Client", "default_client", "default_root", "default_socket"]

@@ -1,0 +1,70 @@
+"""Direct append: the exit path when the daemon cannot be reached (SPEC 3.3).
+
+Writes whole lines straight into the transcript files under the same exclusive
+``flock`` the daemon's drain takes, so the two interleave whole lines only. It
+follows the daemon's rules: routing of sidechains to agent files, uuid dedup
+against what the file already holds (read under the lock), and lazy
+materialization (a main transcript is not created without a user/assistant
+message).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+
+from sessiond.protocol.transcript import paths
+from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, open_append
+from sessiond.protocol.transcript.entries import MATERIALIZING_TYPES, decode_header
+from sessiond.protocol.transcript.jsonl import scan_uuids
+
+
+class FallbackResult(msgspec.Struct):
+    written: int = 0
+    duplicates: int = 0
+    dropped: int = 0
+    """Entries of a session with no message: by the lazy-materialization rule, no file."""
+
+
+def direct_append(
+    root: Path,
+    cwd: str,
+    session_id: str,
+    lines: list[bytes],
+    *,
+    agent: str | None = None,
+    run: str | None = None,
+) -> FallbackResult:
+    project = paths.project_dir(root, cwd)
+    main = paths.session_file(project, session_id)
+    by_file: dict[Path, list[tuple[str | None, bool, bytes]]] = {}
+    for line in lines:
+        header = decode_header(line)
+        aid = agent if agent is not None else (header.agentId if header.isSidechain else None)
+        path = main if aid is None else paths.agent_file(project, session_id, aid, run)
+        by_file.setdefault(path, []).append((header.uuid, header.type in MATERIALIZING_TYPES, line))
+    result = FallbackResult()
+    for path, items in by_file.items():
+        if path == main and not path.exists() and not any(mat for _, mat, _ in items):
+            result.dropped += len(items)
+            continue
+        fd, _ = open_append(path)
+        try:
+            with file_lock(fd):
+                known = scan_uuids(path) if os.fstat(fd).st_size else set()
+                out = []
+                for uuid, _, line in items:
+                    if uuid is not None:
+                        if uuid in known:
+                            result.duplicates += 1
+                            continue
+                        known.add(uuid)
+                    out.append(line)
+                if out:
+                    append_unlocked(fd, b"\n".join(out) + b"\n")
+                    result.written += len(out)
+        finally:
+            os.close(fd)
+    return result

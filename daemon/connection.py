@@ -1,0 +1,182 @@
+"""One client connection, as an ``asyncio.Protocol``.
+
+A Protocol (buffer and split frames ourselves) handled 1.3-2x the frames/s of a
+StreamReader server here, so the hot path stays on it; this module is the only
+place that knows. Frames are split by the shared ``FrameBuffer``; the first frame
+must be ``Hello``. Responses are collected and written once per event-loop pass,
+so a pipelining client gets its acks in one write. A connection that goes away
+without ``Close`` gets the same exit cleanup as one that says goodbye.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import socket
+import struct
+from typing import TYPE_CHECKING
+
+from sessiond.protocol import __version__
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
+from sessiond.protocol.wire.framing import FrameBuffer, decode_request, encode, request_id_of
+
+from .handlers import dispatch
+
+if TYPE_CHECKING:
+    from .server import Daemon
+    from .sessions import SessionState
+
+log = logging.getLogger("sessiond")
+_ids = itertools.count(1)
+_UCRED = struct.Struct("3i")
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The connecting process's uid (SO_PEERCRED on Linux, getpeereid elsewhere)."""
+    if hasattr(socket, "SO_PEERCRED"):
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+        return _UCRED.unpack(raw)[1]
+    try:
+        return os.getpeereid(sock.fileno())[0]  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        return None
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.id = next(_ids)
+        self.transport: asyncio.Transport | None = None
+        self.frames = FrameBuffer(daemon.settings.max_frame)
+        self.greeted = False
+        self.sessions: dict[str, SessionState] = {}
+        self._out: list[bytes] = []
+        self._out_scheduled = False
+        self._paused = False
+        self.closing = False
+
+    # ------------------------------------------------------------------- transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        uid = peer_uid(sock) if sock is not None else None
+        if uid is not None and uid != os.getuid():
+            log.warning("refused a client of uid %d", uid)
+            self._send_now(m.Error(id=0, code="permission_denied", message="this daemon serves only its own user"))
+            self.close()
+            return
+        self.daemon.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            bodies = self.frames.feed(data)
+        except FrameTooLarge as exc:
+            log.warning("client %d: %s; closing", self.id, exc)
+            self._send_now(m.Error(id=0, code=exc.code, message=exc.message))
+            self.close()
+            return
+        for body in bodies:
+            if self.closing:
+                return
+            self._handle(body)
+        if not self._paused and self.daemon.writer.over_limit:
+            self._paused = True
+            self.transport.pause_reading()
+            self.daemon.writer.when_below_limit(self._resume)
+
+    def _resume(self) -> None:
+        self._paused = False
+        if self.transport is not None and not self.closing:
+            self.transport.resume_reading()
+
+    def eof_received(self) -> bool:
+        if self.frames.pending:
+            log.warning("client %d: connection ended inside a frame (%d bytes)", self.id, self.frames.pending)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.daemon.connections.discard(self)
+        for sid in list(self.sessions):
+            self.detach(sid)
+        self.transport = None
+
+    # -------------------------------------------------------------------- requests
+
+    def _handle(self, body: bytes) -> None:
+        try:
+            req = decode_request(body)
+        except ProtocolError as exc:
+            self.reply(m.Error(id=request_id_of(body), code=exc.code, message=exc.message))
+            return
+        if not self.greeted:
+            self._greet(req)
+            return
+        try:
+            resp = dispatch(self, req)
+        except SessiondError as exc:
+            resp = m.Error(id=req.id, code=exc.code, message=exc.message)
+        except Exception as exc:  # a bug: report it, keep serving everyone else
+            log.exception("client %d: internal error on %s", self.id, type(req).__name__)
+            self.daemon.stats.errors += 1
+            resp = m.Error(id=req.id, code="internal", message=f"internal error: {exc}")
+        if resp is not None:
+            self.reply(resp)
+
+    def _greet(self, req: m.Request) -> None:
+        if not isinstance(req, m.Hello):
+            self._send_now(m.Error(id=req.id, code="bad_request", message="the first message must be Hello"))
+            self.close()
+            return
+        if req.protocol_version != m.PROTOCOL_VERSION:
+            exc = VersionMismatch(
+                f"client speaks protocol {req.protocol_version}, daemon speaks {m.PROTOCOL_VERSION}"
+            )
+            self._send_now(m.Error(id=req.id, code=exc.code, message=exc.message))
+            self.close()
+            return
+        self.greeted = True
+        self.reply(m.Welcome(id=req.id, protocol_version=m.PROTOCOL_VERSION, daemon_version=__version__, pid=os.getpid()))
+
+    # ------------------------------------------------------------------- sessions
+
+    def attach(self, state: SessionState) -> None:
+        if state.id not in self.sessions:
+            self.sessions[state.id] = state
+            self.daemon.registry.attach(state, self.id)
+
+    def detach(self, session_id: str) -> None:
+        state = self.sessions.pop(session_id, None)
+        if state is not None:
+            self.daemon.registry.detach(state, self.id)
+
+    # -------------------------------------------------------------------- output
+
+    def reply(self, resp: m.Response) -> None:
+        """Queue a response; all responses of one loop pass go out in one write."""
+        if self.transport is None:
+            return
+        self._out.append(encode(resp))
+        if not self._out_scheduled:
+            self._out_scheduled = True
+            self.daemon.loop.call_soon(self._flush_out)
+
+    def _flush_out(self) -> None:
+        self._out_scheduled = False
+        if self._out and self.transport is not None:
+            out, self._out = self._out, []
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def _send_now(self, resp: m.Response) -> None:
+        self._out.append(encode(resp))
+        self._flush_out()
+
+    def close(self) -> None:
+        self.closing = True
+        if self.transport is not None:
+            self._flush_out()
+            self.transport.close()

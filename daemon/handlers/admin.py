@@ -1,0 +1,42 @@
+"""Status and Shutdown."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+from sessiond.protocol import __version__
+from sessiond.protocol.wire import messages as m
+
+if TYPE_CHECKING:
+    from ..connection import Connection
+
+
+def handle_status(conn: Connection, req: m.Status) -> m.Response:
+    d = conn.daemon
+    registry, writer, stats = d.registry, d.writer, d.stats
+    return m.StatusResult(
+        id=req.id,
+        pid=os.getpid(),
+        version=__version__,
+        root=str(d.settings.root),
+        socket=str(d.settings.socket),
+        uptime=round(time.monotonic() - d.started, 3),
+        sessions=len(registry.sessions),
+        materialized=sum(1 for s in registry.sessions.values() if s.materialized),
+        clients=len(d.connections),
+        queuedEntries=writer.queued_entries,
+        queuedBytes=writer.queued_bytes,
+        pendingEntries=registry.pending_entries,
+        writes=stats.writes,
+        bytesWritten=stats.bytes_written,
+        fsyncs=stats.fsyncs,
+        errors=stats.errors,
+        config=d.settings.public(),
+    )
+
+
+def handle_shutdown(conn: Connection, req: m.Shutdown) -> m.Response:
+    conn.daemon.request_shutdown("Shutdown request")
+    return m.Done(id=req.id)

@@ -1,0 +1,71 @@
+"""Append and Record: validate, dedup, route, queue, and ack at the asked durability."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sessiond.protocol.transcript.entries import EntryHeader, decode_header
+from sessiond.protocol.transcript.recording import chain_messages
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import SessiondError, bad_request
+
+from .completion import after_all
+
+if TYPE_CHECKING:
+    from ..connection import Connection
+    from ..sessions import Routed
+
+
+def _headers(lines: list[bytes]) -> list[tuple[EntryHeader, bytes]]:
+    """Decode every header first: a batch with one bad entry is refused whole."""
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            out.append((decode_header(line), line))
+        except SessiondError as exc:
+            raise bad_request(f"entry {i}: {exc.message}") from None
+    return out
+
+
+def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
+    daemon = conn.daemon
+    daemon.refuse_if_stopping()
+    state = daemon.registry.get(req.session, req.cwd)
+    conn.attach(state)
+    routed = daemon.registry.accept(state, _headers(req.entries), req.agent, req.run)
+    return _ack(conn, req.id, req.durability, routed)
+
+
+def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
+    daemon = conn.daemon
+    daemon.refuse_if_stopping()
+    registry = daemon.registry
+    state = registry.get(req.session, req.cwd)
+    conn.attach(state)
+    batch = _headers(req.messages)
+    registry.check_targets([h for h, _ in batch], req.agent, req.run)
+    target = state.main if req.agent is None else registry.agent_target(state, req.agent, req.run)
+    parent = req.parent if req.parent is not None else target.last
+    chained = chain_messages(batch, target.uuids.__contains__, parent)
+    routed = registry.accept(state, chained.lines, req.agent, req.run)
+    routed.duplicates += chained.duplicates
+    routed.last = chained.last
+    return _ack(conn, req.id, req.durability, routed)
+
+
+def _ack(conn: Connection, rid: int, durability: str, routed: Routed) -> m.Response | None:
+    result = m.Appended(id=rid, accepted=routed.accepted, duplicates=routed.duplicates, last=routed.last)
+    if durability == "queued" or not routed.queues:
+        return result
+    writer = conn.daemon.writer
+
+    def done(err: SessiondError | None) -> None:
+        conn.reply(result if err is None else m.Error(id=rid, code=err.code, message=err.message))
+
+    waiter = after_all(len(routed.queues), done)
+    for q in routed.queues:
+        if durability == "durable":
+            writer.when_durable(q, waiter)
+        else:
+            writer.when_written(q, waiter)
+    return None

@@ -1,0 +1,62 @@
+"""Open, Close and agent metadata: a connection's relation to its sessions."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from sessiond.protocol.transcript import paths
+from sessiond.protocol.transcript.appendfile import FILE_MODE, ensure_dir, write_all
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import bad_request, io_error
+
+if TYPE_CHECKING:
+    from ..connection import Connection
+
+
+def handle_open(conn: Connection, req: m.Open) -> m.Response:
+    daemon = conn.daemon
+    daemon.refuse_if_stopping()
+    state = daemon.registry.get(req.session, req.cwd)
+    conn.attach(state)
+    return m.Opened(id=req.id, session=state.id, path=str(state.path), materialized=state.materialized)
+
+
+def handle_close(conn: Connection, req: m.Close) -> m.Response:
+    paths.check_session_id(req.session)
+    conn.detach(req.session)
+    return m.Done(id=req.id)
+
+
+def handle_agent_meta(conn: Connection, req: m.SetAgentMeta) -> m.Response:
+    daemon = conn.daemon
+    daemon.refuse_if_stopping()
+    state = daemon.registry.get(req.session, req.cwd)
+    try:
+        meta = msgspec.json.decode(req.meta)
+    except msgspec.DecodeError as exc:
+        raise bad_request(f"agent meta is not JSON: {exc}") from None
+    if not isinstance(meta, dict):
+        raise bad_request("agent meta must be a JSON object")
+    path = paths.agent_meta_file(state.project, state.id, req.agent, req.run)
+    try:
+        _replace(path, msgspec.json.encode(meta))
+    except OSError as exc:
+        raise io_error(f"writing {path.name} failed: {exc.strerror or exc}") from None
+    return m.Done(id=req.id)
+
+
+def _replace(path, data: bytes) -> None:
+    """Write a small file atomically: temp file in the same dir, then rename."""
+    ensure_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

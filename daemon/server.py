@@ -1,0 +1,199 @@
+"""The daemon process: socket set-up, the event loop, signals and shutdown.
+
+``serve(settings)`` owns the lifecycle: take the lock that makes this THE daemon of
+its socket (a live daemon's socket is never stolen; a stale one is replaced), bind
+the socket 0600 in a 0700 directory, serve on uvloop when available, and on
+SIGTERM/SIGINT or a Shutdown request stop accepting, run exit cleanup for every
+session, drain and fdatasync every queue, remove the socket and exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from sessiond.protocol import __version__
+from sessiond.protocol.locations import check_private_dir
+from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
+
+from .config import Settings
+from .connection import Connection
+from .sessions import Registry
+from .writer import Stats, Writer
+
+log = logging.getLogger("sessiond")
+
+SWEEP_EVERY = 10.0
+EXIT_ALREADY_RUNNING = 3
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+class Daemon:
+    def __init__(self, settings: Settings, loop: asyncio.AbstractEventLoop) -> None:
+        self.settings = settings
+        self.loop = loop
+        self.stats = Stats()
+        self.writer = Writer(loop, settings, self.stats)
+        self.registry = Registry(settings, self.writer)
+        self.connections: set[Connection] = set()
+        self.started = time.monotonic()
+        self.stopping = False
+        self.stopped = loop.create_future()
+        self._sweep = loop.call_later(SWEEP_EVERY, self._sweep_idle)
+
+    def refuse_if_stopping(self) -> None:
+        if self.stopping:
+            raise SessiondError("the daemon is shutting down", code=SHUTTING_DOWN)
+
+    def request_shutdown(self, why: str) -> None:
+        if self.stopping:
+            return
+        log.info("shutting down (%s)", why)
+        self.stopping = True
+        # Let this pass's replies (the Shutdown ack among them) go out first.
+        self.loop.call_soon(self._shutdown)
+
+    def _shutdown(self) -> None:
+        self._sweep.cancel()
+        for conn in self.connections:
+            if conn.transport is not None:
+                conn.transport.pause_reading()
+        for state in list(self.registry.sessions.values()):
+            self.registry.exit_cleanup(state)
+        self.writer.drain_everything()
+        self.writer.close()
+        for conn in list(self.connections):
+            conn.close()
+        log.info(
+            "stopped: %d writes, %d bytes, %d fsyncs, %d errors",
+            self.stats.writes, self.stats.bytes_written, self.stats.fsyncs, self.stats.errors,
+        )
+        if not self.stopped.done():
+            self.stopped.set_result(None)
+
+    def _sweep_idle(self) -> None:
+        self.registry.sweep(time.monotonic())
+        self._sweep = self.loop.call_later(SWEEP_EVERY, self._sweep_idle)
+
+
+# ------------------------------------------------------------------------ socket
+
+
+def prepare_socket_dir(path: Path) -> None:
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    check_private_dir(path)
+
+
+def take_lock(sock_path: Path) -> int:
+    """Hold ``<socket>.lock`` for the daemon's lifetime: whoever holds it owns the
+    socket path."""
+    lock_path = sock_path.with_name(sock_path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        other = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise AlreadyRunning(f"another sessiond (pid {other or '?'}) is serving {sock_path}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def bind_socket(path: Path) -> socket.socket:
+    try:
+        os.unlink(path)  # we hold the lock: whatever is there is stale
+    except FileNotFoundError:
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(512)
+    sock.setblocking(False)
+    return sock
+
+
+def remove_socket(path: Path, inode: int) -> None:
+    """Unlink the socket only if it is still the one we bound."""
+    try:
+        if os.stat(path).st_ino == inode:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+# -------------------------------------------------------------------------- main
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s sessiond[%(process)d] %(levelname)s %(message)s",
+    )
+
+
+async def _run(settings: Settings) -> None:
+    loop = asyncio.get_running_loop()
+    sock_path = settings.socket
+    prepare_socket_dir(sock_path.parent)
+    lock_fd = take_lock(sock_path)
+    try:
+        sock = bind_socket(sock_path)
+        inode = os.stat(sock_path).st_ino
+        daemon = Daemon(settings, loop)
+        server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, daemon.request_shutdown, signal.Signals(sig).name)
+        log.info("ready: pid %d, socket %s, root %s, sessiond %s", os.getpid(), sock_path, settings.root, __version__)
+        await daemon.stopped
+        server.close()
+        remove_socket(sock_path, inode)
+        await server.wait_closed()
+    finally:
+        os.close(lock_fd)
+
+
+def serve(settings: Settings) -> int:
+    """Run the daemon until it is told to stop; the process exit code."""
+    setup_logging(settings.log_level)
+    try:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux/macOS
+        factory = None
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(_run(settings))
+    except AlreadyRunning as exc:
+        log.error("%s", exc)
+        return EXIT_ALREADY_RUNNING
+    except PermissionError as exc:
+        log.error("%s", exc)
+        return 1
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            log.error("socket %s is in use", settings.socket)
+        else:
+            log.error("cannot start: %s", exc)
+        return 1
+    return 0

@@ -1,0 +1,230 @@
+"""Session state: the pending buffer, lazy materialization, dedup, routing and the
+metadata cache (SPEC 3.2, 3.4, 3.5).
+
+A session is created in memory by its first request; its main transcript file is
+created only by its first ``user``/``assistant`` message. Every entry is routed to
+a ``Target`` (the main transcript or one agent file), each with its own queue and
+uuid set: a uuid already in the target is dropped silently (idempotent retries).
+Inline sidechain entries of 1.0.x files (``isSidechain`` without ``agentId``) stay
+in the main file but are deduplicated apart from the main chain, so a forked
+sidechain may share uuids with the main transcript as SPEC 3.4 allows.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from sessiond.protocol.transcript import paths
+from sessiond.protocol.transcript.entries import (
+    MATERIALIZING_TYPES,
+    REAPPENDED_METADATA,
+    REAPPENDED_SET,
+    EntryHeader,
+    is_chain_participant,
+)
+from sessiond.protocol.transcript.jsonl import scan_session, scan_uuids
+from sessiond.protocol.wire.errors import too_large
+
+from .config import Settings
+from .writer import FileQueue, Writer
+
+log = logging.getLogger("sessiond")
+
+
+class Target:
+    """One transcript file: its write queue, its dedup set, where its chain ends."""
+
+    __slots__ = ("queue", "uuids", "last")
+
+    def __init__(self, queue: FileQueue, uuids: set[str], last: str | None) -> None:
+        self.queue = queue
+        self.uuids = uuids
+        self.last = last
+
+
+class SessionState:
+    __slots__ = (
+        "id", "project", "path", "materialized", "pending", "pending_bytes",
+        "metadata", "dirty_since_meta", "side_uuids", "main", "agents", "clients",
+        "last_active",
+    )
+
+    def __init__(self, session_id: str, project: Path, writer: Writer) -> None:
+        self.id = session_id
+        self.project = project
+        self.path = paths.session_file(project, session_id)
+        self.pending: list[bytes] = []
+        self.pending_bytes = 0
+        self.metadata: dict[str, bytes] = {}
+        self.dirty_since_meta = False
+        self.agents: dict[Path, Target] = {}
+        self.clients: set[int] = set()
+        self.last_active = time.monotonic()
+        queue = writer.queue(self.path)
+        if self.path.exists():
+            scan = scan_session(self.path)
+            self.materialized = True
+            self.side_uuids = scan.sidechain_uuids
+            self.metadata.update(scan.metadata)
+            self.main = Target(queue, scan.uuids, scan.last_participant)
+        else:
+            self.materialized = False
+            self.side_uuids = set()
+            self.main = Target(queue, set(), None)
+
+    def targets(self) -> list[Target]:
+        return [self.main, *self.agents.values()]
+
+    @property
+    def idle(self) -> bool:
+        return not self.clients and all(t.queue.idle for t in self.targets())
+
+
+class Routed:
+    """Result of accepting one batch: counts and the queues it touched."""
+
+    __slots__ = ("accepted", "duplicates", "queues", "last")
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.duplicates = 0
+        self.queues: list[FileQueue] = []
+        self.last: str | None = None
+
+
+class Registry:
+    def __init__(self, settings: Settings, writer: Writer) -> None:
+        self.settings = settings
+        self.writer = writer
+        self.sessions: dict[str, SessionState] = {}
+
+    def get(self, session_id: str, cwd: str) -> SessionState:
+        """The session's state, created on first use. A session keeps the project
+        of its first request: a subagent running in another worktree still writes
+        under its parent session."""
+        state = self.sessions.get(session_id)
+        if state is None:
+            paths.check_session_id(session_id)
+            project = paths.project_dir(self.settings.root, cwd)
+            state = self.sessions[session_id] = SessionState(session_id, project, self.writer)
+        else:
+            paths.check_cwd(cwd)
+        state.last_active = time.monotonic()
+        return state
+
+    def agent_target(self, state: SessionState, agent: str, run: str | None) -> Target:
+        path = paths.agent_file(state.project, state.id, agent, run)
+        target = state.agents.get(path)
+        if target is None:
+            uuids = scan_uuids(path) if path.exists() else set()
+            target = state.agents[path] = Target(self.writer.queue(path), uuids, None)
+        return target
+
+    def target_for(self, state: SessionState, header: EntryHeader, agent: str | None, run: str | None) -> Target:
+        if agent is None and header.isSidechain and header.agentId is not None:
+            agent = header.agentId
+        if agent is None:
+            return state.main
+        return self.agent_target(state, agent, run)
+
+    def check_targets(self, headers: list[EntryHeader], agent: str | None, run: str | None) -> None:
+        """Validate every routing id of a batch before any of it is accepted."""
+        if agent is not None:
+            paths.check_id("agent", agent)
+        if run is not None:
+            paths.check_id("run", run)
+        if agent is None:
+            for h in headers:
+                if h.isSidechain and h.agentId is not None:
+                    paths.check_id("agent", h.agentId)
+
+    def accept(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None) -> Routed:
+        """Dedup, route and queue a validated batch (all or nothing for limits)."""
+        self.check_targets([h for h, _ in batch], agent, run)
+        if not state.materialized:
+            extra = sum(len(line) for h, line in batch if h.type not in MATERIALIZING_TYPES)
+            if state.pending_bytes + extra > self.settings.max_pending_bytes:
+                raise too_large(
+                    f"session {state.id} has no message yet and its pending buffer would exceed "
+                    f"{self.settings.max_pending_bytes} bytes"
+                )
+        out = Routed()
+        per_target: dict[int, tuple[Target, list[bytes]]] = {}
+        main_lines: list[bytes] = []
+        for header, line in batch:
+            target = self.target_for(state, header, agent, run)
+            uuid = header.uuid
+            inline_side = target is state.main and bool(header.isSidechain)
+            if uuid is not None:
+                seen = state.side_uuids if inline_side else target.uuids
+                if uuid in seen:
+                    out.duplicates += 1
+                    continue
+                seen.add(uuid)
+                if not inline_side and is_chain_participant(header):
+                    target.last = uuid
+            out.accepted += 1
+            if target is not state.main:
+                per_target.setdefault(id(target), (target, []))[1].append(line)
+                continue
+            if header.type in REAPPENDED_SET:
+                state.metadata[header.type] = line
+            else:
+                state.dirty_since_meta = True
+            if state.materialized:
+                main_lines.append(line)
+            elif header.type in MATERIALIZING_TYPES:
+                state.materialized = True
+                main_lines.extend(state.pending)
+                main_lines.append(line)
+                state.pending = []
+                state.pending_bytes = 0
+            else:
+                state.pending.append(line)
+                state.pending_bytes += len(line)
+        if main_lines:
+            self.writer.enqueue(state.main.queue, main_lines)
+            out.queues.append(state.main.queue)
+        for target, lines in per_target.values():
+            self.writer.enqueue(target.queue, lines)
+            out.queues.append(target.queue)
+        return out
+
+    # ------------------------------------------------------------ clients, cleanup
+
+    def attach(self, state: SessionState, client: int) -> None:
+        state.clients.add(client)
+
+    def detach(self, state: SessionState, client: int) -> None:
+        state.clients.discard(client)
+        if not state.clients:
+            self.exit_cleanup(state)
+
+    def exit_cleanup(self, state: SessionState) -> None:
+        """The last client went away (Close, a dropped connection, or shutdown):
+        re-append the current metadata at EOF so listing finds it in the tail
+        window, and let go of a pending buffer that never became a file."""
+        if state.materialized:
+            if state.dirty_since_meta and state.metadata:
+                lines = [state.metadata[k] for k in REAPPENDED_METADATA if k in state.metadata]
+                self.writer.enqueue(state.main.queue, lines)
+                state.dirty_since_meta = False
+        elif state.pending:
+            log.info("session %s closed without a message: %d pending entries, no file", state.id, len(state.pending))
+            state.pending = []
+            state.pending_bytes = 0
+
+    def sweep(self, now: float) -> None:
+        """Forget sessions nobody uses: their files are the truth and are rescanned
+        on next use."""
+        for sid, state in list(self.sessions.items()):
+            if state.idle and now - state.last_active > self.settings.idle_evict:
+                for target in state.targets():
+                    self.writer.forget(target.queue)
+                del self.sessions[sid]
+
+    @property
+    def pending_entries(self) -> int:
+        return sum(len(s.pending) for s in self.sessions.values())

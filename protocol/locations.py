@@ -1,0 +1,49 @@
+"""Default places: the store root and the daemon's socket.
+
+Both sides must compute the same defaults, so they live in the protocol package.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+SOCKET_NAME = "sessiond.sock"
+LOCK_NAME = "sessiond.lock"
+LOG_NAME = "sessiond.log"
+
+
+def default_root() -> Path:
+    env = os.environ.get("SESSIOND_ROOT")
+    if env:
+        return Path(env)
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(data) / "sessiond"
+
+
+def default_socket() -> Path:
+    env = os.environ.get("SESSIOND_SOCKET")
+    if env:
+        return Path(env)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return Path(runtime) / "sessiond" / SOCKET_NAME
+    return Path(f"/tmp/sessiond-{os.getuid()}") / SOCKET_NAME
+
+
+def check_private_dir(path: Path) -> None:
+    """Refuse a socket directory another user could tamper with.
+
+    Raises PermissionError naming the problem: a symlink, another owner, or
+    group/other permission bits.
+    """
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise PermissionError(f"{path} is a symlink; refusing to use it")
+    if not stat.S_ISDIR(st.st_mode):
+        raise PermissionError(f"{path} is not a directory")
+    if st.st_uid != os.getuid():
+        raise PermissionError(f"{path} is owned by uid {st.st_uid}, not {os.getuid()}")
+    if st.st_mode & 0o077:
+        raise PermissionError(f"{path} has mode {stat.S_IMODE(st.st_mode):o}; it must be 0700")

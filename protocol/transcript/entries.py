@@ -1,0 +1,94 @@
+"""Entry types and the typed header decoder: the few fields routing needs.
+
+The write path never decodes whole entries: ``decode_header`` reads only ``type``,
+``uuid``, ``parentUuid``, ``isSidechain``, ``agentId`` and ``subtype`` with a typed
+msgspec decoder (which still checks the whole entry is one well-formed JSON object),
+and the daemon writes the client's bytes unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from ..wire.errors import bad_request
+
+TRANSCRIPT_TYPES: Final = frozenset({"user", "assistant", "system", "attachment"})
+"""Messages that take part in the parent chain."""
+
+MATERIALIZING_TYPES: Final = frozenset({"user", "assistant"})
+"""The first of these creates a session's file (SPEC 3.2)."""
+
+REAPPENDED_METADATA: Final = (
+    "last-prompt",
+    "custom-title",
+    "tag",
+    "agent-name",
+    "agent-color",
+    "agent-setting",
+    "mode",
+    "worktree-state",
+    "pr-link",
+)
+"""Metadata kinds re-appended at EOF (SPEC 3.5), in the order they are written.
+Not ai-title: a user's custom title overrides it anyway."""
+
+REAPPENDED_SET: Final = frozenset(REAPPENDED_METADATA)
+
+COMPACT_BOUNDARY: Final = "compact_boundary"
+
+
+class EntryHeader(msgspec.Struct, frozen=True):
+    """The routing fields of one transcript line; every other field is skipped."""
+
+    type: str | None = None
+    uuid: str | None = None
+    parentUuid: str | None = None
+    isSidechain: bool | None = None
+    agentId: str | None = None
+    subtype: str | None = None
+    sourceToolAssistantUUID: str | None = None
+
+    @property
+    def sidechain(self) -> bool:
+        return bool(self.isSidechain)
+
+
+_header_decoder = msgspec.json.Decoder(EntryHeader)
+
+
+def decode_header(line: bytes) -> EntryHeader:
+    """Header of one entry, or a ``bad_request`` error naming what is wrong.
+
+    Refuses anything that is not exactly one JSON object on one line in UTF-8.
+    """
+    if b"\n" in line or b"\r" in line:
+        raise bad_request("entry contains a raw newline")
+    try:
+        header = _header_decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        raise bad_request(f"entry has a field of the wrong type: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise bad_request(f"entry is not one JSON object: {exc}") from None
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad_request("entry is not valid UTF-8") from None
+    return header
+
+
+def try_header(line: bytes) -> EntryHeader | None:
+    """Header of a line read back from disk, or None for a torn/unparseable line."""
+    try:
+        return _header_decoder.decode(line)
+    except msgspec.DecodeError:
+        return None
+
+
+def is_chain_participant(header: EntryHeader) -> bool:
+    return header.type in TRANSCRIPT_TYPES
+
+
+def is_compact_boundary(header: EntryHeader) -> bool:
+    return header.type == "system" and header.subtype == COMPACT_BOUNDARY

@@ -1,0 +1,128 @@
+"""Where Claude Code (and so sessiond) keeps each transcript, and which ids are legal.
+
+Layout under the store root (SPEC 2)::
+
+    projects/<sanitized-cwd>/<session-id>.jsonl
+    projects/<sanitized-cwd>/<session-id>/subagents/[workflows/<run>/]agent-<id>.jsonl
+
+Sanitizing must match Claude Code's JavaScript byte for byte, because pointing the
+root at ``~/.claude`` must land on the very files Claude Code writes: JS regexes see
+UTF-16 code units, so a character outside the BMP becomes two dashes, and long names
+get a djb2 hash computed over UTF-16 code units of the original name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from pathlib import Path
+
+from ..wire.errors import bad_request
+
+MAX_SANITIZED = 200
+
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def utf16_units(text: str) -> list[int]:
+    """The UTF-16 code units of ``text``, as JavaScript's ``charCodeAt`` sees them."""
+    data = text.encode("utf-16-le", "surrogatepass")
+    return [int.from_bytes(data[i : i + 2], "little") for i in range(0, len(data), 2)]
+
+
+def djb2(text: str) -> int:
+    """``h = (h*31 + unit) | 0`` over UTF-16 code units: a signed 32-bit result."""
+    h = 0
+    for unit in utf16_units(text):
+        h = (h * 31 + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    if n == 0:
+        return "0"
+    out = []
+    while n:
+        n, r = divmod(n, 36)
+        out.append(digits[r])
+    return "".join(reversed(out))
+
+
+def sanitize(name: str) -> str:
+    """Claude Code's project-directory name for ``name`` (usually a cwd)."""
+    parts = []
+    for ch in name:
+        if ch in _ALNUM:
+            parts.append(ch)
+        else:
+            parts.append("--" if ord(ch) > 0xFFFF else "-")
+    sanitized = "".join(parts)
+    if len(sanitized) <= MAX_SANITIZED:
+        return sanitized
+    return f"{sanitized[:MAX_SANITIZED]}-{base36(abs(djb2(name)))}"
+
+
+def canonical_cwd(cwd: str) -> str:
+    """realpath + Unicode NFC, after refusing what can never be a working directory."""
+    check_cwd(cwd)
+    return unicodedata.normalize("NFC", os.path.realpath(cwd))
+
+
+def check_cwd(cwd: str) -> None:
+    if not isinstance(cwd, str) or not cwd:
+        raise bad_request("cwd is required")
+    if "\x00" in cwd:
+        raise bad_request("cwd contains a NUL byte")
+    if not os.path.isabs(cwd):
+        raise bad_request(f"cwd must be an absolute path: {cwd!r}")
+
+
+def check_session_id(session_id: str) -> str:
+    if not isinstance(session_id, str) or not _UUID_RE.fullmatch(session_id):
+        raise bad_request(f"session id must be a UUID: {session_id!r}")
+    return session_id
+
+
+def check_id(kind: str, value: str) -> str:
+    """Agent, run and task ids: ``[A-Za-z0-9_-]{1,128}``, nothing else (no traversal)."""
+    if not isinstance(value, str) or not _ID_RE.fullmatch(value):
+        raise bad_request(f"{kind} id must match [A-Za-z0-9_-]{{1,128}}: {value!r}")
+    return value
+
+
+def is_session_id(value: str) -> bool:
+    return bool(_UUID_RE.fullmatch(value))
+
+
+def projects_dir(root: Path) -> Path:
+    return root / "projects"
+
+
+def project_dir(root: Path, cwd: str) -> Path:
+    return projects_dir(root) / sanitize(canonical_cwd(cwd))
+
+
+def session_file(project: Path, session_id: str) -> Path:
+    return project / f"{check_session_id(session_id)}.jsonl"
+
+
+def subagents_dir(project: Path, session_id: str, run: str | None = None) -> Path:
+    base = project / check_session_id(session_id) / "subagents"
+    return base / "workflows" / check_id("run", run) if run is not None else base
+
+
+def agent_file(project: Path, session_id: str, agent: str, run: str | None = None) -> Path:
+    return subagents_dir(project, session_id, run) / f"agent-{check_id('agent', agent)}.jsonl"
+
+
+def agent_meta_file(project: Path, session_id: str, agent: str, run: str | None = None) -> Path:
+    return subagents_dir(project, session_id, run) / f"agent-{check_id('agent', agent)}.meta.json"
+
+
+def remote_agent_meta_file(project: Path, session_id: str, task: str) -> Path:
+    name = f"remote-agent-{check_id('task', task)}.meta.json"
+    return project / check_session_id(session_id) / "remote-agents" / name

@@ -1,0 +1,101 @@
+"""Chaining recorded messages (SPEC 3.1): which parent each new message gets.
+
+Pure logic over raw entries; the daemon runs it because it holds the session's
+uuid set. ``parentUuid`` is stamped as the FIRST key, as Claude Code writes it,
+by prepending to the client's bytes (no re-encode) unless the message already has
+a ``parentUuid`` key, in which case it is decoded and rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from .entries import EntryHeader, is_chain_participant, is_compact_boundary
+from ..wire.errors import bad_request
+
+_json = msgspec.json.Encoder()
+
+
+class Chained(msgspec.Struct):
+    lines: list[tuple[EntryHeader, bytes]]
+    last: str | None
+    duplicates: int
+
+
+def stamp_parent(raw: bytes, parent: str | None, *, logical_parent: str | None = None, boundary: bool = False) -> bytes:
+    """``raw`` with ``parentUuid`` (and, at a compaction boundary,
+    ``logicalParentUuid``) as its first keys."""
+    if b'"parentUuid"' in raw or (boundary and b'"logicalParentUuid"' in raw):
+        obj = msgspec.json.decode(raw)
+        obj.pop("parentUuid", None)
+        if boundary:
+            obj.pop("logicalParentUuid", None)
+        head: dict = {"parentUuid": parent}
+        if boundary:
+            head["logicalParentUuid"] = logical_parent
+        head.update(obj)
+        return _json.encode(head)
+    prefix = b'{"parentUuid":' + _json.encode(parent)
+    if boundary:
+        prefix += b',"logicalParentUuid":' + _json.encode(logical_parent)
+    rest = raw[1:].lstrip()
+    return prefix + (b"}" if rest == b"}" else b"," + rest)
+
+
+def chain_messages(
+    messages: Sequence[tuple[EntryHeader, bytes]],
+    known: Callable[[str], bool],
+    parent: str | None,
+) -> Chained:
+    """Stamp parents on the new tail of a message list.
+
+    1. Messages whose uuid is ``known`` are skipped; a LEADING run of known chain
+       participants moves the starting parent to the last of them.
+    2. Each new chain participant's parent is the previous participant written,
+       starting from ``parent``; a ``user`` message carrying
+       ``sourceToolAssistantUUID`` hangs off that assistant message instead, so
+       parallel tool results all hang off the message holding their tool_use.
+       A compaction boundary gets ``parentUuid: null`` and ``logicalParentUuid``.
+    3. ``last`` is the uuid of the last chain participant: the next call's hint.
+    Entries that are not chain participants (metadata) pass through unchanged.
+    """
+    out: list[tuple[EntryHeader, bytes]] = []
+    fresh: set[str] = set()
+    duplicates = 0
+    seen_new = False
+    for header, raw in messages:
+        participant = is_chain_participant(header)
+        uuid = header.uuid
+        if uuid is not None and (uuid in fresh or known(uuid)):
+            duplicates += 1
+            if not seen_new and participant:
+                parent = uuid
+            continue
+        seen_new = True
+        if not participant:
+            out.append((header, raw))
+            continue
+        if uuid is None:
+            raise bad_request("a recorded message needs a uuid")
+        fresh.add(uuid)
+        if is_compact_boundary(header):
+            line = stamp_parent(raw, None, logical_parent=parent, boundary=True)
+            new_parent: str | None = None
+        else:
+            source = header.sourceToolAssistantUUID if header.type == "user" else None
+            new_parent = source if source else parent
+            line = stamp_parent(raw, new_parent)
+        stamped = EntryHeader(
+            type=header.type,
+            uuid=uuid,
+            parentUuid=new_parent,
+            isSidechain=header.isSidechain,
+            agentId=header.agentId,
+            subtype=header.subtype,
+            sourceToolAssistantUUID=header.sourceToolAssistantUUID,
+        )
+        out.append((stamped, line))
+        parent = uuid
+    return Chained(out, parent, duplicates)

@@ -1,0 +1,81 @@
+"""The one small tree of errors both sides raise, and the stable codes on the wire.
+
+    SessiondError                 anything sessiond raises on purpose
+    ├── ProtocolError             bytes that are not a valid frame or message
+    │   └── FrameTooLarge         announced length over the cap (body never read)
+    ├── VersionMismatch           the peers speak different major protocol versions
+    ├── DaemonUnavailable         no daemon answers on the socket (client side)
+    └── RemoteError(code)         the daemon answered with an ``Error`` frame
+
+The daemon turns a raised ``SessiondError`` into an ``Error{id, code, message}``
+frame; the client turns that frame back into ``RemoteError``; the CLI turns any of
+them into one line on stderr. Codes are part of the protocol: never rename one.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+BAD_REQUEST: Final = "bad_request"
+NOT_FOUND: Final = "not_found"
+TOO_LARGE: Final = "too_large"
+PERMISSION_DENIED: Final = "permission_denied"
+IO_ERROR: Final = "io_error"
+SHUTTING_DOWN: Final = "shutting_down"
+VERSION_MISMATCH: Final = "version_mismatch"
+INTERNAL: Final = "internal"
+
+CODES: Final = frozenset(
+    {BAD_REQUEST, NOT_FOUND, TOO_LARGE, PERMISSION_DENIED, IO_ERROR, SHUTTING_DOWN, VERSION_MISMATCH, INTERNAL}
+)
+
+
+class SessiondError(Exception):
+    """Base of every error sessiond raises on purpose; ``code`` is its wire code."""
+
+    code: str = INTERNAL
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class ProtocolError(SessiondError):
+    code = BAD_REQUEST
+
+
+class FrameTooLarge(ProtocolError):
+    code = TOO_LARGE
+
+
+class VersionMismatch(SessiondError):
+    code = VERSION_MISMATCH
+
+
+class DaemonUnavailable(SessiondError):
+    code = "unavailable"
+
+
+class RemoteError(SessiondError):
+    """An ``Error`` frame from the daemon; ``code`` is one of ``CODES``."""
+
+
+def bad_request(message: str) -> SessiondError:
+    return SessiondError(message, code=BAD_REQUEST)
+
+
+def not_found(message: str) -> SessiondError:
+    return SessiondError(message, code=NOT_FOUND)
+
+
+def too_large(message: str) -> SessiondError:
+    return SessiondError(message, code=TOO_LARGE)
+
+
+def io_error(message: str) -> SessiondError:
+    return SessiondError(message, code=IO_ERROR)

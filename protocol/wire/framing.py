@@ -1,0 +1,107 @@
+"""Length-prefixed msgpack frames: a 4-byte big-endian length, then the body.
+
+Two small pieces, apart from typing (as pueue splits send_bytes/send_message):
+``encode`` makes one frame in a NEW buffer (asyncio keeps views of unsent bytes on
+3.12+, so a reused buffer would corrupt queued frames), and ``FrameBuffer`` splits a
+byte stream into bodies, refusing an announced length over the cap BEFORE it
+allocates or waits for the body. The daemon, the blocking client and the async
+client all feed the same ``FrameBuffer``, so there is one framing implementation.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgspec
+
+from .errors import FrameTooLarge, ProtocolError
+from .messages import Request, Response
+
+HEADER = struct.Struct(">I")
+HEADER_SIZE = HEADER.size
+DEFAULT_MAX_FRAME = 64 * 1024 * 1024
+
+_encoder = msgspec.msgpack.Encoder()
+_request_decoder = msgspec.msgpack.Decoder(Request)
+_response_decoder = msgspec.msgpack.Decoder(Response)
+
+
+def encode(message: Any) -> bytes:
+    """One complete frame for ``message`` in a fresh buffer."""
+    body = _encoder.encode(message)
+    return HEADER.pack(len(body)) + body
+
+
+def decode_request(body: bytes | memoryview) -> Request:
+    try:
+        return _request_decoder.decode(body)
+    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError subclass
+        raise ProtocolError(f"malformed request: {exc}") from None
+
+
+def decode_response(body: bytes | memoryview) -> Response:
+    try:
+        return _response_decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"malformed response: {exc}") from None
+
+
+def request_id_of(body: bytes | memoryview) -> int:
+    """Best-effort id of a body that failed to decode, so its error can echo it."""
+    try:
+        raw = msgspec.msgpack.decode(body)
+    except msgspec.DecodeError:
+        return 0
+    if isinstance(raw, dict):
+        rid = raw.get("id")
+        if isinstance(rid, int) and not isinstance(rid, bool) and 0 <= rid < 2**63:
+            return rid
+    return 0
+
+
+class FrameBuffer:
+    """Incremental splitter of a byte stream into frame bodies."""
+
+    __slots__ = ("_buf", "_pos", "max_frame")
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self.max_frame = max_frame
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add bytes; return every complete body now available, in order.
+
+        Raises ``FrameTooLarge`` as soon as a header announces more than the cap.
+        """
+        buf = self._buf
+        if self._pos and self._pos == len(buf):
+            buf.clear()
+            self._pos = 0
+        buf += data
+        out: list[bytes] = []
+        pos = self._pos
+        end = len(buf)
+        while end - pos >= HEADER_SIZE:
+            (size,) = HEADER.unpack_from(buf, pos)
+            if size > self.max_frame:
+                raise FrameTooLarge(f"frame of {size} bytes exceeds the {self.max_frame}-byte cap")
+            if end - pos - HEADER_SIZE < size:
+                break
+            start = pos + HEADER_SIZE
+            out.append(bytes(buf[start : start + size]))
+            pos = start + size
+        if pos == end:
+            buf.clear()
+            pos = 0
+        elif pos > 1 << 20:
+            del buf[:pos]
+            pos = 0
+        self._pos = pos
+        return out
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an incomplete frame held: non-zero at EOF means a truncated frame."""
+        return len(self._buf) - self._pos

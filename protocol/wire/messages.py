@@ -1,0 +1,178 @@
+"""Every message on the socket: one msgspec Struct per request and per result.
+
+Requests and responses are two tagged unions (the tag is the class name, in the
+``op`` field), decoded by one typed decoder each, so an unknown or malformed message
+is a typed error and never a crash. Every request carries an ``id`` that its
+response echoes, so a client may pipeline. Transcript entries travel as the client's
+JSON bytes, one object each; the daemon writes them unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+"""Major version: peers with different values refuse each other in the handshake."""
+
+Durability = Literal["queued", "written", "durable"]
+"""When an append is acknowledged: accepted into the queue, written with write(2),
+or written and fdatasync'ed."""
+
+DURABILITIES: tuple[str, ...] = ("queued", "written", "durable")
+
+
+class _Message(msgspec.Struct, tag_field="op", tag=True, omit_defaults=True, forbid_unknown_fields=False):
+    pass
+
+
+# ----------------------------------------------------------------------- requests
+
+
+class Hello(_Message):
+    id: int
+    protocol_version: int
+    client: str = ""
+    pid: int = 0
+
+
+class Open(_Message):
+    """Attach this connection to a session; the file is still created lazily."""
+
+    id: int
+    session: str
+    cwd: str
+
+
+class Append(_Message):
+    """Raw entries, stored as they are (deduplicated and routed)."""
+
+    id: int
+    session: str
+    cwd: str
+    entries: list[bytes]
+    durability: Durability = "queued"
+    agent: str | None = None
+    """Route every entry of the batch to this agent's transcript."""
+    run: str | None = None
+    """Workflow run id: agent files go under ``subagents/workflows/<run>/``."""
+
+
+class Record(_Message):
+    """Messages to chain (SPEC 3.1): the daemon stamps ``parentUuid`` on each.
+
+    ``parent`` is the hint returned by the previous Record of this process; when
+    absent the chain continues after the session's last recorded participant.
+    """
+
+    id: int
+    session: str
+    cwd: str
+    messages: list[bytes]
+    parent: str | None = None
+    durability: Durability = "queued"
+    agent: str | None = None
+    run: str | None = None
+
+
+class SetAgentMeta(_Message):
+    """Write ``agent-<agent>.meta.json`` (replaced atomically)."""
+
+    id: int
+    session: str
+    cwd: str
+    agent: str
+    meta: bytes
+    run: str | None = None
+
+
+class Flush(_Message):
+    """Resolves once everything accepted before it is written (and synced if asked)."""
+
+    id: int
+    session: str | None = None
+    durable: bool = False
+
+
+class Close(_Message):
+    """Detach from a session; the last client's Close runs exit cleanup."""
+
+    id: int
+    session: str
+
+
+class Status(_Message):
+    id: int
+
+
+class Shutdown(_Message):
+    id: int
+
+
+Request = Union[Hello, Open, Append, Record, SetAgentMeta, Flush, Close, Status, Shutdown]
+
+
+# ---------------------------------------------------------------------- responses
+
+
+class Welcome(_Message):
+    id: int
+    protocol_version: int
+    daemon_version: str
+    pid: int
+
+
+class Opened(_Message):
+    id: int
+    session: str
+    path: str
+    materialized: bool
+
+
+class Appended(_Message):
+    id: int
+    accepted: int
+    duplicates: int = 0
+    last: str | None = None
+    """Record only: uuid of the last chain participant, the next call's hint."""
+
+
+class Flushed(_Message):
+    id: int
+    files: int = 0
+
+
+class Done(_Message):
+    """Plain success for requests that have nothing else to say."""
+
+    id: int
+
+
+class StatusResult(_Message):
+    id: int
+    pid: int
+    version: str
+    root: str
+    socket: str
+    uptime: float
+    sessions: int
+    materialized: int
+    clients: int
+    queuedEntries: int
+    queuedBytes: int
+    pendingEntries: int
+    writes: int
+    bytesWritten: int
+    fsyncs: int
+    errors: int
+    config: dict[str, str | int | float | bool]
+
+
+class Error(_Message):
+    id: int
+    code: str
+    message: str
+
+
+Response = Union[Welcome, Opened, Appended, Flushed, Done, StatusResult, Error]
