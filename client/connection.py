@@ -125,16 +125,14 @@ class Client:
 
     def receive(self, rid: int) -> m.Response:
         """The response to request ``rid`` (answers to others are kept for later)."""
-        if rid in self._early:
-            return self._early.pop(rid)
-        while True:
+        early = self._early
+        while rid not in early:
             for body in self._read_bodies():
                 resp = decode_response(body)
-                if resp.id == rid:
-                    return resp
                 if resp.id == 0 and isinstance(resp, m.Error):
-                    return resp  # connection-level refusal
-                self._early[resp.id] = resp
+                    return resp  # a connection-level refusal answers everything
+                early[resp.id] = resp
+        return early.pop(rid)
 
     def _read_bodies(self) -> list[bytes]:
         assert self._sock is not None

@@ -1,0 +1,141 @@
+"""Shared fixtures: real daemon processes on real sockets in short temp dirs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sessiond.client.autostart import socket_answers
+from sessiond.client.connection import Client
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO.parent / "shared" / "corpus" / "claude-code"
+START_TIMEOUT = 15.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A 0700 dir with a short path: Unix socket paths must stay under ~104 bytes."""
+    d = Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
+    os.chmod(d, 0o700)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+class DaemonProc:
+    """A real ``sessiond serve`` process, started and stopped by the test."""
+
+    def __init__(self, base: Path, *args: str) -> None:
+        self.base = base
+        self.root = base / "root"
+        self.socket = base / "run" / "sessiond.sock"
+        self.log = base / "daemon.log"
+        self.args = list(args)
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["SESSIOND_ROOT"] = str(self.root)
+        env["SESSIOND_SOCKET"] = str(self.socket)
+        return env
+
+    def start(self, *args: str) -> DaemonProc:
+        self.socket.parent.mkdir(mode=0o700, exist_ok=True)
+        extra = list(args) or self.args
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sessiond.client.cli", "serve", "--log-level", "debug", *extra],
+                env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+            )
+        deadline = time.monotonic() + START_TIMEOUT
+        while not socket_answers(self.socket):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited {self.proc.returncode}: {self.log.read_text()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"daemon did not start: {self.log.read_text()}")
+            time.sleep(0.01)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 20.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.signal(signal.SIGTERM)
+        return self.wait()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def client(self, **kw) -> Client:
+        kw.setdefault("autostart", False)
+        kw.setdefault("timeout", 20.0)
+        return Client(self.socket, root=self.root, **kw).connect()
+
+    def cli(self, *args: str, input: bytes | None = None, check: bool = True, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        return run_cli(*args, input=input, env={**self.env, **(env or {})}, check=check, timeout=timeout)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def run_cli(*args: str, input: bytes | None = None, env: dict | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "sessiond.client.cli", *args],
+        input=input, env=env, capture_output=True, timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"sessiond {' '.join(args)} exited {proc.returncode}: {proc.stderr.decode()}")
+    return proc
+
+
+@pytest.fixture
+def daemon_factory(short_tmp: Path) -> Iterator:
+    made: list[DaemonProc] = []
+
+    def make(*args: str, name: str = "d") -> DaemonProc:
+        base = short_tmp / name
+        base.mkdir(mode=0o700, exist_ok=True)
+        d = DaemonProc(base, *args)
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        try:
+            d.stop()
+        except Exception:
+            d.kill()
+
+
+@pytest.fixture
+def daemon(daemon_factory) -> DaemonProc:
+    return daemon_factory().start()
