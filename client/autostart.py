@@ -1,8 +1,11 @@
 """Starting the daemon on demand, like ssh-agent and gpg-agent.
 
-The daemon is spawned detached (its own session, stdio to a log file next to the
-socket) and we wait until its socket answers. Two clients racing to start it are
-harmless: the second daemon finds the lock taken and exits.
+The caller runs a short-lived launcher (``python -m sessiond.client.autostart``)
+and waits for it. The launcher starts the daemon in its own session with stdio to
+a log file next to the socket, waits until the socket answers (or the daemon
+dies), and exits; the daemon is then re-parented away, so no agent process is left
+with a zombie child or a daemon in its process group. Two clients racing to start
+it are harmless: the second daemon finds the lock taken and exits.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from sessiond.protocol.locations import LOG_NAME
 from sessiond.protocol.wire.errors import DaemonUnavailable
 
 START_TIMEOUT = 10.0
+EXIT_ALREADY_RUNNING = 3  # the daemon's exit code when another one owns the socket
 
 
 def socket_answers(path: Path) -> bool:
@@ -32,38 +36,42 @@ def socket_answers(path: Path) -> bool:
         s.close()
 
 
-def spawn_daemon(sock: Path, root: Path | None, extra: list[str] | None = None) -> subprocess.Popen:
+def start_daemon(sock: Path, root: Path | None, timeout: float = START_TIMEOUT) -> None:
+    """Start a daemon for ``sock`` and return once it answers."""
+    cmd = [sys.executable, "-m", "sessiond.client.autostart", str(sock), str(root or ""), str(timeout)]
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout + 5)
+    except subprocess.TimeoutExpired:
+        raise DaemonUnavailable(f"the daemon did not answer on {sock} within {timeout:.0f}s") from None
+    if proc.returncode != 0:
+        why = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise DaemonUnavailable(why[-1] if why else f"the daemon failed to start; see {sock.parent / LOG_NAME}")
+
+
+def _launch(sock: Path, root: str, timeout: float) -> int:
     sock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock)]
-    if root is not None:
-        cmd += ["--root", str(root)]
-    cmd += ["serve", *(extra or [])]
+    if root:
+        cmd += ["--root", root]
+    cmd.append("serve")
     log_path = sock.parent / LOG_NAME
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        return subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=fd,
-            stderr=fd,
-            start_new_session=True,
-            close_fds=True,
-        )
+        daemon = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True)
     finally:
         os.close(fd)
-
-
-def start_daemon(sock: Path, root: Path | None, timeout: float = START_TIMEOUT) -> None:
-    """Spawn a daemon and wait until its socket answers."""
-    proc = spawn_daemon(sock, root)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if socket_answers(sock):
-            return
-        code = proc.poll()
-        if code is not None and code != 3:  # 3: another daemon won the race
-            raise DaemonUnavailable(
-                f"the daemon failed to start (exit {code}); see {sock.parent / LOG_NAME}"
-            )
+            return 0
+        code = daemon.poll()
+        if code is not None and code != EXIT_ALREADY_RUNNING:
+            print(f"the daemon failed to start (exit {code}); see {log_path}", file=sys.stderr)
+            return 1
         time.sleep(0.02)
-    raise DaemonUnavailable(f"the daemon did not answer on {sock} within {timeout:.0f}s")
+    print(f"the daemon did not answer on {sock} within {timeout:.0f}s; see {log_path}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(_launch(Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])))

@@ -1,0 +1,94 @@
+"""The CLI contract: autostart, status/stop never autostart, errors are one line."""
+
+import json
+import uuid
+
+from tests.conftest import DaemonProc, run_cli
+from tests.helpers import assistant, line, main_path, read_entries, user
+
+CWD = "/work/project"
+
+
+def test_status_and_stop_never_start_a_daemon(daemon_factory):
+    d: DaemonProc = daemon_factory()
+    st = d.cli("status", check=False)
+    assert st.returncode == 1 and b"not running" in st.stderr and b"Traceback" not in st.stderr
+    js = d.cli("status", "--json", check=False)
+    assert js.returncode == 1 and json.loads(js.stdout)["running"] is False
+    stop = d.cli("stop", check=False)
+    assert stop.returncode == 0 and b"no daemon running" in stop.stderr
+    assert not d.socket.exists()
+
+
+def test_append_autostarts_the_daemon_and_status_reports_it(daemon_factory):
+    d: DaemonProc = daemon_factory()
+    sid = str(uuid.uuid4())
+    entries = [user("hi"), assistant("hello")]
+    out = d.cli("append", "--cwd", CWD, "--session", sid, "--durability", "written", "--json",
+                input=b"".join(line(e) + b"\n" for e in entries))
+    assert json.loads(out.stdout) == {"session": sid, "accepted": 2, "duplicates": 0, "skipped": 0}
+    assert read_entries(main_path(d.root, CWD, sid)) == entries
+    st = json.loads(d.cli("status", "--json").stdout)
+    for key in ("pid", "root", "socket", "uptime", "sessions", "queuedEntries"):
+        assert key in st
+    assert st["root"] == str(d.root) and st["socket"] == str(d.socket)
+    human = d.cli("status").stdout.decode()
+    assert f"pid {st['pid']}" in human and "sessions" in human
+    assert d.cli("stop").returncode == 0
+
+
+def test_append_reports_bad_lines_and_bad_arguments_in_one_line(daemon):
+    sid = str(uuid.uuid4())
+    good = user("ok")
+    out = daemon.cli("append", "--cwd", CWD, "--session", sid, "--durability", "written",
+                     input=line(good) + b"\nnot json\n[1,2]\n\n")
+    assert b"line 2 skipped" in out.stderr and b"line 3 skipped" in out.stderr
+    assert b"1 entries accepted" in out.stdout and b"2 invalid lines skipped" in out.stdout
+    assert read_entries(main_path(daemon.root, CWD, sid)) == [good]
+    for args in (["--cwd", "relative", "--session", sid], ["--cwd", CWD, "--session", "nope"]):
+        bad = daemon.cli("append", *args, input=line(good), check=False)
+        assert bad.returncode == 1
+        assert bad.stderr.count(b"\n") == 1 and bad.stderr.startswith(b"sessiond: ")
+    missing = daemon.cli("append", "--cwd", CWD, "--session", sid, "/nonexistent/file", check=False)
+    assert missing.returncode == 2 and b"Traceback" not in missing.stderr
+
+
+def test_record_writes_the_parent_links_and_the_envelope(daemon, tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/feature-x\n")
+    sid = str(uuid.uuid4())
+    msgs = [
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "run both"}},
+        {"type": "assistant", "uuid": "a1", "message": {"id": "msg_1", "content": [{"type": "tool_use", "id": "tA"}]}},
+        {"type": "assistant", "uuid": "a2", "message": {"id": "msg_1", "content": [{"type": "tool_use", "id": "tB"}]}},
+        {"type": "user", "uuid": "rB", "sourceToolAssistantUUID": "a2", "message": {"content": [{"type": "tool_result", "tool_use_id": "tB"}]}},
+        {"type": "user", "uuid": "rA", "sourceToolAssistantUUID": "a1", "message": {"content": [{"type": "tool_result", "tool_use_id": "tA"}]}},
+    ]
+    out = daemon.cli("record", "--cwd", str(repo), "--session", sid, "--json", input=b"".join(line(x) + b"\n" for x in msgs))
+    res = json.loads(out.stdout)
+    assert res["recorded"] == 5 and res["last"] == "rA"
+    more = [{"type": "assistant", "uuid": "a3", "message": {"content": [{"type": "text", "text": "done"}]}}]
+    daemon.cli("record", "--cwd", str(repo), "--session", sid, input=line(more[0]))
+    # the same messages again: nothing new
+    again = json.loads(daemon.cli("record", "--cwd", str(repo), "--session", sid, "--json", input=line(msgs[0])).stdout)
+    assert again["recorded"] == 0 and again["duplicates"] == 1
+    daemon.cli("flush")
+    entries = read_entries(main_path(daemon.root, str(repo), sid))
+    parents = {e["uuid"]: e["parentUuid"] for e in entries}
+    assert parents == {"u1": None, "a1": "u1", "a2": "a1", "rB": "a2", "rA": "a1", "a3": "rA"}
+    first = entries[0]
+    assert list(first)[:7] == ["parentUuid", "isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch"]
+    assert first["sessionId"] == sid and first["cwd"] == str(repo) and first["gitBranch"] == "feature-x"
+    assert first["isSidechain"] is False and first["timestamp"].endswith("Z")
+
+
+def test_flush_command(daemon):
+    out = daemon.cli("flush", "--durable", "--json")
+    assert json.loads(out.stdout) == {"files": 0, "durable": True}
+
+
+def test_unknown_command_and_help_do_not_trace(daemon_factory):
+    r = run_cli("frobnicate", check=False)
+    assert r.returncode == 2 and b"Traceback" not in r.stderr
+    assert run_cli("--help").returncode == 0

@@ -1,0 +1,111 @@
+"""Writing with no daemon: the direct-append fallback, and interleaving with one."""
+
+import os
+import subprocess
+import sys
+import uuid
+
+from sessiond.client import Client, Session, direct_append
+from tests.helpers import assistant, line, main_path, read_entries, user
+
+CWD = "/work/project"
+
+
+def test_cli_append_falls_back_to_direct_writes_when_the_daemon_is_stopped(daemon_factory):
+    d = daemon_factory()
+    sid = str(uuid.uuid4())
+    first = [{"type": "custom-title", "customTitle": "t"}, user("offline"), {**assistant("sub"), "isSidechain": True, "agentId": "ag1"}]
+    out = d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sid, "--json", input=b"\n".join(line(e) for e in first))
+    assert b"wrote directly" in out.stderr
+    assert not d.socket.exists()
+    path = main_path(d.root, CWD, sid)
+    assert read_entries(path) == first[:2]
+    assert read_entries(path.with_suffix("") / "subagents" / "agent-ag1.jsonl") == [first[2]]
+    # Now a daemon picks the file up: dedup knows what the fallback wrote.
+    d.start()
+    later = assistant("online")
+    with d.client() as c:
+        s = Session(c, sid, CWD)
+        r = s.append(line(first[1]), "written")
+        assert r.duplicates == 1
+        s.append(later, "written")
+    assert read_entries(path) == [*first[:2], later]
+
+
+def test_fallback_keeps_lazy_materialization_and_dedup(tmp_path):
+    sid = str(uuid.uuid4())
+    res = direct_append(tmp_path, CWD, sid, [line({"type": "tag", "tag": "x"})])
+    assert res.dropped == 1 and not main_path(tmp_path, CWD, sid).exists()
+    u = user("x")
+    direct_append(tmp_path, CWD, sid, [line(u)])
+    res = direct_append(tmp_path, CWD, sid, [line(u), line(assistant("y"))])
+    assert (res.written, res.duplicates) == (1, 1)
+
+
+def test_session_close_falls_back_when_the_daemon_died(daemon):
+    sid = str(uuid.uuid4())
+    c = Client(daemon.socket, root=daemon.root, autostart=False, timeout=10)
+    s = Session(c, sid, CWD)
+    first = s.record([{"type": "user", "message": {"role": "user", "content": "before"}}], durability="written")
+    daemon.kill()
+    last = s.record([{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "after"}]}}])
+    assert last == first  # not delivered: the hint does not move
+    res = s.close()
+    assert res is not None and res.written == 1
+    c.close()
+    entries = read_entries(main_path(daemon.root, CWD, sid))
+    assert [e["type"] for e in entries] == ["user", "assistant"]
+    assert entries[1]["parentUuid"] == entries[0]["uuid"]
+
+
+def test_session_close_from_an_exit_handler_of_a_killed_process(daemon):
+    """An agent recording through the library gets SIGTERM: its handler closes the
+    session, which completes through the daemon."""
+    sid = str(uuid.uuid4())
+    script = f"""
+import signal, sys, time
+from sessiond.client import Client, Session
+c = Client({str(daemon.socket)!r}, autostart=False)
+s = Session(c, {sid!r}, {CWD!r})
+s.set_title("exiting agent")
+s.record([{{"type": "user", "message": {{"content": "work"}}}}])
+def bye(*_):
+    s.close(); sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+print("ready", flush=True)
+time.sleep(60)
+"""
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=daemon.env)
+    assert p.stdout.readline().strip() == b"ready"
+    p.terminate()
+    assert p.wait(timeout=20) == 0
+    p.stdout.close()
+    with daemon.client() as c:
+        c.flush()
+    entries = read_entries(main_path(daemon.root, CWD, sid))
+    assert entries[0]["customTitle"] == "exiting agent" and entries[1]["type"] == "user"
+    assert entries[-1] == entries[0]  # exit cleanup re-appended the title
+
+
+def test_fallback_writer_and_daemon_interleave_whole_lines_only(daemon):
+    sid = str(uuid.uuid4())
+    big = "x" * 200_000  # lines far larger than a pipe buffer or a page
+    with daemon.client() as c:
+        Session(c, sid, CWD).append(user("seed"), "written")
+    script = f"""
+import json, uuid
+from pathlib import Path
+from sessiond.client import direct_append
+for i in range(40):
+    e = {{"type": "user", "uuid": str(uuid.uuid4()), "message": {{"content": "F" + str(i) + "x" * {len(big)}}}}}
+    direct_append(Path({str(daemon.root)!r}), {CWD!r}, {sid!r}, [json.dumps(e).encode()])
+"""
+    p = subprocess.Popen([sys.executable, "-c", script], env=daemon.env)
+    with daemon.client() as c:
+        s = Session(c, sid, CWD)
+        for i in range(40):
+            s.append(user(f"D{i}" + big), "written")
+    assert p.wait(timeout=60) == 0
+    entries = read_entries(main_path(daemon.root, CWD, sid))  # every line parses
+    contents = sorted(e["message"]["content"][:3].rstrip("x") for e in entries[1:])
+    assert contents == sorted([f"F{i}" for i in range(40)] + [f"D{i}" for i in range(40)])
