@@ -115,8 +115,9 @@ def test_appends_during_shutdown_are_refused_not_lost(daemon_factory):
     sid = str(uuid.uuid4())
     with d.client() as c:
         rid = c.next_id()
-        c.send(m.Shutdown(id=rid))
-        c.send(req_append(c, sid, [user("late")]))
+        # Both frames in one write, so the daemon reads the append after the
+        # shutdown began but before it closed the connection.
+        c._sock.sendall(encode(m.Shutdown(id=rid)) + encode(req_append(c, sid, [user("late")])))
         assert isinstance(c.receive(rid), m.Done)
         late = c.receive(rid + 1)
     assert isinstance(late, m.Error) and late.code == "shutting_down"
