@@ -18,7 +18,7 @@ from anyio.abc import SocketStream, TaskGroup
 
 from sessiond.protocol.locations import default_socket
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable
+from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError
 from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
 
 from .autostart import start_daemon
@@ -89,7 +89,7 @@ class AsyncClient:
                     if slot is not None:
                         slot[1].append(resp)
                         slot[0].set()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError, ProtocolError) as exc:
             self._broken = DaemonUnavailable(f"lost the daemon: {exc or 'connection closed'}")
             for event, _ in self._waiting.values():
                 event.set()
@@ -107,8 +107,13 @@ class AsyncClient:
                 await self._stream.send(encode(req))  # type: ignore[union-attr]
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
                 raise DaemonUnavailable(f"lost the daemon while sending: {exc}") from None
-        with anyio.fail_after(self.timeout):
-            await event.wait()
+        try:
+            with anyio.fail_after(self.timeout):
+                await event.wait()
+        except TimeoutError:
+            raise DaemonUnavailable(f"the daemon did not answer within {self.timeout:.0f}s") from None
+        finally:
+            self._waiting.pop(req.id, None)
         if not box:
             raise self._broken or DaemonUnavailable("the daemon closed the connection")
         return raise_for(box[0])

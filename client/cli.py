@@ -255,7 +255,9 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
     try:
         client.connect()
     except DaemonUnavailable as exc:
-        if obj.autostart:
+        from sessiond.protocol.locations import daemon_holds_lock
+
+        if obj.autostart or daemon_holds_lock(obj.socket):
             raise
         from .fallback import direct_append
 

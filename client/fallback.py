@@ -26,6 +26,9 @@ class FallbackResult(msgspec.Struct):
     duplicates: int = 0
     dropped: int = 0
     """Entries of a session with no message: by the lazy-materialization rule, no file."""
+    undelivered: int = 0
+    """Entries not written because a daemon is alive but did not answer: writing
+    beside a stalled daemon could put them before entries it still holds."""
 
 
 def direct_append(

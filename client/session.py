@@ -11,6 +11,7 @@ writes whatever it could not deliver directly into the file (the fallback of SPE
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import uuid as uuidlib
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import msgspec
 
 from sessiond.protocol import __version__
-from sessiond.protocol.locations import default_root
+from sessiond.protocol.locations import daemon_holds_lock, default_root
 from sessiond.protocol.transcript.entries import decode_header
 from sessiond.protocol.transcript.recording import chain_messages
 from sessiond.protocol.wire import messages as m
@@ -29,6 +30,7 @@ from .envelope import stamp
 from .fallback import FallbackResult, direct_append
 
 _json = msgspec.json.Encoder()
+log = logging.getLogger("sessiond.client")
 
 
 class Session:
@@ -159,6 +161,10 @@ class Session:
         atexit.register(self.close)
 
     def _fallback(self) -> FallbackResult:
+        if daemon_holds_lock(self.client.socket_path):
+            count = sum(len(lines) for _, lines in self._unsent)
+            log.warning("sessiond is alive but did not answer; %d entries of session %s not delivered", count, self.id)
+            return FallbackResult(undelivered=count)
         lines: list[bytes] = []
         parent = self.hint
         for is_record, batch in self._unsent:

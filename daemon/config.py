@@ -27,6 +27,8 @@ class Settings(msgspec.Struct, kw_only=True):
     catches up (backpressure: latency, never a silent drop)."""
     max_pending_bytes: int = 16 * 1024 * 1024
     """Cap of one session's pre-materialization buffer."""
+    max_open_files: int = 0
+    """Transcript fds kept open at once (LRU); 0: half the fd limit."""
     idle_evict: float = 30.0
     """Seconds a session with no clients and nothing queued stays in memory."""
     log_level: str = "info"

@@ -28,6 +28,7 @@ from .handlers import dispatch
 if TYPE_CHECKING:
     from .server import Daemon
     from .sessions import SessionState
+    from .writer import FileQueue
 
 log = logging.getLogger("sessiond")
 _ids = itertools.count(1)
@@ -149,10 +150,12 @@ class Connection(asyncio.Protocol):
             self.sessions[state.id] = state
             self.daemon.registry.attach(state, self.id)
 
-    def detach(self, session_id: str) -> None:
+    def detach(self, session_id: str) -> FileQueue | None:
+        """Leave a session; returns the queue of an exit-cleanup re-append."""
         state = self.sessions.pop(session_id, None)
-        if state is not None:
-            self.daemon.registry.detach(state, self.id)
+        if state is None:
+            return None
+        return self.daemon.registry.detach(state, self.id)
 
     # -------------------------------------------------------------------- output
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from sessiond.protocol import __version__
-from sessiond.protocol.locations import check_private_dir
+from sessiond.protocol.locations import check_private_dir, lock_path
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
 
 from .config import Settings
@@ -101,8 +101,7 @@ def prepare_socket_dir(path: Path) -> None:
 def take_lock(sock_path: Path) -> int:
     """Hold ``<socket>.lock`` for the daemon's lifetime: whoever holds it owns the
     socket path."""
-    lock_path = sock_path.with_name(sock_path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(lock_path(sock_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -151,7 +150,7 @@ def setup_logging(level: str) -> None:
     )
 
 
-async def _run(settings: Settings) -> None:
+async def _run(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     sock_path = settings.socket
     prepare_socket_dir(sock_path.parent)
@@ -170,6 +169,10 @@ async def _run(settings: Settings) -> None:
         await server.wait_closed()
     finally:
         os.close(lock_fd)
+    if daemon.writer.unwritten_at_exit:
+        log.error("exiting with %d accepted entries NOT written", daemon.writer.unwritten_at_exit)
+        return 1
+    return 0
 
 
 def serve(settings: Settings) -> int:
@@ -183,7 +186,7 @@ def serve(settings: Settings) -> int:
         factory = None
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(_run(settings))
+            return runner.run(_run(settings))
     except AlreadyRunning as exc:
         log.error("%s", exc)
         return EXIT_ALREADY_RUNNING
@@ -196,4 +199,3 @@ def serve(settings: Settings) -> int:
         else:
             log.error("cannot start: %s", exc)
         return 1
-    return 0

@@ -23,9 +23,10 @@ from sessiond.protocol.transcript.entries import (
     REAPPENDED_SET,
     EntryHeader,
     is_chain_participant,
+    is_compact_boundary,
 )
 from sessiond.protocol.transcript.jsonl import scan_session, scan_uuids
-from sessiond.protocol.wire.errors import too_large
+from sessiond.protocol.wire.errors import io_error, too_large
 
 from .config import Settings
 from .writer import FileQueue, Writer
@@ -140,9 +141,18 @@ class Registry:
                 if h.isSidechain and h.agentId is not None:
                     paths.check_id("agent", h.agentId)
 
-    def accept(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None) -> Routed:
-        """Dedup, route and queue a validated batch (all or nothing for limits)."""
+    def resolve(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None) -> list[Target]:
+        """The target of every entry, resolved before anything is mutated, so a
+        batch that cannot be routed (bad id, unreadable agent file) changes nothing."""
         self.check_targets([h for h, _ in batch], agent, run)
+        try:
+            return [self.target_for(state, h, agent, run) for h, _ in batch]
+        except OSError as exc:
+            raise io_error(f"cannot open an agent transcript: {exc.strerror or exc}") from None
+
+    def accept(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None) -> Routed:
+        """Dedup, route and queue a validated batch: all or nothing."""
+        targets = self.resolve(state, batch, agent, run)
         if not state.materialized:
             extra = sum(len(line) for h, line in batch if h.type not in MATERIALIZING_TYPES)
             if state.pending_bytes + extra > self.settings.max_pending_bytes:
@@ -153,8 +163,7 @@ class Registry:
         out = Routed()
         per_target: dict[int, tuple[Target, list[bytes]]] = {}
         main_lines: list[bytes] = []
-        for header, line in batch:
-            target = self.target_for(state, header, agent, run)
+        for (header, line), target in zip(batch, targets):
             uuid = header.uuid
             inline_side = target is state.main and bool(header.isSidechain)
             if uuid is not None:
@@ -174,6 +183,10 @@ class Registry:
             else:
                 state.dirty_since_meta = True
             if state.materialized:
+                if is_compact_boundary(header) and not inline_side:
+                    # SPEC 3.5: the current metadata goes just before the boundary,
+                    # so it stays in the tail window of the compacted session.
+                    main_lines.extend(self.metadata_lines(state))
                 main_lines.append(line)
             elif header.type in MATERIALIZING_TYPES:
                 state.materialized = True
@@ -192,29 +205,48 @@ class Registry:
             out.queues.append(target.queue)
         return out
 
+    @staticmethod
+    def metadata_lines(state: SessionState) -> list[bytes]:
+        return [state.metadata[k] for k in REAPPENDED_METADATA if k in state.metadata]
+
     # ------------------------------------------------------------ clients, cleanup
 
     def attach(self, state: SessionState, client: int) -> None:
         state.clients.add(client)
 
-    def detach(self, state: SessionState, client: int) -> None:
+    def detach(self, state: SessionState, client: int) -> FileQueue | None:
+        """Returns the queue holding the exit cleanup's re-append, if it made one."""
         state.clients.discard(client)
         if not state.clients:
-            self.exit_cleanup(state)
+            return self.exit_cleanup(state)
+        return None
 
-    def exit_cleanup(self, state: SessionState) -> None:
+    def exit_cleanup(self, state: SessionState) -> FileQueue | None:
         """The last client went away (Close, a dropped connection, or shutdown):
         re-append the current metadata at EOF so listing finds it in the tail
-        window, and let go of a pending buffer that never became a file."""
+        window, and let go of a pending buffer that never became a file.
+
+        Returns the main queue when something was re-appended, so a Close can
+        answer only once that is written (SPEC 3.3: the re-append is a sync path).
+        """
         if state.materialized:
             if state.dirty_since_meta and state.metadata:
-                lines = [state.metadata[k] for k in REAPPENDED_METADATA if k in state.metadata]
-                self.writer.enqueue(state.main.queue, lines)
+                self.writer.enqueue(state.main.queue, self.metadata_lines(state))
                 state.dirty_since_meta = False
-        elif state.pending:
+                return state.main.queue
+        elif state.pending or state.metadata or state.main.uuids:
+            # Nothing of the main transcript reached the disk: forget every trace
+            # of the discarded entries, so a later resend of them is not taken
+            # for a duplicate and a discarded title is never re-appended.
             log.info("session %s closed without a message: %d pending entries, no file", state.id, len(state.pending))
             state.pending = []
             state.pending_bytes = 0
+            state.metadata.clear()
+            state.main.uuids.clear()
+            state.side_uuids.clear()
+            state.main.last = None
+            state.dirty_since_meta = False
+        return None
 
     def sweep(self, now: float) -> None:
         """Forget sessions nobody uses: their files are the truth and are rescanned

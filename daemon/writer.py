@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import deque
+import resource
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,7 +43,7 @@ class Stats:
 class FileQueue:
     __slots__ = (
         "path", "fd", "lines", "nbytes", "accepted", "written", "synced",
-        "write_waiters", "sync_waiters", "timer", "soon", "syncing", "retry",
+        "write_waiters", "sync_waiters", "timer", "soon", "syncing", "sync_queued", "retry",
     )
 
     def __init__(self, path: Path) -> None:
@@ -58,11 +59,12 @@ class FileQueue:
         self.timer: asyncio.TimerHandle | None = None
         self.soon = False
         self.syncing = False
+        self.sync_queued = False  # waiting for a free fdatasync slot
         self.retry: asyncio.TimerHandle | None = None
 
     @property
     def idle(self) -> bool:
-        return not self.lines and not self.write_waiters and not self.sync_waiters and not self.syncing
+        return not (self.lines or self.write_waiters or self.sync_waiters or self.syncing or self.sync_queued)
 
 
 class Writer:
@@ -77,6 +79,14 @@ class Writer:
         self._soon_scheduled = False
         self._below_limit: list[Callable[[], None]] = []
         self._interval: asyncio.TimerHandle | None = None
+        self._open: OrderedDict[Path, FileQueue] = OrderedDict()  # LRU of open fds
+        self.max_open = settings.max_open_files or open_files_budget()
+        # fdatasyncs in flight at once: each pins an fd the LRU cannot close, and
+        # the disk serializes them anyway.
+        self.sync_slots = max(1, min(8, self.max_open // 4))
+        self._syncing = 0
+        self._sync_backlog: deque[FileQueue] = deque()
+        self.unwritten_at_exit = 0
         if settings.fsync == "interval":
             self._interval = loop.call_later(settings.fsync_interval, self._sync_interval)
 
@@ -157,13 +167,33 @@ class Writer:
         elif self.settings.fsync == "always" and q.synced < q.written:
             self._start_sync(q)
 
+    def _fd(self, q: FileQueue) -> int:
+        """The queue's descriptor, opened on demand. At most ``max_open`` stay open:
+        a session with hundreds of subagents must not run the daemon out of fds."""
+        if q.fd is not None:
+            self._open.move_to_end(q.path)
+            return q.fd
+        if len(self._open) >= self.max_open:
+            for path, other in list(self._open.items()):
+                if not other.syncing:
+                    self._close_fd(other)
+                    if len(self._open) < self.max_open:
+                        break
+        q.fd, _ = open_append(q.path)
+        self._open[q.path] = q
+        return q.fd
+
+    def _close_fd(self, q: FileQueue) -> None:
+        if q.fd is not None:
+            os.close(q.fd)
+            q.fd = None
+        self._open.pop(q.path, None)
+
     def _write(self, q: FileQueue) -> bool:
         lines = q.lines
         data = b"\n".join(lines) + b"\n"
         try:
-            if q.fd is None:
-                q.fd, _ = open_append(q.path)
-            size = locked_append(q.fd, data, blocking=False)
+            size = locked_append(self._fd(q), data, blocking=False)
         except OSError as exc:
             self._write_failed(q, exc)
             return False
@@ -198,26 +228,42 @@ class Writer:
         q.retry = self.loop.call_later(ERROR_RETRY, self._drain, q)
 
     def _start_sync(self, q: FileQueue) -> None:
-        if q.syncing or q.fd is None:
-            if q.fd is None and q.written >= q.accepted:  # nothing was ever written
-                while q.sync_waiters:
-                    q.sync_waiters.popleft()[1](None)
+        if q.syncing:
+            return
+        if self._syncing >= self.sync_slots:
+            if not q.sync_queued:
+                q.sync_queued = True
+                self._sync_backlog.append(q)
+            return
+        if q.synced >= q.written:
+            # Nothing written since the last sync (or never written at all):
+            # waiters whose entries are all written are already durable.
+            waiters = q.sync_waiters
+            while waiters and waiters[0][0] <= q.written:
+                waiters.popleft()[1](None)
+            return
+        try:
+            fd = self._fd(q)  # reopens a descriptor the LRU closed: fsync covers the file
+        except OSError as exc:
+            self._synced_failed(q, q.written, exc)
             return
         q.syncing = True
+        self._syncing += 1
         target = q.written
-        fut = self.loop.run_in_executor(None, os.fdatasync, q.fd)
+        fut = self.loop.run_in_executor(None, os.fdatasync, fd)
         fut.add_done_callback(lambda f: self._synced(q, target, f))
 
     def _synced(self, q: FileQueue, target: int, fut: asyncio.Future) -> None:
         q.syncing = False
+        self._syncing -= 1
+        if self._sync_backlog:
+            nxt = self._sync_backlog.popleft()
+            nxt.sync_queued = False
+            self._start_sync(nxt)
         exc = fut.exception()
         waiters = q.sync_waiters
         if exc is not None:
-            self.stats.errors += 1
-            log.error("fdatasync of %s failed: %s", q.path, exc)
-            err = io_error(f"fdatasync of {q.path.name} failed: {exc}")
-            while waiters and waiters[0][0] <= target:
-                waiters.popleft()[1](err)
+            self._synced_failed(q, target, exc)
         else:
             self.stats.fsyncs += 1
             q.synced = max(q.synced, target)
@@ -228,6 +274,16 @@ class Writer:
                 self._start_sync(q)
             else:
                 self._drain_soon(q)
+        elif self.settings.fsync == "always" and q.synced < q.written:
+            self._start_sync(q)
+
+    def _synced_failed(self, q: FileQueue, target: int, exc: BaseException) -> None:
+        self.stats.errors += 1
+        log.error("fdatasync of %s failed: %s", q.path, exc)
+        err = io_error(f"fdatasync of {q.path.name} failed: {exc}")
+        waiters = q.sync_waiters
+        while waiters and waiters[0][0] <= target:
+            waiters.popleft()[1](err)
 
     def _sync_interval(self) -> None:
         for q in self.queues.values():
@@ -241,51 +297,61 @@ class Writer:
         """Close and drop an idle queue (its session left memory)."""
         if not q.idle or q.timer is not None or q.retry is not None or q.soon:
             return
-        if q.fd is not None:
-            os.close(q.fd)
+        self._close_fd(q)
         self.queues.pop(q.path, None)
 
     def drain_everything(self) -> None:
-        """Shutdown: write every queue and fdatasync every file, blocking. Waiters
-        are answered. Errors are logged; nothing is silently dropped."""
+        """Shutdown: write every queue and fdatasync every file, blocking, closing
+        each file once done. Waiters are answered. What cannot be written is
+        logged and counted in ``unwritten_at_exit`` (the exit code says so)."""
         for q in list(self.queues.values()):
             for handle in (q.timer, q.retry):
                 if handle is not None:
                     handle.cancel()
             q.timer = q.retry = None
-            if q.lines:
-                try:
-                    if q.fd is None:
-                        q.fd, _ = open_append(q.path)
+            err = None
+            try:
+                if q.lines:
                     data = b"\n".join(q.lines) + b"\n"
-                    locked_append(q.fd, data, blocking=True)
+                    locked_append(self._fd(q), data, blocking=True)
                     self.stats.writes += 1
                     self.stats.bytes_written += len(data)
                     self.stats.entries_written += len(q.lines)
                     self.queued_bytes -= q.nbytes
                     self.queued_entries -= len(q.lines)
                     q.lines, q.nbytes, q.written = [], 0, q.accepted
-                except OSError as exc:
-                    self.stats.errors += 1
-                    log.error("shutdown: writing %s failed: %s; %d entries NOT written", q.path, exc, len(q.lines))
-                    continue
-            if q.fd is not None and q.synced < q.written:
-                try:
+                if q.fd is not None and q.synced < q.written:
                     os.fdatasync(q.fd)
                     self.stats.fsyncs += 1
                     q.synced = q.written
-                except OSError as exc:
-                    self.stats.errors += 1
-                    log.error("shutdown: fdatasync of %s failed: %s", q.path, exc)
-            while q.write_waiters:
-                q.write_waiters.popleft()[1](None)
-            while q.sync_waiters:
-                q.sync_waiters.popleft()[1](None if q.synced >= q.accepted else io_error("fdatasync failed"))
+            except OSError as exc:
+                self.stats.errors += 1
+                self.unwritten_at_exit += len(q.lines)
+                log.error("shutdown: %s failed: %s; %d entries NOT written", q.path, exc.strerror or exc, len(q.lines))
+                err = io_error(f"{q.path.name}: {exc.strerror or exc}")
+            for waiters, reached in ((q.write_waiters, q.written), (q.sync_waiters, q.synced)):
+                while waiters:
+                    seq, waiter = waiters.popleft()
+                    waiter(None if seq <= reached else err or io_error("not written at shutdown"))
+            if not q.syncing:
+                self._close_fd(q)
 
     def close(self) -> None:
         if self._interval is not None:
             self._interval.cancel()
-        for q in self.queues.values():
-            if q.fd is not None:
-                os.close(q.fd)
-                q.fd = None
+        for q in list(self._open.values()):
+            self._close_fd(q)
+
+
+def open_files_budget() -> int:
+    """How many transcript fds may stay open: half the soft RLIMIT_NOFILE (raised
+    to the hard limit first), leaving the rest for client connections."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = 65536 if hard == resource.RLIM_INFINITY else hard
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return max(8, min(soft // 2, 4096))

@@ -5,6 +5,7 @@ Both sides must compute the same defaults, so they live in the protocol package.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from pathlib import Path
@@ -30,6 +31,30 @@ def default_socket() -> Path:
     if runtime and os.path.isdir(runtime):
         return Path(runtime) / "sessiond" / SOCKET_NAME
     return Path(f"/tmp/sessiond-{os.getuid()}") / SOCKET_NAME
+
+
+def lock_path(socket: Path) -> Path:
+    """The file a daemon holds an exclusive flock on for its whole life."""
+    return socket.with_name(socket.name + ".lock")
+
+
+def daemon_holds_lock(socket: Path) -> bool:
+    """True while a daemon process is alive for ``socket`` (answering or not).
+
+    A client must not write transcripts itself while this holds: a stalled
+    daemon may still write what it was sent.
+    """
+    try:
+        fd = os.open(lock_path(socket), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def check_private_dir(path: Path) -> None:

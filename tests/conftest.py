@@ -54,13 +54,21 @@ class DaemonProc:
         env["SESSIOND_SOCKET"] = str(self.socket)
         return env
 
-    def start(self, *args: str) -> DaemonProc:
+    def start(self, *args: str, nofile: int | None = None) -> DaemonProc:
+        """Start the daemon; ``nofile`` caps its fd limit (soft and hard)."""
         self.socket.parent.mkdir(mode=0o700, exist_ok=True)
         extra = list(args) or self.args
+
+        def limit() -> None:
+            if nofile is not None:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sessiond.client.cli", "serve", "--log-level", "debug", *extra],
-                env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=limit,
             )
         deadline = time.monotonic() + START_TIMEOUT
         while not socket_answers(self.socket):

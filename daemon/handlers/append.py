@@ -13,7 +13,7 @@ from .completion import after_all
 
 if TYPE_CHECKING:
     from ..connection import Connection
-    from ..sessions import Routed
+    from ..sessions import Routed, Target
 
 
 def _headers(lines: list[bytes]) -> list[tuple[EntryHeader, bytes]]:
@@ -43,13 +43,25 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
     state = registry.get(req.session, req.cwd)
     conn.attach(state)
     batch = _headers(req.messages)
-    registry.check_targets([h for h, _ in batch], req.agent, req.run)
-    target = state.main if req.agent is None else registry.agent_target(state, req.agent, req.run)
-    parent = req.parent if req.parent is not None else target.last
-    chained = chain_messages(batch, target.uuids.__contains__, parent)
-    routed = registry.accept(state, chained.lines, req.agent, req.run)
-    routed.duplicates += chained.duplicates
-    routed.last = chained.last
+    targets = registry.resolve(state, batch, req.agent, req.run)
+    # Each target file is its own chain (a sidechain message never chains onto,
+    # nor dedups against, the main transcript): chain each group separately.
+    groups: dict[int, tuple[Target, list[tuple[EntryHeader, bytes]]]] = {}
+    for item, target in zip(batch, targets):
+        groups.setdefault(id(target), (target, []))[1].append(item)
+    lines: list[tuple[EntryHeader, bytes]] = []
+    duplicates = 0
+    last = None
+    for target, items in groups.values():
+        parent = req.parent if req.parent is not None else target.last
+        chained = chain_messages(items, target.uuids.__contains__, parent)
+        lines += chained.lines
+        duplicates += chained.duplicates
+        if target is state.main or last is None:
+            last = chained.last
+    routed = registry.accept(state, lines, req.agent, req.run)
+    routed.duplicates += duplicates
+    routed.last = last
     return _ack(conn, req.id, req.durability, routed)
 
 

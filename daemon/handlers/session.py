@@ -10,7 +10,7 @@ import msgspec
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.appendfile import FILE_MODE, ensure_dir, write_all
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import bad_request, io_error
+from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -24,10 +24,19 @@ def handle_open(conn: Connection, req: m.Open) -> m.Response:
     return m.Opened(id=req.id, session=state.id, path=str(state.path), materialized=state.materialized)
 
 
-def handle_close(conn: Connection, req: m.Close) -> m.Response:
+def handle_close(conn: Connection, req: m.Close) -> m.Response | None:
+    """Detach; when this was the last client, answer only once the metadata
+    re-append of the exit cleanup is written (a sync path, SPEC 3.3)."""
     paths.check_session_id(req.session)
-    conn.detach(req.session)
-    return m.Done(id=req.id)
+    queue = conn.detach(req.session)
+    if queue is None:
+        return m.Done(id=req.id)
+
+    def done(err: SessiondError | None) -> None:
+        conn.reply(m.Done(id=req.id) if err is None else m.Error(id=req.id, code=err.code, message=err.message))
+
+    conn.daemon.writer.when_written(queue, done)
+    return None
 
 
 def handle_agent_meta(conn: Connection, req: m.SetAgentMeta) -> m.Response:

@@ -44,7 +44,9 @@ class EntryHeader(msgspec.Struct, frozen=True):
 
     type: str | None = None
     uuid: str | None = None
-    parentUuid: str | None = None
+    parentUuid: str | None | msgspec.UnsetType = msgspec.UNSET
+    """UNSET when the key is absent, so recording knows whether it must replace it."""
+    logicalParentUuid: str | None | msgspec.UnsetType = msgspec.UNSET
     isSidechain: bool | None = None
     agentId: str | None = None
     subtype: str | None = None

@@ -24,23 +24,37 @@ class Chained(msgspec.Struct):
     duplicates: int
 
 
-def stamp_parent(raw: bytes, parent: str | None, *, logical_parent: str | None = None, boundary: bool = False) -> bytes:
+def stamp_parent(
+    raw: bytes,
+    parent: str | None,
+    *,
+    logical_parent: str | None = None,
+    boundary: bool = False,
+    has_parent_keys: bool = False,
+) -> bytes:
     """``raw`` with ``parentUuid`` (and, at a compaction boundary,
-    ``logicalParentUuid``) as its first keys."""
-    if b'"parentUuid"' in raw or (boundary and b'"logicalParentUuid"' in raw):
+    ``logicalParentUuid``) as its first keys.
+
+    ``has_parent_keys`` comes from the decoded header (so an escaped key name
+    cannot slip past): when the entry already carries one of those keys it is
+    decoded and rebuilt; otherwise the new keys are prepended to the bytes.
+    """
+    if has_parent_keys:
         obj = msgspec.json.decode(raw)
         obj.pop("parentUuid", None)
-        if boundary:
-            obj.pop("logicalParentUuid", None)
+        obj.pop("logicalParentUuid", None)
         head: dict = {"parentUuid": parent}
         if boundary:
             head["logicalParentUuid"] = logical_parent
         head.update(obj)
         return _json.encode(head)
+    body = raw.strip()
+    if body[:1] != b"{":
+        raise bad_request("a recorded message must be a JSON object")
     prefix = b'{"parentUuid":' + _json.encode(parent)
     if boundary:
         prefix += b',"logicalParentUuid":' + _json.encode(logical_parent)
-    rest = raw[1:].lstrip()
+    rest = body[1:].lstrip()
     return prefix + (b"}" if rest == b"}" else b"," + rest)
 
 
@@ -80,17 +94,19 @@ def chain_messages(
         if uuid is None:
             raise bad_request("a recorded message needs a uuid")
         fresh.add(uuid)
+        has_keys = header.parentUuid is not msgspec.UNSET or header.logicalParentUuid is not msgspec.UNSET
         if is_compact_boundary(header):
-            line = stamp_parent(raw, None, logical_parent=parent, boundary=True)
+            line = stamp_parent(raw, None, logical_parent=parent, boundary=True, has_parent_keys=has_keys)
             new_parent: str | None = None
         else:
             source = header.sourceToolAssistantUUID if header.type == "user" else None
             new_parent = source if source else parent
-            line = stamp_parent(raw, new_parent)
+            line = stamp_parent(raw, new_parent, has_parent_keys=has_keys)
         stamped = EntryHeader(
             type=header.type,
             uuid=uuid,
             parentUuid=new_parent,
+            logicalParentUuid=parent if is_compact_boundary(header) else msgspec.UNSET,
             isSidechain=header.isSidechain,
             agentId=header.agentId,
             subtype=header.subtype,

@@ -4,7 +4,7 @@ The expectation is computed here independently (json.loads, plain dicts) from th
 rules of SPEC 3: files hold the parseable input lines, same objects, same order;
 sidechain entries with an agentId in their agent file; repeated uuids dropped; a
 session with no user/assistant message has no main file; exit cleanup re-appends
-the current metadata at EOF.
+the current metadata at EOF, and compaction re-appends it before the boundary.
 """
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ def expected_layout(entries: list[dict]) -> dict[str, list[dict]]:
             if key in seen.setdefault(name, set()):
                 continue
             seen[name].add(key)
+        if name == "main" and materialized and e.get("type") == "system" and e.get("subtype") == "compact_boundary" and not e.get("isSidechain"):
+            # SPEC 3.5: the current metadata is re-appended before the boundary.
+            files["main"] += [meta[k] for k in REAPPENDED_METADATA if k in meta]
         files.setdefault(name, []).append(e)
         if name == "main":
             if e.get("type") in REAPPENDED_METADATA:

@@ -58,6 +58,12 @@ def test_metadata_passes_through_and_does_not_move_the_chain():
 
 def test_existing_parent_uuid_is_replaced_and_put_first():
     raw = b'{"type":"user","parentUuid":"old","uuid":"x"}'
-    out = json.loads(stamp_parent(raw, "new"))
+    out = json.loads(stamp_parent(raw, "new", has_parent_keys=True))
     assert list(out) == ["parentUuid", "type", "uuid"] and out["parentUuid"] == "new"
     assert json.loads(stamp_parent(b"{}", None)) == {"parentUuid": None}
+
+
+def test_whitespace_and_escaped_keys_still_give_one_valid_object():
+    out, _ = run([b'  {"type":"user","uuid":"a"} ', b'{"type":"assistant","parent\\u0055uid":"old","uuid":"b"}'], parent="p")
+    assert out[0] == {"parentUuid": "p", "type": "user", "uuid": "a"}
+    assert out[1] == {"parentUuid": "a", "type": "assistant", "uuid": "b"}

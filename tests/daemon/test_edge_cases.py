@@ -1,0 +1,130 @@
+"""Edge cases found in review: atomic batches, discarded buffers, compaction,
+Close ordering, fd limits, stalled daemons."""
+
+import json
+import os
+import signal
+import uuid
+
+import pytest
+
+from sessiond.client import Client, Session
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import RemoteError
+from tests.helpers import assistant, line, main_path, read_entries, user
+
+CWD = "/work/project"
+
+
+def append(c, sid, entries, **kw):
+    return c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(e) for e in entries], **kw))
+
+
+def test_discarded_pending_entries_leave_no_trace(daemon):
+    sid = str(uuid.uuid4())
+    hook = {"type": "attachment", "uuid": str(uuid.uuid4()), "attachment": {"type": "hook"}}
+    title = {"type": "custom-title", "customTitle": "never written"}
+    with daemon.client() as c:
+        append(c, sid, [hook, title])
+        c.call(m.Close(id=c.next_id(), session=sid))  # no message: buffer dropped
+        r = append(c, sid, [hook, user("now")], durability="written")
+        assert (r.accepted, r.duplicates) == (2, 0)  # the resend is not a "duplicate"
+        c.call(m.Close(id=c.next_id(), session=sid))
+        c.flush()
+    entries = read_entries(main_path(daemon.root, CWD, sid))
+    assert [e["type"] for e in entries] == ["attachment", "user"]  # no stale title re-appended
+
+
+def test_compaction_reappends_metadata_just_before_the_boundary(daemon):
+    sid = str(uuid.uuid4())
+    title = {"type": "custom-title", "customTitle": "Long one"}
+    boundary = {"type": "system", "subtype": "compact_boundary", "uuid": str(uuid.uuid4()), "parentUuid": None}
+    with daemon.client() as c:
+        append(c, sid, [title, user("q"), *[assistant(f"a{i}") for i in range(5)], boundary], durability="written")
+    entries = read_entries(main_path(daemon.root, CWD, sid))
+    assert entries[-2:] == [title, boundary]
+
+
+def test_close_answers_only_after_the_reappend_is_written(daemon_factory):
+    d = daemon_factory("--flush-interval", "60000").start()
+    sid = str(uuid.uuid4())
+    title = {"type": "custom-title", "customTitle": "kept"}
+    with d.client() as c:
+        append(c, sid, [title, user("q")], durability="written")
+        c.call(m.Close(id=c.next_id(), session=sid))
+        d.kill()  # SIGKILL right after the Close answer
+    entries = read_entries(main_path(d.root, CWD, sid))
+    assert entries == [title, user("q") | {"uuid": entries[1]["uuid"]}, title]
+
+
+def test_a_batch_that_cannot_be_routed_changes_nothing(daemon):
+    sid = str(uuid.uuid4())
+    blocked = main_path(daemon.root, CWD, sid).with_suffix("") / "subagents" / "agent-bad.jsonl"
+    blocked.mkdir(parents=True)  # a directory where the agent file should be
+    title = {"type": "custom-title", "customTitle": "t"}
+    msg = user("first")
+    side = {**assistant("x"), "isSidechain": True, "agentId": "bad"}
+    with daemon.client() as c:
+        append(c, sid, [title])
+        with pytest.raises(RemoteError) as err:
+            append(c, sid, [msg, side], durability="written")
+        assert err.value.code == "io_error"
+        r = append(c, sid, [msg], durability="written")
+        assert (r.accepted, r.duplicates) == (1, 0)
+    assert read_entries(main_path(daemon.root, CWD, sid)) == [title, msg]
+
+
+def test_record_chains_sidechains_apart_from_the_main_transcript(daemon):
+    sid = str(uuid.uuid4())
+    shared = str(uuid.uuid4())
+    with daemon.client() as c:
+        main = Session(c, sid, CWD)
+        main.record([{"type": "user", "uuid": shared, "message": {"content": "main"}}], durability="written")
+        # A forked subagent inherits the parent's message (same uuid) in its sidechain.
+        r = c.call(m.Record(id=c.next_id(), session=sid, cwd=CWD, durability="written", messages=[
+            line({"type": "user", "uuid": shared, "isSidechain": True, "agentId": "f1", "message": {"content": "inherited"}}),
+            line({"type": "assistant", "uuid": str(uuid.uuid4()), "isSidechain": True, "agentId": "f1", "message": {"content": "sub"}}),
+        ]))
+        assert (r.accepted, r.duplicates) == (2, 0)
+        nxt = main.record([{"type": "assistant", "message": {"content": "main again"}}], durability="written")
+    side = read_entries(main_path(daemon.root, CWD, sid).with_suffix("") / "subagents" / "agent-f1.jsonl")
+    assert [e["parentUuid"] for e in side] == [None, shared]
+    mains = read_entries(main_path(daemon.root, CWD, sid))
+    assert mains[-1]["uuid"] == nxt and mains[-1]["parentUuid"] == shared
+
+
+def test_hundreds_of_agent_files_under_a_low_fd_limit(daemon_factory):
+    d = daemon_factory().start(nofile=64)
+    sid = str(uuid.uuid4())
+    with d.client() as c:
+        for i in range(150):
+            append(c, sid, [{**user(f"task {i}"), "isSidechain": True, "agentId": f"ag{i}"}], durability="durable" if i % 10 == 0 else "queued")
+        for i in range(150):
+            append(c, sid, [{**assistant(f"done {i}"), "isSidechain": True, "agentId": f"ag{i}"}])
+        c.flush(durable=True)
+    assert d.stop() == 0
+    sub = main_path(d.root, CWD, sid).with_suffix("") / "subagents"
+    for i in range(150):
+        assert [e["message"]["content"] for e in read_entries(sub / f"agent-ag{i}.jsonl")][0] == f"task {i}"
+        assert len(read_entries(sub / f"agent-ag{i}.jsonl")) == 2
+
+
+def test_no_direct_writes_beside_a_stalled_daemon(daemon):
+    sid = str(uuid.uuid4())
+    c = Client(daemon.socket, root=daemon.root, autostart=False, timeout=1.0)
+    s = Session(c, sid, CWD)
+    s.record([{"type": "user", "message": {"content": "q"}}], durability="written")
+    daemon.signal(signal.SIGSTOP)
+    try:
+        s.record([{"type": "assistant", "message": {"content": "a"}}])  # times out
+        res = s.close(timeout=1.0)
+        assert res is not None and res.undelivered >= 1 and res.written == 0
+    finally:
+        daemon.signal(signal.SIGCONT)
+        c.close()
+    with daemon.client() as other:
+        other.flush()
+    entries = read_entries(main_path(daemon.root, CWD, sid))
+    uuids = [e["uuid"] for e in entries if "uuid" in e]
+    assert len(uuids) == len(set(uuids))
+    assert all(e.get("parentUuid") in (None, *uuids) for e in entries)
