@@ -30,6 +30,7 @@ class Context(msgspec.Struct):
     root: Path | None
     socket: Path
     autostart: bool
+    socket_given: bool = False
 
     def client(self, autostart: bool | None = None):
         from .connection import Client
@@ -57,27 +58,43 @@ class CLI(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, root: Path | None, socket_path: Path | None, no_autostart: bool) -> None:
     """sessiond: one daemon that owns every AI-agent transcript file."""
-    ctx.obj = Context(root=root.absolute() if root else None, socket=(socket_path or default_socket()).absolute(), autostart=not no_autostart)
+    ctx.obj = Context(
+        root=root.absolute() if root else None,
+        socket=(socket_path or default_socket()).absolute(),
+        autostart=not no_autostart,
+        socket_given=socket_path is not None,
+    )
 
 
 # ------------------------------------------------------------------------ daemon
 
 
 @cli.command()
-@click.option("--flush-interval", type=click.FloatRange(min=0, max=60_000), default=100.0, show_default=True, help="Coalescing window in ms.")
-@click.option("--fsync", type=click.Choice(["never", "interval", "always"]), default="interval", show_default=True)
+@click.option("--flush-interval", type=click.FloatRange(min=0, max=60_000), default=None, help="Coalescing window in ms (default 100).")
+@click.option("--fsync", type=click.Choice(["never", "interval", "always"]), default=None, help="fsync policy (default interval).")
 @click.option("--max-frame", type=click.IntRange(min=1024), default=None, help="Largest accepted frame in bytes.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None, help="Default info.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Config file (default $XDG_CONFIG_HOME/sessiond/config.toml).")
 @click.pass_obj
-def serve(obj: Context, flush_interval: float, fsync: str, max_frame: int | None, log_level: str) -> None:
-    """Run the daemon in the foreground."""
-    from sessiond.daemon.config import Settings
+def serve(obj: Context, flush_interval: float | None, fsync: str | None, max_frame: int | None, log_level: str | None, config_path: Path | None) -> None:
+    """Run the daemon in the foreground (flags > env > config file > defaults)."""
+    from sessiond.daemon.config import ConfigError, build
     from sessiond.daemon.server import serve as run
 
-    settings = Settings(root=obj.root or default_root(), socket=obj.socket, flush_interval=flush_interval / 1000, fsync=fsync, log_level=log_level)  # type: ignore[arg-type]
-    if max_frame:
-        settings.max_frame = max_frame
-    sys.exit(run(settings))
+    flags = {
+        "root": str(obj.root) if obj.root else None,
+        "socket": str(obj.socket) if obj.socket_given else None,
+        "flush_interval_ms": flush_interval,
+        "fsync": fsync,
+        "max_frame_bytes": max_frame,
+        "log_level": log_level,
+    }
+    try:
+        settings = build(flags, config_path)
+    except ConfigError as exc:
+        click.echo(f"sessiond: config: {exc}", err=True)
+        sys.exit(2)
+    sys.exit(run(settings, flags))
 
 
 @cli.command()
@@ -324,6 +341,38 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
         click.echo(msgspec.json.encode({"session": session, "recorded": s.accepted, "duplicates": s.duplicates, "last": s.hint, "skipped": lines.skipped}))
     else:
         click.echo(f"{s.accepted} messages recorded in session {session} ({s.duplicates} already there); last {s.hint}")
+
+
+@cli.command("install-service")
+@click.option("--systemd", "kind", flag_value="systemd", help="systemd user units (default on Linux).")
+@click.option("--launchd", "kind", flag_value="launchd", help="A launchd user agent (default on macOS).")
+@click.option("--print", "print_only", is_flag=True, help="Print the files instead of writing them.")
+@click.pass_obj
+def install_service(obj: Context, kind: str | None, print_only: bool) -> None:
+    """Write the service files for the current user, with this executable's path."""
+    from . import service
+
+    kind = kind or ("launchd" if sys.platform == "darwin" else "systemd")
+    exe = service.executable()
+    if kind == "systemd":
+        files = {service.systemd_dir() / name: text.encode() for name, text in service.systemd_units(exe).items()}
+        enable = "systemctl --user daemon-reload && systemctl --user enable --now sessiond.socket"
+    else:
+        files = {service.launchd_path(): service.launchd_plist(exe, str(obj.socket))}
+        enable = f"launchctl bootstrap gui/{os.getuid()} {service.launchd_path()}"
+    for path, data in files.items():
+        if print_only:
+            click.echo(f"# {path}")
+            click.echo(data.decode(), nl=False)
+            click.echo()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        click.echo(f"wrote {path}")
+    if not print_only:
+        click.echo(f"enable it with: {enable}")
 
 
 def main() -> None:

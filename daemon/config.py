@@ -1,16 +1,29 @@
-"""The daemon's settings: one typed Struct, filled by the CLI (flags and env)."""
+"""The daemon's settings: flags > environment > config file > defaults.
+
+The file is ``$XDG_CONFIG_HOME/sessiond/config.toml`` (or ``SESSIOND_CONFIG``), read
+with msgspec's TOML support into a Struct that forbids unknown keys, so a typo or
+a bad value is one clear error naming the key. SIGHUP re-reads it and applies
+what can change at run time (``RELOADABLE``).
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
-from sessiond.protocol.locations import default_root, default_socket
+from sessiond.protocol.locations import config_path, default_root, default_socket
 from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME
 
 FsyncPolicy = Literal["never", "interval", "always"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+RELOADABLE = ("flush_interval", "fsync", "log_level")
+
+
+class ConfigError(Exception):
+    """A bad config file, environment variable or flag; the message names the key."""
 
 
 class Settings(msgspec.Struct, kw_only=True):
@@ -31,7 +44,8 @@ class Settings(msgspec.Struct, kw_only=True):
     """Transcript fds kept open at once (LRU); 0: half the fd limit."""
     idle_evict: float = 30.0
     """Seconds a session with no clients and nothing queued stays in memory."""
-    log_level: str = "info"
+    log_level: LogLevel = "info"
+    config_file: Path | None = None
 
     def public(self) -> dict[str, str | int | float | bool]:
         return {
@@ -42,4 +56,121 @@ class Settings(msgspec.Struct, kw_only=True):
             "maxFrame": self.max_frame,
             "maxQueuedBytes": self.max_queued_bytes,
             "logLevel": self.log_level,
+            "configFile": str(self.config_file) if self.config_file else "",
         }
+
+
+class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The keys a config file may set (all optional)."""
+
+    root: str | None = None
+    socket: str | None = None
+    flush_interval_ms: float | None = None
+    fsync: FsyncPolicy | None = None
+    log_level: LogLevel | None = None
+    max_frame_bytes: int | None = None
+    max_queued_bytes: int | None = None
+    max_pending_bytes: int | None = None
+
+
+ENV = {
+    "SESSIOND_ROOT": "root",
+    "SESSIOND_SOCKET": "socket",
+    "SESSIOND_FLUSH_INTERVAL_MS": "flush_interval_ms",
+    "SESSIOND_FSYNC": "fsync",
+    "SESSIOND_LOG_LEVEL": "log_level",
+}
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    """The keys set in the config file (none when it does not exist)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        cfg = msgspec.toml.decode(data, type=FileConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{path}: {_keyed(exc)}") from None
+    except msgspec.DecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return {k: v for k, v in msgspec.structs.asdict(cfg).items() if v is not None}
+
+
+def read_env(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    env = os.environ if environ is None else environ
+    raw = {key: env[name] for name, key in ENV.items() if env.get(name)}
+    try:
+        cfg = msgspec.convert(raw, FileConfig, strict=False)
+    except msgspec.ValidationError as exc:
+        name = next((n for n, k in ENV.items() if f"`$.{k}`" in str(exc)), "environment")
+        raise ConfigError(f"{name}: {_keyed(exc)}") from None
+    return {k: v for k, v in msgspec.structs.asdict(cfg).items() if v is not None}
+
+
+def _keyed(exc: msgspec.ValidationError) -> str:
+    """msgspec says ``... - at `$.key```; lead with the key instead."""
+    text = str(exc)
+    if " - at `$." in text:
+        msg, key = text.rsplit(" - at `$.", 1)
+        return f"{key.rstrip('`')}: {msg}"
+    if "unknown field" in text:
+        return text.replace("Object contains unknown field", "unknown key")
+    return text
+
+
+def build(flags: dict[str, Any], path: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Settings from flags (only those given) > env > file > defaults."""
+    path = path or config_path()
+    merged: dict[str, Any] = {}
+    merged.update(read_file(path))
+    merged.update(read_env(environ))
+    merged.update({k: v for k, v in flags.items() if v is not None})
+    settings = Settings(config_file=path if path.exists() else None)
+    apply(settings, merged)
+    return settings
+
+
+def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
+    """Set ``values`` (file-key names) on ``settings``; returns what changed."""
+    changed = []
+
+    def put(attr: str, value: Any) -> None:
+        if getattr(settings, attr) != value:
+            setattr(settings, attr, value)
+            changed.append(attr)
+
+    for key, value in values.items():
+        if key == "root":
+            put("root", Path(os.path.expanduser(value)))
+        elif key == "socket":
+            put("socket", Path(os.path.expanduser(value)))
+        elif key == "flush_interval_ms":
+            if not 0 <= value <= 60_000:
+                raise ConfigError(f"flush_interval_ms: must be between 0 and 60000, got {value}")
+            put("flush_interval", value / 1000)
+        elif key == "max_frame_bytes":
+            if value < 1024:
+                raise ConfigError(f"max_frame_bytes: must be at least 1024, got {value}")
+            put("max_frame", value)
+        elif key in ("max_queued_bytes", "max_pending_bytes"):
+            if value < 1:
+                raise ConfigError(f"{key}: must be positive, got {value}")
+            put(key, value)
+        else:
+            put(key, value)
+    return changed
+
+
+def reload(settings: Settings, flags: dict[str, Any]) -> list[str]:
+    """SIGHUP: re-read the file (flags and env still win) and apply the keys
+    that can change at run time; returns the names that changed."""
+    fresh = build(flags, settings.config_file or config_path())
+    values = {
+        "flush_interval_ms": fresh.flush_interval * 1000,
+        "fsync": fresh.fsync,
+        "log_level": fresh.log_level,
+    }
+    return apply(settings, values)

@@ -24,14 +24,18 @@ from sessiond.protocol import __version__
 from sessiond.protocol.locations import check_private_dir, lock_path
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
 
-from .config import Settings
+from . import config as config_mod
+from .activation import activated_socket
+from .config import ConfigError, Settings
 from .connection import Connection
+from .notify import Notifier
 from .sessions import Registry
 from .writer import Stats, Writer
 
 log = logging.getLogger("sessiond")
 
 SWEEP_EVERY = 10.0
+STATUS_EVERY = 5.0
 EXIT_ALREADY_RUNNING = 3
 
 
@@ -40,9 +44,12 @@ class AlreadyRunning(Exception):
 
 
 class Daemon:
-    def __init__(self, settings: Settings, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, settings: Settings, loop: asyncio.AbstractEventLoop, notifier: Notifier | None = None,
+                 flags: dict | None = None) -> None:
         self.settings = settings
         self.loop = loop
+        self.notifier = notifier or Notifier({})
+        self.flags = flags or {}
         self.stats = Stats()
         self.writer = Writer(loop, settings, self.stats)
         self.registry = Registry(settings, self.writer)
@@ -51,6 +58,40 @@ class Daemon:
         self.stopping = False
         self.stopped = loop.create_future()
         self._sweep = loop.call_later(SWEEP_EVERY, self._sweep_idle)
+        self._status = loop.call_later(STATUS_EVERY, self._report_status)
+        self._watchdog: asyncio.TimerHandle | None = None
+        if self.notifier.watchdog_interval:
+            self._watchdog = loop.call_later(self.notifier.watchdog_interval, self._ping_watchdog)
+
+    def status_line(self) -> str:
+        return (
+            f"{len(self.registry.sessions)} sessions, {len(self.connections)} clients, "
+            f"{self.writer.queued_entries} entries queued, {self.stats.writes} writes, {self.stats.errors} errors"
+        )
+
+    def _report_status(self) -> None:
+        self.notifier.status(self.status_line())
+        self._status = self.loop.call_later(STATUS_EVERY, self._report_status)
+
+    def _ping_watchdog(self) -> None:
+        self.notifier.watchdog()
+        self._watchdog = self.loop.call_later(self.notifier.watchdog_interval, self._ping_watchdog)  # type: ignore[arg-type]
+
+    def reload_config(self) -> None:
+        """SIGHUP: apply what can change at run time and say so in the log."""
+        before = {k: getattr(self.settings, k) for k in config_mod.RELOADABLE}
+        try:
+            changed = config_mod.reload(self.settings, self.flags)
+        except ConfigError as exc:
+            log.error("SIGHUP: config not reloaded: %s", exc)
+            return
+        logging.getLogger().setLevel(self.settings.log_level.upper())
+        self.writer.policy_changed()
+        if changed:
+            parts = [f"{k} {before[k]} -> {getattr(self.settings, k)}" for k in changed]
+            log.info("SIGHUP: config reloaded: %s", ", ".join(parts))
+        else:
+            log.info("SIGHUP: config reloaded, nothing changed")
 
     def refuse_if_stopping(self) -> None:
         if self.stopping:
@@ -61,11 +102,14 @@ class Daemon:
             return
         log.info("shutting down (%s)", why)
         self.stopping = True
+        self.notifier.stopping()
         # Let this pass's replies (the Shutdown ack among them) go out first.
         self.loop.call_soon(self._shutdown)
 
     def _shutdown(self) -> None:
-        self._sweep.cancel()
+        for handle in (self._sweep, self._status, self._watchdog):
+            if handle is not None:
+                handle.cancel()
         for conn in self.connections:
             if conn.transport is not None:
                 conn.transport.pause_reading()
@@ -150,33 +194,53 @@ def setup_logging(level: str) -> None:
     )
 
 
-async def _run(settings: Settings) -> int:
+async def _run(settings: Settings, flags: dict) -> int:
     loop = asyncio.get_running_loop()
-    sock_path = settings.socket
-    prepare_socket_dir(sock_path.parent)
-    lock_fd = take_lock(sock_path)
+    notifier = Notifier()
+    adopted = activated_socket()
+    if adopted is not None:
+        # The service manager made the socket (and its 0700 directory): use it
+        # as it is, and never unlink it.
+        settings.socket = Path(adopted.getsockname())
+        sock, inode = adopted, None
+        lock_fd = take_lock(settings.socket)
+    else:
+        prepare_socket_dir(settings.socket.parent)
+        lock_fd = take_lock(settings.socket)
     try:
-        sock = bind_socket(sock_path)
-        inode = os.stat(sock_path).st_ino
-        daemon = Daemon(settings, loop)
+        if adopted is None:
+            sock = bind_socket(settings.socket)
+            inode = os.stat(settings.socket).st_ino
+        sock.setblocking(False)
+        daemon = Daemon(settings, loop, notifier, flags)
         server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, daemon.request_shutdown, signal.Signals(sig).name)
-        log.info("ready: pid %d, socket %s, root %s, sessiond %s", os.getpid(), sock_path, settings.root, __version__)
+        loop.add_signal_handler(signal.SIGHUP, daemon.reload_config)
+        log.info(
+            "ready: pid %d, socket %s%s, root %s, sessiond %s",
+            os.getpid(), settings.socket, " (socket-activated)" if adopted else "", settings.root, __version__,
+        )
+        notifier.ready(daemon.status_line())
         await daemon.stopped
         server.close()
-        remove_socket(sock_path, inode)
+        if inode is not None:
+            remove_socket(settings.socket, inode)
         await server.wait_closed()
     finally:
         os.close(lock_fd)
+        notifier.close()
     if daemon.writer.unwritten_at_exit:
         log.error("exiting with %d accepted entries NOT written", daemon.writer.unwritten_at_exit)
         return 1
     return 0
 
 
-def serve(settings: Settings) -> int:
-    """Run the daemon until it is told to stop; the process exit code."""
+def serve(settings: Settings, flags: dict | None = None) -> int:
+    """Run the daemon until it is told to stop; the process exit code.
+
+    ``flags`` are the command-line values, kept so a SIGHUP reload still lets
+    them win over the file."""
     setup_logging(settings.log_level)
     try:
         import uvloop
@@ -186,7 +250,7 @@ def serve(settings: Settings) -> int:
         factory = None
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(_run(settings))
+            return runner.run(_run(settings, flags or {}))
     except AlreadyRunning as exc:
         log.error("%s", exc)
         return EXIT_ALREADY_RUNNING

@@ -285,11 +285,21 @@ class Writer:
         while waiters and waiters[0][0] <= target:
             waiters.popleft()[1](err)
 
+    def policy_changed(self) -> None:
+        """The fsync policy may have changed (SIGHUP): start or stop the timer."""
+        if self.settings.fsync == "interval" and self._interval is None:
+            self._interval = self.loop.call_later(self.settings.fsync_interval, self._sync_interval)
+        elif self.settings.fsync != "interval" and self._interval is not None:
+            self._interval.cancel()
+            self._interval = None
+
     def _sync_interval(self) -> None:
         for q in self.queues.values():
             if q.synced < q.written and not q.syncing:
                 self._start_sync(q)
-        self._interval = self.loop.call_later(self.settings.fsync_interval, self._sync_interval)
+        self._interval = None
+        if self.settings.fsync == "interval":
+            self._interval = self.loop.call_later(self.settings.fsync_interval, self._sync_interval)
 
     # ---------------------------------------------------------------- lifecycle
 

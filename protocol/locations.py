@@ -15,8 +15,33 @@ LOCK_NAME = "sessiond.lock"
 LOG_NAME = "sessiond.log"
 
 
+def config_path() -> Path:
+    """``SESSIOND_CONFIG``, else ``$XDG_CONFIG_HOME/sessiond/config.toml``."""
+    env = os.environ.get("SESSIOND_CONFIG")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "sessiond" / "config.toml"
+
+
+def _from_config_file(key: str) -> str | None:
+    """``root``/``socket`` as the config file sets them, so clients find the
+    daemon the file configured. A bad file is the daemon's to report."""
+    try:
+        data = config_path().read_bytes()
+    except OSError:
+        return None
+    import msgspec
+
+    try:
+        value = msgspec.toml.decode(data).get(key)
+    except (msgspec.DecodeError, AttributeError):
+        return None
+    return os.path.expanduser(value) if isinstance(value, str) and value else None
+
+
 def default_root() -> Path:
-    env = os.environ.get("SESSIOND_ROOT")
+    env = os.environ.get("SESSIOND_ROOT") or _from_config_file("root")
     if env:
         return Path(env)
     data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
@@ -24,7 +49,7 @@ def default_root() -> Path:
 
 
 def default_socket() -> Path:
-    env = os.environ.get("SESSIOND_SOCKET")
+    env = os.environ.get("SESSIOND_SOCKET") or _from_config_file("socket")
     if env:
         return Path(env)
     runtime = os.environ.get("XDG_RUNTIME_DIR")

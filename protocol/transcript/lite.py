@@ -1,0 +1,589 @@
+"""Lite read (SPEC 5): what the first and last 64 KB of a transcript say about it.
+
+Why a lite read: a session list must stay instant with thousands of multi-MB
+transcripts, so it never parses a whole file. Claude Code reads the first and the
+last 64 KB of each file and so do we, with the same windows and the same rules, so
+a root pointed at ``~/.claude`` shows the titles Claude Code's picker shows:
+
+* head → first meaningful prompt, createdAt, cwd, gitBranch, sessionId, sidechain
+  flag, teamName;
+* tail → customTitle, aiTitle, lastPrompt, tag, summary, the LAST occurrence of
+  each winning (metadata is re-appended at EOF, SPEC 3.5, to stay in this window);
+* title = customTitle, else aiTitle, else summary, else first prompt.
+
+Why typed partial decodes: lines are decoded with msgspec Structs naming only the
+few fields needed (the rest is skipped without building objects), and tail lines
+are only decoded when a raw ``bytes.rfind`` of the field name lands in them. A
+field is taken only from the top level of an entry of the right ``type``, so a
+tool input that happens to contain ``"summary"`` or ``"tag"`` never leaks in.
+
+Window edges: the tail window starts mid-line unless the byte before it is a
+newline (we read one extra byte to know), so its first partial line is dropped;
+the head window usually ends mid-line, and when that cut line is the first
+prompt (a prompt bigger than 64 KB) the prompt is salvaged from the cut JSON
+string, so such a session keeps a (truncated) prompt instead of vanishing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from .entries import MATERIALIZING_TYPES
+
+LITE_WINDOW: Final = 65536
+"""Bytes read at each end of a file (Claude Code's LITE_READ_BUF_SIZE)."""
+
+PROMPT_MAX: Final = 200
+"""Prompts are shown on one line, cut at 200 characters plus an ellipsis, as
+Claude Code writes ``lastPrompt`` — so firstPrompt and lastPrompt look alike."""
+
+# Lite states. Only SESSION is listed; the others say why a file is not a session.
+SESSION: Final = "session"
+EMPTY: Final = "empty"  # no parseable entry at all (0 bytes, blank or torn lines)
+METADATA_ONLY: Final = "metadata-only"  # entries, but no user/assistant message
+SIDECHAIN: Final = "sidechain"  # first entry is a sidechain: a subagent transcript
+TEAM: Final = "team"  # carries a teamName: a swarm teammate's transcript
+
+Opener = Callable[[str], int]
+"""``path -> fd`` (like ``os.open``); tests and benchmarks pass one to count opens."""
+
+
+def default_opener(path: str) -> int:
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+
+# --------------------------------------------------------------------------- types
+
+
+class SessionInfo(msgspec.Struct):
+    """One listed session; ``msgspec.to_builtins`` of it is the ``list --json`` object."""
+
+    sessionId: str
+    path: str
+    title: str | None
+    firstPrompt: str | None
+    lastPrompt: str | None
+    customTitle: str | None
+    aiTitle: str | None
+    summary: str | None
+    tag: str | None
+    createdAt: str | None
+    modifiedAt: str
+    size: int
+    cwd: str | None
+    gitBranch: str | None
+
+
+class LiteInfo(msgspec.Struct, kw_only=True):
+    """Everything the two windows say about one file, listable or not."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    state: str = EMPTY
+    session_id: str | None = None
+    first_prompt: str | None = None
+    created_at: str | None = None
+    cwd: str | None = None
+    git_branch: str | None = None
+    is_sidechain: bool = False
+    team_name: str | None = None
+    custom_title: str | None = None
+    ai_title: str | None = None
+    last_prompt: str | None = None
+    tag: str | None = None
+    summary: str | None = None
+
+    @property
+    def listable(self) -> bool:
+        return self.state == SESSION
+
+    @property
+    def title(self) -> str | None:
+        return self.custom_title or self.ai_title or self.summary or self.first_prompt
+
+    def session_info(self, session_id: str | None = None) -> SessionInfo:
+        """The listing record; the id defaults to the file name (what resume takes)."""
+        sid = session_id or Path(self.path).name.removesuffix(".jsonl")
+        return SessionInfo(
+            sessionId=sid,
+            path=self.path,
+            title=self.title,
+            firstPrompt=self.first_prompt,
+            lastPrompt=self.last_prompt,
+            customTitle=self.custom_title,
+            aiTitle=self.ai_title,
+            summary=self.summary,
+            tag=self.tag,
+            createdAt=self.created_at,
+            modifiedAt=iso_utc(self.mtime_ns),
+            size=self.size,
+            cwd=self.cwd,
+            gitBranch=self.git_branch,
+        )
+
+
+def iso_utc(ns: int) -> str:
+    """``2026-01-31T07:15:51.765Z``: the timestamp format transcripts use."""
+    sec, rem = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)) + f".{rem // 1_000_000:03d}Z"
+
+
+# Typed partial decoders: only the named fields are materialized.
+
+
+class _Block(msgspec.Struct):
+    type: str | None = None
+    text: str | None = None
+
+
+class _Message(msgspec.Struct):
+    content: str | list[_Block] | None = None
+
+
+_NULL: Final = msgspec.Raw(b"null")
+
+
+class _Head(msgspec.Struct):
+    type: str | None = None
+    timestamp: str | None = None
+    cwd: str | None = None
+    gitBranch: str | None = None
+    sessionId: str | None = None
+    isSidechain: bool | None = None
+    isMeta: bool | None = None
+    isCompactSummary: bool | None = None
+    teamName: str | None = None
+    message: msgspec.Raw = _NULL
+
+
+class _Tail(msgspec.Struct):
+    type: str | None = None
+    customTitle: str | None = None
+    aiTitle: str | None = None
+    lastPrompt: str | None = None
+    tag: str | None = None
+    summary: str | None = None
+
+
+_head_dec = msgspec.json.Decoder(_Head)
+_tail_dec = msgspec.json.Decoder(_Tail)
+_msg_dec = msgspec.json.Decoder(_Message)
+
+
+_BOOL_FIELDS: Final = frozenset({"isSidechain", "isMeta", "isCompactSummary"})
+
+
+def _loose(line: bytes, cls: type) -> Any:
+    """Slow path for a line whose fields have unexpected types: keep what fits."""
+    try:
+        obj = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    kw: dict[str, Any] = {}
+    for name in cls.__struct_fields__:
+        v = obj.get(name)
+        if name == "message":
+            if isinstance(v, dict):
+                kw[name] = msgspec.Raw(msgspec.json.encode(v))
+        elif name in _BOOL_FIELDS:
+            if isinstance(v, bool):
+                kw[name] = v
+        elif isinstance(v, str):
+            kw[name] = v
+    return cls(**kw)
+
+
+def _decode(dec: msgspec.json.Decoder, cls: type, line: bytes) -> Any:
+    """The typed view of one line, or None for a torn/unparseable line."""
+    try:
+        return dec.decode(line)
+    except msgspec.ValidationError:
+        return _loose(line, cls)
+    except msgspec.DecodeError:
+        return None
+
+
+# ------------------------------------------------------------------ prompt rules
+
+_COMMAND = re.compile(r"\s*<command-(?:name|message)>")
+_COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>")
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>")
+_BASH_INPUT = re.compile(r"\s*<bash-input>(.*?)</bash-input>")
+# Tag-led text is machinery (<local-command-stdout>, <ide_opened_file>,
+# <system-reminder>, <bash-stdout> ...); so are interrupt markers.
+_SKIP = re.compile(r"\s*<[a-z][\w-]*[\s>]|\[Request interrupted by user[^\]]*\]")
+
+
+def clip(text: str, cut: bool = False) -> str:
+    """One display line: newlines to spaces, at most PROMPT_MAX chars + ``…``.
+    ``cut`` marks text that was already cut short by the window."""
+    if len(text) > PROMPT_MAX:
+        return text[:PROMPT_MAX].strip() + "…"
+    return text + "…" if cut else text
+
+
+def classify_text(raw: str) -> tuple[str, str] | None:
+    """``("prompt", text)``, ``("command", "/name args")`` or None (not a prompt).
+
+    A slash command is not the first prompt, but it is remembered: a session that
+    only ran ``/init`` is shown as ``/init`` rather than untitled (Claude Code
+    does the same, we add the command's arguments, which say what it was about).
+    """
+    text = raw.replace("\n", " ").strip()
+    if not text:
+        return None
+    if _COMMAND.match(text):
+        name = _COMMAND_NAME.search(text)
+        if name is None:
+            return None
+        args = _COMMAND_ARGS.search(text)
+        cmd = name.group(1).strip()
+        if args and args.group(1).strip():
+            cmd = f"{cmd} {args.group(1).strip()}"
+        return ("command", cmd) if cmd else None
+    bash = _BASH_INPUT.match(text)
+    if bash:
+        return ("prompt", "! " + bash.group(1).strip())
+    if _SKIP.match(text):
+        return None
+    return ("prompt", text)
+
+
+def _message_texts(raw: msgspec.Raw) -> list[str] | None:
+    """Text of a user message; None when it is a tool result (never a prompt)."""
+    try:
+        msg = _msg_dec.decode(raw)
+    except msgspec.ValidationError:
+        obj = msgspec.json.decode(raw)
+        content = obj.get("content") if isinstance(obj, dict) else None
+        if isinstance(content, list):
+            content = [
+                _Block(type=b.get("type") if isinstance(b.get("type"), str) else None,
+                       text=b.get("text") if isinstance(b.get("text"), str) else None)
+                for b in content if isinstance(b, dict)
+            ]
+        msg = _Message(content=content if isinstance(content, (str, list)) else None)
+    content = msg.content
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [content]
+    texts = []
+    for block in content:
+        if block.type == "tool_result":
+            return None
+        if block.type == "text" and block.text:
+            texts.append(block.text)
+    return texts
+
+
+# ------------------------------------------------------------------ head window
+
+
+class _HeadState:
+    __slots__ = ("prompt", "command", "created_at", "cwd", "branch", "sid", "side", "team", "message", "entries")
+
+    def __init__(self) -> None:
+        self.prompt: str | None = None
+        self.command: str | None = None
+        self.created_at: str | None = None
+        self.cwd: str | None = None
+        self.branch: str | None = None
+        self.sid: str | None = None
+        self.side: bool | None = None
+        self.team: str | None = None
+        self.message = False
+        self.entries = 0
+
+    def envelope(self, e: _Head) -> None:
+        if self.side is None and e.isSidechain is not None:
+            self.side = e.isSidechain
+        if self.created_at is None and e.timestamp:
+            self.created_at = e.timestamp
+        if self.cwd is None and e.cwd:
+            self.cwd = e.cwd
+        if self.branch is None and e.gitBranch:
+            self.branch = e.gitBranch
+        if self.sid is None and e.sessionId:
+            self.sid = e.sessionId
+        if e.teamName:
+            self.team = e.teamName
+
+    def offer(self, kind_text: tuple[str, str] | None, cut: bool = False) -> None:
+        if kind_text is None:
+            return
+        kind, text = kind_text
+        if kind == "prompt":
+            self.prompt = clip(text, cut)
+        elif self.command is None:
+            self.command = clip(text, cut)
+
+
+def _scan_head(head: bytes, end: int, st: _HeadState) -> None:
+    """Decode complete lines of ``head[:end]`` in order until the first prompt."""
+    pos = 0
+    while pos < end:
+        nl = head.find(b"\n", pos, end)
+        stop = end if nl < 0 else nl
+        line = head[pos:stop]
+        pos = stop + 1
+        if not line or line.isspace():
+            continue
+        e = _decode(_head_dec, _Head, line)
+        if e is None:
+            continue
+        st.entries += 1
+        st.envelope(e)
+        if e.type in MATERIALIZING_TYPES and not e.isSidechain:
+            st.message = True
+        if e.type != "user" or e.isMeta or e.isCompactSummary or e.isSidechain:
+            continue
+        texts = _message_texts(e.message) if e.message is not _NULL else []
+        for raw in texts or ():
+            st.offer(classify_text(raw))
+            if st.prompt is not None:
+                return
+
+
+def _team_lines(buf: bytes, end: int, st: _HeadState) -> None:
+    """A top-level teamName anywhere in the head marks a teammate transcript."""
+    hi = end
+    while st.team is None:
+        i = buf.rfind(b'"teamName"', 0, hi)
+        if i < 0:
+            return
+        ls = buf.rfind(b"\n", 0, i) + 1
+        le = buf.find(b"\n", i, end)
+        e = _decode(_head_dec, _Head, buf[ls : end if le < 0 else le])
+        if e is not None and e.teamName:
+            st.team = e.teamName
+        hi = ls
+
+
+# Salvage of a first prompt cut by the head window.
+_MESSAGE_KEY = re.compile(rb'"message"\s*:\s*\{')
+_USER_TYPE = re.compile(rb'"type"\s*:\s*"user"')
+_USER_ROLE = re.compile(rb'\s*"role"\s*:\s*"user"')
+_CONTENT_KEY = re.compile(rb'"content"\s*:\s*(["\[])')
+_TEXT_KEY = re.compile(rb'"text"\s*:\s*"')
+_TRUE = {k: re.compile(rb'"%s"\s*:\s*true' % k) for k in (b"isMeta", b"isCompactSummary", b"isSidechain")}
+_STR_FIELD = re.compile(rb'"(cwd|gitBranch|sessionId|timestamp|teamName)"\s*:\s*"((?:[^"\\]+|\\.)*)"')
+_STR_BODY = re.compile(rb'(?:[^"\\]+|\\.)*')
+_PARTIAL_ESCAPE = re.compile(rb"\\u[0-9a-fA-F]{0,3}$")
+_SALVAGE_MAX: Final = 16384
+
+
+def json_string_prefix(buf: bytes, start: int) -> tuple[str, bool]:
+    """The JSON string whose body starts at ``buf[start]``: ``(text, complete)``.
+
+    A string cut by the window loses its partial escape or UTF-8 sequence at the
+    end; only the first ``_SALVAGE_MAX`` bytes are looked at (a prompt is shown
+    in 200 characters).
+    """
+    limit = min(len(buf), start + _SALVAGE_MAX)
+    end = _STR_BODY.match(buf, start, limit).end()
+    complete = end < len(buf) and buf[end : end + 1] == b'"'
+    frag = buf[start:end]
+    if not complete:
+        frag = _PARTIAL_ESCAPE.sub(b"", frag)
+        if (len(frag) - len(frag.rstrip(b"\\"))) % 2:
+            frag = frag[:-1]
+    for _ in range(12):
+        try:
+            return msgspec.json.decode(b'"' + frag + b'"', type=str), complete
+        except msgspec.DecodeError:
+            frag = frag[:-1]
+    return "", False
+
+
+def _salvage(seg: bytes, st: _HeadState) -> None:
+    """Best effort on the head's cut last line: a user entry's envelope and text."""
+    m = _MESSAGE_KEY.search(seg)
+    if m is None:
+        return
+    before = seg[: m.start()]
+    for key, value in _STR_FIELD.findall(before):
+        try:
+            text = msgspec.json.decode(b'"' + value + b'"', type=str)
+        except msgspec.DecodeError:
+            continue
+        name = key.decode()
+        if name == "teamName":
+            st.team = st.team or text
+        elif name == "timestamp":
+            st.created_at = st.created_at or text
+        elif name == "gitBranch":
+            st.branch = st.branch or text or None
+        elif name == "cwd":
+            st.cwd = st.cwd or text
+        else:
+            st.sid = st.sid or text
+    sidechain = bool(_TRUE[b"isSidechain"].search(before))
+    if st.side is None and b'"isSidechain"' in before:
+        st.side = sidechain
+    if not (_USER_TYPE.search(before) or _USER_ROLE.match(seg, m.end())):
+        return
+    if not sidechain:
+        st.message = True
+    if sidechain or _TRUE[b"isMeta"].search(before) or _TRUE[b"isCompactSummary"].search(before):
+        return
+    c = _CONTENT_KEY.search(seg, m.end())
+    if c is None:
+        return
+    if c.group(1) == b'"':
+        starts = [c.end()]
+    else:
+        if b'"tool_result"' in seg[c.end() :]:
+            return
+        starts = [t.end() for t in _TEXT_KEY.finditer(seg, c.end())]
+    for s in starts:
+        text, complete = json_string_prefix(seg, s)
+        st.offer(classify_text(text), cut=not complete)
+        if st.prompt is not None:
+            return
+
+
+# ------------------------------------------------------------------ tail window
+
+_TAIL_FIELDS: Final = (
+    ("custom_title", b'"customTitle"', "custom-title", "customTitle"),
+    ("ai_title", b'"aiTitle"', "ai-title", "aiTitle"),
+    ("last_prompt", b'"lastPrompt"', "last-prompt", "lastPrompt"),
+    ("tag", b'"tag"', "tag", "tag"),
+    ("summary", b'"summary"', "summary", "summary"),
+)
+
+
+def _last_field(buf: bytes, start: int, end: int, needle: bytes, etype: str, attr: str,
+                cache: dict[int, Any]) -> tuple[bool, str | None]:
+    """Last complete line in ``buf[start:end]`` whose entry is ``etype`` with a
+    top-level ``attr``: ``(found, value)``; an empty value (a cleared tag) is None."""
+    hi = end
+    while True:
+        i = buf.rfind(needle, start, hi)
+        if i < 0:
+            return False, None
+        ls = max(buf.rfind(b"\n", start, i) + 1, start)
+        e = cache.get(ls, cache)
+        if e is cache:
+            le = buf.find(b"\n", i, end)
+            e = cache[ls] = _decode(_tail_dec, _Tail, buf[ls : end if le < 0 else le])
+        if e is not None and e.type == etype:
+            value = getattr(e, attr)
+            if value is None or isinstance(value, str):
+                return True, value or None
+        hi = ls
+
+
+def _tail_probe(buf: bytes, start: int, end: int, st: _HeadState) -> None:
+    """The head held no message (metadata filled it, or one cut line): is there
+    a user/assistant entry in the tail? Newest first; a rare path."""
+    for line in reversed(buf[start:end].split(b"\n")):
+        if b'"user"' not in line and b'"assistant"' not in line:
+            continue
+        e = _decode(_head_dec, _Head, line)
+        if e is None or e.type not in MATERIALIZING_TYPES:
+            continue
+        st.entries += 1
+        if st.side is None:
+            st.side = bool(e.isSidechain)
+        if e.teamName:
+            st.team = e.teamName
+        if not e.isSidechain:
+            st.message = True
+            st.cwd = st.cwd or e.cwd
+            st.branch = st.branch or e.gitBranch or None
+            st.sid = st.sid or e.sessionId
+            return
+
+
+# ------------------------------------------------------------------ entry points
+
+
+def parse_lite(head: bytes, tail: bytes | None, *, path: str = "", size: int | None = None,
+               mtime_ns: int = 0) -> LiteInfo:
+    """Lite info from the two windows.
+
+    ``head`` is the first window (the whole file when it is that small). ``tail``
+    is None when the head holds the whole file, else the last window plus ONE
+    byte before it, so we can tell whether its first line is whole.
+    """
+    size = len(head) if size is None else size
+    info = LiteInfo(path=path, size=size, mtime_ns=mtime_ns)
+    whole = tail is None
+    # Complete lines of the head; a whole file's last line may lack its newline.
+    head_end = len(head) if whole else head.rfind(b"\n") + 1
+    st = _HeadState()
+    _scan_head(head, head_end, st)
+    if st.prompt is None and head_end < len(head):
+        _salvage(head[head_end:], st)
+    if b'"teamName"' in head:
+        _team_lines(head, head_end, st)
+
+    if whole:
+        buf, start, end = head, 0, len(head)
+    else:
+        buf, end = tail, len(tail)
+        # Byte 0 precedes the window: a newline there means line 1 is whole.
+        first_nl = tail.find(b"\n")
+        start = end if first_nl < 0 else first_nl + 1
+    if not st.message and not whole:
+        _tail_probe(buf, start, end, st)
+
+    cache: dict[int, Any] = {}
+    for field, needle, etype, attr in _TAIL_FIELDS:
+        found, value = _last_field(buf, start, end, needle, etype, attr, cache)
+        if not found and field == "custom_title" and not whole:
+            # Claude Code also looks in the head: a name given early in a file
+            # whose writer never re-appended it is still the user's name for it.
+            found, value = _last_field(head, 0, head_end, needle, etype, attr, {})
+        setattr(info, field, value)
+
+    info.first_prompt = st.prompt or st.command
+    info.created_at = st.created_at
+    info.cwd = st.cwd
+    info.git_branch = st.branch
+    info.session_id = st.sid
+    info.is_sidechain = bool(st.side)
+    info.team_name = st.team
+    if info.is_sidechain:
+        info.state = SIDECHAIN
+    elif st.team:
+        info.state = TEAM
+    elif st.message:
+        info.state = SESSION
+    elif st.entries or any(getattr(info, f) for f, *_ in _TAIL_FIELDS):
+        info.state = METADATA_ONLY
+    else:
+        info.state = EMPTY
+    return info
+
+
+def read_lite(path: str | os.PathLike[str], *, opener: Opener | None = None,
+              window: int = LITE_WINDOW) -> LiteInfo:
+    """Open, fstat, read both windows, close: at most two ``pread`` calls.
+
+    Raises OSError (FileNotFoundError when the file vanished since it was listed).
+    """
+    p = os.fspath(path)
+    fd = (opener or default_opener)(p)
+    try:
+        st = os.fstat(fd)
+        size = st.st_size
+        head = os.pread(fd, window, 0) if size else b""
+        tail = os.pread(fd, window + 1, size - window - 1) if size > window else None
+    finally:
+        os.close(fd)
+    if tail is not None and len(head) < window:  # shrank under us: what we have is all
+        tail = None
+    return parse_lite(head, tail, path=p, size=size, mtime_ns=st.st_mtime_ns)
