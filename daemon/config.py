@@ -40,6 +40,14 @@ class Settings(msgspec.Struct, kw_only=True):
     catches up (backpressure: latency, never a silent drop)."""
     max_pending_bytes: int = 16 * 1024 * 1024
     """Cap of one session's pre-materialization buffer."""
+    max_inflight_bytes: int = 64 * 1024 * 1024
+    """Request bytes one connection may have awaiting a written/durable answer."""
+    rate_bytes: float = 128 * 1024 * 1024
+    """Bytes per second one connection may send (0: no limit); over it, it is
+    read more slowly, never refused."""
+    rate_burst: float = 256 * 1024 * 1024
+    frame_timeout: float = 30.0
+    """Seconds a client may stay inside a frame before it is cut off."""
     max_open_files: int = 0
     """Transcript fds kept open at once (LRU); 0: half the fd limit."""
     idle_evict: float = 30.0
@@ -71,6 +79,9 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_frame_bytes: int | None = None
     max_queued_bytes: int | None = None
     max_pending_bytes: int | None = None
+    rate_limit_bytes: float | None = None
+    rate_burst_bytes: float | None = None
+    frame_timeout_s: float | None = None
 
 
 ENV = {
@@ -159,6 +170,14 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
             if value < 1:
                 raise ConfigError(f"{key}: must be positive, got {value}")
             put(key, value)
+        elif key in ("rate_limit_bytes", "rate_burst_bytes"):
+            if value < 0:
+                raise ConfigError(f"{key}: must not be negative, got {value}")
+            put("rate_bytes" if key == "rate_limit_bytes" else "rate_burst", float(value))
+        elif key == "frame_timeout_s":
+            if value <= 0:
+                raise ConfigError(f"frame_timeout_s: must be positive, got {value}")
+            put("frame_timeout", float(value))
         else:
             put(key, value)
     return changed

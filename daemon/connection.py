@@ -24,6 +24,7 @@ from sessiond.protocol.wire.errors import FrameTooLarge, ProtocolError, Sessiond
 from sessiond.protocol.wire.framing import FrameBuffer, decode_request, encode, request_id_of
 
 from .handlers import dispatch
+from .limits import ThrottleLog, TokenBucket
 
 if TYPE_CHECKING:
     from .server import Daemon
@@ -56,8 +57,15 @@ class Connection(asyncio.Protocol):
         self.sessions: dict[str, SessionState] = {}
         self._out: list[bytes] = []
         self._out_scheduled = False
-        self._paused = False
+        self._pauses: set[str] = set()
         self.closing = False
+        settings = daemon.settings
+        self.peer = f"client {self.id}"
+        self._bucket = TokenBucket(settings.rate_bytes, settings.rate_burst) if settings.rate_bytes else None
+        self._throttle_log = ThrottleLog(self.peer)
+        self._inflight: dict[int, int] = {}  # request id -> bytes, for answers still owed
+        self._inflight_bytes = 0
+        self._stall: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------- transport
 
@@ -76,7 +84,7 @@ class Connection(asyncio.Protocol):
         try:
             bodies = self.frames.feed(data)
         except FrameTooLarge as exc:
-            log.warning("client %d: %s; closing", self.id, exc)
+            log.warning("%s: %s; closing", self.peer, exc)
             self._send_now(m.Error(id=0, code=exc.code, message=exc.message))
             self.close()
             return
@@ -84,23 +92,56 @@ class Connection(asyncio.Protocol):
             if self.closing:
                 return
             self._handle(body)
-        if not self._paused and self.daemon.writer.over_limit:
-            self._paused = True
-            self.transport.pause_reading()
-            self.daemon.writer.when_below_limit(self._resume)
+        self._watch_stall(bool(bodies))
+        if self._bucket is not None:
+            wait = self._bucket.take(len(data))
+            if wait > 0 and "rate" not in self._pauses:
+                self._throttle_log.event(wait)
+                self._pause("rate")
+                self.daemon.loop.call_later(wait, self._unpause, "rate")
+        if "queues" not in self._pauses and self.daemon.writer.over_limit:
+            self._pause("queues")
+            self.daemon.writer.when_below_limit(lambda: self._unpause("queues"))
 
-    def _resume(self) -> None:
-        self._paused = False
-        if self.transport is not None and not self.closing:
+    # ------------------------------------------------------------------ limits
+
+    def _pause(self, reason: str) -> None:
+        if not self._pauses and self.transport is not None:
+            self.transport.pause_reading()
+        self._pauses.add(reason)
+
+    def _unpause(self, reason: str) -> None:
+        if reason not in self._pauses:
+            return
+        self._pauses.discard(reason)
+        if not self._pauses and self.transport is not None and not self.closing:
             self.transport.resume_reading()
+
+    def _watch_stall(self, progressed: bool) -> None:
+        """A client that stops in the middle of a frame is cut off after
+        ``frame_timeout``: it would otherwise hold its buffer forever."""
+        if progressed and self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+        if self.frames.pending and self._stall is None:
+            self._stall = self.daemon.loop.call_later(self.daemon.settings.frame_timeout, self._stalled)
+
+    def _stalled(self) -> None:
+        self._stall = None
+        if self.frames.pending and not self.closing:
+            log.warning("%s stalled inside a frame (%d bytes) for %.0f s; closing", self.peer, self.frames.pending, self.daemon.settings.frame_timeout)
+            self._send_now(m.Error(id=0, code="bad_request", message="timed out inside a frame"))
+            self.close()
 
     def eof_received(self) -> bool:
         if self.frames.pending:
-            log.warning("client %d: connection ended inside a frame (%d bytes)", self.id, self.frames.pending)
+            log.warning("%s: connection ended inside a frame (%d bytes)", self.peer, self.frames.pending)
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
+        if self._stall is not None:
+            self._stall.cancel()
         self.daemon.connections.discard(self)
         for sid in list(self.sessions):
             self.detach(sid)
@@ -122,11 +163,18 @@ class Connection(asyncio.Protocol):
         except SessiondError as exc:
             resp = m.Error(id=req.id, code=exc.code, message=exc.message)
         except Exception as exc:  # a bug: report it, keep serving everyone else
-            log.exception("client %d: internal error on %s", self.id, type(req).__name__)
+            log.exception("%s: internal error on %s", self.peer, type(req).__name__)
             self.daemon.stats.errors += 1
             resp = m.Error(id=req.id, code="internal", message=f"internal error: {exc}")
         if resp is not None:
             self.reply(resp)
+        elif not self.closing:
+            # Answer owed later (a write or sync to wait for): bound what one
+            # connection may have in flight.
+            self._inflight[req.id] = len(body)
+            self._inflight_bytes += len(body)
+            if self._inflight_bytes > self.daemon.settings.max_inflight_bytes:
+                self._pause("inflight")
 
     def _greet(self, req: m.Request) -> None:
         if not isinstance(req, m.Hello):
@@ -141,6 +189,8 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         self.greeted = True
+        self.peer = f"client {self.id} ({req.client or 'unnamed'}, pid {req.pid})"
+        self._throttle_log.client = self.peer
         self.reply(m.Welcome(id=req.id, protocol_version=m.PROTOCOL_VERSION, daemon_version=__version__, pid=os.getpid()))
 
     # ------------------------------------------------------------------- sessions
@@ -163,6 +213,11 @@ class Connection(asyncio.Protocol):
         """Queue a response; all responses of one loop pass go out in one write."""
         if self.transport is None:
             return
+        owed = self._inflight.pop(resp.id, None)
+        if owed is not None:
+            self._inflight_bytes -= owed
+            if "inflight" in self._pauses and self._inflight_bytes <= self.daemon.settings.max_inflight_bytes // 2:
+                self._unpause("inflight")
         self._out.append(encode(resp))
         if not self._out_scheduled:
             self._out_scheduled = True

@@ -109,6 +109,7 @@ class Registry:
         if state is None:
             paths.check_session_id(session_id)
             project = paths.project_dir(self.settings.root, cwd)
+            paths.check_inside(self.settings.root, paths.session_file(project, session_id))
             state = self.sessions[session_id] = SessionState(session_id, project, self.writer)
         else:
             paths.check_cwd(cwd)
@@ -119,6 +120,7 @@ class Registry:
         path = paths.agent_file(state.project, state.id, agent, run)
         target = state.agents.get(path)
         if target is None:
+            paths.check_inside(self.settings.root, path)
             uuids = scan_uuids(path) if path.exists() else set()
             target = state.agents[path] = Target(self.writer.queue(path), uuids, None)
         return target

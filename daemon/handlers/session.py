@@ -49,7 +49,7 @@ def handle_agent_meta(conn: Connection, req: m.SetAgentMeta) -> m.Response:
         raise bad_request(f"agent meta is not JSON: {exc}") from None
     if not isinstance(meta, dict):
         raise bad_request("agent meta must be a JSON object")
-    path = paths.agent_meta_file(state.project, state.id, req.agent, req.run)
+    path = paths.check_inside(daemon.settings.root, paths.agent_meta_file(state.project, state.id, req.agent, req.run))
     try:
         _replace(path, msgspec.json.encode(meta))
     except OSError as exc:

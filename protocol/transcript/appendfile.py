@@ -49,7 +49,7 @@ def open_append(path: Path) -> tuple[int, bool]:
     """An O_APPEND descriptor on ``path`` (created 0600 with its dirs); and whether
     this call created the file."""
     ensure_dir(path.parent)
-    flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC  # RDWR: the torn-tail check preads
+    flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW  # RDWR: the torn-tail check preads
     try:
         return os.open(path, flags), False
     except FileNotFoundError:

@@ -329,45 +329,55 @@ class _HeadState:
             self.command = clip(text, cut)
 
 
+_NO_HEAD_FIELDS: Final = b'{"type":"file-history-snapshot"'
+"""Often the first and the biggest lines of a file, and never with a field we need."""
+_NOT_A_PROMPT: Final = (b'"tool_result"', b'"role":"assistant"')
+_PEEK: Final = 1024
+
+
 def _scan_head(head: bytes, end: int, st: _HeadState) -> None:
-    """Decode complete lines of ``head[:end]`` in order until the first prompt."""
+    """Decode the complete lines of ``head[:end]`` in order until the first
+    prompt, or until the first entry shows a sidechain or team transcript.
+
+    Once the envelope is known, only prompt candidates matter: a big line whose
+    first KB shows a tool_result block or an assistant message is passed over
+    without decoding (the quoted needles cannot occur inside an escaped string).
+    """
     pos = 0
+    find, startswith = head.find, head.startswith
+    ready = False
     while pos < end:
-        nl = head.find(b"\n", pos, end)
+        nl = find(b"\n", pos, end)
         stop = end if nl < 0 else nl
-        line = head[pos:stop]
-        pos = stop + 1
-        if not line or line.isspace():
+        if stop == pos:
+            pos += 1
             continue
-        e = _decode(_head_dec, _Head, line)
+        if startswith(_NO_HEAD_FIELDS, pos):
+            st.entries += 1
+            pos = stop + 1
+            continue
+        if ready:
+            peek = min(stop, pos + _PEEK)
+            if find(_NOT_A_PROMPT[0], pos, peek) >= 0 or find(_NOT_A_PROMPT[1], pos, peek) >= 0:
+                pos = stop + 1
+                continue
+        e = _decode(_head_dec, _Head, head[pos:stop])
+        pos = stop + 1
         if e is None:
             continue
         st.entries += 1
         st.envelope(e)
-        if e.type in MATERIALIZING_TYPES and not e.isSidechain:
+        if st.side or st.team:
+            return
+        if e.type in MATERIALIZING_TYPES:
             st.message = True
+            ready = bool(st.cwd and st.created_at and st.side is not None)
         if e.type != "user" or e.isMeta or e.isCompactSummary or e.isSidechain:
             continue
-        texts = _message_texts(e.message) if e.message is not _NULL else []
-        for raw in texts or ():
+        for raw in _message_texts(e.message) or ():
             st.offer(classify_text(raw))
             if st.prompt is not None:
                 return
-
-
-def _team_lines(buf: bytes, end: int, st: _HeadState) -> None:
-    """A top-level teamName anywhere in the head marks a teammate transcript."""
-    hi = end
-    while st.team is None:
-        i = buf.rfind(b'"teamName"', 0, hi)
-        if i < 0:
-            return
-        ls = buf.rfind(b"\n", 0, i) + 1
-        le = buf.find(b"\n", i, end)
-        e = _decode(_head_dec, _Head, buf[ls : end if le < 0 else le])
-        if e is not None and e.teamName:
-            st.team = e.teamName
-        hi = ls
 
 
 # Salvage of a first prompt cut by the head window.
@@ -455,34 +465,45 @@ def _salvage(seg: bytes, st: _HeadState) -> None:
 
 # ------------------------------------------------------------------ tail window
 
-_TAIL_FIELDS: Final = (
-    ("custom_title", b'"customTitle"', "custom-title", "customTitle"),
-    ("ai_title", b'"aiTitle"', "ai-title", "aiTitle"),
-    ("last_prompt", b'"lastPrompt"', "last-prompt", "lastPrompt"),
-    ("tag", b'"tag"', "tag", "tag"),
-    ("summary", b'"summary"', "summary", "summary"),
-)
+_TAIL_KINDS: Final = {
+    "custom-title": ("custom_title", "customTitle"),
+    "ai-title": ("ai_title", "aiTitle"),
+    "last-prompt": ("last_prompt", "lastPrompt"),
+    "tag": ("tag", "tag"),
+    "summary": ("summary", "summary"),
+}
+TAIL_FIELDS: Final = tuple(field for field, _ in _TAIL_KINDS.values())
+# Claude Code (and sessiond's client) write metadata entries type-first and
+# transcript messages parentUuid-first; these prefixes let the tail scan skip
+# every other line with two C-level ``startswith`` calls instead of a decode.
+_TYPE_FIRST: Final = b'{"type":"'
+_MESSAGE_FIRST: Final = b'{"parentUuid"'
+_WANTED_PREFIXES: Final = tuple(b'{"type":"%s"' % k.encode() for k in _TAIL_KINDS)
+_KNOWN_PREFIXES: Final = (_MESSAGE_FIRST, _TYPE_FIRST)
 
 
-def _last_field(buf: bytes, start: int, end: int, needle: bytes, etype: str, attr: str,
-                cache: dict[int, Any]) -> tuple[bool, str | None]:
-    """Last complete line in ``buf[start:end]`` whose entry is ``etype`` with a
-    top-level ``attr``: ``(found, value)``; an empty value (a cleared tag) is None."""
-    hi = end
-    while True:
-        i = buf.rfind(needle, start, hi)
-        if i < 0:
-            return False, None
-        ls = max(buf.rfind(b"\n", start, i) + 1, start)
-        e = cache.get(ls, cache)
-        if e is cache:
-            le = buf.find(b"\n", i, end)
-            e = cache[ls] = _decode(_tail_dec, _Tail, buf[ls : end if le < 0 else le])
-        if e is not None and e.type == etype:
-            value = getattr(e, attr)
-            if value is None or isinstance(value, str):
-                return True, value or None
-        hi = ls
+def _scan_tail(buf: bytes, start: int, end: int) -> tuple[dict[str, str | None], int]:
+    """Newest-first walk over the complete lines of ``buf[start:end]``: the LAST
+    value of each tail field (an emptied value, e.g. a removed tag, is None), and
+    how many lines were decoded. Lines of unknown shape are decoded too, so a
+    writer that orders keys differently is still read, only more slowly."""
+    found: dict[str, str | None] = {}
+    parsed = 0
+    rfind, startswith = buf.rfind, buf.startswith
+    pos = end
+    while pos > start:
+        ls = rfind(b"\n", start, pos) + 1 or start
+        if pos > ls and (startswith(_WANTED_PREFIXES, ls) or not startswith(_KNOWN_PREFIXES, ls)):
+            e = _decode(_tail_dec, _Tail, buf[ls:pos])
+            if e is not None:
+                parsed += 1
+                kind = _TAIL_KINDS.get(e.type)  # type: ignore[arg-type]
+                if kind is not None and kind[0] not in found:
+                    found[kind[0]] = getattr(e, kind[1]) or None
+                    if len(found) == len(_TAIL_KINDS):
+                        break
+        pos = ls - 1
+    return found, parsed
 
 
 def _tail_probe(buf: bytes, start: int, end: int, st: _HeadState) -> None:
@@ -527,8 +548,6 @@ def parse_lite(head: bytes, tail: bytes | None, *, path: str = "", size: int | N
     _scan_head(head, head_end, st)
     if st.prompt is None and head_end < len(head):
         _salvage(head[head_end:], st)
-    if b'"teamName"' in head:
-        _team_lines(head, head_end, st)
 
     if whole:
         buf, start, end = head, 0, len(head)
@@ -537,17 +556,14 @@ def parse_lite(head: bytes, tail: bytes | None, *, path: str = "", size: int | N
         # Byte 0 precedes the window: a newline there means line 1 is whole.
         first_nl = tail.find(b"\n")
         start = end if first_nl < 0 else first_nl + 1
-    if not st.message and not whole:
+    if not (st.message or st.side or st.team or whole):
         _tail_probe(buf, start, end, st)
 
-    cache: dict[int, Any] = {}
-    for field, needle, etype, attr in _TAIL_FIELDS:
-        found, value = _last_field(buf, start, end, needle, etype, attr, cache)
-        if not found and field == "custom_title" and not whole:
-            # Claude Code also looks in the head: a name given early in a file
-            # whose writer never re-appended it is still the user's name for it.
-            found, value = _last_field(head, 0, head_end, needle, etype, attr, {})
-        setattr(info, field, value)
+    parsed = 0
+    if not (st.side or st.team):  # never listed: spare the tail scan
+        tail_fields, parsed = _scan_tail(buf, start, end)
+        for field, value in tail_fields.items():
+            setattr(info, field, value)
 
     info.first_prompt = st.prompt or st.command
     info.created_at = st.created_at
@@ -562,7 +578,7 @@ def parse_lite(head: bytes, tail: bytes | None, *, path: str = "", size: int | N
         info.state = TEAM
     elif st.message:
         info.state = SESSION
-    elif st.entries or any(getattr(info, f) for f, *_ in _TAIL_FIELDS):
+    elif st.entries or parsed:
         info.state = METADATA_ONLY
     else:
         info.state = EMPTY

@@ -76,7 +76,7 @@ class SnipMetadata(msgspec.Struct, gc=False):
     removedUuids: list[str] | None = None
 
 
-class Entry(msgspec.Struct, gc=False, rename={"raw": "\x00raw", "index": "\x00index"}):
+class Entry(msgspec.Struct, gc=False, rename={"raw": "~sessiond.raw", "index": "~sessiond.index"}):
     """The chain fields of one uuid-bearing line; everything else stays in ``raw``.
 
     ``parentUuid`` is mutable on purpose: step 3 relinks in memory. ``raw`` and

@@ -18,7 +18,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from ..wire.errors import bad_request
+from ..wire.errors import bad_request, permission_denied
 
 MAX_SANITIZED = 200
 
@@ -126,3 +126,13 @@ def agent_meta_file(project: Path, session_id: str, agent: str, run: str | None 
 def remote_agent_meta_file(project: Path, session_id: str, task: str) -> Path:
     name = f"remote-agent-{check_id('task', task)}.meta.json"
     return project / check_session_id(session_id) / "remote-agents" / name
+
+
+def check_inside(root: Path, path: Path) -> Path:
+    """Refuse a path that resolves outside ``root`` (a symlink planted inside the
+    store pointing elsewhere): the daemon never reads or writes outside its root."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if os.path.commonpath([real_root, real]) != real_root:
+        raise permission_denied(f"{path} resolves outside the store root")
+    return path

@@ -79,3 +79,7 @@ def too_large(message: str) -> SessiondError:
 
 def io_error(message: str) -> SessiondError:
     return SessiondError(message, code=IO_ERROR)
+
+
+def permission_denied(message: str) -> SessiondError:
+    return SessiondError(message, code=PERMISSION_DENIED)

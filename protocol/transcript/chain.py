@@ -1,0 +1,189 @@
+"""SPEC 4 steps 4-6: choose the leaf, walk to the root, recover parallel tool results.
+
+- Leaf: the latest entry of type user/assistant/system/attachment by ``timestamp``
+  (ISO-8601 UTC strings compare in time order; file order breaks ties, a missing
+  timestamp sorts first). Sidechain entries are not candidates unless the whole file is
+  a subagent transcript (``sidechain_only``). progress and unknown types never are.
+- Walk: ``parentUuid`` from the leaf until ``null`` or a uuid already walked (cycle
+  guard). A parent that is not in the map is DANGLING: instead of ending the
+  conversation there, the walk bridges to the nearest earlier (file order) entry that
+  is not a sidechain (unless ``sidechain_only``) and not walked yet, and reports a
+  :class:`Bridge`. A dangling parent with nothing earlier to bridge to ends the walk
+  silently. progress entries are walked through (older versions chain through them).
+- Parallel tool results: Claude Code writes one content block per entry, and each
+  tool_result hangs off the entry holding its tool_use, so one walk passes a single
+  branch of a parallel call. For every ``message.id`` group on the chain, the group's
+  off-chain entries and the off-chain tool_results answering any member (child through
+  ``parentUuid`` or ``sourceToolAssistantUUID``, and actually holding a tool_result
+  block) are spliced in, in file order, right after the group's last entry on the
+  chain — where Claude Code splices them. Beyond SPEC and Claude Code, the off-chain
+  ``attachment`` entries hanging off a recovered tool_result (hook output, reminders:
+  context the model saw) come back with it; without them the turn_duration check
+  reports messages missing (real case: daaain ef958aa1, delta -6 → 0).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import defaultdict
+
+import msgspec
+
+from .entries import TRANSCRIPT_TYPES
+from .loader import Entry
+
+
+class Bridge(msgspec.Struct):
+    at: str
+    """uuid of the entry whose parent is missing."""
+    missingParent: str
+
+
+def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False) -> Entry | None:
+    best: Entry | None = None
+    best_ts = ""
+    types = TRANSCRIPT_TYPES
+    for e in entries.values():
+        if e.type in types and (sidechain_only or not e.isSidechain):
+            ts = e.timestamp or ""
+            if best is None or ts >= best_ts:
+                best, best_ts = e, ts
+    return best
+
+
+class _FileOrder:
+    """Entries by file position, built only when a walk meets a dangling parent."""
+
+    def __init__(self, entries: dict[str, Entry]) -> None:
+        self.order = list(entries.values())
+        self.positions = [e.index for e in self.order]
+
+    def nearest_before(self, at: Entry, seen: set[str], sidechain_only: bool) -> Entry | None:
+        i = bisect_left(self.positions, at.index)
+        while i > 0:
+            i -= 1
+            e = self.order[i]
+            if e.uuid not in seen and (sidechain_only or not e.isSidechain):
+                return e
+        return None
+
+
+def walk(
+    entries: dict[str, Entry], leaf: Entry | None, *, sidechain_only: bool = False
+) -> tuple[list[Entry], list[Bridge]]:
+    """Chronological chain ending at ``leaf`` and the bridges it needed."""
+    chain: list[Entry] = []
+    bridges: list[Bridge] = []
+    seen: set[str] = set()
+    order: _FileOrder | None = None
+    cur = leaf
+    while cur is not None and cur.uuid not in seen:
+        seen.add(cur.uuid)  # type: ignore[arg-type]
+        chain.append(cur)
+        parent = cur.parentUuid
+        if not parent:
+            break
+        nxt = entries.get(parent)
+        if nxt is None:
+            if order is None:
+                order = _FileOrder(entries)
+            nxt = order.nearest_before(cur, seen, sidechain_only)
+            if nxt is not None:
+                bridges.append(Bridge(at=cur.uuid, missingParent=parent))  # type: ignore[arg-type]
+        cur = nxt
+    chain.reverse()
+    bridges.reverse()
+    return chain, bridges
+
+
+class _Block(msgspec.Struct):
+    type: str | None = None
+
+
+class _Content(msgspec.Struct):
+    content: list[_Block] | str | None = None
+
+
+class _ContentProbe(msgspec.Struct):
+    message: _Content | None = None
+
+
+_probe = msgspec.json.Decoder(_ContentProbe)
+
+
+def has_tool_result(e: Entry) -> bool:
+    """Does the entry's message hold a tool_result block? Decodes only block types."""
+    if not e.raw:
+        return False
+    try:
+        probe = _probe.decode(e.raw)
+    except msgspec.DecodeError:
+        return False
+    content = probe.message.content if probe.message is not None else None
+    return isinstance(content, list) and any(b.type == "tool_result" for b in content)
+
+
+def _add_attachments(
+    parent: Entry, attached: dict[str, list[Entry]], seen: set[str], found: dict[str, Entry]
+) -> None:
+    todo = [parent]
+    while todo:
+        for child in attached.get(todo.pop().uuid, ()):  # type: ignore[arg-type]
+            if child.uuid not in seen and child.uuid not in found:
+                found[child.uuid] = child  # type: ignore[index]
+                todo.append(child)
+
+
+def recover_parallel_tool_results(
+    entries: dict[str, Entry], chain: list[Entry], *, sidechain_only: bool = False
+) -> list[Entry]:
+    """``chain`` with the off-chain siblings and tool_results of its message.id groups."""
+    last_on_chain: dict[str, Entry] = {}
+    for e in chain:
+        if e.type == "assistant":
+            mid = e.msg_id
+            if mid:
+                last_on_chain[mid] = e
+    if not last_on_chain:
+        return chain
+    seen = {e.uuid for e in chain}
+    groups: dict[str, list[Entry]] = defaultdict(list)
+    answers: dict[str, list[Entry]] = defaultdict(list)
+    attached: dict[str, list[Entry]] = defaultdict(list)
+    for e in entries.values():
+        if e.isSidechain and not sidechain_only:
+            continue
+        if e.type == "assistant":
+            mid = e.msg_id
+            if mid in last_on_chain:
+                groups[mid].append(e)  # type: ignore[index]
+        elif e.type == "user" and e.uuid not in seen:
+            if e.parentUuid:
+                answers[e.parentUuid].append(e)
+            src = e.sourceToolAssistantUUID
+            if src and src != e.parentUuid:
+                answers[src].append(e)
+        elif e.type == "attachment" and e.parentUuid and e.uuid not in seen:
+            attached[e.parentUuid].append(e)
+    inserts: dict[str, list[Entry]] = {}
+    for mid, anchor in last_on_chain.items():
+        found: dict[str, Entry] = {}
+        for member in groups[mid]:
+            if member.uuid not in seen:
+                found[member.uuid] = member  # type: ignore[index]
+            for child in answers.get(member.uuid, ()):  # type: ignore[arg-type]
+                if child.uuid not in seen and child.uuid not in found and has_tool_result(child):
+                    found[child.uuid] = child  # type: ignore[index]
+                    _add_attachments(child, attached, seen, found)
+        if found:
+            seen.update(found)
+            inserts[anchor.uuid] = sorted(found.values(), key=lambda x: x.index)  # type: ignore[index]
+    if not inserts:
+        return chain
+    out: list[Entry] = []
+    for e in chain:
+        out.append(e)
+        extra = inserts.get(e.uuid)  # type: ignore[arg-type]
+        if extra:
+            out.extend(extra)
+    return out

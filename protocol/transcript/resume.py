@@ -1,0 +1,148 @@
+"""SPEC 4: load a transcript file for resume, offline (no daemon, no sockets).
+
+``load_transcript(path)`` runs the pipeline and returns :class:`Resumed`, whose
+msgspec serialisation is exactly the ``sessiond show --json`` object.
+``resolve_chain`` stops after step 6 without decoding any message into a dict: what a
+parse+chain benchmark should time.
+
+Pipeline: loader (1-2) → relink (3) → chain (4-6) → deserialize (7-8).
+
+Choices where SPEC is silent:
+
+- ``sessionId``: the file name when it is ``<uuid>.jsonl`` (the store's layout: the file
+  is the session, resume adopts it); otherwise (an agent file, a renamed copy) the
+  ``sessionId`` of the latest message, else of the latest metadata entry, else null.
+- ``path``: absolute, not resolved through symlinks.
+- ``subagents``: agent ids of ``<dir-of-file>/<sessionId>/subagents/agent-*.jsonl`` and of
+  ``.../subagents/workflows/<run>/agent-*.jsonl``, sorted, ids that are not legal agent
+  ids ignored. Legacy flat ``agent-*.jsonl`` files beside the session are not claimed
+  (that would need reading each one).
+- The >5 MB skip (loader.py) is undone, i.e. the file is read again in full, when step 3
+  needed a uuid the map lacks: the skip may have discarded it, and the result must not
+  depend on the file size.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .chain import Bridge, choose_leaf, recover_parallel_tool_results, walk
+from .deserialize import Interruption, chain_messages, consistency_delta, deserialize, materialize
+from .jsonl import CHUNK
+from .loader import SKIP_THRESHOLD, Entry, Loaded, load_entries, metadata_values
+from ..wire.errors import SessiondError
+from .paths import check_id, is_session_id
+from .relink import Compaction, apply_compaction, apply_snips
+
+
+class Resumed(msgspec.Struct):
+    """The resumed conversation; field order is the JSON key order of ``show --json``."""
+
+    sessionId: str | None
+    path: str
+    chain: list[str]
+    messages: list[dict[str, Any]]
+    interruption: Interruption
+    consistencyDelta: int | None
+    bridges: list[Bridge]
+    skippedLines: int
+    metadata: dict[str, Any]
+    subagents: list[str]
+
+
+class Resolved(msgspec.Struct):
+    """Steps 1-6: the chain as entries (progress included), nothing decoded yet."""
+
+    loaded: Loaded
+    compaction: Compaction
+    chain: list[Entry]
+    bridges: list[Bridge]
+
+
+def _resolve(loaded: Loaded) -> Resolved:
+    entries = loaded.entries
+    side = loaded.sidechain_only
+    compaction = apply_compaction(entries, loaded.boundaries, sidechain_only=side)
+    apply_snips(entries, loaded.snips)
+    chain, bridges = walk(entries, choose_leaf(entries, sidechain_only=side), sidechain_only=side)
+    chain = recover_parallel_tool_results(entries, chain, sidechain_only=side)
+    return Resolved(loaded, compaction, chain, bridges)
+
+
+def resolve_chain(
+    path: Path | str, *, skip_threshold: float = SKIP_THRESHOLD, chunk: int = CHUNK
+) -> Resolved:
+    """Steps 1-6 over ``path``."""
+    resolved = _resolve(load_entries(path, skip_threshold=skip_threshold, chunk=chunk))
+    if resolved.loaded.discarded and resolved.compaction.missing:
+        resolved = _resolve(load_entries(path, skip_threshold=float("inf"), chunk=chunk))
+    return resolved
+
+
+def _session_id(path: Path, messages: list[dict[str, Any]], metadata: dict[str, bytes]) -> str | None:
+    stem = path.name.removesuffix(".jsonl")
+    if is_session_id(stem):
+        return stem
+    for m in reversed(messages):
+        if isinstance(m.get("sessionId"), str):
+            return m["sessionId"]
+    for line in metadata.values():
+        sid = msgspec.json.decode(line).get("sessionId")
+        if isinstance(sid, str):
+            return sid
+    return None
+
+
+def _legal_agent_id(agent: str) -> bool:
+    try:
+        check_id("agent", agent)
+    except SessiondError:
+        return False
+    return True
+
+
+def subagent_ids(path: Path | str, session_id: str | None = None) -> list[str]:
+    """Agent ids with a transcript under ``<dir-of-path>/<session id>/subagents/``.
+
+    ``session_id`` defaults to the file name (``<uuid>.jsonl``).
+    """
+    path = Path(path)
+    sid = session_id if session_id is not None else path.name.removesuffix(".jsonl")
+    if not is_session_id(sid):
+        return []
+    base = path.parent / sid / "subagents"
+    found = set()
+    for pattern in ("agent-*.jsonl", "workflows/*/agent-*.jsonl"):
+        for p in base.glob(pattern):
+            agent = p.name.removeprefix("agent-").removesuffix(".jsonl")
+            if _legal_agent_id(agent) and p.is_file():
+                found.add(agent)
+    return sorted(found)
+
+
+def load_transcript(
+    path: Path | str, *, skip_threshold: float = SKIP_THRESHOLD, chunk: int = CHUNK
+) -> Resumed:
+    """SPEC 4 steps 1-8 over the transcript at ``path``."""
+    path = Path(os.path.abspath(path))
+    resolved = resolve_chain(path, skip_threshold=skip_threshold, chunk=chunk)
+    loaded = resolved.loaded
+    reported = chain_messages(resolved.chain)
+    messages, interruption = deserialize(materialize(reported, resolved.compaction.zero_usage))
+    sid = _session_id(path, messages, loaded.metadata)
+    return Resumed(
+        sessionId=sid,
+        path=str(path),
+        chain=[e.uuid for e in reported],  # type: ignore[misc]
+        messages=messages,
+        interruption=interruption,
+        consistencyDelta=consistency_delta(reported),
+        bridges=resolved.bridges,
+        skippedLines=loaded.skipped,
+        metadata=metadata_values(loaded.metadata),
+        subagents=subagent_ids(path, sid),
+    )
