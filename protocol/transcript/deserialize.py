@@ -40,7 +40,12 @@ Consistency (step 8): the latest ``turn_duration`` system entry ON THE CHAIN was
 after ``messageCount`` messages of the live session, so its own position in the chain
 (progress excluded) should equal ``messageCount``; the delta is ``position -
 messageCount`` (> 0: resume loaded more than the live session had, < 0: fewer). No such
-checkpoint, or one without ``messageCount``: ``None``.
+checkpoint, or one without ``messageCount``: ``None``. After a compaction the live
+session (Claude Code 2.1.x) keeps counting the compacted history, which is not on the
+chain: resume.py passes how many such messages there were, known when the boundary's
+``logicalParentUuid`` is itself a checkpoint (``messageCount + 1`` messages then, minus
+the preserved ones), else the delta is ``None`` rather than a false alarm (real case:
+planetfall 84, raw delta -271, corrected 0).
 """
 
 from __future__ import annotations
@@ -253,11 +258,22 @@ def deserialize(msgs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Inter
     return out, state
 
 
-def consistency_delta(chain: list[Entry]) -> int | None:
-    """Step 8 over the reported chain (transcript messages only, see docstring)."""
+def consistency_delta(
+    chain: list[Entry], *, hidden: int = 0, preserved: frozenset[str] | set[str] = frozenset(), lead: int = 0
+) -> int | None:
+    """Step 8 over the reported chain (transcript messages only, see docstring).
+
+    After a compaction the live session still counted the compacted history:
+    ``hidden`` is how many of its messages precede the boundary and are not on the
+    chain; ``preserved`` messages sat before the boundary there, but come after the
+    ``lead`` chain entries (boundary .. summary) here.
+    """
     messages = chain_messages(chain)
     for position in range(len(messages) - 1, -1, -1):
         e = messages[position]
         if e.type == "system" and e.subtype == "turn_duration":
-            return None if e.messageCount is None else position - e.messageCount
+            if e.messageCount is None:
+                return None
+            live = position + hidden - (lead if e.uuid in preserved else 0)
+            return live - e.messageCount
     return None

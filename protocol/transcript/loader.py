@@ -46,6 +46,7 @@ METADATA_KINDS: Final = REAPPENDED_SET | {"summary", "ai-title"}
 """Entry types whose latest occurrence is reported as session metadata."""
 
 ATTRIBUTION_SNAPSHOT: Final = "attribution-snapshot"
+TURN_DURATION: Final = "turn_duration"
 
 
 class MessageHeader(msgspec.Struct, gc=False):
@@ -119,6 +120,8 @@ class Loaded(msgspec.Struct):
     """uuids of entries carrying ``snipMetadata``."""
     metadata: dict[str, bytes]
     """kind → raw line of its latest entry in the whole file."""
+    checkpoints: dict[str, int]
+    """turn_duration uuid → messageCount over the whole file (step 8 after a compaction)."""
     attribution: bytes | None
     """The last attribution-snapshot line; the others are dropped."""
     skipped: int
@@ -194,6 +197,7 @@ def load_entries(
     boundaries: list[str] = []
     snips: list[str] = []
     metadata: dict[str, bytes] = {}
+    checkpoints: dict[str, int] = {}
     attribution: bytes | None = None
     skipped = lines = 0
     has_main = has_any = discarded = False
@@ -232,6 +236,8 @@ def load_entries(
             e.raw = line
         if uuid in entries:
             del entries[uuid]
+        if kind == "system" and e.subtype == TURN_DURATION and e.messageCount is not None:
+            checkpoints[uuid] = e.messageCount
         if kind == "system" and e.subtype == COMPACT_BOUNDARY:
             cm = e.compactMetadata
             if skipping and not e.isSidechain and (cm is None or not cm.preserves):
@@ -250,6 +256,7 @@ def load_entries(
         boundaries=boundaries,
         snips=snips,
         metadata=metadata,
+        checkpoints=checkpoints,
         attribution=attribution,
         skipped=skipped,
         lines=lines,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import msgspec
 
+from ..wire.errors import SessiondError
 from .lite import read_lite
 from .paths import MAX_SANITIZED, canonical_cwd, check_session_id, projects_dir, sanitize
 
@@ -103,8 +104,16 @@ def git_worktrees(cwd: str, *, timeout: float = GIT_TIMEOUT) -> list[str]:
     paths = []
     for line in out.stdout.decode("utf-8", "surrogateescape").splitlines():
         if line.startswith("worktree "):
-            paths.append(canonical_cwd(line[len("worktree "):]))
+            paths.append(_canon(line[len("worktree "):]))
     return paths
+
+
+def _canon(path: str) -> str:
+    """Canonical form for comparing paths; a path that cannot be a cwd stays as is."""
+    try:
+        return canonical_cwd(path)
+    except SessiondError:
+        return path
 
 
 def _within(path: str, roots: list[str]) -> bool:
@@ -112,10 +121,12 @@ def _within(path: str, roots: list[str]) -> bool:
 
 
 def _session_cwd(path: Path) -> str | None:
+    """The cwd recorded at the head of a session file, canonicalised."""
     try:
-        return read_lite(path).cwd
+        cwd = read_lite(path).cwd
     except OSError:
         return None
+    return _canon(cwd) if cwd else None
 
 
 def find_session(root: Path | str, session_id: str, cwd: str | None = None, *,

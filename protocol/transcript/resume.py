@@ -83,6 +83,23 @@ def resolve_chain(
     return resolved
 
 
+def _consistency(resolved: Resolved, reported: list[Entry]) -> int | None:
+    """Step 8, accounting for history a leading compact boundary replaced."""
+    if not reported or not reported[0].is_compact_boundary:
+        return consistency_delta(reported)
+    before = resolved.loaded.checkpoints.get(reported[0].logicalParentUuid or "")
+    if before is None:
+        return None
+    preserved = set(resolved.compaction.preserved)
+    positions = [i for i, e in enumerate(reported) if e.uuid in preserved]
+    return consistency_delta(
+        reported,
+        hidden=before + 1 - len(positions),
+        preserved=preserved,
+        lead=positions[0] if positions else 0,
+    )
+
+
 def _session_id(path: Path, messages: list[dict[str, Any]], metadata: dict[str, bytes]) -> str | None:
     stem = path.name.removesuffix(".jsonl")
     if is_session_id(stem):
@@ -140,7 +157,7 @@ def load_transcript(
         chain=[e.uuid for e in reported],  # type: ignore[misc]
         messages=messages,
         interruption=interruption,
-        consistencyDelta=consistency_delta(reported),
+        consistencyDelta=_consistency(resolved, reported),
         bridges=resolved.bridges,
         skippedLines=loaded.skipped,
         metadata=metadata_values(loaded.metadata),

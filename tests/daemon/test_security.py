@@ -175,3 +175,24 @@ def test_other_users_are_refused_both_ways(daemon, short_tmp):
     with pytest.raises(DaemonUnavailable, match="owned by uid 65534"):
         Client(fake, autostart=False).connect()
     srv.close()
+
+
+@pytest.mark.parametrize("problem", ["group-bits", "symlink"])
+def test_an_unsafe_socket_directory_is_refused(daemon_factory, short_tmp, problem):
+    d = daemon_factory()
+    if problem == "group-bits":
+        d.socket.parent.mkdir(mode=0o700)
+        os.chmod(d.socket.parent, 0o770)
+    else:
+        real = short_tmp / "elsewhere"
+        real.mkdir(mode=0o700)
+        d.socket.parent.symlink_to(real)
+    r = d.cli("serve", check=False, timeout=30)
+    assert r.returncode == 1 and (b"must be 0700" in r.stderr or b"symlink" in r.stderr), r.stderr
+
+
+def test_on_exit_the_socket_is_unlinked_only_if_still_ours(daemon):
+    os.unlink(daemon.socket)
+    daemon.socket.write_text("someone else's")
+    assert daemon.stop() == 0
+    assert daemon.socket.read_text() == "someone else's"
