@@ -158,6 +158,9 @@ class Connection(asyncio.Protocol):
         if not self.greeted:
             self._greet(req)
             return
+        self._run(req, len(body))
+
+    def _run(self, req: m.Request, size: int) -> None:
         try:
             resp = dispatch(self, req)
         except SessiondError as exc:
@@ -168,13 +171,20 @@ class Connection(asyncio.Protocol):
             resp = m.Error(id=req.id, code="internal", message=f"internal error: {exc}")
         if resp is not None:
             self.reply(resp)
-        elif not self.closing:
+        elif not self.closing and req.id not in self._inflight:
             # Answer owed later (a write or sync to wait for): bound what one
             # connection may have in flight.
-            self._inflight[req.id] = len(body)
-            self._inflight_bytes += len(body)
+            self._inflight[req.id] = size
+            self._inflight_bytes += size
             if self._inflight_bytes > self.daemon.settings.max_inflight_bytes:
                 self._pause("inflight")
+
+    def redispatch(self, req: m.Request) -> None:
+        """Run a request that was parked (behind a file scan) again."""
+        self._run(req, self._inflight.get(req.id, 0))
+        if self.closing:  # the client left meanwhile: what it attached to, it leaves
+            for sid in list(self.sessions):
+                self.detach(sid)
 
     def _greet(self, req: m.Request) -> None:
         if not isinstance(req, m.Hello):

@@ -13,7 +13,9 @@ sidechain may share uuids with the main transcript as SPEC 3.4 allows.
 from __future__ import annotations
 
 import logging
+import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sessiond.protocol.transcript import paths
@@ -25,13 +27,17 @@ from sessiond.protocol.transcript.entries import (
     is_chain_participant,
     is_compact_boundary,
 )
-from sessiond.protocol.transcript.jsonl import scan_session, scan_uuids
-from sessiond.protocol.wire.errors import io_error, too_large
+from sessiond.protocol.transcript.jsonl import SessionScan, scan_session, scan_uuids
+from sessiond.protocol.wire.errors import SessiondError, io_error, too_large
 
 from .config import Settings
 from .writer import FileQueue, Writer
 
 log = logging.getLogger("sessiond")
+
+INLINE_SCAN_BYTES = 4 * 1024 * 1024
+"""Existing files up to this size are scanned on the loop (a few ms); larger ones
+in a worker thread."""
 
 
 class Target:
@@ -49,7 +55,7 @@ class SessionState:
     __slots__ = (
         "id", "project", "path", "materialized", "pending", "pending_bytes",
         "metadata", "dirty_since_meta", "side_uuids", "main", "agents", "clients",
-        "last_active",
+        "last_active", "loading", "load_error",
     )
 
     def __init__(self, session_id: str, project: Path, writer: Writer) -> None:
@@ -63,24 +69,28 @@ class SessionState:
         self.agents: dict[Path, Target] = {}
         self.clients: set[int] = set()
         self.last_active = time.monotonic()
-        queue = writer.queue(self.path)
-        if self.path.exists():
-            scan = scan_session(self.path)
-            self.materialized = True
-            self.side_uuids = scan.sidechain_uuids
-            self.metadata.update(scan.metadata)
-            self.main = Target(queue, scan.uuids, scan.last_participant)
-        else:
-            self.materialized = False
-            self.side_uuids = set()
-            self.main = Target(queue, set(), None)
+        self.loading: list[Callable[[], None]] | None = None
+        """While an existing file is scanned in a worker thread: the requests
+        waiting for it, in arrival order."""
+        self.load_error: SessiondError | None = None
+        self.materialized = False
+        self.side_uuids: set[str] = set()
+        self.main = Target(writer.queue(self.path), set(), None)
+
+    def apply_scan(self, scan: SessionScan) -> None:
+        """What an existing transcript tells: dedup sets, chain end, metadata."""
+        self.materialized = True
+        self.side_uuids = scan.sidechain_uuids
+        self.metadata = {**scan.metadata, **self.metadata}
+        self.main.uuids = scan.uuids
+        self.main.last = scan.last_participant
 
     def targets(self) -> list[Target]:
         return [self.main, *self.agents.values()]
 
     @property
     def idle(self) -> bool:
-        return not self.clients and all(t.queue.idle for t in self.targets())
+        return not self.clients and self.loading is None and all(t.queue.idle for t in self.targets())
 
 
 class Routed:
@@ -100,21 +110,82 @@ class Registry:
         self.settings = settings
         self.writer = writer
         self.sessions: dict[str, SessionState] = {}
+        self.loads_in_flight = 0
+        self._after_loads: list[Callable[[], None]] = []
 
     def get(self, session_id: str, cwd: str) -> SessionState:
         """The session's state, created on first use. A session keeps the project
         of its first request: a subagent running in another worktree still writes
-        under its parent session."""
+        under its parent session.
+
+        An existing file is scanned for its uuids first: inline when small, in a
+        worker thread when large (``state.loading`` is then set and requests wait
+        for it with ``when_loaded``), so a big transcript never stalls the loop.
+        """
         state = self.sessions.get(session_id)
         if state is None:
             paths.check_session_id(session_id)
             project = paths.project_dir(self.settings.root, cwd)
             paths.check_inside(self.settings.root, paths.session_file(project, session_id))
             state = self.sessions[session_id] = SessionState(session_id, project, self.writer)
+            self._load(state)
         else:
             paths.check_cwd(cwd)
+        if state.load_error is not None:
+            del self.sessions[session_id]
+            raise state.load_error
         state.last_active = time.monotonic()
         return state
+
+    def _load(self, state: SessionState) -> None:
+        try:
+            size = os.stat(state.path).st_size
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            state.load_error = io_error(f"cannot read {state.path.name}: {exc.strerror or exc}")
+            return
+        if size <= INLINE_SCAN_BYTES:
+            try:
+                state.apply_scan(scan_session(state.path))
+            except OSError as exc:
+                state.load_error = io_error(f"cannot read {state.path.name}: {exc.strerror or exc}")
+            return
+        state.loading = []
+        self.loads_in_flight += 1
+        fut = self.writer.loop.run_in_executor(None, scan_session, state.path)
+        fut.add_done_callback(lambda f: self._loaded(state, f))
+
+    def _loaded(self, state: SessionState, fut) -> None:
+        exc = fut.exception()
+        if exc is None:
+            state.apply_scan(fut.result())
+        else:
+            log.error("scanning %s failed: %s", state.path, exc)
+            state.load_error = io_error(f"cannot read {state.path.name}: {exc}")
+        waiting, state.loading = state.loading or [], None
+        self.loads_in_flight -= 1
+        for resume in waiting:
+            resume()
+        if not self.loads_in_flight:
+            after, self._after_loads = self._after_loads, []
+            for resume in after:
+                resume()
+
+    def when_loaded(self, state: SessionState, resume: Callable[[], None]) -> bool:
+        """Park ``resume`` until the session's file is scanned; False when it is."""
+        if state.loading is None:
+            return False
+        state.loading.append(resume)
+        return True
+
+    def after_loads(self, resume: Callable[[], None]) -> bool:
+        """Park ``resume`` until no scan is in flight (a Flush must see every
+        append that arrived before it); False when none is."""
+        if not self.loads_in_flight:
+            return False
+        self._after_loads.append(resume)
+        return True
 
     def agent_target(self, state: SessionState, agent: str, run: str | None) -> Target:
         path = paths.agent_file(state.project, state.id, agent, run)

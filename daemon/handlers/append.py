@@ -31,6 +31,8 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     state = daemon.registry.get(req.session, req.cwd)
+    if daemon.registry.when_loaded(state, lambda: conn.redispatch(req)):
+        return None
     conn.attach(state)
     routed = daemon.registry.accept(state, _headers(req.entries), req.agent, req.run)
     return _ack(conn, req.id, req.durability, routed)
@@ -41,6 +43,8 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
     daemon.refuse_if_stopping()
     registry = daemon.registry
     state = registry.get(req.session, req.cwd)
+    if registry.when_loaded(state, lambda: conn.redispatch(req)):
+        return None
     conn.attach(state)
     batch = _headers(req.messages)
     targets = registry.resolve(state, batch, req.agent, req.run)

@@ -16,10 +16,12 @@ if TYPE_CHECKING:
     from ..connection import Connection
 
 
-def handle_open(conn: Connection, req: m.Open) -> m.Response:
+def handle_open(conn: Connection, req: m.Open) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     state = daemon.registry.get(req.session, req.cwd)
+    if daemon.registry.when_loaded(state, lambda: conn.redispatch(req)):
+        return None
     conn.attach(state)
     return m.Opened(id=req.id, session=state.id, path=str(state.path), materialized=state.materialized)
 

@@ -11,6 +11,7 @@ import pytest
 from sessiond.client import Client, Session
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import RemoteError
+from sessiond.protocol.wire.framing import encode
 from tests.helpers import assistant, line, main_path, read_entries, user
 
 CWD = "/work/project"
@@ -128,3 +129,28 @@ def test_no_direct_writes_beside_a_stalled_daemon(daemon):
     uuids = [e["uuid"] for e in entries if "uuid" in e]
     assert len(uuids) == len(set(uuids))
     assert all(e.get("parentUuid") in (None, *uuids) for e in entries)
+
+
+def test_requests_for_a_big_file_wait_for_its_scan_in_order(daemon):
+    """A transcript over the inline-scan size is scanned in a worker thread; the
+    requests that arrive meanwhile are parked and run in arrival order, and a
+    Flush sent after them waits for them."""
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    path.parent.mkdir(parents=True)
+    old = [user(f"old {i} " + "p" * 1000) for i in range(6000)]  # ~6.5 MB
+    path.write_bytes(b"".join(line(e) + b"\n" for e in old))
+    new = [user("new 1"), user("new 2")]
+    with daemon.client() as c:
+        rids = [c.next_id() for _ in range(4)]
+        c._sock.sendall(
+            encode(m.Append(id=rids[0], session=sid, cwd=CWD, entries=[line(old[17]), line(new[0])]))
+            + encode(m.Append(id=rids[1], session=sid, cwd=CWD, entries=[line(new[1]), line(new[0])]))
+            + encode(m.Flush(id=rids[2]))
+            + encode(m.Status(id=rids[3]))
+        )
+        first, second, flushed, status = (c.receive(r) for r in rids)
+    assert (first.accepted, first.duplicates) == (1, 1)  # old[17] known from the scan
+    assert (second.accepted, second.duplicates) == (1, 1)
+    assert isinstance(flushed, m.Flushed) and isinstance(status, m.StatusResult)
+    assert read_entries(path)[-2:] == new

@@ -1,0 +1,14 @@
+"""Fixtures: the real corpus laid out as a Claude Code store (built once, read-only)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .store import CORPUS, CorpusStore, build_corpus_store
+
+
+@pytest.fixture(scope="session")
+def corpus_store(tmp_path_factory) -> CorpusStore:
+    if not CORPUS.is_dir():
+        pytest.skip(f"corpus not found at {CORPUS}")
+    return build_corpus_store(tmp_path_factory.mktemp("claude") / "root")
