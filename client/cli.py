@@ -343,6 +343,109 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
         click.echo(f"{s.accepted} messages recorded in session {session} ({s.duplicates} already there); last {s.hint}")
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, path_type=Path))
+@click.pass_obj
+def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
+    """Report damage in transcripts (default: every one under the root).
+
+    Exit 0 when every file is healthy, 1 when any is not."""
+    from sessiond.protocol.transcript.health import check_file
+
+    files = _transcripts(paths or ((obj.root or default_root()) / "projects",))
+    progress = Progress(len(files), "checking")
+    unhealthy = 0
+    for path in files:
+        progress.step()
+        try:
+            h = check_file(path)
+        except OSError as exc:
+            click.echo(f"sessiond: {path}: {exc.strerror or exc}", err=True)
+            unhealthy += 1
+            continue
+        unhealthy += not h.healthy
+        if as_json:
+            click.echo(msgspec.json.encode(h))
+        elif not h.healthy or len(files) == 1:
+            click.echo(_health_line(h))
+    progress.done()
+    if not as_json:
+        click.echo(f"{len(files)} files checked, {unhealthy} unhealthy")
+    sys.exit(1 if unhealthy else 0)
+
+
+def _health_line(h) -> str:
+    problems = []
+    if h.tornTail:
+        problems.append("torn last line")
+    if h.unparseableLines:
+        problems.append(f"unparseable lines {', '.join(map(str, h.unparseableLines[:10]))}")
+    if h.duplicateUuids:
+        problems.append(f"{len(h.duplicateUuids)} duplicate uuids")
+    if h.danglingParents:
+        problems.append(f"{len(h.danglingParents)} dangling parents")
+    info = f"{h.lines} lines"
+    if h.unansweredToolUses:
+        info += f", {len(h.unansweredToolUses)} unanswered tool uses"
+    return f"{'ok  ' if h.healthy else 'BAD '} {h.path}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
+
+
+def _transcripts(paths) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(p.rglob("*.jsonl"))
+        elif p.exists():
+            out.append(p)
+    return out
+
+
+class Progress:
+    """A one-line counter on stderr for long runs, only when stderr is a terminal."""
+
+    def __init__(self, total: int, what: str, threshold: int = 2000) -> None:
+        self.total = total
+        self.what = what
+        self.n = 0
+        self.on = total >= threshold and sys.stderr.isatty()
+
+    def step(self) -> None:
+        self.n += 1
+        if self.on and (self.n % 200 == 0 or self.n == self.total):
+            click.echo(f"\r{self.what} {self.n}/{self.total}", err=True, nl=False)
+
+    def done(self) -> None:
+        if self.on:
+            click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.pass_obj
+def repair(obj: Context, as_json: bool, path: Path) -> None:
+    """Fix what can be fixed without losing a byte (a torn tail goes to FILE.torn).
+
+    Safe while the daemon runs (it takes the same lock). Exit 0 when the file is
+    healthy afterwards, 1 when problems remain that repair cannot fix."""
+    from sessiond.protocol.transcript.health import repair_file
+
+    r = repair_file(path)
+    if as_json:
+        click.echo(msgspec.json.encode(r))
+    else:
+        if r.movedTornTail is not None:
+            t = r.movedTornTail
+            click.echo(f"moved a torn last line ({t.length} bytes at offset {t.offset}) to {path}.torn")
+        elif r.completedLastLine:
+            click.echo("added the missing newline after the last line")
+        else:
+            click.echo("nothing to repair")
+        click.echo(_health_line(r.remaining))
+    sys.exit(0 if r.remaining.healthy else 1)
+
+
 @cli.command("install-service")
 @click.option("--systemd", "kind", flag_value="systemd", help="systemd user units (default on Linux).")
 @click.option("--launchd", "kind", flag_value="launchd", help="A launchd user agent (default on macOS).")

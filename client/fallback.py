@@ -66,7 +66,7 @@ def direct_append(
                         known.add(uuid)
                     out.append(line)
                 if out:
-                    append_unlocked(fd, b"\n".join(out) + b"\n")
+                    append_unlocked(fd, path, b"\n".join(out) + b"\n")
                     result.written += len(out)
         finally:
             os.close(fd)

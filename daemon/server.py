@@ -242,6 +242,9 @@ def serve(settings: Settings, flags: dict | None = None) -> int:
     ``flags`` are the command-line values, kept so a SIGHUP reload still lets
     them win over the file."""
     setup_logging(settings.log_level)
+    # Past RLIMIT_FSIZE a write must fail with EFBIG (handled: cut back, retried),
+    # not kill the daemon with SIGXFSZ.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         import uvloop
 

@@ -183,6 +183,22 @@ class Writer:
         self._open[q.path] = q
         return q.fd
 
+    def _current_fd(self, q: FileQueue) -> int:
+        """``_fd`` after checking the path still names our file: a transcript
+        renamed or deleted under the daemon is reopened (recreated) at its path,
+        rather than written into a file nobody will read."""
+        fd = self._fd(q)
+        try:
+            st = os.stat(q.path)
+        except FileNotFoundError:
+            st = None
+        mine = os.fstat(fd)
+        if st is None or (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
+            log.warning("%s was %s under the daemon; reopening it", q.path, "deleted" if st is None else "replaced")
+            self._close_fd(q)
+            fd = self._fd(q)
+        return fd
+
     def _close_fd(self, q: FileQueue) -> None:
         if q.fd is not None:
             os.close(q.fd)
@@ -193,13 +209,16 @@ class Writer:
         lines = q.lines
         data = b"\n".join(lines) + b"\n"
         try:
-            size = locked_append(self._fd(q), data, blocking=False)
+            done = locked_append(self._current_fd(q), q.path, data, blocking=False)
         except OSError as exc:
             self._write_failed(q, exc)
             return False
-        if size is None:  # a fallback writer holds the lock: try again shortly
+        if done is None:  # a fallback writer holds the lock: try again shortly
             q.retry = self.loop.call_later(LOCK_RETRY, self._drain, q)
             return False
+        if done.torn is not None:
+            log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
+                        q.path, done.torn.length, done.torn.offset, q.path.name)
         count = len(lines)
         self.stats.writes += 1
         self.stats.bytes_written += len(data)
@@ -323,7 +342,7 @@ class Writer:
             try:
                 if q.lines:
                     data = b"\n".join(q.lines) + b"\n"
-                    locked_append(self._fd(q), data, blocking=True)
+                    locked_append(self._current_fd(q), q.path, data, blocking=True)
                     self.stats.writes += 1
                     self.stats.bytes_written += len(data)
                     self.stats.entries_written += len(q.lines)

@@ -54,20 +54,24 @@ class DaemonProc:
         env["SESSIOND_SOCKET"] = str(self.socket)
         return env
 
-    def start(self, *args: str, nofile: int | None = None) -> DaemonProc:
-        """Start the daemon; ``nofile`` caps its fd limit (soft and hard)."""
+    def start(self, *args: str, nofile: int | None = None, fsize: int | None = None, wrap: list[str] | None = None) -> DaemonProc:
+        """Start the daemon; ``nofile`` caps its fd limit, ``fsize`` the largest
+        file it may write (RLIMIT_FSIZE), ``wrap`` runs it under a command
+        (strace for fault injection)."""
         self.socket.parent.mkdir(mode=0o700, exist_ok=True)
         extra = list(args) or self.args
 
         def limit() -> None:
-            if nofile is not None:
-                import resource
+            import resource
 
+            if nofile is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+            if fsize is not None:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sessiond.client.cli", "serve", "--log-level", "debug", *extra],
+                [*(wrap or []), sys.executable, "-m", "sessiond.client.cli", "serve", "--log-level", "debug", *extra],
                 env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=limit,
             )
         deadline = time.monotonic() + START_TIMEOUT

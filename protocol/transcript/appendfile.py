@@ -1,19 +1,26 @@
 """Appending whole lines to a transcript, safely beside any other writer.
 
 The daemon's drain and the client's direct-append fallback both go through
-``locked_append``: an exclusive ``flock`` on an ``O_APPEND`` descriptor, a newline
-first if the file ends in a torn line (so a torn line can never swallow a good
-one), and writes of at most 100 MB each, retried until every byte is out. Two
-writers that both use this interleave whole lines only.
+``locked_append``: an exclusive ``flock`` on an ``O_APPEND`` descriptor, then, if
+the file ends in a torn line (a writer died mid-line), the torn fragment is moved
+to ``<file>.torn`` (appended there with its offset, and synced) and the file is cut
+back to its last newline, so a torn line can never swallow a good one and no byte
+is silently discarded. Writes are at most 100 MB each, retried until every byte is
+out; a failed or short write is cut back to where it started. Two writers that
+both use this interleave whole lines only.
 """
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import os
+from datetime import datetime, timezone
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import msgspec
 
 MAX_WRITE = 100 * 1024 * 1024
 FILE_MODE = 0o600
@@ -68,6 +75,68 @@ def ends_torn(fd: int, size: int) -> bool:
     return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
+def line_start_before(fd: int, size: int, chunk: int = 65536) -> int:
+    """Offset just after the last newline before ``size`` (0 when there is none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - chunk)
+        block = os.pread(fd, end - start, start)
+        i = block.rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        end = start
+    return 0
+
+
+class TornTail(msgspec.Struct):
+    """A fragment moved out of a transcript: where it was and its bytes."""
+
+    offset: int
+    length: int
+    movedAt: str
+    text: str | None = None
+    base64: str | None = None
+
+
+def _whole_object(fragment: bytes) -> bool:
+    try:
+        return isinstance(msgspec.json.decode(fragment), dict)
+    except msgspec.DecodeError:
+        return False
+
+
+def torn_path(path: Path) -> Path:
+    return path.with_name(path.name + ".torn")
+
+
+def cut_torn_tail(fd: int, path: Path, size: int) -> TornTail | None:
+    """If the file ends inside a line, append that fragment to ``<file>.torn``
+    (synced) and truncate the file to its last newline. Caller holds the lock."""
+    if not ends_torn(fd, size):
+        return None
+    start = line_start_before(fd, size)
+    fragment = os.pread(fd, size - start, start)
+    if _whole_object(fragment):
+        # Only the newline is missing (a writer that never adds one, or one
+        # stopped between the line and its newline): complete it, keep it.
+        write_all(fd, b"\n")
+        return None
+    record = TornTail(offset=start, length=len(fragment), movedAt=datetime.now(timezone.utc).isoformat(timespec="milliseconds"))
+    try:
+        record.text = fragment.decode("utf-8")
+    except UnicodeDecodeError:
+        record.base64 = base64.b64encode(fragment).decode()
+    side = torn_path(path)
+    tfd = os.open(side, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        write_all(tfd, msgspec.json.encode(record) + b"\n")
+        os.fsync(tfd)
+    finally:
+        os.close(tfd)
+    os.ftruncate(fd, start)
+    return record
+
+
 def write_all(fd: int, data: bytes | memoryview) -> int:
     """write(2) until every byte is out, at most ``MAX_WRITE`` per call."""
     view = memoryview(data)
@@ -78,31 +147,36 @@ def write_all(fd: int, data: bytes | memoryview) -> int:
     return total
 
 
-def locked_append(fd: int, data: bytes | memoryview, *, blocking: bool = True) -> int | None:
-    """Append ``data`` (whole lines) under an exclusive flock; returns the file size
-    after the write, or None when ``blocking`` is False and another writer holds
-    the lock."""
+class Appended(msgspec.Struct):
+    size: int
+    """File size after the write."""
+    torn: TornTail | None = None
+    """A torn tail found (and moved aside) before writing."""
+
+
+def locked_append(fd: int, path: Path, data: bytes | memoryview, *, blocking: bool = True) -> Appended | None:
+    """Append ``data`` (whole lines) under an exclusive flock; None when
+    ``blocking`` is False and another writer holds the lock."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
     except BlockingIOError:
         return None
     try:
-        return append_unlocked(fd, data)
+        return append_unlocked(fd, path, data)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def append_unlocked(fd: int, data: bytes | memoryview) -> int:
+def append_unlocked(fd: int, path: Path, data: bytes | memoryview) -> Appended:
     """The body of ``locked_append`` for a caller already holding the lock.
 
     On a failed or short write the file is cut back to where it was, so a
     failure never leaves a partial line behind; the error is re-raised.
     """
+    torn = cut_torn_tail(fd, path, os.fstat(fd).st_size)
     size = os.fstat(fd).st_size
-    if ends_torn(fd, size):
-        size += write_all(fd, b"\n")
     try:
-        return size + write_all(fd, data)
+        return Appended(size + write_all(fd, data), torn)
     except OSError:
         try:
             os.ftruncate(fd, size)

@@ -1,0 +1,138 @@
+"""``sessiond check``: what is wrong with a transcript file, without changing it.
+
+Problems that make a file unhealthy: a torn last line (a writer died mid-line),
+unparseable lines in the middle, duplicate uuids (within the main chain or within
+the sidechains), dangling parents (a ``parentUuid`` naming no entry of the file:
+an entry was lost). Tool uses without a result are reported but are not damage:
+every interrupted turn ends with one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+
+from .appendfile import TornTail, cut_torn_tail, file_lock
+from .jsonl import iter_lines
+
+MAX_LISTED = 20
+
+
+class _Block(msgspec.Struct):
+    type: str | None = None
+    id: str | None = None
+    tool_use_id: str | None = None
+
+
+class _Message(msgspec.Struct):
+    content: str | list[_Block | str] | None = None
+
+
+class _Entry(msgspec.Struct):
+    type: str | None = None
+    uuid: str | None = None
+    parentUuid: str | None = None
+    isSidechain: bool | None = None
+    message: _Message | None = None
+
+
+_decode = msgspec.json.Decoder(_Entry).decode
+
+
+class Health(msgspec.Struct):
+    path: str
+    bytes: int
+    lines: int
+    tornTail: bool
+    unparseableLines: list[int]
+    duplicateUuids: list[str]
+    danglingParents: list[str]
+    unansweredToolUses: list[str]
+    healthy: bool
+
+
+def check_file(path: Path | str) -> Health:
+    path = Path(path)
+    size = os.stat(path).st_size
+    with open(path, "rb") as f:
+        if size:
+            f.seek(size - 1)
+            torn = f.read(1) != b"\n"
+        else:
+            torn = False
+    lines = 0
+    bad: list[int] = []
+    seen: set[tuple[bool, str]] = set()
+    dups: list[str] = []
+    parents: list[str] = []
+    uses: dict[str, None] = {}
+    results: set[str] = set()
+    for lines, raw in enumerate(iter_lines(path), 1):
+        try:
+            e = _decode(raw)
+        except msgspec.DecodeError:
+            bad.append(lines)
+            continue
+        if e.uuid is not None:
+            key = (bool(e.isSidechain), e.uuid)
+            if key in seen:
+                dups.append(e.uuid)
+            seen.add(key)
+        if e.parentUuid is not None:
+            parents.append(e.parentUuid)
+        content = e.message.content if e.message is not None else None
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, _Block):
+                    if block.type == "tool_use" and block.id:
+                        uses[block.id] = None
+                    elif block.type == "tool_result" and block.tool_use_id:
+                        results.add(block.tool_use_id)
+    # A last line without its newline is torn only if it does not parse (a
+    # complete entry just missing "\n" is completed, not moved, by the writer).
+    if torn and bad and bad[-1] == lines:
+        bad.pop()  # the torn tail is reported as such, not as a bad line
+    else:
+        torn = False
+    uuids = {u for _, u in seen}
+    dangling = [p for p in parents if p not in uuids]
+    unanswered = [u for u in uses if u not in results]
+    return Health(
+        path=str(path),
+        bytes=size,
+        lines=lines,
+        tornTail=torn,
+        unparseableLines=bad,
+        duplicateUuids=dups,
+        danglingParents=dangling,
+        unansweredToolUses=unanswered,
+        healthy=not (torn or bad or dups or dangling),
+    )
+
+
+class Repair(msgspec.Struct):
+    path: str
+    movedTornTail: TornTail | None
+    """The fragment moved to ``<file>.torn``, if there was one."""
+    completedLastLine: bool
+    """The last line was whole but lacked its newline: one was added."""
+    remaining: Health
+    """What ``check`` says afterwards (problems repair cannot fix without
+    losing or inventing bytes: dangling parents, duplicates, mid-file junk)."""
+
+
+def repair_file(path: Path | str) -> Repair:
+    """Fix what can be fixed without losing a byte, under the same lock the
+    daemon's writer takes (so it is safe while a daemon runs)."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        with file_lock(fd):
+            before = os.fstat(fd).st_size
+            torn = cut_torn_tail(fd, path, before)
+            after = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    return Repair(str(path), torn, torn is None and after != before, check_file(path))

@@ -1,0 +1,119 @@
+"""Fault injection without root-only tricks: torn tails, ENOSPC, EFBIG, renames."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+
+import pytest
+
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import RemoteError
+from tests.helpers import assistant, line, main_path, read_entries, user
+
+CWD = "/work/project"
+
+
+def append(c, sid, entries, **kw):
+    return c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(e) for e in entries], **kw))
+
+
+def test_a_torn_tail_is_moved_aside_before_appending(daemon):
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    path.parent.mkdir(parents=True)
+    good = [user("one"), assistant("two")]
+    fragment = b'{"type":"user","message":{"content":"cut sho'
+    path.write_bytes(b"".join(line(e) + b"\n" for e in good) + fragment)
+    new = user("three")
+    with daemon.client() as c:
+        append(c, sid, [new], durability="written")
+    assert read_entries(path) == [*good, new]
+    moved = [json.loads(x) for x in path.with_name(path.name + ".torn").read_bytes().splitlines()]
+    assert moved == [moved[0] | {"offset": len(b"".join(line(e) + b"\n" for e in good)), "length": len(fragment), "text": fragment.decode()}]
+    assert "torn line" in daemon.log_text()
+
+
+def test_a_whole_last_line_missing_its_newline_is_kept(daemon):
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(line(user("no newline")))
+    with daemon.client() as c:
+        append(c, sid, [assistant("after")], durability="written")
+    assert [e["type"] for e in read_entries(path)] == ["user", "assistant"]
+    assert not path.with_name(path.name + ".torn").exists()
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_enospc_gives_io_error_keeps_the_queue_and_recovers(daemon_factory):
+    sid = str(uuid.uuid4())
+    d = daemon_factory()
+    path = main_path(d.root, CWD, sid)
+    # The first two write(2) calls on the transcript fail as if the disk were full.
+    d.start(wrap=["strace", "-f", "-qq", "-o", "/dev/null", "-P", str(path), "-e", "trace=write",
+                  "-e", "inject=write:error=ENOSPC:when=1..2"])
+    first, second = user("before full"), assistant("after full")
+    with d.client() as c:
+        with pytest.raises(RemoteError) as err:
+            append(c, sid, [first], durability="written")
+        assert err.value.code == "io_error" and "No space left" in err.value.message
+        assert c.status().queuedEntries == 1  # kept, to be retried
+        deadline = time.monotonic() + 20
+        while c.status().queuedEntries:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        append(c, sid, [second], durability="durable")
+        assert c.status().errors >= 2
+    assert read_entries(path) == [first, second]
+    d.cli("stop")  # through the socket: strace does not pass SIGTERM on
+    assert d.wait() == 0
+
+
+def test_efbig_short_write_is_cut_back_to_whole_lines(daemon_factory):
+    d = daemon_factory().start(fsize=64 * 1024)
+    sid = str(uuid.uuid4())
+    path = main_path(d.root, CWD, sid)
+    small = [user(f"s{i} " + "a" * 900) for i in range(40)]  # ~38 KB
+    big = assistant("b" * 40_000)  # would cross the 64 KB limit mid-line
+    with d.client() as c:
+        append(c, sid, small, durability="written")
+        with pytest.raises(RemoteError) as err:
+            append(c, sid, [big], durability="written")
+        assert err.value.code == "io_error"
+        assert read_entries(path) == small  # no partial line left behind
+        assert c.status().pid == d.pid
+    d.kill()  # the queue still holds the big entry: it can never fit
+
+
+def test_a_transcript_renamed_under_the_daemon_is_reopened(daemon):
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    with daemon.client() as c:
+        append(c, sid, [user("first")], durability="written")
+        path.rename(path.with_suffix(".old"))
+        append(c, sid, [assistant("second")], durability="written")
+        path.unlink()
+        append(c, sid, [user("third")], durability="written")
+    assert [e["type"] for e in read_entries(path.with_suffix(".old"))] == ["user"]
+    assert [e["message"]["content"] for e in read_entries(path)] == ["third"]
+    assert "was replaced under the daemon" in daemon.log_text() or "was deleted under the daemon" in daemon.log_text()
+
+
+def test_check_and_repair(daemon, short_tmp):
+    bad = short_tmp / "bad.jsonl"
+    bad.write_bytes(line(user("a") | {"uuid": "u1"}) + b"\n" + line(assistant("b") | {"uuid": "u2", "parentUuid": "gone"}) + b"\n{\"torn")
+    r = daemon.cli("check", "--json", str(bad), check=False)
+    assert r.returncode == 1
+    h = json.loads(r.stdout)
+    assert h["tornTail"] and h["danglingParents"] == ["gone"] and h["lines"] == 3 and not h["healthy"]
+    r = daemon.cli("repair", str(bad), check=False)
+    assert b"moved a torn last line" in r.stdout and r.returncode == 1  # the dangling parent remains
+    assert bad.with_name("bad.jsonl.torn").exists()
+    good = short_tmp / "good.jsonl"
+    good.write_bytes(line(user("a")))
+    r = daemon.cli("repair", str(good))
+    assert b"added the missing newline" in r.stdout and good.read_bytes().endswith(b"\n")
+    assert daemon.cli("check", str(good)).returncode == 0
