@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..wire.errors import bad_request
-from .lite import EMPTY, LITE_WINDOW, Opener, SessionInfo, read_lite
+from .lite import EMPTY, LITE_WINDOW, LiteInfo, Opener, SessionInfo, read_lite
 from .paths import is_session_id, projects_dir
 
 __all__ = [
@@ -173,13 +173,16 @@ def list_sessions(dirs: Path | str | Iterable[Path | str], *, limit: int | None 
     return page
 
 
-def list_all_sessions(root: Path | str, **kw) -> list[SessionInfo]:
-    """Sessions of every project of the store (``sessiond list --all``); same
-    keywords as ``list_sessions``, one mtime order across all projects."""
-    return list_sessions(project_dirs(root), **kw)
+def list_all_sessions(root: Path | str, *, limit: int | None = None, offset: int = 0,
+                      stats: ListStats | None = None, opener: Opener | None = None,
+                      progress: Progress | None = None, window: int = LITE_WINDOW) -> list[SessionInfo]:
+    """Sessions of every project of the store (``sessiond list --all``), in one
+    mtime order across all projects; the keywords are those of ``list_sessions``."""
+    return list_sessions(project_dirs(root), limit=limit, offset=offset, stats=stats,
+                         opener=opener, progress=progress, window=window)
 
 
-def _read(path: str, stats: ListStats, opener: Opener | None, window: int):
+def _read(path: str, stats: ListStats, opener: Opener | None, window: int) -> LiteInfo | None:
     """Lite info of a listable file, else None (skip counted in ``stats``)."""
     stats.files_read += 1
     try:

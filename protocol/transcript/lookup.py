@@ -87,6 +87,20 @@ def find_project_dir(root: Path | str, cwd: str) -> Path | None:
     return variants[0] if variants else None
 
 
+def listing_dirs(root: Path | str, cwd: str, *, worktrees: bool = False,
+                 git_timeout: float = GIT_TIMEOUT) -> list[Path]:
+    """Project dirs to list for ``cwd``: its own, plus (``worktrees=True``) those
+    of the repository's other worktrees, as Claude Code's picker shows them."""
+    here = canonical_cwd(cwd)
+    dirs = [d for d in [find_project_dir(root, here)] if d is not None]
+    if worktrees:
+        for wt in git_worktrees(here, timeout=git_timeout):
+            d = find_project_dir(root, wt) if wt != here else None
+            if d is not None and d not in dirs:
+                dirs.append(d)
+    return dirs
+
+
 def git_worktrees(cwd: str, *, timeout: float = GIT_TIMEOUT) -> list[str]:
     """Canonical paths of all worktrees of the repository containing ``cwd``
     (the main one included); [] when it is no repository, git is missing,

@@ -15,7 +15,7 @@ from sessiond.protocol.transcript.lite import (
     read_lite,
 )
 
-from .store import assistant_msg, dump, envelope, meta, new_id, user_msg, write
+from .store import assistant_msg, dump, meta, new_id, user_msg, write
 
 SID = "6f9619ff-8b86-4011-b42d-00c04fc964ff"
 
@@ -41,7 +41,7 @@ def test_first_prompt_skips_meta_commands_tool_results_and_markers(tmp_path):
         user_msg(SID, [{"type": "tool_result", "tool_use_id": "t1", "content": "file body"}]),
         user_msg(SID, [{"type": "text", "text": "[Request interrupted by user for tool use]"}]),
         user_msg(SID, "This session is being continued from a previous conversation", isCompactSummary=True),
-        user_msg(SID, "a subagent's task prompt", side=False, isMeta=True),
+        user_msg(SID, "Base directory for this skill: ... (an expanded skill)", isMeta=True),
         user_msg(SID, [{"type": "text", "text": "<ide_opened_file>The user opened x.py</ide_opened_file>"},
                        {"type": "text", "text": "Fix the\nflaky test\n"}], ts="2026-02-02T10:00:00.000Z"),
         user_msg(SID, "a later prompt"),
@@ -104,7 +104,7 @@ def test_prompt_bigger_than_the_head_as_text_blocks_in_newer_key_order(tmp_path)
     assert info.state == "session"
     assert info.first_prompt == "x" * 200 + "…"
     assert info.created_at is None  # it came after the cut
-    assert info.cwd == "/w/late"  # the tail's messages still say where it ran
+    assert info.cwd == "/w/proj"  # the tail's messages still say where it ran
 
 
 def test_cut_tool_result_or_meta_line_is_no_prompt(tmp_path):
@@ -285,4 +285,3 @@ def test_parse_lite_on_bytes():
     data = dump([user_msg(SID, "in memory")])
     info = parse_lite(data, None)
     assert (info.state, info.first_prompt, info.size) == ("session", "in memory", len(data))
-    assert envelope(SID)["sessionId"] == SID
