@@ -343,6 +343,69 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
         click.echo(f"{s.accepted} messages recorded in session {session} ({s.duplicates} already there); last {s.hint}")
 
 
+# ----------------------------------------------------------------------- reading
+
+
+@cli.command("list")
+@click.option("--cwd", default=None, help="Project directory (default: the current directory).")
+@click.option("--all", "all_projects", is_flag=True, help="Sessions of every project.")
+@click.option("--worktrees", is_flag=True, help="Include the sessions of the repository's other git worktrees.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N sessions (newest first).")
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip the K newest sessions.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of session objects.")
+@click.pass_obj
+def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int, as_json: bool) -> None:
+    """List sessions, newest first, reading only what the page needs."""
+    from sessiond.protocol.transcript import listing, lookup
+    from sessiond.protocol.transcript.paths import check_cwd
+
+    root = obj.root or default_root()
+    progress = None
+    if sys.stderr.isatty():
+        progress = Progress.callback("reading sessions")
+    if all_projects:
+        sessions = listing.list_all_sessions(root, limit=limit, offset=offset, progress=progress)
+    else:
+        where = os.path.abspath(cwd) if cwd else os.getcwd()
+        check_cwd(where)
+        dirs = lookup.listing_dirs(root, where, worktrees=worktrees)
+        sessions = listing.list_sessions(dirs, limit=limit, offset=offset, progress=progress) if dirs else []
+    if progress is not None:
+        progress.finish()
+    if as_json:
+        click.echo(msgspec.json.encode(sessions))
+        return
+    if not sessions:
+        click.echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}"), err=True)
+        return
+    now = time.time()
+    rows = [(_clip(s.title or "(untitled)", 60), _age(now, s.modifiedAt), _size(s.size), _clip(s.gitBranch or "-", 20), s.sessionId) for s in sessions]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        click.echo(f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:<{widths[3]}}  {r[4]}")
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _age(now: float, iso: str | None) -> str:
+    from datetime import datetime
+
+    if not iso:
+        return "?"
+    try:
+        then = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return "?"
+    secs = max(0, int(now - then))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit} ago"
+    return "just now"
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, path_type=Path))
@@ -402,22 +465,39 @@ def _transcripts(paths) -> list[Path]:
 
 
 class Progress:
-    """A one-line counter on stderr for long runs, only when stderr is a terminal."""
+    """A one-line counter on stderr for long runs (a few thousand files and more),
+    only when stderr is a terminal."""
 
-    def __init__(self, total: int, what: str, threshold: int = 2000) -> None:
+    THRESHOLD = 2000
+
+    def __init__(self, total: int, what: str) -> None:
         self.total = total
         self.what = what
         self.n = 0
-        self.on = total >= threshold and sys.stderr.isatty()
+        self.shown = False
+        self.on = sys.stderr.isatty()
+
+    def update(self, done: int, total: int) -> None:
+        self.n, self.total = done, total
+        if self.on and total >= self.THRESHOLD and (done % 200 == 0 or done == total):
+            self.shown = True
+            click.echo(f"\r{self.what} {done}/{total}", err=True, nl=False)
 
     def step(self) -> None:
-        self.n += 1
-        if self.on and (self.n % 200 == 0 or self.n == self.total):
-            click.echo(f"\r{self.what} {self.n}/{self.total}", err=True, nl=False)
+        self.update(self.n + 1, self.total)
 
     def done(self) -> None:
-        if self.on:
+        if self.shown:
             click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
+
+    finish = done
+
+    @classmethod
+    def callback(cls, what: str) -> "Progress":
+        return cls(0, what)
+
+    def __call__(self, done: int, total: int) -> None:
+        self.update(done, total)
 
 
 @cli.command()

@@ -1,0 +1,54 @@
+"""`sessiond list` over files the daemon wrote: titles survive growth, paging works."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+
+from sessiond.client import Session
+from sessiond.protocol.wire import messages as m
+from tests.helpers import assistant, line, main_path, user
+
+CWD = "/work/listed"
+
+
+def test_a_title_survives_ten_megabytes_of_later_messages(daemon):
+    sid = str(uuid.uuid4())
+    with daemon.client() as c:
+        s = Session(c, sid, CWD)
+        s.record([{"type": "user", "message": {"role": "user", "content": "start the big refactor"}}])
+        s.set_title("Big refactor")
+        s.set_tag("important")
+        for _ in range(10):  # ~1 MB per request
+            chunk = [line(assistant("z" * 4000)) for _ in range(256)]
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(user("q"))] + chunk))
+        s.close()
+        c.flush()
+    path = main_path(daemon.root, CWD, sid)
+    assert path.stat().st_size > 10 * 1024 * 1024
+    listed = json.loads(daemon.cli("list", "--cwd", CWD, "--json").stdout)
+    assert [(x["sessionId"], x["title"], x["customTitle"], x["tag"]) for x in listed] == [(sid, "Big refactor", "Big refactor", "important")]
+    assert listed[0]["firstPrompt"] == "start the big refactor"
+
+
+def test_list_pages_newest_first_in_json_and_for_people(daemon):
+    sids = [str(uuid.uuid4()) for _ in range(3)]
+    with daemon.client() as c:
+        for i, sid in enumerate(sids):
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
+                            entries=[line(user(f"prompt number {i}")), line(assistant("ok"))]))
+    for i, sid in enumerate(sids):  # distinct mtimes, oldest first
+        t = time.time() - 1000 + i * 100
+        os.utime(main_path(daemon.root, CWD, sid), (t, t))
+    page1 = json.loads(daemon.cli("list", "--cwd", CWD, "--limit", "2", "--json").stdout)
+    page2 = json.loads(daemon.cli("list", "--cwd", CWD, "--limit", "2", "--offset", "2", "--json").stdout)
+    assert [x["sessionId"] for x in page1 + page2] == sids[::-1]
+    assert page1[0]["title"] == "prompt number 2"
+    human = daemon.cli("list", "--cwd", CWD).stdout.decode().splitlines()
+    assert len(human) == 3 and human[0].startswith("prompt number 2") and sids[2] in human[0]
+    assert "ago" in human[0]
+    empty = daemon.cli("list", "--cwd", "/nowhere/at/all")
+    assert empty.stdout == b"" and b"no sessions" in empty.stderr
+    assert json.loads(daemon.cli("list", "--cwd", "/nowhere/at/all", "--json").stdout) == []
