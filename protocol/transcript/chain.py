@@ -78,7 +78,7 @@ def walk(
     order: _FileOrder | None = None
     cur = leaf
     while cur is not None and cur.uuid not in seen:
-        seen.add(cur.uuid)  # type: ignore[arg-type]
+        seen.add(cur.uuid)
         chain.append(cur)
         parent = cur.parentUuid
         if not parent:
@@ -89,7 +89,7 @@ def walk(
                 order = _FileOrder(entries)
             nxt = order.nearest_before(cur, seen, sidechain_only)
             if nxt is not None:
-                bridges.append(Bridge(at=cur.uuid, missingParent=parent))  # type: ignore[arg-type]
+                bridges.append(Bridge(at=cur.uuid, missingParent=parent))
         cur = nxt
     chain.reverse()
     bridges.reverse()
@@ -128,9 +128,9 @@ def _add_attachments(
 ) -> None:
     todo = [parent]
     while todo:
-        for child in attached.get(todo.pop().uuid, ()):  # type: ignore[arg-type]
+        for child in attached.get(todo.pop().uuid, ()):
             if child.uuid not in seen and child.uuid not in found:
-                found[child.uuid] = child  # type: ignore[index]
+                found[child.uuid] = child
                 todo.append(child)
 
 
@@ -156,7 +156,7 @@ def recover_parallel_tool_results(
         if e.type == "assistant":
             mid = e.msg_id
             if mid in last_on_chain:
-                groups[mid].append(e)  # type: ignore[index]
+                groups[mid].append(e)
         elif e.type == "user" and e.uuid not in seen:
             if e.parentUuid:
                 answers[e.parentUuid].append(e)
@@ -170,20 +170,20 @@ def recover_parallel_tool_results(
         found: dict[str, Entry] = {}
         for member in groups[mid]:
             if member.uuid not in seen:
-                found[member.uuid] = member  # type: ignore[index]
-            for child in answers.get(member.uuid, ()):  # type: ignore[arg-type]
+                found[member.uuid] = member
+            for child in answers.get(member.uuid, ()):
                 if child.uuid not in seen and child.uuid not in found and has_tool_result(child):
-                    found[child.uuid] = child  # type: ignore[index]
+                    found[child.uuid] = child
                     _add_attachments(child, attached, seen, found)
         if found:
             seen.update(found)
-            inserts[anchor.uuid] = sorted(found.values(), key=lambda x: x.index)  # type: ignore[index]
+            inserts[anchor.uuid] = sorted(found.values(), key=lambda x: x.index)
     if not inserts:
         return chain
     out: list[Entry] = []
     for e in chain:
         out.append(e)
-        extra = inserts.get(e.uuid)  # type: ignore[arg-type]
+        extra = inserts.get(e.uuid)
         if extra:
             out.extend(extra)
     return out

@@ -94,7 +94,7 @@ def _zero(usage: Any) -> Any:
     return usage
 
 
-def materialize(chain: list[Entry], zero_usage: set[str] = frozenset()) -> list[dict[str, Any]]:  # type: ignore[assignment]
+def materialize(chain: list[Entry], zero_usage: set[str] = frozenset()) -> list[dict[str, Any]]:
     """Decode the chain's transcript messages into their JSON objects (see docstring)."""
     out = []
     for e in chain:

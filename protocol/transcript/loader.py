@@ -27,9 +27,10 @@ Why it is built this way:
   to resume — while metadata, the attribution snapshot, the skipped-line count and
   the "every entry is a sidechain" flag keep accumulating. A full load prunes exactly
   that history in ``relink.apply_compaction`` (as Claude Code does), so both paths
-  build the same map. The one thing the skip cannot know is whether step 3 will ask
-  for a uuid it discarded; ``Loaded.discarded`` lets resume.py load again without the
-  skip in that (malformed-file) case.
+  build the same map. What the skip cannot know is whether step 3 will ask for a uuid
+  it discarded, or whether a boundary it skipped at is overwritten later by a line
+  reusing its uuid; ``Loaded.discarded``/``unsure`` let resume.py load again without
+  the skip in those (malformed-file) cases.
 - Duplicate uuids: the last line wins and takes the file position of that last line.
 """
 
@@ -137,6 +138,8 @@ class Loaded(msgspec.Struct):
     """Every uuid-bearing entry is a sidechain: a subagent transcript (SPEC 4 step 5)."""
     discarded: bool
     """The >5 MB skip threw history away while reading."""
+    unsure: bool = False
+    """The skip may have changed the result (a boundary's uuid was reused later)."""
 
 
 _decoder = msgspec.json.Decoder(Entry)
@@ -241,7 +244,7 @@ def load_entries(
     checkpoints: dict[str, int] = {}
     attribution: bytes | None = None
     skipped = lines = 0
-    has_main = has_any = discarded = False
+    has_main = has_any = discarded = unsure = False
     decode = _decoder.decode
     transcript_types = TRANSCRIPT_TYPES
     metadata_kinds = METADATA_KINDS
@@ -275,8 +278,9 @@ def load_entries(
         e.index = index
         if kind in transcript_types:
             e.raw = bytes(view)
-        if uuid in entries:
-            del entries[uuid]
+        old = entries.pop(uuid, None)
+        if old is not None and skipping and old.is_compact_boundary:
+            unsure = True  # the skip may have happened at a boundary that is gone now
         if kind == "system" and e.subtype == TURN_DURATION and e.messageCount is not None:
             checkpoints[uuid] = e.messageCount
         if kind == "system" and e.subtype == COMPACT_BOUNDARY:
@@ -303,6 +307,7 @@ def load_entries(
         lines=lines,
         sidechain_only=has_any and not has_main,
         discarded=discarded,
+        unsure=discarded and unsure,
     )
 
 

@@ -12,14 +12,17 @@ Choices where SPEC is silent:
 - ``sessionId``: the file name when it is ``<uuid>.jsonl`` (the store's layout: the file
   is the session, resume adopts it); otherwise (an agent file, a renamed copy) the
   ``sessionId`` of the latest message, else of the latest metadata entry, else null.
+- ``chain``/``messages`` hold transcript messages only (user, assistant, system,
+  attachment): progress and unknown-type entries with a uuid are walked through, never
+  reported.
 - ``path``: absolute, not resolved through symlinks.
 - ``subagents``: agent ids of ``<dir-of-file>/<sessionId>/subagents/agent-*.jsonl`` and of
   ``.../subagents/workflows/<run>/agent-*.jsonl``, sorted, ids that are not legal agent
   ids ignored. Legacy flat ``agent-*.jsonl`` files beside the session are not claimed
   (that would need reading each one).
 - The >5 MB skip (loader.py) is undone, i.e. the file is read again in full, when step 3
-  needed a uuid the map lacks: the skip may have discarded it, and the result must not
-  depend on the file size.
+  needed a uuid the map lacks (the skip may have discarded it) or the loader is unsure:
+  the result must not depend on the file size.
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ from typing import Any
 
 import msgspec
 
+from ..wire.errors import SessiondError
 from .chain import Bridge, choose_leaf, recover_parallel_tool_results, walk
 from .deserialize import Interruption, chain_messages, consistency_delta, deserialize, materialize
 from .jsonl import CHUNK
 from .loader import SKIP_THRESHOLD, Entry, Loaded, load_entries, metadata_values
-from ..wire.errors import SessiondError
 from .paths import check_id, is_session_id
 from .relink import Compaction, apply_compaction, apply_snips
 
@@ -78,7 +81,8 @@ def resolve_chain(
 ) -> Resolved:
     """Steps 1-6 over ``path``."""
     resolved = _resolve(load_entries(path, skip_threshold=skip_threshold, chunk=chunk))
-    if resolved.loaded.discarded and resolved.compaction.missing:
+    loaded = resolved.loaded
+    if loaded.discarded and (loaded.unsure or resolved.compaction.missing):
         resolved = _resolve(load_entries(path, skip_threshold=float("inf"), chunk=chunk))
     return resolved
 
@@ -154,7 +158,7 @@ def load_transcript(
     return Resumed(
         sessionId=sid,
         path=str(path),
-        chain=[e.uuid for e in reported],  # type: ignore[misc]
+        chain=[e.uuid for e in reported],
         messages=messages,
         interruption=interruption,
         consistencyDelta=_consistency(resolved, reported),

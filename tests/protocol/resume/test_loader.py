@@ -1,0 +1,189 @@
+"""SPEC 4 steps 1-2: chunked reading, tolerant parsing, snapshots, metadata, the skip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sessiond.protocol.transcript.loader import (
+    iter_line_views,
+    load_entries,
+    metadata_values,
+    parse_line,
+)
+
+from .build import SID, Conv, text
+
+
+def views(path, chunk):
+    return [bytes(v) for v in iter_line_views(path, chunk)]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1 << 20])
+def test_lines_survive_any_chunk_size(tmp_path, chunk):
+    long = "x" * 300  # longer than the small chunks: the buffer grows
+    data = f'{{"a":1}}\n\n{{"b":"{long}"}}\r\n{{"c":3}}'.encode()  # blank line, CRLF, no final newline
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(data)
+    assert views(p, chunk) == [b'{"a":1}', f'{{"b":"{long}"}}\r'.encode(), b'{"c":3}']
+
+
+def test_views_are_decodable_in_place(tmp_path):
+    conv = Conv()
+    conv.user("u1")
+    conv.assistant("a1", text("hi"))
+    p = conv.write(tmp_path / "t.jsonl")
+    assert [parse_line(v).uuid for v in iter_line_views(p, 16)] == ["u1", "a1"]
+
+
+def test_torn_glued_and_garbage_lines_are_skipped_and_counted(tmp_path):
+    conv = Conv()
+    conv.user("u1")
+    conv.raw('{"type":"assistant","uuid":"torn","parentUuid":"u1","mess')  # torn write
+    conv.raw('{"type":"user","uuid":"g1"}{"type":"user","uuid":"g2"}')  # glued
+    conv.raw("[1, 2]")  # JSON, not an object
+    conv.raw("\x00\x00\x00")  # garbage
+    conv.raw("   ")  # whitespace only: not a line at all
+    conv.assistant("a1", text("ok"), parent="u1")
+    conv.raw('{"type":"user","uuid":"tail","parentUuid":"a1","message":{"ro')  # torn last line
+    loaded = load_entries(conv.write(tmp_path / "t.jsonl", trailing_newline=False))
+    assert loaded.skipped == 5
+    assert list(loaded.entries) == ["u1", "a1"]
+
+
+def test_object_with_odd_field_types_is_kept_leniently():
+    line = b'{"type":"user","uuid":"u1","parentUuid":5,"isSidechain":"no","message":[1],"timestamp":"t"}'
+    e = parse_line(line)
+    assert (e.type, e.uuid, e.parentUuid, e.isSidechain, e.message, e.timestamp) == ("user", "u1", None, None, None, "t")
+    assert parse_line(b'{"type":"assistant","uuid":"a","message":{"id":7}}').msg_id is None
+    assert parse_line(b'{"type":"assistant","uuid":"a","message":{"id":"m1","content":[]}}').msg_id == "m1"
+
+
+def test_entries_keep_raw_lines_of_messages_only(tmp_path):
+    conv = Conv()
+    conv.user("u1")
+    conv.progress("p1")
+    conv.entry("future-type", "f1")
+    conv.meta("file-history-snapshot", messageId="u1")
+    loaded = load_entries(conv.write(tmp_path / "t.jsonl"))
+    assert list(loaded.entries) == ["u1", "p1", "f1"]
+    assert json.loads(loaded.entries["u1"].raw)["uuid"] == "u1"
+    assert loaded.entries["p1"].raw == loaded.entries["f1"].raw == b""
+
+
+def test_only_the_last_attribution_snapshot_is_kept(tmp_path):
+    conv = Conv()
+    for n in range(3):
+        conv.meta("attribution-snapshot", n=n)
+        conv.user(f"u{n}")
+    loaded = load_entries(conv.write(tmp_path / "t.jsonl"))
+    assert json.loads(loaded.attribution)["n"] == 2
+
+
+def test_duplicate_uuid_last_line_wins_and_moves(tmp_path):
+    conv = Conv()
+    conv.user("u1", "first")
+    conv.user("u2")
+    conv.user("u1", "second", parent="u2")
+    loaded = load_entries(conv.write(tmp_path / "t.jsonl"))
+    assert list(loaded.entries) == ["u2", "u1"]
+    assert json.loads(loaded.entries["u1"].raw)["message"]["content"] == "second"
+
+
+def test_sidechain_only_flag(tmp_path):
+    conv = Conv()
+    conv.user("u1", isSidechain=True, agentId="a1")
+    conv.meta("agent-name", agentName="x")
+    assert load_entries(conv.write(tmp_path / "a.jsonl")).sidechain_only
+    conv.user("u2")
+    assert not load_entries(conv.write(tmp_path / "b.jsonl")).sidechain_only
+    assert not load_entries(Conv().write(tmp_path / "c.jsonl")).sidechain_only
+
+
+def test_metadata_latest_of_each_kind(tmp_path):
+    conv = Conv()
+    conv.meta("custom-title", customTitle="old")
+    conv.meta("summary", summary="s1", leafUuid="x")
+    conv.user("u1")
+    conv.meta("custom-title", customTitle="new")
+    conv.meta("summary", summary="s2", leafUuid="y")
+    conv.meta("ai-title", aiTitle="ai")
+    conv.meta("tag", tag="t")
+    conv.meta("agent-name", agentName="n")
+    conv.meta("agent-color", agentColor="red")
+    conv.meta("agent-setting", agentSetting="s")
+    conv.meta("mode", mode="coordinator")
+    conv.meta("worktree-state", worktreeSession={"worktreePath": "/w"})
+    conv.meta("pr-link", prNumber=7, prUrl="https://x/7", prRepository="o/r", timestamp="t")
+    conv.meta("last-prompt", lastPrompt="do it")
+    loaded = load_entries(conv.write(tmp_path / "t.jsonl"))
+    assert metadata_values(loaded.metadata) == {
+        "summary": "s2",
+        "customTitle": "new",
+        "aiTitle": "ai",
+        "tag": "t",
+        "agentName": "n",
+        "agentColor": "red",
+        "agentSetting": "s",
+        "mode": "coordinator",
+        "worktreeState": {"worktreePath": "/w"},
+        "lastPrompt": "do it",
+        "prLink": {"prNumber": 7, "prUrl": "https://x/7", "prRepository": "o/r"},
+    }
+
+
+def _compacted(**boundary_meta):
+    conv = Conv()
+    conv.meta("custom-title", customTitle="before")
+    conv.user("u1")
+    conv.assistant("a1")
+    conv.system("t1", "turn_duration", messageCount=2)
+    conv.meta("tag", tag="old-tag")
+    conv.boundary("b1", **boundary_meta)
+    conv.summary_msg("s1")
+    conv.user("u2")
+    return conv
+
+
+def test_skip_discards_pre_boundary_history_but_keeps_metadata(tmp_path):
+    p = _compacted().write(tmp_path / "t.jsonl")
+    full = load_entries(p)
+    skip = load_entries(p, skip_threshold=0)
+    assert list(full.entries) == ["u1", "a1", "t1", "b1", "s1", "u2"] and not full.discarded
+    assert list(skip.entries) == ["b1", "s1", "u2"] and skip.discarded
+    assert skip.metadata == full.metadata
+    assert metadata_values(skip.metadata) == {"customTitle": "before", "tag": "old-tag"}
+    assert skip.checkpoints == full.checkpoints == {"t1": 2}
+
+
+def test_skip_only_at_threshold(tmp_path):
+    p = _compacted().write(tmp_path / "t.jsonl")
+    assert not load_entries(p, skip_threshold=p.stat().st_size).discarded
+    assert load_entries(p, skip_threshold=p.stat().st_size - 1).discarded
+
+
+def test_no_skip_at_boundary_with_preserved_messages(tmp_path):
+    seg = {"preservedSegment": {"headUuid": "u1", "anchorUuid": "s1", "tailUuid": "a1"}}
+    p = _compacted(**seg).write(tmp_path / "t.jsonl")
+    assert not load_entries(p, skip_threshold=0).discarded
+
+
+def test_no_skip_at_sidechain_boundary(tmp_path):
+    conv = Conv()
+    conv.user("u1")
+    conv.boundary("b1")["isSidechain"] = True
+    conv.user("u2", parent="u1")
+    p = conv.write(tmp_path / "t.jsonl")
+    assert not load_entries(p, skip_threshold=0).discarded
+
+
+def test_reused_boundary_uuid_makes_the_skip_unsure(tmp_path):
+    conv = _compacted()
+    conv.user("b1", "reuses the boundary's uuid")
+    loaded = load_entries(conv.write(tmp_path / "t.jsonl"), skip_threshold=0)
+    assert loaded.discarded and loaded.unsure
+
+
+def test_session_id_is_not_needed_to_load(tmp_path):
+    assert load_entries(Conv(SID).write(tmp_path / "x.jsonl")).entries == {}
