@@ -7,6 +7,7 @@ counted, never fatal.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,30 +18,45 @@ from .entries import REAPPENDED_SET, try_header, is_chain_participant
 CHUNK = 1 << 20
 
 
-def iter_lines(path: Path | str, chunk: int = CHUNK) -> Iterator[bytes]:
-    """Every line of the file without its newline, read in ``chunk``-sized pieces.
+def iter_line_views(path: Path | str, chunk: int = CHUNK) -> Iterator[memoryview]:
+    """Every non-empty line of the file, without its newline, as a memoryview.
 
-    A final line without a newline is yielded too; callers that care (torn tails)
-    check whether it parses.
+    A view is only valid until the next one is requested (the buffer is reused):
+    copy what you keep. A last line without a newline is yielded too.
     """
-    with open(path, "rb", buffering=0) as f:
-        rest = b""
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        start = end = 0
         while True:
-            block = f.read(chunk)
-            if not block:
+            if start:  # move the incomplete tail to the front
+                view[: end - start] = view[start:end]
+                end -= start
+                start = 0
+            if end == len(buf):  # one line fills the buffer: grow it
+                bigger = bytearray(2 * len(buf))
+                bigger[:end] = view[:end]
+                buf, view = bigger, memoryview(bigger)
+            n = os.readv(fd, [view[end:]])
+            if not n:
                 break
-            data = rest + block if rest else block
-            lines = data.split(b"\n")
-            rest = lines.pop()
-            for line in lines:
-                if line:
-                    yield line
-        if rest:
-            yield rest
+            end += n
+            find = buf.find
+            while (nl := find(b"\n", start, end)) >= 0:
+                if nl > start:
+                    yield view[start:nl]
+                start = nl + 1
+        if end > start:
+            yield view[start:end]
+    finally:
+        os.close(fd)
 
 
-class _MetaProbe(msgspec.Struct):
-    type: str | None = None
+def iter_lines(path: Path | str, chunk: int = CHUNK) -> Iterator[bytes]:
+    """Every non-empty line as its own bytes (a copy of each view)."""
+    for view in iter_line_views(path, chunk):
+        yield bytes(view)
 
 
 class SessionScan(msgspec.Struct):

@@ -44,7 +44,7 @@ from typing import Any, Final
 import msgspec
 
 from .entries import COMPACT_BOUNDARY, REAPPENDED_SET, TRANSCRIPT_TYPES
-from .jsonl import CHUNK
+from .jsonl import CHUNK, iter_line_views
 
 SKIP_THRESHOLD: Final = 5 * 1024 * 1024
 """Files larger than this skip pre-compaction history while reading (SPEC 4 step 1)."""
@@ -143,41 +143,6 @@ class Loaded(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(Entry)
-
-
-def iter_line_views(path: Path | str, chunk: int = CHUNK) -> Iterator[memoryview]:
-    """Every non-empty line of the file, without its newline, as a memoryview.
-
-    A view is only valid until the next one is requested (the buffer is reused):
-    copy what you keep. A last line without a newline is yielded too.
-    """
-    buf = bytearray(chunk)
-    view = memoryview(buf)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        start = end = 0
-        while True:
-            if start:  # move the incomplete tail to the front
-                view[: end - start] = view[start:end]
-                end -= start
-                start = 0
-            if end == len(buf):  # one line fills the buffer: grow it
-                bigger = bytearray(2 * len(buf))
-                bigger[:end] = view[:end]
-                buf, view = bigger, memoryview(bigger)
-            n = os.readv(fd, [view[end:]])
-            if not n:
-                break
-            end += n
-            find = buf.find
-            while (nl := find(b"\n", start, end)) >= 0:
-                if nl > start:
-                    yield view[start:nl]
-                start = nl + 1
-        if end > start:
-            yield view[start:end]
-    finally:
-        os.close(fd)
 
 
 def _typed(value: Any, kind: type) -> Any:
