@@ -14,6 +14,7 @@ import socket
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sessiond.protocol.locations import default_root, default_socket
 from sessiond.protocol.wire import messages as m
@@ -21,6 +22,9 @@ from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, Remo
 from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
 
 from .autostart import start_daemon
+
+if TYPE_CHECKING:
+    from .session import Session
 
 DEFAULT_TIMEOUT = 30.0
 

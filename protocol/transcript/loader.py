@@ -37,7 +37,6 @@ Why it is built this way:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 

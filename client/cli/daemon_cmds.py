@@ -1,0 +1,175 @@
+"""Commands about the daemon itself: serve, start, stop, status, flush, install-service."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+import msgspec
+
+from sessiond.protocol.wire.errors import DaemonUnavailable
+
+from . import Context, cli
+from .output import duration, size
+
+
+@cli.command()
+@click.option("--flush-interval", type=click.FloatRange(min=0, max=60_000), default=None, help="Coalescing window in ms (default 100).")
+@click.option("--fsync", type=click.Choice(["never", "interval", "always"]), default=None, help="fsync policy (default interval).")
+@click.option("--max-frame", type=click.IntRange(min=1024), default=None, help="Largest accepted frame in bytes.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None, help="Default info.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Config file (default $XDG_CONFIG_HOME/sessiond/config.toml).")
+@click.pass_obj
+def serve(obj: Context, flush_interval: float | None, fsync: str | None, max_frame: int | None, log_level: str | None, config_path: Path | None) -> None:
+    """Run the daemon in the foreground (flags > env > config file > defaults)."""
+    from sessiond.daemon.config import ConfigError, build
+    from sessiond.daemon.server import serve as run
+
+    flags = {
+        "root": str(obj.root) if obj.root else None,
+        "socket": str(obj.socket) if obj.socket_given else None,
+        "flush_interval_ms": flush_interval,
+        "fsync": fsync,
+        "max_frame_bytes": max_frame,
+        "log_level": log_level,
+    }
+    try:
+        settings = build(flags, config_path)
+    except ConfigError as exc:
+        click.echo(f"sessiond: config: {exc}", err=True)
+        sys.exit(2)
+    sys.exit(run(settings, flags))
+
+
+@cli.command()
+@click.pass_obj
+def start(obj: Context) -> None:
+    """Start the daemon in the background (no-op when one runs)."""
+    from ..autostart import socket_answers, start_daemon
+
+    if socket_answers(obj.socket):
+        with obj.client(autostart=False) as c:
+            click.echo(f"sessiond already running (pid {c.daemon_pid}) on {obj.socket}")
+        return
+    start_daemon(obj.socket, obj.root)
+    with obj.client(autostart=False) as c:
+        click.echo(f"sessiond started (pid {c.daemon_pid}) on {obj.socket}")
+
+
+@cli.command()
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the daemon to exit.")
+@click.pass_obj
+def stop(obj: Context, timeout: float) -> None:
+    """Stop the daemon: it drains every queue first. Never starts one."""
+    try:
+        client = obj.client(autostart=False).connect()
+    except DaemonUnavailable:
+        click.echo("sessiond: no daemon running", err=True)
+        return
+    pid = client.daemon_pid
+    client.shutdown()
+    client.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pid is None or not _alive(pid):
+            click.echo(f"sessiond stopped (pid {pid})")
+            return
+        time.sleep(0.02)
+    raise DaemonUnavailable(f"the daemon (pid {pid}) did not exit within {timeout:.0f}s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def status(obj: Context, as_json: bool) -> None:
+    """Show the running daemon's figures; exit 1 when none runs."""
+    try:
+        with obj.client(autostart=False) as c:
+            st = c.status()
+    except DaemonUnavailable as exc:
+        if as_json:
+            click.echo(msgspec.json.encode({"running": False, "socket": str(obj.socket), "error": str(exc)}))
+        else:
+            click.echo(f"sessiond: not running ({exc})", err=True)
+        sys.exit(1)
+    data = msgspec.to_builtins(st)
+    data.pop("op", None)
+    data.pop("id", None)
+    if as_json:
+        click.echo(msgspec.json.encode({"running": True, **data}))
+        return
+    cfg = st.config
+    click.echo(f"sessiond {st.version}: pid {st.pid}, up {duration(st.uptime)}")
+    click.echo(f"  socket    {st.socket}")
+    click.echo(f"  root      {st.root}")
+    click.echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {st.clients} clients")
+    click.echo(f"  queued    {st.queuedEntries} entries, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
+    click.echo(f"  written   {st.writes} writes, {size(st.bytesWritten)}, {st.fsyncs} fsyncs, {st.errors} errors")
+    click.echo(f"  config    flush interval {cfg.get('flushIntervalMs')} ms, fsync {cfg.get('fsync')}")
+
+
+@cli.command()
+@click.option("--session", default=None, help="Only this session's files.")
+@click.option("--durable", is_flag=True, help="Also fdatasync what was written.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def flush(obj: Context, session: str | None, durable: bool, as_json: bool) -> None:
+    """Wait until everything accepted so far is written (and synced with --durable)."""
+    with obj.client() as c:
+        res = c.flush(session, durable=durable)
+    if as_json:
+        click.echo(msgspec.json.encode({"files": res.files, "durable": durable}))
+    else:
+        click.echo(f"flushed {res.files} file{'s' if res.files != 1 else ''}{' (synced)' if durable else ''}")
+
+
+@cli.command("install-service")
+@click.option("--systemd", "kind", flag_value="systemd", help="systemd user units (default on Linux).")
+@click.option("--launchd", "kind", flag_value="launchd", help="A launchd user agent (default on macOS).")
+@click.option("--print", "print_only", is_flag=True, help="Print the files instead of writing them.")
+@click.pass_obj
+def install_service(obj: Context, kind: str | None, print_only: bool) -> None:
+    """Write the service files for the current user, with this executable's path."""
+    from .. import service
+
+    kind = kind or ("launchd" if sys.platform == "darwin" else "systemd")
+    exe = service.executable()
+    if kind == "systemd":
+        files = {service.systemd_dir() / name: text.encode() for name, text in service.systemd_units(exe).items()}
+        enable = "systemctl --user daemon-reload && systemctl --user enable --now sessiond.socket"
+    else:
+        files = {service.launchd_path(): service.launchd_plist(exe, str(obj.socket))}
+        enable = f"launchctl bootstrap gui/{os.getuid()} {service.launchd_path()}"
+    for path, data in files.items():
+        if print_only:
+            click.echo(f"# {path}")
+            click.echo(data.decode(), nl=False)
+            click.echo()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        click.echo(f"wrote {path}")
+    if not print_only:
+        click.echo(f"enable it with: {enable}")
+
+

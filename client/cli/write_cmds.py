@@ -1,0 +1,149 @@
+"""Commands that write: append (raw entries) and record (chained messages)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO, Any
+
+import click
+import msgspec
+
+from sessiond.protocol.locations import default_root
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
+
+from . import Context, cli
+
+BATCH_ENTRIES = 256
+BATCH_BYTES = 4 * 1024 * 1024
+
+
+class EntryReader:
+    """Non-blank lines of the input that are single JSON objects; any other line
+    is reported on stderr with its number, counted in ``skipped`` and left out."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        from sessiond.protocol.transcript.entries import decode_header
+
+        for number, raw in enumerate(self.stream, 1):
+            line = raw.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            try:
+                decode_header(line)
+            except SessiondError as exc:
+                click.echo(f"sessiond: line {number} skipped: {exc}", err=True)
+                self.skipped += 1
+                continue
+            yield line
+
+
+def _batches(lines: Iterator[bytes]) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    size = 0
+    for line in lines:
+        batch.append(line)
+        size += len(line)
+        if len(batch) >= BATCH_ENTRIES or size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+@cli.command()
+@click.option("--cwd", required=True, help="The session's working directory (absolute).")
+@click.option("--session", required=True, help="Session id (a UUID).")
+@click.option("--agent", default=None, help="Route every entry to this agent's transcript.")
+@click.option("--run", default=None, help="Workflow run id of the agent.")
+@click.option("--durability", type=click.Choice(list(m.DURABILITIES)), default="queued", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.argument("source", type=click.File("rb"), default="-")
+@click.pass_obj
+def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | None, durability: str, as_json: bool, source: IO[bytes]) -> None:
+    """Store raw entries (one JSON object per line) from SOURCE or stdin."""
+    from sessiond.protocol.transcript.paths import check_cwd, check_session_id
+
+    check_cwd(cwd)
+    check_session_id(session)
+    lines = EntryReader(source)
+    accepted = duplicates = 0
+    client = obj.client()
+    try:
+        client.connect()
+    except DaemonUnavailable as exc:
+        from sessiond.protocol.locations import daemon_holds_lock
+
+        if obj.autostart or daemon_holds_lock(obj.socket):
+            raise
+        from ..fallback import direct_append
+
+        res = direct_append(obj.root or default_root(), cwd, session, list(lines), agent=agent, run=run)
+        click.echo(f"sessiond: {exc}; wrote directly to the files", err=True)
+        _report(as_json, session, res.written, res.duplicates, lines.skipped, direct=True, dropped=res.dropped)
+        return
+    with client:
+        reqs = (
+            m.Append(id=client.next_id(), session=session, cwd=cwd, entries=batch, durability=durability, agent=agent, run=run)  # type: ignore[arg-type]
+            for batch in _batches(iter(lines))
+        )
+        for resp in client.pipeline(reqs, window=16):
+            if isinstance(resp, m.Error):
+                raise SessiondError(resp.message, code=resp.code)
+            assert isinstance(resp, m.Appended)
+            accepted += resp.accepted
+            duplicates += resp.duplicates
+        client.call(m.Close(id=client.next_id(), session=session))
+    _report(as_json, session, accepted, duplicates, lines.skipped)
+
+
+def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped: int, *, direct: bool = False, dropped: int = 0) -> None:
+    if as_json:
+        out: dict[str, Any] = {"session": session, "accepted": accepted, "duplicates": duplicates, "skipped": skipped}
+        if direct:
+            out["direct"] = True
+            out["dropped"] = dropped
+        click.echo(msgspec.json.encode(out))
+        return
+    note = f"{duplicates} duplicate{'s' if duplicates != 1 else ''} dropped"
+    if skipped:
+        note += f", {skipped} invalid line{'s' if skipped != 1 else ''} skipped"
+    if dropped:
+        note += f", {dropped} entries without a message not written"
+    click.echo(f"{accepted} entries {'written' if direct else 'accepted'} for session {session} ({note})")
+
+
+@cli.command()
+@click.option("--cwd", required=True, help="The session's working directory (absolute).")
+@click.option("--session", required=True, help="Session id (a UUID).")
+@click.option("--agent", default=None, help="Record into this agent's (sidechain) transcript.")
+@click.option("--parent", default=None, help="Chain after this uuid instead of the session's last message.")
+@click.option("--durability", type=click.Choice(list(m.DURABILITIES)), default="queued", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.argument("source", type=click.File("rb"), default="-")
+@click.pass_obj
+def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str | None, durability: str, as_json: bool, source: IO[bytes]) -> None:
+    """Record messages (one JSON object per line), chaining their parents (SPEC 3.1)."""
+    from sessiond.protocol.transcript.paths import check_cwd, check_session_id
+
+    from ..session import Session
+
+    check_cwd(cwd)
+    check_session_id(session)
+    lines = EntryReader(source)
+    with obj.client() as client:
+        s = Session(client, session, cwd, agent=agent, durability=durability)  # type: ignore[arg-type]
+        s.hint = parent
+        for batch in _batches(iter(lines)):
+            s.record([msgspec.json.decode(line) for line in batch])
+        s.close()
+    if as_json:
+        click.echo(msgspec.json.encode({"session": session, "recorded": s.accepted, "duplicates": s.duplicates, "last": s.hint, "skipped": lines.skipped}))
+    else:
+        click.echo(f"{s.accepted} messages recorded in session {session} ({s.duplicates} already there); last {s.hint}")
+
+
