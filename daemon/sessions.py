@@ -28,12 +28,15 @@ from sessiond.protocol.transcript.entries import (
     is_compact_boundary,
 )
 from sessiond.protocol.transcript.jsonl import SessionScan, scan_session, scan_uuids
-from sessiond.protocol.wire.errors import SessiondError, io_error, too_large
+from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, too_large
 
 from .config import Settings
 from .writer import FileQueue, Writer
 
 log = logging.getLogger("sessiond")
+
+TAIL_WINDOW = 64 * 1024
+"""What a lite read of the tail sees (SPEC 5)."""
 
 INLINE_SCAN_BYTES = 4 * 1024 * 1024
 """Existing files up to this size are scanned on the loop (a few ms); larger ones
@@ -125,17 +128,52 @@ class Registry:
         state = self.sessions.get(session_id)
         if state is None:
             paths.check_session_id(session_id)
-            project = paths.project_dir(self.settings.root, cwd)
-            paths.check_inside(self.settings.root, paths.session_file(project, session_id))
-            state = self.sessions[session_id] = SessionState(session_id, project, self.writer)
-            self._load(state)
+            state = self._create(session_id, paths.project_dir(self.settings.root, cwd))
         else:
             paths.check_cwd(cwd)
+        return self._ready(state)
+
+    def adopt(self, session_id: str, project: Path) -> SessionState:
+        """The session, bound to an existing file in ``project`` (resume): a
+        session whose file lives in a hash-variant dir keeps writing there."""
+        state = self.sessions.get(session_id)
+        if state is None:
+            state = self._create(session_id, project)
+        elif state.project != project:
+            raise bad_request(f"session {session_id} is already open in {state.project}")
+        return self._ready(state)
+
+    def _create(self, session_id: str, project: Path) -> SessionState:
+        paths.check_inside(self.settings.root, paths.session_file(project, session_id))
+        state = self.sessions[session_id] = SessionState(session_id, project, self.writer)
+        self._load(state)
+        return state
+
+    def _ready(self, state: SessionState) -> SessionState:
         if state.load_error is not None:
-            del self.sessions[session_id]
+            del self.sessions[state.id]
             raise state.load_error
         state.last_active = time.monotonic()
         return state
+
+    def reappend_metadata(self, state: SessionState) -> int:
+        """After a resume adopts a file: re-append the current metadata at EOF
+        unless every line of it is already within the tail window listing reads."""
+        lines = self.metadata_lines(state)
+        if not lines:
+            return 0
+        try:
+            with open(state.path, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_WINDOW))
+                tail = set(f.read().split(b"\n"))
+        except OSError:
+            tail = set()
+        tail.update(state.main.queue.lines)
+        if all(line in tail for line in lines):
+            return 0
+        self.writer.enqueue(state.main.queue, lines)
+        state.dirty_since_meta = False
+        return len(lines)
 
     def _load(self, state: SessionState) -> None:
         try:

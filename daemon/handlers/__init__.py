@@ -33,6 +33,8 @@ def dispatch(conn: Connection, req: m.Request) -> m.Response | None:
             return session.handle_close(conn, req)
         case m.SetAgentMeta():
             return session.handle_agent_meta(conn, req)
+        case m.Adopt():
+            return session.handle_adopt(conn, req)
         case m.Status():
             return admin.handle_status(conn, req)
         case m.Shutdown():

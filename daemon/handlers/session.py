@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -10,7 +11,7 @@ import msgspec
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.appendfile import FILE_MODE, ensure_dir, write_all
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error
+from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, not_found
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -71,3 +72,30 @@ def _replace(path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def handle_adopt(conn: Connection, req: m.Adopt) -> m.Response | None:
+    daemon = conn.daemon
+    daemon.refuse_if_stopping()
+    sid = paths.check_session_id(req.session)
+    path = Path(req.path)
+    if not path.is_absolute() or path.name != f"{sid}.jsonl":
+        raise bad_request(f"{req.path!r} is not the transcript of session {sid}")
+    paths.check_inside(daemon.settings.root, path)
+    if not path.is_file():
+        raise not_found(f"no transcript at {req.path}")
+    registry = daemon.registry
+    state = registry.adopt(sid, path.parent)
+    if registry.when_loaded(state, lambda: conn.redispatch(req)):
+        return None
+    conn.attach(state)
+    count = registry.reappend_metadata(state)
+    result = m.Adopted(id=req.id, session=sid, path=str(state.path), reappended=count)
+    if not count:
+        return result
+
+    def done(err: SessiondError | None) -> None:
+        conn.reply(result if err is None else m.Error(id=req.id, code=err.code, message=err.message))
+
+    daemon.writer.when_written(state.main.queue, done)
+    return None

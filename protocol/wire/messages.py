@@ -87,6 +87,15 @@ class SetAgentMeta(_Message):
     run: str | None = None
 
 
+class Adopt(_Message):
+    """Resume adopts a file (SPEC 4): later appends of the session go to it, and
+    its metadata is re-appended at EOF unless already in the tail window."""
+
+    id: int
+    session: str
+    path: str
+
+
 class Flush(_Message):
     """Resolves once everything accepted before it is written (and synced if asked)."""
 
@@ -110,7 +119,7 @@ class Shutdown(_Message):
     id: int
 
 
-Request = Union[Hello, Open, Append, Record, SetAgentMeta, Flush, Close, Status, Shutdown]
+Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, Flush, Close, Status, Shutdown]
 
 
 # ---------------------------------------------------------------------- responses
@@ -128,6 +137,14 @@ class Opened(_Message):
     session: str
     path: str
     materialized: bool
+
+
+class Adopted(_Message):
+    id: int
+    session: str
+    path: str
+    reappended: int = 0
+    """Metadata entries re-appended at EOF."""
 
 
 class Appended(_Message):
@@ -175,4 +192,4 @@ class Error(_Message):
     message: str
 
 
-Response = Union[Welcome, Opened, Appended, Flushed, Done, StatusResult, Error]
+Response = Union[Welcome, Opened, Adopted, Appended, Flushed, Done, StatusResult, Error]

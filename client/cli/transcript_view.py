@@ -1,0 +1,101 @@
+"""A resumed conversation as text a person can read in a terminal.
+
+Roles as headers, message text as is (long text shortened), tool calls as one
+line with their input, tool results as one shortened line, thinking hidden.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+TEXT_MAX = 2000
+TOOL_MAX = 160
+RESULT_MAX = 200
+
+
+def shorten(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def one_line(text: str, limit: int) -> str:
+    return shorten(" ".join(text.split()), limit)
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b.get("text", "") if isinstance(b, dict) and b.get("type") == "text" else f"[{b.get('type', '?')}]" if isinstance(b, dict) else str(b) for b in content]
+        return " ".join(parts)
+    return "" if content is None else str(content)
+
+
+def render_blocks(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [shorten(content, TEXT_MAX)] if content.strip() else []
+    out: list[str] = []
+    for block in content or []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and block.get("text", "").strip():
+            out.append(shorten(block["text"], TEXT_MAX))
+        elif kind == "tool_use":
+            args = msgspec.json.encode(block.get("input", {})).decode()
+            out.append(f"  → {block.get('name', 'tool')}({one_line(args, TOOL_MAX)})")
+        elif kind == "tool_result":
+            mark = "✗" if block.get("is_error") else "←"
+            out.append(f"  {mark} {one_line(_result_text(block.get('content')), RESULT_MAX) or '(empty result)'}")
+        elif kind == "image":
+            out.append("  [image]")
+    return out
+
+
+def render(result: Any) -> str:
+    """The whole conversation of a ``Resumed`` result."""
+    lines: list[str] = []
+    meta = result.metadata
+    title = meta.get("customTitle") or meta.get("aiTitle") or meta.get("summary")
+    lines.append(f"session {result.sessionId or '?'}" + (f" — {title}" if title else ""))
+    lines.append(f"file    {result.path}")
+    lines.append("")
+    last_turn = None
+    for msg in result.messages:
+        kind = msg.get("type")
+        when = (msg.get("timestamp") or "")[:16].replace("T", " ")
+        if kind in ("user", "assistant"):
+            inner = msg.get("message") or {}
+            content = inner.get("content")
+            body = render_blocks(content)
+            if not body:
+                continue
+            # One header per API response (its blocks are separate entries sharing
+            # message.id) and none for tool results, which belong to the call above.
+            results_only = isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+            turn = ("assistant", inner.get("id")) if kind == "assistant" else ("results",) if results_only else None
+            if turn is None or turn != last_turn and not results_only:
+                tag = " (synthetic)" if msg.get("synthetic") else ""
+                lines.append(f"── {kind}{tag} {when} ".ljust(60, "─"))
+            last_turn = turn
+            lines.extend(body)
+        elif kind == "system":
+            text = msg.get("content") or msg.get("subtype") or "system"
+            lines.append(f"·· system: {one_line(str(text), RESULT_MAX)}")
+        elif kind == "attachment":
+            att = msg.get("attachment") or {}
+            lines.append(f"·· attachment: {att.get('type', '?')}")
+    lines.append("")
+    state = {"none": "turn complete", "interrupted_turn": "interrupted mid-turn", "interrupted_prompt": "last prompt got no answer"}
+    lines.append(f"{len(result.chain)} messages; {state.get(result.interruption, result.interruption)}")
+    if result.bridges:
+        lines.append(f"{len(result.bridges)} gap(s) bridged where a parent message was missing")
+    if result.skippedLines:
+        lines.append(f"{result.skippedLines} unreadable line(s) skipped")
+    if result.consistencyDelta:
+        lines.append(f"chain length differs from the last turn checkpoint by {result.consistencyDelta}")
+    if result.subagents:
+        lines.append(f"subagents: {', '.join(result.subagents)}")
+    return "\n".join(lines)

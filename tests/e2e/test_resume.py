@@ -1,0 +1,143 @@
+"""show / resume / continue / fork through the CLI, against real daemons and files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sessiond.client import Session
+from sessiond.protocol.transcript.paths import MAX_SANITIZED, sanitize
+from sessiond.protocol.wire import messages as m
+from tests.conftest import CORPUS
+from tests.helpers import assistant, line, main_path, read_entries, user
+
+CWD = "/work/resumed"
+EXPECTED = Path(__file__).resolve().parents[1] / "protocol" / "resume" / "expected"
+
+
+@pytest.mark.parametrize("name", [
+    "blackgirlbytes__planetfall-seed-signalkit__07-d253ca52d8-3-full",
+    "entireio__cli__29-38d5d1ba71-0-full",
+    "daaain__claude-code-log__agent-ea02459f",
+])
+def test_show_path_needs_no_daemon_and_gives_the_reviewed_chain(daemon_factory, name):
+    d = daemon_factory()  # never started
+    out = json.loads(d.cli("show", str(CORPUS / f"{name}.jsonl"), "--json").stdout)
+    expected = json.loads((EXPECTED / f"{name}.json").read_text())
+    assert out["chain"] == expected["chain"]
+    assert out["interruption"] == expected["interruption"] and out["bridges"] == expected["bridges"]
+    assert set(out) == {"sessionId", "path", "chain", "messages", "interruption", "consistencyDelta", "bridges",
+                        "skippedLines", "metadata", "subagents"}
+    assert not d.socket.exists()
+    human = d.cli("show", str(CORPUS / f"{name}.jsonl")).stdout.decode()
+    assert f"{len(expected['chain'])} messages" in human
+
+
+def test_resume_adopts_the_file_and_reappends_metadata(daemon):
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    path.parent.mkdir(parents=True)
+    title = {"type": "custom-title", "customTitle": "Written by someone else", "sessionId": sid}
+    first = user("hello", parentUuid=None)
+    body = [first] + [assistant("x" * 2000, parentUuid=None) for _ in range(60)]  # pushes the title out of the tail
+    for a, b in zip(body, body[1:]):
+        b["parentUuid"] = a["uuid"]
+    path.write_bytes(b"".join(line(e) + b"\n" for e in [title, *body]))
+    out = json.loads(daemon.cli("resume", sid, "--cwd", CWD, "--json").stdout)
+    assert out["chain"] == [e["uuid"] for e in body] and out["sessionId"] == sid
+    entries = read_entries(path)
+    assert entries[-1] == title  # re-appended at EOF
+    # A second resume finds it in the tail window already: nothing more written.
+    daemon.cli("resume", sid, "--cwd", CWD)
+    assert len(read_entries(path)) == len(entries)
+    # Later appends of the session go to the same file and dedup knows its past.
+    with daemon.client() as c:
+        r = c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(first), line(user("more"))], durability="written"))
+    assert (r.accepted, r.duplicates) == (1, 1)
+    assert read_entries(path)[-1]["message"]["content"] == "more"
+
+
+def test_resume_finds_a_hash_variant_dir_and_keeps_writing_there(daemon):
+    long_cwd = "/very/" + "deep/" * 50 + "project"
+    assert len(sanitize(long_cwd)) > MAX_SANITIZED
+    variant = daemon.root / "projects" / (sanitize(long_cwd)[:MAX_SANITIZED] + "-otherhash")
+    variant.mkdir(parents=True)
+    sid = str(uuid.uuid4())
+    u = user("from another runtime", cwd=long_cwd, parentUuid=None)
+    (variant / f"{sid}.jsonl").write_bytes(line(u) + b"\n")
+    out = json.loads(daemon.cli("resume", sid, "--cwd", long_cwd, "--json").stdout)
+    assert out["chain"] == [u["uuid"]]
+    with daemon.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=long_cwd, entries=[line(assistant("same file"))], durability="written"))
+    assert [e["type"] for e in read_entries(variant / f"{sid}.jsonl")] == ["user", "assistant"]
+    assert not main_path(daemon.root, long_cwd, sid).exists()
+
+
+def test_a_session_of_another_project_prints_the_command_to_run(daemon):
+    sid = str(uuid.uuid4())
+    with daemon.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd="/elsewhere/repo", durability="written",
+                        entries=[line(user("there", cwd="/elsewhere/repo"))]))
+    r = daemon.cli("resume", sid, "--cwd", CWD, check=False)
+    assert r.returncode == 1
+    assert f"cd /elsewhere/repo && sessiond resume {sid}".encode() in r.stderr
+    shown = daemon.cli("show", sid, "--cwd", CWD)
+    assert b"cd /elsewhere/repo" in shown.stderr and b"there" in shown.stdout
+
+
+def test_continue_resumes_the_most_recent_session(daemon):
+    sids = [str(uuid.uuid4()) for _ in range(2)]
+    with daemon.client() as c:
+        for i, sid in enumerate(sids):
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written", entries=[line(user(f"session {i}"))]))
+    out = json.loads(daemon.cli("continue", "--cwd", CWD, "--json").stdout)
+    assert out["sessionId"] == sids[1]
+    none = daemon.cli("continue", "--cwd", "/nothing/here", check=False)
+    assert none.returncode == 1 and b"no session to continue" in none.stderr
+
+
+def test_fork_copies_the_chain_into_a_new_session(daemon):
+    src = CORPUS / "blackgirlbytes__planetfall-seed-signalkit__07-d253ca52d8-3-full.jsonl"
+    before = hashlib.sha256(src.read_bytes()).hexdigest()
+    original = json.loads(daemon.cli("show", str(src), "--json").stdout)
+    forked = json.loads(daemon.cli("fork", str(src), "--cwd", CWD, "--json").stdout)
+    new_id = forked["sessionId"]
+    assert new_id != original["sessionId"] and forked["messages"] == len(original["chain"])
+    new_path = main_path(daemon.root, forked["cwd"], new_id)
+    entries = read_entries(new_path)
+    assert [e["uuid"] for e in entries if "uuid" in e][: len(original["chain"])] == original["chain"]
+    assert all(e["sessionId"] == new_id for e in entries if "sessionId" in e)
+    again = json.loads(daemon.cli("show", str(new_path), "--json").stdout)
+    assert again["chain"] == original["chain"] and again["sessionId"] == new_id
+    assert hashlib.sha256(src.read_bytes()).hexdigest() == before
+
+
+def test_resume_sees_everything_acknowledged_by_a_concurrent_writer(daemon):
+    sid = str(uuid.uuid4())
+    acked: list[str] = []
+    stop = threading.Event()
+    started = threading.Event()
+
+    def writer() -> None:
+        with daemon.client() as c:
+            s = Session(c, sid, CWD)
+            while not stop.is_set():
+                acked.append(s.record([{"type": "user", "message": {"content": "tick"}}]))  # acked as queued
+                started.set()
+            s.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        assert started.wait(20)
+        snapshot = list(acked)
+        out = json.loads(daemon.cli("resume", sid, "--cwd", CWD, "--json").stdout)
+    finally:
+        stop.set()
+        t.join(30)
+    assert snapshot and set(snapshot) <= set(out["chain"])
