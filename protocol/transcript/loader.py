@@ -201,6 +201,9 @@ def load_entries(
 ) -> Loaded:
     """Steps 1-2 over the file at ``path`` (see the module docstring)."""
     skipping = os.path.getsize(path) > skip_threshold
+    # Where the skip will land, found before the pass, so nothing before it is
+    # ever kept: peak memory is bound by what the resume keeps, not the file.
+    skip_to = last_skip_boundary(path) if skipping else None
     entries: dict[str, Entry] = {}
     boundaries: list[str] = []
     snips: list[str] = []
@@ -239,6 +242,15 @@ def load_entries(
         has_any = True
         if not e.isSidechain:
             has_main = True
+        if skip_to is not None:
+            if uuid != skip_to:
+                # Before the last boundary: its history is discarded at that
+                # boundary anyway; only what is collected above survives.
+                if kind == "system" and e.subtype == TURN_DURATION and e.messageCount is not None:
+                    checkpoints[uuid] = e.messageCount
+                discarded = True
+                continue
+            skip_to = None
         e.index = index
         if kind in transcript_types:
             e.raw = bytes(view)
@@ -273,6 +285,31 @@ def load_entries(
         discarded=discarded,
         unsure=discarded and unsure,
     )
+
+
+def last_skip_boundary(path: Path | str) -> str | None:
+    """uuid of the last non-sidechain ``compact_boundary`` without preserved
+    messages, found by searching the bytes backwards (no parse of the history)."""
+    import mmap
+
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return None
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            end = len(mm)
+            while (hit := mm.rfind(b'"compact_boundary"', 0, end)) >= 0:
+                start = mm.rfind(b"\n", 0, hit) + 1
+                stop = mm.find(b"\n", hit)
+                stop = len(mm) if stop < 0 else stop
+                try:
+                    e = _decoder.decode(mm[start:stop])
+                except msgspec.DecodeError:
+                    e = None
+                if (e is not None and e.type == "system" and e.subtype == COMPACT_BOUNDARY and e.uuid
+                        and not e.isSidechain and (e.compactMetadata is None or not e.compactMetadata.preserves)):
+                    return e.uuid
+                end = start
+    return None
 
 
 _METADATA_FIELDS: Final = {
