@@ -16,33 +16,20 @@ import anyio
 import msgspec
 from anyio.abc import SocketStream, TaskGroup
 
-from sessiond.protocol.locations import default_socket
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError
 from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
 
 from .autostart import start_daemon
-from .connection import DEFAULT_TIMEOUT, check_socket_owner, raise_for
+from .connection import Endpoint, check_socket_owner, raise_for
 
 _json = msgspec.json.Encoder()
 
 
-class AsyncClient:
-    def __init__(
-        self,
-        socket_path: Path | str | None = None,
-        *,
-        root: Path | str | None = None,
-        autostart: bool = True,
-        timeout: float = DEFAULT_TIMEOUT,
-        name: str = "sessiond-py-async",
-    ) -> None:
-        self.socket_path = Path(socket_path) if socket_path else default_socket()
-        self.root = Path(root) if root else None
-        self.autostart = autostart
-        self.timeout = timeout
-        self.name = name
-        self.daemon_pid: int | None = None
+class AsyncClient(Endpoint):
+    def __init__(self, socket_path: Path | str | None = None, **kw: Any) -> None:
+        kw.setdefault("name", "sessiond-py-async")
+        super().__init__(socket_path, **kw)
         self._stream: SocketStream | None = None
         self._tg: TaskGroup | None = None
         self._ids = itertools.count(1)

@@ -14,7 +14,7 @@ import socket
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sessiond.protocol.locations import default_root, default_socket
 from sessiond.protocol.wire import messages as m
@@ -46,7 +46,9 @@ def raise_for(resp: m.Response) -> m.Response:
     return resp
 
 
-class Client:
+class Endpoint:
+    """Where and how a client reaches its daemon (shared by both clients)."""
+
     def __init__(
         self,
         socket_path: Path | str | None = None,
@@ -62,6 +64,11 @@ class Client:
         self.timeout = timeout
         self.name = name
         self.daemon_pid: int | None = None
+
+
+class Client(Endpoint):
+    def __init__(self, socket_path: Path | str | None = None, **kw: Any) -> None:
+        super().__init__(socket_path, **kw)
         self._sock: socket.socket | None = None
         self._frames = FrameBuffer()
         self._ids = itertools.count(1)

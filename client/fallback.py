@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 
 from sessiond.protocol.transcript import paths
-from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, open_append
+from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, open_append, tail_lines
 from sessiond.protocol.transcript.entries import MATERIALIZING_TYPES, decode_header
 from sessiond.protocol.transcript.jsonl import scan_uuids
 
@@ -39,7 +39,12 @@ def direct_append(
     *,
     agent: str | None = None,
     run: str | None = None,
+    resend: bool = False,
 ) -> FallbackResult:
+    """Write ``lines`` of a session straight into its files. With ``resend`` (the
+    lines may have been written by a daemon that died), a line without a uuid is
+    skipped when a byte-identical line is already in the last megabyte, as the
+    daemon does for a resend."""
     project = paths.project_dir(root, cwd)
     main = paths.session_file(project, session_id)
     by_file: dict[Path, list[tuple[str | None, bool, bytes]]] = {}
@@ -56,7 +61,9 @@ def direct_append(
         fd, _ = open_append(path)
         try:
             with file_lock(fd):
-                known = scan_uuids(path) if os.fstat(fd).st_size else set()
+                size = os.fstat(fd).st_size
+                known = scan_uuids(path) if size else set()
+                recent = tail_lines(fd, size) if resend else set()
                 out = []
                 for uuid, _, line in items:
                     if uuid is not None:
@@ -64,6 +71,9 @@ def direct_append(
                             result.duplicates += 1
                             continue
                         known.add(uuid)
+                    elif line in recent:
+                        result.duplicates += 1
+                        continue
                     out.append(line)
                 if out:
                     append_unlocked(fd, path, b"\n".join(out) + b"\n")

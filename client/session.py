@@ -13,7 +13,9 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import time
 import uuid as uuidlib
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -33,6 +35,27 @@ _json = msgspec.json.Encoder()
 log = logging.getLogger("sessiond.client")
 
 
+MAX_UNCONFIRMED_BYTES = 16 * 1024 * 1024
+"""Above this many bytes acknowledged only as ``queued``, the session asks for a
+flush, which confirms them: what a session keeps for resending stays bounded."""
+
+
+class _Batch:
+    """One request's entries, kept until known written."""
+
+    __slots__ = ("is_record", "lines", "parent", "sent", "durability", "response", "size")
+
+    def __init__(self, is_record: bool, lines: list[bytes], durability: m.Durability | None) -> None:
+        self.is_record = is_record
+        self.lines = lines
+        self.parent: str | None = None
+        """Record: the hint it was first sent with (a resend chains the same way)."""
+        self.sent = False
+        self.durability = durability
+        self.response: m.Appended | None = None
+        self.size = sum(len(x) for x in lines)
+
+
 class Session:
     def __init__(
         self,
@@ -44,6 +67,7 @@ class Session:
         run: str | None = None,
         version: str = __version__,
         durability: m.Durability = "queued",
+        reconnect_timeout: float = 10.0,
     ) -> None:
         self.client = client
         self.id = session_id or str(uuidlib.uuid4())
@@ -55,7 +79,11 @@ class Session:
         self.hint: str | None = None
         self.accepted = 0
         self.duplicates = 0
-        self._unsent: list[tuple[bool, list[bytes]]] = []  # (is_record, lines)
+        self.reconnect_timeout = reconnect_timeout
+        self._unsent: list[_Batch] = []  # not yet acknowledged at all
+        self._unconfirmed: list[_Batch] = []  # acknowledged ``queued``, not known written
+        self._unconfirmed_bytes = 0
+        self._lost = False
         self.closed = False
 
     # ------------------------------------------------------------------- writing
@@ -100,83 +128,133 @@ class Session:
         )
 
     def flush(self, durable: bool = False) -> None:
-        self._resend()
-        self.client.flush(self.id, durable=durable)
+        self._deliver(lambda: self.client.flush(self.id, durable=durable))
+        self._unconfirmed.clear()
 
-    def _request(self, is_record: bool, lines: list[bytes], durability: m.Durability | None) -> m.Request:
+    # ------------------------------------------------------------------ delivery
+    #
+    # Every batch is kept until the daemon has acknowledged it as WRITTEN: a
+    # ``queued`` ack only means a daemon holds it in memory, and a daemon can be
+    # SIGKILLed. When the daemon goes away, the session reconnects (with backoff,
+    # autostarting one if the client may) and resends every batch not known to be
+    # written, in order, with ``resend=True``. Entries with a uuid are deduped by
+    # the daemon; an entry WITHOUT a uuid is dropped on resend only if a
+    # byte-identical line is already near the end of its file (the lost daemon
+    # wrote it) — so nothing acknowledged is lost and nothing is written twice.
+    # A ``written``/``durable`` ack or a flush confirms every earlier batch of the
+    # session (its file is written in order).
+
+    def _request(self, batch: _Batch, durability: m.Durability | None, resend: bool) -> m.Request:
         rid = self.client.next_id()
-        level = durability or self.durability
-        if is_record:
-            return m.Record(id=rid, session=self.id, cwd=self.cwd, messages=lines, parent=self.hint,
-                            durability=level, agent=self.agent, run=self.run)
-        return m.Append(id=rid, session=self.id, cwd=self.cwd, entries=lines, durability=level,
-                        agent=self.agent, run=self.run)
+        level = durability or batch.durability or self.durability
+        if batch.is_record:
+            return m.Record(id=rid, session=self.id, cwd=self.cwd, messages=batch.lines, parent=batch.parent,
+                            durability=level, agent=self.agent, run=self.run, resend=resend)
+        return m.Append(id=rid, session=self.id, cwd=self.cwd, entries=batch.lines, durability=level,
+                        agent=self.agent, run=self.run, resend=resend)
 
     def _send(self, is_record: bool, lines: list[bytes], durability: m.Durability | None) -> m.Appended | None:
+        batch = _Batch(is_record, lines, durability)
+        self._unsent.append(batch)
         try:
-            self._resend()
-            resp = self.client.call(self._request(is_record, lines, durability))
+            self._deliver(lambda: None)
         except DaemonUnavailable:
-            self._unsent.append((is_record, lines))
-            return None
-        assert isinstance(resp, m.Appended)
-        self._count(resp)
-        return resp
+            return None  # kept in _unsent: resent by the next call, or written by close()
+        return batch.response
+
+    def _deliver(self, then: Callable[[], Any]) -> Any:
+        """Send what is unsent (after a reconnect: resend what is unconfirmed
+        first), then run ``then``; retry with backoff while the daemon is away."""
+        deadline = time.monotonic() + self.reconnect_timeout
+        delay = 0.05
+        while True:
+            try:
+                if self._lost:
+                    self.client.close()
+                    self.client.connect()
+                    self._unsent[:0] = self._unconfirmed
+                    self._unconfirmed = []
+                    resend = len(self._unsent)
+                    self._lost = False
+                else:
+                    resend = 0
+                while self._unsent:
+                    batch = self._unsent[0]
+                    if not batch.sent:
+                        batch.parent, batch.sent = self.hint, True
+                    resp = self.client.call(self._request(batch, None, resend > 0))
+                    resend -= 1
+                    assert isinstance(resp, m.Appended)
+                    self._count(resp)
+                    batch.response = resp
+                    if batch.is_record:
+                        self.hint = resp.last or self.hint
+                    self._unsent.pop(0)
+                    if (batch.durability or self.durability) == "queued":
+                        self._unconfirmed.append(batch)
+                        self._unconfirmed_bytes += batch.size
+                    else:
+                        self._unconfirmed.clear()
+                        self._unconfirmed_bytes = 0
+                result = then()
+                if self._unconfirmed_bytes > MAX_UNCONFIRMED_BYTES:
+                    self.client.flush(self.id)
+                    self._unconfirmed.clear()
+                    self._unconfirmed_bytes = 0
+                return result
+            except DaemonUnavailable:
+                self._lost = True
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     def _count(self, resp: m.Appended) -> None:
         self.accepted += resp.accepted
         self.duplicates += resp.duplicates
 
-    def _resend(self) -> None:
-        while self._unsent:
-            is_record, lines = self._unsent[0]
-            resp = self.client.call(self._request(is_record, lines, None))
-            assert isinstance(resp, m.Appended)
-            self._count(resp)
-            if is_record:
-                self.hint = resp.last or self.hint
-            self._unsent.pop(0)
-
     # ------------------------------------------------------------------- closing
 
     def close(self, timeout: float = 5.0) -> FallbackResult | None:
-        """Detach from the daemon (running exit cleanup if last); if the daemon is
-        unreachable, write undelivered entries directly. Returns the fallback's
-        result when it was used."""
+        """Detach from the daemon (running exit cleanup if last), within about
+        ``timeout`` seconds; if the daemon is gone, write what it may not have
+        written directly into the files. Returns the fallback's result then."""
         if self.closed:
             return None
         self.closed = True
-        old = self.client.timeout
-        self.client.timeout = timeout
+        old = self.client.timeout, self.reconnect_timeout
+        self.client.timeout = self.reconnect_timeout = timeout
         try:
-            self._resend()
-            self.client.call(m.Close(id=self.client.next_id(), session=self.id))
+            self._deliver(lambda: self.client.call(m.Close(id=self.client.next_id(), session=self.id)))
             return None
         except DaemonUnavailable:
             return self._fallback()
         finally:
-            self.client.timeout = old
+            self.client.timeout, self.reconnect_timeout = old
 
     def close_at_exit(self) -> None:
         atexit.register(self.close)
 
     def _fallback(self) -> FallbackResult:
+        pending = self._unconfirmed + self._unsent
         if daemon_holds_lock(self.client.socket_path):
-            count = sum(len(lines) for _, lines in self._unsent)
+            count = sum(len(b.lines) for b in pending)
             log.warning("sessiond is alive but did not answer; %d entries of session %s not delivered", count, self.id)
             return FallbackResult(undelivered=count)
         lines: list[bytes] = []
-        parent = self.hint
-        for is_record, batch in self._unsent:
-            if is_record:
-                chained = chain_messages([(decode_header(b), b) for b in batch], lambda _u: False, parent)
+        parent = None
+        for batch in pending:
+            if batch.is_record:
+                start = batch.parent if batch.parent is not None else parent
+                chained = chain_messages([(decode_header(b), b) for b in batch.lines], lambda _u: False, start)
                 lines.extend(line for _, line in chained.lines)
                 parent = chained.last
             else:
-                lines.extend(batch)
+                lines.extend(batch.lines)
         self._unsent.clear()
+        self._unconfirmed.clear()
         root = self.client.root or default_root()
-        return direct_append(root, self.cwd, self.id, lines, agent=self.agent, run=self.run)
+        return direct_append(root, self.cwd, self.id, lines, agent=self.agent, run=self.run, resend=True)
 
     def __enter__(self) -> Session:
         return self

@@ -27,6 +27,7 @@ from sessiond.protocol.transcript.entries import (
     is_chain_participant,
     is_compact_boundary,
 )
+from sessiond.protocol.transcript.appendfile import tail_lines
 from sessiond.protocol.transcript.jsonl import SessionScan, scan_session, scan_uuids
 from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, too_large
 
@@ -94,6 +95,18 @@ class SessionState:
     @property
     def idle(self) -> bool:
         return not self.clients and self.loading is None and all(t.queue.idle for t in self.targets())
+
+
+def recent_lines(queue: FileQueue, pending: list[bytes] | tuple = ()) -> set[bytes]:
+    """Lines near the end of a file (``RESEND_WINDOW``), still queued, or pending."""
+    out: set[bytes] = set(queue.lines)
+    out.update(pending)
+    try:
+        with open(queue.path, "rb") as f:
+            out.update(tail_lines(f.fileno()))
+    except FileNotFoundError:
+        pass
+    return out
 
 
 class Routed:
@@ -261,9 +274,11 @@ class Registry:
         except OSError as exc:
             raise io_error(f"cannot open an agent transcript: {exc.strerror or exc}") from None
 
-    def accept(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None) -> Routed:
+    def accept(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None,
+               *, resend: bool = False) -> Routed:
         """Dedup, route and queue a validated batch: all or nothing."""
         targets = self.resolve(state, batch, agent, run)
+        recent: dict[int, set[bytes]] = {}
         if not state.materialized:
             extra = sum(len(line) for h, line in batch if h.type not in MATERIALIZING_TYPES)
             if state.pending_bytes + extra > self.settings.max_pending_bytes:
@@ -277,6 +292,12 @@ class Registry:
         for (header, line), target in zip(batch, targets):
             uuid = header.uuid
             inline_side = target is state.main and bool(header.isSidechain)
+            if uuid is None and resend:
+                if id(target) not in recent:
+                    recent[id(target)] = recent_lines(target.queue, state.pending if target is state.main else ())
+                if line in recent[id(target)]:
+                    out.duplicates += 1
+                    continue
             if uuid is not None:
                 seen = state.side_uuids if inline_side else target.uuids
                 if uuid in seen:

@@ -34,7 +34,7 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     if daemon.registry.when_loaded(state, lambda: conn.redispatch(req)):
         return None
     conn.attach(state)
-    routed = daemon.registry.accept(state, _headers(req.entries), req.agent, req.run)
+    routed = daemon.registry.accept(state, _headers(req.entries), req.agent, req.run, resend=req.resend)
     return _ack(conn, req.id, req.durability, routed)
 
 
@@ -63,7 +63,7 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
         duplicates += chained.duplicates
         if target is state.main or last is None:
             last = chained.last
-    routed = registry.accept(state, lines, req.agent, req.run)
+    routed = registry.accept(state, lines, req.agent, req.run, resend=req.resend)
     routed.duplicates += duplicates
     routed.last = last
     return _ack(conn, req.id, req.durability, routed)

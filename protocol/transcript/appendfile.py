@@ -22,6 +22,8 @@ from pathlib import Path
 
 import msgspec
 
+from .entries import decode_object
+
 MAX_WRITE = 100 * 1024 * 1024
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -98,13 +100,6 @@ class TornTail(msgspec.Struct):
     base64: str | None = None
 
 
-def _whole_object(fragment: bytes) -> bool:
-    try:
-        return isinstance(msgspec.json.decode(fragment), dict)
-    except msgspec.DecodeError:
-        return False
-
-
 def torn_path(path: Path) -> Path:
     return path.with_name(path.name + ".torn")
 
@@ -116,7 +111,7 @@ def cut_torn_tail(fd: int, path: Path, size: int) -> TornTail | None:
         return None
     start = line_start_before(fd, size)
     fragment = os.pread(fd, size - start, start)
-    if _whole_object(fragment):
+    if decode_object(fragment) is not None:
         # Only the newline is missing (a writer that never adds one, or one
         # stopped between the line and its newline): complete it, keep it.
         write_all(fd, b"\n")
@@ -145,6 +140,20 @@ def write_all(fd: int, data: bytes | memoryview) -> int:
     while done < total:
         done += os.write(fd, view[done : done + MAX_WRITE])
     return total
+
+
+RESEND_WINDOW = 1024 * 1024
+"""How far back a resent entry without a uuid is looked for: a writer that died
+had written it at most one drain before dying."""
+
+
+def tail_lines(fd: int, size: int | None = None) -> set[bytes]:
+    """The lines in the last ``RESEND_WINDOW`` bytes of a file."""
+    if size is None:
+        size = os.fstat(fd).st_size
+    if not size:
+        return set()
+    return set(os.pread(fd, RESEND_WINDOW, max(0, size - RESEND_WINDOW)).split(b"\n"))
 
 
 class Appended(msgspec.Struct):

@@ -88,6 +88,16 @@ def try_header(line: bytes) -> EntryHeader | None:
         return None
 
 
+def decode_object(line: bytes | memoryview) -> dict | None:
+    """The line as a plain dict when it is exactly one JSON object, else None:
+    the slow path readers take for lines whose fields have unexpected types."""
+    try:
+        obj = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def is_chain_participant(header: EntryHeader) -> bool:
     return header.type in TRANSCRIPT_TYPES
 

@@ -39,7 +39,7 @@ from typing import Any, Final
 
 import msgspec
 
-from .entries import MATERIALIZING_TYPES
+from .entries import MATERIALIZING_TYPES, decode_object
 
 LITE_WINDOW: Final = 65536
 """Bytes read at each end of a file (Claude Code's LITE_READ_BUF_SIZE)."""
@@ -189,11 +189,8 @@ _BOOL_FIELDS: Final = frozenset({"isSidechain", "isMeta", "isCompactSummary"})
 
 def _loose(line: bytes, cls: type) -> Any:
     """Slow path for a line whose fields have unexpected types: keep what fits."""
-    try:
-        obj = msgspec.json.decode(line)
-    except msgspec.DecodeError:
-        return None
-    if not isinstance(obj, dict):
+    obj = decode_object(line)
+    if obj is None:
         return None
     kw: dict[str, Any] = {}
     for name in cls.__struct_fields__:

@@ -42,7 +42,7 @@ from typing import Any, Final
 
 import msgspec
 
-from .entries import COMPACT_BOUNDARY, REAPPENDED_SET, TRANSCRIPT_TYPES
+from .entries import COMPACT_BOUNDARY, REAPPENDED_SET, TRANSCRIPT_TYPES, decode_object
 from .jsonl import CHUNK, iter_line_views
 
 SKIP_THRESHOLD: Final = 5 * 1024 * 1024
@@ -159,11 +159,8 @@ def _convert(value: Any, kind: type) -> Any:
 
 def _lenient(line: bytes | memoryview) -> Entry | None:
     """A JSON object whose fields did not all have the expected types: keep what fits."""
-    try:
-        obj = msgspec.json.decode(line)
-    except msgspec.DecodeError:
-        return None
-    if not isinstance(obj, dict):
+    obj = decode_object(line)
+    if obj is None:
         return None
     message = obj.get("message")
     if isinstance(message, dict):

@@ -57,6 +57,10 @@ class Append(_Message):
     """Route every entry of the batch to this agent's transcript."""
     run: str | None = None
     """Workflow run id: agent files go under ``subagents/workflows/<run>/``."""
+    resend: bool = False
+    """A client resending after losing its daemon: an entry WITHOUT a uuid is
+    dropped if a byte-identical line is already near the end of its file (the
+    lost daemon may have written it). Entries with a uuid are always deduped."""
 
 
 class Record(_Message):
@@ -74,6 +78,7 @@ class Record(_Message):
     durability: Durability = "queued"
     agent: str | None = None
     run: str | None = None
+    resend: bool = False
 
 
 class SetAgentMeta(_Message):

@@ -1,0 +1,51 @@
+"""A client process for the crash harness: appends entries to its own session
+until told to stop, and logs every acknowledgement (uuid and level) to a file
+AFTER the daemon acknowledged it. Survives daemon restarts by reconnecting.
+
+    python tests/crash/worker.py SOCKET ROOT SESSION CWD ACKFILE [SIZE]
+"""
+
+import json
+import signal
+import sys
+import uuid
+
+from sessiond.client import Client, Session
+
+LEVELS = ("written", "queued", "durable", "queued")
+
+
+def main() -> None:
+    sock, root, sid, cwd, ackfile = sys.argv[1:6]
+    size = int(sys.argv[6]) if len(sys.argv) > 6 else 300
+    stop = False
+
+    def on_term(*_):
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    client = Client(sock, root=root, autostart=False, timeout=5)
+    session = Session(client, sid, cwd, reconnect_timeout=120)
+    pad = "p" * size
+    with open(ackfile, "a", buffering=1) as acks:
+        print("ready", flush=True)
+        i = 0
+        while not stop:
+            level = LEVELS[i % len(LEVELS)]
+            u = str(uuid.uuid4())
+            entry = {"type": "user" if i % 2 == 0 else "assistant", "uuid": u, "sessionId": sid, "n": i,
+                     "message": {"role": "user", "content": pad}}
+            if i % 50 == 49:  # now and then an entry without a uuid
+                entry = {"type": "custom-title", "customTitle": f"title {i}", "sessionId": sid}
+                u = f"title {i}"
+            resp = session.append(entry, level)
+            if resp is not None:
+                acks.write(json.dumps([u, level]) + "\n")
+            i += 1
+        session.close(timeout=30)
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
