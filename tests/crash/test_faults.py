@@ -117,3 +117,58 @@ def test_check_and_repair(daemon, short_tmp):
     r = daemon.cli("repair", str(good))
     assert b"added the missing newline" in r.stdout and good.read_bytes().endswith(b"\n")
     assert daemon.cli("check", str(good)).returncode == 0
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_flush_durable_never_succeeds_when_fsync_failed(daemon_factory):
+    sid = str(uuid.uuid4())
+    d = daemon_factory()
+    d.start("--fsync", "never", wrap=["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=fdatasync",
+                                      "-e", "inject=fdatasync:error=EIO:when=1"])
+    path = main_path(d.root, CWD, sid)
+    with d.client() as c:
+        append(c, sid, [user("must be synced")], durability="written")
+        with pytest.raises(RemoteError) as err:
+            c.flush(durable=True)
+        assert err.value.code == "io_error" and "fdatasync" in err.value.message
+        assert c.flush(durable=True).files == 1  # the next sync works and says so
+    assert read_entries(path)[0]["message"]["content"] == "must be synced"
+    d.cli("stop")
+    assert d.wait() == 0
+
+
+def test_sixteen_clients_and_a_fallback_writer_share_one_session(daemon):
+    import subprocess
+    import sys
+
+    sid = str(uuid.uuid4())
+    script = """
+import sys
+from sessiond.client import Client, Session
+tag, sid, cwd = sys.argv[1], sys.argv[2], sys.argv[3]
+with Client() as c:
+    s = Session(c, sid, cwd)
+    for i in range(60):
+        s.record([{"type": "user", "message": {"content": f"{tag}-{i}-" + "x" * 3000}}])
+    s.close()
+"""
+    fallback = f"""
+import json, uuid
+from pathlib import Path
+from sessiond.client import direct_append
+for i in range(60):
+    e = {{"type": "user", "uuid": str(uuid.uuid4()), "message": {{"content": f"F-{{i}}-" + "y" * 70000}}}}
+    direct_append(Path({str(daemon.root)!r}), {CWD!r}, {sid!r}, [json.dumps(e).encode()])
+"""
+    procs = [subprocess.Popen([sys.executable, "-c", script, f"C{k}", sid, CWD], env=daemon.env) for k in range(16)]
+    procs.append(subprocess.Popen([sys.executable, "-c", fallback], env=daemon.env))
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    with daemon.client() as c:
+        c.flush()
+    entries = read_entries(main_path(daemon.root, CWD, sid))  # every line whole
+    tags = [e["message"]["content"].split("-")[0] + "-" + e["message"]["content"].split("-")[1] for e in entries]
+    assert sorted(tags) == sorted([f"C{k}-{i}" for k in range(16) for i in range(60)] + [f"F-{i}" for i in range(60)])
+    for k in range(16):  # each writer's order is kept
+        mine = [t for t in tags if t.startswith(f"C{k}-")]
+        assert mine == [f"C{k}-{i}" for i in range(60)]
