@@ -79,6 +79,10 @@ class Writer:
         self._soon_scheduled = False
         self._below_limit: list[Callable[[], None]] = []
         self._interval: asyncio.TimerHandle | None = None
+        self.observers: list[Callable[[Path, list[bytes], int], None]] = []
+        """Called after every successful write with (path, lines written, file size
+        after the write): the session catalog and the remote mirror follow the
+        files through this, never by re-reading them."""
         self._open: OrderedDict[Path, FileQueue] = OrderedDict()  # LRU of open fds
         self.max_open = settings.max_open_files or open_files_budget()
         # fdatasyncs in flight at once: each pins an fd the LRU cannot close, and
@@ -220,6 +224,8 @@ class Writer:
             log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
                         q.path, done.torn.length, done.torn.offset, q.path.name)
         count = len(lines)
+        for observe in self.observers:
+            observe(q.path, lines, done.size)
         self.stats.writes += 1
         self.stats.bytes_written += len(data)
         self.stats.entries_written += count
@@ -342,7 +348,9 @@ class Writer:
             try:
                 if q.lines:
                     data = b"\n".join(q.lines) + b"\n"
-                    locked_append(self._current_fd(q), q.path, data, blocking=True)
+                    done = locked_append(self._current_fd(q), q.path, data, blocking=True)
+                    for observe in self.observers:
+                        observe(q.path, q.lines, done.size)
                     self.stats.writes += 1
                     self.stats.bytes_written += len(data)
                     self.stats.entries_written += len(q.lines)

@@ -189,6 +189,8 @@ class StatusResult(_Message):
     fsyncs: int
     errors: int
     config: dict[str, str | int | float | bool]
+    mirror: dict[str, str | int | float | bool | None] | None = None
+    """The remote mirror's state (servers, connected, lag), when one is configured."""
 
 
 class Error(_Message):
