@@ -8,7 +8,10 @@ Figures (median of runs):
   counted through the opener hook);
 - ``cli limit 20``: the whole ``sessiond list --limit 20 --json`` process;
 - ``full``: lite-read listing of every session;
-- ``naive``: json.loads of every line of every file, keeping the same fields.
+- ``naive``: json.loads of every line of every file, keeping the same fields;
+- ``daemon``: a List request answered by a running daemon from its catalog (the
+  first, cold, request scans; then medians of warm ones), and the CLI process
+  going through that daemon.
 Writes bench/results/listing.json.
 """
 
@@ -78,6 +81,38 @@ def naive(root: Path) -> list[dict]:
     return out
 
 
+def daemon_figures(base: Path, root: Path, dirs: list, runs: int) -> dict:
+    from sessiond.client import Client
+    from sessiond.client.autostart import socket_answers
+    from sessiond.protocol.wire import messages as m
+
+    sock = base / "run" / "s.sock"
+    sock.parent.mkdir(mode=0o700)
+    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root), "serve",
+                             "--log-level", "warning"])
+    try:
+        deadline = time.monotonic() + 20
+        while not socket_answers(sock):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        with Client(sock, autostart=False, timeout=120) as c:
+            ask = lambda limit: c.call(m.List(id=c.next_id(), dirs=[str(d) for d in dirs], limit=limit))  # noqa: E731
+            t_cold, _ = timed(lambda: ask(20), 1)
+            t_warm, res = timed(lambda: ask(20), runs * 4)
+            assert len(res.sessions) == 20
+            t_full_cold, _ = timed(lambda: ask(None), 1)
+            t_full, res = timed(lambda: ask(None), runs)
+            assert len(res.sessions) == len(list(dirs[0].glob("*.jsonl")))
+        env = {**os.environ, "SESSIOND_ROOT": str(root), "SESSIOND_SOCKET": str(sock)}
+        cli = [sys.executable, "-m", "sessiond.client.cli", "list", "--cwd", CWD, "--limit", "20", "--json"]
+        t_cli, _ = timed(lambda: subprocess.run(cli, env=env, check=True, capture_output=True), runs)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return {"daemon_limit20_cold_ms": t_cold * 1000, "daemon_limit20_ms": t_warm * 1000,
+            "daemon_full_cold_ms": t_full_cold * 1000, "daemon_full_ms": t_full * 1000, "cli_via_daemon_limit20_ms": t_cli * 1000}
+
+
 def timed(fn, runs: int) -> tuple[float, object]:
     times, result = [], None
     for _ in range(runs):
@@ -119,12 +154,13 @@ def main() -> None:
         env = {**os.environ, "SESSIOND_ROOT": str(root)}
         cli = [sys.executable, "-m", "sessiond.client.cli", "list", "--cwd", CWD, "--limit", "20", "--json"]
         t_cli, _ = timed(lambda: subprocess.run(cli, env=env, check=True, capture_output=True), args.runs)
+        t_daemon = daemon_figures(base, root, dirs, args.runs)
         t_naive, nv = timed(lambda: naive(root), 1)
         assert len(nv) == args.sessions
         rows = {
             "limit20_ms": t_page * 1000, "limit20_files_read": files_read, "cli_limit20_ms": t_cli * 1000,
             "full_ms": t_full * 1000, "naive_full_parse_ms": t_naive * 1000,
-            "full_vs_naive": t_naive / t_full, "limit20_vs_naive": t_naive / t_page,
+            "full_vs_naive": t_naive / t_full, "limit20_vs_naive": t_naive / t_page, **t_daemon,
         }
         for k, v in rows.items():
             print(f"{k:22} {v:10.1f}")

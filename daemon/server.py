@@ -27,6 +27,7 @@ from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
 from . import config as config_mod
 from .activation import activated_socket
 from .config import ConfigError, Settings
+from .catalog import Catalog
 from .connection import Connection
 from .notify import Notifier
 from .sessions import Registry
@@ -53,6 +54,8 @@ class Daemon:
         self.stats = Stats()
         self.writer = Writer(loop, settings, self.stats)
         self.registry = Registry(settings, self.writer)
+        self.catalog = Catalog(settings.root, loop)
+        self.writer.observers.append(self.catalog.written)
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False

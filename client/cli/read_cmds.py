@@ -34,18 +34,21 @@ def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool,
     from sessiond.protocol.transcript.paths import check_cwd
 
     root = obj.root or default_root()
-    progress = None
-    if sys.stderr.isatty():
-        progress = Progress.callback("reading sessions")
     if all_projects:
-        sessions = listing.list_all_sessions(root, limit=limit, offset=offset, progress=progress)
+        dirs: list[Path] = []
     else:
         where = os.path.abspath(cwd) if cwd else os.getcwd()
         check_cwd(where)
         dirs = lookup.listing_dirs(root, where, worktrees=worktrees)
-        sessions = listing.list_sessions(dirs, limit=limit, offset=offset, progress=progress) if dirs else []
-    if progress is not None:
-        progress.finish()
+    sessions = _from_daemon(obj, dirs, all_projects, limit, offset)
+    if sessions is None:  # no daemon: read the files (reading never starts one)
+        progress = Progress.callback("reading sessions") if sys.stderr.isatty() else None
+        if all_projects:
+            sessions = listing.list_all_sessions(root, limit=limit, offset=offset, progress=progress)
+        else:
+            sessions = listing.list_sessions(dirs, limit=limit, offset=offset, progress=progress) if dirs else []
+        if progress is not None:
+            progress.finish()
     if as_json:
         click.echo(msgspec.json.encode(sessions))
         return
@@ -57,6 +60,24 @@ def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool,
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         click.echo(f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:<{widths[3]}}  {r[4]}")
+
+
+def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int | None, offset: int):
+    """The page from a running daemon's catalog, or None when none runs (or it
+    serves another root)."""
+    from sessiond.protocol.wire import messages as m
+    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
+
+    if not all_projects and not dirs:
+        return []
+    try:
+        with obj.client(autostart=False) as client:
+            if obj.root is not None and os.path.realpath(client.status().root) != os.path.realpath(obj.root):
+                return None
+            resp = client.call(m.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects, limit=limit, offset=offset))
+    except (DaemonUnavailable, RemoteError):
+        return None
+    return resp.sessions  # type: ignore[union-attr]
 
 
 @cli.command()

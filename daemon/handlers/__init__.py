@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import ProtocolError
 
-from . import admin, append, flush, session
+from . import admin, append, flush, listing, session
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -35,6 +35,8 @@ def dispatch(conn: Connection, req: m.Request) -> m.Response | None:
             return session.handle_agent_meta(conn, req)
         case m.Adopt():
             return session.handle_adopt(conn, req)
+        case m.List():
+            return listing.handle_list(conn, req)
         case m.Status():
             return admin.handle_status(conn, req)
         case m.Shutdown():

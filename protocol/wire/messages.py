@@ -13,6 +13,8 @@ from typing import Literal, Union
 
 import msgspec
 
+from ..transcript.lite import SessionInfo
+
 PROTOCOL_VERSION = 1
 """Major version: peers with different values refuse each other in the handshake."""
 
@@ -101,6 +103,16 @@ class Adopt(_Message):
     path: str
 
 
+class List(_Message):
+    """Sessions of some project dirs (or every project), newest first."""
+
+    id: int
+    dirs: list[str] = []
+    all: bool = False
+    limit: int | None = None
+    offset: int = 0
+
+
 class Flush(_Message):
     """Resolves once everything accepted before it is written (and synced if asked)."""
 
@@ -124,7 +136,7 @@ class Shutdown(_Message):
     id: int
 
 
-Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, Flush, Close, Status, Shutdown]
+Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown]
 
 
 # ---------------------------------------------------------------------- responses
@@ -150,6 +162,11 @@ class Adopted(_Message):
     path: str
     reappended: int = 0
     """Metadata entries re-appended at EOF."""
+
+
+class Listed(_Message):
+    id: int
+    sessions: list[SessionInfo]
 
 
 class Appended(_Message):
@@ -199,4 +216,4 @@ class Error(_Message):
     message: str
 
 
-Response = Union[Welcome, Opened, Adopted, Appended, Flushed, Done, StatusResult, Error]
+Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error]

@@ -52,3 +52,35 @@ def test_list_pages_newest_first_in_json_and_for_people(daemon):
     empty = daemon.cli("list", "--cwd", "/nowhere/at/all")
     assert empty.stdout == b"" and b"no sessions" in empty.stderr
     assert json.loads(daemon.cli("list", "--cwd", "/nowhere/at/all", "--json").stdout) == []
+
+
+def test_the_daemon_catalog_serves_lists_and_catches_foreign_writers(daemon):
+    sid = str(uuid.uuid4())
+    with daemon.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
+                        entries=[line(user("through the daemon")), line(assistant("ok"))]))
+        project = str(main_path(daemon.root, CWD, sid).parent)
+        first = c.call(m.List(id=c.next_id(), dirs=[project], limit=20))
+        assert [s.sessionId for s in first.sessions] == [sid]
+        # A title appended through the daemon shows at once (the writer observer).
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
+                        entries=[line({"type": "custom-title", "customTitle": "Renamed"})]))
+        assert c.call(m.List(id=c.next_id(), dirs=[project])).sessions[0].title == "Renamed"
+        # Claude Code itself writing into the same root: picked up by the refresh.
+        other = str(uuid.uuid4())
+        foreign = main_path(daemon.root, CWD, other)
+        foreign.write_bytes(line(user("written by another program")) + b"\n")
+        deadline = time.monotonic() + 15
+        while other not in [s.sessionId for s in c.call(m.List(id=c.next_id(), dirs=[project])).sessions]:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        # Paths outside the root are refused.
+        for bad in ("/etc", str(daemon.root), project + "/../../.."):
+            try:
+                c.call(m.List(id=c.next_id(), dirs=[bad]))
+            except Exception as exc:  # RemoteError
+                assert getattr(exc, "code", "") == "permission_denied"
+            else:
+                raise AssertionError(f"{bad} was listed")
+        everything = c.call(m.List(id=c.next_id(), all=True)).sessions
+    assert {s.sessionId for s in everything} == {sid, other}

@@ -1,0 +1,40 @@
+"""List: a page of sessions from the catalog, computed in a worker thread."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from sessiond.protocol.transcript.listing import project_dirs
+from sessiond.protocol.transcript.paths import projects_dir
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import bad_request, permission_denied
+
+if TYPE_CHECKING:
+    from ..connection import Connection
+
+
+def handle_list(conn: Connection, req: m.List) -> None:
+    daemon = conn.daemon
+    if req.limit is not None and req.limit < 0 or req.offset < 0:
+        raise bad_request("limit and offset must not be negative")
+    base = os.path.realpath(projects_dir(daemon.settings.root))
+    if req.all:
+        dirs = [str(d) for d in project_dirs(daemon.settings.root)]
+    else:
+        dirs = []
+        for d in req.dirs:
+            if "\x00" in d or os.path.dirname(os.path.realpath(d)) != base:
+                raise permission_denied(f"{d!r} is not a project directory of this daemon's root")
+            dirs.append(os.path.realpath(d))
+    fut = daemon.loop.run_in_executor(None, daemon.catalog.page, dirs, req.limit, req.offset)
+
+    def done(f) -> None:
+        exc = f.exception()
+        if exc is None:
+            conn.reply(m.Listed(id=req.id, sessions=f.result()))
+        else:
+            conn.reply(m.Error(id=req.id, code="io_error", message=f"listing failed: {exc}"))
+
+    fut.add_done_callback(done)
+    return None
