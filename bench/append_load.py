@@ -3,9 +3,14 @@
 Each client process pre-builds its entries, connects, waits for a common start,
 then sends Append requests of ``--batch`` entries keeping ``--window`` requests in
 flight (as an agent pipelines its recording), and measures each request's ack
-latency. Baseline in the same run: the same processes appending the same lines
-straight into their own files (open O_APPEND, one write(2) per entry), which is
-what every agent does today without a daemon.
+latency. Baselines in the same run:
+- ``direct``: the same processes appending the same lines straight into their own
+  files (open O_APPEND, one write(2) per entry), what agents do today;
+- ``redis``: Redis with an append-only file (appendonly yes, appendfsync everysec)
+  on a Unix socket, RPUSH of the same payloads, the batch as pipeline depth, driven
+  by a lean raw-socket RESP client built like our own client (Redis writes the AOF
+  before it replies, so compare it with sessiond's ``written``);
+- ``redis-py``: the same through the redis-py library.
 
     python bench/append_load.py                 # full matrix, 3 runs each
     python bench/append_load.py --clients 4 --runs 1 --levels written
@@ -54,6 +59,49 @@ def worker(args: argparse.Namespace) -> None:
             os.write(fd, line + b"\n")
             lat.append(time.perf_counter() - t)
         os.close(fd)
+    elif args.mode in ("redis", "redis-py"):
+        key = f"session:{sid}"
+        batches = [lines[i : i + args.batch] for i in range(0, len(lines), args.batch)]
+        if args.mode == "redis-py":
+            import redis
+
+            r = redis.Redis(unix_socket_path=args.socket)
+            r.ping()
+            print("ready", flush=True)
+            sys.stdin.readline()
+            for batch in batches:
+                t = time.perf_counter()
+                pipe = r.pipeline(transaction=False)
+                for line in batch:
+                    pipe.rpush(key, line)
+                pipe.execute()
+                lat.append(time.perf_counter() - t)
+        else:
+            import socket as socketlib
+
+            sock = socketlib.socket(socketlib.AF_UNIX)
+            sock.connect(args.socket)
+            kb = key.encode()
+            head = b"*3\r\n$5\r\nRPUSH\r\n$%d\r\n%s\r\n" % (len(kb), kb)
+            print("ready", flush=True)
+            sys.stdin.readline()
+            buf = b""
+            for batch in batches:
+                t = time.perf_counter()
+                sock.sendall(b"".join(head + b"$%d\r\n%s\r\n" % (len(x), x) for x in batch))
+                want = len(batch)
+                while want:  # each reply is one ":<n>\r\n" line
+                    while b"\r\n" not in buf:
+                        buf += sock.recv(65536)
+                    n = buf.count(b"\r\n")
+                    take = min(n, want)
+                    for _ in range(take):
+                        i = buf.index(b"\r\n")
+                        assert buf[:1] == b":", buf[:40]
+                        buf = buf[i + 2 :]
+                    want -= take
+                lat.append(time.perf_counter() - t)
+            sock.close()
     else:
         from sessiond.client import Client
         from sessiond.protocol.wire import messages as m
@@ -85,12 +133,12 @@ def worker(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------- driver side
 
 
-def start_daemon(base: Path, flush_ms: float) -> subprocess.Popen:
+def start_daemon(base: Path, flush_ms: float, extra: list[str] | None = None) -> subprocess.Popen:
     sock = base / "run" / "s.sock"
     (base / "run").mkdir(mode=0o700)
     proc = subprocess.Popen(
         [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(base / "root"),
-         "serve", "--flush-interval", str(flush_ms), "--log-level", "warning"],
+         "serve", "--flush-interval", str(flush_ms), "--log-level", "warning", *(extra or [])],
         stdin=subprocess.DEVNULL,
     )
     from sessiond.client.autostart import socket_answers
@@ -109,13 +157,35 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def start_redis(base: Path) -> tuple[subprocess.Popen, Path]:
+    sock = base / "redis.sock"
+    proc = subprocess.Popen(
+        ["redis-server", "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700", "--dir", str(base),
+         "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--daemonize", "no", "--loglevel", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 15
+    while not sock.exists():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit("redis-server did not start")
+        time.sleep(0.01)
+    time.sleep(0.05)
+    return proc, sock
+
+
 def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) -> dict:
     base = Path(tempfile.mkdtemp(prefix="sdb-", dir="/tmp"))
     os.chmod(base, 0o700)
-    daemon = start_daemon(base, args.flush_interval) if mode != "direct" else None
+    sock = base / "run" / "s.sock"
+    if mode in ("redis", "redis-py"):
+        daemon, sock = start_redis(base)
+    elif mode != "direct":
+        daemon = start_daemon(base, args.flush_interval, args.daemon_arg)
+    else:
+        daemon = None
     (base / "direct").mkdir()
     cmd = [sys.executable, __file__, "--worker", "--mode", mode, "--entries", str(per_client), "--size", str(args.size),
-           "--batch", str(args.batch), "--window", str(args.window), "--socket", str(base / "run" / "s.sock"),
+           "--batch", str(args.batch), "--window", str(args.window), "--socket", str(sock),
            "--dir", str(base / "direct")]
     procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(clients)]
     try:
@@ -153,13 +223,15 @@ def main() -> None:
     ap.add_argument("--socket", default="")
     ap.add_argument("--dir", default="")
     ap.add_argument("--entries", type=int, default=0)
-    ap.add_argument("--clients", default="1,4,16")
-    ap.add_argument("--levels", default="queued,written,durable,direct")
+    ap.add_argument("--clients", default="1,4,16,50")
+    ap.add_argument("--levels", default="queued,written,durable,redis,redis-py,direct")
+    ap.add_argument("--daemon-arg", action="append", default=[], help="extra argument for sessiond serve")
+    ap.add_argument("--chart", default=str(HERE / "results" / "append_load.png"))
     ap.add_argument("--total", type=int, default=48_000, help="entries per configuration (split across clients)")
     ap.add_argument("--durable-total", type=int, default=16_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--window", type=int, default=4)
+    ap.add_argument("--window", type=int, default=1)
     ap.add_argument("--flush-interval", type=float, default=100.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results" / "append_load.json"))
@@ -181,8 +253,40 @@ def main() -> None:
             cpu = f"{med['server_cpu_us_per_entry']:9.1f}" if med["server_cpu_us_per_entry"] is not None else f"{'-':>9}"
             print(f"{level:8} {clients:>7} {med['entries_per_s']:>10.0f} {med['mb_per_s']:>7.1f} {med['p50_ms']:>8.2f} {med['p99_ms']:>8.2f} {cpu}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    if args.chart:
+        chart(rows, Path(args.chart))
     Path(args.out).write_text(json.dumps({"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
                                           "command": " ".join(["python", "bench/append_load.py", *sys.argv[1:]]), "rows": rows}, indent=1))
+
+
+def chart(rows: list[dict], path: Path) -> None:
+    """Entries/s against client count, one line per system (bench extra: matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no chart (pip install '.[bench]')", file=sys.stderr)
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for level in dict.fromkeys(r["level"] for r in rows):
+        pts = sorted((r["clients"], r["entries_per_s"]) for r in rows if r["level"] == level)
+        label = {"redis": "Redis AOF everysec (RESP)", "redis-py": "Redis AOF everysec (redis-py)",
+                 "direct": "direct O_APPEND writes (no daemon)"}.get(level, f"sessiond {level}")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
+                linestyle="--" if level.startswith("redis") or level == "direct" else "-")
+    ax.set_xscale("log")
+    ax.set_xticks(sorted({r["clients"] for r in rows}))
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_xlabel("client processes")
+    ax.set_ylabel("entries/s (1 KB, batches of 16)")
+    ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Append throughput, same machine, same run (median of runs)")
+    fig.tight_layout()
+    fig.savefig(path)
 
 
 if __name__ == "__main__":
