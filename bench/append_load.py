@@ -49,14 +49,17 @@ def worker(args: argparse.Namespace) -> None:
     sid = str(uuid.uuid4())
     lines = build_lines(args.entries, args.size, sid)
     lat: list[float] = []
-    if args.mode == "direct":
+    if args.mode in ("direct", "direct-durable"):
         path = Path(args.dir) / f"{sid}.jsonl"
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        sync = args.mode == "direct-durable"  # one fdatasync per entry: the durable baseline
         print("ready", flush=True)
         sys.stdin.readline()
         for line in lines:
             t = time.perf_counter()
             os.write(fd, line + b"\n")
+            if sync:
+                os.fdatasync(fd)
             lat.append(time.perf_counter() - t)
         os.close(fd)
     elif args.mode in ("redis", "redis-py"):
@@ -243,7 +246,7 @@ def main() -> None:
     print(f"{'level':8} {'clients':>7} {'entries/s':>10} {'MB/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'cpu us/e':>9}   (median of {args.runs})", flush=True)
     for clients in [int(x) for x in args.clients.split(",")]:
         for level in args.levels.split(","):
-            total = args.durable_total if level == "durable" else args.total
+            total = args.durable_total if level in ("durable", "direct-durable") else args.total
             per = max(args.batch, total // clients)
             runs = [one_run(level, clients, per, args) for _ in range(args.runs)]
             med = {k: (statistics.median(r[k] for r in runs) if runs[0][k] is not None else None) for k in runs[0]}
@@ -273,9 +276,10 @@ def chart(rows: list[dict], path: Path) -> None:
     for level in dict.fromkeys(r["level"] for r in rows):
         pts = sorted((r["clients"], r["entries_per_s"]) for r in rows if r["level"] == level)
         label = {"redis": "Redis AOF everysec (RESP)", "redis-py": "Redis AOF everysec (redis-py)",
-                 "direct": "direct O_APPEND writes (no daemon)"}.get(level, f"sessiond {level}")
+                 "direct": "direct O_APPEND writes (no daemon)",
+                 "direct-durable": "direct writes + fdatasync per entry"}.get(level, f"sessiond {level}")
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
-                linestyle="--" if level.startswith("redis") or level == "direct" else "-")
+                linestyle="--" if level.startswith(("redis", "direct")) else "-")
     ax.set_xscale("log")
     ax.set_xticks(sorted({r["clients"] for r in rows}))
     ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
