@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from datetime import datetime
 
 import click
@@ -46,7 +47,8 @@ def age(now: float, iso: str | None) -> str:
 
 class Progress:
     """A one-line counter on stderr for long runs (a few thousand files and more),
-    only when stderr is a terminal."""
+    only when stdout is a terminal (a person is watching; piped output and
+    scripts see nothing), redrawn at most ten times a second."""
 
     THRESHOLD = 2000
 
@@ -55,11 +57,16 @@ class Progress:
         self.what = what
         self.n = 0
         self.shown = False
-        self.on = sys.stderr.isatty()
+        self.last = 0.0
+        self.on = sys.stdout.isatty()
 
     def update(self, done: int, total: int) -> None:
         self.n, self.total = done, total
-        if self.on and total >= self.THRESHOLD and (done % 200 == 0 or done == total):
+        if not self.on or total < self.THRESHOLD:
+            return
+        now = time.monotonic()
+        if now - self.last >= 0.1 or done == total:
+            self.last = now
             self.shown = True
             click.echo(f"\r{self.what} {done}/{total}", err=True, nl=False)
 

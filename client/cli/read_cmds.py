@@ -42,7 +42,7 @@ def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool,
         dirs = lookup.listing_dirs(root, where, worktrees=worktrees)
     sessions = _from_daemon(obj, dirs, all_projects, limit, offset)
     if sessions is None:  # no daemon: read the files (reading never starts one)
-        progress = Progress.callback("reading sessions") if sys.stderr.isatty() else None
+        progress = Progress.callback("reading sessions") if sys.stdout.isatty() else None
         if all_projects:
             sessions = listing.list_all_sessions(root, limit=limit, offset=offset, progress=progress)
         else:

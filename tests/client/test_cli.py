@@ -92,3 +92,26 @@ def test_unknown_command_and_help_do_not_trace(daemon_factory):
     r = run_cli("frobnicate", check=False)
     assert r.returncode == 2 and b"Traceback" not in r.stderr
     assert run_cli("--help").returncode == 0
+
+
+def test_long_listings_show_progress_only_on_a_terminal(daemon_factory, short_tmp):
+    import shutil
+    import shlex
+    import subprocess
+    import sys
+
+    import pytest
+
+    if not shutil.which("script"):
+        pytest.skip("script(1) not installed")
+    d = daemon_factory()  # not started: the listing reads the files itself
+    project = d.root / "projects" / "-big"
+    project.mkdir(parents=True)
+    for i in range(2100):
+        sid = str(uuid.uuid4())
+        (project / f"{sid}.jsonl").write_bytes(line(user(f"p{i}")) + b"\n")
+    cmd = [sys.executable, "-m", "sessiond.client.cli", "list", "--all"]
+    piped = d.cli("list", "--all")
+    assert b"reading sessions" not in piped.stderr and piped.stdout.count(b"\n") == 2100
+    tty = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], env=d.env, capture_output=True, timeout=60)
+    assert b"reading sessions" in tty.stdout and b"2100/2100" in tty.stdout
