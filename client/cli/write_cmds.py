@@ -55,15 +55,28 @@ def _batches(lines: Iterator[bytes]) -> Iterator[list[bytes]]:
         yield batch
 
 
+def session_input(agent_help: str):
+    """The options both writing commands take: which session, how durable, from where."""
+
+    def apply(f):
+        for deco in reversed([
+            click.option("--cwd", required=True, help="The session's working directory (absolute)."),
+            click.option("--session", required=True, help="Session id (a UUID)."),
+            click.option("--agent", default=None, help=agent_help),
+            click.option("--durability", type=click.Choice(list(m.DURABILITIES)), default="queued", show_default=True),
+            click.option("--json", "as_json", is_flag=True),
+            click.argument("source", type=click.File("rb"), default="-"),
+            click.pass_obj,
+        ]):
+            f = deco(f)
+        return f
+
+    return apply
+
+
 @cli.command()
-@click.option("--cwd", required=True, help="The session's working directory (absolute).")
-@click.option("--session", required=True, help="Session id (a UUID).")
-@click.option("--agent", default=None, help="Route every entry to this agent's transcript.")
+@session_input("Route every entry to this agent's transcript.")
 @click.option("--run", default=None, help="Workflow run id of the agent.")
-@click.option("--durability", type=click.Choice(list(m.DURABILITIES)), default="queued", show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.argument("source", type=click.File("rb"), default="-")
-@click.pass_obj
 def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | None, durability: str, as_json: bool, source: IO[bytes]) -> None:
     """Store raw entries (one JSON object per line) from SOURCE or stdin."""
     from sessiond.protocol.transcript.paths import check_cwd, check_session_id
@@ -118,14 +131,8 @@ def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped
 
 
 @cli.command()
-@click.option("--cwd", required=True, help="The session's working directory (absolute).")
-@click.option("--session", required=True, help="Session id (a UUID).")
-@click.option("--agent", default=None, help="Record into this agent's (sidechain) transcript.")
+@session_input("Record into this agent's (sidechain) transcript.")
 @click.option("--parent", default=None, help="Chain after this uuid instead of the session's last message.")
-@click.option("--durability", type=click.Choice(list(m.DURABILITIES)), default="queued", show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.argument("source", type=click.File("rb"), default="-")
-@click.pass_obj
 def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str | None, durability: str, as_json: bool, source: IO[bytes]) -> None:
     """Record messages (one JSON object per line), chaining their parents (SPEC 3.1)."""
     from sessiond.protocol.transcript.paths import check_cwd, check_session_id
