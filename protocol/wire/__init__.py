@@ -1,30 +1,8 @@
-"""The socket protocol: typed messages, framing and the error tree."""
+"""The socket protocol: ``messages`` (typed requests and results), ``framing``
+(length-prefixed msgpack) and ``errors`` (the error tree and wire codes).
 
-from .errors import (
-    DaemonUnavailable,
-    FrameTooLarge,
-    ProtocolError,
-    RemoteError,
-    SessiondError,
-    VersionMismatch,
-)
-from .framing import DEFAULT_MAX_FRAME, FrameBuffer, decode_request, decode_response, encode
-from .messages import DURABILITIES, PROTOCOL_VERSION, Request, Response
-
-__all__ = [
-    "DEFAULT_MAX_FRAME",
-    "DURABILITIES",
-    "PROTOCOL_VERSION",
-    "DaemonUnavailable",
-    "FrameBuffer",
-    "FrameTooLarge",
-    "ProtocolError",
-    "RemoteError",
-    "Request",
-    "Response",
-    "SessiondError",
-    "VersionMismatch",
-    "decode_request",
-    "decode_response",
-    "encode",
-]
+Import the submodules directly. This package stays empty on purpose: the
+transcript modules import ``wire.errors``, and ``wire.messages`` imports
+``transcript.lite`` (the listing record), so eager re-exports here would make
+the import order matter.
+"""

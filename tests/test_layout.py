@@ -1,0 +1,40 @@
+"""The architecture holds: every module imports on its own (no import-order
+cycles), and protocol/ imports neither the daemon nor the client."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+PACKAGES = {"protocol": "sessiond.protocol", "daemon": "sessiond.daemon", "client": "sessiond.client"}
+
+
+def modules() -> list[str]:
+    out = []
+    for folder, package in PACKAGES.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            rel = path.relative_to(REPO / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            if parts and parts[-1] == "__main__":
+                continue
+            out.append(".".join([package, *parts]))
+    return out
+
+
+def test_every_module_imports_first_in_a_fresh_interpreter():
+    code = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+    failures = []
+    for name in modules():  # one process each: the first import is the one that cycles
+        r = subprocess.run([sys.executable, "-c", code, name], capture_output=True, timeout=60)
+        if r.returncode:
+            failures.append(f"{name}: {r.stderr.decode().strip().splitlines()[-1]}")
+    assert not failures, "\n".join(failures)
+
+
+def test_protocol_imports_neither_daemon_nor_client():
+    pattern = re.compile(r"^\s*(from|import)\s+(sessiond\.(daemon|client)|\.\.+(daemon|client))", re.M)
+    offenders = [str(p.relative_to(REPO)) for p in (REPO / "protocol").rglob("*.py") if pattern.search(p.read_text())]
+    assert offenders == []
