@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test bench install clean
+.PHONY: run test bench crash install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,9 +22,18 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-## Benchmarks: figures for the README (not tests).
+## Benchmarks: the figures in the README (not tests; takes a while). Installs
+## what the baselines need: redis-server (Debian) and the bench extra.
 bench: $(STAMP)
+	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python bench/append_load.py
+	$(BIN)/python bench/resume_parse.py --sizes 10,100,1000
+	$(BIN)/python bench/listing.py
+
+## The crash soak: hundreds of SIGKILLs of the daemon and of clients under load.
+crash: $(STAMP)
+	$(BIN)/python bench/crash_soak.py
 
 clean:
 	rm -rf $(VENV) *.egg-info
