@@ -9,6 +9,7 @@ what can change at run time (``RELOADABLE``).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +25,26 @@ RELOADABLE = ("flush_interval", "fsync", "log_level")
 
 class ConfigError(Exception):
     """A bad config file, environment variable or flag; the message names the key."""
+
+
+class MirrorSettings(msgspec.Struct, kw_only=True):
+    """The ``[mirror]`` table: where sessions are mirrored (NATS JetStream), see
+    ``daemon/mirror.py``. Present only when the table is in the config file."""
+
+    servers: list[str]
+    stream: str = "SESSIOND"
+    subject_prefix: str = "sessiond"
+    credentials: Path | None = None
+    required: bool = False
+    """True: an append that the mirror cannot take is refused (SPEC 6: local and
+    remote never diverge silently) and a ``durable`` ack waits for JetStream."""
+    replicas: int = 1
+    """Replicas of the stream when the daemon creates it (3 on a 3-node cluster)."""
+    queue_bytes: int = 64 * 1024 * 1024
+    """Written lines kept in memory for the mirror; beyond, it re-reads the files."""
+    ack_timeout: float = 5.0
+    shutdown_flush: float = 5.0
+    """How long shutdown waits for the mirror to catch up before exiting anyway."""
 
 
 class Settings(msgspec.Struct, kw_only=True):
@@ -54,6 +75,7 @@ class Settings(msgspec.Struct, kw_only=True):
     """Seconds a session with no clients and nothing queued stays in memory."""
     log_level: LogLevel = "info"
     config_file: Path | None = None
+    mirror: MirrorSettings | None = None
 
     def public(self) -> dict[str, str | int | float | bool]:
         return {
@@ -66,6 +88,20 @@ class Settings(msgspec.Struct, kw_only=True):
             "logLevel": self.log_level,
             "configFile": str(self.config_file) if self.config_file else "",
         }
+
+
+class MirrorFileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The keys of the ``[mirror]`` table (``servers`` is required there)."""
+
+    servers: list[str] | None = None
+    stream: str | None = None
+    subject_prefix: str | None = None
+    credentials: str | None = None
+    required: bool | None = None
+    replicas: int | None = None
+    queue_bytes: int | None = None
+    ack_timeout_s: float | None = None
+    shutdown_flush_s: float | None = None
 
 
 class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -82,6 +118,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     rate_limit_bytes: float | None = None
     rate_burst_bytes: float | None = None
     frame_timeout_s: float | None = None
+    mirror: MirrorFileConfig | None = None
 
 
 ENV = {
@@ -126,7 +163,10 @@ def _keyed(exc: msgspec.ValidationError) -> str:
     text = str(exc)
     if " - at `$." in text:
         msg, key = text.rsplit(" - at `$.", 1)
-        return f"{key.rstrip('`')}: {msg}"
+        key = key.rstrip("`")
+        if msg.startswith("Object contains unknown field `"):  # a nested table
+            return f"{key}.{msg.split('`')[1]}: unknown key"
+        return f"{key}: {msg}"
     if "unknown field" in text:
         return text.replace("Object contains unknown field", "unknown key")
     return text
@@ -178,9 +218,54 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
             if value <= 0:
                 raise ConfigError(f"frame_timeout_s: must be positive, got {value}")
             put("frame_timeout", float(value))
+        elif key == "mirror":
+            put("mirror", mirror_settings(value))
         else:
             put(key, value)
     return changed
+
+
+_STREAM_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def mirror_settings(cfg: MirrorFileConfig) -> MirrorSettings:
+    """Check the ``[mirror]`` table; each error names its key."""
+    if not cfg.servers:
+        raise ConfigError("mirror.servers: at least one server URL is required")
+    for url in cfg.servers:
+        if "://" not in url or not url.split("://", 1)[1]:
+            raise ConfigError(f"mirror.servers: {url!r} is not a URL like nats://host:4222")
+    out = MirrorSettings(servers=list(cfg.servers))
+    if cfg.stream is not None:
+        if not _STREAM_RE.fullmatch(cfg.stream):
+            raise ConfigError(f"mirror.stream: must match [A-Za-z0-9_-]{{1,64}}, got {cfg.stream!r}")
+        out.stream = cfg.stream
+    if cfg.subject_prefix is not None:
+        # Subjects are dot-separated tokens: each token of the prefix must be a
+        # plain word (no wildcards, spaces or empty tokens).
+        if not all(_TOKEN_RE.fullmatch(t) for t in cfg.subject_prefix.split(".")):
+            raise ConfigError(f"mirror.subject_prefix: must be dot-separated [A-Za-z0-9_-] tokens, got {cfg.subject_prefix!r}")
+        out.subject_prefix = cfg.subject_prefix
+    if cfg.credentials is not None:
+        out.credentials = Path(os.path.expanduser(cfg.credentials))
+    if cfg.required is not None:
+        out.required = cfg.required
+    if cfg.replicas is not None:
+        if not 1 <= cfg.replicas <= 5:
+            raise ConfigError(f"mirror.replicas: must be between 1 and 5, got {cfg.replicas}")
+        out.replicas = cfg.replicas
+    if cfg.queue_bytes is not None:
+        if cfg.queue_bytes < 0:
+            raise ConfigError(f"mirror.queue_bytes: must not be negative, got {cfg.queue_bytes}")
+        out.queue_bytes = cfg.queue_bytes
+    for key, attr in (("ack_timeout_s", "ack_timeout"), ("shutdown_flush_s", "shutdown_flush")):
+        value = getattr(cfg, key)
+        if value is not None:
+            if value <= 0:
+                raise ConfigError(f"mirror.{key}: must be positive, got {value}")
+            setattr(out, attr, float(value))
+    return out
 
 
 def reload(settings: Settings, flags: dict[str, Any]) -> list[str]:

@@ -56,6 +56,12 @@ class Daemon:
         self.registry = Registry(settings, self.writer)
         self.catalog = Catalog(settings.root, loop)
         self.writer.observers.append(self.catalog.written)
+        self.mirror = None
+        if settings.mirror is not None:  # nats-py is an optional extra: import only then
+            from .mirror import STATE_FILE, Mirror
+
+            self.mirror = Mirror(settings.mirror, settings.root, loop, state_file=settings.root / STATE_FILE)
+            self.writer.observers.append(self.mirror.observe)
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False
@@ -224,8 +230,12 @@ async def _run(settings: Settings, flags: dict) -> int:
             "ready: pid %d, socket %s%s, root %s, sessiond %s",
             os.getpid(), settings.socket, " (socket-activated)" if adopted else "", settings.root, __version__,
         )
+        if daemon.mirror is not None:
+            daemon.mirror.start()
         notifier.ready(daemon.status_line())
         await daemon.stopped
+        if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start
+            await daemon.mirror.close()
         server.close()
         if inode is not None:
             remove_socket(settings.socket, inode)
@@ -260,6 +270,9 @@ def serve(settings: Settings, flags: dict | None = None) -> int:
     except AlreadyRunning as exc:
         log.error("%s", exc)
         return EXIT_ALREADY_RUNNING
+    except ConfigError as exc:
+        log.error("config: %s", exc)
+        return 2
     except PermissionError as exc:
         log.error("%s", exc)
         return 1

@@ -64,4 +64,4 @@ def main() -> None:
     cli(prog_name="sessiond")
 
 
-from . import daemon_cmds, read_cmds, resume_cmds, write_cmds  # noqa: E402,F401  (register the commands)
+from . import daemon_cmds, mirror_cmds, read_cmds, resume_cmds, write_cmds  # noqa: E402,F401  (register the commands)

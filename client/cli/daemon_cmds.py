@@ -124,6 +124,10 @@ def status(obj: Context, as_json: bool) -> None:
     click.echo(f"  queued    {st.queuedEntries} entries, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
     click.echo(f"  written   {st.writes} writes, {size(st.bytesWritten)}, {st.fsyncs} fsyncs, {st.errors} errors")
     click.echo(f"  config    flush interval {cfg.get('flushIntervalMs')} ms, fsync {cfg.get('fsync')}")
+    if st.mirror:
+        mr = st.mirror
+        state = "connected" if mr.get("connected") else "DISCONNECTED"
+        click.echo(f"  mirror    {state} to {mr.get('servers')}, " + ", ".join(f"{k} {v}" for k, v in mr.items() if k not in ("servers", "connected")))
 
 
 @cli.command()

@@ -34,6 +34,7 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         fsyncs=stats.fsyncs,
         errors=stats.errors,
         config=d.settings.public(),
+        mirror=d.mirror.status() if d.mirror is not None else None,
     )
 
 

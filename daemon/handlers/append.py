@@ -33,6 +33,8 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     state = daemon.registry.get(req.session, req.cwd)
     if daemon.registry.when_loaded(state, lambda: conn.redispatch(req)):
         return None
+    if daemon.mirror is not None:
+        daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
     conn.attach(state)
     routed = daemon.registry.accept(state, _headers(req.entries), req.agent, req.run, resend=req.resend)
     return _ack(conn, req.id, req.durability, routed)
@@ -45,6 +47,8 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
     state = registry.get(req.session, req.cwd)
     if registry.when_loaded(state, lambda: conn.redispatch(req)):
         return None
+    if daemon.mirror is not None:
+        daemon.mirror.check_session(state.id)
     conn.attach(state)
     batch = _headers(req.messages)
     targets = registry.resolve(state, batch, req.agent, req.run)
@@ -78,6 +82,9 @@ def _ack(conn: Connection, rid: int, durability: str, routed: Routed) -> m.Respo
     def done(err: SessiondError | None) -> None:
         conn.reply(result if err is None else m.Error(id=rid, code=err.code, message=err.message))
 
+    mirror = conn.daemon.mirror
+    if durability == "durable" and mirror is not None and mirror.required:
+        done = mirror.confirming([q.path for q in routed.queues], done)  # ack once JetStream has it too
     waiter = after_all(len(routed.queues), done)
     for q in routed.queues:
         if durability == "durable":

@@ -24,9 +24,12 @@ IO_ERROR: Final = "io_error"
 SHUTTING_DOWN: Final = "shutting_down"
 VERSION_MISMATCH: Final = "version_mismatch"
 INTERNAL: Final = "internal"
+MIRROR_UNAVAILABLE: Final = "mirror_unavailable"
+"""An append refused because the required remote mirror cannot take it (SPEC 6)."""
 
 CODES: Final = frozenset(
-    {BAD_REQUEST, NOT_FOUND, TOO_LARGE, PERMISSION_DENIED, IO_ERROR, SHUTTING_DOWN, VERSION_MISMATCH, INTERNAL}
+    {BAD_REQUEST, NOT_FOUND, TOO_LARGE, PERMISSION_DENIED, IO_ERROR, SHUTTING_DOWN, VERSION_MISMATCH, INTERNAL,
+     MIRROR_UNAVAILABLE}
 )
 
 

@@ -1,0 +1,974 @@
+"""The remote mirror: every transcript write, republished to NATS JetStream (SPEC 6).
+
+Why JetStream: a persistent, replicated, ordered log with per-subject optimistic
+concurrency, one small server binary, an asyncio client, and clustering when one
+server is not enough. sessiond builds no replication protocol of its own: it
+appends to that log and reads it back.
+
+**The stream format** (shared by the daemon, ``sessiond push`` and ``sessiond pull``).
+Each transcript file has its own subject::
+
+    <prefix>.<project-key>.<session-id>                       the main transcript
+    <prefix>.<project-key>.<session-id>.agent-<a>             subagents/agent-<a>.jsonl
+    <prefix>.<project-key>.<session-id>.workflows.<r>.agent-<a>
+
+``project-key`` is 16 hex digits of the sha256 of the project dir name (dir names
+run past 200 characters, and a subject token cannot hold every byte a name can).
+Each message is an exact byte range of one file: whole lines as written, cut at a
+line end (only a line bigger than a message is split mid-line), with headers naming
+the project dir (``Sessiond-Project``), the file relative to it (``Sessiond-File``)
+and the byte offset of the range (``Sessiond-Offset``). Offsets make hydration
+exact: ``pull`` puts every range where it was, so the copy is byte-identical.
+
+**One writer per file, enforced by the server.** Ranges of a file go out one at a
+time, each with ``Nats-Expected-Last-Subject-Sequence`` = the sequence of the
+file's previous range. JetStream refuses a range whose predecessor is not the one
+expected, so a range is never stored twice (a resend after a lost ack is refused,
+and the stream's last range is then recognised as ours) and two machines
+continuing one session cannot interleave: the one that finds another machine's
+bytes marks its file diverged. The message id is ``<subject>:<start>-<end>:<crc32>``
+for JetStream's duplicate window as a second line of defence. While a range is in
+flight the file's next writes pile up into the next range (ack-clocked batching).
+
+Why ranges and not one message per entry with the uuid as id: a uuid is not unique
+within a file (1.0.x inline sidechains and fork-inherited messages repeat uuids by
+design, and JetStream's dedup is stream-wide), entries without a uuid need a
+position anyway, and a message per line costs ~60 µs of client CPU where a range
+of lines costs ~6 µs per line (measured here): the mirror shares the daemon's loop.
+
+**The daemon side.** ``Mirror.observe`` is a ``Writer`` observer: it records each
+file's size and keeps the written bytes in a bounded in-memory queue; a pump task
+publishes them and advances a per-file watermark, ``acked``, on each ack. The file
+is the real queue: when the memory queue is full, when the connection fails, or
+after a restart, the pump re-reads the file from the watermark. A file first seen
+at an offset > 0 (it existed before, was pulled, or was written while the daemon
+was down) asks the stream where its copy ends (the subject's last range, checked
+against the local bytes) and catches up from there; a stream that holds MORE than
+the local file, or other bytes, means another machine wrote the session: the file
+is marked diverged and no longer mirrored. Lagging files are listed in a small
+state file, and a run that crashed makes the next one look at every transcript
+written since its last save.
+
+Failure policy: ``required = false``: local writes go on, the pump retries with
+backoff and catches up from the watermarks, ``status`` shows the lag.
+``required = true``: appends are refused (``mirror_unavailable``) while the mirror
+is down or for a session with a diverged file, and a ``durable`` append is
+acknowledged only once JetStream has acknowledged it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import zlib
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from sessiond.protocol.remote import (
+    HDR_FILE,
+    HDR_OFFSET,
+    HDR_PROJECT,
+    FileRef,
+    cut_at_line,
+    file_ref,
+    read_range,
+    whole_lines_size,
+)
+from sessiond.protocol.transcript.paths import projects_dir
+from sessiond.protocol.wire.errors import MIRROR_UNAVAILABLE, SessiondError
+
+from .config import ConfigError, MirrorSettings
+
+log = logging.getLogger("sessiond")
+
+
+HDR_MSG_ID = "Nats-Msg-Id"
+HDR_EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error when the subject's last message is not the one expected."""
+
+MAX_MESSAGE = 256 * 1024
+"""Largest range in one message (also kept under the server's max_payload)."""
+HEADER_ROOM = 8 * 1024
+MAX_INFLIGHT_BYTES = 16 * 1024 * 1024
+MAX_INFLIGHT_MSGS = 2048
+RETRY_MIN, RETRY_MAX = 0.1, 5.0
+TICK = 0.5
+"""The pump's housekeeping period: ack timeouts, waiter deadlines, eviction."""
+STATE_EVERY = 2.0
+"""How often the state file is rewritten while files lag (a rename costs ~0.5 ms)."""
+IDLE_EVICT = 30.0
+CLEAN_REMEMBERED = 10_000
+DUPLICATE_WINDOW = 120.0
+RECOVERY_SLACK = 2.0
+"""Seconds before the crashed run's last save that a file's mtime still counts."""
+STATE_FILE = ".sessiond-mirror.json"
+"""In the store root: the files a run left lagging, and their watermarks."""
+
+# --------------------------------------------------------------------- the format
+
+
+def mirror_error(message: str) -> SessiondError:
+    return SessiondError(message, code=MIRROR_UNAVAILABLE)
+
+
+def require_client() -> None:
+    """The nats-py client is an optional extra: say how to get it."""
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        raise ConfigError("mirror: the [mirror] section needs nats-py: pip install 'sessiond[mirror]'") from None
+
+
+async def connect(cfg: MirrorSettings, name: str, *, forever: bool = True, **callbacks: Any):
+    """A NATS connection with the settings both the daemon and the CLI use.
+
+    ``forever``: keep trying (the first connection too) and reconnect forever
+    (the daemon); else give up after a few rounds of the server list (the CLI).
+    Fast pings, so a dead server is noticed within seconds even without a reset."""
+    import nats
+
+    async def quiet(exc: Exception) -> None:
+        log.debug("mirror: nats: %s", exc)
+
+    opts: dict[str, Any] = {
+        "servers": list(cfg.servers),
+        "name": name,
+        "connect_timeout": 2,
+        "reconnect_time_wait": 0.5,
+        "max_reconnect_attempts": -1 if forever else 2,
+        "ping_interval": 5,
+        "max_outstanding_pings": 3,
+        "error_cb": callbacks.pop("error_cb", quiet),
+        **callbacks,
+    }
+    if cfg.credentials is not None:
+        opts["user_credentials"] = str(cfg.credentials)
+    return await nats.connect(**opts)
+
+
+async def ensure_stream(js: Any, cfg: MirrorSettings) -> None:
+    """Create the stream if missing; refuse one that does not take our subjects."""
+    from nats.js import api
+    from nats.js.errors import BadRequestError, NotFoundError
+
+    config = api.StreamConfig(
+        name=cfg.stream,
+        subjects=[f"{cfg.subject_prefix}.>"],
+        storage=api.StorageType.FILE,
+        num_replicas=cfg.replicas,
+        duplicate_window=DUPLICATE_WINDOW,
+        allow_direct=True,
+    )
+    try:
+        await js.add_stream(config)
+        return
+    except BadRequestError:
+        pass  # exists with another configuration: fine if it takes our subjects
+    try:
+        owner = await js.find_stream_name_by_subject(f"{cfg.subject_prefix}.x.y")
+    except NotFoundError:
+        owner = None
+    if owner != cfg.stream:
+        raise mirror_error(f"stream {cfg.stream} exists but does not take subjects {cfg.subject_prefix}.>")
+
+
+async def remote_end(js: Any, stream: str, subject: str) -> tuple[int, int, bytes, int]:
+    """Where the stream's copy of a file ends: (end, start of the last range, its
+    bytes, its stream sequence); (0, 0, b"", 0) when the stream has nothing of it."""
+    from nats.js.errors import NotFoundError
+
+    try:
+        msg = await js.get_last_msg(stream, subject)
+    except NotFoundError:
+        return 0, 0, b"", 0
+    data = msg.data or b""
+    start = int((msg.headers or {}).get(HDR_OFFSET, "0"))
+    return start + len(data), start, data, msg.seq or 0
+
+
+# --------------------------------------------------------------- per-file state
+
+
+class TrackedFile:
+    """One transcript as the mirror sees it: what is written, what is acked."""
+
+    __slots__ = (
+        "path", "ref", "subject", "headers", "acked", "sent", "size", "resolved", "last_seq",
+        "mem", "mem_start", "mem_end", "inflight", "broken", "waiters", "touched",
+    )
+
+    def __init__(self, path: Path, ref: FileRef, prefix: str) -> None:
+        self.path = path
+        self.ref = ref
+        self.subject = ref.subject(prefix)
+        self.headers = {HDR_PROJECT: ref.project, HDR_FILE: ref.rel}
+        self.acked = 0
+        """Bytes [0, acked) are in the stream: only contiguous acks advance it."""
+        self.sent = 0
+        """Bytes [0, sent) were handed to the connection."""
+        self.size = -1
+        """The file's known end (-1: never seen)."""
+        self.resolved = False
+        """``acked`` is known: a new file, or the stream was asked."""
+        self.last_seq = 0
+        """Stream sequence of the file's last range: each publish expects it
+        (``Nats-Expected-Last-Subject-Sequence``), so a second writer of the same
+        file, or a resend of a range that did arrive, is refused by the server
+        instead of making a fork or a duplicate."""
+        self.mem: deque[list] = deque()  # [bytes, pos] of observed writes, not yet sent
+        self.mem_start = 0
+        self.mem_end = 0
+        self.inflight: deque[tuple[int, asyncio.Future, float, int]] = deque()  # (end, future, sent at, size)
+        self.broken: str | None = None
+        self.waiters: list[tuple[int, _Countdown]] = []
+        self.touched = time.monotonic()
+
+    @property
+    def lag(self) -> int:
+        if self.size < 0 or self.broken:
+            return 0
+        return max(0, self.size - self.acked)
+
+
+class _Countdown:
+    """A durable ack waiting for several files' acks, with a deadline."""
+
+    __slots__ = ("left", "done", "deadline")
+
+    def __init__(self, left: int, done: Callable[[SessiondError | None], None], deadline: float) -> None:
+        self.left = left
+        self.done: Callable[[SessiondError | None], None] | None = done
+        self.deadline = deadline
+
+    def part(self, err: SessiondError | None) -> None:
+        if self.done is None:
+            return
+        self.left -= 1
+        if err is not None or self.left <= 0:
+            done, self.done = self.done, None
+            done(err)
+
+
+class _Failed(Exception):
+    pass
+
+
+DISCONNECTED = "disconnected with acknowledgements outstanding"
+
+
+class PublishRefused(Exception):
+    """JetStream answered a publish with an error (``err_code`` is its code)."""
+
+    def __init__(self, err_code: int | None, description: str) -> None:
+        super().__init__(f"JetStream refused a range: {description} (err_code {err_code})")
+        self.err_code = err_code
+
+
+# --------------------------------------------------------------------- the mirror
+
+
+class Mirror:
+    """Publishes what the Writer writes; see the module docstring."""
+
+    def __init__(self, cfg: MirrorSettings, root: Path, loop: asyncio.AbstractEventLoop, *,
+                 state_file: Path | None = None, name: str = "sessiond", forever: bool = True) -> None:
+        self.cfg = cfg
+        self.forever = forever
+        self.projects = projects_dir(root)
+        self.loop = loop
+        self.state_file = state_file
+        self.name = name
+        self.files: dict[Path, TrackedFile] = {}
+        self._ignored: set[Path] = set()
+        self._clean: OrderedDict[Path, tuple[int, int]] = OrderedDict()  # evicted, mirrored: path -> (size, last_seq)
+        self._work: dict[TrackedFile, None] = {}  # ordered set: files with something to do
+        self._busy: set[TrackedFile] = set()  # files with acks outstanding or waiters
+        self._wake = asyncio.Event()
+        self._acked_evt = asyncio.Event()
+        self._fail: BaseException | None = None
+        self.nc: Any = None
+        self.js: Any = None
+        self.ready = False  # connected and the stream checked
+        self.failing = False  # a publish failed; cleared by the next acknowledgement
+        self.epoch = 0
+        self.queued_bytes = 0
+        self.queued_lines = 0
+        self.inflight_bytes = 0
+        self.inflight_msgs = 0
+        self.published = 0
+        self.published_bytes = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self.broken_sessions: dict[str, str] = {}
+        self._task: asyncio.Task | None = None
+        self._recovery: asyncio.Task | None = None
+        self._closing = False
+        self._state_dirty = False
+        self._state_saved = 0.0
+        self._housekept = 0.0
+        self._last_log = ("", 0.0)
+        self._max_message = MAX_MESSAGE
+        self._acks: dict[str, asyncio.Future] = {}
+        self._ack_n = 0
+        self._ack_inbox = ""
+        require_client()
+
+    # ------------------------------------------------------------- observing
+
+    def observe(self, path: Path, lines: list[bytes], size: int) -> None:
+        """Writer observer: called after every successful write. Cheap, never raises."""
+        try:
+            f = self.files.get(path) or self._track(path)
+            if f is None:
+                return
+            n = len(lines)
+            for line in lines:
+                n += len(line)
+            start = size - n
+            f.touched = time.monotonic()
+            if f.size < 0:
+                f.size = start
+                if start == 0:
+                    f.resolved = True
+                elif self._clean.get(path, (-1, 0))[0] == start:
+                    f.acked = f.sent = start
+                    f.last_seq = self._clean[path][1]
+                    f.resolved = True
+                self._clean.pop(path, None)
+            elif start < f.size:
+                self._break(f, f"{path.name} shrank under the daemon (known {f.size} bytes, written at {start})")
+                return
+            f.size = size
+            if f.broken:
+                return
+            self._state_dirty = True
+            if self.queued_bytes + n <= self.cfg.queue_bytes and (not f.mem or f.mem_end == start):
+                if not f.mem:
+                    f.mem_start = start
+                f.mem.append([b"\n".join([*lines, b""]), 0])  # one copy, newline-terminated
+                f.mem_end = size
+                self.queued_bytes += n
+                self.queued_lines += len(lines)
+            self._schedule(f)
+        except Exception:  # the mirror must never break a local write
+            log.exception("mirror: observing %s failed", path)
+
+    def _track(self, path: Path) -> TrackedFile | None:
+        if path in self._ignored:
+            return None
+        ref = file_ref(self.projects, path)
+        if ref is None:
+            self._ignored.add(path)
+            log.warning("mirror: %s is not a transcript path the mirror knows; not mirrored", path)
+            return None
+        f = self.files[path] = TrackedFile(path, ref, self.cfg.subject_prefix)
+        return f
+
+    def track_existing(self, path: Path) -> TrackedFile | None:
+        """Mirror a file as it is on disk (``push``, or a file a previous run left
+        lagging): ask the stream where its copy ends, publish the rest."""
+        try:
+            size = whole_lines_size(path)
+        except FileNotFoundError:
+            return None
+        f = self.files.get(path) or self._track(path)
+        if f is None:
+            return None
+        f.size = max(f.size, size)
+        self._schedule(f)
+        return f
+
+    def _schedule(self, f: TrackedFile) -> None:
+        self._work[f] = None
+        self._wake.set()
+
+    def _break(self, f: TrackedFile, why: str) -> None:
+        if f.broken:
+            return
+        f.broken = why
+        self.errors += 1
+        self.last_error = why
+        self.broken_sessions[f.ref.session] = why
+        log.error("mirror: %s: %s; this file is no longer mirrored", f.path, why)
+        self._drop_mem(f)
+        for _, waiter in f.waiters:
+            waiter.part(mirror_error(f"the mirror cannot take {f.path.name}: {why}"))
+        f.waiters.clear()
+
+    def _drop_mem(self, f: TrackedFile) -> None:
+        for blob, pos in f.mem:
+            self.queued_bytes -= len(blob) - pos
+            self.queued_lines -= blob.count(b"\n", pos)
+        f.mem.clear()
+
+    # --------------------------------------------------- required-mode hooks
+
+    @property
+    def required(self) -> bool:
+        return self.cfg.required
+
+    @property
+    def healthy(self) -> bool:
+        """Connected, the stream checked, and the last publish did not fail."""
+        return self.ready and not self.failing and self.nc is not None and self.nc.is_connected
+
+    def check_session(self, session: str) -> None:
+        """Required mode: refuse an append the mirror cannot take (SPEC 6)."""
+        if not self.cfg.required:
+            return
+        why = self.broken_sessions.get(session)
+        if why is not None:
+            raise mirror_error(f"session {session} refuses appends: its remote copy diverged ({why})")
+        if not self.healthy:
+            reason = f": {self.last_error}" if self.last_error else ""
+            raise mirror_error(
+                f"the required mirror ({', '.join(self.cfg.servers)}) is unavailable{reason}; "
+                f"appends are refused until it is back, so local and remote do not diverge"
+            )
+
+    def confirming(self, paths: Iterable[Path], done: Callable[[SessiondError | None], None]) -> Callable[[SessiondError | None], None]:
+        """Wrap a ``durable`` ack in required mode: once the local fdatasync is
+        done, also wait until JetStream acknowledged these files up to their size."""
+
+        def after_local(err: SessiondError | None) -> None:
+            if err is not None:
+                done(err)
+                return
+            targets = []
+            for p in paths:
+                f = self.files.get(p)
+                if f is None:
+                    continue
+                if f.broken:
+                    done(mirror_error(f"written locally, but the mirror cannot take {p.name}: {f.broken}"))
+                    return
+                if not f.resolved or f.acked < f.size:
+                    targets.append(f)
+            if not targets:
+                done(None)
+                return
+            if not self.healthy:
+                done(mirror_error("written locally, but the required mirror is unavailable: not confirmed remotely"))
+                return
+            waiter = _Countdown(len(targets), done, self.loop.time() + 3 * self.cfg.ack_timeout)
+            for f in targets:
+                f.waiters.append((f.size, waiter))
+                self._busy.add(f)
+
+        return after_local
+
+    def _fail_waiters(self, why: str) -> None:
+        err = mirror_error(f"written locally, but not confirmed by the mirror: {why}")
+        for f in list(self._busy):
+            for _, waiter in f.waiters:
+                waiter.part(err)
+            f.waiters.clear()
+
+    # ---------------------------------------------------------------- status
+
+    def lag(self) -> tuple[int, int]:
+        """(lagging bytes, lagging files)."""
+        total = files = 0
+        for f in self.files.values():
+            lag = f.lag
+            if lag:
+                total += lag
+                files += 1
+        return total, files
+
+    def status(self) -> dict[str, str | int | float | bool | None]:
+        lag, lag_files = self.lag()
+        return {
+            "servers": ",".join(self.cfg.servers),
+            "stream": self.cfg.stream,
+            "required": self.cfg.required,
+            "connected": self.healthy,
+            "queuedLines": self.queued_lines,
+            "queuedBytes": self.queued_bytes,
+            "lagBytes": lag,
+            "lagFiles": lag_files,
+            "inflight": self.inflight_msgs,
+            "published": self.published,
+            "publishedBytes": self.published_bytes,
+            "errors": self.errors,
+            "diverged": sum(1 for f in self.files.values() if f.broken),
+            "lastError": self.last_error,
+        }
+
+    # ------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        self._load_state()
+        self._task = self.loop.create_task(self._run())
+
+    async def wait_caught_up(self, timeout: float, *, down_grace: float | None = None) -> bool:
+        """True once nothing written is unacknowledged (within ``timeout``).
+        ``down_grace``: give up sooner, after that long without a connection."""
+        start = self.loop.time()
+        deadline = start + timeout
+        while True:
+            pending = any(f.lag or not f.resolved for f in self.files.values() if not f.broken and f.size >= 0)
+            if not pending:
+                return True
+            now = self.loop.time()
+            if now >= deadline or (down_grace is not None and not self.healthy and now - start >= down_grace):
+                return False
+            await asyncio.sleep(0.01)
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Best effort: give the pump ``timeout`` seconds to publish what is
+        written, then stop. What is left is in the state file for the next run."""
+        timeout = self.cfg.shutdown_flush if timeout is None else timeout
+        caught_up = await self.wait_caught_up(timeout, down_grace=1.0)
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._recovery is not None:
+            self._recovery.cancel()
+        self._save_state(clean=True)
+        lag, files = self.lag()
+        if not caught_up and lag:
+            log.warning("mirror: stopping with %d bytes of %d files not yet mirrored; they are caught up on the next start", lag, files)
+        if self.nc is not None:
+            try:
+                await asyncio.wait_for(self.nc.close(), 2.0)
+            except Exception:
+                pass
+
+    # ------------------------------------------------------------------ pump
+
+    async def _run(self) -> None:
+        delay = RETRY_MIN
+        while not self._closing:
+            published = self.published
+            try:
+                await self._connect()
+                await self._pump()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._failed(exc)
+            if self.published != published:
+                delay = RETRY_MIN
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+
+    async def _connect(self) -> None:
+        if self.nc is None or self.nc.is_closed:
+            self.ready = False
+            self.nc = await connect(
+                self.cfg, self.name, forever=self.forever, error_cb=self._nats_error,
+                disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
+            )
+            self.js = self.nc.jetstream(timeout=self.cfg.ack_timeout)
+            self._ack_inbox = self.nc.new_inbox()
+            await self.nc.subscribe(self._ack_inbox + ".*", cb=self._on_ack)
+            log.info("mirror: connected to %s", self.nc.connected_url.netloc if self.nc.connected_url else self.cfg.servers)
+        await self._wait_connected()
+        if not self.ready:
+            await ensure_stream(self.js, self.cfg)
+            self._max_message = max(4096, min(MAX_MESSAGE, (self.nc.max_payload or MAX_MESSAGE) - HEADER_ROOM))
+            self.ready = True
+            self.last_error = None
+
+    async def _nats_error(self, exc: Exception) -> None:
+        """Connection attempts that fail (the server is down): shown in status."""
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if not self.healthy:
+            self.last_error = why
+        now = time.monotonic()
+        if why != self._last_log[0] or now - self._last_log[1] > 30:
+            log.warning("mirror: nats: %s", why)
+            self._last_log = (why, now)
+
+    async def _disconnected(self) -> None:
+        if not self._closing:
+            log.warning("mirror: disconnected from NATS; writes go on locally and are caught up later")
+            self.errors += 1
+            self.last_error = "disconnected from NATS"
+            self._fail_waiters("disconnected from NATS")
+            self._wake.set()
+
+    async def _reconnected(self) -> None:
+        log.info("mirror: reconnected to NATS")
+        self._wake.set()
+
+    async def _wait_connected(self) -> None:
+        while not self.nc.is_connected:
+            if self.nc.is_closed:
+                raise _Failed("connection closed")
+            self._wake.clear()
+            self._housekeeping()
+            try:
+                await asyncio.wait_for(self._wake.wait(), TICK)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _pump(self) -> None:
+        while not self._closing:
+            if self._fail is not None:
+                raise self._fail
+            if not self.nc.is_connected:
+                if self.inflight_msgs:
+                    # Unacknowledged ranges may or may not have arrived: resend from
+                    # the watermark after the reconnect (a range that did arrive is
+                    # refused by its expected sequence and recognised by _resolve).
+                    raise _Failed(DISCONNECTED)
+                self.ready = False
+                await self._wait_connected()
+                raise _Failed("reconnected")  # check the stream again, then go on
+            f = next(iter(self._work), None)
+            if f is None:
+                if not self.inflight_msgs:
+                    self.failing = False  # everything handed over was acknowledged
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), TICK)
+                except asyncio.TimeoutError:
+                    pass
+                self._housekeeping()
+                continue
+            if f.broken or (f.resolved and f.sent >= f.size):
+                del self._work[f]
+                continue
+            if not f.resolved:
+                await self._resolve(f)  # on an error f stays queued
+                continue
+            if f.inflight:
+                # One range in flight per file (each expects the previous one's
+                # sequence); meanwhile its writes pile up into the next, bigger
+                # range: ack-clocked batching. Its ack reschedules it.
+                del self._work[f]
+                continue
+            if self.inflight_bytes >= MAX_INFLIGHT_BYTES or self.inflight_msgs >= MAX_INFLIGHT_MSGS:
+                self._acked_evt.clear()
+                try:
+                    await asyncio.wait_for(self._acked_evt.wait(), TICK)
+                except asyncio.TimeoutError:
+                    pass
+                self._housekeeping()
+                continue
+            del self._work[f]
+            start = f.sent
+            try:
+                data = self._take(f)
+            except OSError as exc:
+                self._break(f, f"cannot read it back: {exc.strerror or exc}")
+                continue
+            if not data:
+                continue
+            end = start + len(data)
+            epoch = self.epoch
+            headers = dict(f.headers)
+            headers[HDR_OFFSET] = str(start)
+            headers[HDR_EXPECTED_SEQ] = str(f.last_seq)
+            headers[HDR_MSG_ID] = f"{f.subject}:{start}-{end}:{zlib.crc32(data):08x}"
+            fut = await self._publish(f.subject, data, headers)
+            if epoch != self.epoch:  # a failure reset everything meanwhile
+                fut.cancel()
+                continue
+            f.sent = end
+            f.inflight.append((end, fut, self.loop.time(), len(data)))
+            self._busy.add(f)
+            self.inflight_bytes += len(data)
+            self.inflight_msgs += 1
+            fut.add_done_callback(lambda fu, f=f, epoch=epoch: self._acked(f, epoch, fu))
+
+    async def _publish(self, subject: str, data: bytes, headers: dict[str, str]) -> asyncio.Future:
+        """Publish with the ack delivered to our own inbox: a future of the
+        stream sequence (nats-py's publish_async loses error acks)."""
+        self._ack_n += 1
+        token = str(self._ack_n)
+        fut = self.loop.create_future()
+        self._acks[token] = fut
+        fut.add_done_callback(lambda _f, token=token: self._acks.pop(token, None))
+        await self.nc.publish(subject, data, reply=f"{self._ack_inbox}.{token}", headers=headers)
+        return fut
+
+    async def _on_ack(self, msg: Any) -> None:
+        fut = self._acks.pop(msg.subject.rpartition(".")[2], None)
+        if fut is None or fut.done():
+            return
+        if not msg.data:  # a status message: 503 no responders (no stream takes the subject)
+            status = (msg.headers or {}).get("Status", "")
+            fut.set_exception(_Failed(f"no stream answered (status {status})"))
+            return
+        try:
+            resp = msgspec.json.decode(msg.data)
+        except msgspec.DecodeError:
+            fut.set_exception(_Failed("unreadable JetStream acknowledgement"))
+            return
+        err = resp.get("error") if isinstance(resp, dict) else None
+        if err:
+            fut.set_exception(PublishRefused(err.get("err_code"), err.get("description", "")))
+        else:
+            fut.set_result(int(resp.get("seq", 0)))
+
+    def _take(self, f: TrackedFile) -> bytes:
+        """The next range of ``f`` from ``f.sent``: from memory when it holds it,
+        else read back from the file."""
+        start = f.sent
+        while f.mem and f.mem_start < start:  # already covered (a resolve moved past it)
+            blob, pos = f.mem[0]
+            skip = min(len(blob) - pos, start - f.mem_start)
+            self._consume_mem(f, skip)
+        limit = self._max_message
+        if f.mem and f.mem_start == start:
+            parts, total = [], 0
+            for blob, pos in f.mem:
+                piece = blob if pos == 0 and len(blob) <= limit - total else blob[pos : pos + limit - total]
+                parts.append(piece)
+                total += len(piece)
+                if total >= limit:
+                    break
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
+            data = cut_at_line(data, start + len(data) < f.size)
+            self._consume_mem(f, len(data))
+            return data
+        end = f.mem_start if f.mem else f.size
+        want = min(end - start, limit)
+        data = read_range(f.path, start, want)
+        if len(data) < want:
+            raise OSError(f"file is shorter than the {f.size} bytes written")
+        return cut_at_line(data, start + len(data) < f.size)
+
+    def _consume_mem(self, f: TrackedFile, n: int) -> None:
+        while n > 0 and f.mem:
+            item = f.mem[0]
+            blob, pos = item
+            k = min(n, len(blob) - pos)
+            self.queued_bytes -= k
+            self.queued_lines -= blob.count(b"\n", pos, pos + k)
+            f.mem_start += k
+            n -= k
+            if pos + k >= len(blob):
+                f.mem.popleft()
+            else:
+                item[1] = pos + k
+
+    async def _resolve(self, f: TrackedFile) -> None:
+        """Where does the stream's copy of ``f`` end? Catch up from there."""
+        end, last_start, last, seq = await remote_end(self.js, self.cfg.stream, f.subject)
+        try:
+            local_size = os.stat(f.path).st_size
+        except FileNotFoundError:
+            self._break(f, "the file is gone")
+            return
+        if end > local_size:
+            self._break(f, f"the stream holds {end} bytes of it, the local file {local_size}: the session was written on another machine")
+            return
+        if last and read_range(f.path, last_start, len(last)) != last:
+            self._break(f, f"the local file differs from the stream's copy at offset {last_start}")
+            return
+        f.acked = f.sent = end
+        f.last_seq = seq
+        f.resolved = True
+        self.failing = False
+        self._state_dirty = True
+        if end < f.size:
+            log.info("mirror: %s: the stream has %d of its %d bytes; catching up from there", f.path.name, end, f.size)
+
+    def _acked(self, f: TrackedFile, epoch: int, fut: asyncio.Future) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if epoch != self.epoch:
+            return
+        if exc is not None:
+            if getattr(exc, "err_code", None) == WRONG_LAST_SEQUENCE:
+                self._lost_track(f)
+            elif self._fail is None:
+                self._fail = exc
+            self._wake.set()
+            return
+        inflight = f.inflight
+        while inflight and inflight[0][1].done():
+            end, head, _, size = inflight[0]
+            if head.cancelled() or head.exception() is not None:
+                break
+            inflight.popleft()
+            self.failing = False
+            f.acked = end
+            f.last_seq = head.result()
+            self.inflight_bytes -= size
+            self.inflight_msgs -= 1
+            self.published += 1
+            self.published_bytes += size
+        self._acked_evt.set()
+        self._state_dirty = True
+        if f.waiters:
+            keep = []
+            for target, waiter in f.waiters:
+                if f.acked >= target:
+                    waiter.part(None)
+                else:
+                    keep.append((target, waiter))
+            f.waiters = keep
+        if not inflight and not f.waiters:
+            self._busy.discard(f)
+        if f.sent < f.size and not inflight:
+            self._schedule(f)
+
+    def _lost_track(self, f: TrackedFile) -> None:
+        """The stream's last range of ``f`` is not the one we expected: our own
+        range that arrived unacknowledged, or another machine's. Ask the stream
+        again (``_resolve`` tells them apart by comparing bytes)."""
+        for _, fut, _, size in f.inflight:
+            fut.cancel()
+            self.inflight_bytes -= size
+            self.inflight_msgs -= 1
+        f.inflight.clear()
+        f.sent = f.acked
+        f.resolved = False
+        self._schedule(f)
+
+    def _failed(self, exc: BaseException) -> None:
+        """Forget everything in flight; the pump restarts from the watermarks."""
+        self.epoch += 1
+        self._fail = None
+        self.ready = False  # the stream is checked again before going on
+        reconnected = isinstance(exc, _Failed) and str(exc) == "reconnected"
+        if not reconnected:
+            self.failing = True
+            if str(exc) != DISCONNECTED:  # counted by _disconnected already
+                self.errors += 1
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.last_error = why
+            now = time.monotonic()
+            if why != self._last_log[0] or now - self._last_log[1] > 30:
+                log.warning("mirror: %s; retrying (writes go on locally)", why)
+                self._last_log = (why, now)
+        for f in list(self._busy):
+            for _, fut, _, _ in f.inflight:
+                fut.cancel()  # frees the client's pending-ack slots
+            f.inflight.clear()
+        for f in self.files.values():
+            if f.broken:
+                continue
+            if f.resolved and f.sent > f.acked:
+                f.sent = f.acked
+            if not f.resolved or f.sent < f.size:
+                self._schedule(f)
+        self.inflight_bytes = self.inflight_msgs = 0
+        if not reconnected:
+            self._fail_waiters(self.last_error or "")
+        self._busy = {f for f in self._busy if f.waiters}
+
+    def _housekeeping(self) -> None:
+        now = self.loop.time()
+        if now - self._housekept < TICK:
+            return
+        self._housekept = now
+        for f in list(self._busy):
+            if f.inflight and now - f.inflight[0][2] > self.cfg.ack_timeout:
+                if self._fail is None:
+                    self._fail = _Failed(f"no acknowledgement from JetStream within {self.cfg.ack_timeout:g}s")
+            if f.waiters:
+                keep = []
+                for target, waiter in f.waiters:
+                    if now > waiter.deadline:
+                        waiter.part(mirror_error(f"written locally, but the mirror did not confirm it within {3 * self.cfg.ack_timeout:g}s"))
+                    elif waiter.done is not None:
+                        keep.append((target, waiter))
+                f.waiters = keep
+        if self._state_dirty and now - self._state_saved >= STATE_EVERY:
+            self._state_saved = now
+            self._save_state()
+        self._evict()
+
+    def _evict(self) -> None:
+        """Forget files that are fully mirrored and idle (remember their size, so
+        their next write needs no question to the stream)."""
+        cutoff = time.monotonic() - IDLE_EVICT
+        for path, f in list(self.files.items()):
+            if (f.resolved and not f.broken and f.acked == f.size and not f.inflight and not f.waiters
+                    and not f.mem and f.touched < cutoff and f not in self._work):
+                del self.files[path]
+                self._busy.discard(f)
+                self._clean[path] = (f.size, f.last_seq)
+                if len(self._clean) > CLEAN_REMEMBERED:
+                    self._clean.popitem(last=False)
+
+    # ------------------------------------------------------------ state file
+
+    def _save_state(self, clean: bool = False) -> None:
+        """The lagging files and their watermarks, for the next run. ``clean``
+        only at the end of ``close``: a run that did not get there crashed, and
+        the next one also looks at every file written since the last save."""
+        self._state_dirty = False
+        if self.state_file is None:
+            return
+        files = {str(f.path): f.acked for f in self.files.values()
+                 if not f.broken and f.size >= 0 and (f.lag or not f.resolved)}
+        state = MirrorState(clean=clean, savedAt=time.time(), files=files)
+        tmp = self.state_file.with_name(self.state_file.name + ".tmp")
+        try:
+            tmp.write_bytes(msgspec.json.encode(state))
+            os.chmod(tmp, 0o600)
+            tmp.replace(self.state_file)
+        except FileNotFoundError:
+            pass  # no root yet: nothing written, nothing to remember
+        except OSError as exc:
+            log.warning("mirror: cannot save %s: %s", self.state_file, exc.strerror or exc)
+
+    def _load_state(self) -> None:
+        if self.state_file is None:
+            return
+        try:
+            state = msgspec.json.decode(self.state_file.read_bytes(), type=MirrorState)
+        except FileNotFoundError:
+            state = None
+        except (OSError, msgspec.DecodeError) as exc:
+            log.warning("mirror: ignoring %s: %s", self.state_file, exc)
+            state = None
+        if state is not None:
+            count = sum(1 for path in state.files if self.track_existing(Path(path)) is not None)
+            if count:
+                log.info("mirror: %d files left lagging by the previous run; catching them up", count)
+            if not state.clean:
+                self._recovery = self.loop.create_task(self._recover(state.savedAt - RECOVERY_SLACK))
+        self._save_state()  # not clean until close() says so
+
+    async def _recover(self, since: float) -> None:
+        """The previous run crashed: every file written since its last save may
+        lag; find them (a stat pass in a worker thread) and let the stream say."""
+        paths = await self.loop.run_in_executor(None, recently_written, self.projects, since)
+        count = sum(1 for p in paths if p not in self.files and file_ref(self.projects, p) is not None
+                    and self.track_existing(p) is not None)
+        log.info("mirror: the previous run did not stop cleanly; checking %d files written since its last save", count)
+
+
+class MirrorState(msgspec.Struct):
+    clean: bool = False
+    savedAt: float = 0.0
+    files: dict[str, int | None] = {}
+
+
+def recently_written(projects: Path, since: float) -> list[Path]:
+    """Transcripts (main and agent files) modified at or after ``since``."""
+    out = []
+    try:
+        dirs = list(os.scandir(projects))
+    except FileNotFoundError:
+        return out
+    for d in dirs:
+        if not d.is_dir(follow_symlinks=False):
+            continue
+        for path in Path(d.path).rglob("*.jsonl"):
+            try:
+                if path.stat(follow_symlinks=False).st_mtime >= since:
+                    out.append(path)
+            except OSError:
+                continue
+    return out
