@@ -283,6 +283,31 @@ def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: t
             click.echo(f"  {res['path']}")
 
 
+def hydrate_missing(obj: Context, session_id: str, timeout: float = 60.0) -> Path | None:
+    """``show``/``resume`` of a session that is not local: pull it from the mirror
+    when one is configured. None when no mirror is configured or the stream does
+    not have it; a mirror that cannot be reached is an error saying so."""
+    from sessiond.daemon.config import ConfigError, build
+
+    try:
+        settings = build({"root": str(obj.root) if obj.root else None})
+    except ConfigError:
+        return None
+    if settings.mirror is None:
+        return None
+    cfg, root = _mirror_settings(obj, None, ())
+    try:
+        (res,) = _run(hydrate(cfg, root, [session_id], None), timeout)
+    except SessiondError as exc:
+        if exc.code == "not_found":
+            return None
+        raise
+    if res["path"]:
+        click.echo(f"sessiond: pulled {session_id} from the mirror ({res['files']} files)", err=True)
+        return Path(res["path"])
+    return None
+
+
 # ------------------------------------------------------------------------ push
 
 

@@ -6,6 +6,8 @@ acknowledged is in the file), load it, then have the daemon adopt the file:
 later appends go to it and its metadata is re-appended at EOF. A session of
 another repository is not resumed in place: the command to run there is printed.
 ``fork`` copies the resumed chain into a new session id; the old file is untouched.
+A session id that is not local is pulled from the remote mirror first, when one
+is configured (the same as ``sessiond pull``).
 """
 
 from __future__ import annotations
@@ -44,9 +46,15 @@ def locate(obj: Context, target: str, cwd: str | None):
         if not path.is_file():
             raise not_found(f"no transcript file {target}")
         return path.absolute(), None
-    loc = lookup.find_session(obj.root or default_root(), target, _where(cwd))
+    root = obj.root or default_root()
+    loc = lookup.find_session(root, target, _where(cwd))
     if loc is None:
-        raise not_found(f"no session {target} under {obj.root or default_root()}")
+        from .mirror_cmds import hydrate_missing
+
+        if hydrate_missing(obj, target) is not None:  # not local: pulled from the mirror
+            loc = lookup.find_session(root, target, _where(cwd))
+    if loc is None:
+        raise not_found(f"no session {target} under {root}")
     return Path(loc.path), loc
 
 

@@ -268,3 +268,23 @@ def test_mirror_config_errors_name_the_key(daemon_factory, short_tmp):
     proc = subprocess.run([sys.executable, "-m", "sessiond.client.cli", "serve", "--config", str(cfg)],
                           env=d.env, capture_output=True, timeout=30)
     assert proc.returncode == 2 and b"mirror.servers" in proc.stderr
+
+
+def test_show_and_resume_pull_a_session_that_is_not_local(daemon_factory, mirror_config, short_tmp):
+    cfg = mirror_config()
+    env = {"SESSIOND_CONFIG": str(cfg)}
+    a = daemon_factory(name="a").start("--config", str(cfg))
+    cwd, sid = str(short_tmp), str(uuid.uuid4())
+    q = user("asked on machine A", parentUuid=None)
+    with a.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written",
+                        entries=[line(q), line(assistant("answered on A", parentUuid=q["uuid"]))]))
+    a.stop()  # drains the mirror
+    b = daemon_factory(name="b")
+    shown = b.cli("show", sid, "--cwd", cwd, "--json", env=env)
+    assert b"pulled" in shown.stderr
+    out = json.loads(shown.stdout)
+    assert [x["message"]["content"] for x in out["messages"]][0] == "asked on machine A"
+    assert tree(b.root) == tree(a.root)
+    missing = b.cli("show", str(uuid.uuid4()), "--cwd", cwd, env=env, check=False)
+    assert missing.returncode == 1 and b"no session" in missing.stderr
