@@ -29,7 +29,7 @@ class ConfigError(Exception):
 
 class MirrorSettings(msgspec.Struct, kw_only=True):
     """The ``[mirror]`` table: where sessions are mirrored (NATS JetStream), see
-    ``daemon/mirror.py``. Present only when the table is in the config file."""
+    ``daemon/mirror/``. Present only when the table is in the config file."""
 
     servers: list[str]
     stream: str = "SESSIOND"

@@ -1,4 +1,4 @@
-"""pull and push: a session through the NATS JetStream mirror (see daemon/mirror.py).
+"""pull and push: a session through the NATS JetStream mirror (see daemon/mirror/).
 
 Both talk to NATS from this process with the daemon's own ``[mirror]`` settings
 (the same config file), so they work with no daemon running and need no new

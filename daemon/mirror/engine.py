@@ -1,60 +1,7 @@
-"""The remote mirror: every transcript write, republished to NATS JetStream (SPEC 6).
+"""The Mirror: a writer observer feeding a publishing pump (see the package
+docstring for the design)."""
 
-Why JetStream: a persistent, replicated, ordered log with per-subject optimistic
-concurrency, one small server binary, an asyncio client, and clustering when one
-server is not enough. sessiond builds no replication protocol of its own: it
-appends to that log and reads it back.
 
-**The stream format** (shared by the daemon, ``sessiond push`` and ``sessiond pull``).
-Each transcript file has its own subject::
-
-    <prefix>.<project-key>.<session-id>                       the main transcript
-    <prefix>.<project-key>.<session-id>.agent-<a>             subagents/agent-<a>.jsonl
-    <prefix>.<project-key>.<session-id>.workflows.<r>.agent-<a>
-
-``project-key`` is 16 hex digits of the sha256 of the project dir name (dir names
-run past 200 characters, and a subject token cannot hold every byte a name can).
-Each message is an exact byte range of one file: whole lines as written, cut at a
-line end (only a line bigger than a message is split mid-line), with headers naming
-the project dir (``Sessiond-Project``), the file relative to it (``Sessiond-File``)
-and the byte offset of the range (``Sessiond-Offset``). Offsets make hydration
-exact: ``pull`` puts every range where it was, so the copy is byte-identical.
-
-**One writer per file, enforced by the server.** Ranges of a file go out one at a
-time, each with ``Nats-Expected-Last-Subject-Sequence`` = the sequence of the
-file's previous range. JetStream refuses a range whose predecessor is not the one
-expected, so a range is never stored twice (a resend after a lost ack is refused,
-and the stream's last range is then recognised as ours) and two machines
-continuing one session cannot interleave: the one that finds another machine's
-bytes marks its file diverged. The message id is ``<subject>:<start>-<end>:<crc32>``
-for JetStream's duplicate window as a second line of defence. While a range is in
-flight the file's next writes pile up into the next range (ack-clocked batching).
-
-Why ranges and not one message per entry with the uuid as id: a uuid is not unique
-within a file (1.0.x inline sidechains and fork-inherited messages repeat uuids by
-design, and JetStream's dedup is stream-wide), entries without a uuid need a
-position anyway, and a message per line costs ~60 µs of client CPU where a range
-of lines costs ~6 µs per line (measured here): the mirror shares the daemon's loop.
-
-**The daemon side.** ``Mirror.observe`` is a ``Writer`` observer: it records each
-file's size and keeps the written bytes in a bounded in-memory queue; a pump task
-publishes them and advances a per-file watermark, ``acked``, on each ack. The file
-is the real queue: when the memory queue is full, when the connection fails, or
-after a restart, the pump re-reads the file from the watermark. A file first seen
-at an offset > 0 (it existed before, was pulled, or was written while the daemon
-was down) asks the stream where its copy ends (the subject's last range, checked
-against the local bytes) and catches up from there; a stream that holds MORE than
-the local file, or other bytes, means another machine wrote the session: the file
-is marked diverged and no longer mirrored. Lagging files are listed in a small
-state file, and a run that crashed makes the next one look at every transcript
-written since its last save.
-
-Failure policy: ``required = false``: local writes go on, the pump retries with
-backoff and catches up from the watermarks, ``status`` shows the lag.
-``required = true``: appends are refused (``mirror_unavailable``) while the mirror
-is down or for a session with a diverged file, and a ``durable`` append is
-acknowledged only once JetStream has acknowledged it too.
-"""
 
 from __future__ import annotations
 
@@ -63,7 +10,7 @@ import logging
 import os
 import time
 import zlib
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -71,27 +18,30 @@ from typing import Any
 import msgspec
 
 from sessiond.protocol.remote import (
-    HDR_FILE,
     HDR_OFFSET,
-    HDR_PROJECT,
-    FileRef,
     cut_at_line,
     file_ref,
     read_range,
     whole_lines_size,
 )
 from sessiond.protocol.transcript.paths import projects_dir
-from sessiond.protocol.wire.errors import MIRROR_UNAVAILABLE, SessiondError
+from sessiond.protocol.wire.errors import SessiondError
 
-from .config import ConfigError, MirrorSettings
+from ..config import MirrorSettings
+from .jetstream import (
+    HDR_EXPECTED_SEQ,
+    HDR_MSG_ID,
+    WRONG_LAST_SEQUENCE,
+    PublishRefused,
+    connect,
+    ensure_stream,
+    mirror_error,
+    remote_end,
+    require_client,
+)
+from .tracking import DISCONNECTED, RECOVERY_SLACK, MirrorState, TrackedFile, _Countdown, _Failed, recently_written
 
 log = logging.getLogger("sessiond")
-
-
-HDR_MSG_ID = "Nats-Msg-Id"
-HDR_EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
-WRONG_LAST_SEQUENCE = 10071
-"""JetStream's error when the subject's last message is not the one expected."""
 
 MAX_MESSAGE = 256 * 1024
 """Largest range in one message (also kept under the server's max_payload)."""
@@ -105,171 +55,6 @@ STATE_EVERY = 2.0
 """How often the state file is rewritten while files lag (a rename costs ~0.5 ms)."""
 IDLE_EVICT = 30.0
 CLEAN_REMEMBERED = 10_000
-DUPLICATE_WINDOW = 120.0
-RECOVERY_SLACK = 2.0
-"""Seconds before the crashed run's last save that a file's mtime still counts."""
-STATE_FILE = ".sessiond-mirror.json"
-"""In the store root: the files a run left lagging, and their watermarks."""
-
-# --------------------------------------------------------------------- the format
-
-
-def mirror_error(message: str) -> SessiondError:
-    return SessiondError(message, code=MIRROR_UNAVAILABLE)
-
-
-def require_client() -> None:
-    """The nats-py client is an optional extra: say how to get it."""
-    try:
-        import nats  # noqa: F401
-    except ImportError:
-        raise ConfigError("mirror: the [mirror] section needs nats-py: pip install 'sessiond[mirror]'") from None
-
-
-async def connect(cfg: MirrorSettings, name: str, *, forever: bool = True, **callbacks: Any):
-    """A NATS connection with the settings both the daemon and the CLI use.
-
-    ``forever``: keep trying (the first connection too) and reconnect forever
-    (the daemon); else give up after a few rounds of the server list (the CLI).
-    Fast pings, so a dead server is noticed within seconds even without a reset."""
-    import nats
-
-    async def quiet(exc: Exception) -> None:
-        log.debug("mirror: nats: %s", exc)
-
-    opts: dict[str, Any] = {
-        "servers": list(cfg.servers),
-        "name": name,
-        "connect_timeout": 2,
-        "reconnect_time_wait": 0.5,
-        "max_reconnect_attempts": -1 if forever else 2,
-        "ping_interval": 5,
-        "max_outstanding_pings": 3,
-        "error_cb": callbacks.pop("error_cb", quiet),
-        **callbacks,
-    }
-    if cfg.credentials is not None:
-        opts["user_credentials"] = str(cfg.credentials)
-    return await nats.connect(**opts)
-
-
-async def ensure_stream(js: Any, cfg: MirrorSettings) -> None:
-    """Create the stream if missing; refuse one that does not take our subjects."""
-    from nats.js import api
-    from nats.js.errors import BadRequestError, NotFoundError
-
-    config = api.StreamConfig(
-        name=cfg.stream,
-        subjects=[f"{cfg.subject_prefix}.>"],
-        storage=api.StorageType.FILE,
-        num_replicas=cfg.replicas,
-        duplicate_window=DUPLICATE_WINDOW,
-        allow_direct=True,
-    )
-    try:
-        await js.add_stream(config)
-        return
-    except BadRequestError:
-        pass  # exists with another configuration: fine if it takes our subjects
-    try:
-        owner = await js.find_stream_name_by_subject(f"{cfg.subject_prefix}.x.y")
-    except NotFoundError:
-        owner = None
-    if owner != cfg.stream:
-        raise mirror_error(f"stream {cfg.stream} exists but does not take subjects {cfg.subject_prefix}.>")
-
-
-async def remote_end(js: Any, stream: str, subject: str) -> tuple[int, int, bytes, int]:
-    """Where the stream's copy of a file ends: (end, start of the last range, its
-    bytes, its stream sequence); (0, 0, b"", 0) when the stream has nothing of it."""
-    from nats.js.errors import NotFoundError
-
-    try:
-        msg = await js.get_last_msg(stream, subject)
-    except NotFoundError:
-        return 0, 0, b"", 0
-    data = msg.data or b""
-    start = int((msg.headers or {}).get(HDR_OFFSET, "0"))
-    return start + len(data), start, data, msg.seq or 0
-
-
-# --------------------------------------------------------------- per-file state
-
-
-class TrackedFile:
-    """One transcript as the mirror sees it: what is written, what is acked."""
-
-    __slots__ = (
-        "path", "ref", "subject", "headers", "acked", "sent", "size", "resolved", "last_seq",
-        "mem", "mem_start", "mem_end", "inflight", "broken", "waiters", "touched",
-    )
-
-    def __init__(self, path: Path, ref: FileRef, prefix: str) -> None:
-        self.path = path
-        self.ref = ref
-        self.subject = ref.subject(prefix)
-        self.headers = {HDR_PROJECT: ref.project, HDR_FILE: ref.rel}
-        self.acked = 0
-        """Bytes [0, acked) are in the stream: only contiguous acks advance it."""
-        self.sent = 0
-        """Bytes [0, sent) were handed to the connection."""
-        self.size = -1
-        """The file's known end (-1: never seen)."""
-        self.resolved = False
-        """``acked`` is known: a new file, or the stream was asked."""
-        self.last_seq = 0
-        """Stream sequence of the file's last range: each publish expects it
-        (``Nats-Expected-Last-Subject-Sequence``), so a second writer of the same
-        file, or a resend of a range that did arrive, is refused by the server
-        instead of making a fork or a duplicate."""
-        self.mem: deque[list] = deque()  # [bytes, pos] of observed writes, not yet sent
-        self.mem_start = 0
-        self.mem_end = 0
-        self.inflight: deque[tuple[int, asyncio.Future, float, int]] = deque()  # (end, future, sent at, size)
-        self.broken: str | None = None
-        self.waiters: list[tuple[int, _Countdown]] = []
-        self.touched = time.monotonic()
-
-    @property
-    def lag(self) -> int:
-        if self.size < 0 or self.broken:
-            return 0
-        return max(0, self.size - self.acked)
-
-
-class _Countdown:
-    """A durable ack waiting for several files' acks, with a deadline."""
-
-    __slots__ = ("left", "done", "deadline")
-
-    def __init__(self, left: int, done: Callable[[SessiondError | None], None], deadline: float) -> None:
-        self.left = left
-        self.done: Callable[[SessiondError | None], None] | None = done
-        self.deadline = deadline
-
-    def part(self, err: SessiondError | None) -> None:
-        if self.done is None:
-            return
-        self.left -= 1
-        if err is not None or self.left <= 0:
-            done, self.done = self.done, None
-            done(err)
-
-
-class _Failed(Exception):
-    pass
-
-
-DISCONNECTED = "disconnected with acknowledgements outstanding"
-
-
-class PublishRefused(Exception):
-    """JetStream answered a publish with an error (``err_code`` is its code)."""
-
-    def __init__(self, err_code: int | None, description: str) -> None:
-        super().__init__(f"JetStream refused a range: {description} (err_code {err_code})")
-        self.err_code = err_code
-
 
 # --------------------------------------------------------------------- the mirror
 
@@ -947,28 +732,3 @@ class Mirror:
         count = sum(1 for p in paths if p not in self.files and file_ref(self.projects, p) is not None
                     and self.track_existing(p) is not None)
         log.info("mirror: the previous run did not stop cleanly; checking %d files written since its last save", count)
-
-
-class MirrorState(msgspec.Struct):
-    clean: bool = False
-    savedAt: float = 0.0
-    files: dict[str, int | None] = {}
-
-
-def recently_written(projects: Path, since: float) -> list[Path]:
-    """Transcripts (main and agent files) modified at or after ``since``."""
-    out = []
-    try:
-        dirs = list(os.scandir(projects))
-    except FileNotFoundError:
-        return out
-    for d in dirs:
-        if not d.is_dir(follow_symlinks=False):
-            continue
-        for path in Path(d.path).rglob("*.jsonl"):
-            try:
-                if path.stat(follow_symlinks=False).st_mtime >= since:
-                    out.append(path)
-            except OSError:
-                continue
-    return out

@@ -1,0 +1,115 @@
+"""Talking to JetStream: connecting, the stream, the last range of a subject,
+and the error an append gets when a required mirror cannot take it."""
+
+
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+
+from sessiond.protocol.remote import (
+    HDR_OFFSET,
+)
+from sessiond.protocol.wire.errors import MIRROR_UNAVAILABLE, SessiondError
+
+from ..config import ConfigError, MirrorSettings
+
+log = logging.getLogger("sessiond")
+
+
+HDR_MSG_ID = "Nats-Msg-Id"
+HDR_EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error when the subject's last message is not the one expected."""
+DUPLICATE_WINDOW = 120.0
+
+# --------------------------------------------------------------------- the format
+
+
+def mirror_error(message: str) -> SessiondError:
+    return SessiondError(message, code=MIRROR_UNAVAILABLE)
+
+
+def require_client() -> None:
+    """The nats-py client is an optional extra: say how to get it."""
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        raise ConfigError("mirror: the [mirror] section needs nats-py: pip install 'sessiond[mirror]'") from None
+
+
+async def connect(cfg: MirrorSettings, name: str, *, forever: bool = True, **callbacks: Any):
+    """A NATS connection with the settings both the daemon and the CLI use.
+
+    ``forever``: keep trying (the first connection too) and reconnect forever
+    (the daemon); else give up after a few rounds of the server list (the CLI).
+    Fast pings, so a dead server is noticed within seconds even without a reset."""
+    import nats
+
+    async def quiet(exc: Exception) -> None:
+        log.debug("mirror: nats: %s", exc)
+
+    opts: dict[str, Any] = {
+        "servers": list(cfg.servers),
+        "name": name,
+        "connect_timeout": 2,
+        "reconnect_time_wait": 0.5,
+        "max_reconnect_attempts": -1 if forever else 2,
+        "ping_interval": 5,
+        "max_outstanding_pings": 3,
+        "error_cb": callbacks.pop("error_cb", quiet),
+        **callbacks,
+    }
+    if cfg.credentials is not None:
+        opts["user_credentials"] = str(cfg.credentials)
+    return await nats.connect(**opts)
+
+
+async def ensure_stream(js: Any, cfg: MirrorSettings) -> None:
+    """Create the stream if missing; refuse one that does not take our subjects."""
+    from nats.js import api
+    from nats.js.errors import BadRequestError, NotFoundError
+
+    config = api.StreamConfig(
+        name=cfg.stream,
+        subjects=[f"{cfg.subject_prefix}.>"],
+        storage=api.StorageType.FILE,
+        num_replicas=cfg.replicas,
+        duplicate_window=DUPLICATE_WINDOW,
+        allow_direct=True,
+    )
+    try:
+        await js.add_stream(config)
+        return
+    except BadRequestError:
+        pass  # exists with another configuration: fine if it takes our subjects
+    try:
+        owner = await js.find_stream_name_by_subject(f"{cfg.subject_prefix}.x.y")
+    except NotFoundError:
+        owner = None
+    if owner != cfg.stream:
+        raise mirror_error(f"stream {cfg.stream} exists but does not take subjects {cfg.subject_prefix}.>")
+
+
+async def remote_end(js: Any, stream: str, subject: str) -> tuple[int, int, bytes, int]:
+    """Where the stream's copy of a file ends: (end, start of the last range, its
+    bytes, its stream sequence); (0, 0, b"", 0) when the stream has nothing of it."""
+    from nats.js.errors import NotFoundError
+
+    try:
+        msg = await js.get_last_msg(stream, subject)
+    except NotFoundError:
+        return 0, 0, b"", 0
+    data = msg.data or b""
+    start = int((msg.headers or {}).get(HDR_OFFSET, "0"))
+    return start + len(data), start, data, msg.seq or 0
+
+
+class PublishRefused(Exception):
+    """JetStream answered a publish with an error (``err_code`` is its code)."""
+
+    def __init__(self, err_code: int | None, description: str) -> None:
+        super().__init__(f"JetStream refused a range: {description} (err_code {err_code})")
+        self.err_code = err_code
