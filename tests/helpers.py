@@ -30,3 +30,15 @@ def read_entries(path: Path) -> list[dict]:
 
 def main_path(root: Path, cwd: str, session: str) -> Path:
     return session_file(project_dir(root, cwd), session)
+
+
+def wait_until(condition, what: str, timeout: float = 15.0, every: float = 0.05) -> None:
+    """Poll ``condition`` until it is true; fail naming ``what`` if it never is.
+    A bound on a wait, not a timing assertion."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)

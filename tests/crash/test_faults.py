@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 import uuid
 
 import pytest
 
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import RemoteError
-from tests.helpers import assistant, line, main_path, read_entries, user
+from tests.helpers import assistant, line, main_path, read_entries, user, wait_until
 
 CWD = "/work/project"
 
@@ -61,10 +60,7 @@ def test_enospc_gives_io_error_keeps_the_queue_and_recovers(daemon_factory):
             append(c, sid, [first], durability="written")
         assert err.value.code == "io_error" and "No space left" in err.value.message
         assert c.status().queuedEntries == 1  # kept, to be retried
-        deadline = time.monotonic() + 20
-        while c.status().queuedEntries:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_until(lambda: not c.status().queuedEntries, "the retried write", timeout=20)
         append(c, sid, [second], durability="durable")
         assert c.status().errors >= 2
     assert read_entries(path) == [first, second]

@@ -18,6 +18,7 @@ from sessiond.client import Client
 from sessiond.client.service import launchd_plist, systemd_units
 from sessiond.daemon.config import ConfigError, build
 from tests.conftest import REPO
+from tests.helpers import wait_until
 
 needs_activate = pytest.mark.skipif(not shutil.which("systemd-socket-activate"), reason="systemd-socket-activate not installed")
 
@@ -49,10 +50,8 @@ def test_socket_activation_notify_ready_watchdog_and_stopping(short_tmp):
         env=env, stdout=log, stderr=log,
     )
     try:
-        deadline = time.monotonic() + 15
-        while not sock_path.exists():
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.01)
+        wait_until(lambda: sock_path.exists() or proc.poll() is not None, "the activation socket", every=0.01)
+        assert proc.poll() is None
         # The first connection starts the daemon (it adopts fd 3).
         with Client(sock_path, autostart=False, timeout=20) as c:
             before = drain(notify)  # READY=1 was sent before any request was served
@@ -155,17 +154,11 @@ def test_sighup_reloads_what_can_change_and_flags_still_win(daemon_factory, shor
         assert (conf["flushIntervalMs"], conf["fsync"], conf["configFile"]) == (50, "interval", str(cfg))
         cfg.write_text('flush_interval_ms = 20\nfsync = "always"\nlog_level = "debug"\n')
         d.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while c.status().config["flushIntervalMs"] != 20:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: c.status().config["flushIntervalMs"] == 20, "the reload")
         assert c.status().config["fsync"] == "always"
         cfg.write_text("flush_interval_ms = oops\n")  # a broken edit keeps the old config
         d.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while "config not reloaded" not in d.log_text():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: "config not reloaded" in d.log_text(), "the refused reload")
         assert c.status().config["flushIntervalMs"] == 20
     assert "SIGHUP: config reloaded: flush_interval 0.05 -> 0.02" in d.log_text()
     d.stop()
@@ -174,8 +167,5 @@ def test_sighup_reloads_what_can_change_and_flags_still_win(daemon_factory, shor
     with d2.client() as c:
         cfg.write_text("flush_interval_ms = 10\n")
         d2.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while "SIGHUP" not in d2.log_text():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: "SIGHUP" in d2.log_text(), "the reload")
         assert c.status().config["flushIntervalMs"] == 70

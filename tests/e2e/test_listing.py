@@ -9,7 +9,7 @@ import uuid
 
 from sessiond.client import Session
 from sessiond.protocol.wire import messages as m
-from tests.helpers import assistant, line, main_path, user
+from tests.helpers import assistant, line, main_path, user, wait_until
 
 CWD = "/work/listed"
 
@@ -70,10 +70,8 @@ def test_the_daemon_catalog_serves_lists_and_catches_foreign_writers(daemon):
         other = str(uuid.uuid4())
         foreign = main_path(daemon.root, CWD, other)
         foreign.write_bytes(line(user("written by another program")) + b"\n")
-        deadline = time.monotonic() + 15
-        while other not in [s.sessionId for s in c.call(m.List(id=c.next_id(), dirs=[project])).sessions]:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        listed = lambda: [s.sessionId for s in c.call(m.List(id=c.next_id(), dirs=[project])).sessions]  # noqa: E731
+        wait_until(lambda: other in listed(), "the foreign session in the list", every=0.2)
         # Paths outside the root are refused.
         for bad in ("/etc", str(daemon.root), project + "/../../.."):
             try:
