@@ -46,7 +46,7 @@ class _Project:
     def __init__(self) -> None:
         self.files: dict[str, _File] = {}
         self.refreshed = 0.0
-        self.order: list[str] | None = None  # paths newest first; None after a change
+        self.order: list[tuple[int, str, _File]] | None = None  # newest first; None after a change
         self.refreshing = False
 
 
@@ -130,8 +130,12 @@ class Catalog:
         with self.lock:
             candidates: list[tuple[int, str, _File]] = []
             for _, project in projects:
-                candidates += [(f.mtime_ns, path, f) for path, f in project.files.items()]
-        candidates.sort(key=lambda c: (-c[0], c[1]))
+                if project.order is None:  # sorted once per change, not per request
+                    project.order = sorted(((f.mtime_ns, path, f) for path, f in project.files.items()),
+                                           key=lambda c: (-c[0], c[1]))
+                candidates += project.order
+        if len(projects) > 1:
+            candidates.sort(key=lambda c: (-c[0], c[1]))
         stats.files_seen += len(candidates)
         out: list[SessionInfo] = []
         listed = 0
