@@ -176,3 +176,73 @@ def fork_entries(path: Path, chain: list[str]) -> list[dict]:
         out.append(e)
         parent = uid
     return out
+
+
+@cli.command()
+@click.argument("target", metavar="ID|PATH")
+@click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
+@click.option("-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True, help="Entries to show first.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing entries as they are written (Ctrl-C stops).")
+@click.option("--json", "as_json", is_flag=True, help="Raw entries, one JSON object per line.")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=0.2, hidden=True)
+@click.pass_obj
+def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, as_json: bool, interval: float) -> None:
+    """The last entries of a transcript, and with -f the new ones as they arrive.
+
+    Reads the file (whole lines only: a line still being written is waited for),
+    so it follows any writer, the daemon or not."""
+    import time
+
+    path, _ = locate(obj, target, cwd)
+    with open(path, "rb") as f:
+        data = f.read()
+        whole = data[: data.rfind(b"\n") + 1]
+        offset = len(whole)
+        for line in whole.splitlines()[-count:] if count else []:
+            _print_entry(line, as_json)
+        if not follow:
+            return
+        sys.stdout.flush()
+        try:
+            while True:
+                f.seek(offset)
+                more = f.read()
+                end = more.rfind(b"\n") + 1
+                if end:
+                    for line in more[:end].splitlines():
+                        _print_entry(line, as_json)
+                    sys.stdout.flush()  # a pipe reader sees each entry as it comes
+                    offset += end
+                elif os.path.getsize(path) < offset:  # truncated or replaced: start over
+                    offset = 0
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return
+
+
+def _print_entry(line: bytes, as_json: bool) -> None:
+    from .transcript_view import one_line, render_blocks
+
+    if not line.strip():
+        return
+    if as_json:
+        click.echo(line.decode("utf-8", "replace"))
+        return
+    try:
+        e = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        click.echo("?? (unreadable line)")
+        return
+    if not isinstance(e, dict):
+        return
+    kind = e.get("type", "?")
+    when = (e.get("timestamp") or "")[11:19].ljust(8)
+    if kind in ("user", "assistant"):
+        body = render_blocks((e.get("message") or {}).get("content"))
+        first, *rest = body or [""]
+        click.echo(f"{when} {kind:15} {one_line(first, 200)}")
+        for extra in rest:
+            click.echo(f"{'':24} {one_line(extra, 200)}")
+    else:
+        detail = next((e[k] for k in ("customTitle", "aiTitle", "lastPrompt", "summary", "tag", "mode", "subtype", "content") if e.get(k)), "")
+        click.echo(f"{when} {kind:15} {one_line(str(detail), 160)}".rstrip())

@@ -141,3 +141,29 @@ def test_resume_sees_everything_acknowledged_by_a_concurrent_writer(daemon):
         stop.set()
         t.join(30)
     assert snapshot and set(snapshot) <= set(out["chain"])
+
+
+def test_tail_shows_the_last_entries_and_follows_new_ones(daemon):
+    import subprocess
+    import sys
+
+    sid = str(uuid.uuid4())
+    with daemon.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
+                        entries=[line(user(f"old {i}")) for i in range(5)]))
+    last2 = daemon.cli("tail", sid, "--cwd", CWD, "-n", "2").stdout.decode().splitlines()
+    assert [x.split()[-1] for x in last2] == ["3", "4"]
+    raw = daemon.cli("tail", sid, "--cwd", CWD, "-n", "1", "--json").stdout
+    assert json.loads(raw)["message"]["content"] == "old 4"
+    p = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "tail", "-f", "-n", "1", sid, "--cwd", CWD, "--interval", "0.05"],
+                         env=daemon.env, stdout=subprocess.PIPE)
+    try:
+        assert "old 4" in p.stdout.readline().decode()  # it has read the file: now follow
+        with daemon.client() as c:
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written", entries=[line(assistant("fresh reply"))]))
+        got = p.stdout.readline().decode()
+        assert "assistant" in got and "fresh reply" in got
+    finally:
+        p.terminate()
+        p.wait(timeout=20)
+        p.stdout.close()
