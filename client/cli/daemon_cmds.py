@@ -22,9 +22,16 @@ from .output import duration, size
 @click.option("--max-frame", type=click.IntRange(min=1024), default=None, help="Largest accepted frame in bytes.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None, help="Default info.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Config file (default $XDG_CONFIG_HOME/sessiond/config.toml).")
+@click.option("--root", "root_here", type=click.Path(path_type=Path), default=None, help="Store root (same as the global --root).")
+@click.option("--socket", "socket_here", type=click.Path(path_type=Path), default=None, help="Socket path (same as the global --socket).")
 @click.pass_obj
-def serve(obj: Context, flush_interval: float | None, fsync: str | None, max_frame: int | None, log_level: str | None, config_path: Path | None) -> None:
+def serve(obj: Context, flush_interval: float | None, fsync: str | None, max_frame: int | None, log_level: str | None, config_path: Path | None,
+          root_here: Path | None, socket_here: Path | None) -> None:
     """Run the daemon in the foreground (flags > env > config file > defaults)."""
+    if root_here is not None:
+        obj.root = root_here.absolute()
+    if socket_here is not None:
+        obj.socket, obj.socket_given = socket_here.absolute(), True
     from sessiond.daemon.config import ConfigError, build
     from sessiond.daemon.server import serve as run
 

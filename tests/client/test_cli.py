@@ -115,3 +115,24 @@ def test_long_listings_show_progress_only_on_a_terminal(daemon_factory, short_tm
     assert b"reading sessions" not in piped.stderr and piped.stdout.count(b"\n") == 2100
     tty = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], env=d.env, capture_output=True, timeout=60)
     assert b"reading sessions" in tty.stdout and b"2100/2100" in tty.stdout
+
+
+def test_serve_takes_root_and_socket_after_the_command_too(short_tmp):
+    import os
+    import subprocess
+    import sys
+
+    from sessiond.client.autostart import socket_answers
+    from tests.helpers import wait_until
+
+    sock = short_tmp / "run" / "x.sock"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSIOND_")}
+    p = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "serve", "--root", str(short_tmp / "r"), "--socket", str(sock)],
+                         env=env, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: socket_answers(sock) or p.poll() is not None, "the daemon")
+        st = json.loads(run_cli("--socket", str(sock), "status", "--json", env=env).stdout)
+        assert st["root"] == str(short_tmp / "r") and st["socket"] == str(sock)
+    finally:
+        p.terminate()
+        assert p.wait(timeout=30) == 0
