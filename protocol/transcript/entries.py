@@ -73,10 +73,11 @@ def decode_header(line: bytes) -> EntryHeader:
         raise bad_request(f"entry has a field of the wrong type: {exc}") from None
     except msgspec.DecodeError as exc:
         raise bad_request(f"entry is not one JSON object: {exc}") from None
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        raise bad_request("entry is not valid UTF-8") from None
+    if not line.isascii():  # ASCII is valid UTF-8: only other lines need the full check
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise bad_request("entry is not valid UTF-8") from None
     return header
 
 
