@@ -20,7 +20,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
 
-from sessiond.protocol.transcript.appendfile import locked_append, open_append
+from sessiond.protocol.transcript.appendfile import Appended, locked_append, open_append
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
 from .config import Settings
@@ -34,16 +34,16 @@ ERROR_RETRY = 1.0
 
 
 class Stats:
-    __slots__ = ("writes", "bytes_written", "fsyncs", "errors", "entries_written")
+    __slots__ = ("writes", "bytes_written", "fsyncs", "errors")
 
     def __init__(self) -> None:
-        self.writes = self.bytes_written = self.fsyncs = self.errors = self.entries_written = 0
+        self.writes = self.bytes_written = self.fsyncs = self.errors = 0
 
 
 class FileQueue:
     __slots__ = (
         "path", "fd", "lines", "nbytes", "accepted", "written", "synced",
-        "write_waiters", "sync_waiters", "timer", "soon", "syncing", "sync_queued", "retry",
+        "write_waiters", "sync_waiters", "timer", "soon", "syncing", "sync_queued", "retry", "ident", "end",
     )
 
     def __init__(self, path: Path) -> None:
@@ -61,6 +61,8 @@ class FileQueue:
         self.syncing = False
         self.sync_queued = False  # waiting for a free fdatasync slot
         self.retry: asyncio.TimerHandle | None = None
+        self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file fd is open on
+        self.end: int | None = None  # the file's size after our last write
 
     @property
     def idle(self) -> bool:
@@ -184,20 +186,22 @@ class Writer:
                     if len(self._open) < self.max_open:
                         break
         q.fd, _ = open_append(q.path)
+        st = os.fstat(q.fd)
+        if (st.st_dev, st.st_ino) != q.ident:
+            q.ident, q.end = (st.st_dev, st.st_ino), None
         self._open[q.path] = q
         return q.fd
 
     def _current_fd(self, q: FileQueue) -> int:
-        """``_fd`` after checking the path still names our file: a transcript
-        renamed or deleted under the daemon is reopened (recreated) at its path,
-        rather than written into a file nobody will read."""
+        """``_fd`` after checking the path still names our file (one stat): a
+        transcript renamed or deleted under the daemon is reopened (recreated)
+        at its path, rather than written into a file nobody will read."""
         fd = self._fd(q)
         try:
             st = os.stat(q.path)
         except FileNotFoundError:
             st = None
-        mine = os.fstat(fd)
-        if st is None or (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev):
+        if st is None or (st.st_dev, st.st_ino) != q.ident:
             log.warning("%s was %s under the daemon; reopening it", q.path, "deleted" if st is None else "replaced")
             self._close_fd(q)
             fd = self._fd(q)
@@ -210,38 +214,41 @@ class Writer:
         self._open.pop(q.path, None)
 
     def _write(self, q: FileQueue) -> bool:
-        lines = q.lines
-        data = b"\n".join(lines) + b"\n"
+        data = b"\n".join(q.lines) + b"\n"
         try:
-            done = locked_append(self._current_fd(q), q.path, data, blocking=False)
+            done = locked_append(self._current_fd(q), q.path, data, blocking=False, known_end=q.end)
         except OSError as exc:
             self._write_failed(q, exc)
             return False
         if done is None:  # a fallback writer holds the lock: try again shortly
             q.retry = self.loop.call_later(LOCK_RETRY, self._drain, q)
             return False
-        if done.torn is not None:
-            log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
-                        q.path, done.torn.length, done.torn.offset, q.path.name)
-        count = len(lines)
-        for observe in self.observers:
-            observe(q.path, lines, done.size)
-        self.stats.writes += 1
-        self.stats.bytes_written += len(data)
-        self.stats.entries_written += count
-        self.queued_bytes -= q.nbytes
-        self.queued_entries -= count
-        q.lines = []
-        q.nbytes = 0
-        q.written = q.accepted
-        waiters = q.write_waiters
-        while waiters and waiters[0][0] <= q.written:
-            waiters.popleft()[1](None)
+        self._wrote(q, len(data), done)
         if self._below_limit and not self.over_limit:
             callbacks, self._below_limit = self._below_limit, []
             for cb in callbacks:
                 cb()
         return True
+
+    def _wrote(self, q: FileQueue, nbytes: int, done: Appended) -> None:
+        """Everything queued on ``q`` is in the file now: tell the observers,
+        count it, answer the write waiters."""
+        if done.torn is not None:
+            log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
+                        q.path, done.torn.length, done.torn.offset, q.path.name)
+        for observe in self.observers:
+            observe(q.path, q.lines, done.size)
+        self.stats.writes += 1
+        self.stats.bytes_written += nbytes
+        self.queued_bytes -= q.nbytes
+        self.queued_entries -= len(q.lines)
+        q.lines = []
+        q.nbytes = 0
+        q.end = done.size
+        q.written = q.accepted
+        waiters = q.write_waiters
+        while waiters and waiters[0][0] <= q.written:
+            waiters.popleft()[1](None)
 
     def _write_failed(self, q: FileQueue, exc: OSError) -> None:
         self.stats.errors += 1
@@ -348,15 +355,8 @@ class Writer:
             try:
                 if q.lines:
                     data = b"\n".join(q.lines) + b"\n"
-                    done = locked_append(self._current_fd(q), q.path, data, blocking=True)
-                    for observe in self.observers:
-                        observe(q.path, q.lines, done.size)
-                    self.stats.writes += 1
-                    self.stats.bytes_written += len(data)
-                    self.stats.entries_written += len(q.lines)
-                    self.queued_bytes -= q.nbytes
-                    self.queued_entries -= len(q.lines)
-                    q.lines, q.nbytes, q.written = [], 0, q.accepted
+                    done = locked_append(self._current_fd(q), q.path, data, blocking=True, known_end=q.end)
+                    self._wrote(q, len(data), done)
                 if q.fd is not None and q.synced < q.written:
                     os.fdatasync(q.fd)
                     self.stats.fsyncs += 1

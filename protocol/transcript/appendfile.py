@@ -163,27 +163,34 @@ class Appended(msgspec.Struct):
     """A torn tail found (and moved aside) before writing."""
 
 
-def locked_append(fd: int, path: Path, data: bytes | memoryview, *, blocking: bool = True) -> Appended | None:
+def locked_append(fd: int, path: Path, data: bytes | memoryview, *, blocking: bool = True,
+                  known_end: int | None = None) -> Appended | None:
     """Append ``data`` (whole lines) under an exclusive flock; None when
-    ``blocking`` is False and another writer holds the lock."""
+    ``blocking`` is False and another writer holds the lock. ``known_end``: the
+    size this caller's last write left the file at (see ``append_unlocked``)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
     except BlockingIOError:
         return None
     try:
-        return append_unlocked(fd, path, data)
+        return append_unlocked(fd, path, data, known_end=known_end)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def append_unlocked(fd: int, path: Path, data: bytes | memoryview) -> Appended:
+def append_unlocked(fd: int, path: Path, data: bytes | memoryview, *, known_end: int | None = None) -> Appended:
     """The body of ``locked_append`` for a caller already holding the lock.
 
-    On a failed or short write the file is cut back to where it was, so a
-    failure never leaves a partial line behind; the error is re-raised.
+    The torn-tail check is skipped when the file still ends where the caller's
+    own last (whole-lines) write left it: nobody else wrote since. On a failed or
+    short write the file is cut back to where it was, so a failure never leaves a
+    partial line behind; the error is re-raised.
     """
-    torn = cut_torn_tail(fd, path, os.fstat(fd).st_size)
     size = os.fstat(fd).st_size
+    torn = None
+    if size != known_end:
+        torn = cut_torn_tail(fd, path, size)
+        size = os.fstat(fd).st_size
     try:
         return Appended(size + write_all(fd, data), torn)
     except OSError:
