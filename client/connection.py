@@ -199,9 +199,4 @@ class Client(Endpoint):
         return Session(self, session_id=session_id, cwd=cwd, **kw)
 
 
-def default_client(**kw) -> Client:
-    kw.setdefault("root", os.environ.get("SESSIOND_ROOT") or None)
-    return Client(**kw)
-
-
-__all__ = ["Client", "default_client", "default_root", "default_socket"]
+__all__ = ["Client", "Endpoint", "default_root", "default_socket"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from pathlib import Path
@@ -56,7 +55,6 @@ class Catalog:
         self.loop = loop
         self.projects: dict[str, _Project] = {}
         self.lock = threading.Lock()
-        self.reads = 0  # lite reads done (a benchmark checks the page reads ~20)
 
     # ------------------------------------------------------------ following writes
 
@@ -151,7 +149,6 @@ class Catalog:
                 except OSError:
                     stats.errors += 1
                     continue
-                self.reads += 1
                 stats.files_read += 1
                 with self.lock:
                     if f.lite is None and (lite.size, lite.mtime_ns) >= (f.size, 0):

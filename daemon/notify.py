@@ -34,10 +34,6 @@ class Notifier:
         for key in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
             os.environ.pop(key, None)
 
-    @property
-    def enabled(self) -> bool:
-        return self._sock is not None
-
     def send(self, *lines: str) -> None:
         if self._sock is None:
             return

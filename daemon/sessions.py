@@ -27,7 +27,8 @@ from sessiond.protocol.transcript.entries import (
     is_chain_participant,
     is_compact_boundary,
 )
-from sessiond.protocol.transcript.appendfile import tail_lines
+from sessiond.protocol.transcript.appendfile import RESEND_WINDOW, tail_lines
+from sessiond.protocol.transcript.lite import LITE_WINDOW
 from sessiond.protocol.transcript.jsonl import SessionScan, scan_session, scan_uuids
 from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, too_large
 
@@ -35,9 +36,6 @@ from .config import Settings
 from .writer import FileQueue, Writer
 
 log = logging.getLogger("sessiond")
-
-TAIL_WINDOW = 64 * 1024
-"""What a lite read of the tail sees (SPEC 5)."""
 
 INLINE_SCAN_BYTES = 4 * 1024 * 1024
 """Existing files up to this size are scanned on the loop (a few ms); larger ones
@@ -97,13 +95,13 @@ class SessionState:
         return not self.clients and self.loading is None and all(t.queue.idle for t in self.targets())
 
 
-def recent_lines(queue: FileQueue, pending: list[bytes] | tuple = ()) -> set[bytes]:
-    """Lines near the end of a file (``RESEND_WINDOW``), still queued, or pending."""
+def recent_lines(queue: FileQueue, pending: list[bytes] | tuple = (), window: int = RESEND_WINDOW) -> set[bytes]:
+    """Lines in the last ``window`` bytes of a queue's file, still queued, or pending."""
     out: set[bytes] = set(queue.lines)
     out.update(pending)
     try:
         with open(queue.path, "rb") as f:
-            out.update(tail_lines(f.fileno()))
+            out.update(tail_lines(f.fileno(), window=window))
     except FileNotFoundError:
         pass
     return out
@@ -175,13 +173,7 @@ class Registry:
         lines = self.metadata_lines(state)
         if not lines:
             return 0
-        try:
-            with open(state.path, "rb") as f:
-                f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_WINDOW))
-                tail = set(f.read().split(b"\n"))
-        except OSError:
-            tail = set()
-        tail.update(state.main.queue.lines)
+        tail = recent_lines(state.main.queue, window=LITE_WINDOW)
         if all(line in tail for line in lines):
             return 0
         self.writer.enqueue(state.main.queue, lines)

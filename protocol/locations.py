@@ -11,7 +11,6 @@ import stat
 from pathlib import Path
 
 SOCKET_NAME = "sessiond.sock"
-LOCK_NAME = "sessiond.lock"
 LOG_NAME = "sessiond.log"
 
 

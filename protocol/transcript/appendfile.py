@@ -147,13 +147,13 @@ RESEND_WINDOW = 1024 * 1024
 had written it at most one drain before dying."""
 
 
-def tail_lines(fd: int, size: int | None = None) -> set[bytes]:
-    """The lines in the last ``RESEND_WINDOW`` bytes of a file."""
+def tail_lines(fd: int, size: int | None = None, window: int = RESEND_WINDOW) -> set[bytes]:
+    """The lines in the last ``window`` bytes of a file."""
     if size is None:
         size = os.fstat(fd).st_size
     if not size:
         return set()
-    return set(os.pread(fd, RESEND_WINDOW, max(0, size - RESEND_WINDOW)).split(b"\n"))
+    return set(os.pread(fd, window, max(0, size - window)).split(b"\n"))
 
 
 class Appended(msgspec.Struct):

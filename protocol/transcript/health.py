@@ -17,8 +17,6 @@ import msgspec
 from .appendfile import TornTail, cut_torn_tail, file_lock
 from .jsonl import iter_lines
 
-MAX_LISTED = 20
-
 
 class _Block(msgspec.Struct):
     type: str | None = None
