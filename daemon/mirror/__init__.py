@@ -5,20 +5,9 @@ concurrency, one small server binary, an asyncio client, and clustering when one
 server is not enough. sessiond builds no replication protocol of its own: it
 appends to that log and reads it back.
 
-**The stream format** (shared by the daemon, ``sessiond push`` and ``sessiond pull``).
-Each transcript file has its own subject::
-
-    <prefix>.<project-key>.<session-id>                       the main transcript
-    <prefix>.<project-key>.<session-id>.agent-<a>             subagents/agent-<a>.jsonl
-    <prefix>.<project-key>.<session-id>.workflows.<r>.agent-<a>
-
-``project-key`` is 16 hex digits of the sha256 of the project dir name (dir names
-run past 200 characters, and a subject token cannot hold every byte a name can).
-Each message is an exact byte range of one file: whole lines as written, cut at a
-line end (only a line bigger than a message is split mid-line), with headers naming
-the project dir (``Sessiond-Project``), the file relative to it (``Sessiond-File``)
-and the byte offset of the range (``Sessiond-Offset``). Offsets make hydration
-exact: ``pull`` puts every range where it was, so the copy is byte-identical.
+**The stream format** (subjects per file, byte-range messages with project, file
+and offset headers, so a pull is byte-identical) is defined in
+``sessiond.protocol.remote``, shared with ``sessiond push`` and ``sessiond pull``.
 
 **One writer per file, enforced by the server.** Ranges of a file go out one at a
 time, each with ``Nats-Expected-Last-Subject-Sequence`` = the sequence of the
