@@ -31,6 +31,9 @@ import time
 import uuid
 from pathlib import Path
 
+import benchlib
+from benchlib import cpu_seconds
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -137,27 +140,7 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def start_daemon(base: Path, flush_ms: float, extra: list[str] | None = None) -> subprocess.Popen:
-    sock = base / "run" / "s.sock"
-    (base / "run").mkdir(mode=0o700)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(base / "root"),
-         "serve", "--flush-interval", str(flush_ms), "--log-level", "warning", *(extra or [])],
-        stdin=subprocess.DEVNULL,
-    )
-    from sessiond.client.autostart import socket_answers
-
-    deadline = time.monotonic() + 15
-    while not socket_answers(sock):
-        if time.monotonic() > deadline or proc.poll() is not None:
-            raise SystemExit("daemon did not start")
-        time.sleep(0.01)
-    return proc
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return benchlib.start_daemon(base / "run" / "s.sock", base / "root", "--flush-interval", str(flush_ms), *(extra or []))
 
 
 def start_redis(base: Path) -> tuple[subprocess.Popen, Path]:

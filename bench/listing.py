@@ -21,13 +21,15 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+
+import benchlib
+from benchlib import timed
 
 from sessiond.protocol.transcript import listing
 from sessiond.protocol.transcript.lite import default_opener
@@ -83,18 +85,11 @@ def naive(root: Path) -> list[dict]:
 
 def daemon_figures(base: Path, root: Path, dirs: list, runs: int) -> dict:
     from sessiond.client import Client
-    from sessiond.client.autostart import socket_answers
     from sessiond.protocol.wire import messages as m
 
     sock = base / "run" / "s.sock"
-    sock.parent.mkdir(mode=0o700)
-    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root), "serve",
-                             "--log-level", "warning"])
+    proc = benchlib.start_daemon(sock, root)
     try:
-        deadline = time.monotonic() + 20
-        while not socket_answers(sock):
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.01)
         with Client(sock, autostart=False, timeout=120) as c:
             ask = lambda limit: c.call(m.List(id=c.next_id(), dirs=[str(d) for d in dirs], limit=limit))  # noqa: E731
             t_cold, _ = timed(lambda: ask(20), 1)
@@ -111,15 +106,6 @@ def daemon_figures(base: Path, root: Path, dirs: list, runs: int) -> dict:
         proc.wait(timeout=60)
     return {"daemon_limit20_cold_ms": t_cold * 1000, "daemon_limit20_ms": t_warm * 1000,
             "daemon_full_cold_ms": t_full_cold * 1000, "daemon_full_ms": t_full * 1000, "cli_via_daemon_limit20_ms": t_cli * 1000}
-
-
-def timed(fn, runs: int) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(runs):
-        t = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), result
 
 
 def main() -> None:

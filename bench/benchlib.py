@@ -1,0 +1,50 @@
+"""Pieces every benchmark script uses: start a real daemon, time a function,
+read a process's CPU time. Scripts run as ``python bench/<name>.py``, so this
+directory is on ``sys.path`` and they ``import benchlib``."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def start_daemon(sock: Path, root: Path, *serve_args: str, timeout: float = 20.0) -> subprocess.Popen:
+    """A ``sessiond serve`` on ``sock`` (its dir made 0700) and ``root``, once it answers."""
+    from sessiond.client.autostart import socket_answers
+
+    sock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root), "serve",
+         "--log-level", "warning", *serve_args],
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + timeout
+    while not socket_answers(sock):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise SystemExit(f"the daemon did not start (exit {proc.poll()})")
+        time.sleep(0.01)
+    return proc
+
+
+def timed(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
+    """Median wall time of ``runs`` calls, and the last result."""
+    times, result = [], None
+    for _ in range(runs):
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), result
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
