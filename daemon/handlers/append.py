@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sessiond.protocol.transcript.entries import EntryHeader, decode_header
+from sessiond.protocol.transcript.entries import EntryHeader, decode_headers
 from sessiond.protocol.transcript.recording import chain_messages
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import SessiondError, bad_request
+from sessiond.protocol.wire.errors import SessiondError
 
 from .completion import after_all
 
@@ -18,13 +18,7 @@ if TYPE_CHECKING:
 
 def _headers(lines: list[bytes]) -> list[tuple[EntryHeader, bytes]]:
     """Decode every header first: a batch with one bad entry is refused whole."""
-    out = []
-    for i, line in enumerate(lines):
-        try:
-            out.append((decode_header(line), line))
-        except SessiondError as exc:
-            raise bad_request(f"entry {i}: {exc.message}") from None
-    return out
+    return list(zip(decode_headers(lines), lines))
 
 
 def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
@@ -85,7 +79,7 @@ def _ack(conn: Connection, rid: int, durability: str, routed: Routed) -> m.Respo
     mirror = conn.daemon.mirror
     if durability == "durable" and mirror is not None and mirror.required:
         done = mirror.confirming([q.path for q in routed.queues], done)  # ack once JetStream has it too
-    waiter = after_all(len(routed.queues), done)
+    waiter = done if len(routed.queues) == 1 else after_all(len(routed.queues), done)
     for q in routed.queues:
         if durability == "durable":
             writer.when_durable(q, waiter)

@@ -8,11 +8,13 @@ and the daemon writes the client's bytes unchanged.
 
 from __future__ import annotations
 
+import operator
+from itertools import repeat
 from typing import Final
 
 import msgspec
 
-from ..wire.errors import bad_request
+from ..wire.errors import SessiondError, bad_request
 
 TRANSCRIPT_TYPES: Final = frozenset({"user", "assistant", "system", "attachment"})
 """Messages that take part in the parent chain."""
@@ -79,6 +81,40 @@ def decode_header(line: bytes) -> EntryHeader:
         except UnicodeDecodeError:
             raise bad_request("entry is not valid UTF-8") from None
     return header
+
+
+def decode_headers(lines: list[bytes]) -> list[EntryHeader]:
+    """``decode_header`` of every line, refusing the batch at its first bad line.
+
+    The common all-good batch is checked and decoded in a few C calls over the
+    joined lines (``decode_lines``: ~2x the per-line calls on an agent's batch of
+    16); any doubt falls back to the per-line path, which names the bad entry.
+    """
+    joined = b"\n".join(lines)
+    # Line by line the newline test is a memchr; bytes.count would be a byte loop.
+    if not any(map(operator.contains, lines, repeat(10))) and 13 not in joined and (joined.isascii() or _is_utf8(joined)):
+        try:
+            headers = _header_decoder.decode_lines(joined)
+        except msgspec.DecodeError:
+            headers = None
+        # decode_lines skips blank lines: a count that differs means one was blank.
+        if headers is not None and len(headers) == len(lines):
+            return headers
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            out.append(decode_header(line))
+        except SessiondError as exc:
+            raise bad_request(f"entry {i}: {exc.message}") from None
+    return out
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def try_header(line: bytes) -> EntryHeader | None:

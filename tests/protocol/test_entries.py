@@ -1,8 +1,10 @@
 """The entry header decoder refuses anything that is not one JSON object line."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from sessiond.protocol.transcript.entries import decode_header
+from sessiond.protocol.transcript.entries import decode_header, decode_headers
 from sessiond.protocol.wire.errors import SessiondError
 
 
@@ -11,21 +13,67 @@ def test_header_fields():
     assert (h.type, h.uuid, h.isSidechain, h.agentId, h.parentUuid) == ("user", "u1", True, "a1", None)
 
 
-@pytest.mark.parametrize(
-    "raw",
-    [
-        b"[1,2]",
-        b'"text"',
-        b'{"type":"user"} {"type":"user"}',
-        b'{"type":"user"',
-        b'{"type":"user",\n"x":1}',
-        b'{"type":"user","x":"\xff"}',
-        b'{"type":5}',
-        b'{"uuid":{"a":1}}',
-        b"",
-    ],
-)
+BAD = [
+    b"[1,2]",
+    b'"text"',
+    b'{"type":"user"} {"type":"user"}',
+    b'{"type":"user"',
+    b'{"type":"user",\n"x":1}',
+    b'{"type":"user","x":"\xff"}',
+    b'{"type":5}',
+    b'{"uuid":{"a":1}}',
+    b"",
+    b"  ",
+    b'{"type":"user",\r"x":1}',
+]
+
+
+@pytest.mark.parametrize("raw", BAD)
 def test_bad_entries_are_typed_errors(raw):
     with pytest.raises(SessiondError) as err:
         decode_header(raw)
     assert err.value.code == "bad_request"
+
+
+GOOD = b'{"type":"user","uuid":"u1","message":{"content":"caf\xc3\xa9"}}'
+
+
+@pytest.mark.parametrize("raw", BAD)
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_batch_refused_whole_naming_the_bad_entry(raw, where):
+    """The joined fast path must never accept what the per-line path refuses:
+    a blank entry beside one holding two objects split by a raw newline would
+    otherwise decode to the right count of objects."""
+    lines = [GOOD, GOOD, GOOD]
+    lines[where] = raw
+    with pytest.raises(SessiondError) as err:
+        decode_headers(lines)
+    assert err.value.code == "bad_request"
+    assert err.value.message.startswith(f"entry {where}:")
+
+
+def test_newline_smuggled_past_a_blank_entry_is_refused():
+    with pytest.raises(SessiondError, match="entry 0: entry contains a raw newline"):
+        decode_headers([b'{"type":"user","uuid":"a"}\n{"type":"user","uuid":"b"}', b""])
+
+
+entry_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=20)
+entry = st.one_of(
+    st.builds(lambda t, u: ('{"type":%s,"uuid":%s}' % (t, u)).encode(), st.sampled_from(['"user"', '"system"', "null", "5"]),
+              st.sampled_from(['"x"', "null", "[1]"])),
+    entry_text.map(lambda t: t.encode("utf-8")),
+    st.binary(max_size=20),
+)
+
+
+@given(st.lists(entry, max_size=6))
+def test_batch_decode_equals_per_line_decode(lines):
+    try:
+        expected = [decode_header(line) for line in lines]
+    except SessiondError:
+        expected = None
+    if expected is None:
+        with pytest.raises(SessiondError):
+            decode_headers(lines)
+    else:
+        assert decode_headers(lines) == expected
