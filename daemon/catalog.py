@@ -28,6 +28,7 @@ from sessiond.protocol.transcript.paths import is_session_id
 log = logging.getLogger("sessiond")
 
 REFRESH_AFTER = 2.0
+MAX_KEYS = 10_000
 
 
 class _File:
@@ -55,21 +56,30 @@ class Catalog:
         self.loop = loop
         self.projects: dict[str, _Project] = {}
         self.lock = threading.Lock()
+        self._keys: dict[Path, tuple[str, str] | None] = {}
+        """Per written path: its (project dir, file) index keys, or None when it is
+        not a session file; the observer runs on every write."""
 
     # ------------------------------------------------------------ following writes
 
     def written(self, path: Path, lines: list[bytes], size: int) -> None:
         """Writer observer: a session file of an indexed project changed."""
-        name = path.name
-        if not name.endswith(".jsonl") or not is_session_id(name[:-6]):
+        keys = self._keys.get(path, False)
+        if keys is False:
+            name = path.name
+            keys = (str(path.parent), str(path)) if name.endswith(".jsonl") and is_session_id(name[:-6]) else None
+            if len(self._keys) >= MAX_KEYS:
+                self._keys.clear()
+            self._keys[path] = keys
+        if keys is None:
             return
         with self.lock:
-            project = self.projects.get(str(path.parent))
+            project = self.projects.get(keys[0])
             if project is None:
                 return
-            f = project.files.get(str(path))
+            f = project.files.get(keys[1])
             if f is None:
-                f = project.files[str(path)] = _File(0, 0)
+                f = project.files[keys[1]] = _File(0, 0)
             f.mtime_ns = time.time_ns()
             f.size = size
             f.lite = None

@@ -23,8 +23,8 @@ from sessiond.protocol.transcript.entries import (
     MATERIALIZING_TYPES,
     REAPPENDED_METADATA,
     REAPPENDED_SET,
+    TRANSCRIPT_TYPES,
     EntryHeader,
-    is_chain_participant,
     is_compact_boundary,
 )
 from sessiond.protocol.transcript.appendfile import RESEND_WINDOW, tail_lines
@@ -260,6 +260,8 @@ class Registry:
     def resolve(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None) -> list[Target]:
         """The target of every entry, resolved before anything is mutated, so a
         batch that cannot be routed (bad id, unreadable agent file) changes nothing."""
+        if agent is None and run is None and not any(h.isSidechain for h, _ in batch):
+            return [state.main] * len(batch)  # the common case: all of it is the main transcript
         self.check_targets([h for h, _ in batch], agent, run)
         try:
             return [self.target_for(state, h, agent, run) for h, _ in batch]
@@ -279,40 +281,46 @@ class Registry:
                     f"{self.settings.max_pending_bytes} bytes"
                 )
         out = Routed()
+        main = state.main
         per_target: dict[int, tuple[Target, list[bytes]]] = {}
         main_lines: list[bytes] = []
+        accepted = duplicates = 0
+        # The loop runs once per entry of every append: locals, no helper calls
+        # on the common path (a main-transcript entry with a uuid).
         for (header, line), target in zip(batch, targets):
             uuid = header.uuid
-            inline_side = target is state.main and bool(header.isSidechain)
-            if uuid is None and resend:
-                if id(target) not in recent:
-                    recent[id(target)] = recent_lines(target.queue, state.pending if target is state.main else ())
-                if line in recent[id(target)]:
-                    out.duplicates += 1
-                    continue
-            if uuid is not None:
+            inline_side = target is main and bool(header.isSidechain)
+            if uuid is None:
+                if resend:
+                    if id(target) not in recent:
+                        recent[id(target)] = recent_lines(target.queue, state.pending if target is main else ())
+                    if line in recent[id(target)]:
+                        duplicates += 1
+                        continue
+            else:
                 seen = state.side_uuids if inline_side else target.uuids
                 if uuid in seen:
-                    out.duplicates += 1
+                    duplicates += 1
                     continue
                 seen.add(uuid)
-                if not inline_side and is_chain_participant(header):
+                if not inline_side and header.type in TRANSCRIPT_TYPES:
                     target.last = uuid
-            out.accepted += 1
-            if target is not state.main:
+            accepted += 1
+            if target is not main:
                 per_target.setdefault(id(target), (target, []))[1].append(line)
                 continue
-            if header.type in REAPPENDED_SET:
-                state.metadata[header.type] = line
+            kind = header.type
+            if kind in REAPPENDED_SET:
+                state.metadata[kind] = line
             else:
                 state.dirty_since_meta = True
             if state.materialized:
-                if is_compact_boundary(header) and not inline_side:
+                if kind == "system" and is_compact_boundary(header) and not inline_side:
                     # SPEC 3.5: the current metadata goes just before the boundary,
                     # so it stays in the tail window of the compacted session.
                     main_lines.extend(self.metadata_lines(state))
                 main_lines.append(line)
-            elif header.type in MATERIALIZING_TYPES:
+            elif kind in MATERIALIZING_TYPES:
                 state.materialized = True
                 main_lines.extend(state.pending)
                 main_lines.append(line)
@@ -321,6 +329,8 @@ class Registry:
             else:
                 state.pending.append(line)
                 state.pending_bytes += len(line)
+        out.accepted = accepted
+        out.duplicates = duplicates
         if main_lines:
             self.writer.enqueue(state.main.queue, main_lines)
             out.queues.append(state.main.queue)

@@ -105,9 +105,7 @@ class Writer:
         return q
 
     def enqueue(self, q: FileQueue, lines: list[bytes]) -> None:
-        size = 0
-        for line in lines:
-            size += len(line) + 1
+        size = sum(map(len, lines)) + len(lines)
         q.lines.extend(lines)
         q.nbytes += size
         q.accepted += len(lines)
