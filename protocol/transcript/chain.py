@@ -72,6 +72,37 @@ def walk(
     entries: dict[str, Entry], leaf: Entry | None, *, sidechain_only: bool = False
 ) -> tuple[list[Entry], list[Bridge]]:
     """Chronological chain ending at ``leaf`` and the bridges it needed."""
+    chain = _plain_walk(entries, leaf)
+    if chain is not None:
+        return chain, []
+    return _guarded_walk(entries, leaf, sidechain_only)
+
+
+def _plain_walk(entries: dict[str, Entry], leaf: Entry | None) -> list[Entry] | None:
+    """The walk when it meets neither a cycle nor a dangling parent (None otherwise),
+    without the cycle guard's set: a walk that reaches a root within ``len(entries)``
+    steps cannot have visited an entry twice (it would have looped forever)."""
+    if leaf is None:
+        return []
+    get = entries.get
+    chain = [leaf]
+    append = chain.append
+    cur: Entry | None = leaf
+    for _ in range(len(entries)):
+        parent = cur.parentUuid
+        if not parent:
+            chain.reverse()
+            return chain
+        cur = get(parent)
+        if cur is None:
+            return None
+        append(cur)
+    return None
+
+
+def _guarded_walk(
+    entries: dict[str, Entry], leaf: Entry | None, sidechain_only: bool
+) -> tuple[list[Entry], list[Bridge]]:
     chain: list[Entry] = []
     bridges: list[Bridge] = []
     seen: set[str] = set()
@@ -113,10 +144,11 @@ _probe = msgspec.json.Decoder(_ContentProbe)
 
 def has_tool_result(e: Entry) -> bool:
     """Does the entry's message hold a tool_result block? Decodes only block types."""
-    if not e.raw:
+    raw = e.raw_view
+    if not raw:
         return False
     try:
-        probe = _probe.decode(e.raw)
+        probe = _probe.decode(raw)
     except msgspec.DecodeError:
         return False
     content = probe.message.content if probe.message is not None else None
@@ -138,6 +170,8 @@ def recover_parallel_tool_results(
     entries: dict[str, Entry], chain: list[Entry], *, sidechain_only: bool = False
 ) -> list[Entry]:
     """``chain`` with the off-chain siblings and tool_results of its message.id groups."""
+    if len(chain) == len(entries):
+        return chain  # every entry is on the chain (its entries are distinct): nothing is off it
     last_on_chain: dict[str, Entry] = {}
     for e in chain:
         if e.type == "assistant":

@@ -100,7 +100,7 @@ def materialize(chain: list[Entry], zero_usage: set[str] = frozenset()) -> list[
     for e in chain:
         if e.type not in TRANSCRIPT_TYPES:
             continue
-        obj = msgspec.json.decode(e.raw)
+        obj = msgspec.json.decode(e.raw_view)  # straight from the read buffer, no copy
         if obj.get("parentUuid") != e.parentUuid:
             obj["parentUuid"] = e.parentUuid
         if e.uuid in zero_usage:

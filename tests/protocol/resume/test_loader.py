@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from sessiond.protocol.transcript.jsonl import iter_line_views
 from sessiond.protocol.transcript.loader import (
-    iter_line_views,
     load_entries,
     metadata_values,
     parse_line,
