@@ -3,8 +3,9 @@
 One ``FileQueue`` per target file (a main transcript and each agent file are
 separate queues). ``queued`` appends wait out the coalescing window; a request for
 ``written`` or ``durable`` makes its file drain at the end of the current event-loop
-pass together with everything else pending (group commit), and ``durable`` batches
-one fdatasync per file per pass in a worker thread. Each drain joins the queued
+pass together with everything else pending (group commit), and ``durable`` joins a
+sync round: what waits while a sync is in flight goes out in one ``syncfs`` (or
+one fdatasync for a lone file) in a worker thread. Each drain joins the queued
 lines and hands them to ``locked_append`` (flock, torn-tail guard, ≤100 MB writes).
 Waiters are plain callbacks taking ``None`` or the error, so the hot path creates
 no tasks.
@@ -13,9 +14,11 @@ no tasks.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import resource
+import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
@@ -59,7 +62,7 @@ class FileQueue:
         self.timer: asyncio.TimerHandle | None = None
         self.soon = False
         self.syncing = False
-        self.sync_queued = False  # waiting for a free fdatasync slot
+        self.sync_queued = False  # waiting in the backlog for the next sync round
         self.retry: asyncio.TimerHandle | None = None
         self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file fd is open on
         self.end: int | None = None  # the file's size after our last write
@@ -92,6 +95,8 @@ class Writer:
         self.sync_slots = max(1, min(8, self.max_open // 4))
         self._syncing = 0
         self._sync_backlog: deque[FileQueue] = deque()
+        self._round_scheduled = False
+        self._devices_syncing: set[int | None] = set()
         self.unwritten_at_exit = 0
         if settings.fsync == "interval":
             self._interval = loop.call_later(settings.fsync_interval, self._sync_interval)
@@ -258,12 +263,8 @@ class Writer:
         q.retry = self.loop.call_later(ERROR_RETRY, self._drain, q)
 
     def _start_sync(self, q: FileQueue) -> None:
-        if q.syncing:
-            return
-        if self._syncing >= self.sync_slots:
-            if not q.sync_queued:
-                q.sync_queued = True
-                self._sync_backlog.append(q)
+        """Sync what is written on ``q``: joins the next sync round (group commit)."""
+        if q.syncing or q.sync_queued:
             return
         if q.synced >= q.written:
             # Nothing written since the last sync (or never written at all):
@@ -272,45 +273,107 @@ class Writer:
             while waiters and waiters[0][0] <= q.written:
                 waiters.popleft()[1](None)
             return
+        q.sync_queued = True
+        self._sync_backlog.append(q)
+        self._schedule_round()
+
+    def _schedule_round(self) -> None:
+        if self._sync_backlog and not self._round_scheduled:
+            self._round_scheduled = True
+            self.loop.call_soon(self._sync_round)
+
+    def _sync_round(self) -> None:
+        """Start a sync job for what waits in the backlog.
+
+        Where ``syncfs`` exists, each filesystem has at most one job in flight;
+        the queues that wait meanwhile go together in the next one: a single
+        ``syncfs`` for several files (one journal commit: measured 2-3 ms for 16
+        files against 5.6 ms for 16 parallel fdatasyncs, 11.8 ms one by one),
+        ``fdatasync`` for a lone file (it writes out nothing but that file).
+        Elsewhere (or with ``group_sync`` off) every file gets its own fdatasync,
+        at most ``sync_slots`` at once.
+        """
+        self._round_scheduled = False
+        waiting, self._sync_backlog = self._sync_backlog, deque()
+        groups: dict[int, list[FileQueue]] = {}
+        for q in waiting:
+            q.sync_queued = False
+            if q.syncing or q.synced >= q.written:
+                self._start_sync(q)  # in flight already (re-queues) or nothing to sync
+                continue
+            try:
+                self._fd(q)  # reopens a descriptor the LRU closed: the sync covers the file
+            except OSError as exc:
+                self._synced_failed(q, q.written, exc)
+                continue
+            dev = q.ident[0] if q.ident is not None else 0
+            groups.setdefault(dev, []).append(q)
+        for dev, queues in groups.items():
+            if SYNCFS is not None and self.settings.group_sync:
+                if dev in self._devices_syncing or self._syncing >= self.sync_slots:
+                    self._requeue(queues)
+                elif len(queues) == 1:
+                    self._start_job(queues, os.fdatasync, dev)
+                else:
+                    self._start_job(queues, SYNCFS, dev)
+                continue
+            for q in queues:
+                if self._syncing >= self.sync_slots:
+                    self._requeue([q])
+                else:
+                    self._start_job([q], os.fdatasync, None)
+
+    def _requeue(self, queues: list[FileQueue]) -> None:
+        for q in queues:
+            q.sync_queued = True
+            self._sync_backlog.append(q)
+
+    def _start_job(self, queues: list[FileQueue], call: Callable[[int], None], dev: int | None) -> None:
+        targets = []
+        for q in queues:
+            q.syncing = True
+            targets.append((q, q.written))
         try:
-            fd = self._fd(q)  # reopens a descriptor the LRU closed: fsync covers the file
+            fd = self._fd(queues[0])  # opening another queue's fd may have closed this one
         except OSError as exc:
-            self._synced_failed(q, q.written, exc)
+            for q, target in targets:
+                q.syncing = False
+                self._synced_failed(q, target, exc)
             return
-        q.syncing = True
         self._syncing += 1
-        target = q.written
-        fut = self.loop.run_in_executor(None, os.fdatasync, fd)
-        fut.add_done_callback(lambda f: self._synced(q, target, f))
+        if dev is not None:
+            self._devices_syncing.add(dev)
+        fut = self.loop.run_in_executor(None, call, fd)
+        fut.add_done_callback(lambda f: self._synced(targets, dev, call.__name__, f))
 
-    def _synced(self, q: FileQueue, target: int, fut: asyncio.Future) -> None:
-        q.syncing = False
+    def _synced(self, targets: list[tuple[FileQueue, int]], dev: int | None, call: str, fut: asyncio.Future) -> None:
         self._syncing -= 1
-        if self._sync_backlog:
-            nxt = self._sync_backlog.popleft()
-            nxt.sync_queued = False
-            self._start_sync(nxt)
+        self._devices_syncing.discard(dev)
         exc = fut.exception()
-        waiters = q.sync_waiters
-        if exc is not None:
-            self._synced_failed(q, target, exc)
-        else:
+        if exc is None:
             self.stats.fsyncs += 1
-            q.synced = max(q.synced, target)
-            while waiters and waiters[0][0] <= q.synced:
-                waiters.popleft()[1](None)
-        if waiters:
-            if waiters[0][0] <= q.written:
-                self._start_sync(q)
+        for q, target in targets:
+            q.syncing = False
+            waiters = q.sync_waiters
+            if exc is not None:
+                self._synced_failed(q, target, exc, call)
             else:
-                self._drain_soon(q)
-        elif self.settings.fsync == "always" and q.synced < q.written:
-            self._start_sync(q)
+                q.synced = max(q.synced, target)
+                while waiters and waiters[0][0] <= q.synced:
+                    waiters.popleft()[1](None)
+            if waiters:
+                if waiters[0][0] <= q.written:
+                    self._start_sync(q)
+                else:
+                    self._drain_soon(q)
+            elif self.settings.fsync == "always" and q.synced < q.written:
+                self._start_sync(q)
+        self._schedule_round()
 
-    def _synced_failed(self, q: FileQueue, target: int, exc: BaseException) -> None:
+    def _synced_failed(self, q: FileQueue, target: int, exc: BaseException, call: str = "fdatasync") -> None:
         self.stats.errors += 1
-        log.error("fdatasync of %s failed: %s", q.path, exc)
-        err = io_error(f"fdatasync of {q.path.name} failed: {exc}")
+        log.error("%s of %s failed: %s", call, q.path, exc)
+        err = io_error(f"{call} of {q.path.name} failed: {exc}")
         waiters = q.sync_waiters
         while waiters and waiters[0][0] <= target:
             waiters.popleft()[1](err)
@@ -376,6 +439,31 @@ class Writer:
             self._interval.cancel()
         for q in list(self._open.values()):
             self._close_fd(q)
+
+
+def _load_syncfs() -> Callable[[int], None] | None:
+    """``syncfs(2)`` through libc (Linux; Python has no binding), raising OSError
+    like ``os.fdatasync``. Since Linux 5.8 it reports writeback errors of the
+    filesystem since the descriptor was opened, so a failure is never hidden."""
+    if sys.platform != "linux":
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+
+    def syncfs(fd: int) -> None:
+        if fn(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+    return syncfs
+
+
+SYNCFS = _load_syncfs()
 
 
 def open_files_budget() -> int:

@@ -133,6 +133,52 @@ def test_flush_durable_never_succeeds_when_fsync_failed(daemon_factory):
     assert d.wait() == 0
 
 
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_files_waiting_together_share_one_syncfs_which_never_hides_a_failure(daemon_factory):
+    sids = [str(uuid.uuid4()) for _ in range(3)]
+    d = daemon_factory()
+    d.start("--fsync", "never", wrap=["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=syncfs",
+                                      "-e", "inject=syncfs:error=EIO:when=1"])
+    with d.client() as c:
+        for sid in sids:
+            append(c, sid, [user(f"must be synced {sid}")], durability="written")
+        with pytest.raises(RemoteError) as err:
+            c.flush(durable=True)  # three files waiting at once: one syncfs, and it fails
+        assert err.value.code == "io_error" and "syncfs" in err.value.message
+        before = c.status().fsyncs
+        assert c.flush(durable=True).files == 3  # nothing was taken for synced
+        assert c.status().fsyncs == before + 1  # one call for the three files
+    for sid in sids:
+        assert read_entries(main_path(d.root, CWD, sid))[0]["message"]["content"] == f"must be synced {sid}"
+    d.cli("stop")
+    assert d.wait() == 0
+
+
+def test_group_sync_off_syncs_each_file_and_reloads(daemon_factory, short_tmp):
+    import signal
+
+    cfg = short_tmp / "config.toml"
+    cfg.write_text("group_sync = false\n")
+    d = daemon_factory().start("--config", str(cfg), "--fsync", "never")
+    with d.client() as c:
+        assert c.status().config["groupSync"] is False
+
+        def three_files_synced() -> int:
+            for _ in range(3):
+                append(c, str(uuid.uuid4()), [user("x")], durability="written")
+            before = c.status().fsyncs
+            assert c.flush(durable=True).files == 3
+            return c.status().fsyncs - before
+
+        assert three_files_synced() == 3
+        cfg.write_text("group_sync = true\n")
+        d.signal(signal.SIGHUP)
+        wait_until(lambda: c.status().config["groupSync"] is True, "the reload")
+        assert three_files_synced() == 1
+    d.cli("stop")
+    assert d.wait() == 0
+
+
 def test_sixteen_clients_and_a_fallback_writer_share_one_session(daemon):
     import subprocess
     import sys
