@@ -47,6 +47,31 @@ def peer_uid(sock: socket.socket) -> int | None:
         return None
 
 
+class Outbox:
+    """Connections with answers to send, each written once per loop pass: by
+    the writer's end-of-pass hook when the answers came from a drain (no extra
+    loop iteration), else by one ``call_soon`` for all of them."""
+
+    __slots__ = ("loop", "pending", "scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.pending: list[Connection] = []
+        self.scheduled = False
+
+    def add(self, conn: Connection) -> None:
+        self.pending.append(conn)
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.scheduled = False
+        pending, self.pending = self.pending, []
+        for conn in pending:
+            conn._flush_out()
+
+
 class Connection(asyncio.Protocol):
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
@@ -231,7 +256,7 @@ class Connection(asyncio.Protocol):
         self._out.append(encode(resp))
         if not self._out_scheduled:
             self._out_scheduled = True
-            self.daemon.loop.call_soon(self._flush_out)
+            self.daemon.outbox.add(self)
 
     def _flush_out(self) -> None:
         self._out_scheduled = False

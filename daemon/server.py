@@ -28,7 +28,7 @@ from . import config as config_mod
 from .activation import activated_socket
 from .config import ConfigError, Settings
 from .catalog import Catalog
-from .connection import Connection
+from .connection import Connection, Outbox
 from .notify import Notifier
 from .sessions import Registry
 from .writer import Stats, Writer
@@ -53,6 +53,8 @@ class Daemon:
         self.flags = flags or {}
         self.stats = Stats()
         self.writer = Writer(loop, settings, self.stats)
+        self.outbox = Outbox(loop)
+        self.writer.after_pass = self.outbox.flush
         self.registry = Registry(settings, self.writer)
         self.catalog = Catalog(settings.root, loop)
         self.writer.observers.append(self.catalog.written)

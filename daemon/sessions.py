@@ -57,7 +57,7 @@ class SessionState:
     __slots__ = (
         "id", "project", "path", "materialized", "pending", "pending_bytes",
         "metadata", "dirty_since_meta", "side_uuids", "main", "agents", "clients",
-        "last_active", "loading", "load_error",
+        "last_active", "loading", "load_error", "cwd",
     )
 
     def __init__(self, session_id: str, project: Path, writer: Writer) -> None:
@@ -76,6 +76,7 @@ class SessionState:
         waiting for it, in arrival order."""
         self.load_error: SessiondError | None = None
         self.materialized = False
+        self.cwd = ""  # the last cwd a request named, already checked
         self.side_uuids: set[str] = set()
         self.main = Target(writer.queue(self.path), set(), None)
 
@@ -140,8 +141,9 @@ class Registry:
         if state is None:
             paths.check_session_id(session_id)
             state = self._create(session_id, paths.project_dir(self.settings.root, cwd))
-        else:
+        elif cwd != state.cwd:
             paths.check_cwd(cwd)
+        state.cwd = cwd
         return self._ready(state)
 
     def adopt(self, session_id: str, project: Path) -> SessionState:

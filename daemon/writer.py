@@ -46,7 +46,7 @@ class Stats:
 class FileQueue:
     __slots__ = (
         "path", "fd", "lines", "nbytes", "accepted", "written", "synced",
-        "write_waiters", "sync_waiters", "timer", "soon", "syncing", "sync_queued", "retry", "ident", "end",
+        "write_waiters", "sync_waiters", "timer", "soon", "arming", "syncing", "sync_queued", "retry", "ident", "end",
     )
 
     def __init__(self, path: Path) -> None:
@@ -61,6 +61,7 @@ class FileQueue:
         self.sync_waiters: deque[tuple[int, Waiter]] = deque()
         self.timer: asyncio.TimerHandle | None = None
         self.soon = False
+        self.arming = False
         self.syncing = False
         self.sync_queued = False  # waiting in the backlog for the next sync round
         self.retry: asyncio.TimerHandle | None = None
@@ -81,7 +82,9 @@ class Writer:
         self.queued_bytes = 0
         self.queued_entries = 0
         self._soon: list[FileQueue] = []
-        self._soon_scheduled = False
+        self._to_arm: list[FileQueue] = []
+        self._pass_scheduled = False
+        self.after_pass: Callable[[], None] | None = None
         self._below_limit: list[Callable[[], None]] = []
         self._interval: asyncio.TimerHandle | None = None
         self.observers: list[Callable[[Path, list[bytes], int], None]] = []
@@ -116,8 +119,12 @@ class Writer:
         q.accepted += len(lines)
         self.queued_bytes += size
         self.queued_entries += len(lines)
-        if q.timer is None and not q.soon and q.retry is None:
-            q.timer = self.loop.call_later(self.settings.flush_interval, self._drain, q)
+        if q.timer is None and not q.soon and q.retry is None and not q.arming:
+            # The coalescing timer is armed at the end of the pass, and only if
+            # nothing asked for a drain by then (written/durable do, at once).
+            q.arming = True
+            self._to_arm.append(q)
+            self._schedule_pass()
 
     @property
     def over_limit(self) -> bool:
@@ -152,16 +159,29 @@ class Writer:
             return
         q.soon = True
         self._soon.append(q)
-        if not self._soon_scheduled:
-            self._soon_scheduled = True
-            self.loop.call_soon(self._run_soon)
+        self._schedule_pass()
 
-    def _run_soon(self) -> None:
+    def _schedule_pass(self) -> None:
+        if not self._pass_scheduled:
+            self._pass_scheduled = True
+            self.loop.call_soon(self._end_of_pass)
+
+    def _end_of_pass(self) -> None:
+        """After the requests of one loop pass: drain what was asked for (group
+        commit), arm the coalescing timer of what was not, then let the
+        ``after_pass`` hook send the answers of this pass at once."""
+        self._pass_scheduled = False
         batch, self._soon = self._soon, []
-        self._soon_scheduled = False
         for q in batch:
             q.soon = False
             self._drain(q)
+        arm, self._to_arm = self._to_arm, []
+        for q in arm:
+            q.arming = False
+            if q.lines and q.timer is None and q.retry is None and not q.soon:
+                q.timer = self.loop.call_later(self.settings.flush_interval, self._drain, q)
+        if self.after_pass is not None:
+            self.after_pass()
 
     def _drain(self, q: FileQueue) -> None:
         if q.timer is not None:
@@ -398,7 +418,7 @@ class Writer:
 
     def forget(self, q: FileQueue) -> None:
         """Close and drop an idle queue (its session left memory)."""
-        if not q.idle or q.timer is not None or q.retry is not None or q.soon:
+        if not q.idle or q.timer is not None or q.retry is not None or q.soon or q.arming:
             return
         self._close_fd(q)
         self.queues.pop(q.path, None)

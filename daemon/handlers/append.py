@@ -25,7 +25,8 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     state = daemon.registry.get(req.session, req.cwd)
-    if daemon.registry.when_loaded(state, lambda: conn.redispatch(req)):
+    if state.loading is not None:
+        daemon.registry.when_loaded(state, lambda: conn.redispatch(req))
         return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
