@@ -26,11 +26,19 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import defaultdict
+from functools import partial
+from itertools import islice, takewhile
+from operator import attrgetter, is_not
 
 import msgspec
 
 from .entries import TRANSCRIPT_TYPES
 from .loader import Entry
+
+
+_timestamp = attrgetter("timestamp")
+_parent = attrgetter("parentUuid")
+_is_entry = partial(is_not, None)
 
 
 class Bridge(msgspec.Struct):
@@ -40,6 +48,15 @@ class Bridge(msgspec.Struct):
 
 
 def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False) -> Entry | None:
+    try:
+        # Usually the latest entry of all is a candidate, found by one C-level max
+        # (reversed: max keeps the first of equals, file order wants the last).
+        latest = max(reversed(entries.values()), key=_timestamp)
+    except (TypeError, ValueError):  # a missing timestamp (None), or no entry at all
+        pass
+    else:
+        if latest.type in TRANSCRIPT_TYPES and (sidechain_only or not latest.isSidechain):
+            return latest
     best: Entry | None = None
     best_ts = ""
     types = TRANSCRIPT_TYPES
@@ -80,24 +97,22 @@ def walk(
 
 def _plain_walk(entries: dict[str, Entry], leaf: Entry | None) -> list[Entry] | None:
     """The walk when it meets neither a cycle nor a dangling parent (None otherwise),
-    without the cycle guard's set: a walk that reaches a root within ``len(entries)``
-    steps cannot have visited an entry twice (it would have looped forever)."""
+    in C and without the cycle guard's set.
+
+    The chain is extended while it is read: ``map`` over the growing list looks up
+    the parent of each entry as it is appended, ``takewhile`` stops at the first
+    parent the map lacks (a root's None or "", or a dangling uuid) and ``islice``
+    after ``len(entries)`` parents, which only a cycle reaches: a walk that ends at
+    a root within that many steps has visited no entry twice.
+    """
     if leaf is None:
         return []
-    get = entries.get
     chain = [leaf]
-    append = chain.append
-    cur: Entry | None = leaf
-    for _ in range(len(entries)):
-        parent = cur.parentUuid
-        if not parent:
-            chain.reverse()
-            return chain
-        cur = get(parent)
-        if cur is None:
-            return None
-        append(cur)
-    return None
+    chain.extend(islice(takewhile(_is_entry, map(entries.get, map(_parent, chain))), len(entries)))
+    if chain[-1].parentUuid:  # dangling, or a cycle
+        return None
+    chain.reverse()
+    return chain
 
 
 def _guarded_walk(

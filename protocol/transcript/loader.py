@@ -267,27 +267,48 @@ def parse_line(line: bytes | memoryview) -> Entry | None:
 def load_entries(
     path: Path | str, *, skip_threshold: float = SKIP_THRESHOLD, chunk: int = CHUNK
 ) -> Loaded:
-    """Steps 1-2 over the file at ``path`` (see the module docstring)."""
+    """Steps 1-2 over the file at ``path`` (see the module docstring).
+
+    The skip (files over ``skip_threshold``) starts at the last skip boundary, found
+    before the pass by searching the bytes backwards, so nothing before it is ever
+    kept: peak memory is bound by what the resume keeps, not by the file. The search
+    only covers the second half of the file: a boundary in the first half is met by
+    the pass itself, which empties the map there (and drops the mapping's pages
+    before it); what it built before is then no bigger than what comes after. That
+    pass keeps what the skip would have discarded, so it also notices more uuid
+    reuses (``unsure``) than the skip; only then is the file read again with the
+    whole search, for exactly the skip's result.
+    """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         size = os.fstat(fd).st_size
         skipping = size > skip_threshold
         mapped = _map(fd, size)
-        # Where the skip will land, found before the pass, so nothing before it is
-        # ever kept: peak memory is bound by what the resume keeps, not the file.
-        skip_to = (_last_skip_boundary(mapped) if mapped is not None else last_skip_boundary(path)) if skipping else None
-        load = _Load(skipping, max(chunk, 1))
-        offset: int | None = 0
-        if skip_to is not None:
-            offset = load.discard(_reused_blocks(fd, 0, load.chunk), skip_to)
-        if offset is not None:
-            if mapped is not None:
-                load.keep(_mapped_blocks(mapped, fd, offset, size, load.chunk))
-            else:
-                load.keep(_kept_blocks(fd, offset, load.chunk))
+        if not skipping:
+            return _pass(fd, mapped, size, False, chunk, None).result()
+        if mapped is None:
+            return _pass(fd, None, size, True, chunk, last_skip_boundary(path)).result()
+        skip_to = _last_skip_boundary(mapped, size // 2)
+        load = _pass(fd, mapped, size, True, chunk, skip_to)
+        if skip_to is None and load.discarded and load.unsure:
+            load = _pass(fd, mapped, size, True, chunk, _last_skip_boundary(mapped))
+        return load.result()
     finally:
         os.close(fd)
-    return load.result()
+
+
+def _pass(fd: int, mapped: mmap.mmap | None, size: int, skipping: bool, chunk: int, skip_to: str | None) -> _Load:
+    """One read of the file: the history before ``skip_to`` discarded, the rest kept."""
+    load = _Load(skipping, max(chunk, 1), mapped)
+    offset: int | None = 0
+    if skip_to is not None:
+        offset = load.discard(_reused_blocks(fd, 0, load.chunk), skip_to)
+    if offset is not None:
+        if mapped is not None:
+            load.keep(_mapped_blocks(mapped, fd, offset, size, load.chunk))
+        else:
+            load.keep(_kept_blocks(fd, offset, load.chunk))
+    return load
 
 
 def _map(fd: int, size: int) -> mmap.mmap | None:
@@ -462,9 +483,10 @@ def _scan(buf: mmap.mmap, start: int, stop: int) -> tuple[list[int], bool]:
 class _Load:
     """The state of one pass: the map and everything collected over the whole file."""
 
-    def __init__(self, skipping: bool, chunk: int) -> None:
+    def __init__(self, skipping: bool, chunk: int, mapped: mmap.mmap | None = None) -> None:
         self.skipping = skipping
         self.chunk = chunk
+        self.mapped = mapped
         self.entries: dict[str, Entry] = {}
         self.boundaries: list[str] = []
         self.snips: list[str] = []
@@ -603,12 +625,23 @@ class _Load:
                 if entries:
                     self.discarded = True
                     entries.clear()
+                    self.unmap_before(lines, index)
                 self.boundaries.clear()
                 self.snips.clear()
             self.boundaries.append(uuid)
         if e.snipMetadata is not None:
             self.snips.append(uuid)
         entries[uuid] = e
+
+    def unmap_before(self, lines: Lines, index: int) -> None:
+        """Let the pages of the mapping before line ``index`` go: nothing points
+        there any more. (Pages of a file mapping are only unmapped: touching them
+        again reads them back from the page cache.)"""
+        if lines.buf is not self.mapped or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        end = lines.span(index)[0] // mmap.PAGESIZE * mmap.PAGESIZE
+        if end:
+            self.mapped.madvise(mmap.MADV_DONTNEED, 0, end)
 
     def result(self) -> Loaded:
         return Loaded(
@@ -636,9 +669,10 @@ def last_skip_boundary(path: Path | str) -> str | None:
             return _last_skip_boundary(mm)
 
 
-def _last_skip_boundary(mm: mmap.mmap) -> str | None:
+def _last_skip_boundary(mm: mmap.mmap, low: int = 0) -> str | None:
+    """The same over ``mm``, with the search for the name stopping at offset ``low``."""
     end = len(mm)
-    while (hit := mm.rfind(b'"compact_boundary"', 0, end)) >= 0:
+    while (hit := mm.rfind(b'"compact_boundary"', low, end)) >= 0:
         start = mm.rfind(b"\n", 0, hit) + 1
         stop = mm.find(b"\n", hit)
         stop = len(mm) if stop < 0 else stop

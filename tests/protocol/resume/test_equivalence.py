@@ -10,6 +10,7 @@ size) and compare everything the loader and the chain steps produce.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -215,3 +216,47 @@ def test_same_when_the_file_cannot_be_mapped(conv, damage, trailing_newline, chu
             assert_same(p, skip_threshold, chunk)
     finally:
         loader._map = real
+
+
+def test_forward_pass_redone_when_it_sees_a_reuse_the_skip_would_not(tmp_path):
+    """A boundary in the first half is met by the forward pass, which also keeps what
+    the skip discards: there a line reusing an older boundary's uuid makes it unsure,
+    though the skip never saw that boundary. The file is then read again exactly."""
+    from sessiond.protocol.transcript import loader
+
+    conv = Conv()
+    conv.user("u0")
+    conv.boundary("w")
+    conv.user("w", "reuses the first boundary's uuid", parent=None)
+    conv.boundary("b")
+    for i in range(40):  # the last boundary ends up in the first half of the file
+        conv.user(f"t{i}", "x" * 200)
+    p = conv.write(tmp_path / "t.jsonl")
+    size = p.stat().st_size
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        forward = loader._pass(fd, loader._map(fd, size), size, True, 1 << 20, None)
+    finally:
+        os.close(fd)
+    assert forward.discarded and forward.unsure
+    loaded = load_entries(p, skip_threshold=0)
+    assert loaded.discarded and not loaded.unsure
+    assert list(loaded.entries)[:2] == ["b", "t0"]
+    assert_same(p, 0, 1 << 20)
+
+
+def test_boundary_in_the_first_half_gives_the_skip_result(tmp_path):
+    conv = Conv()
+    conv.meta("custom-title", customTitle="early")
+    conv.user("u0")
+    conv.system("c0", "turn_duration", messageCount=1)
+    conv.boundary("b")
+    conv.summary_msg("s")
+    for i in range(40):
+        conv.user(f"t{i}", "x" * 200)
+    p = conv.write(tmp_path / "t.jsonl")
+    loaded = load_entries(p, skip_threshold=0)
+    assert loaded.discarded and list(loaded.entries)[:2] == ["b", "s"]
+    assert loaded.checkpoints == {"c0": 1} and b"early" in loaded.metadata["custom-title"]
+    assert_same(p, 0, 1 << 20)
+    assert_same(p, 0, 64)
