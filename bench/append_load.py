@@ -10,7 +10,9 @@ latency. Baselines in the same run:
   on a Unix socket, RPUSH of the same payloads, the batch as pipeline depth, driven
   by a lean raw-socket RESP client built like our own client (Redis writes the AOF
   before it replies, so compare it with sessiond's ``written``);
-- ``redis-py``: the same through the redis-py library.
+- ``redis-py``: the same through the redis-py library;
+- ``disk``: the raw write bandwidth for the same bytes (one big sequential write
+  and an fdatasync).
 
     python bench/append_load.py                 # full matrix, 3 runs each
     python bench/append_load.py --clients 4 --runs 1 --levels written
@@ -159,7 +161,30 @@ def start_redis(base: Path) -> tuple[subprocess.Popen, Path]:
     return proc, sock
 
 
+def disk_run(total: int, args: argparse.Namespace) -> dict:
+    """Baseline (c): the same bytes as one big sequential write, then fdatasync:
+    what the disk takes when nobody frames, routes or acknowledges anything."""
+    base = Path(tempfile.mkdtemp(prefix="sdb-", dir="/tmp"))
+    line = build_lines(1, args.size, str(uuid.uuid4()))[0] + b"\n"
+    data = line * total
+    fd = os.open(base / "disk.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        t0 = time.perf_counter()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view[: 64 << 20]) :]
+        os.fdatasync(fd)
+        wall = time.perf_counter() - t0
+    finally:
+        os.close(fd)
+        subprocess.run(["rm", "-rf", str(base)])
+    return {"entries_per_s": total / wall, "mb_per_s": len(data) / wall / 1e6, "p50_ms": None, "p99_ms": None,
+            "server_cpu_us_per_entry": None}
+
+
 def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) -> dict:
+    if mode == "disk":
+        return disk_run(clients * per_client, args)
     base = Path(tempfile.mkdtemp(prefix="sdb-", dir="/tmp"))
     os.chmod(base, 0o700)
     sock = base / "run" / "s.sock"
@@ -210,7 +235,7 @@ def main() -> None:
     ap.add_argument("--dir", default="")
     ap.add_argument("--entries", type=int, default=0)
     ap.add_argument("--clients", default="1,4,16,50")
-    ap.add_argument("--levels", default="queued,written,durable,redis,redis-py,direct")
+    ap.add_argument("--levels", default="queued,written,durable,redis,redis-py,direct,disk")
     ap.add_argument("--daemon-arg", action="append", default=[], help="extra argument for sessiond serve")
     ap.add_argument("--chart", default=str(HERE / "results" / "append_load.png"))
     ap.add_argument("--total", type=int, default=48_000, help="entries per configuration (split across clients)")
@@ -236,8 +261,8 @@ def main() -> None:
             row = {"level": level, "clients": clients, "batch": args.batch, "window": args.window, "size": args.size, "runs": args.runs, **med,
                    "all_entries_per_s": [round(r["entries_per_s"]) for r in runs]}
             rows.append(row)
-            cpu = f"{med['server_cpu_us_per_entry']:9.1f}" if med["server_cpu_us_per_entry"] is not None else f"{'-':>9}"
-            print(f"{level:8} {clients:>7} {med['entries_per_s']:>10.0f} {med['mb_per_s']:>7.1f} {med['p50_ms']:>8.2f} {med['p99_ms']:>8.2f} {cpu}", flush=True)
+            num = lambda k, w, p: f"{med[k]:{w}.{p}f}" if med[k] is not None else f"{'-':>{w}}"  # noqa: E731
+            print(f"{level:8} {clients:>7} {med['entries_per_s']:>10.0f} {med['mb_per_s']:>7.1f} {num('p50_ms', 8, 2)} {num('p99_ms', 8, 2)} {num('server_cpu_us_per_entry', 9, 1)}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if args.chart:
         chart(rows, Path(args.chart))
@@ -260,9 +285,10 @@ def chart(rows: list[dict], path: Path) -> None:
         pts = sorted((r["clients"], r["entries_per_s"]) for r in rows if r["level"] == level)
         label = {"redis": "Redis AOF everysec (RESP)", "redis-py": "Redis AOF everysec (redis-py)",
                  "direct": "direct O_APPEND writes (no daemon)",
-                 "direct-durable": "direct writes + fdatasync per entry"}.get(level, f"sessiond {level}")
+                 "direct-durable": "direct writes + fdatasync per entry",
+                 "disk": "one sequential write + fdatasync"}.get(level, f"sessiond {level}")
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
-                linestyle="--" if level.startswith(("redis", "direct")) else "-")
+                linestyle="--" if level.startswith(("redis", "direct", "disk")) else "-")
     ax.set_xscale("log")
     ax.set_xticks(sorted({r["clients"] for r in rows}))
     ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
