@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -39,12 +40,18 @@ from benchlib import cpu_seconds
 HERE = Path(__file__).resolve().parent
 
 
-def build_lines(n: int, size: int, sid: str) -> list[bytes]:
-    pad = "x" * max(0, size - 200)
-    return [
-        json.dumps({"type": "user", "uuid": str(uuid.uuid4()), "sessionId": sid, "message": {"role": "user", "content": pad}}).encode()
-        for _ in range(n)
-    ]
+def build_lines(n: int, size: int, sid: str, mix: bool = False) -> list[bytes]:
+    """``n`` entries of about ``size`` bytes; with ``mix``, every fifth one is a
+    tool result of 10-50 KB instead (as an agent's transcript has)."""
+    rng = random.Random(sid)
+    out = []
+    for i in range(n):
+        big = mix and i % 5 == 4
+        pad = "x" * (rng.randint(10_000, 50_000) if big else max(0, size - 200))
+        content = [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": pad}] if big else pad
+        out.append(json.dumps({"type": "user", "uuid": str(uuid.uuid4()), "sessionId": sid,
+                               "message": {"role": "user", "content": content}}).encode())
+    return out
 
 
 # --------------------------------------------------------------------- worker side
@@ -52,7 +59,7 @@ def build_lines(n: int, size: int, sid: str) -> list[bytes]:
 
 def worker(args: argparse.Namespace) -> None:
     sid = str(uuid.uuid4())
-    lines = build_lines(args.entries, args.size, sid)
+    lines = build_lines(args.entries, args.size, sid, args.mix)
     lat: list[float] = []
     if args.mode in ("direct", "direct-durable"):
         path = Path(args.dir) / f"{sid}.jsonl"
@@ -135,7 +142,8 @@ def worker(args: argparse.Namespace) -> None:
             lat.append(time.perf_counter() - t)
         c.close()
     lat.sort()
-    print(json.dumps({"p50": lat[len(lat) // 2], "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))]}), flush=True)
+    print(json.dumps({"p50": lat[len(lat) // 2], "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+                      "bytes": sum(len(x) + 1 for x in lines)}), flush=True)
 
 
 # --------------------------------------------------------------------- driver side
@@ -165,8 +173,7 @@ def disk_run(total: int, args: argparse.Namespace) -> dict:
     """Baseline (c): the same bytes as one big sequential write, then fdatasync:
     what the disk takes when nobody frames, routes or acknowledges anything."""
     base = Path(tempfile.mkdtemp(prefix="sdb-", dir="/tmp"))
-    line = build_lines(1, args.size, str(uuid.uuid4()))[0] + b"\n"
-    data = line * total
+    data = b"".join(x + b"\n" for x in build_lines(total, args.size, str(uuid.uuid4()), args.mix))
     fd = os.open(base / "disk.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         t0 = time.perf_counter()
@@ -197,7 +204,7 @@ def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) 
     (base / "direct").mkdir()
     cmd = [sys.executable, __file__, "--worker", "--mode", mode, "--entries", str(per_client), "--size", str(args.size),
            "--batch", str(args.batch), "--window", str(args.window), "--socket", str(sock),
-           "--dir", str(base / "direct")]
+           "--dir", str(base / "direct")] + (["--mix"] if args.mix else [])
     procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(clients)]
     try:
         for p in procs:
@@ -218,9 +225,10 @@ def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) 
             daemon.wait(timeout=60)
         subprocess.run(["rm", "-rf", str(base)])
     total = clients * per_client
+    nbytes = sum(r["bytes"] for r in results)
     return {
         "entries_per_s": total / wall,
-        "mb_per_s": total * args.size / wall / 1e6,
+        "mb_per_s": nbytes / wall / 1e6,
         "p50_ms": statistics.median(r["p50"] for r in results) * 1000,
         "p99_ms": max(r["p99"] for r in results) * 1000,
         "server_cpu_us_per_entry": cpu / total * 1e6 if daemon else None,
@@ -241,6 +249,7 @@ def main() -> None:
     ap.add_argument("--total", type=int, default=48_000, help="entries per configuration (split across clients)")
     ap.add_argument("--durable-total", type=int, default=16_000)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--mix", action="store_true", help="every fifth entry a 10-50 KB tool result")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--window", type=int, default=1)
     ap.add_argument("--flush-interval", type=float, default=100.0)
@@ -258,7 +267,7 @@ def main() -> None:
             per = max(args.batch, total // clients)
             runs = [one_run(level, clients, per, args) for _ in range(args.runs)]
             med = {k: (statistics.median(r[k] for r in runs) if runs[0][k] is not None else None) for k in runs[0]}
-            row = {"level": level, "clients": clients, "batch": args.batch, "window": args.window, "size": args.size, "runs": args.runs, **med,
+            row = {"level": level, "clients": clients, "batch": args.batch, "window": args.window, "size": args.size, "mix": args.mix, "runs": args.runs, **med,
                    "all_entries_per_s": [round(r["entries_per_s"]) for r in runs]}
             rows.append(row)
             num = lambda k, w, p: f"{med[k]:{w}.{p}f}" if med[k] is not None else f"{'-':>{w}}"  # noqa: E731
