@@ -53,7 +53,8 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -110,7 +111,7 @@ class Lines:
 
     __slots__ = ("buf", "first", "starts", "ends")
 
-    def __init__(self, buf: mmap.mmap, first: int, starts: int | list[int], ends: list[int]) -> None:
+    def __init__(self, buf: mmap.mmap | bytes, first: int, starts: int | Sequence[int], ends: Sequence[int]) -> None:
         self.buf = buf
         self.first = first
         self.starts = starts
@@ -321,8 +322,9 @@ def _map(fd: int, size: int) -> mmap.mmap | None:
         return None
 
 
-_COMMON: Final = TRANSCRIPT_TYPES - {"system"}
-"""Transcript messages that need no look at ``subtype``: the loader's fast path."""
+_COMMON: Final = {kind: kind for kind in TRANSCRIPT_TYPES - {"system"}}
+"""Transcript messages that need no look at ``subtype`` (the loader's fast path),
+each to the one str object all their entries share."""
 
 _SKIPPED: Final = Entry()
 """Stands for a line that is not one JSON object in a decoded block: no type, no uuid."""
@@ -460,7 +462,7 @@ def _kept_blocks(fd: int, offset: int, chunk: int) -> Iterator[_Block]:
         base += start
 
 
-def _scan(buf: mmap.mmap, start: int, stop: int) -> tuple[list[int], bool]:
+def _scan(buf: mmap.mmap, start: int, stop: int) -> tuple[array, bool]:
     """Where the lines of ``buf[start:stop]`` end (a blank line too), and whether each
     line starts with ``{`` and ends with ``}`` (so it can be decoded in one batch)."""
     ends: list[int] = []
@@ -477,7 +479,7 @@ def _scan(buf: mmap.mmap, start: int, stop: int) -> tuple[list[int], bool]:
         if buf[s] != 123 or buf[stop - 1] != 125:
             ok = False
         append(stop)
-    return ends, ok
+    return array("q", ends), ok  # kept with the block: 8 bytes a line, not 40
 
 
 class _Load:
@@ -575,6 +577,7 @@ class _Load:
         add = self.entries.setdefault
         common = _COMMON
         has_any = has_main = False
+        last = None
         for block in blocks:
             values, lines = self.decode(block, self.lines)
             self.lines += len(values)
@@ -582,9 +585,16 @@ class _Load:
                 # The usual line, a message with a new uuid and nothing special, in
                 # one dict operation; any other goes through entry() (a uuid seen
                 # before is left in place by setdefault, for entry() to replace).
-                if e.type in common and e.snipMetadata is None and (uuid := e.uuid) and add(uuid, e) is e:
+                if (kind := e.type) in common and e.snipMetadata is None and (uuid := e.uuid) and add(uuid, e) is e:
                     e.index = index
                     e.src = lines
+                    # Equal strings made one object: its kind, and the parent that
+                    # is the line before, as usual (~140 bytes less per entry, and the
+                    # walk's lookups end at an identity test).
+                    e.type = common[kind]
+                    if e.parentUuid == last:
+                        e.parentUuid = last
+                    last = uuid
                     has_any = True
                     if not e.isSidechain:
                         has_main = True
