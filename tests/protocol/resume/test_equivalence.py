@@ -184,15 +184,34 @@ def test_clean_blocks_are_decoded_in_one_call_each(tmp_path, monkeypatch):
     conv = Conv()
     for i in range(200):
         conv.user(f"u{i}", "hi")
-    conv.raw("torn {")  # one damaged line: only its block goes line by line
+    conv.raw("torn {")  # not "{...}": decoded on its own, the lines around it in batches
     for i in range(200):
         conv.user(f"v{i}", "hi")
     p = conv.write(tmp_path / "t.jsonl")
     size = p.stat().st_size
     loaded = load_entries(p, chunk=size // 8)
     assert len(loaded.entries) == 400 and loaded.skipped == 1
-    assert 7 <= counting.batches <= 9  # every block tried in one call ...
-    assert 0 < counting.lines < 100  # ... and only the damaged one redone line by line
+    assert counting.lines == 1
+
+
+def test_a_glued_line_costs_a_few_calls_not_its_block(tmp_path, monkeypatch):
+    """A glued line starts with "{" and ends with "}", so it is only found when its
+    run of lines decodes to one value too many: that run is decoded again line by line."""
+    from sessiond.protocol.transcript import loader
+
+    counting = _Counting(loader._decoder)
+    monkeypatch.setattr(loader, "_decoder", counting)
+    conv = Conv()
+    for i in range(300):
+        conv.user(f"u{i}", "hi")
+        if i == 123:
+            conv.raw('{"type":"user","uuid":"g1"}{"type":"user","uuid":"g2"}')
+    p = conv.write(tmp_path / "t.jsonl")
+    loaded = load_entries(p)  # one block
+    assert len(loaded.entries) == 300 and loaded.skipped == 1 and loaded.lines == 301
+    assert counting.lines == loader._RUN  # its run of lines, one by one
+    assert counting.batches == -(-301 // loader._RUN)
+    assert_same(p, INF, 1 << 20)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
