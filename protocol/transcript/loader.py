@@ -6,14 +6,18 @@ Why it is built this way (figures: 100 MB of ~2 KB lines, 52,000 lines, this 2-c
   chain needs (:class:`Entry`); msgspec skips everything else without building it.
   Only the entries that end up in the resumed conversation are ever decoded into
   dicts (deserialize.materialize).
-- The bytes are read into page-aligned anonymous mmaps: ``read`` into an aligned
-  buffer copies at ~8 GB/s here, into a bytearray (16 bytes off a page) at ~2 GB/s,
-  and a fresh bytearray also pays for zeroing. What is kept is never copied again: an
-  entry keeps a reference to its block of lines (:class:`Lines`) and its line number,
-  and ``Entry.raw`` slices its bytes out on demand. Copying every kept line (52,000
-  ``bytes`` objects, 100 MB of fresh memory) cost ~100 ms alone, half the budget of a
-  500 MB/s parse. The price: the buffer also holds the lines nobody keeps (progress,
-  metadata: ~5 % of the bytes in real transcripts).
+- What is kept is never copied: the file is mapped read-only and an entry keeps a
+  reference to its block of lines (:class:`Lines`) and its line number;
+  ``Entry.raw`` slices its bytes out on demand (``raw_view``: without a copy).
+  Copying every kept line into its own ``bytes`` (52,000 objects, 100 MB of fresh
+  memory) cost ~100 ms alone, half the budget of a 500 MB/s parse; reading the file
+  into fresh anonymous memory costs its page faults too (~80 ms per 100 MB here),
+  where mapping the page cache costs ~10 ms. The price: the mapping also holds the
+  lines nobody keeps (progress, metadata: ~5 % of the bytes of real transcripts).
+  Only whole lines are read through the mapping (:func:`_mapped_blocks`).
+- History the skip (below) discards is read with ``read`` into ONE reused buffer,
+  page-aligned: reads into it copy at ~8 GB/s here, into a bytearray (16 bytes off
+  a page) at ~2 GB/s.
 - Lines are decoded ``_RUN`` (256) at a time by ONE ``Decoder.decode_lines`` call
   instead of one call each. That call does not tell where lines are, and it accepts
   glued values (``{..}{..}``) and values spread over lines, so a run of lines takes
