@@ -117,7 +117,8 @@ class Connection(asyncio.Protocol):
             if self.closing:
                 return
             self._handle(body)
-        self._watch_stall(bool(bodies))
+        if self._stall is not None or self.frames.pending:
+            self._watch_stall(bool(bodies))
         if self._bucket is not None:
             wait = self._bucket.take(len(data))
             if wait > 0 and "rate" not in self._pauses:

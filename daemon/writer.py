@@ -237,7 +237,9 @@ class Writer:
         self._open.pop(q.path, None)
 
     def _write(self, q: FileQueue) -> bool:
-        data = b"\n".join(q.lines) + b"\n"
+        q.lines.append(b"")  # one join gives the trailing newline too: no second copy
+        data = b"\n".join(q.lines)
+        q.lines.pop()
         try:
             done = locked_append(self._current_fd(q), q.path, data, blocking=False, known_end=q.end)
         except OSError as exc:
@@ -318,8 +320,10 @@ class Writer:
         groups: dict[int, list[FileQueue]] = {}
         for q in waiting:
             q.sync_queued = False
-            if q.syncing or q.synced >= q.written:
-                self._start_sync(q)  # in flight already (re-queues) or nothing to sync
+            if q.syncing:
+                continue  # its sync in flight re-queues it when done, if need be
+            if q.synced >= q.written:
+                self._start_sync(q)  # nothing left to sync: answers its waiters
                 continue
             try:
                 self._fd(q)  # reopens a descriptor the LRU closed: the sync covers the file

@@ -79,6 +79,8 @@ class FrameBuffer:
         if self._pos and self._pos == len(buf):
             buf.clear()
             self._pos = 0
+        if not buf:
+            return self._feed_fresh(data)
         buf += data
         out: list[bytes] = []
         pos = self._pos
@@ -99,6 +101,26 @@ class FrameBuffer:
             del buf[:pos]
             pos = 0
         self._pos = pos
+        return out
+
+    def _feed_fresh(self, data: bytes) -> list[bytes]:
+        """``feed`` with nothing buffered, the usual case: bodies are sliced
+        straight out of ``data`` (one copy, not two through the bytearray) and
+        only an incomplete frame at the end is kept."""
+        out: list[bytes] = []
+        pos = 0
+        end = len(data)
+        while end - pos >= HEADER_SIZE:
+            (size,) = HEADER.unpack_from(data, pos)
+            if size > self.max_frame:
+                raise FrameTooLarge(f"frame of {size} bytes exceeds the {self.max_frame}-byte cap")
+            start = pos + HEADER_SIZE
+            if end - start < size:
+                break
+            out.append(data[start : start + size])
+            pos = start + size
+        if pos < end:
+            self._buf += data[pos:] if pos else data
         return out
 
     @property
