@@ -289,7 +289,7 @@ def chart(rows: list[dict], path: Path) -> None:
     except ImportError:
         print("matplotlib not installed: no chart (pip install '.[bench]')", file=sys.stderr)
         return
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    fig, ax = plt.subplots(figsize=(9.5, 4.2), dpi=120)
     for level in dict.fromkeys(r["level"] for r in rows):
         pts = sorted((r["clients"], r["entries_per_s"]) for r in rows if r["level"] == level)
         label = {"redis": "Redis AOF everysec (RESP)", "redis-py": "Redis AOF everysec (redis-py)",
@@ -305,7 +305,7 @@ def chart(rows: list[dict], path: Path) -> None:
     ax.set_ylabel("entries/s (1 KB, batches of 16)")
     ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title("Append throughput, same machine, same run (median of runs)")
     fig.tight_layout()
     fig.savefig(path)
