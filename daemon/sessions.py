@@ -76,7 +76,7 @@ class SessionState:
         waiting for it, in arrival order."""
         self.load_error: SessiondError | None = None
         self.materialized = False
-        self.cwd = ""  # the last cwd a request named, already checked
+        self.cwd: str | None = None  # the last cwd a request named, already checked
         self.side_uuids: set[str] = set()
         self.main = Target(writer.queue(self.path), set(), None)
 

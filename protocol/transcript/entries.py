@@ -89,10 +89,19 @@ def decode_headers(lines: list[bytes]) -> list[EntryHeader]:
     The common all-good batch is checked and decoded in a few C calls over the
     joined lines (``decode_lines``: ~2x the per-line calls on an agent's batch of
     16); any doubt falls back to the per-line path, which names the bad entry.
+
+    ``decode_lines`` reads a stream of values (a newline is only whitespace to it),
+    so the fast path needs every line to start with ``{`` and end with ``}``: then
+    each newline sits between a ``}`` and a ``{``, which is either the boundary of
+    two top-level values or a syntax error (no ``{`` may follow a nested ``}``),
+    and exactly one value per line is the count check. An object split over two
+    lines, or two objects on one line beside a blank one, fail it.
     """
     joined = b"\n".join(lines)
-    # Line by line the newline test is a memchr; bytes.count would be a byte loop.
-    if not any(map(operator.contains, lines, repeat(10))) and 13 not in joined and (joined.isascii() or _is_utf8(joined)):
+    # C-level per-line tests (memchr); bytes.count(b"\n") would be a byte loop.
+    if (not any(map(operator.contains, lines, repeat(10))) and 13 not in joined
+            and all(map(bytes.startswith, lines, repeat(b"{"))) and all(map(bytes.endswith, lines, repeat(b"}")))
+            and (joined.isascii() or _is_utf8(joined))):
         try:
             headers = _header_decoder.decode_lines(joined)
         except msgspec.DecodeError:

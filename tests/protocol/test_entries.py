@@ -1,7 +1,7 @@
 """The entry header decoder refuses anything that is not one JSON object line."""
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessiond.protocol.transcript.entries import decode_header, decode_headers
@@ -52,20 +52,36 @@ def test_batch_refused_whole_naming_the_bad_entry(raw, where):
     assert err.value.message.startswith(f"entry {where}:")
 
 
-def test_newline_smuggled_past_a_blank_entry_is_refused():
-    with pytest.raises(SessiondError, match="entry 0: entry contains a raw newline"):
-        decode_headers([b'{"type":"user","uuid":"a"}\n{"type":"user","uuid":"b"}', b""])
+@pytest.mark.parametrize(
+    "lines, bad",
+    [
+        ([b'{"type":"user","uuid":"a"}\n{"type":"user","uuid":"b"}', b""], 0),  # a raw newline, count made up by a blank
+        ([b'{"type":"user","uuid":"u1"', b'}{"type":"assistant","uuid":"u2"}'], 0),  # one object split over two lines
+        ([b"{} {}", b"   "], 0),  # two objects on one line beside a blank one
+        ([b"{}", b"{},{}", b""], 1),
+        ([b'{"a":{"b":1}', b'{"c":2}}'], 0),  # a nested close at a line end
+    ],
+)
+def test_a_batch_whose_values_do_not_match_its_lines_is_refused(lines, bad):
+    """decode_lines reads a value stream: a newline is only whitespace to it."""
+    with pytest.raises(SessiondError) as err:
+        decode_headers(lines)
+    assert err.value.message.startswith(f"entry {bad}:")
 
 
 entry_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=20)
+good_entry = st.builds(lambda t, u: ('{"type":%s,"uuid":%s}' % (t, u)).encode(), st.sampled_from(['"user"', '"system"', "null", "5"]),
+                       st.sampled_from(['"x"', "null", "[1]"]))
+fragment = st.sampled_from([b"{", b"}", b"{}", b"} {", b"}{", b",", b" ", b"", b'"', b":1", b'{"type":"user"', b'"uuid":"u"}'])
 entry = st.one_of(
-    st.builds(lambda t, u: ('{"type":%s,"uuid":%s}' % (t, u)).encode(), st.sampled_from(['"user"', '"system"', "null", "5"]),
-              st.sampled_from(['"x"', "null", "[1]"])),
+    good_entry,
     entry_text.map(lambda t: t.encode("utf-8")),
     st.binary(max_size=20),
+    st.lists(st.one_of(fragment, good_entry), max_size=4).map(b"".join),  # glued, split and partial objects
 )
 
 
+@settings(max_examples=500)
 @given(st.lists(entry, max_size=6))
 def test_batch_decode_equals_per_line_decode(lines):
     try:
