@@ -69,7 +69,10 @@ class Outbox:
         self.scheduled = False
         pending, self.pending = self.pending, []
         for conn in pending:
-            conn._flush_out()
+            try:
+                conn._flush_out()
+            except Exception:  # a bug: the other connections still get their answers
+                log.exception("%s: internal error sending answers", conn.peer)
 
 
 class Connection(asyncio.Protocol):

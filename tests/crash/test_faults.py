@@ -179,6 +179,17 @@ def test_group_sync_off_syncs_each_file_and_reloads(daemon_factory, short_tmp):
     assert d.wait() == 0
 
 
+def test_background_syncs_stay_one_fdatasync_per_file(daemon):
+    """syncfs writes out other programs' data too: only durable requests, which
+    wait, are grouped into one; the once-a-second policy sync is per file."""
+    with daemon.client() as c:
+        before = c.status().fsyncs
+        for _ in range(3):
+            append(c, str(uuid.uuid4()), [user("x")], durability="written")
+        wait_until(lambda: c.status().fsyncs >= before + 3, "the interval sync", timeout=10)
+        assert c.status().fsyncs == before + 3
+
+
 def test_sixteen_clients_and_a_fallback_writer_share_one_session(daemon):
     import subprocess
     import sys
