@@ -1,6 +1,7 @@
 """The resume loader and chain steps as they were before the batch decode (commit
 1001e2a), kept verbatim as the reference the fast paths must agree with: every line
-decoded on its own and copied, a plain cycle-guarded walk. Tests only."""
+decoded on its own and copied, a plain cycle-guarded walk. The steps that did
+not change (relink) are imported, not copied. Tests only."""
 
 # ruff: noqa
 from __future__ import annotations
@@ -280,116 +281,8 @@ def last_skip_boundary(path: Path | str) -> str | None:
     return None
 
 
-
-class Compaction(msgspec.Struct):
-    boundary: str | None = None
-    preserved: list[str] = []
-    zero_usage: set[str] = set()
-    missing: set[str] = set()
-    """uuids step 3 needed but the map lacks (the skip path reloads fully on these)."""
-
-
-def last_boundary(entries: dict[str, Entry], boundaries: list[str], *, sidechain_only: bool) -> Entry | None:
-    for uuid in reversed(boundaries):
-        e = entries.get(uuid)
-        if e is not None and e.is_compact_boundary and (sidechain_only or not e.isSidechain):
-            return e
-    return None
-
-
-def preserved_messages(entries: dict[str, Entry], boundary: Entry) -> tuple[list[str], str | None, set[str]]:
-    """(preserved uuids in chain order, anchor uuid, uuids that were needed but missing)."""
-    cm = boundary.compactMetadata
-    if cm is None:
-        return [], None, set()
-    pm = cm.preservedMessages
-    if pm is not None and pm.anchorUuid and pm.uuids:
-        missing = {u for u in pm.uuids if u not in entries}
-        kept = list(dict.fromkeys(u for u in pm.uuids if u in entries))
-        if pm.anchorUuid not in entries:
-            return [], None, missing | {pm.anchorUuid}
-        return kept, pm.anchorUuid, missing
-    seg = cm.preservedSegment
-    if seg is None or not (seg.headUuid and seg.anchorUuid and seg.tailUuid):
-        return [], None, set()
-    walked: list[str] = []
-    seen: set[str] = set()
-    cur = entries.get(seg.tailUuid)
-    if cur is None:
-        return [], None, {seg.tailUuid}
-    while cur is not None and cur.uuid not in seen:
-        seen.add(cur.uuid)
-        walked.append(cur.uuid)
-        if cur.uuid == seg.headUuid:
-            break
-        parent = cur.parentUuid
-        cur = entries.get(parent) if parent else None
-        if parent and cur is None:
-            return [], None, {parent}
-    else:
-        return [], None, set()  # reached a root or looped before the head
-    if seg.anchorUuid not in entries:
-        return [], None, {seg.anchorUuid}
-    walked.reverse()
-    return walked, seg.anchorUuid, set()
-
-
-def apply_compaction(entries: dict[str, Entry], boundaries: list[str], *, sidechain_only: bool = False) -> Compaction:
-    """Prune before the last boundary, relink its preserved messages (mutates ``entries``)."""
-    boundary = last_boundary(entries, boundaries, sidechain_only=sidechain_only)
-    if boundary is None:
-        return Compaction()
-    preserved, anchor, missing = preserved_messages(entries, boundary)
-    keep = set(preserved)
-    doomed = []
-    for uuid, e in entries.items():  # file order: stop at the boundary
-        if e.index >= boundary.index:
-            break
-        if uuid not in keep:
-            doomed.append(uuid)
-    for uuid in doomed:
-        del entries[uuid]
-    if not preserved or anchor is None:
-        return Compaction(boundary.uuid, [], set(), missing)
-    head, tail = preserved[0], preserved[-1]
-    parent = anchor
-    for uuid in preserved:
-        entries[uuid].parentUuid = parent
-        parent = uuid
-    for uuid, e in entries.items():
-        if e.parentUuid == anchor and uuid != head:
-            e.parentUuid = tail
-    zero = {u for u in preserved if entries[u].type == "assistant"}
-    return Compaction(boundary.uuid, preserved, zero, missing)
-
-
-def apply_snips(entries: dict[str, Entry], snips: list[str]) -> set[str]:
-    """Drop snip-removed messages and relink their children; returns the dropped uuids."""
-    removed: set[str] = set()
-    for uuid in snips:
-        e = entries.get(uuid)
-        if e is not None and e.snipMetadata is not None and e.snipMetadata.removedUuids:
-            removed.update(e.snipMetadata.removedUuids)
-    dropped: dict[str, str | None] = {}
-    for uuid in removed:
-        e = entries.pop(uuid, None)
-        if e is not None:
-            dropped[uuid] = e.parentUuid
-    if not dropped:
-        return set()
-
-    def survivor(uuid: str) -> str | None:
-        seen = set()
-        cur: str | None = uuid
-        while cur is not None and cur in dropped and cur not in seen:
-            seen.add(cur)
-            cur = dropped[cur]
-        return None if cur in seen else cur
-
-    for e in entries.values():
-        if e.parentUuid in dropped:
-            e.parentUuid = survivor(e.parentUuid)
-    return set(dropped)
+# SPEC 4 step 3 (relink.py) did not change: the reference uses it as it is.
+from sessiond.protocol.transcript.relink import Compaction, apply_compaction, apply_snips  # noqa: E402
 
 
 class Bridge(msgspec.Struct):
