@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from sessiond.protocol.transcript import paths
@@ -217,19 +218,20 @@ class Registry:
             for resume in after:
                 resume()
 
-    def when_loaded(self, state: SessionState, resume: Callable[[], None]) -> bool:
-        """Park ``resume`` until the session's file is scanned; False when it is."""
+    def when_loaded(self, state: SessionState, resume: Callable[..., None], *args: object) -> bool:
+        """Park ``resume(*args)`` until the session's file is scanned; False when
+        it is. Arguments rather than a closure: every append asks, nearly none waits."""
         if state.loading is None:
             return False
-        state.loading.append(resume)
+        state.loading.append(partial(resume, *args))
         return True
 
-    def after_loads(self, resume: Callable[[], None]) -> bool:
-        """Park ``resume`` until no scan is in flight (a Flush must see every
-        append that arrived before it); False when none is."""
+    def after_loads(self, resume: Callable[..., None], *args: object) -> bool:
+        """Park ``resume(*args)`` until no scan is in flight (a Flush must see
+        every append that arrived before it); False when none is."""
         if not self.loads_in_flight:
             return False
-        self._after_loads.append(resume)
+        self._after_loads.append(partial(resume, *args))
         return True
 
     def agent_target(self, state: SessionState, agent: str, run: str | None) -> Target:

@@ -25,8 +25,7 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     state = daemon.registry.get(req.session, req.cwd)
-    if state.loading is not None:
-        daemon.registry.when_loaded(state, lambda: conn.redispatch(req))
+    if daemon.registry.when_loaded(state, conn.redispatch, req):
         return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
@@ -40,7 +39,7 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
     daemon.refuse_if_stopping()
     registry = daemon.registry
     state = registry.get(req.session, req.cwd)
-    if registry.when_loaded(state, lambda: conn.redispatch(req)):
+    if registry.when_loaded(state, conn.redispatch, req):
         return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)

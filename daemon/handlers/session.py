@@ -21,7 +21,7 @@ def handle_open(conn: Connection, req: m.Open) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     state = daemon.registry.get(req.session, req.cwd)
-    if daemon.registry.when_loaded(state, lambda: conn.redispatch(req)):
+    if daemon.registry.when_loaded(state, conn.redispatch, req):
         return None
     conn.attach(state)
     return m.Opened(id=req.id, session=state.id, path=str(state.path), materialized=state.materialized)
@@ -86,7 +86,7 @@ def handle_adopt(conn: Connection, req: m.Adopt) -> m.Response | None:
         raise not_found(f"no transcript at {req.path}")
     registry = daemon.registry
     state = registry.adopt(sid, path.parent)
-    if registry.when_loaded(state, lambda: conn.redispatch(req)):
+    if registry.when_loaded(state, conn.redispatch, req):
         return None
     conn.attach(state)
     count = registry.reappend_metadata(state)
