@@ -169,6 +169,33 @@ def start_redis(base: Path) -> tuple[subprocess.Popen, Path]:
     return proc, sock
 
 
+def spawn_workers(mode: str, clients: int, per_client: int, sock: Path, workdir: Path,
+                  args: argparse.Namespace) -> list[subprocess.Popen]:
+    """``clients`` worker processes of this script, each built and connected,
+    waiting for the word to start."""
+    cmd = [sys.executable, __file__, "--worker", "--mode", mode, "--entries", str(per_client), "--size", str(args.size),
+           "--batch", str(args.batch), "--window", str(args.window), "--socket", str(sock),
+           "--dir", str(workdir)] + (["--mix"] if getattr(args, "mix", False) else [])
+    procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(clients)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready"
+    return procs
+
+
+def run_workers(procs: list[subprocess.Popen]) -> tuple[list[dict], float, float]:
+    """Start every worker at once; their results, the start time, and the wall
+    time until the last one finished."""
+    t0 = time.perf_counter()
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    results = [json.loads(p.stdout.readline()) for p in procs]
+    wall = time.perf_counter() - t0
+    for p in procs:
+        p.wait(timeout=60)
+    return results, t0, wall
+
+
 def disk_run(total: int, args: argparse.Namespace) -> dict:
     """Baseline (c): the same bytes as one big sequential write, then fdatasync:
     what the disk takes when nobody frames, routes or acknowledges anything."""
@@ -202,23 +229,11 @@ def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) 
     else:
         daemon = None
     (base / "direct").mkdir()
-    cmd = [sys.executable, __file__, "--worker", "--mode", mode, "--entries", str(per_client), "--size", str(args.size),
-           "--batch", str(args.batch), "--window", str(args.window), "--socket", str(sock),
-           "--dir", str(base / "direct")] + (["--mix"] if args.mix else [])
-    procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(clients)]
     try:
-        for p in procs:
-            assert p.stdout.readline().strip() == "ready"
+        procs = spawn_workers(mode, clients, per_client, sock, base / "direct", args)
         cpu0 = cpu_seconds(daemon.pid) if daemon else 0.0
-        t0 = time.perf_counter()
-        for p in procs:
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        results = [json.loads(p.stdout.readline()) for p in procs]
-        wall = time.perf_counter() - t0
+        results, _, wall = run_workers(procs)
         cpu = (cpu_seconds(daemon.pid) - cpu0) if daemon else 0.0
-        for p in procs:
-            p.wait(timeout=60)
     finally:
         if daemon:
             daemon.terminate()

@@ -92,21 +92,9 @@ def one_run(config: str, level: str, clients: int, per_client: int, args: argpar
                 if time.monotonic() > deadline:
                     raise SystemExit("the mirror did not connect")
                 time.sleep(0.02)
-        cmd = [sys.executable, append_load.__file__, "--worker", "--mode", level, "--entries", str(per_client),
-               "--size", str(args.size), "--batch", str(args.batch), "--window", str(args.window),
-               "--socket", str(sock), "--dir", str(base)]
-        procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(clients)]
-        for p in procs:
-            assert p.stdout.readline().strip() == "ready"
+        procs = append_load.spawn_workers(level, clients, per_client, sock, base, args)
         cpu0 = append_load.cpu_seconds(daemon.pid)
-        t0 = time.perf_counter()
-        for p in procs:
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        results = [json.loads(p.stdout.readline()) for p in procs]
-        wall = time.perf_counter() - t0
-        for p in procs:
-            p.wait(timeout=60)
+        results, t0, wall = append_load.run_workers(procs)
         caught_up = wall
         if config != "off":  # until everything written is in the stream
             deadline = time.monotonic() + 120
