@@ -27,6 +27,7 @@ from sessiond.protocol.transcript.appendfile import Appended, locked_append, ope
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
 from .config import Settings
+from .pathwatch import PathWatch
 
 log = logging.getLogger("sessiond")
 
@@ -34,6 +35,9 @@ Waiter = Callable[[SessiondError | None], None]
 
 LOCK_RETRY = 0.005
 ERROR_RETRY = 1.0
+RECHECK_PATHS = 1.0
+"""How often every open file's path is stat'ed again anyway (a renamed project
+directory gives its files' watches no event)."""
 
 
 class Stats:
@@ -47,6 +51,7 @@ class FileQueue:
     __slots__ = (
         "path", "fd", "lines", "nbytes", "accepted", "written", "synced",
         "write_waiters", "sync_waiters", "timer", "soon", "arming", "syncing", "pinned", "sync_queued", "retry", "ident", "end",
+        "suspect", "retired",
     )
 
     def __init__(self, path: Path) -> None:
@@ -68,6 +73,8 @@ class FileQueue:
         self.retry: asyncio.TimerHandle | None = None
         self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file fd is open on
         self.end: int | None = None  # the file's size after our last write
+        self.suspect = True  # the path may no longer name the file fd is open on: stat before writing
+        self.retired: int | None = None  # an fd replaced while its fdatasync was in flight, closed after it
 
     @property
     def idle(self) -> bool:
@@ -107,6 +114,8 @@ class Writer:
         writeback errors starts before any of our data, so none is missed."""
         self.closed = False
         self.unwritten_at_exit = 0
+        self.watch = PathWatch(loop, self._suspect, self._all_suspect)
+        self._recheck = loop.call_later(RECHECK_PATHS, self._recheck_paths) if self.watch.available else None
         if settings.fsync == "interval":
             self._interval = loop.call_later(settings.fsync_interval, self._sync_interval)
 
@@ -220,6 +229,10 @@ class Writer:
                     if len(self._open) < self.max_open:
                         break
         q.fd, _ = open_append(q.path)
+        # Watched from now on; the first write still stats the path once: it
+        # may have changed between the open and the watch.
+        self.watch.watch(q, q.path)
+        q.suspect = True
         st = os.fstat(q.fd)
         if (st.st_dev, st.st_ino) != q.ident:
             q.ident, q.end = (st.st_dev, st.st_ino), None
@@ -232,10 +245,13 @@ class Writer:
         return q.fd
 
     def _current_fd(self, q: FileQueue) -> int:
-        """``_fd`` after checking the path still names our file (one stat): a
-        transcript renamed or deleted under the daemon is reopened (recreated)
-        at its path, rather than written into a file nobody will read."""
+        """``_fd``, checked to be the file at the queue's path when that is in
+        doubt (see ``pathwatch``): a transcript renamed or deleted under the
+        daemon is reopened (recreated) at its path, rather than written into a
+        file nobody will read."""
         fd = self._fd(q)
+        if not q.suspect:
+            return fd
         try:
             st = os.stat(q.path)
         except FileNotFoundError:
@@ -243,14 +259,32 @@ class Writer:
         if st is None or (st.st_dev, st.st_ino) != q.ident:
             log.warning("%s was %s under the daemon; reopening it", q.path, "deleted" if st is None else "replaced")
             self._close_fd(q)
-            fd = self._fd(q)
+            return self._fd(q)  # stays suspect: its first write stats it again
+        q.suspect = not self.watch.watching(q)
         return fd
 
     def _close_fd(self, q: FileQueue) -> None:
         if q.fd is not None:
-            os.close(q.fd)
+            self.watch.unwatch(q)
+            if q.pinned and q.retired is None:
+                # An fdatasync in flight uses this fd: closing it now could let
+                # the number be reused and the sync land on another file.
+                q.retired = q.fd
+            else:
+                os.close(q.fd)
             q.fd = None
         self._open.pop(q.path, None)
+
+    def _suspect(self, q: FileQueue) -> None:
+        q.suspect = True
+
+    def _all_suspect(self) -> None:
+        for q in self._open.values():
+            q.suspect = True
+
+    def _recheck_paths(self) -> None:
+        self._all_suspect()
+        self._recheck = self.loop.call_later(RECHECK_PATHS, self._recheck_paths)
 
     def _write(self, q: FileQueue) -> bool:
         q.lines.append(b"")  # one join gives the trailing newline too: no second copy
@@ -403,6 +437,9 @@ class Writer:
             self.stats.fsyncs += 1
         for q, target in targets:
             q.syncing = q.pinned = False
+            if q.retired is not None:
+                os.close(q.retired)
+                q.retired = None
             try:
                 self._sync_done(q, target, exc, call)
             except Exception:  # a bug: the other files of the job still get their answers
@@ -502,13 +539,15 @@ class Writer:
                 self._close_fd(q)
 
     def close(self) -> None:
-        if self._interval is not None:
-            self._interval.cancel()
+        for handle in (self._interval, self._recheck):
+            if handle is not None:
+                handle.cancel()
         for q in list(self._open.values()):
             self._close_fd(q)
         for fd in self._fs_fds.values():
             os.close(fd)
         self._fs_fds.clear()
+        self.watch.close()
 
 
 def _load_syncfs() -> Callable[[int], None] | None:

@@ -98,6 +98,91 @@ def test_a_transcript_renamed_under_the_daemon_is_reopened(daemon):
     assert "was replaced under the daemon" in daemon.log_text() or "was deleted under the daemon" in daemon.log_text()
 
 
+def test_a_renamed_project_directory_is_noticed_and_nothing_is_lost(daemon):
+    """A file's inotify watch sees nothing when its directory moves: the
+    once-a-second recheck finds it. Until then entries land in the moved file."""
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    moved = path.parent.with_name(path.parent.name + "-moved")
+    sent = ["first"]
+    with daemon.client() as c:
+        append(c, sid, [user("first")], durability="written")
+        path.parent.rename(moved)
+
+        def reopened() -> bool:
+            sent.append(f"n{len(sent)}")
+            append(c, sid, [user(sent[-1])], durability="written")
+            return path.exists()
+
+        wait_until(reopened, "the daemon to notice the move", timeout=10, every=0.1)
+    old = [e["message"]["content"] for e in read_entries(moved / path.name)]
+    new = [e["message"]["content"] for e in read_entries(path)]
+    assert old + new == sent and new == sent[len(old):] and old[0] == "first"
+    assert "was deleted under the daemon" in daemon.log_text()
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_writes_do_not_stat_the_path_each_time(daemon_factory):
+    """An inotify watch stands in for a path stat before every write."""
+    sid = str(uuid.uuid4())
+    d = daemon_factory()
+    path = main_path(d.root, CWD, sid)
+    trace = d.base / "stat.trace"
+    d.start(wrap=["strace", "-f", "-qq", "-o", str(trace), "-e", "trace=%%stat", "-P", str(path)])
+    with d.client() as c:
+        for i in range(30):
+            append(c, sid, [user(f"m{i}")], durability="written")
+        path.rename(path.with_suffix(".old"))
+        append(c, sid, [user("after")], durability="written")
+    d.cli("stop")
+    assert d.wait() == 0
+    assert [e["message"]["content"] for e in read_entries(path)] == ["after"]
+    stats = [ln for ln in trace.read_text().splitlines() if f'"{path}"' in ln]  # by path, not fstat
+    assert 1 <= len(stats) <= 6, stats  # file creation, first write, the rename: not 31
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_a_file_renamed_while_its_fdatasync_runs_keeps_that_fd_until_it_ends(daemon_factory):
+    """Reopening a renamed file must not close the descriptor a sync in flight
+    uses: its number could be reused and the sync land on another file."""
+    import os
+    import time
+
+    sid = str(uuid.uuid4())
+    d = daemon_factory()
+    d.start("--fsync", "never", wrap=["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=fdatasync",
+                                      "-e", "inject=fdatasync:delay_enter=1000000"])
+    path = main_path(d.root, CWD, sid)
+    old = path.with_suffix(".old")
+    with d.client() as c, d.client() as slow:
+        pid = c.status().pid
+        append(c, sid, [user("first")], durability="written")
+        rid = slow.next_id()
+        slow.send(m.Append(id=rid, session=sid, cwd=CWD, entries=[line(user("second"))], durability="durable"))
+
+        def open_on(target) -> bool:
+            fds = f"/proc/{pid}/fd"
+            names = []
+            for fd in os.listdir(fds):
+                try:
+                    names.append(os.readlink(f"{fds}/{fd}"))
+                except OSError:
+                    pass
+            return str(target) in names
+
+        time.sleep(0.3)  # the sync is being held by strace now
+        path.rename(old)
+        append(c, sid, [user("third")], durability="written")
+        assert open_on(old)  # still there for the sync in flight
+        resp = slow.receive(rid)
+        assert isinstance(resp, m.Appended), resp
+        wait_until(lambda: not open_on(old), "the retired descriptor to be closed")
+    assert [e["message"]["content"] for e in read_entries(old)] == ["first", "second"]
+    assert [e["message"]["content"] for e in read_entries(path)] == ["third"]
+    d.cli("stop")
+    assert d.wait() == 0
+
+
 def test_check_and_repair(daemon, short_tmp):
     bad = short_tmp / "bad.jsonl"
     bad.write_bytes(line(user("a") | {"uuid": "u1"}) + b"\n" + line(assistant("b") | {"uuid": "u2", "parentUuid": "gone"}) + b"\n{\"torn")
