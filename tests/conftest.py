@@ -44,6 +44,7 @@ class DaemonProc:
         self.root = base / "root"
         self.socket = base / "run" / "sessiond.sock"
         self.log = base / "daemon.log"
+        self.wrapped = False
         self.args = list(args)
         self.proc: subprocess.Popen | None = None
 
@@ -73,7 +74,9 @@ class DaemonProc:
             self.proc = subprocess.Popen(
                 [*(wrap or []), sys.executable, "-m", "sessiond.client.cli", "serve", "--log-level", "debug", *extra],
                 env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=limit,
+                start_new_session=bool(wrap),  # stop/kill reach the daemon under the wrapper too
             )
+        self.wrapped = bool(wrap)
         deadline = time.monotonic() + START_TIMEOUT
         while not socket_answers(self.socket):
             if self.proc.poll() is not None:
@@ -99,13 +102,25 @@ class DaemonProc:
     def stop(self) -> int:
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else 0
-        self.signal(signal.SIGTERM)
+        self._signal_all(signal.SIGTERM)
         return self.wait()
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+            self._signal_all(signal.SIGKILL)
             self.proc.wait(timeout=10)
+
+    def _signal_all(self, sig: int) -> None:
+        """The daemon, and when it runs under a wrapper (which need not pass
+        signals on), the wrapper's whole process group."""
+        assert self.proc is not None
+        if self.wrapped:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        else:
+            self.proc.send_signal(sig)
 
     def client(self, **kw) -> Client:
         kw.setdefault("autostart", False)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sessiond.client import Client
+from sessiond.protocol.wire.errors import DaemonUnavailable
 from sessiond.client.service import launchd_plist, systemd_units
 from sessiond.daemon.config import ConfigError, build
 from tests.conftest import REPO
@@ -52,8 +53,19 @@ def test_socket_activation_notify_ready_watchdog_and_stopping(short_tmp):
     try:
         wait_until(lambda: sock_path.exists() or proc.poll() is not None, "the activation socket", every=0.01)
         assert proc.poll() is None
-        # The first connection starts the daemon (it adopts fd 3).
-        with Client(sock_path, autostart=False, timeout=20) as c:
+        # The first connection starts the daemon (it adopts fd 3). The socket file
+        # exists from bind(), a moment before listen(): retry a refused connect.
+        clients: list[Client] = []
+
+        def connected() -> bool:
+            try:
+                clients.append(Client(sock_path, autostart=False, timeout=20).connect())
+            except DaemonUnavailable:
+                return False
+            return True
+
+        wait_until(connected, "the activation socket to listen", every=0.01)
+        with clients[0] as c:
             before = drain(notify)  # READY=1 was sent before any request was served
             st = c.status()
         assert "READY=1" in before, before
