@@ -30,7 +30,7 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
     conn.attach(state)
-    routed = daemon.registry.accept(state, _headers(req.entries), req.agent, req.run, resend=req.resend)
+    routed = daemon.registry.accept(state, decode_headers(req.entries), req.entries, req.agent, req.run, resend=req.resend)
     return _ack(conn, req.id, req.durability, routed)
 
 
@@ -61,7 +61,8 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
         duplicates += chained.duplicates
         if target is state.main or last is None:
             last = chained.last
-    routed = registry.accept(state, lines, req.agent, req.run, resend=req.resend)
+    routed = registry.accept(state, [h for h, _ in lines], [line for _, line in lines], req.agent, req.run,
+                             resend=req.resend)
     routed.duplicates += duplicates
     routed.last = last
     return _ack(conn, req.id, req.durability, routed)
