@@ -134,9 +134,14 @@ def cut_torn_tail(fd: int, path: Path, size: int) -> TornTail | None:
 
 def write_all(fd: int, data: bytes | memoryview) -> int:
     """write(2) until every byte is out, at most ``MAX_WRITE`` per call."""
+    total = len(data)
+    if total <= MAX_WRITE:
+        done = os.write(fd, data)
+        if done == total:  # nearly always: one call, no view
+            return total
+    else:
+        done = 0
     view = memoryview(data)
-    total = len(view)
-    done = 0
     while done < total:
         done += os.write(fd, view[done : done + MAX_WRITE])
     return total
