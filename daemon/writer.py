@@ -27,6 +27,7 @@ from sessiond.protocol.transcript.appendfile import Appended, locked_append, ope
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
 from .config import Settings
+from .libc import libc_function
 from .pathwatch import PathWatch
 
 log = logging.getLogger("sessiond")
@@ -36,8 +37,7 @@ Waiter = Callable[[SessiondError | None], None]
 LOCK_RETRY = 0.005
 ERROR_RETRY = 1.0
 RECHECK_PATHS = 1.0
-"""How often every open file's path is stat'ed again anyway (a renamed project
-directory gives its files' watches no event)."""
+"""How often every open file's path is stat'ed again anyway (see ``pathwatch``)."""
 
 
 class Stats:
@@ -114,8 +114,8 @@ class Writer:
         writeback errors starts before any of our data, so none is missed."""
         self.closed = False
         self.unwritten_at_exit = 0
-        self.watch = PathWatch(loop, self._suspect, self._all_suspect)
-        self._recheck = loop.call_later(RECHECK_PATHS, self._recheck_paths) if self.watch.available else None
+        self.watch = PathWatch(loop, settings.root, self._suspect, self._all_suspect)
+        self._recheck: asyncio.TimerHandle | None = None
         if settings.fsync == "interval":
             self._interval = loop.call_later(settings.fsync_interval, self._sync_interval)
 
@@ -231,7 +231,8 @@ class Writer:
         q.fd, _ = open_append(q.path)
         # Watched from now on; the first write still stats the path once: it
         # may have changed between the open and the watch.
-        self.watch.watch(q, q.path)
+        if self.watch.watch(q, q.path) and self._recheck is None:
+            self._recheck = self.loop.call_later(RECHECK_PATHS, self._recheck_paths)
         q.suspect = True
         st = os.fstat(q.fd)
         if (st.st_dev, st.st_ino) != q.ident:
@@ -283,8 +284,11 @@ class Writer:
             q.suspect = True
 
     def _recheck_paths(self) -> None:
+        """What no watch sees (a symlinked ancestor re-pointed, a mount on top):
+        every open file is stat'ed again at its next write, once a second while
+        any is open (an idle daemon does not wake up for it)."""
         self._all_suspect()
-        self._recheck = self.loop.call_later(RECHECK_PATHS, self._recheck_paths)
+        self._recheck = self.loop.call_later(RECHECK_PATHS, self._recheck_paths) if self._open else None
 
     def _write(self, q: FileQueue) -> bool:
         q.lines.append(b"")  # one join gives the trailing newline too: no second copy
@@ -409,7 +413,7 @@ class Writer:
             q.sync_queued = True
             self._sync_backlog.append(q)
 
-    def _start_job(self, queues: list[FileQueue], call: Callable[[int], None], dev: int | None) -> None:
+    def _start_job(self, queues: list[FileQueue], call: Callable[[int], object], dev: int | None) -> None:
         targets = [(q, q.written) for q in queues]
         if call is os.fdatasync:
             try:
@@ -544,15 +548,16 @@ class Writer:
                 handle.cancel()
         for q in list(self._open.values()):
             self._close_fd(q)
-        for fd in self._fs_fds.values():
-            os.close(fd)
+        for dev, fd in self._fs_fds.items():
+            if dev not in self._devices_syncing:  # else a worker thread's syncfs still uses it: exit closes it
+                os.close(fd)
         self._fs_fds.clear()
         self.watch.close()
 
 
-def _load_syncfs() -> Callable[[int], None] | None:
-    """``syncfs(2)`` through libc (Linux; Python has no binding), raising OSError
-    like ``os.fdatasync``. Since Linux 5.8 it reports writeback errors of the
+def _load_syncfs() -> Callable[[int], int] | None:
+    """``syncfs(2)`` (Linux; Python has no binding), raising OSError like
+    ``os.fdatasync``. Since Linux 5.8 it reports writeback errors of the
     filesystem since the descriptor was opened, so a failure is never hidden."""
     if sys.platform != "linux":
         return None
@@ -562,20 +567,7 @@ def _load_syncfs() -> Callable[[int], None] | None:
         return None
     if (major, minor) < (5, 8):
         return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.syncfs
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int]
-    fn.restype = ctypes.c_int
-
-    def syncfs(fd: int) -> None:
-        if fn(fd) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
-
-    return syncfs
+    return libc_function("syncfs", [ctypes.c_int])
 
 
 SYNCFS = _load_syncfs()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
+import time
 import uuid
 
 import pytest
@@ -98,26 +100,20 @@ def test_a_transcript_renamed_under_the_daemon_is_reopened(daemon):
     assert "was replaced under the daemon" in daemon.log_text() or "was deleted under the daemon" in daemon.log_text()
 
 
-def test_a_renamed_project_directory_is_noticed_and_nothing_is_lost(daemon):
-    """A file's inotify watch sees nothing when its directory moves: the
-    once-a-second recheck finds it. Until then entries land in the moved file."""
+def test_a_renamed_project_directory_is_noticed_at_the_next_write(daemon):
+    """The project directory's watch sees it move: the next append recreates
+    the transcript at its path instead of writing into the moved one."""
     sid = str(uuid.uuid4())
     path = main_path(daemon.root, CWD, sid)
     moved = path.parent.with_name(path.parent.name + "-moved")
-    sent = ["first"]
     with daemon.client() as c:
         append(c, sid, [user("first")], durability="written")
         path.parent.rename(moved)
-
-        def reopened() -> bool:
-            sent.append(f"n{len(sent)}")
-            append(c, sid, [user(sent[-1])], durability="written")
-            return path.exists()
-
-        wait_until(reopened, "the daemon to notice the move", timeout=10, every=0.1)
-    old = [e["message"]["content"] for e in read_entries(moved / path.name)]
-    new = [e["message"]["content"] for e in read_entries(path)]
-    assert old + new == sent and new == sent[len(old):] and old[0] == "first"
+        append(c, sid, [user("second")], durability="written")
+        moved.rename(moved.with_name(moved.name + "-again"))  # the old watch must not fire for the new dir
+        append(c, sid, [user("third")], durability="written")
+    assert [e["message"]["content"] for e in read_entries(moved.with_name(moved.name + "-again") / path.name)] == ["first"]
+    assert [e["message"]["content"] for e in read_entries(path)] == ["second", "third"]
     assert "was deleted under the daemon" in daemon.log_text()
 
 
@@ -128,7 +124,8 @@ def test_writes_do_not_stat_the_path_each_time(daemon_factory):
     d = daemon_factory()
     path = main_path(d.root, CWD, sid)
     trace = d.base / "stat.trace"
-    d.start(wrap=["strace", "-f", "-qq", "-o", str(trace), "-e", "trace=%%stat", "-P", str(path)])
+    d.start(wrap=["strace", "-f", "--seccomp-bpf", "-qq", "-o", str(trace), "-e", "trace=%%stat", "-P", str(path)])
+    started = time.monotonic()
     with d.client() as c:
         for i in range(30):
             append(c, sid, [user(f"m{i}")], durability="written")
@@ -137,8 +134,13 @@ def test_writes_do_not_stat_the_path_each_time(daemon_factory):
     d.cli("stop")
     assert d.wait() == 0
     assert [e["message"]["content"] for e in read_entries(path)] == ["after"]
+    elapsed = time.monotonic() - started
     stats = [ln for ln in trace.read_text().splitlines() if f'"{path}"' in ln]  # by path, not fstat
-    assert 1 <= len(stats) <= 6, stats  # file creation, first write, the rename: not 31
+    # File creation, the first write, the rename, and one recheck a second while
+    # the file is open: not one per write (31).
+    allowed = 4 + math.ceil(elapsed)
+    assert allowed < 31, f"too slow to tell ({elapsed:.1f} s)"
+    assert 1 <= len(stats) <= allowed, stats
 
 
 @pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
@@ -146,12 +148,11 @@ def test_a_file_renamed_while_its_fdatasync_runs_keeps_that_fd_until_it_ends(dae
     """Reopening a renamed file must not close the descriptor a sync in flight
     uses: its number could be reused and the sync land on another file."""
     import os
-    import time
 
     sid = str(uuid.uuid4())
     d = daemon_factory()
     d.start("--fsync", "never", wrap=["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=fdatasync",
-                                      "-e", "inject=fdatasync:delay_enter=1000000"])
+                                      "-e", "inject=fdatasync:delay_enter=3000000"])
     path = main_path(d.root, CWD, sid)
     old = path.with_suffix(".old")
     with d.client() as c, d.client() as slow:
@@ -170,7 +171,7 @@ def test_a_file_renamed_while_its_fdatasync_runs_keeps_that_fd_until_it_ends(dae
                     pass
             return str(target) in names
 
-        time.sleep(0.3)  # the sync is being held by strace now
+        time.sleep(0.5)  # the sync is being held by strace now (for 3 s)
         path.rename(old)
         append(c, sid, [user("third")], durability="written")
         assert open_on(old)  # still there for the sync in flight
