@@ -92,8 +92,7 @@ class DaemonProc:
         return self.proc.pid
 
     def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
+        self._signal_all(sig)
 
     def wait(self, timeout: float = 20.0) -> int:
         assert self.proc is not None

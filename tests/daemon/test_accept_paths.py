@@ -19,7 +19,7 @@ from sessiond.protocol.transcript.entries import decode_headers
 POOL = [str(uuidlib.UUID(int=i)) for i in range(40)]  # small enough that batches collide
 
 
-def entry(kind: str, uid: str | None, side: bool, boundary: bool) -> bytes:
+def entry(kind: str, uid: str | None, side: bool | str, boundary: bool) -> bytes:
     obj: dict = {"type": kind}
     if uid is not None:
         obj["uuid"] = uid
@@ -31,7 +31,8 @@ def entry(kind: str, uid: str | None, side: bool, boundary: bool) -> bytes:
         obj["customTitle"] = "t"
     if side:
         obj["isSidechain"] = True
-        obj["agentId"] = "a1"
+        if side == "agent":
+            obj["agentId"] = "a1"  # routed to the agent's file; else kept inline in the main one
     return msgspec.json.encode(obj)
 
 
@@ -39,7 +40,7 @@ entries = st.builds(
     entry,
     st.sampled_from(["user", "assistant", "system", "attachment"] * 3 + ["custom-title", "summary"]),
     st.sampled_from([None, *POOL]),
-    st.sampled_from([False, False, False, True]),  # a sidechain now and then
+    st.sampled_from([False] * 6 + [True, "agent"]),  # a sidechain now and then, inline or an agent's
     st.booleans(),
 )
 batches = st.lists(st.one_of(st.lists(entries, min_size=0, max_size=6), st.none()), min_size=1, max_size=8)
@@ -48,9 +49,9 @@ batches = st.lists(st.one_of(st.lists(entries, min_size=0, max_size=6), st.none(
 
 def run(batches: list[list[bytes]], fast: bool, root, sid: str) -> tuple:
     loop = asyncio.new_event_loop()
+    cfg = Settings(root=root)
+    writer = Writer(loop, cfg, Stats())
     try:
-        cfg = Settings(root=root)
-        writer = Writer(loop, cfg, Stats())
         registry = Registry(cfg, writer)
         registry.fast_path = fast
         state = registry.get(sid, "/work/p")
@@ -63,11 +64,10 @@ def run(batches: list[list[bytes]], fast: bool, root, sid: str) -> tuple:
             answers.append((r.accepted, r.duplicates, sorted(str(q.path.name) for q in r.queues)))
         files = {str(p.name): list(q.lines) for p, q in writer.queues.items()}
         targets = {str(p.name): (sorted(t.uuids), t.last) for p, t in state.agents.items()}
-        result = (answers, files, targets, sorted(state.main.uuids), state.main.last, dict(state.metadata),
-                  state.dirty_since_meta, state.materialized, list(state.pending), sorted(state.side_uuids))
-        writer.close()
-        return result
+        return (answers, files, targets, sorted(state.main.uuids), state.main.last, dict(state.metadata),
+                state.dirty_since_meta, state.materialized, list(state.pending), sorted(state.side_uuids))
     finally:
+        writer.close()
         loop.close()
 
 
@@ -91,9 +91,9 @@ def test_a_plain_batch_takes_the_fast_path(tmp_path):
     """Guard that the equivalence above is not vacuous: plain batches of a
     started session do go the fast way (the general loop is never entered)."""
     loop = asyncio.new_event_loop()
+    cfg = Settings(root=tmp_path)
+    writer = Writer(loop, cfg, Stats())
     try:
-        cfg = Settings(root=tmp_path)
-        writer = Writer(loop, cfg, Stats())
         registry = Registry(cfg, writer)
         state = registry.get(str(uuidlib.uuid4()), "/work/p")
         first = [entry("user", POOL[0], False, False)]
@@ -102,6 +102,6 @@ def test_a_plain_batch_takes_the_fast_path(tmp_path):
         plain = [entry("assistant", POOL[1], False, False), entry("system", POOL[2], False, False)]
         r = registry.accept(state, decode_headers(plain), plain, None, None)
         assert r.accepted == 2 and state.main.last == POOL[2]
-        writer.close()
     finally:
+        writer.close()
         loop.close()
