@@ -28,7 +28,7 @@ bench: $(STAMP)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
 	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python bench/append_load.py
-	$(BIN)/python bench/append_load.py --batch 1 --total 12000 --durable-total 4000 --levels queued,written,durable,redis,redis-py --chart "" --out bench/results/append_batch1.json
+	$(BIN)/python bench/append_load.py --batch 1 --total 12000 --durable-total 4000 --levels queued,written,durable,floor,redis,redis-py --chart "" --out bench/results/append_batch1.json
 	$(BIN)/python bench/append_load.py --mix --clients 1,4,16 --levels written,durable,redis,direct,disk --total 12000 --durable-total 6000 --chart "" --out bench/results/append_mix.json
 	$(BIN)/python bench/append_load.py --clients 1,16 --levels durable,direct-durable --chart "" --out bench/results/append_durable.json
 	$(BIN)/python bench/resume_parse.py --sizes 10,100,1000 --runs 3

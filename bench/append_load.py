@@ -12,7 +12,10 @@ latency. Baselines in the same run:
   before it replies, so compare it with sessiond's ``written``);
 - ``redis-py``: the same through the redis-py library;
 - ``disk``: the raw write bandwidth for the same bytes (one big sequential write
-  and an fdatasync).
+  and an fdatasync);
+- ``floor``: ``floor_server.py``, the least a Python uvloop server on sessiond's
+  wire can do per Append (decode, one write, answer; no checks): where Python
+  itself stands against Redis, and how far sessiond is from it.
 
     python bench/append_load.py                 # full matrix, 3 runs each
     python bench/append_load.py --clients 4 --runs 1 --levels written
@@ -124,12 +127,13 @@ def worker(args: argparse.Namespace) -> None:
         c = Client(args.socket, autostart=False, timeout=120).connect()
         cwd = f"/bench/{sid}"
         batches = [lines[i : i + args.batch] for i in range(0, len(lines), args.batch)]
+        durability = "written" if args.mode == "floor" else args.mode  # the floor server writes before it answers
         print("ready", flush=True)
         sys.stdin.readline()
         inflight: list[tuple[int, float]] = []
         for batch in batches:
             rid = c.next_id()
-            c.send(m.Append(id=rid, session=sid, cwd=cwd, entries=batch, durability=args.mode))
+            c.send(m.Append(id=rid, session=sid, cwd=cwd, entries=batch, durability=durability))
             inflight.append((rid, time.perf_counter()))
             if len(inflight) >= args.window:
                 r, t = inflight.pop(0)
@@ -151,6 +155,10 @@ def worker(args: argparse.Namespace) -> None:
 
 def start_daemon(base: Path, flush_ms: float, extra: list[str] | None = None) -> subprocess.Popen:
     return benchlib.start_daemon(base / "run" / "s.sock", base / "root", "--flush-interval", str(flush_ms), *(extra or []))
+
+
+def start_floor(sock: Path, root: Path) -> subprocess.Popen:
+    return benchlib.start_server(sock, [sys.executable, str(HERE / "floor_server.py"), str(sock), str(root)])
 
 
 def start_redis(base: Path) -> tuple[subprocess.Popen, Path]:
@@ -224,6 +232,8 @@ def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) 
     sock = base / "run" / "s.sock"
     if mode in ("redis", "redis-py"):
         daemon, sock = start_redis(base)
+    elif mode == "floor":
+        daemon = start_floor(sock, base / "floor")
     elif mode != "direct":
         daemon = start_daemon(base, args.flush_interval, args.daemon_arg)
     else:
@@ -258,7 +268,7 @@ def main() -> None:
     ap.add_argument("--dir", default="")
     ap.add_argument("--entries", type=int, default=0)
     ap.add_argument("--clients", default="1,4,16,50")
-    ap.add_argument("--levels", default="queued,written,durable,redis,redis-py,direct,disk")
+    ap.add_argument("--levels", default="queued,written,durable,floor,redis,redis-py,direct,disk")
     ap.add_argument("--daemon-arg", action="append", default=[], help="extra argument for sessiond serve")
     ap.add_argument("--chart", default=str(HERE / "results" / "append_load.png"))
     ap.add_argument("--total", type=int, default=48_000, help="entries per configuration (split across clients)")
@@ -310,9 +320,10 @@ def chart(rows: list[dict], path: Path) -> None:
         label = {"redis": "Redis AOF everysec (RESP)", "redis-py": "Redis AOF everysec (redis-py)",
                  "direct": "direct O_APPEND writes (no daemon)",
                  "direct-durable": "direct writes + fdatasync per entry",
-                 "disk": "one sequential write + fdatasync"}.get(level, f"sessiond {level}")
+                 "disk": "one sequential write + fdatasync",
+                 "floor": "Python floor (decode, write, answer)"}.get(level, f"sessiond {level}")
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
-                linestyle="--" if level.startswith(("redis", "direct", "disk")) else "-")
+                linestyle="--" if level.startswith(("redis", "direct", "disk", "floor")) else "-")
     ax.set_xscale("log")
     ax.set_xticks(sorted({r["clients"] for r in rows}))
     ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())

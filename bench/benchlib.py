@@ -16,19 +16,21 @@ from typing import Any
 
 def start_daemon(sock: Path, root: Path, *serve_args: str, timeout: float = 20.0) -> subprocess.Popen:
     """A ``sessiond serve`` on ``sock`` (its dir made 0700) and ``root``, once it answers."""
+    return start_server(sock, [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root),
+                               "serve", "--log-level", "warning", *serve_args], timeout)
+
+
+def start_server(sock: Path, cmd: list[str], timeout: float = 20.0) -> subprocess.Popen:
+    """Run ``cmd``, a server of sessiond's wire on ``sock``, until it accepts connections."""
     from sessiond.client.autostart import socket_answers
 
     sock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root), "serve",
-         "--log-level", "warning", *serve_args],
-        stdin=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while not socket_answers(sock):
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
-            raise SystemExit(f"the daemon did not start (exit {proc.poll()})")
+            raise SystemExit(f"{' '.join(cmd[:4])} ... did not start (exit {proc.poll()})")
         time.sleep(0.01)
     return proc
 
