@@ -21,6 +21,9 @@ from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME
 FsyncPolicy = Literal["never", "interval", "always"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 RELOADABLE = ("flush_interval", "fsync", "group_sync", "log_level")
+MIRROR_RELOADABLE = ("required", "ack_timeout", "queue_bytes", "shutdown_flush")
+"""Mirror keys the running mirror reads at each use; the others (where and how it
+connects, the stream and subjects its state refers to) need a restart."""
 
 
 class ConfigError(Exception):
@@ -274,14 +277,40 @@ def mirror_settings(cfg: MirrorFileConfig) -> MirrorSettings:
     return out
 
 
-def reload(settings: Settings, flags: dict[str, Any]) -> list[str]:
-    """SIGHUP: re-read the file (flags and env still win) and apply the keys
-    that can change at run time; returns the names that changed."""
+class Reloaded(msgspec.Struct):
+    """What a SIGHUP did: the keys applied, as (name, before, after), and the
+    keys that differ in the file but only take effect at the next start."""
+
+    applied: list[tuple[str, Any, Any]]
+    at_restart: list[str]
+
+
+def reload(settings: Settings, flags: dict[str, Any]) -> Reloaded:
+    """SIGHUP: re-read the file (flags and env still win), apply the keys that can
+    change at run time, and name the others that changed, which cannot."""
     fresh = build(flags, settings.config_file or config_path())
-    values = {
+    before = {k: getattr(settings, k) for k in RELOADABLE}
+    names = apply(settings, {
         "flush_interval_ms": fresh.flush_interval * 1000,
         "fsync": fresh.fsync,
         "group_sync": fresh.group_sync,
         "log_level": fresh.log_level,
-    }
-    return apply(settings, values)
+    })
+    out = Reloaded([(k, before[k], getattr(settings, k)) for k in names], [])
+    skip = {*RELOADABLE, "config_file", "mirror"}
+    out.at_restart = [k for k in Settings.__struct_fields__
+                      if k not in skip and getattr(fresh, k) != getattr(settings, k)]
+    old, new = settings.mirror, fresh.mirror
+    if (old is None) != (new is None):
+        out.at_restart.append("mirror")
+    elif old is not None and new is not None:
+        for k in MirrorSettings.__struct_fields__:
+            was, now = getattr(old, k), getattr(new, k)
+            if was == now:
+                continue
+            if k in MIRROR_RELOADABLE:
+                setattr(old, k, now)  # the running mirror holds this very object
+                out.applied.append((f"mirror.{k}", was, now))
+            else:
+                out.at_restart.append(f"mirror.{k}")
+    return out

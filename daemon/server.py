@@ -90,19 +90,19 @@ class Daemon:
 
     def reload_config(self) -> None:
         """SIGHUP: apply what can change at run time and say so in the log."""
-        before = {k: getattr(self.settings, k) for k in config_mod.RELOADABLE}
         try:
-            changed = config_mod.reload(self.settings, self.flags)
+            done = config_mod.reload(self.settings, self.flags)
         except ConfigError as exc:
             log.error("SIGHUP: config not reloaded: %s", exc)
             return
         logging.getLogger().setLevel(self.settings.log_level.upper())
         self.writer.policy_changed()
-        if changed:
-            parts = [f"{k} {before[k]} -> {getattr(self.settings, k)}" for k in changed]
-            log.info("SIGHUP: config reloaded: %s", ", ".join(parts))
+        if done.applied:
+            log.info("SIGHUP: config reloaded: %s", ", ".join(f"{k} {a} -> {b}" for k, a, b in done.applied))
         else:
             log.info("SIGHUP: config reloaded, nothing changed")
+        if done.at_restart:
+            log.warning("SIGHUP: changed in the file, but only applied at the next start: %s", ", ".join(done.at_restart))
 
     def refuse_if_stopping(self) -> None:
         if self.stopping:
@@ -213,6 +213,7 @@ async def _run(settings: Settings, flags: dict) -> int:
         # The service manager made the socket (and its 0700 directory): use it
         # as it is, and never unlink it.
         settings.socket = Path(adopted.getsockname())
+        flags = {**flags, "socket": str(settings.socket)}  # what a SIGHUP re-reads must agree
         sock, inode = adopted, None
         lock_fd = take_lock(settings.socket)
     else:

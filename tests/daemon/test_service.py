@@ -168,6 +168,10 @@ def test_sighup_reloads_what_can_change_and_flags_still_win(daemon_factory, shor
         d.signal(signal.SIGHUP)
         wait_until(lambda: c.status().config["flushIntervalMs"] == 20, "the reload")
         assert c.status().config["fsync"] == "always"
+        cfg.write_text('flush_interval_ms = 20\nfsync = "always"\nlog_level = "debug"\nmax_queued_bytes = 1000000\n')
+        d.signal(signal.SIGHUP)  # a key that cannot change at run time is named, not applied
+        wait_until(lambda: "only applied at the next start: max_queued_bytes" in d.log_text(), "the second reload")
+        assert c.status().config["maxQueuedBytes"] == 256 * 1024 * 1024
         cfg.write_text("flush_interval_ms = oops\n")  # a broken edit keeps the old config
         d.signal(signal.SIGHUP)
         wait_until(lambda: "config not reloaded" in d.log_text(), "the refused reload")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 import sys
 import uuid
@@ -288,3 +289,23 @@ def test_show_and_resume_pull_a_session_that_is_not_local(daemon_factory, mirror
     assert tree(b.root) == tree(a.root)
     missing = b.cli("show", str(uuid.uuid4()), "--cwd", cwd, env=env, check=False)
     assert missing.returncode == 1 and b"no session" in missing.stderr
+
+
+def test_sighup_applies_what_the_running_mirror_reads_and_names_the_rest(daemon_factory, mirror_config, nats_server, short_tmp):
+    cfg = mirror_config(required=False)
+    a = daemon_factory(name="a").start("--config", str(cfg))
+    cwd, sid = str(short_tmp), str(uuid.uuid4())
+    stream = mirror_status(a)["stream"]
+    with a.client() as c:
+        wait_for(lambda: mirror_status(a)["connected"], what="the mirror to connect")
+        mirror_config(required=True, stream="ElsewhereStream")  # rewrites the same file
+        a.signal(signal.SIGHUP)
+        wait_for(lambda: mirror_status(a)["required"] is True, what="the reload")
+        assert mirror_status(a)["stream"] == stream  # where it publishes changes only at restart
+        assert "only applied at the next start: mirror.stream" in a.log_text()
+        assert "mirror.required False -> True" in a.log_text()
+        nats_server.kill()  # required now holds for appends at once
+        wait_for(lambda: not mirror_status(a)["connected"], what="the mirror to notice")
+        with pytest.raises(RemoteError) as refused:
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=[line(user("one"))]))
+        assert refused.value.code == "mirror_unavailable"
