@@ -6,18 +6,10 @@ Why it is built this way (figures: 100 MB of ~2 KB lines, 52,000 lines, this 2-c
   chain needs (:class:`Entry`); msgspec skips everything else without building it.
   Only the entries that end up in the resumed conversation are ever decoded into
   dicts (deserialize.materialize).
-- What is kept is never copied: the file is mapped read-only and an entry keeps a
-  reference to its block of lines (:class:`Lines`) and its line number;
-  ``Entry.raw`` slices its bytes out on demand (``raw_view``: without a copy).
-  Copying every kept line into its own ``bytes`` (52,000 objects, 100 MB of fresh
-  memory) cost ~100 ms alone, half the budget of a 500 MB/s parse; reading the file
-  into fresh anonymous memory costs its page faults too (~80 ms per 100 MB here),
-  where mapping the page cache costs ~10 ms. The price: the mapping also holds the
-  lines nobody keeps (progress, metadata: ~5 % of the bytes of real transcripts).
-  Only whole lines are read through the mapping (:func:`_mapped_blocks`).
-- History the skip (below) discards is read with ``read`` into ONE reused buffer,
-  page-aligned: reads into it copy at ~8 GB/s here, into a bytearray (16 bytes off
-  a page) at ~2 GB/s.
+- Reading the bytes is blocks.py's: the part of the file that is kept is mapped
+  read-only and an entry keeps a reference to its block of lines (:class:`Lines`)
+  and its line number; ``Entry.raw`` slices its bytes out on demand (``raw_view``:
+  without a copy). History the skip (below) discards is read into ONE reused buffer.
 - Lines are decoded ``_RUN`` (256) at a time by ONE ``Decoder.decode_lines`` call
   instead of one call each. That call does not tell where lines are, and it accepts
   glued values (``{..}{..}``) and values spread over lines, so a run of lines takes
@@ -59,12 +51,13 @@ from __future__ import annotations
 import mmap
 import os
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 
+from .blocks import Block, Lines, kept_blocks, map_file, mapped_blocks, reused_blocks
 from .entries import COMPACT_BOUNDARY, REAPPENDED_SET, TRANSCRIPT_TYPES, decode_object
 from .jsonl import CHUNK
 
@@ -104,38 +97,6 @@ class CompactMetadata(msgspec.Struct, gc=False):
 
 class SnipMetadata(msgspec.Struct, gc=False):
     removedUuids: list[str] | None = None
-
-
-class Lines:
-    """A block of whole lines in a read buffer, for the entries decoded from it.
-
-    ``first`` is the number of its first line; line ``k`` of the block spans
-    ``starts[k]:ends[k]``, or, when ``starts`` is an int (a block without blank
-    lines), from ``starts`` (k = 0) or the end of line k - 1 plus its newline.
-    """
-
-    __slots__ = ("buf", "first", "starts", "ends")
-
-    def __init__(self, buf: mmap.mmap | bytes, first: int, starts: int | Sequence[int], ends: Sequence[int]) -> None:
-        self.buf = buf
-        self.first = first
-        self.starts = starts
-        self.ends = ends
-
-    def span(self, index: int) -> tuple[int, int]:
-        k = index - self.first
-        starts = self.starts
-        if type(starts) is int:
-            return (self.ends[k - 1] + 1 if k else starts), self.ends[k]
-        return starts[k], self.ends[k]
-
-    def line(self, index: int) -> bytes:
-        start, end = self.span(index)
-        return self.buf[start:end]
-
-    def view(self, index: int) -> memoryview:
-        start, end = self.span(index)
-        return memoryview(self.buf)[start:end]
 
 
 class Entry(msgspec.Struct, gc=False, rename={"src": "~sessiond.src", "index": "~sessiond.index"}):
@@ -289,7 +250,7 @@ def load_entries(
     try:
         size = os.fstat(fd).st_size
         skipping = size > skip_threshold
-        mapped = _map(fd, size)
+        mapped = map_file(fd, size)
         if not skipping:
             return _pass(fd, mapped, size, False, chunk, None).result()
         if mapped is None:
@@ -308,23 +269,13 @@ def _pass(fd: int, mapped: mmap.mmap | None, size: int, skipping: bool, chunk: i
     load = _Load(skipping, max(chunk, 1), mapped)
     offset: int | None = 0
     if skip_to is not None:
-        offset = load.discard(_reused_blocks(fd, 0, load.chunk), skip_to)
+        offset = load.discard(reused_blocks(fd, 0, load.chunk), skip_to)
     if offset is not None:
         if mapped is not None:
-            load.keep(_mapped_blocks(mapped, fd, offset, size, load.chunk))
+            load.keep(mapped_blocks(mapped, fd, offset, size, load.chunk))
         else:
-            load.keep(_kept_blocks(fd, offset, load.chunk))
+            load.keep(kept_blocks(fd, offset, load.chunk))
     return load
-
-
-def _map(fd: int, size: int) -> mmap.mmap | None:
-    """The file mapped read-only, or None (empty, or a file that cannot be mapped)."""
-    if not size:
-        return None
-    try:
-        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # pragma: no cover - special files, some FUSE mounts
-        return None
 
 
 _COMMON: Final = {kind: kind for kind in TRANSCRIPT_TYPES - {"system"}}
@@ -335,136 +286,6 @@ _SKIPPED: Final = Entry()
 """Stands for a line that is not one JSON object in a decoded block: no type, no uuid."""
 _BLANK: Final = Entry()
 """Stands for a whitespace-only line (not counted as skipped)."""
-
-
-class _Block:
-    """Whole lines ``buf[start:stop]`` (the last one may lack its newline at EOF);
-    ``base`` is the file offset of ``buf[0]``."""
-
-    __slots__ = ("buf", "view", "start", "stop", "base")
-
-    def __init__(self, buf: mmap.mmap, view: memoryview, start: int, stop: int, base: int) -> None:
-        self.buf = buf
-        self.view = view
-        self.start = start
-        self.stop = stop
-        self.base = base
-
-
-def _buffer(size: int) -> mmap.mmap:
-    """A page-aligned buffer (reads into it run ~4x faster than into a bytearray).
-    Private: shared anonymous memory never gets transparent huge pages."""
-    buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if size >= 1 << 21 and hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            buf.madvise(mmap.MADV_HUGEPAGE)  # fewer page faults on fresh memory
-        except OSError:  # pragma: no cover - kernels without THP
-            pass
-    return buf
-
-
-def _fill(fd: int, view: memoryview, end: int) -> tuple[int, bool]:
-    """Read on into ``view[end:]`` until it is full or EOF: (new end, eof)."""
-    cap = len(view)
-    while end < cap:
-        n = os.readv(fd, [view[end:]])
-        if not n:
-            return end, True
-        end += n
-    return end, False
-
-
-def _split(buf: mmap.mmap, view: memoryview, start: int, end: int, base: int, chunk: int) -> Iterator[_Block]:
-    """Blocks of whole lines of about ``chunk`` bytes in ``buf[start:end]``; stops
-    before the incomplete last line (the caller's ``start`` is where it begins)."""
-    find, rfind = buf.find, buf.rfind
-    while start < end:
-        cut = start + chunk
-        nl = find(b"\n", cut - 1, end) if cut < end else -1
-        if nl < 0:
-            nl = rfind(b"\n", start, end)
-            if nl < 0:
-                return
-        yield _Block(buf, view, start, nl + 1, base)
-        start = nl + 1
-
-
-def _reused_blocks(fd: int, offset: int, chunk: int) -> Iterator[_Block]:
-    """The file from ``offset`` in blocks that all live in ONE buffer, reused: a
-    block is only valid until the next one is requested."""
-    buf = _buffer(chunk)
-    view = memoryview(buf)
-    start = end = 0
-    base = offset
-    eof = False
-    os.lseek(fd, offset, os.SEEK_SET)
-    while not eof:
-        if start:  # move the incomplete tail to the front
-            buf.move(0, start, end - start)
-            end -= start
-            base += start
-            start = 0
-        if end == len(buf):  # one line fills the buffer: grow it
-            bigger = _buffer(2 * len(buf))
-            bigger[:end] = buf[:end]
-            buf, view = bigger, memoryview(bigger)
-        end, eof = _fill(fd, view, end)
-        for block in _split(buf, view, start, end, base, chunk):
-            start = block.stop
-            yield block
-    if end > start:
-        yield _Block(buf, view, start, end, base)
-
-
-def _mapped_blocks(mapped: mmap.mmap, fd: int, offset: int, size: int, chunk: int) -> Iterator[_Block]:
-    """The mapped file from ``offset`` in blocks: the lines stay in the page cache,
-    never copied (entries keep pointing into the mapping).
-
-    Only whole lines are read through the mapping. A writer may cut a torn last line
-    off (the daemon moves it aside: appendfile.cut_torn_tail), and a mapped page
-    beyond the end of the file faults (SIGBUS); so the bytes after the last newline
-    are read with pread instead. Each line is then in a page that stays inside the file.
-    """
-    last = mapped.rfind(b"\n", offset, size)
-    end = last + 1 if last >= 0 else offset
-    yield from _split(mapped, memoryview(mapped), offset, end, 0, chunk)
-    if size > end:
-        tail = b"".join(_pread_all(fd, size - end, end))
-        if tail:
-            yield _Block(tail, memoryview(tail), 0, len(tail), end)
-
-
-def _pread_all(fd: int, length: int, offset: int) -> Iterator[bytes]:
-    while length > 0 and (data := os.pread(fd, length, offset)):
-        yield data
-        length -= len(data)
-        offset += len(data)
-
-
-def _kept_blocks(fd: int, offset: int, chunk: int) -> Iterator[_Block]:
-    """The file from ``offset`` in blocks in buffers that are never reused (entries
-    keep pointing into them): one buffer for the whole rest of the file unless the
-    file grows while it is read. For files that cannot be mapped."""
-    tail = b""
-    base = offset
-    os.lseek(fd, offset, os.SEEK_SET)
-    while True:
-        remaining = max(os.fstat(fd).st_size - base - len(tail), 0)
-        # +1: a full buffer means "maybe more"; one byte spare lets the read see EOF
-        buf = _buffer(max(len(tail) + remaining + 1, chunk, 2 * len(tail)))
-        view = memoryview(buf)
-        buf[: len(tail)] = tail
-        end, eof = _fill(fd, view, len(tail))
-        start = 0
-        for block in _split(buf, view, 0, end, base, chunk):
-            start = block.stop
-            yield block
-        if eof:
-            if end > start:
-                yield _Block(buf, view, start, end, base)
-            return
-        tail = buf[start:end]
-        base += start
 
 
 def _scan(buf: mmap.mmap | bytes, start: int, stop: int) -> tuple[array, list[int]]:
@@ -541,7 +362,7 @@ class _Load:
         self.lines = 0
         self.has_any = self.has_main = self.discarded = self.unsure = False
 
-    def decode(self, block: _Block, first: int) -> tuple[list[Entry], Lines]:
+    def decode(self, block: Block, first: int) -> tuple[list[Entry], Lines]:
         """The block's lines decoded (``_SKIPPED``/``_BLANK`` for a line that is not
         an object) and where they are; ``first`` is the number of its first line.
 
@@ -571,7 +392,7 @@ class _Load:
         spans = [(s, e) for s, e in spans if e > s]
         return values, Lines(buf, first, [s for s, _ in spans], [e for _, e in spans])
 
-    def discard(self, blocks: Iterator[_Block], skip_to: str) -> int | None:
+    def discard(self, blocks: Iterator[Block], skip_to: str) -> int | None:
         """Read up to the first line of uuid ``skip_to`` keeping nothing but what is
         collected over the whole file; the file offset of that line (None: absent),
         whose number is then ``self.lines``."""
@@ -608,7 +429,7 @@ class _Load:
                 self.discarded = True
         return None
 
-    def keep(self, blocks: Iterator[_Block]) -> None:
+    def keep(self, blocks: Iterator[Block]) -> None:
         add = self.entries.setdefault
         common = _COMMON
         has_any = has_main = False

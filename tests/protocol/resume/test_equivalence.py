@@ -226,15 +226,15 @@ def test_same_when_the_file_cannot_be_mapped(conv, damage, trailing_newline, chu
     """Files that cannot be mapped (special files, some FUSE mounts) are read into buffers."""
     from sessiond.protocol.transcript import loader
 
-    real = loader._map
-    loader._map = lambda fd, size: None
+    real = loader.map_file
+    loader.map_file = lambda fd, size: None
     try:
         with tempfile.TemporaryDirectory() as d:
             p = Path(d) / f"{SID}.jsonl"
             p.write_bytes(render(conv, damage, trailing_newline))
             assert_same(p, skip_threshold, chunk)
     finally:
-        loader._map = real
+        loader.map_file = real
 
 
 def test_forward_pass_redone_when_it_sees_a_reuse_the_skip_would_not(tmp_path):
@@ -254,7 +254,7 @@ def test_forward_pass_redone_when_it_sees_a_reuse_the_skip_would_not(tmp_path):
     size = p.stat().st_size
     fd = os.open(p, os.O_RDONLY)
     try:
-        forward = loader._pass(fd, loader._map(fd, size), size, True, 1 << 20, None)
+        forward = loader._pass(fd, loader.map_file(fd, size), size, True, 1 << 20, None)
     finally:
         os.close(fd)
     assert forward.discarded and forward.unsure
