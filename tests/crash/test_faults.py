@@ -240,6 +240,31 @@ def test_files_waiting_together_share_one_syncfs_which_never_hides_a_failure(dae
     assert d.wait() == 0
 
 
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+@pytest.mark.parametrize("syncfs_fails", [False, True])
+def test_shutdown_syncs_all_dirty_files_at_once_and_falls_back_per_file(daemon_factory, short_tmp, syncfs_fails):
+    """Five files written but never synced: stopping makes them durable with one
+    syncfs; if that fails, with one fdatasync each (which names the file)."""
+    d = daemon_factory()
+    trace = d.base / "sync.trace"
+    inject = ["-e", "inject=syncfs:error=EIO:when=1"] if syncfs_fails else []
+    d.start("--fsync", "never", wrap=["strace", "-f", "--seccomp-bpf", "-qq", "-o", str(trace),
+                                      "-e", "trace=syncfs,fdatasync", *inject])
+    sids = [str(uuid.uuid4()) for _ in range(5)]
+    with d.client() as c:
+        for sid in sids:
+            append(c, sid, [user(f"kept {sid}")], durability="written")
+    d.cli("stop")
+    assert d.wait() == 0
+    calls = trace.read_text()
+    assert calls.count("syncfs(") == 1
+    assert calls.count("fdatasync(") == (5 if syncfs_fails else 0)
+    if syncfs_fails:
+        assert "shutdown: syncfs failed" in d.log_text()
+    for sid in sids:
+        assert read_entries(main_path(d.root, CWD, sid))[0]["message"]["content"] == f"kept {sid}"
+
+
 def test_group_sync_off_syncs_each_file_and_reloads(daemon_factory, short_tmp):
     import signal
 
