@@ -58,14 +58,12 @@ from typing import Any, Final
 import msgspec
 
 from .blocks import Block, Lines, kept_blocks, map_file, mapped_blocks, reused_blocks
-from .entries import COMPACT_BOUNDARY, REAPPENDED_SET, TRANSCRIPT_TYPES, decode_object
+from .entries import COMPACT_BOUNDARY, TRANSCRIPT_TYPES, decode_object
 from .jsonl import CHUNK
+from .metadata import METADATA_KINDS
 
 SKIP_THRESHOLD: Final = 5 * 1024 * 1024
 """Files larger than this skip pre-compaction history while reading (SPEC 4 step 1)."""
-
-METADATA_KINDS: Final = REAPPENDED_SET | {"summary", "ai-title"}
-"""Entry types whose latest occurrence is reported as session metadata."""
 
 ATTRIBUTION_SNAPSHOT: Final = "attribution-snapshot"
 TURN_DURATION: Final = "turn_duration"
@@ -551,48 +549,3 @@ def _last_skip_boundary(mm: mmap.mmap, low: int = 0) -> str | None:
             return e.uuid
         end = start
     return None
-
-
-_METADATA_FIELDS: Final = {
-    "summary": ("summary", "summary"),
-    "custom-title": ("customTitle", "customTitle"),
-    "ai-title": ("aiTitle", "aiTitle"),
-    "tag": ("tag", "tag"),
-    "agent-name": ("agentName", "agentName"),
-    "agent-color": ("agentColor", "agentColor"),
-    "agent-setting": ("agentSetting", "agentSetting"),
-    "mode": ("mode", "mode"),
-    "worktree-state": ("worktreeState", "worktreeSession"),
-    "last-prompt": ("lastPrompt", "lastPrompt"),
-}
-_PR_LINK_FIELDS: Final = ("prNumber", "prUrl", "prRepository")
-
-
-def metadata_values(raw: dict[str, bytes]) -> dict[str, Any]:
-    """``{"customTitle": ..., "prLink": {...}, ...}`` from the latest line of each kind.
-
-    A kind whose latest entry lacks its value field is left out (no older fallback:
-    the latest entry is the current state).
-    """
-    out: dict[str, Any] = {}
-    for kind in sorted(raw, key=_metadata_order):
-        try:
-            obj = msgspec.json.decode(raw[kind])
-        except msgspec.DecodeError:  # pragma: no cover - lines were parsed already
-            continue
-        if kind == "pr-link":
-            link = {k: obj[k] for k in _PR_LINK_FIELDS if k in obj}
-            if link:
-                out["prLink"] = link
-            continue
-        key, field = _METADATA_FIELDS[kind]
-        if field in obj:
-            out[key] = obj[field]
-    return out
-
-
-_ORDER: Final = [*_METADATA_FIELDS, "pr-link"]
-
-
-def _metadata_order(kind: str) -> int:
-    return _ORDER.index(kind) if kind in _ORDER else len(_ORDER)

@@ -37,7 +37,8 @@ from ..wire.errors import SessiondError
 from .chain import Bridge, choose_leaf, recover_parallel_tool_results, walk
 from .deserialize import Interruption, chain_messages, consistency_delta, deserialize, materialize
 from .jsonl import CHUNK
-from .loader import SKIP_THRESHOLD, Entry, Loaded, load_entries, metadata_values
+from .loader import SKIP_THRESHOLD, Entry, Loaded, load_entries
+from .metadata import metadata_values
 from .paths import check_id, is_session_id
 from .relink import Compaction, apply_compaction, apply_snips
 

@@ -7,11 +7,9 @@ import json
 import pytest
 
 from sessiond.protocol.transcript.jsonl import iter_line_views
-from sessiond.protocol.transcript.loader import (
-    load_entries,
-    metadata_values,
-    parse_line,
-)
+from sessiond.protocol.transcript.loader import load_entries, parse_line
+from sessiond.protocol.transcript import metadata
+from sessiond.protocol.transcript.metadata import METADATA_KINDS, metadata_values
 
 from .build import SID, Conv, text
 
@@ -131,6 +129,10 @@ def test_metadata_latest_of_each_kind(tmp_path):
         "lastPrompt": "do it",
         "prLink": {"prNumber": 7, "prUrl": "https://x/7", "prRepository": "o/r"},
     }
+
+
+def test_the_kinds_collected_are_the_kinds_reported():
+    assert set(metadata._ORDER) == METADATA_KINDS
 
 
 def _compacted(**boundary_meta):
