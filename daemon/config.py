@@ -78,6 +78,9 @@ class Settings(msgspec.Struct, kw_only=True):
     """Seconds a client may stay inside a frame before it is cut off."""
     max_open_files: int = 0
     """Transcript fds kept open at once (LRU); 0: half the fd limit."""
+    path_recheck: float = 1.0
+    """Seconds between re-checks of every open transcript's path that no inotify
+    watch could flag (a symlinked ancestor re-pointed, a mount on top); 0: none."""
     idle_evict: float = 30.0
     """Seconds a session with no clients and nothing queued stays in memory."""
     log_level: LogLevel = "info"
@@ -127,6 +130,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     rate_limit_bytes: float | None = None
     rate_burst_bytes: float | None = None
     frame_timeout_s: float | None = None
+    path_recheck_s: float | None = None
     mirror: MirrorFileConfig | None = None
 
 
@@ -227,6 +231,10 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
             if value <= 0:
                 raise ConfigError(f"frame_timeout_s: must be positive, got {value}")
             put("frame_timeout", float(value))
+        elif key == "path_recheck_s":
+            if value < 0:
+                raise ConfigError(f"path_recheck_s: must not be negative, got {value}")
+            put("path_recheck", float(value))
         elif key == "mirror":
             put("mirror", mirror_settings(value))
         else:

@@ -12,8 +12,8 @@ from its parent up to the daemon's root (moved or deleted: ``IN_MOVE_SELF`` /
 gate, never the judge: a spurious event (a chmod, a touch) costs one stat, and
 where inotify is missing (not Linux) or out of watches, a file stays suspect
 and is stat'ed before every write, as before. What no watch sees (a symlinked
-ancestor re-pointed, a mount on top) the writer's once-a-second recheck of the
-files it has open does.
+ancestor re-pointed, a mount on top) the writer's periodic recheck of the files
+it has open does (``path_recheck``, 1 s).
 
 The inotify fd is read by the event loop in the same poll as the client
 sockets: a rename done before a client sent its append has been seen by the

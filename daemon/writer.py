@@ -36,8 +36,6 @@ Waiter = Callable[[SessiondError | None], None]
 
 LOCK_RETRY = 0.005
 ERROR_RETRY = 1.0
-RECHECK_PATHS = 1.0
-"""How often every open file's path is stat'ed again anyway (see ``pathwatch``)."""
 
 
 class Stats:
@@ -231,8 +229,8 @@ class Writer:
         q.fd, _ = open_append(q.path)
         # Watched from now on; the first write still stats the path once: it
         # may have changed between the open and the watch.
-        if self.watch.watch(q, q.path) and self._recheck is None:
-            self._recheck = self.loop.call_later(RECHECK_PATHS, self._recheck_paths)
+        if self.watch.watch(q, q.path) and self._recheck is None and self.settings.path_recheck > 0:
+            self._recheck = self.loop.call_later(self.settings.path_recheck, self._recheck_paths)
         q.suspect = True
         st = os.fstat(q.fd)
         if (st.st_dev, st.st_ino) != q.ident:
@@ -285,10 +283,11 @@ class Writer:
 
     def _recheck_paths(self) -> None:
         """What no watch sees (a symlinked ancestor re-pointed, a mount on top):
-        every open file is stat'ed again at its next write, once a second while
-        any is open (an idle daemon does not wake up for it)."""
+        every open file is stat'ed again at its next write, every ``path_recheck``
+        seconds while any is open (an idle daemon does not wake up for it)."""
         self._all_suspect()
-        self._recheck = self.loop.call_later(RECHECK_PATHS, self._recheck_paths) if self._open else None
+        every = self.settings.path_recheck
+        self._recheck = self.loop.call_later(every, self._recheck_paths) if self._open and every > 0 else None
 
     def _write(self, q: FileQueue) -> bool:
         q.lines.append(b"")  # one join gives the trailing newline too: no second copy
