@@ -234,7 +234,7 @@ def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) 
         daemon, sock = start_redis(base)
     elif mode == "floor":
         daemon = start_floor(sock, base / "floor")
-    elif mode != "direct":
+    elif mode not in ("direct", "direct-durable"):
         daemon = start_daemon(base, args.flush_interval, args.daemon_arg)
     else:
         daemon = None
