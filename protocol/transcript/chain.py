@@ -33,7 +33,7 @@ from operator import attrgetter, is_not
 import msgspec
 
 from .entries import TRANSCRIPT_TYPES
-from .loader import Entry
+from .chainentry import Entry
 
 
 _timestamp = attrgetter("timestamp")

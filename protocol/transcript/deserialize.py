@@ -56,7 +56,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from .entries import TRANSCRIPT_TYPES
-from .loader import Entry
+from .chainentry import Entry
 
 Interruption = Literal["none", "interrupted_turn", "interrupted_prompt"]
 

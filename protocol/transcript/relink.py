@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .loader import Entry
+from .chainentry import Entry
 
 
 class Compaction(msgspec.Struct):

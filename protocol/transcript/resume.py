@@ -35,9 +35,10 @@ import msgspec
 
 from ..wire.errors import SessiondError
 from .chain import Bridge, choose_leaf, recover_parallel_tool_results, walk
+from .chainentry import Entry
 from .deserialize import Interruption, chain_messages, consistency_delta, deserialize, materialize
 from .jsonl import CHUNK
-from .loader import SKIP_THRESHOLD, Entry, Loaded, load_entries
+from .loader import SKIP_THRESHOLD, Loaded, load_entries
 from .metadata import metadata_values
 from .paths import check_id, is_session_id
 from .relink import Compaction, apply_compaction, apply_snips

@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.transcript.loader import Entry, load_entries
+from sessiond.protocol.transcript.chainentry import Entry
+from sessiond.protocol.transcript.loader import load_entries
 from sessiond.protocol.transcript.resume import resolve_chain
 from tests.conftest import CORPUS
 
@@ -177,10 +178,10 @@ class _Counting:
 
 
 def test_clean_blocks_are_decoded_in_one_call_each(tmp_path, monkeypatch):
-    from sessiond.protocol.transcript import loader
+    from sessiond.protocol.transcript import chainentry
 
-    counting = _Counting(loader._decoder)
-    monkeypatch.setattr(loader, "_decoder", counting)
+    counting = _Counting(chainentry.decoder)
+    monkeypatch.setattr(chainentry, "decoder", counting)
     conv = Conv()
     for i in range(200):
         conv.user(f"u{i}", "hi")
@@ -197,10 +198,10 @@ def test_clean_blocks_are_decoded_in_one_call_each(tmp_path, monkeypatch):
 def test_a_glued_line_costs_a_few_calls_not_its_block(tmp_path, monkeypatch):
     """A glued line starts with "{" and ends with "}", so it is only found when its
     run of lines decodes to one value too many: that run is decoded again line by line."""
-    from sessiond.protocol.transcript import loader
+    from sessiond.protocol.transcript import chainentry
 
-    counting = _Counting(loader._decoder)
-    monkeypatch.setattr(loader, "_decoder", counting)
+    counting = _Counting(chainentry.decoder)
+    monkeypatch.setattr(chainentry, "decoder", counting)
     conv = Conv()
     for i in range(300):
         conv.user(f"u{i}", "hi")
@@ -209,8 +210,8 @@ def test_a_glued_line_costs_a_few_calls_not_its_block(tmp_path, monkeypatch):
     p = conv.write(tmp_path / "t.jsonl")
     loaded = load_entries(p)  # one block
     assert len(loaded.entries) == 300 and loaded.skipped == 1 and loaded.lines == 301
-    assert counting.lines == loader._RUN  # its run of lines, one by one
-    assert counting.batches == -(-301 // loader._RUN)
+    assert counting.lines == chainentry._RUN  # its run of lines, one by one
+    assert counting.batches == -(-301 // chainentry._RUN)
     assert_same(p, INF, 1 << 20)
 
 

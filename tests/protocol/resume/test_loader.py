@@ -7,7 +7,8 @@ import json
 import pytest
 
 from sessiond.protocol.transcript.jsonl import iter_line_views
-from sessiond.protocol.transcript.loader import load_entries, parse_line
+from sessiond.protocol.transcript.chainentry import parse_line
+from sessiond.protocol.transcript.loader import load_entries
 from sessiond.protocol.transcript import metadata
 from sessiond.protocol.transcript.metadata import METADATA_KINDS, metadata_values
 
