@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import fcntl
 import os
+import time
 from datetime import datetime, timezone
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -130,6 +131,40 @@ def cut_torn_tail(fd: int, path: Path, size: int) -> TornTail | None:
         os.close(tfd)
     os.ftruncate(fd, start)
     return record
+
+
+SETTLE_WAIT = 2.0
+"""How long a reader waits for a writer's lock before reading without it (a
+writer stopped in the middle of an append must not hang a reader)."""
+
+
+def settled_size(fd: int) -> int:
+    """The size of a transcript with no write half done: what a reader may map.
+
+    A mapping of bytes a file no longer has kills the reader with SIGBUS. Writers
+    shrink a file only under their exclusive lock: rolling back a failed write
+    (which may have put whole lines out before it failed), and cutting a torn
+    tail (which readers take with pread, never through the map: see
+    ``blocks.mapped_blocks``). Read under a shared lock, the size has no bytes of
+    a write that may still be rolled back. The lock is waited for at most
+    ``SETTLE_WAIT``.
+    """
+    deadline = time.monotonic() + SETTLE_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.002)
+                continue
+        except OSError:  # no flock on this filesystem: no writer locks either
+            pass
+        else:
+            try:
+                return os.fstat(fd).st_size
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        return os.fstat(fd).st_size
 
 
 def write_all(fd: int, data: bytes | memoryview) -> int:

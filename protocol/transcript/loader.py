@@ -39,6 +39,7 @@ from typing import Final
 
 import msgspec
 
+from .appendfile import line_start_before, settled_size
 from .blocks import Block, Lines, kept_blocks, map_file, mapped_blocks, reused_blocks
 from .chainentry import SKIPPED, Entry, decode_block, decoder
 from .entries import COMPACT_BOUNDARY, TRANSCRIPT_TYPES
@@ -95,9 +96,12 @@ def load_entries(
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        size = os.fstat(fd).st_size
+        # The map must never outlive its bytes (SIGBUS): no write that may be
+        # rolled back, and not the bytes after the last newline, which a writer
+        # may cut (they are read with pread: blocks.mapped_blocks).
+        size = settled_size(fd)
         skipping = size > skip_threshold
-        mapped = map_file(fd, size)
+        mapped = map_file(fd, line_start_before(fd, size))
         if not skipping:
             return _pass(fd, mapped, size, False, chunk, None).result()
         if mapped is None:

@@ -190,3 +190,34 @@ def test_reused_boundary_uuid_makes_the_skip_unsure(tmp_path):
 
 def test_session_id_is_not_needed_to_load(tmp_path):
     assert load_entries(Conv(SID).write(tmp_path / "x.jsonl")).entries == {}
+
+
+def test_a_load_never_maps_a_write_that_may_be_rolled_back(tmp_path):
+    """A writer that fails mid-append cuts the file back under its exclusive
+    lock; lines it had put out by then must never be in a reader's mapping (it
+    would die of SIGBUS touching them). The load reads the size under a shared
+    lock, so it waits for the writer and sees the file as the writer left it."""
+    import fcntl
+    import os
+    import threading
+
+    conv = Conv()
+    conv.user("u1")
+    conv.assistant("a1")
+    path = conv.write(tmp_path / "t.jsonl")
+    size = path.stat().st_size
+    writer = os.open(path, os.O_WRONLY | os.O_APPEND)
+    fcntl.flock(writer, fcntl.LOCK_EX)
+    os.write(writer, b"".join(json.dumps({"type": "user", "uuid": f"rolled-{i}", "message": {"role": "user", "content": "x" * 3000}}).encode() + b"\n" for i in range(8)))
+    result = {}
+    loading = threading.Thread(target=lambda: result.update(loaded=load_entries(path)))
+    loading.start()
+    loading.join(0.3)
+    assert loading.is_alive()  # waiting for the writer, not reading its half-done append
+    os.ftruncate(writer, size)  # the rollback
+    fcntl.flock(writer, fcntl.LOCK_UN)
+    os.close(writer)
+    loading.join(10)
+    assert not loading.is_alive()
+    assert not [u for u in result["loaded"].entries if u.startswith("rolled-")]
+    assert len(result["loaded"].entries) == 2
