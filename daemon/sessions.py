@@ -15,18 +15,18 @@ from __future__ import annotations
 import logging
 import os
 import time
-from operator import attrgetter
 from collections.abc import Callable
 from functools import partial
+from operator import attrgetter
 from pathlib import Path
 
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.entries import (
+    COMPACT_BOUNDARY,
     MATERIALIZING_TYPES,
     REAPPENDED_METADATA,
     REAPPENDED_SET,
     TRANSCRIPT_TYPES,
-    COMPACT_BOUNDARY,
     EntryHeader,
     is_compact_boundary,
 )

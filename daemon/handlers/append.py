@@ -16,11 +16,6 @@ if TYPE_CHECKING:
     from ..sessions import Routed, Target
 
 
-def _headers(lines: list[bytes]) -> list[tuple[EntryHeader, bytes]]:
-    """Decode every header first: a batch with one bad entry is refused whole."""
-    return list(zip(decode_headers(lines), lines))
-
-
 def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
@@ -44,7 +39,7 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)
     conn.attach(state)
-    batch = _headers(req.messages)
+    batch = list(zip(decode_headers(req.messages), req.messages))  # all decoded first: one bad entry refuses all
     targets = registry.resolve(state, batch, req.agent, req.run)
     # Each target file is its own chain (a sidechain message never chains onto,
     # nor dedups against, the main transcript): chain each group separately.
