@@ -532,7 +532,7 @@ class Writer:
                 self.unwritten_at_exit += len(q.lines)
                 log.error("shutdown: %s failed: %s; %d entries NOT written", q.path, exc.strerror or exc, len(q.lines))
                 errors[q] = io_error(f"{q.path.name}: {exc.strerror or exc}")
-        self._final_syncs([q for q in queues if q.fd is not None and q.synced < q.written], errors)
+        self._final_syncs([q for q in queues if q.synced < q.written], errors)
         for q in queues:
             err = errors.get(q)
             for waiters, reached in ((q.write_waiters, q.written), (q.sync_waiters, q.synced)):
@@ -565,7 +565,7 @@ class Writer:
                     continue
             for q in group:
                 try:
-                    os.fdatasync(q.fd)  # type: ignore[arg-type]
+                    _fdatasync_queue(q)
                 except OSError as exc:
                     self.stats.errors += 1
                     log.error("shutdown: fdatasync of %s failed: %s", q.path, exc.strerror or exc)
@@ -585,6 +585,22 @@ class Writer:
                 os.close(fd)
         self._fs_fds.clear()
         self.watch.close()
+
+
+def _fdatasync_queue(q: FileQueue) -> None:
+    """fdatasync what was written on ``q``, through a new read-only descriptor
+    when the LRU has closed its own (never created anew: a file deleted under
+    the daemon has nothing left to sync)."""
+    if q.fd is not None:
+        os.fdatasync(q.fd)
+        return
+    fd = os.open(q.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) == q.ident:  # else replaced: what we wrote went with the old file
+            os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 def _load_syncfs() -> Callable[[int], int] | None:

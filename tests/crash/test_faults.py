@@ -262,6 +262,24 @@ def test_shutdown_syncs_all_dirty_files_at_once_and_falls_back_per_file(daemon_f
         assert read_entries(main_path(d.root, CWD, sid))[0]["message"]["content"] == f"kept {sid}"
 
 
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_shutdown_syncs_files_whose_descriptor_the_lru_closed(daemon_factory, short_tmp):
+    """40 files written under a 32-descriptor LRU: the 8 closed ones still hold
+    unsynced data, and stopping syncs them too (one fdatasync per file here)."""
+    cfg = short_tmp / "config.toml"
+    cfg.write_text("group_sync = false\n")
+    d = daemon_factory()
+    trace = d.base / "sync.trace"
+    d.start("--config", str(cfg), "--fsync", "never", nofile=64,
+            wrap=["strace", "-f", "--seccomp-bpf", "-qq", "-o", str(trace), "-e", "trace=fdatasync"])
+    with d.client() as c:
+        for _ in range(40):
+            append(c, str(uuid.uuid4()), [user("x")], durability="written")
+    d.cli("stop")
+    assert d.wait() == 0
+    assert trace.read_text().count("fdatasync(") == 40
+
+
 def test_group_sync_off_syncs_each_file_and_reloads(daemon_factory, short_tmp):
     import signal
 
