@@ -26,7 +26,7 @@ from pathlib import Path
 
 import msgspec
 
-from .transcript.appendfile import ends_torn, line_start_before
+from .transcript.appendfile import whole_lines_end
 
 HDR_PROJECT = "Sessiond-Project"
 HDR_FILE = "Sessiond-File"
@@ -122,7 +122,6 @@ def whole_lines_size(path: Path) -> int:
     mid-line) is never published; the next append moves it aside."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
-        size = os.fstat(fd).st_size
-        return line_start_before(fd, size) if ends_torn(fd, size) else size
+        return whole_lines_end(fd, os.fstat(fd).st_size)
     finally:
         os.close(fd)

@@ -138,16 +138,22 @@ SETTLE_WAIT = 2.0
 writer stopped in the middle of an append must not hang a reader)."""
 
 
-def settled_size(fd: int) -> int:
-    """The size of a transcript with no write half done: what a reader may map.
+def whole_lines_end(fd: int, size: int) -> int:
+    """Where the file's last whole line ends (``size`` unless a torn tail follows)."""
+    return line_start_before(fd, size) if ends_torn(fd, size) else size
+
+
+def settled_size(fd: int) -> tuple[int, bool]:
+    """The size of a transcript with no write half done, and whether that is
+    known: only then may a reader map it.
 
     A mapping of bytes a file no longer has kills the reader with SIGBUS. Writers
     shrink a file only under their exclusive lock: rolling back a failed write
     (which may have put whole lines out before it failed), and cutting a torn
-    tail (which readers take with pread, never through the map: see
-    ``blocks.mapped_blocks``). Read under a shared lock, the size has no bytes of
-    a write that may still be rolled back. The lock is waited for at most
-    ``SETTLE_WAIT``.
+    tail (readers never map what follows the last newline). Read under a shared
+    lock, the size has no bytes of a write that may still be rolled back. A
+    writer holding its lock past ``SETTLE_WAIT`` (a huge write on a slow disk, a
+    stopped process) gets (size, False): read the file, do not map it.
     """
     deadline = time.monotonic() + SETTLE_WAIT
     while True:
@@ -157,14 +163,13 @@ def settled_size(fd: int) -> int:
             if time.monotonic() < deadline:
                 time.sleep(0.002)
                 continue
+            return os.fstat(fd).st_size, False
         except OSError:  # no flock on this filesystem: no writer locks either
-            pass
-        else:
-            try:
-                return os.fstat(fd).st_size
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        return os.fstat(fd).st_size
+            return os.fstat(fd).st_size, True
+        try:
+            return os.fstat(fd).st_size, True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def write_all(fd: int, data: bytes | memoryview) -> int:

@@ -125,7 +125,7 @@ def mapped_blocks(mapped: mmap.mmap, fd: int, offset: int, size: int, chunk: int
     end = last + 1 if last >= 0 else offset
     yield from _split(mapped, memoryview(mapped), offset, end, 0, chunk)
     if size > end:
-        tail = b"".join(_pread_all(fd, size - end, end))
+        tail = b"".join(pread_all(fd, size - end, end))
         if tail:
             yield Block(tail, memoryview(tail), 0, len(tail), end)
 
@@ -194,7 +194,7 @@ def _split(buf: mmap.mmap, view: memoryview, start: int, end: int, base: int, ch
         start = nl + 1
 
 
-def _pread_all(fd: int, length: int, offset: int) -> Iterator[bytes]:
+def pread_all(fd: int, length: int, offset: int) -> Iterator[bytes]:
     while length > 0 and (data := os.pread(fd, length, offset)):
         yield data
         length -= len(data)

@@ -19,7 +19,7 @@ What a pass does with the decoded lines:
   to resume — while metadata, the attribution snapshot, the skipped-line count and
   the "every entry is a sidechain" flag keep accumulating. A full load prunes exactly
   that history in ``relink.apply_compaction`` (as Claude Code does), so both paths
-  build the same map. The last such boundary is found first (:func:`last_skip_boundary`)
+  build the same map. The last such boundary is found first (:func:`_last_skip_boundary`)
   and the history before it is read through one reused buffer, so peak memory is
   bound by what the resume keeps, not by the file. What the skip cannot know is
   whether step 3 will ask for a uuid it discarded, or whether a boundary it skipped at
@@ -39,8 +39,8 @@ from typing import Final
 
 import msgspec
 
-from .appendfile import line_start_before, settled_size
-from .blocks import Block, Lines, kept_blocks, map_file, mapped_blocks, reused_blocks
+from .appendfile import settled_size, whole_lines_end
+from .blocks import Block, Lines, kept_blocks, map_file, mapped_blocks, pread_all, reused_blocks
 from .chainentry import SKIPPED, Entry, decode_block, decoder
 from .entries import COMPACT_BOUNDARY, TRANSCRIPT_TYPES
 from .jsonl import CHUNK
@@ -97,16 +97,20 @@ def load_entries(
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         # The map must never outlive its bytes (SIGBUS): no write that may be
-        # rolled back, and not the bytes after the last newline, which a writer
-        # may cut (they are read with pread: blocks.mapped_blocks).
-        size = settled_size(fd)
-        skipping = size > skip_threshold
-        mapped = map_file(fd, line_start_before(fd, size))
-        if not skipping:
+        # rolled back, and nothing after the last newline, which a writer may
+        # cut (those bytes are read with pread: blocks.mapped_blocks).
+        size, settled = settled_size(fd)
+        lines_end = whole_lines_end(fd, size)
+        mapped = map_file(fd, lines_end) if settled else None
+        if size <= skip_threshold:
             return _pass(fd, mapped, size, False, chunk, None).result()
+        # The last boundary may be the last line, unterminated: not in the map.
+        tail = _boundary_in(b"".join(pread_all(fd, size - lines_end, lines_end))) if lines_end < size else None
         if mapped is None:
-            return _pass(fd, None, size, True, chunk, last_skip_boundary(path)).result()
-        skip_to = _last_skip_boundary(mapped, size // 2)
+            # Not mappable (or not settled): the whole search over bytes read.
+            skip_to = tail or (_last_skip_boundary(b"".join(pread_all(fd, lines_end, 0))) if lines_end else None)
+            return _pass(fd, None, size, True, chunk, skip_to).result()
+        skip_to = tail or _last_skip_boundary(mapped, size // 2)
         load = _pass(fd, mapped, size, True, chunk, skip_to)
         if skip_to is None and load.discarded and load.unsure:
             load = _pass(fd, mapped, size, True, chunk, _last_skip_boundary(mapped))
@@ -287,29 +291,30 @@ class _Load:
         )
 
 
-def last_skip_boundary(path: Path | str) -> str | None:
+def _last_skip_boundary(buf: mmap.mmap | bytes, low: int = 0) -> str | None:
     """uuid of the last non-sidechain ``compact_boundary`` without preserved
-    messages, found by searching the bytes backwards (no parse of the history)."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return None
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return _last_skip_boundary(mm)
-
-
-def _last_skip_boundary(mm: mmap.mmap, low: int = 0) -> str | None:
-    """The same over ``mm``, with the search for the name stopping at offset ``low``."""
-    end = len(mm)
-    while (hit := mm.rfind(b'"compact_boundary"', low, end)) >= 0:
-        start = mm.rfind(b"\n", 0, hit) + 1
-        stop = mm.find(b"\n", hit)
-        stop = len(mm) if stop < 0 else stop
-        try:
-            e = decoder.decode(mm[start:stop])
-        except msgspec.DecodeError:
-            e = None
-        if (e is not None and e.type == "system" and e.subtype == COMPACT_BOUNDARY and e.uuid
-                and not e.isSidechain and (e.compactMetadata is None or not e.compactMetadata.preserves)):
-            return e.uuid
+    messages in ``buf``, found by searching the bytes backwards (no parse of the
+    history), the search for the name stopping at offset ``low``."""
+    end = len(buf)
+    while (hit := buf.rfind(b'"compact_boundary"', low, end)) >= 0:
+        start = buf.rfind(b"\n", 0, hit) + 1
+        stop = buf.find(b"\n", hit)
+        found = _boundary_in(buf[start : len(buf) if stop < 0 else stop])
+        if found is not None:
+            return found
         end = start
+    return None
+
+
+def _boundary_in(line: bytes) -> str | None:
+    """uuid of the line when it is a boundary the skip may start at."""
+    if b'"compact_boundary"' not in line:
+        return None
+    try:
+        e = decoder.decode(line)
+    except msgspec.DecodeError:
+        return None
+    if (e.type == "system" and e.subtype == COMPACT_BOUNDARY and e.uuid
+            and not e.isSidechain and (e.compactMetadata is None or not e.compactMetadata.preserves)):
+        return e.uuid
     return None

@@ -280,3 +280,22 @@ def test_boundary_in_the_first_half_gives_the_skip_result(tmp_path):
     assert loaded.checkpoints == {"c0": 1} and b"early" in loaded.metadata["custom-title"]
     assert_same(p, 0, 1 << 20)
     assert_same(p, 0, 64)
+
+
+def test_a_boundary_on_the_unterminated_last_line_is_found(tmp_path):
+    """The loader maps only up to the last newline (a writer may cut what
+    follows): a boundary on the last line, unterminated, is still where the skip
+    starts, as it was for the reference loader (found by a review)."""
+    conv = Conv()
+    conv.user("u0")
+    conv.boundary("w")
+    conv.user("w", "reuses the first boundary's uuid", parent=None)
+    for i in range(5):
+        conv.user(f"t{i}")
+    conv.boundary("b")
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(render(conv, [], trailing_newline=False))
+    loaded = load_entries(p, skip_threshold=0)
+    assert list(loaded.entries) == ["b"] and loaded.discarded and not loaded.unsure
+    assert_same(p, 0, 1 << 20)
+    assert_same(p, 0, 64)

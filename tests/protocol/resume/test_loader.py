@@ -192,7 +192,7 @@ def test_session_id_is_not_needed_to_load(tmp_path):
     assert load_entries(Conv(SID).write(tmp_path / "x.jsonl")).entries == {}
 
 
-def test_a_load_never_maps_a_write_that_may_be_rolled_back(tmp_path):
+def test_a_load_never_maps_a_write_that_may_be_rolled_back(tmp_path, monkeypatch):
     """A writer that fails mid-append cuts the file back under its exclusive
     lock; lines it had put out by then must never be in a reader's mapping (it
     would die of SIGBUS touching them). The load reads the size under a shared
@@ -201,6 +201,9 @@ def test_a_load_never_maps_a_write_that_may_be_rolled_back(tmp_path):
     import os
     import threading
 
+    from sessiond.protocol.transcript import appendfile
+
+    monkeypatch.setattr(appendfile, "SETTLE_WAIT", 60.0)  # the writer below lets go well before
     conv = Conv()
     conv.user("u1")
     conv.assistant("a1")
@@ -221,3 +224,29 @@ def test_a_load_never_maps_a_write_that_may_be_rolled_back(tmp_path):
     assert not loading.is_alive()
     assert not [u for u in result["loaded"].entries if u.startswith("rolled-")]
     assert len(result["loaded"].entries) == 2
+
+
+def test_a_writer_holding_its_lock_too_long_gets_the_file_read_not_mapped(tmp_path, monkeypatch):
+    """Past SETTLE_WAIT the size may include a write still to be rolled back:
+    the load goes on, but reads the file instead of mapping it."""
+    import fcntl
+    import os
+
+    from sessiond.protocol.transcript import appendfile, loader
+
+    monkeypatch.setattr(appendfile, "SETTLE_WAIT", 0.05)
+
+    def no_map(fd, size):
+        raise AssertionError("mapped a size read without the lock")
+
+    monkeypatch.setattr(loader, "map_file", no_map)
+    conv = Conv()
+    conv.user("u1")
+    conv.assistant("a1")
+    path = conv.write(tmp_path / "t.jsonl")
+    writer = os.open(path, os.O_WRONLY | os.O_APPEND)
+    fcntl.flock(writer, fcntl.LOCK_EX)
+    try:
+        assert list(load_entries(path).entries) == ["u1", "a1"]
+    finally:
+        os.close(writer)
