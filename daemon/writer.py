@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import errno
 import logging
 import os
 import resource
@@ -110,6 +111,11 @@ class Writer:
         """Per filesystem (st_dev): a directory fd opened before the daemon's first
         write there, that ``syncfs`` is called on: its view of the filesystem's
         writeback errors starts before any of our data, so none is missed."""
+        self._syncfs_failed: set[int] = set()
+        """Filesystems where a syncfs failed: synced file by file from then on.
+        syncfs reports a writeback error once per descriptor; the file it was
+        in may not have been in that group, and only its own fdatasync will
+        tell (its descriptor's error cursor is still behind)."""
         self.closed = False
         self.unwritten_at_exit = 0
         self.watch = PathWatch(loop, settings.root, self._suspect, self._all_suspect)
@@ -391,7 +397,7 @@ class Writer:
             groups.setdefault(dev, []).append(q)
         grouping = SYNCFS is not None and self.settings.group_sync
         for dev, queues in groups.items():
-            durable = [q for q in queues if q.sync_waiters] if grouping and dev in self._fs_fds else []
+            durable = [q for q in queues if q.sync_waiters] if grouping and self._groups_syncs(dev) else []
             for q in queues:
                 if not durable or not q.sync_waiters:
                     if self._syncing >= self.sync_slots:
@@ -406,6 +412,15 @@ class Writer:
                 self._start_job(durable, os.fdatasync, dev)
             else:
                 self._start_job(durable, SYNCFS, dev)
+
+    def _groups_syncs(self, dev: int) -> bool:
+        return dev in self._fs_fds and dev not in self._syncfs_failed
+
+    def _syncfs_gave_up(self, dev: int, exc: BaseException) -> None:
+        if dev not in self._syncfs_failed:
+            self._syncfs_failed.add(dev)
+            log.error("syncfs failed (%s): files on that filesystem are synced one by one from now on, "
+                      "so each file's own error is seen", exc)
 
     def _requeue(self, queues: list[FileQueue]) -> None:
         for q in queues:
@@ -438,6 +453,8 @@ class Writer:
         exc = fut.exception()
         if exc is None:
             self.stats.fsyncs += 1
+        elif call == "syncfs" and dev is not None:
+            self._syncfs_gave_up(dev, exc)
         for q, target in targets:
             q.syncing = q.pinned = False
             if q.retired is not None:
@@ -551,13 +568,13 @@ class Writer:
         for q in queues:
             by_dev.setdefault(q.ident[0] if q.ident is not None else 0, []).append(q)
         for dev, group in by_dev.items():
-            fs_fd = self._fs_fds.get(dev)
-            if SYNCFS is not None and self.settings.group_sync and len(group) > 1 and fs_fd is not None:
+            if SYNCFS is not None and self.settings.group_sync and len(group) > 1 and self._groups_syncs(dev):
                 try:
-                    SYNCFS(fs_fd)
+                    SYNCFS(self._fs_fds[dev])
                 except OSError as exc:
                     self.stats.errors += 1
                     log.error("shutdown: syncfs failed: %s; syncing file by file", exc.strerror or exc)
+                    self._syncfs_failed.add(dev)
                 else:
                     self.stats.fsyncs += 1
                     for q in group:
@@ -589,16 +606,17 @@ class Writer:
 
 def _fdatasync_queue(q: FileQueue) -> None:
     """fdatasync what was written on ``q``, through a new read-only descriptor
-    when the LRU has closed its own (never created anew: a file deleted under
-    the daemon has nothing left to sync)."""
+    when the LRU has closed its own. A file deleted or replaced under the
+    daemon is an error: what was written went with it, unsynced."""
     if q.fd is not None:
         os.fdatasync(q.fd)
         return
-    fd = os.open(q.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    fd = os.open(q.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) == q.ident:  # else replaced: what we wrote went with the old file
-            os.fdatasync(fd)
+        if (st.st_dev, st.st_ino) != q.ident:
+            raise OSError(errno.ESTALE, "replaced under the daemon")
+        os.fdatasync(fd)
     finally:
         os.close(fd)
 
