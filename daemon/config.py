@@ -3,7 +3,8 @@
 The file is ``$XDG_CONFIG_HOME/sessiond/config.toml`` (or ``SESSIOND_CONFIG``), read
 with msgspec's TOML support into a Struct that forbids unknown keys, so a typo or
 a bad value is one clear error naming the key. SIGHUP re-reads it and applies
-what can change at run time (``RELOADABLE``).
+what can change at run time (``RELOADABLE``, and ``MIRROR_RELOADABLE`` in the
+``[mirror]`` table) and names the rest as applied at the next start.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class Settings(msgspec.Struct, kw_only=True):
     """Seconds a session with no clients and nothing queued stays in memory."""
     log_level: LogLevel = "info"
     config_file: Path | None = None
+    """The file read at start and on SIGHUP (it need not exist)."""
     mirror: MirrorSettings | None = None
 
     def public(self) -> dict[str, str | int | float | bool]:
@@ -97,7 +99,7 @@ class Settings(msgspec.Struct, kw_only=True):
             "maxFrame": self.max_frame,
             "maxQueuedBytes": self.max_queued_bytes,
             "logLevel": self.log_level,
-            "configFile": str(self.config_file) if self.config_file else "",
+            "configFile": str(self.config_file) if self.config_file and self.config_file.exists() else "",
         }
 
 
@@ -192,7 +194,7 @@ def build(flags: dict[str, Any], path: Path | None = None, environ: dict[str, st
     merged.update(read_file(path))
     merged.update(read_env(environ))
     merged.update({k: v for k, v in flags.items() if v is not None})
-    settings = Settings(config_file=path if path.exists() else None)
+    settings = Settings(config_file=path)  # kept even while missing: a SIGHUP reads it once it exists
     apply(settings, merged)
     return settings
 

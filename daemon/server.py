@@ -4,7 +4,8 @@
 its socket (a live daemon's socket is never stolen; a stale one is replaced), bind
 the socket 0600 in a 0700 directory, serve on uvloop when available, and on
 SIGTERM/SIGINT or a Shutdown request stop accepting, run exit cleanup for every
-session, drain and fdatasync every queue, remove the socket and exit 0.
+session, write every queue and make every written file durable (``Writer.drain_everything``),
+remove the socket and exit 0.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class Daemon:
         if done.applied:
             log.info("SIGHUP: config reloaded: %s", ", ".join(f"{k} {a} -> {b}" for k, a, b in done.applied))
         else:
-            log.info("SIGHUP: config reloaded, nothing changed")
+            log.info("SIGHUP: config reloaded, %s", "nothing applied at run time" if done.at_restart else "nothing changed")
         if done.at_restart:
             log.warning("SIGHUP: changed in the file, but only applied at the next start: %s", ", ".join(done.at_restart))
 
