@@ -115,6 +115,37 @@ def test_a_renamed_project_directory_is_noticed_at_the_next_write(daemon):
     assert "was deleted under the daemon" in daemon.log_text()
 
 
+def test_a_re_pointed_symlinked_project_directory_is_found_by_the_recheck(daemon):
+    """No watch sees a symlink above a transcript re-pointed elsewhere (the
+    watches are on what it pointed to): the periodic recheck does, and until
+    then entries go on into the old target, none lost."""
+    import os
+
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    path.parent.parent.mkdir(parents=True, exist_ok=True)
+    first, second = path.parent.with_name("target-a"), path.parent.with_name("target-b")
+    first.mkdir()
+    second.mkdir()
+    os.symlink(first, path.parent)
+    sent = ["first"]
+    with daemon.client() as c:
+        append(c, sid, [user("first")], durability="written")
+        tmp = path.parent.with_name("link.tmp")
+        os.symlink(second, tmp)
+        os.rename(tmp, path.parent)  # re-pointed in one step
+
+        def noticed() -> bool:
+            sent.append(f"n{len(sent)}")
+            append(c, sid, [user(sent[-1])], durability="written")
+            return (second / path.name).exists()
+
+        wait_until(noticed, "the recheck to notice", timeout=10, every=0.1)
+    old = [e["message"]["content"] for e in read_entries(first / path.name)]
+    new = [e["message"]["content"] for e in read_entries(second / path.name)]
+    assert old + new == sent and old[0] == "first" and new
+
+
 @pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
 def test_writes_do_not_stat_the_path_each_time(daemon_factory, short_tmp):
     """An inotify watch stands in for a path stat before every write (the

@@ -185,3 +185,4 @@ def test_sighup_reloads_what_can_change_and_flags_still_win(daemon_factory, shor
         d2.signal(signal.SIGHUP)
         wait_until(lambda: "SIGHUP" in d2.log_text(), "the reload")
         assert c.status().config["flushIntervalMs"] == 70
+    assert "only applied at the next start" not in d2.log_text()  # a flag that wins is no change
