@@ -388,11 +388,6 @@ class Writer:
             if q.synced >= q.written:
                 self._start_sync(q)  # nothing left to sync: answers its waiters
                 continue
-            try:
-                self._fd(q)  # reopens a descriptor the LRU closed: the sync covers the file
-            except OSError as exc:
-                self._synced_failed(q, q.written, exc)
-                continue
             dev = q.ident[0] if q.ident is not None else 0
             groups.setdefault(dev, []).append(q)
         grouping = SYNCFS is not None and self.settings.group_sync
@@ -429,14 +424,20 @@ class Writer:
 
     def _start_job(self, queues: list[FileQueue], call: Callable[[int], object], dev: int | None) -> None:
         targets = [(q, q.written) for q in queues]
+        own_fd = False
         if call is os.fdatasync:
-            try:
-                fd = self._fd(queues[0])  # opening another queue's fd may have closed this one
-            except OSError as exc:
-                for q, target in targets:
-                    self._synced_failed(q, target, exc)
-                return
-            queues[0].pinned = True
+            q = queues[0]
+            if q.fd is not None:
+                fd = q.fd
+                q.pinned = True  # the LRU must not close it under the sync
+            else:  # the LRU closed it: a descriptor of this job's own, never creating the file
+                try:
+                    fd = _open_to_sync(q)
+                except OSError as exc:
+                    for q, target in targets:
+                        self._synced_failed(q, target, exc)
+                    return
+                own_fd = True
         else:
             fd = self._fs_fds[dev]  # type: ignore[index]
         for q in queues:
@@ -445,6 +446,8 @@ class Writer:
         if dev is not None:
             self._devices_syncing.add(dev)
         fut = self.loop.run_in_executor(None, call, fd)
+        if own_fd:
+            fut.add_done_callback(lambda f: os.close(fd))
         fut.add_done_callback(lambda f: self._synced(targets, dev, call.__name__, f))
 
     def _synced(self, targets: list[tuple[FileQueue, int]], dev: int | None, call: str, fut: asyncio.Future) -> None:
@@ -605,20 +608,28 @@ class Writer:
 
 
 def _fdatasync_queue(q: FileQueue) -> None:
-    """fdatasync what was written on ``q``, through a new read-only descriptor
-    when the LRU has closed its own. A file deleted or replaced under the
-    daemon is an error: what was written went with it, unsynced."""
+    """fdatasync what was written on ``q`` (shutdown: blocking)."""
     if q.fd is not None:
         os.fdatasync(q.fd)
         return
-    fd = os.open(q.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    fd = _open_to_sync(q)
     try:
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != q.ident:
-            raise OSError(errno.ESTALE, "replaced under the daemon")
         os.fdatasync(fd)
     finally:
         os.close(fd)
+
+
+def _open_to_sync(q: FileQueue) -> int:
+    """A read-only descriptor on ``q``'s file, for syncing what was written
+    through a descriptor the LRU has since closed. Never creates the file: one
+    deleted or replaced under the daemon is an error, what was written went
+    with it, unsynced."""
+    fd = os.open(q.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != q.ident:
+        os.close(fd)
+        raise OSError(errno.ESTALE, "replaced under the daemon")
+    return fd
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
