@@ -47,6 +47,6 @@ acknowledged only once JetStream has acknowledged it too.
 
 from .engine import Mirror
 from .jetstream import connect, ensure_stream, mirror_error, remote_end, require_client
-from .tracking import STATE_FILE
+from .statefile import STATE_FILE
 
 __all__ = ["STATE_FILE", "Mirror", "connect", "ensure_stream", "mirror_error", "remote_end", "require_client"]

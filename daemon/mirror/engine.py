@@ -39,7 +39,8 @@ from .jetstream import (
     remote_end,
     require_client,
 )
-from .tracking import DISCONNECTED, RECOVERY_SLACK, MirrorState, TrackedFile, _Countdown, _Failed, recently_written
+from .statefile import RECOVERY_SLACK, load_state, recently_written, save_state
+from .tracking import DISCONNECTED, TrackedFile, _Countdown, _Failed
 
 log = logging.getLogger("sessiond")
 
@@ -692,31 +693,14 @@ class Mirror:
         only at the end of ``close``: a run that did not get there crashed, and
         the next one also looks at every file written since the last save."""
         self._state_dirty = False
-        if self.state_file is None:
-            return
-        files = {str(f.path): f.acked for f in self.files.values()
-                 if not f.broken and f.size >= 0 and (f.lag or not f.resolved)}
-        state = MirrorState(clean=clean, savedAt=time.time(), files=files)
-        tmp = self.state_file.with_name(self.state_file.name + ".tmp")
-        try:
-            tmp.write_bytes(msgspec.json.encode(state))
-            os.chmod(tmp, 0o600)
-            tmp.replace(self.state_file)
-        except FileNotFoundError:
-            pass  # no root yet: nothing written, nothing to remember
-        except OSError as exc:
-            log.warning("mirror: cannot save %s: %s", self.state_file, exc.strerror or exc)
+        if self.state_file is not None:
+            save_state(self.state_file, {str(f.path): f.acked for f in self.files.values()
+                                         if not f.broken and f.size >= 0 and (f.lag or not f.resolved)}, clean=clean)
 
     def _load_state(self) -> None:
         if self.state_file is None:
             return
-        try:
-            state = msgspec.json.decode(self.state_file.read_bytes(), type=MirrorState)
-        except FileNotFoundError:
-            state = None
-        except (OSError, msgspec.DecodeError) as exc:
-            log.warning("mirror: ignoring %s: %s", self.state_file, exc)
-            state = None
+        state = load_state(self.state_file)
         if state is not None:
             count = sum(1 for path in state.files if self.track_existing(Path(path)) is not None)
             if count:

@@ -1,19 +1,12 @@
-"""Per-file mirroring state: watermarks, waiters for durable acks, and the
-state file that lets the next run catch up what this one left lagging."""
-
-
+"""Per-file mirroring state: watermarks and waiters for durable acks."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-
-import msgspec
 
 from sessiond.protocol.remote import (
     HDR_FILE,
@@ -21,15 +14,6 @@ from sessiond.protocol.remote import (
     FileRef,
 )
 from sessiond.protocol.wire.errors import SessiondError
-
-
-log = logging.getLogger("sessiond")
-
-
-RECOVERY_SLACK = 2.0
-"""Seconds before the crashed run's last save that a file's mtime still counts."""
-STATE_FILE = ".sessiond-mirror.json"
-"""In the store root: the files a run left lagging, and their watermarks."""
 
 # --------------------------------------------------------------- per-file state
 
@@ -99,29 +83,3 @@ class _Failed(Exception):
 
 
 DISCONNECTED = "disconnected with acknowledgements outstanding"
-
-
-
-class MirrorState(msgspec.Struct):
-    clean: bool = False
-    savedAt: float = 0.0
-    files: dict[str, int | None] = {}
-
-
-def recently_written(projects: Path, since: float) -> list[Path]:
-    """Transcripts (main and agent files) modified at or after ``since``."""
-    out = []
-    try:
-        dirs = list(os.scandir(projects))
-    except FileNotFoundError:
-        return out
-    for d in dirs:
-        if not d.is_dir(follow_symlinks=False):
-            continue
-        for path in Path(d.path).rglob("*.jsonl"):
-            try:
-                if path.stat(follow_symlinks=False).st_mtime >= since:
-                    out.append(path)
-            except OSError:
-                continue
-    return out
