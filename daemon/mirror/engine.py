@@ -19,7 +19,6 @@ import msgspec
 
 from sessiond.protocol.remote import (
     HDR_OFFSET,
-    cut_at_line,
     file_ref,
     read_range,
     whole_lines_size,
@@ -28,6 +27,7 @@ from sessiond.protocol.transcript.paths import projects_dir
 from sessiond.protocol.wire.errors import SessiondError
 
 from ..config import MirrorSettings
+from .backlog import Backlog
 from .jetstream import (
     HDR_EXPECTED_SEQ,
     HDR_MSG_ID,
@@ -84,8 +84,7 @@ class Mirror:
         self.ready = False  # connected and the stream checked
         self.failing = False  # a publish failed; cleared by the next acknowledgement
         self.epoch = 0
-        self.queued_bytes = 0
-        self.queued_lines = 0
+        self.backlog = Backlog(cfg)
         self.inflight_bytes = 0
         self.inflight_msgs = 0
         self.published = 0
@@ -135,13 +134,7 @@ class Mirror:
             if f.broken:
                 return
             self._state_dirty = True
-            if self.queued_bytes + n <= self.cfg.queue_bytes and (not f.mem or f.mem_end == start):
-                if not f.mem:
-                    f.mem_start = start
-                f.mem.append([b"\n".join([*lines, b""]), 0])  # one copy, newline-terminated
-                f.mem_end = size
-                self.queued_bytes += n
-                self.queued_lines += len(lines)
+            self.backlog.keep(f, lines, start, n)
             self._schedule(f)
         except Exception:  # the mirror must never break a local write
             log.exception("mirror: observing %s failed", path)
@@ -183,16 +176,10 @@ class Mirror:
         self.last_error = why
         self.broken_sessions[f.ref.session] = why
         log.error("mirror: %s: %s; this file is no longer mirrored", f.path, why)
-        self._drop_mem(f)
+        self.backlog.drop(f)
         for _, waiter in f.waiters:
             waiter.part(mirror_error(f"the mirror cannot take {f.path.name}: {why}"))
         f.waiters.clear()
-
-    def _drop_mem(self, f: TrackedFile) -> None:
-        for blob, pos in f.mem:
-            self.queued_bytes -= len(blob) - pos
-            self.queued_lines -= blob.count(b"\n", pos)
-        f.mem.clear()
 
     # --------------------------------------------------- required-mode hooks
 
@@ -276,8 +263,8 @@ class Mirror:
             "stream": self.cfg.stream,
             "required": self.cfg.required,
             "connected": self.healthy,
-            "queuedLines": self.queued_lines,
-            "queuedBytes": self.queued_bytes,
+            "queuedLines": self.backlog.lines,
+            "queuedBytes": self.backlog.bytes,
             "lagBytes": lag,
             "lagFiles": lag_files,
             "inflight": self.inflight_msgs,
@@ -448,7 +435,7 @@ class Mirror:
             del self._work[f]
             start = f.sent
             try:
-                data = self._take(f)
+                data = self.backlog.take(f, self._max_message)
             except OSError as exc:
                 self._break(f, f"cannot read it back: {exc.strerror or exc}")
                 continue
@@ -500,48 +487,6 @@ class Mirror:
             fut.set_exception(PublishRefused(err.get("err_code"), err.get("description", "")))
         else:
             fut.set_result(int(resp.get("seq", 0)))
-
-    def _take(self, f: TrackedFile) -> bytes:
-        """The next range of ``f`` from ``f.sent``: from memory when it holds it,
-        else read back from the file."""
-        start = f.sent
-        while f.mem and f.mem_start < start:  # already covered (a resolve moved past it)
-            blob, pos = f.mem[0]
-            skip = min(len(blob) - pos, start - f.mem_start)
-            self._consume_mem(f, skip)
-        limit = self._max_message
-        if f.mem and f.mem_start == start:
-            parts, total = [], 0
-            for blob, pos in f.mem:
-                piece = blob if pos == 0 and len(blob) <= limit - total else blob[pos : pos + limit - total]
-                parts.append(piece)
-                total += len(piece)
-                if total >= limit:
-                    break
-            data = parts[0] if len(parts) == 1 else b"".join(parts)
-            data = cut_at_line(data, start + len(data) < f.size)
-            self._consume_mem(f, len(data))
-            return data
-        end = f.mem_start if f.mem else f.size
-        want = min(end - start, limit)
-        data = read_range(f.path, start, want)
-        if len(data) < want:
-            raise OSError(f"file is shorter than the {f.size} bytes written")
-        return cut_at_line(data, start + len(data) < f.size)
-
-    def _consume_mem(self, f: TrackedFile, n: int) -> None:
-        while n > 0 and f.mem:
-            item = f.mem[0]
-            blob, pos = item
-            k = min(n, len(blob) - pos)
-            self.queued_bytes -= k
-            self.queued_lines -= blob.count(b"\n", pos, pos + k)
-            f.mem_start += k
-            n -= k
-            if pos + k >= len(blob):
-                f.mem.popleft()
-            else:
-                item[1] = pos + k
 
     async def _resolve(self, f: TrackedFile) -> None:
         """Where does the stream's copy of ``f`` end? Catch up from there."""
