@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from sessiond.protocol.remote import (
     HDR_OFFSET,
     file_ref,
@@ -29,10 +27,12 @@ from sessiond.protocol.wire.errors import SessiondError
 from ..config import MirrorSettings
 from .backlog import Backlog
 from .jetstream import (
+    DISCONNECTED,
     HDR_EXPECTED_SEQ,
     HDR_MSG_ID,
     WRONG_LAST_SEQUENCE,
-    PublishRefused,
+    AckInbox,
+    _Failed,
     connect,
     ensure_stream,
     mirror_error,
@@ -40,7 +40,7 @@ from .jetstream import (
     require_client,
 )
 from .statefile import RECOVERY_SLACK, load_state, recently_written, save_state
-from .tracking import DISCONNECTED, TrackedFile, _Countdown, _Failed
+from .tracking import TrackedFile, _Countdown
 
 log = logging.getLogger("sessiond")
 
@@ -100,9 +100,7 @@ class Mirror:
         self._housekept = 0.0
         self._last_log = ("", 0.0)
         self._max_message = MAX_MESSAGE
-        self._acks: dict[str, asyncio.Future] = {}
-        self._ack_n = 0
-        self._ack_inbox = ""
+        self.acks = AckInbox(loop)
         require_client()
 
     # ------------------------------------------------------------- observing
@@ -345,8 +343,7 @@ class Mirror:
                 disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
             )
             self.js = self.nc.jetstream(timeout=self.cfg.ack_timeout)
-            self._ack_inbox = self.nc.new_inbox()
-            await self.nc.subscribe(self._ack_inbox + ".*", cb=self._on_ack)
+            await self.acks.subscribe(self.nc)
             log.info("mirror: connected to %s", self.nc.connected_url.netloc if self.nc.connected_url else self.cfg.servers)
         await self._wait_connected()
         if not self.ready:
@@ -447,7 +444,7 @@ class Mirror:
             headers[HDR_OFFSET] = str(start)
             headers[HDR_EXPECTED_SEQ] = str(f.last_seq)
             headers[HDR_MSG_ID] = f"{f.subject}:{start}-{end}:{zlib.crc32(data):08x}"
-            fut = await self._publish(f.subject, data, headers)
+            fut = await self.acks.publish(f.subject, data, headers)
             if epoch != self.epoch:  # a failure reset everything meanwhile
                 fut.cancel()
                 continue
@@ -457,36 +454,6 @@ class Mirror:
             self.inflight_bytes += len(data)
             self.inflight_msgs += 1
             fut.add_done_callback(lambda fu, f=f, epoch=epoch: self._acked(f, epoch, fu))
-
-    async def _publish(self, subject: str, data: bytes, headers: dict[str, str]) -> asyncio.Future:
-        """Publish with the ack delivered to our own inbox: a future of the
-        stream sequence (nats-py's publish_async loses error acks)."""
-        self._ack_n += 1
-        token = str(self._ack_n)
-        fut = self.loop.create_future()
-        self._acks[token] = fut
-        fut.add_done_callback(lambda _f, token=token: self._acks.pop(token, None))
-        await self.nc.publish(subject, data, reply=f"{self._ack_inbox}.{token}", headers=headers)
-        return fut
-
-    async def _on_ack(self, msg: Any) -> None:
-        fut = self._acks.pop(msg.subject.rpartition(".")[2], None)
-        if fut is None or fut.done():
-            return
-        if not msg.data:  # a status message: 503 no responders (no stream takes the subject)
-            status = (msg.headers or {}).get("Status", "")
-            fut.set_exception(_Failed(f"no stream answered (status {status})"))
-            return
-        try:
-            resp = msgspec.json.decode(msg.data)
-        except msgspec.DecodeError:
-            fut.set_exception(_Failed("unreadable JetStream acknowledgement"))
-            return
-        err = resp.get("error") if isinstance(resp, dict) else None
-        if err:
-            fut.set_exception(PublishRefused(err.get("err_code"), err.get("description", "")))
-        else:
-            fut.set_result(int(resp.get("seq", 0)))
 
     async def _resolve(self, f: TrackedFile) -> None:
         """Where does the stream's copy of ``f`` end? Catch up from there."""

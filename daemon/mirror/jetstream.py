@@ -1,13 +1,19 @@
 """Talking to JetStream: connecting, the stream, the last range of a subject,
-and the error an append gets when a required mirror cannot take it."""
+publishing with acknowledgements, and the error an append gets when a required
+mirror cannot take it.
 
-
+Why it exists: everything that knows NATS and JetStream's wire details (header
+names, error codes, the shape of an acknowledgement) stays here, so the rest of
+the mirror deals in ranges, sequences and exceptions.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
+import msgspec
 
 from sessiond.protocol.remote import (
     HDR_OFFSET,
@@ -113,3 +119,58 @@ class PublishRefused(Exception):
     def __init__(self, err_code: int | None, description: str) -> None:
         super().__init__(f"JetStream refused a range: {description} (err_code {err_code})")
         self.err_code = err_code
+
+
+class _Failed(Exception):
+    """The mirror's own reasons to start over from the watermarks."""
+
+
+DISCONNECTED = "disconnected with acknowledgements outstanding"
+
+
+class AckInbox:
+    """Publishes with each acknowledgement delivered to our own inbox, as a
+    future of the stream sequence (nats-py's publish_async loses error acks).
+    One per mirror; ``subscribe`` again on each new connection."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.nc: Any = None
+        self._acks: dict[str, asyncio.Future] = {}
+        self._n = 0
+        self._inbox = ""
+
+    async def subscribe(self, nc: Any) -> None:
+        self.nc = nc
+        self._inbox = nc.new_inbox()
+        await nc.subscribe(self._inbox + ".*", cb=self._on_ack)
+
+    async def publish(self, subject: str, data: bytes, headers: dict[str, str]) -> asyncio.Future:
+        """The future's result is the stream sequence; its exception
+        ``PublishRefused`` (JetStream said no) or ``_Failed``."""
+        self._n += 1
+        token = str(self._n)
+        fut = self.loop.create_future()
+        self._acks[token] = fut
+        fut.add_done_callback(lambda _f, token=token: self._acks.pop(token, None))
+        await self.nc.publish(subject, data, reply=f"{self._inbox}.{token}", headers=headers)
+        return fut
+
+    async def _on_ack(self, msg: Any) -> None:
+        fut = self._acks.pop(msg.subject.rpartition(".")[2], None)
+        if fut is None or fut.done():
+            return
+        if not msg.data:  # a status message: 503 no responders (no stream takes the subject)
+            status = (msg.headers or {}).get("Status", "")
+            fut.set_exception(_Failed(f"no stream answered (status {status})"))
+            return
+        try:
+            resp = msgspec.json.decode(msg.data)
+        except msgspec.DecodeError:
+            fut.set_exception(_Failed("unreadable JetStream acknowledgement"))
+            return
+        err = resp.get("error") if isinstance(resp, dict) else None
+        if err:
+            fut.set_exception(PublishRefused(err.get("err_code"), err.get("description", "")))
+        else:
+            fut.set_result(int(resp.get("seq", 0)))

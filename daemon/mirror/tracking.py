@@ -76,10 +76,3 @@ class _Countdown:
         if err is not None or self.left <= 0:
             done, self.done = self.done, None
             done(err)
-
-
-class _Failed(Exception):
-    pass
-
-
-DISCONNECTED = "disconnected with acknowledgements outstanding"
