@@ -40,7 +40,8 @@ from .jetstream import (
     require_client,
 )
 from .statefile import RECOVERY_SLACK, load_state, recently_written, save_state
-from .tracking import TrackedFile, _Countdown
+from . import waiters
+from .tracking import TrackedFile
 
 log = logging.getLogger("sessiond")
 
@@ -175,9 +176,7 @@ class Mirror:
         self.broken_sessions[f.ref.session] = why
         log.error("mirror: %s: %s; this file is no longer mirrored", f.path, why)
         self.backlog.drop(f)
-        for _, waiter in f.waiters:
-            waiter.part(mirror_error(f"the mirror cannot take {f.path.name}: {why}"))
-        f.waiters.clear()
+        waiters.fail(f, mirror_error(f"the mirror cannot take {f.path.name}: {why}"))
 
     # --------------------------------------------------- required-mode hooks
 
@@ -228,19 +227,15 @@ class Mirror:
             if not self.healthy:
                 done(mirror_error("written locally, but the required mirror is unavailable: not confirmed remotely"))
                 return
-            waiter = _Countdown(len(targets), done, self.loop.time() + 3 * self.cfg.ack_timeout)
-            for f in targets:
-                f.waiters.append((f.size, waiter))
-                self._busy.add(f)
+            waiters.wait_for(targets, done, self.loop.time() + 3 * self.cfg.ack_timeout)
+            self._busy.update(targets)
 
         return after_local
 
     def _fail_waiters(self, why: str) -> None:
         err = mirror_error(f"written locally, but not confirmed by the mirror: {why}")
         for f in list(self._busy):
-            for _, waiter in f.waiters:
-                waiter.part(err)
-            f.waiters.clear()
+            waiters.fail(f, err)
 
     # ---------------------------------------------------------------- status
 
@@ -506,13 +501,7 @@ class Mirror:
         self._acked_evt.set()
         self._state_dirty = True
         if f.waiters:
-            keep = []
-            for target, waiter in f.waiters:
-                if f.acked >= target:
-                    waiter.part(None)
-                else:
-                    keep.append((target, waiter))
-            f.waiters = keep
+            waiters.release(f)
         if not inflight and not f.waiters:
             self._busy.discard(f)
         if f.sent < f.size and not inflight:
@@ -573,13 +562,7 @@ class Mirror:
                 if self._fail is None:
                     self._fail = _Failed(f"no acknowledgement from JetStream within {self.cfg.ack_timeout:g}s")
             if f.waiters:
-                keep = []
-                for target, waiter in f.waiters:
-                    if now > waiter.deadline:
-                        waiter.part(mirror_error(f"written locally, but the mirror did not confirm it within {3 * self.cfg.ack_timeout:g}s"))
-                    elif waiter.done is not None:
-                        keep.append((target, waiter))
-                f.waiters = keep
+                waiters.expire(f, now, f"written locally, but the mirror did not confirm it within {3 * self.cfg.ack_timeout:g}s")
         if self._state_dirty and now - self._state_saved >= STATE_EVERY:
             self._state_saved = now
             self._save_state()

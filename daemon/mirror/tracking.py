@@ -1,19 +1,25 @@
-"""Per-file mirroring state: watermarks and waiters for durable acks."""
+"""Per-file mirroring state: what is written, sent and acknowledged of each file.
+
+Why it exists: every other part of the mirror (the backlog, the waiters, the
+pump, the state file) reads or advances these watermarks; one plain record per
+file, with no behaviour beyond its lag, is what they share."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sessiond.protocol.remote import (
     HDR_FILE,
     HDR_PROJECT,
     FileRef,
 )
-from sessiond.protocol.wire.errors import SessiondError
+
+if TYPE_CHECKING:
+    from .waiters import Countdown
 
 # --------------------------------------------------------------- per-file state
 
@@ -49,7 +55,7 @@ class TrackedFile:
         self.mem_end = 0
         self.inflight: deque[tuple[int, asyncio.Future, float, int]] = deque()  # (end, future, sent at, size)
         self.broken: str | None = None
-        self.waiters: list[tuple[int, _Countdown]] = []
+        self.waiters: list[tuple[int, Countdown]] = []  # see waiters.py
         self.touched = time.monotonic()
 
     @property
@@ -57,22 +63,3 @@ class TrackedFile:
         if self.size < 0 or self.broken:
             return 0
         return max(0, self.size - self.acked)
-
-
-class _Countdown:
-    """A durable ack waiting for several files' acks, with a deadline."""
-
-    __slots__ = ("left", "done", "deadline")
-
-    def __init__(self, left: int, done: Callable[[SessiondError | None], None], deadline: float) -> None:
-        self.left = left
-        self.done: Callable[[SessiondError | None], None] | None = done
-        self.deadline = deadline
-
-    def part(self, err: SessiondError | None) -> None:
-        if self.done is None:
-            return
-        self.left -= 1
-        if err is not None or self.left <= 0:
-            done, self.done = self.done, None
-            done(err)
