@@ -1,7 +1,15 @@
 """The Mirror: a writer observer feeding a publishing pump (see the package
-docstring for the design)."""
+docstring for the design).
 
-
+Why it exists: this is the one place that holds the mirror's moving state (the
+tracked files, the work queue, the connection, the counters) and runs the
+pump: connect, resolve a file's remote end, publish its next range, advance
+its watermark on the ack, start over from the watermarks on a failure. The
+pieces with a narrow interface live next to it: ``tracking`` (one file's
+watermarks), ``backlog`` (written bytes held in memory, cutting a range),
+``waiters`` (required mode's durable acks), ``statefile`` (what the next run
+catches up), ``jetstream`` (the wire: connection, stream, acks).
+"""
 
 from __future__ import annotations
 
