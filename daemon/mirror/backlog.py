@@ -7,7 +7,8 @@ file back only for what is not held (the budget was full, the connection
 failed, a restart). ``Backlog.take`` hides which of the two a range came from.
 
 The per-file bytes live on the ``TrackedFile`` (``mem``, ``mem_start``,
-``mem_end``); this class owns them and the totals shown in ``status``.
+``mem_end``); this class fills and empties them and keeps the totals shown
+in ``status`` (the engine only asks whether a file holds any).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class Backlog:
     """Observed writes kept in memory until sent, counted across all files."""
 
     def __init__(self, cfg: MirrorSettings) -> None:
-        self.cfg = cfg  # ``queue_bytes`` is read at each use: a config reload changes it
+        self.cfg = cfg  # read at each use: a SIGHUP changes ``queue_bytes`` in this very object
         self.bytes = 0
         self.lines = 0
 

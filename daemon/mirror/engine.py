@@ -35,23 +35,24 @@ from sessiond.protocol.wire.errors import SessiondError
 from ..config import MirrorSettings
 from .backlog import Backlog
 from .jetstream import (
-    DISCONNECTED,
     HDR_EXPECTED_SEQ,
     HDR_MSG_ID,
     WRONG_LAST_SEQUENCE,
     AckInbox,
-    _Failed,
+    MirrorFailure,
     connect,
     ensure_stream,
     mirror_error,
     remote_end,
     require_client,
 )
-from .statefile import RECOVERY_SLACK, load_state, recently_written, save_state
 from . import waiters
+from .statefile import RECOVERY_SLACK, load_state, recently_written, save_state
 from .tracking import TrackedFile
 
 log = logging.getLogger("sessiond")
+
+DISCONNECTED = "disconnected with acknowledgements outstanding"
 
 MAX_MESSAGE = 256 * 1024
 """Largest range in one message (also kept under the server's max_payload)."""
@@ -380,7 +381,7 @@ class Mirror:
     async def _wait_connected(self) -> None:
         while not self.nc.is_connected:
             if self.nc.is_closed:
-                raise _Failed("connection closed")
+                raise MirrorFailure("connection closed")
             self._wake.clear()
             self._housekeeping()
             try:
@@ -397,10 +398,10 @@ class Mirror:
                     # Unacknowledged ranges may or may not have arrived: resend from
                     # the watermark after the reconnect (a range that did arrive is
                     # refused by its expected sequence and recognised by _resolve).
-                    raise _Failed(DISCONNECTED)
+                    raise MirrorFailure(DISCONNECTED)
                 self.ready = False
                 await self._wait_connected()
-                raise _Failed("reconnected")  # check the stream again, then go on
+                raise MirrorFailure("reconnected")  # check the stream again, then go on
             f = next(iter(self._work), None)
             if f is None:
                 if not self.inflight_msgs:
@@ -533,7 +534,7 @@ class Mirror:
         self.epoch += 1
         self._fail = None
         self.ready = False  # the stream is checked again before going on
-        reconnected = isinstance(exc, _Failed) and str(exc) == "reconnected"
+        reconnected = isinstance(exc, MirrorFailure) and str(exc) == "reconnected"
         if not reconnected:
             self.failing = True
             if str(exc) != DISCONNECTED:  # counted by _disconnected already
@@ -568,7 +569,7 @@ class Mirror:
         for f in list(self._busy):
             if f.inflight and now - f.inflight[0][2] > self.cfg.ack_timeout:
                 if self._fail is None:
-                    self._fail = _Failed(f"no acknowledgement from JetStream within {self.cfg.ack_timeout:g}s")
+                    self._fail = MirrorFailure(f"no acknowledgement from JetStream within {self.cfg.ack_timeout:g}s")
             if f.waiters:
                 waiters.expire(f, now, f"written locally, but the mirror did not confirm it within {3 * self.cfg.ack_timeout:g}s")
         if self._state_dirty and now - self._state_saved >= STATE_EVERY:

@@ -31,7 +31,7 @@ WRONG_LAST_SEQUENCE = 10071
 """JetStream's error when the subject's last message is not the one expected."""
 DUPLICATE_WINDOW = 120.0
 
-# --------------------------------------------------------------------- the format
+# ------------------------------------------------- errors, connection and stream
 
 
 def mirror_error(message: str) -> SessiondError:
@@ -121,11 +121,12 @@ class PublishRefused(Exception):
         self.err_code = err_code
 
 
-class _Failed(Exception):
-    """The mirror's own reasons to start over from the watermarks."""
+class MirrorFailure(Exception):
+    """The mirror's own reasons to start over from the watermarks (an ack that
+    says no stream answered, an unreadable one, and the pump's own)."""
 
 
-DISCONNECTED = "disconnected with acknowledgements outstanding"
+# ------------------------------------------------------------------ the ack inbox
 
 
 class AckInbox:
@@ -147,7 +148,8 @@ class AckInbox:
 
     async def publish(self, subject: str, data: bytes, headers: dict[str, str]) -> asyncio.Future:
         """The future's result is the stream sequence; its exception
-        ``PublishRefused`` (JetStream said no) or ``_Failed``."""
+        ``PublishRefused`` (JetStream said no) or ``MirrorFailure``; the mirror
+        cancels it when it starts over (a failure, a lost track)."""
         self._n += 1
         token = str(self._n)
         fut = self.loop.create_future()
@@ -162,12 +164,12 @@ class AckInbox:
             return
         if not msg.data:  # a status message: 503 no responders (no stream takes the subject)
             status = (msg.headers or {}).get("Status", "")
-            fut.set_exception(_Failed(f"no stream answered (status {status})"))
+            fut.set_exception(MirrorFailure(f"no stream answered (status {status})"))
             return
         try:
             resp = msgspec.json.decode(msg.data)
         except msgspec.DecodeError:
-            fut.set_exception(_Failed("unreadable JetStream acknowledgement"))
+            fut.set_exception(MirrorFailure("unreadable JetStream acknowledgement"))
             return
         err = resp.get("error") if isinstance(resp, dict) else None
         if err:

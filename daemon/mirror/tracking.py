@@ -1,7 +1,7 @@
 """Per-file mirroring state: what is written, sent and acknowledged of each file.
 
 Why it exists: every other part of the mirror (the backlog, the waiters, the
-pump, the state file) reads or advances these watermarks; one plain record per
+pump) reads or advances these watermarks; one plain record per
 file, with no behaviour beyond its lag, is what they share."""
 
 from __future__ import annotations

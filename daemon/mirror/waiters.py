@@ -47,7 +47,7 @@ def wait_for(files: list[TrackedFile], done: Callable[[SessiondError | None], No
 
 
 def release(f: TrackedFile) -> None:
-    """``f.acked`` advanced: its waiters it now covers have their part."""
+    """``f.acked`` advanced: the waiters it now covers have their part."""
     keep = []
     for target, waiter in f.waiters:
         if f.acked >= target:
@@ -70,7 +70,7 @@ def expire(f: TrackedFile, now: float, why: str) -> None:
 
 
 def fail(f: TrackedFile, err: SessiondError) -> None:
-    """Answer all of ``f``'s waiters with ``err``."""
+    """Answer all of ``f``'s waiters with ``err`` (one error object for all: they read its code and message)."""
     for _, waiter in f.waiters:
         waiter.part(err)
     f.waiters.clear()
