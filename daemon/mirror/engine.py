@@ -14,6 +14,7 @@ catches up), ``jetstream`` (the wire: connection, stream, acks).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -342,12 +343,18 @@ class Mirror:
     async def _connect(self) -> None:
         if self.nc is None or self.nc.is_closed:
             self.ready = False
-            self.nc = await connect(
+            nc = await connect(
                 self.cfg, self.name, forever=self.forever, error_cb=self._nats_error,
                 disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
             )
-            self.js = self.nc.jetstream(timeout=self.cfg.ack_timeout)
-            await self.acks.subscribe(self.nc)
+            try:
+                self.js = nc.jetstream(timeout=self.cfg.ack_timeout)
+                await self.acks.subscribe(nc)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await nc.close()  # half set up: the next attempt starts from a new connection
+                raise
+            self.nc = nc
             log.info("mirror: connected to %s", self.nc.connected_url.netloc if self.nc.connected_url else self.cfg.servers)
         await self._wait_connected()
         if not self.ready:
