@@ -39,8 +39,12 @@ REAPPENDED_SET: Final = frozenset(REAPPENDED_METADATA)
 COMPACT_BOUNDARY: Final = "compact_boundary"
 
 
-class EntryHeader(msgspec.Struct, frozen=True):
-    """The routing fields of one transcript line; every other field is skipped."""
+class EntryHeader(msgspec.Struct, frozen=True, gc=False):
+    """The routing fields of one transcript line; every other field is skipped.
+
+    Not tracked by the garbage collector (``gc=False``): its fields are strings,
+    bools and None, so it can never be part of a cycle, and an append makes one
+    per entry."""
 
     type: str | None = None
     uuid: str | None = None
