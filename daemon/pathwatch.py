@@ -91,10 +91,6 @@ class PathWatch:
                 os.close(self._fd)
                 self._fd = None
 
-    @property
-    def available(self) -> bool:
-        return self._fd is not None
-
     def watching(self, key: object) -> bool:
         return key in self._wds
 
