@@ -317,12 +317,7 @@ def chart(rows: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(9.5, 4.2), dpi=120)
     for level in dict.fromkeys(r["level"] for r in rows):
         pts = sorted((r["clients"], r["entries_per_s"]) for r in rows if r["level"] == level)
-        label = {"redis": "Redis AOF everysec (RESP)", "redis-py": "Redis AOF everysec (redis-py)",
-                 "direct": "direct O_APPEND writes (no daemon)",
-                 "direct-durable": "direct writes + fdatasync per entry",
-                 "disk": "one sequential write + fdatasync",
-                 "floor": "Python floor (decode, write, answer)"}.get(level, f"sessiond {level}")
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=benchlib.LEVEL_NAMES.get(level, level),
                 linestyle="--" if level.startswith(("redis", "direct", "disk", "floor")) else "-")
     ax.set_xscale("log")
     ax.set_xticks(sorted({r["clients"] for r in rows}))

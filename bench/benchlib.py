@@ -14,6 +14,15 @@ from pathlib import Path
 from typing import Any
 
 
+LEVEL_NAMES = {
+    "queued": "sessiond queued", "written": "sessiond written", "durable": "sessiond durable",
+    "floor": "Python floor (floor_server.py)", "redis": "Redis AOF (RESP)", "redis-py": "Redis AOF (redis-py)",
+    "direct": "direct writes", "disk": "one sequential write + fdatasync",
+    "direct-durable": "write + fdatasync per entry",
+}
+"""What each level of append_load is called in its tables and its chart."""
+
+
 def start_daemon(sock: Path, root: Path, *serve_args: str, timeout: float = 20.0) -> subprocess.Popen:
     """A ``sessiond serve`` on ``sock`` (its dir made 0700) and ``root``, once it answers."""
     return start_server(sock, [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root),

@@ -12,12 +12,8 @@ from __future__ import annotations
 import json
 import sys
 
-NAMES = {
-    "queued": "sessiond queued", "written": "sessiond written", "durable": "sessiond durable",
-    "floor": "Python floor (`floor_server.py`)", "redis": "Redis AOF (RESP)", "redis-py": "Redis AOF (redis-py)",
-    "direct": "direct writes", "disk": "one sequential write + fdatasync",
-    "direct-durable": "write + fdatasync per entry",
-}
+from benchlib import LEVEL_NAMES
+
 NO_LATENCY = {"direct", "disk", "direct-durable"}
 
 
@@ -40,7 +36,7 @@ def render(results: dict) -> str:
                 return f"{value:,.{places}f}"
 
             ratio = f"{row['entries_per_s'] / redis:.2f}x" if redis else "—"
-            out.append(f"| {clients} | {NAMES.get(level, level)} | {row['entries_per_s']:,.0f} | {row['mb_per_s']:,.1f} | "
+            out.append(f"| {clients} | {LEVEL_NAMES.get(level, level)} | {row['entries_per_s']:,.0f} | {row['mb_per_s']:,.1f} | "
                        f"{cell('p50_ms', 2)} | {cell('p99_ms', 2)} | {cell('server_cpu_us_per_entry', 1)} | {ratio} |")
     return "\n".join(out)
 
