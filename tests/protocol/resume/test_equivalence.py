@@ -119,6 +119,12 @@ def assert_same(path: Path, skip_threshold: float, chunk: int) -> None:
     skip_threshold=st.sampled_from([0, INF]),
 )
 def test_same_as_line_by_line(conv, damage, trailing_newline, chunk, skip_threshold):
+    assert_same_rendered(conv, damage, trailing_newline, chunk, skip_threshold)
+
+
+def assert_same_rendered(conv: Conv, damage: list[tuple[int, bytes]], trailing_newline: bool, chunk: int,
+                         skip_threshold: float) -> None:
+    """``assert_same`` on ``conv`` written (with its damage) to a file of its own."""
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / f"{SID}.jsonl"
         p.write_bytes(render(conv, damage, trailing_newline))
@@ -230,10 +236,7 @@ def test_same_when_the_file_cannot_be_mapped(conv, damage, trailing_newline, chu
     real = loader.map_file
     loader.map_file = lambda fd, size: None
     try:
-        with tempfile.TemporaryDirectory() as d:
-            p = Path(d) / f"{SID}.jsonl"
-            p.write_bytes(render(conv, damage, trailing_newline))
-            assert_same(p, skip_threshold, chunk)
+        assert_same_rendered(conv, damage, trailing_newline, chunk, skip_threshold)
     finally:
         loader.map_file = real
 
