@@ -18,7 +18,7 @@ from sessiond.client.autostart import socket_answers
 from sessiond.client.connection import Client
 
 REPO = Path(__file__).resolve().parent.parent
-CORPUS = REPO.parent / "shared" / "corpus" / "claude-code"
+CORPUS = REPO / "tests" / "corpus" / "claude-code"  # real transcripts carried with the tests (see SOURCES.md)
 START_TIMEOUT = 15.0
 
 

@@ -38,3 +38,17 @@ def test_protocol_imports_neither_daemon_nor_client():
     pattern = re.compile(r"^\s*(from|import)\s+(sessiond\.(daemon|client)|\.\.+(daemon|client))", re.M)
     offenders = [str(p.relative_to(REPO)) for p in (REPO / "protocol").rglob("*.py") if pattern.search(p.read_text())]
     assert offenders == []
+
+
+def test_tests_and_benches_read_nothing_outside_the_repository():
+    """A fresh clone has nothing beside it: the real transcripts the tests use
+    live in tests/corpus (with their SOURCES.md), never in the folder beside it."""
+    word = "sha" + "red"  # spelled apart so this file does not match itself
+    pattern = re.compile(rf"""\.\./{word}|["']{word}["']|parent\s*/\s*["']{word}""")
+    files = [*(REPO / "tests").rglob("*.py"), *(REPO / "bench").rglob("*.py"), REPO / "Makefile", REPO / ".ci" / "run"]
+    offenders = [str(p.relative_to(REPO)) for p in files if pattern.search(p.read_text())]
+    assert offenders == []
+    from tests.conftest import CORPUS
+
+    assert CORPUS.is_relative_to(REPO) and len(list(CORPUS.glob("*.jsonl"))) >= 40
+    assert (CORPUS.parent / "SOURCES.md").is_file()

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from .store import CORPUS, CorpusStore, build_corpus_store
+from .store import CorpusStore, build_corpus_store
 
 
 @pytest.fixture(scope="session")
 def corpus_store(tmp_path_factory) -> CorpusStore:
-    if not CORPUS.is_dir():
-        pytest.skip(f"corpus not found at {CORPUS}")
     return build_corpus_store(tmp_path_factory.mktemp("claude") / "root")

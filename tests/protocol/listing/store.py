@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sessiond.protocol.transcript.paths import sanitize
+from tests.conftest import CORPUS
 
-CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "claude-code"
 BASE_MTIME = 1_760_000_000
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 

@@ -201,7 +201,6 @@ def test_recovery_without_message_ids_is_a_no_op(tmp_path):
     assert recover_parallel_tool_results(loaded.entries, chain) == chain
 
 
-@pytest.mark.skipif(not PLANETFALL_07.exists(), reason="corpus not found")
 def test_planetfall_07_second_parallel_group_comes_back_in_file_order():
     loaded = load_entries(PLANETFALL_07)
     chain, _ = chain_of(loaded)

@@ -131,7 +131,6 @@ def assert_same_rendered(conv: Conv, damage: list[tuple[int, bytes]], trailing_n
         assert_same(p, skip_threshold, chunk)
 
 
-@pytest.mark.skipif(not CORPUS_FILES, reason="corpus not found beside the repository")
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name[:40])
 def test_corpus_same_as_line_by_line(path):
     for skip_threshold in (0, INF):

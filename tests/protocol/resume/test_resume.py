@@ -25,7 +25,6 @@ SHOW_KEYS = [
     "bridges", "skippedLines", "metadata", "subagents",
 ]
 INF = float("inf")
-needs_corpus = pytest.mark.skipif(not CORPUS_FILES, reason="corpus not found beside the repository")
 
 
 def as_json(resumed) -> dict:
@@ -35,7 +34,6 @@ def as_json(resumed) -> dict:
 # --- every corpus file ----------------------------------------------------------------------
 
 
-@needs_corpus
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name[:60])
 def test_every_corpus_file_loads(path):
     full = load_transcript(path, skip_threshold=INF)
