@@ -35,7 +35,7 @@ from sessiond.protocol.transcript.lite import LITE_WINDOW
 from sessiond.protocol.transcript.jsonl import SessionScan, scan_session, scan_uuids
 from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, too_large
 
-from .config import Settings
+from sessiond.common.config import Settings
 from .writer import FileQueue, Writer
 
 log = logging.getLogger("sessiond")

@@ -27,7 +27,7 @@ from pathlib import Path
 from sessiond.protocol.transcript.appendfile import Appended, locked_append, open_append
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
-from .config import Settings
+from sessiond.common.config import Settings
 from .libc import libc_function
 from .pathwatch import PathWatch
 

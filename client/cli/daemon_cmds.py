@@ -32,7 +32,7 @@ def serve(obj: Context, flush_interval: float | None, fsync: str | None, max_fra
         obj.root = root_here.absolute()
     if socket_here is not None:
         obj.socket, obj.socket_given = socket_here.absolute(), True
-    from sessiond.daemon.config import ConfigError, build
+    from sessiond.common.config import ConfigError, build
     from sessiond.daemon.server import serve as run
 
     flags = {

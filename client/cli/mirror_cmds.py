@@ -1,4 +1,4 @@
-"""pull and push: a session through the NATS JetStream mirror (see daemon/mirror/).
+"""pull and push: a session through the NATS JetStream mirror (see common/mirror/).
 
 Both talk to NATS from this process with the daemon's own ``[mirror]`` settings
 (the same config file), so they work with no daemon running and need no new
@@ -39,7 +39,7 @@ CONNECT_TIMEOUT = 15.0
 
 def _mirror_settings(obj: Context, config_path: Path | None, servers: tuple[str, ...]):
     """(settings, root): the daemon's [mirror] table, ``--server`` overriding its servers."""
-    from sessiond.daemon.config import ConfigError, MirrorFileConfig, build, mirror_settings
+    from sessiond.common.config import ConfigError, MirrorFileConfig, build, mirror_settings
 
     try:
         settings = build({"root": str(obj.root) if obj.root else None}, config_path)
@@ -53,7 +53,7 @@ def _mirror_settings(obj: Context, config_path: Path | None, servers: tuple[str,
 
         where = config_path or settings.config_file or default_config()
         raise SessiondError(f"no [mirror] section in {where} (and no --server given)", code="bad_request")
-    from sessiond.daemon.mirror import require_client
+    from sessiond.common.mirror import require_client
 
     try:
         require_client()
@@ -160,7 +160,7 @@ class FileSink:
 
 async def hydrate(cfg, root: Path, sessions: list[str], project_override: str | None) -> list[dict]:
     """Copy every file of each session from the stream under ``root``; summaries."""
-    from sessiond.daemon.mirror import connect
+    from sessiond.common.mirror import connect
 
     nc = await connect(cfg, "sessiond-pull", forever=False)
     try:
@@ -287,7 +287,7 @@ def hydrate_missing(obj: Context, session_id: str, timeout: float = 60.0) -> Pat
     """``show``/``resume`` of a session that is not local: pull it from the mirror
     when one is configured. None when no mirror is configured or the stream does
     not have it; a mirror that cannot be reached is an error saying so."""
-    from sessiond.daemon.config import ConfigError, build
+    from sessiond.common.config import ConfigError, build
 
     try:
         settings = build({"root": str(obj.root) if obj.root else None})
@@ -326,7 +326,7 @@ def session_files(root: Path, session: str, cwd: str | None) -> list[Path]:
 
 
 async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:
-    from sessiond.daemon.mirror import Mirror
+    from sessiond.common.mirror import Mirror
 
     logging.getLogger("sessiond").setLevel(logging.ERROR)  # the daemon's retry chatter: the outcome is reported
     mirror = Mirror(cfg, root, asyncio.get_running_loop(), name="sessiond-push", forever=False)

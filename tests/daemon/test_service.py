@@ -17,7 +17,7 @@ import pytest
 from sessiond.client import Client
 from sessiond.protocol.wire.errors import DaemonUnavailable
 from sessiond.client.service import launchd_plist, systemd_units
-from sessiond.daemon.config import ConfigError, build
+from sessiond.common.config import ConfigError, build
 from tests.conftest import REPO
 from tests.helpers import wait_until
 

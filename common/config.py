@@ -33,7 +33,7 @@ class ConfigError(Exception):
 
 class MirrorSettings(msgspec.Struct, kw_only=True):
     """The ``[mirror]`` table: where sessions are mirrored (NATS JetStream), see
-    ``daemon/mirror/``. Present only when the table is in the config file."""
+    ``common/mirror/``. Present only when the table is in the config file."""
 
     servers: list[str]
     stream: str = "SESSIOND"
