@@ -19,8 +19,6 @@ it writes; push covers sessions nobody writes any more).
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
@@ -64,6 +62,8 @@ def _mirror_settings(obj: Context, config_path: Path | None, servers: tuple[str,
 
 def _run(coro, timeout: float):
     """Run a NATS coroutine; its failures become one line on stderr."""
+    import asyncio
+
     import nats.errors
 
     async def bounded():
@@ -326,6 +326,9 @@ def session_files(root: Path, session: str, cwd: str | None) -> list[Path]:
 
 
 async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:
+    import asyncio
+    import logging
+
     from sessiond.common.mirror import Mirror
 
     logging.getLogger("sessiond").setLevel(logging.ERROR)  # the daemon's retry chatter: the outcome is reported

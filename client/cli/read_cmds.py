@@ -87,12 +87,15 @@ def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int 
 def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
     """Report damage in transcripts (default: every one under the root).
 
-    Exit 0 when every file is healthy, 1 when any is not."""
+    Unhealthy (BAD) means data is lost or confused: a torn last line, unreadable
+    lines, duplicate uuids. A warning (WARN) is what resume repairs on the fly
+    (dangling parents, bridged). Exit 0 when every file is healthy, warnings
+    included; 1 when any is not."""
     from sessiond.protocol.transcript.health import check_file
 
     files = _transcripts(paths or ((obj.root or default_root()) / "projects",))
     progress = Progress(len(files), "checking")
-    unhealthy = 0
+    unhealthy = warned = 0
     for path in files:
         progress.step()
         try:
@@ -102,30 +105,37 @@ def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
             unhealthy += 1
             continue
         unhealthy += not h.healthy
+        warned += h.verdict == "warning"
         if as_json:
             click.echo(msgspec.json.encode(h))
-        elif not h.healthy or len(files) == 1:
+        elif h.verdict != "ok" or len(files) == 1:
             click.echo(_health_line(h))
     progress.done()
     if not as_json:
-        click.echo(f"{len(files)} files checked, {unhealthy} unhealthy")
+        click.echo(f"{len(files)} files checked, {unhealthy} unhealthy, {warned} with warnings")
     sys.exit(1 if unhealthy else 0)
 
 
 def _health_line(h) -> str:
+    """One line per file: the verdict, what was found, and what to do about it."""
     problems = []
     if h.tornTail:
-        problems.append("torn last line")
+        problems.append(f"torn last line (a writer died mid-line): run `sessiond repair {h.path}`, "
+                        "which moves the fragment to a .torn file")
     if h.unparseableLines:
-        problems.append(f"unparseable lines {', '.join(map(str, h.unparseableLines[:10]))}")
+        more = ", …" if len(h.unparseableLines) > 5 else ""
+        problems.append(f"unreadable lines {', '.join(map(str, h.unparseableLines[:5]))}{more} "
+                        "(every reader skips them; repair cannot restore them)")
     if h.duplicateUuids:
-        problems.append(f"{len(h.duplicateUuids)} duplicate uuids")
+        problems.append(f"{len(h.duplicateUuids)} duplicate uuids (two writers, or a bug; resume keeps the last of each)")
     if h.danglingParents:
-        problems.append(f"{len(h.danglingParents)} dangling parents")
+        problems.append(f"{len(h.danglingParents)} dangling parents (resume bridges each to the nearest earlier "
+                        "message; nothing is lost, nothing to do)")
     info = f"{h.lines} lines"
     if h.unansweredToolUses:
         info += f", {len(h.unansweredToolUses)} unanswered tool uses"
-    return f"{'ok  ' if h.healthy else 'BAD '} {h.path}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
+    tag = {"ok": "ok  ", "warning": "WARN"}.get(h.verdict, "BAD ")
+    return f"{tag} {h.path}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
 
 
 def _transcripts(paths) -> list[Path]:
@@ -139,7 +149,7 @@ def _transcripts(paths) -> list[Path]:
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="What was done and what check says afterwards, as one JSON object.")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.pass_obj
 def repair(obj: Context, as_json: bool, path: Path) -> None:
@@ -158,8 +168,10 @@ def repair(obj: Context, as_json: bool, path: Path) -> None:
             click.echo(f"moved a torn last line ({t.length} bytes at offset {t.offset}) to {path}.torn")
         elif r.completedLastLine:
             click.echo("added the missing newline after the last line")
-        else:
+        elif r.remaining.healthy:
             click.echo("nothing to repair")
+        else:
+            click.echo("changed nothing: what is left cannot be fixed without losing or inventing bytes")
         click.echo(_health_line(r.remaining))
     sys.exit(0 if r.remaining.healthy else 1)
 

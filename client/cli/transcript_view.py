@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from .output import local_time
+
 TEXT_MAX = 2000
 TOOL_MAX = 160
 RESULT_MAX = 200
@@ -65,7 +67,8 @@ def render(result: Any) -> str:
     last_turn = None
     for msg in result.messages:
         kind = msg.get("type")
-        when = (msg.get("timestamp") or "")[:16].replace("T", " ")
+        stamp = msg.get("timestamp")
+        when = local_time(stamp) if isinstance(stamp, str) else ""
         if kind in ("user", "assistant"):
             inner = msg.get("message") or {}
             content = inner.get("content")
