@@ -10,21 +10,32 @@ daemon's lifecycle, writing, reading.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
-import msgspec
 
 from sessiond.protocol.locations import default_socket
 from sessiond.protocol.wire.errors import SessiondError
 
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for ``cat`` or ``grep`` when the reader
+of their output (``head``) went away first."""
 
-class Context(msgspec.Struct):
-    root: Path | None
-    socket: Path
-    autostart: bool
-    socket_given: bool = False
+
+class Context:
+    """The global options, handed to every command (a plain class: the CLI's
+    start-up imports nothing it does not need)."""
+
+    __slots__ = ("root", "socket", "autostart", "socket_given")
+
+    def __init__(self, root: Path | None, socket: Path, autostart: bool, socket_given: bool = False) -> None:
+        self.root = root
+        self.socket = socket
+        self.autostart = autostart
+        self.socket_given = socket_given
 
     def client(self, autostart: bool | None = None):
         from ..connection import Client
@@ -35,7 +46,13 @@ class Context(msgspec.Struct):
 class CLI(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:
+                sys.stdout.flush()  # a reader that left shows here, not at exit
+        except BrokenPipeError:
+            quiet_stdout()
+            ctx.exit(EXIT_BROKEN_PIPE)
         except SessiondError as exc:
             click.echo(f"sessiond: {exc}", err=True)
             ctx.exit(1)
@@ -58,6 +75,19 @@ def cli(ctx: click.Context, root: Path | None, socket_path: Path | None, no_auto
         autostart=not no_autostart,
         socket_given=socket_path is not None,
     )
+
+
+def quiet_stdout() -> None:
+    """The reader of stdout went away (``sessiond tail | head``): point stdout at
+    /dev/null so nothing more is tried there, not even at exit, like a Unix tool
+    that SIGPIPE ended, without dying of the signal (``serve`` runs in-process)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import msgspec
 
-from sessiond.protocol.wire.errors import DaemonUnavailable
+from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
 
 from . import Context, cli
 from .output import duration, size
@@ -152,22 +152,38 @@ def flush(obj: Context, session: str | None, durable: bool, as_json: bool) -> No
         click.echo(f"flushed {res.files} file{'s' if res.files != 1 else ''}{' (synced)' if durable else ''}")
 
 
+def _service_files(obj: Context, kind: str) -> dict[Path, bytes]:
+    """What install-service writes: the units for this store and socket."""
+    from .. import service
+
+    exe = service.executable()
+    root = str(obj.root) if obj.root else None
+    if kind == "launchd":
+        return {service.launchd_path(): service.launchd_plist(exe, str(obj.socket), root)}
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    generic = runtime is not None and obj.socket == Path(runtime) / "sessiond" / "sessiond.sock"
+    units = service.systemd_units(exe, root, None if generic else str(obj.socket))
+    return {service.systemd_dir() / name: text.encode() for name, text in units.items()}
+
+
+def _service_kind(kind: str | None) -> str:
+    return kind or ("launchd" if sys.platform == "darwin" else "systemd")
+
+
 @cli.command("install-service")
 @click.option("--systemd", "kind", flag_value="systemd", help="systemd user units (default on Linux).")
 @click.option("--launchd", "kind", flag_value="launchd", help="A launchd user agent (default on macOS).")
 @click.option("--print", "print_only", is_flag=True, help="Print the files instead of writing them.")
 @click.pass_obj
 def install_service(obj: Context, kind: str | None, print_only: bool) -> None:
-    """Write the service files for the current user, with this executable's path."""
+    """Write the service files for this user: this executable, store and socket."""
     from .. import service
 
-    kind = kind or ("launchd" if sys.platform == "darwin" else "systemd")
-    exe = service.executable()
+    kind = _service_kind(kind)
+    files = _service_files(obj, kind)
     if kind == "systemd":
-        files = {service.systemd_dir() / name: text.encode() for name, text in service.systemd_units(exe).items()}
         enable = "systemctl --user daemon-reload && systemctl --user enable --now sessiond.socket"
     else:
-        files = {service.launchd_path(): service.launchd_plist(exe, str(obj.socket))}
         enable = f"launchctl bootstrap gui/{os.getuid()} {service.launchd_path()}"
     for path, data in files.items():
         if print_only:
@@ -184,3 +200,32 @@ def install_service(obj: Context, kind: str | None, print_only: bool) -> None:
         click.echo(f"enable it with: {enable}")
 
 
+@cli.command("uninstall-service")
+@click.option("--systemd", "kind", flag_value="systemd", help="The systemd user units (default on Linux).")
+@click.option("--launchd", "kind", flag_value="launchd", help="The launchd user agent (default on macOS).")
+@click.pass_obj
+def uninstall_service(obj: Context, kind: str | None) -> None:
+    """Remove the service files install-service wrote (transcripts are untouched).
+
+    Refuses while the units are enabled: disable them first (the command is
+    printed), so systemd is never left pointing at missing files."""
+    from .. import service
+
+    kind = _service_kind(kind)
+    if kind == "systemd" and service.enabled_links():
+        raise SessiondError("the units are enabled; first run: systemctl --user disable --now sessiond.socket sessiond.service",
+                            code="bad_request")
+    removed = 0
+    for path in _service_files(obj, kind):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed += 1
+        click.echo(f"removed {path}")
+    if not removed:
+        click.echo("no service files installed", err=True)
+    elif kind == "systemd":
+        click.echo("then: systemctl --user daemon-reload")
+    else:
+        click.echo(f"if it is still loaded: launchctl bootout gui/{os.getuid()}/{service.LAUNCHD_LABEL}")

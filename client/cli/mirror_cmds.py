@@ -50,6 +50,9 @@ def _mirror_settings(obj: Context, config_path: Path | None, servers: tuple[str,
         from sessiond.protocol.locations import config_path as default_config
 
         where = config_path or settings.config_file or default_config()
+        if not where.exists():
+            raise SessiondError(f"no mirror configured: there is no config file {where}; create it with a [mirror] "
+                                "section (servers = [\"nats://host:4222\"]) or pass --server URL", code="bad_request")
         raise SessiondError(f"no [mirror] section in {where} (and no --server given)", code="bad_request")
     from sessiond.common.mirror import require_client
 
