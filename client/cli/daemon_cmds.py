@@ -140,7 +140,7 @@ def status(obj: Context, as_json: bool) -> None:
 @cli.command()
 @click.option("--session", default=None, help="Only this session's files.")
 @click.option("--durable", is_flag=True, help="Also fdatasync what was written.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The count of files flushed as one JSON object.")
 @click.pass_obj
 def flush(obj: Context, session: str | None, durable: bool, as_json: bool) -> None:
     """Wait until everything accepted so far is written (and synced with --durable)."""

@@ -265,7 +265,7 @@ async def _newest_project(js, cfg, session: str) -> tuple[str, str, int]:
 @click.option("--server", "servers", multiple=True, help="NATS URL (default: [mirror] servers of the config file).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Config file with the [mirror] section.")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds for the whole pull.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per session pulled, one per line.")
 @click.pass_obj
 def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: tuple[str, ...], config_path: Path | None, timeout: float, as_json: bool) -> None:
     """Hydrate sessions (subagent files included) from the mirror, byte-identical."""
@@ -365,8 +365,8 @@ async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--server", "servers", multiple=True, help="NATS URL (default: [mirror] servers of the config file).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Config file with the [mirror] section.")
-@click.option("--timeout", type=float, default=120.0, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds for the whole push.")
+@click.option("--json", "as_json", is_flag=True, help="What was published as one JSON object.")
 @click.pass_obj
 def push(obj: Context, session_id: str, cwd: str | None, servers: tuple[str, ...], config_path: Path | None, timeout: float, as_json: bool) -> None:
     """Backfill a local session into the mirror (only what the stream lacks)."""
