@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from datetime import date, datetime, timezone
@@ -29,6 +30,16 @@ def size(n: int) -> str:
 def clip(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def clip_left(text: str, width: int) -> str:
+    """The end of a path is what tells projects apart: cut from the left."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
+
+
+def home_relative(path: str) -> str:
+    home = os.path.expanduser("~")
+    return "~" + path[len(home):] if home != "/" and (path == home or path.startswith(home + "/")) else path
 
 
 def skipped_lines(numbers: list[int], shown: int = 5) -> str:

@@ -11,18 +11,21 @@ import sys
 import time
 from pathlib import Path
 
+import shutil
+from datetime import datetime
+
 import click
 import msgspec
 
 from sessiond.protocol.locations import default_root
 
 from . import Context, cli
-from .output import Progress, age, clip, size
+from .output import Progress, clip, clip_left, home_relative, local_time, size
 
 
 @cli.command("list")
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
-@click.option("--all", "all_projects", is_flag=True, help="Sessions of every project.")
+@click.option("--all", "all_projects", is_flag=True, help="Sessions of every project (with a PROJECT column).")
 @click.option("--worktrees", is_flag=True, help="Include the sessions of the repository's other git worktrees.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N sessions (newest first).")
 @click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip the K newest sessions.")
@@ -55,11 +58,55 @@ def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool,
     if not sessions:
         click.echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}"), err=True)
         return
-    now = time.time()
-    rows = [(clip(s.title or "(untitled)", 60), age(now, s.modifiedAt), size(s.size), clip(s.gitBranch or "-", 20), s.sessionId) for s in sessions]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        click.echo(f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:<{widths[3]}}  {r[4]}")
+    for row in session_table(sessions, show_project=all_projects, width=shutil.get_terminal_size().columns):
+        click.echo(row)
+
+
+TITLE_MIN = 16
+DROPPABLE = ("SIZE", "BRANCH", "CREATED", "PROJECT", "LAST ENTRY")
+"""Columns left out, in this order, when the terminal is too narrow for them
+and a title of TITLE_MIN characters; the id (what resume takes) always stays."""
+
+
+def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
+    """A header row and one row per session, fitting ``width`` columns: the
+    title takes what the other columns leave and is what gets cut; on a narrow
+    terminal the DROPPABLE columns go first. Times are the entries' own
+    (created, last entry), local, with the date when not today; the last entry
+    falls back to the file's mtime."""
+    today = datetime.now().astimezone().date()
+    columns: dict[str, list[str]] = {
+        "MSGS": ["-" if s.messageCount is None else str(s.messageCount) for s in sessions],
+        "CREATED": [local_time(s.createdAt, today) for s in sessions],
+        "LAST ENTRY": [local_time(s.lastEntryAt or s.modifiedAt, today) for s in sessions],
+        "SIZE": [size(s.size) for s in sessions],
+        "BRANCH": [clip(s.gitBranch or "-", 20) for s in sessions],
+    }
+    if show_project:
+        columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", 28) for s in sessions]
+    columns["ID"] = [s.sessionId for s in sessions]
+    widths = {name: max(len(name), *map(len, cells)) for name, cells in columns.items()}
+
+    def others() -> int:
+        return sum(widths[n] + 2 for n in columns)
+
+    for name in DROPPABLE:
+        if width - others() >= TITLE_MIN:
+            break
+        columns.pop(name, None)
+    titles = [s.title or "(untitled)" for s in sessions]
+    title_width = max(TITLE_MIN, min(width - others(), max(5, *(len(" ".join(t.split())) for t in titles))))
+    right = {"MSGS", "SIZE"}  # numbers line up on the right
+
+    def row(title: str, cells: dict[str, str]) -> str:
+        parts = [f"{title:<{title_width}}"]
+        parts += [f"{c:>{widths[n]}}" if n in right else f"{c:<{widths[n]}}" for n, c in cells.items()]
+        return "  ".join(parts).rstrip()
+
+    out = [row("TITLE", {n: n for n in columns})]
+    for i, title in enumerate(titles):
+        out.append(row(clip(title, title_width), {n: cells[i] for n, cells in columns.items()}))
+    return out
 
 
 def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int | None, offset: int):
