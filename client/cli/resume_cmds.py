@@ -59,11 +59,29 @@ def locate(obj: Context, target: str, cwd: str | None):
     return Path(loc.path), loc
 
 
-def _print(result, as_json: bool) -> None:
+def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True) -> None:
+    """JSON for programs; for a person the rendered conversation, in colour on
+    a terminal (unless ``NO_COLOR``), through ``$PAGER`` (``less`` by default)
+    when it is longer than the screen."""
     if as_json:
         click.echo(msgspec.json.encode(result))
+        return
+    tty = sys.stdout.isatty()
+    color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    text = render(result, all_entries=all_entries, color=color)
+    import shutil
+
+    if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
+        click.echo_via_pager(text, color=color)
     else:
-        click.echo(render(result))
+        click.echo(text, color=color)
+
+
+def view_options(f):
+    """How a conversation is shown to a person (show, resume, continue)."""
+    f = click.option("--no-pager", "no_pager", is_flag=True, help="Never page the output (default: $PAGER or less on a terminal).")(f)
+    f = click.option("--all-entries", is_flag=True, help="Show attachments and system entries too (by default only counted).")(f)
+    return f
 
 
 def refuse_unusable(path: Path, result) -> None:
@@ -98,8 +116,9 @@ def report_skipped(path: Path, skipped: int) -> None:
 @click.argument("target", metavar="ID|PATH")
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
+@view_options
 @click.pass_obj
-def show(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
+def show(obj: Context, target: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
     """Show the conversation a resume would restore (never starts a daemon)."""
     from sessiond.protocol.transcript.resume import load_transcript
 
@@ -108,7 +127,7 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
     refuse_unusable(path, result)
     if loc is not None and not loc.same_repo:
         click.echo(f"sessiond: session of another project; to resume it: {loc.resume_hint()}", err=True)
-    _print(result, as_json)
+    _print(result, as_json, all_entries=all_entries, pager=not no_pager)
     report_skipped(path, result.skippedLines)
 
 
@@ -116,20 +135,22 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
 @click.argument("session_id", metavar="ID")
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
+@view_options
 @click.pass_obj
-def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool) -> None:
+def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
     """Resume a session: show it and make the daemon adopt its file."""
     from sessiond.protocol.transcript.paths import check_session_id
 
     check_session_id(session_id)
-    _resume(obj, session_id, cwd, as_json)
+    _resume(obj, session_id, cwd, as_json, all_entries=all_entries, pager=not no_pager)
 
 
 @cli.command("continue")
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
+@view_options
 @click.pass_obj
-def continue_cmd(obj: Context, cwd: str | None, as_json: bool) -> None:
+def continue_cmd(obj: Context, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
     """Resume the most recent session of the project."""
     from sessiond.protocol.transcript import listing, lookup
 
@@ -138,10 +159,10 @@ def continue_cmd(obj: Context, cwd: str | None, as_json: bool) -> None:
     latest = listing.list_sessions(dirs, limit=1) if dirs else []
     if not latest:
         raise not_found(f"no session to continue in {where}")
-    _resume(obj, latest[0].sessionId, where, as_json)
+    _resume(obj, latest[0].sessionId, where, as_json, all_entries=all_entries, pager=not no_pager)
 
 
-def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool) -> None:
+def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, **view) -> None:
     from sessiond.protocol.transcript.resume import load_transcript
 
     path, loc = locate(obj, session_id, cwd)
@@ -154,7 +175,7 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool) -> No
         result = load_transcript(path)
         refuse_unusable(path, result)
         client.call(m.Adopt(id=client.next_id(), session=session_id, path=str(path)))
-    _print(result, as_json)
+    _print(result, as_json, **view)
 
 
 @cli.command()
