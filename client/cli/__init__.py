@@ -10,6 +10,7 @@ daemon's lifecycle, writing, reading.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -19,6 +20,19 @@ import click
 
 from sessiond.protocol.locations import default_socket
 from sessiond.protocol.wire.errors import SessiondError
+
+COMMAND_MODULES = {
+    "serve": "daemon_cmds", "start": "daemon_cmds", "stop": "daemon_cmds", "status": "daemon_cmds",
+    "flush": "daemon_cmds", "install-service": "daemon_cmds", "uninstall-service": "daemon_cmds",
+    "append": "write_cmds", "record": "write_cmds",
+    "list": "read_cmds", "check": "read_cmds", "repair": "read_cmds",
+    "show": "resume_cmds", "resume": "resume_cmds", "continue": "resume_cmds", "fork": "resume_cmds",
+    "tail": "resume_cmds",
+    "pull": "mirror_cmds", "push": "mirror_cmds",
+}
+"""Which module of this package defines each command: a run imports only the
+one its command needs (``--help`` and completion import them all). A module
+imported below registers its commands as usual."""
 
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a shell reports for ``cat`` or ``grep`` when the reader
@@ -44,6 +58,14 @@ class Context:
 
 
 class CLI(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMAND_MODULES:
+            importlib.import_module(f"{__name__}.{COMMAND_MODULES[name]}")
+        return self.commands.get(name)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Each command's whole first sentence, wrapped, where click would cut it
         at the terminal width with "..." (a newcomer reads this list first)."""
@@ -103,4 +125,3 @@ def main() -> None:
     cli(prog_name="sessiond")
 
 
-from . import daemon_cmds, mirror_cmds, read_cmds, resume_cmds, write_cmds  # noqa: E402,F401  (register the commands)

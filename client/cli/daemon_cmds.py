@@ -8,12 +8,11 @@ import time
 from pathlib import Path
 
 import click
-import msgspec
 
 from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
 
 from . import Context, cli
-from .output import duration, size
+from .output import duration, echo_json, size
 
 
 @cli.command()
@@ -113,15 +112,17 @@ def status(obj: Context, as_json: bool) -> None:
             st = c.status()
     except DaemonUnavailable as exc:
         if as_json:
-            click.echo(msgspec.json.encode({"running": False, "socket": str(obj.socket), "error": str(exc)}))
+            echo_json({"running": False, "socket": str(obj.socket), "error": str(exc)})
         else:
             click.echo(f"sessiond: not running ({exc})", err=True)
         sys.exit(1)
+    import msgspec
+
     data = msgspec.to_builtins(st)
     data.pop("op", None)
     data.pop("id", None)
     if as_json:
-        click.echo(msgspec.json.encode({"running": True, **data}))
+        echo_json({"running": True, **data})
         return
     cfg = st.config
     click.echo(f"sessiond {st.version}: pid {st.pid}, up {duration(st.uptime)}")
@@ -147,7 +148,7 @@ def flush(obj: Context, session: str | None, durable: bool, as_json: bool) -> No
     with obj.client() as c:
         res = c.flush(session, durable=durable)
     if as_json:
-        click.echo(msgspec.json.encode({"files": res.files, "durable": durable}))
+        echo_json({"files": res.files, "durable": durable})
     else:
         click.echo(f"flushed {res.files} file{'s' if res.files != 1 else ''}{' (synced)' if durable else ''}")
 

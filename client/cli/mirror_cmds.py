@@ -24,12 +24,11 @@ import sys
 from pathlib import Path
 
 import click
-import msgspec
 
 from sessiond.protocol.wire.errors import SessiondError, not_found
 
 from . import Context, cli
-from .output import size
+from .output import echo_json, size
 
 FLUSH_BYTES = 4 * 1024 * 1024
 CONNECT_TIMEOUT = 15.0
@@ -37,6 +36,8 @@ CONNECT_TIMEOUT = 15.0
 
 def _mirror_settings(obj: Context, config_path: Path | None, servers: tuple[str, ...]):
     """(settings, root): the daemon's [mirror] table, ``--server`` overriding its servers."""
+    import msgspec
+
     from sessiond.common.config import ConfigError, MirrorFileConfig, build, mirror_settings
 
     try:
@@ -278,7 +279,7 @@ def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: t
     results = _run(hydrate(cfg, root, list(session_ids), override), timeout)
     for res in results:
         if as_json:
-            click.echo(msgspec.json.encode(res))
+            echo_json(res)
             continue
         click.echo(f"pulled {res['sessionId']}: {res['files']} file{'s' if res['files'] != 1 else ''}, "
                    f"{size(res['bytesAdded'])} new, {size(res['bytesPresent'])} already here")
@@ -378,7 +379,7 @@ def push(obj: Context, session_id: str, cwd: str | None, servers: tuple[str, ...
     res = _run(backfill(cfg, root, paths, timeout), timeout + 5)
     res["sessionId"] = session_id
     if as_json:
-        click.echo(msgspec.json.encode(res))
+        echo_json(res)
     else:
         click.echo(f"pushed {session_id}: {res['files']} file{'s' if res['files'] != 1 else ''}, "
                    f"{size(res['bytesPublished'])} published")

@@ -10,6 +10,14 @@ from datetime import date, datetime, timezone
 import click
 
 
+def echo_json(obj) -> None:
+    """``--json`` output: one JSON document on one line (msgspec imported only
+    when a command prints one)."""
+    import msgspec
+
+    click.echo(msgspec.json.encode(obj))
+
+
 def duration(seconds: float) -> str:
     s = int(seconds)
     if s < 60:

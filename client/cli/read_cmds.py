@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import shutil
 from datetime import datetime
 
 import click
-import msgspec
 
 from sessiond.protocol.locations import default_root
 
 from . import Context, cli
-from .output import Progress, clip, clip_left, home_relative, local_time, size
+from .output import Progress, clip, echo_json, clip_left, home_relative, local_time, size
 
 
 @cli.command("list")
@@ -53,15 +51,17 @@ def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool,
         if progress is not None:
             progress.finish()
     if as_json:
-        click.echo(msgspec.json.encode(sessions))
+        echo_json(sessions)
         return
     if not sessions:
         click.echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}"), err=True)
         return
-    for row in session_table(sessions, show_project=all_projects, width=shutil.get_terminal_size().columns):
+    # The terminal's width (or COLUMNS); piped into another program, rows are whole.
+    for row in session_table(sessions, show_project=all_projects, width=shutil.get_terminal_size((UNLIMITED, 24)).columns):
         click.echo(row)
 
 
+UNLIMITED = 1 << 20
 TITLE_MIN = 16
 DROPPABLE = ("SIZE", "BRANCH", "CREATED", "PROJECT", "LAST ENTRY")
 """Columns left out, in this order, when the terminal is too narrow for them
@@ -154,7 +154,7 @@ def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
         unhealthy += not h.healthy
         warned += h.verdict == "warning"
         if as_json:
-            click.echo(msgspec.json.encode(h))
+            echo_json(h)
         elif h.verdict != "ok" or len(files) == 1:
             click.echo(_health_line(h))
     progress.done()
@@ -208,7 +208,7 @@ def repair(obj: Context, as_json: bool, path: Path) -> None:
 
     r = repair_file(path)
     if as_json:
-        click.echo(msgspec.json.encode(r))
+        echo_json(r)
     else:
         if r.movedTornTail is not None:
             t = r.movedTornTail

@@ -18,15 +18,12 @@ import uuid as uuidlib
 from pathlib import Path
 
 import click
-import msgspec
 
 from sessiond.protocol.locations import default_root
-from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, not_found
 
 from . import Context, cli
-from .output import local_time, skipped_lines
-from .transcript_view import render
+from .output import echo_json, local_time, skipped_lines
 
 
 def _where(cwd: str | None) -> str:
@@ -64,10 +61,12 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
     a terminal (unless ``NO_COLOR``), through ``$PAGER`` (``less`` by default)
     when it is longer than the screen."""
     if as_json:
-        click.echo(msgspec.json.encode(result))
+        echo_json(result)
         return
     tty = sys.stdout.isatty()
     color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    from .transcript_view import render
+
     text = render(result, all_entries=all_entries, color=color)
     import shutil
 
@@ -170,6 +169,8 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, **vie
         hint = loc.resume_hint()
         click.echo(f"sessiond: session {session_id} belongs to another project; run:\n  {hint}", err=True)
         sys.exit(1)
+    from sessiond.protocol.wire import messages as m
+
     with obj.client() as client:
         client.flush(session_id)  # everything acknowledged so far is in the file
         result = load_transcript(path)
@@ -201,13 +202,17 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
         e["sessionId"] = new_id
         if cwd:
             e["cwd"] = session_cwd
+    import msgspec
+
+    from sessiond.protocol.wire import messages as m
+
     lines = [msgspec.json.encode(e) for e in entries]
     with obj.client() as client:
         for i in range(0, len(lines), 256):
             client.call(m.Append(id=client.next_id(), session=new_id, cwd=session_cwd, entries=lines[i : i + 256], durability="written"))
         client.call(m.Close(id=client.next_id(), session=new_id))
     if as_json:
-        click.echo(msgspec.json.encode({"sessionId": new_id, "forkedFrom": result.sessionId, "messages": len(entries), "cwd": session_cwd}))
+        echo_json({"sessionId": new_id, "forkedFrom": result.sessionId, "messages": len(entries), "cwd": session_cwd})
     else:
         click.echo(new_id)
 
@@ -217,6 +222,8 @@ def fork_entries(path: Path, chain: list[str]) -> list[dict]:
     keeps), relinked one after the other so the fork resumes to the same chain."""
     from sessiond.protocol.transcript.entries import try_header
     from sessiond.protocol.transcript.jsonl import iter_lines
+
+    import msgspec
 
     wanted = set(chain)
     raw: dict[str, bytes] = {}
@@ -310,6 +317,8 @@ def _tail_verdict(path: Path, data: bytes, shown: int, bad: list[int]) -> None:
 
 def _print_entry(line: bytes, as_json: bool) -> bool:
     """Print one entry; False (nothing printed) when the line is not one."""
+    import msgspec
+
     from .transcript_view import one_line, render_blocks
 
     try:

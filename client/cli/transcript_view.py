@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from .output import local_time
 
 TEXT_MAX = 2000
@@ -48,6 +46,8 @@ def render_blocks(content: Any) -> list[str]:
         if kind == "text" and block.get("text", "").strip():
             out.append(shorten(block["text"], TEXT_MAX))
         elif kind == "tool_use":
+            import msgspec
+
             args = msgspec.json.encode(block.get("input", {})).decode()
             out.append(f"  → {block.get('name', 'tool')}({one_line(args, TOOL_MAX)})")
         elif kind == "tool_result":

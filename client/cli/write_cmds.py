@@ -20,7 +20,7 @@ from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
 
 from . import Context, cli
-from .output import skipped_lines
+from .output import echo_json, skipped_lines
 
 BATCH_ENTRIES = 256
 BATCH_BYTES = 4 * 1024 * 1024
@@ -186,8 +186,6 @@ def _finish(lines: EntryReader, unwritten: int) -> None:
 
 def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped: int, *, direct: bool = False,
             dropped: int = 0, pending: int = 0) -> None:
-    import msgspec
-
     if as_json:
         out: dict[str, Any] = {"session": session, "accepted": accepted, "duplicates": duplicates, "skipped": skipped}
         if pending:
@@ -195,7 +193,7 @@ def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped
         if direct:
             out["direct"] = True
             out["dropped"] = dropped
-        click.echo(msgspec.json.encode(out))
+        echo_json(out)
         return
     note = f"{duplicates} duplicate{'s' if duplicates != 1 else ''} dropped"
     if skipped:
@@ -234,7 +232,7 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
             s.record([msgspec.json.decode(line) for line in batch])
         s.close()
     if as_json:
-        click.echo(msgspec.json.encode({"session": session, "recorded": s.accepted, "duplicates": s.duplicates, "last": s.hint, "skipped": lines.skipped}))
+        echo_json({"session": session, "recorded": s.accepted, "duplicates": s.duplicates, "last": s.hint, "skipped": lines.skipped})
     else:
         click.echo(f"{s.accepted} messages recorded in session {session} ({s.duplicates} already there); last {s.hint}")
     _finish(lines, 0)

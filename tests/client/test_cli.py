@@ -113,7 +113,7 @@ def test_long_listings_show_progress_only_on_a_terminal(daemon_factory, short_tm
         (project / f"{sid}.jsonl").write_bytes(line(user(f"p{i}")) + b"\n")
     cmd = [sys.executable, "-m", "sessiond.client.cli", "list", "--all"]
     piped = d.cli("list", "--all")
-    assert b"reading sessions" not in piped.stderr and piped.stdout.count(b"\n") == 2100
+    assert b"reading sessions" not in piped.stderr and piped.stdout.count(b"\n") == 2101  # with the header row
     tty = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], env=d.env, capture_output=True, timeout=60)
     assert b"reading sessions" in tty.stdout and b"2100/2100" in tty.stdout
 

@@ -169,19 +169,36 @@ def test_the_cli_durability_choices_are_the_protocols():
     assert DURABILITY_CHOICES == DURABILITIES
 
 
-def test_every_option_has_help_and_no_description_is_cut_off():
+def all_commands() -> dict:
     import click
 
     from sessiond.client.cli import cli
 
-    missing = [f"{name} {p.opts[0]}" for name, cmd in cli.commands.items() for p in cmd.params
+    ctx = click.Context(cli)
+    return {name: cli.get_command(ctx, name) for name in cli.list_commands(ctx)}
+
+
+def test_every_option_has_help_and_no_description_is_cut_off():
+    import click
+
+    commands = all_commands()
+    missing = [f"{name} {p.opts[0]}" for name, cmd in commands.items() for p in cmd.params
                if isinstance(p, click.Option) and not p.hidden and not p.help]
     assert missing == []
-    ctx = click.Context(cli)
-    cut = [name for name, cmd in cli.commands.items() if cmd.get_short_help_str(limit=200).endswith("...")]
-    assert cut == []
     listing = run_cli("--help", env={**os.environ, "COLUMNS": "100"}).stdout.decode()
-    for name, cmd in cli.commands.items():
+    for name, cmd in commands.items():
         if not cmd.hidden:
             assert cmd.get_short_help_str(limit=1000).rstrip(".") in " ".join(listing.split()), name
-    assert ctx is not None
+
+
+def test_each_command_is_imported_from_the_module_the_table_names():
+    """A run imports one command module (COMMAND_MODULES); the table must say
+    truly where each command lives, and every command must be in it."""
+    from sessiond.client.cli import COMMAND_MODULES
+
+    for name, cmd in all_commands().items():
+        assert cmd.callback.__module__ == f"sessiond.client.cli.{COMMAND_MODULES[name]}", name
+    code = ("import sys, click; from sessiond.client.cli import cli; cli.get_command(click.Context(cli), 'status'); "
+            "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('sessiond.client.cli.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout
+    assert out == b"['daemon_cmds', 'output']\n"
