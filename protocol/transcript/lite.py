@@ -40,6 +40,7 @@ from typing import Any, Final
 import msgspec
 
 from .entries import MATERIALIZING_TYPES, decode_object
+from .session_info import SessionInfo  # noqa: F401  (what the lite read fills; listing and the catalog import it from here)
 
 LITE_WINDOW: Final = 65536
 """Bytes read at each end of a file (Claude Code's LITE_READ_BUF_SIZE)."""
@@ -64,32 +65,6 @@ def default_opener(path: str) -> int:
 
 
 # --------------------------------------------------------------------------- types
-
-
-class SessionInfo(msgspec.Struct):
-    """One listed session; ``msgspec.to_builtins`` of it is the ``list --json`` object."""
-
-    sessionId: str
-    path: str
-    title: str | None
-    firstPrompt: str | None
-    lastPrompt: str | None
-    customTitle: str | None
-    aiTitle: str | None
-    summary: str | None
-    tag: str | None
-    createdAt: str | None
-    modifiedAt: str
-    size: int
-    cwd: str | None
-    gitBranch: str | None
-    lastEntryAt: str | None = None
-    """The newest entry's own ``timestamp`` in the tail window: when the session
-    was last written to, which a copied or imported file's mtime does not say."""
-    messageCount: int | None = None
-    """User and assistant messages: counted when the whole file is in the head
-    window, else Claude Code's count at its last turn (``turn_duration``) when
-    the tail window has one; None when neither says."""
 
 
 class LiteInfo(msgspec.Struct, kw_only=True):

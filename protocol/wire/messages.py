@@ -13,7 +13,7 @@ from typing import Literal, Union
 
 import msgspec
 
-from ..transcript.lite import SessionInfo
+from ..transcript.session_info import SessionInfo
 
 PROTOCOL_VERSION = 1
 """Major version: peers with different values refuse each other in the handshake."""
