@@ -202,3 +202,36 @@ def test_each_command_is_imported_from_the_module_the_table_names():
             "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('sessiond.client.cli.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout
     assert out == b"['daemon_cmds', 'output']\n"
+
+
+def test_make_install_cli_puts_sessiond_on_path(short_tmp):
+    """The one step the quick start gives after ``make run``: ``sessiond`` in
+    another terminal, from any directory."""
+    import shutil
+
+    from tests.conftest import REPO
+
+    if not shutil.which("make"):
+        pytest.skip("make not installed")
+    bindir = short_tmp / "bin"
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    # -o: the venv is what runs these tests; never rebuild it from here.
+    r = subprocess.run(["make", "-s", "-C", str(REPO), "-o", ".venv/.installed", "install-cli", f"BINDIR={bindir}"],
+                       capture_output=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (bindir / "sessiond").resolve() == (REPO / ".venv" / "bin" / "sessiond").resolve()
+    assert f"{bindir} is not on your PATH".encode() in r.stdout
+    elsewhere = subprocess.run(["sessiond", "--version"], cwd=short_tmp, capture_output=True, timeout=60,
+                               env={**env, "PATH": f"{bindir}:/usr/bin:/bin"})
+    assert elsewhere.returncode == 0 and elsewhere.stdout.startswith(b"sessiond, version ")
+
+
+def test_shell_completion_lists_the_commands(short_tmp):
+    """Documented in the README: click's completion, driven by _SESSIOND_COMPLETE."""
+    env = {**os.environ, "_SESSIOND_COMPLETE": "bash_complete", "COMP_WORDS": "sessiond sta", "COMP_CWORD": "1"}
+    r = subprocess.run([sys.executable, "-m", "sessiond.client.cli"], capture_output=True, env=env, timeout=60)
+    words = {line.split(",", 1)[1] for line in r.stdout.decode().splitlines() if "," in line}
+    assert words == {"start", "status"}, r.stdout
+    script = subprocess.run([sys.executable, "-m", "sessiond.client.cli"], capture_output=True, timeout=60,
+                            env={**os.environ, "_SESSIOND_COMPLETE": "bash_source"})
+    assert b"_sessiond_completion" in script.stdout
