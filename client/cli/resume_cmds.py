@@ -163,16 +163,17 @@ def continue_cmd(obj: Context, cwd: str | None, as_json: bool, all_entries: bool
 
 def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, **view) -> None:
     from sessiond.protocol.transcript.resume import load_transcript
-
-    path, loc = locate(obj, session_id, cwd)
-    if loc is not None and not loc.same_repo:
-        hint = loc.resume_hint()
-        click.echo(f"sessiond: session {session_id} belongs to another project; run:\n  {hint}", err=True)
-        sys.exit(1)
     from sessiond.protocol.wire import messages as m
 
     with obj.client() as client:
-        client.flush(session_id)  # everything acknowledged so far is in the file
+        # Flushed before the file is looked for: a session acknowledged as
+        # `queued` may have no file yet (it is made at the first drain).
+        client.flush(session_id)
+        path, loc = locate(obj, session_id, cwd)
+        if loc is not None and not loc.same_repo:
+            hint = loc.resume_hint()
+            click.echo(f"sessiond: session {session_id} belongs to another project; run:\n  {hint}", err=True)
+            sys.exit(1)
         result = load_transcript(path)
         refuse_unusable(path, result)
         client.call(m.Adopt(id=client.next_id(), session=session_id, path=str(path)))

@@ -235,3 +235,18 @@ def test_shell_completion_lists_the_commands(short_tmp):
     script = subprocess.run([sys.executable, "-m", "sessiond.client.cli"], capture_output=True, timeout=60,
                             env={**os.environ, "_SESSIOND_COMPLETE": "bash_source"})
     assert b"_sessiond_completion" in script.stdout
+
+
+def test_resume_finds_a_session_that_has_no_file_until_the_next_drain(daemon_factory):
+    """Acknowledged as `queued` with a long coalescing window: the file does not
+    exist yet when resume starts; resume flushes first, then looks for it."""
+    from sessiond.protocol.wire import messages as m
+    from tests.helpers import line, user
+
+    d: DaemonProc = daemon_factory().start("--flush-interval", "30000")
+    sid, cwd = str(uuid.uuid4()), "/work/queued"
+    with d.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=[line(user("hello", "u1"))]))  # queued
+        assert not main_path(d.root, cwd, sid).exists()
+        out = json.loads(d.cli("resume", sid, "--cwd", cwd, "--json").stdout)
+    assert out["chain"] == ["u1"]
