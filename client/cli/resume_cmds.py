@@ -118,7 +118,10 @@ def report_skipped(path: Path, skipped: int) -> None:
 @view_options
 @click.pass_obj
 def show(obj: Context, target: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
-    """Show the conversation a resume would restore (never starts a daemon)."""
+    """Show the conversation a resume would restore (never starts a daemon).
+
+    Exit 1 when the file holds no conversation (empty, not a transcript,
+    metadata only) or had unreadable lines (counted in one line on stderr)."""
     from sessiond.protocol.transcript.resume import load_transcript
 
     path, loc = locate(obj, target, cwd)
@@ -257,7 +260,8 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
     """The last entries of a transcript, and with -f the new ones as they arrive.
 
     Reads the file (whole lines only: a line still being written is waited for),
-    so it follows any writer, the daemon or not."""
+    so it follows any writer, the daemon or not. Exit 1 when the file is empty
+    or not a transcript, or when shown lines were unreadable (one summary)."""
     import time
 
     path, _ = locate(obj, target, cwd)
