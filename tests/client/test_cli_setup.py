@@ -149,10 +149,10 @@ def test_times_are_local_with_the_date_when_not_today_and_json_stays_utc(daemon:
 
 def test_blocking_commands_import_no_event_loop():
     """``--help``, status, append and list use a blocking socket: importing the
-    CLI must not pull in anyio, asyncio or uvloop (a hook or prompt pays for
-    every import at every run)."""
+    CLI must not pull in anyio, asyncio or uvloop, nor msgspec before a command
+    needs it (a hook or prompt pays for every import at every run)."""
     code = ("import sys; import sessiond.client.cli; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'anyio', 'asyncio', 'uvloop', 'nats', 'ssl'}))")
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'anyio', 'asyncio', 'uvloop', 'nats', 'ssl', 'msgspec'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout
     assert out == b"[]\n"
     import_all = ("import sys; import sessiond.client as c; c.Client; c.Session; "
