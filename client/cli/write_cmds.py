@@ -235,6 +235,6 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
         echo_json({"session": session, "recorded": s.accepted, "duplicates": s.duplicates, "last": s.hint, "skipped": lines.skipped})
     else:
         click.echo(f"{s.accepted} messages recorded in session {session} ({s.duplicates} already there); last {s.hint}")
-    _finish(lines, 0)
+    _finish(lines, s.pending)
 
 

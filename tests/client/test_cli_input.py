@@ -116,6 +116,10 @@ def test_append_of_a_summary_only_file_says_no_file_was_written(daemon_factory, 
     report = json.loads(r.stdout)
     assert report.get("pending" if not direct else "dropped") == 2
     assert not main_path(d.root, CWD, sid).exists()
+    if not direct:  # record says the same
+        rec = d.cli("record", "--cwd", CWD, "--session", sid, str(src), check=False)
+        assert rec.returncode == 1 and b"sessiond: no file was written" in rec.stderr, rec.stderr
+        assert not main_path(d.root, CWD, sid).exists()
 
 
 def test_the_append_result_counts_what_waits_for_a_message(daemon: DaemonProc):
