@@ -190,28 +190,30 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, **vie
 @click.pass_obj
 def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
     """Start a new session seeded with the old one's chain; prints the new id."""
-    from sessiond.protocol.transcript.resume import load_transcript
-
-    path, loc = locate(obj, target, cwd)
-    result = load_transcript(path)
-    refuse_unusable(path, result)
-    entries = fork_entries(path, result.chain)
-    if not entries:
-        raise SessiondError(f"{path} has no conversation to fork", code="bad_request")
-    new_id = str(uuidlib.uuid4())
-    # --cwd says where the fork works: its project dir, and the cwd its entries
-    # record (so list and resume there find it in place). Else the original's.
-    session_cwd = _where(cwd) if cwd else (loc.cwd if loc is not None and loc.cwd else None) or entries[0].get("cwd") or _where(None)
-    for e in entries:
-        e["sessionId"] = new_id
-        if cwd:
-            e["cwd"] = session_cwd
     import msgspec
 
+    from sessiond.protocol.transcript.paths import is_session_id
+    from sessiond.protocol.transcript.resume import load_transcript
     from sessiond.protocol.wire import messages as m
 
-    lines = [msgspec.json.encode(e) for e in entries]
     with obj.client() as client:
+        if is_session_id(target):  # acknowledged as queued, it may have no file before the next drain
+            client.flush(target)
+        path, loc = locate(obj, target, cwd)
+        result = load_transcript(path)
+        refuse_unusable(path, result)
+        entries = fork_entries(path, result.chain)
+        if not entries:
+            raise SessiondError(f"{path} has no conversation to fork", code="bad_request")
+        new_id = str(uuidlib.uuid4())
+        # --cwd says where the fork works: its project dir, and the cwd its entries
+        # record (so list and resume there find it in place). Else the original's.
+        session_cwd = _where(cwd) if cwd else (loc.cwd if loc is not None and loc.cwd else None) or entries[0].get("cwd") or _where(None)
+        for e in entries:
+            e["sessionId"] = new_id
+            if cwd:
+                e["cwd"] = session_cwd
+        lines = [msgspec.json.encode(e) for e in entries]
         for i in range(0, len(lines), 256):
             client.call(m.Append(id=client.next_id(), session=new_id, cwd=session_cwd, entries=lines[i : i + 256], durability="written"))
         client.call(m.Close(id=client.next_id(), session=new_id))
@@ -224,10 +226,10 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
 def fork_entries(path: Path, chain: list[str]) -> list[dict]:
     """The chain's original entries (last occurrence of each uuid, as the loader
     keeps), relinked one after the other so the fork resumes to the same chain."""
+    import msgspec
+
     from sessiond.protocol.transcript.entries import try_header
     from sessiond.protocol.transcript.jsonl import iter_lines
-
-    import msgspec
 
     wanted = set(chain)
     raw: dict[str, bytes] = {}

@@ -237,9 +237,10 @@ def test_shell_completion_lists_the_commands(short_tmp):
     assert b"_sessiond_completion" in script.stdout
 
 
-def test_resume_finds_a_session_that_has_no_file_until_the_next_drain(daemon_factory):
+def test_resume_and_fork_find_what_is_not_written_until_the_next_drain(daemon_factory):
     """Acknowledged as `queued` with a long coalescing window: the file does not
-    exist yet when resume starts; resume flushes first, then looks for it."""
+    exist yet (or lacks the last entry) when the command starts; resume and fork
+    flush the session first, then look for it."""
     from sessiond.protocol.wire import messages as m
     from tests.helpers import line, user
 
@@ -249,4 +250,7 @@ def test_resume_finds_a_session_that_has_no_file_until_the_next_drain(daemon_fac
         c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=[line(user("hello", "u1"))]))  # queued
         assert not main_path(d.root, cwd, sid).exists()
         out = json.loads(d.cli("resume", sid, "--cwd", cwd, "--json").stdout)
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=[line(user("more", "u2", parentUuid="u1"))]))
+        forked = json.loads(d.cli("fork", sid, "--cwd", cwd, "--json").stdout)  # fork flushes first too
     assert out["chain"] == ["u1"]
+    assert forked["messages"] == 2
