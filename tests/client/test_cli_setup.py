@@ -104,7 +104,7 @@ def test_a_missing_config_file_or_a_root_that_is_a_file_stop_at_once(daemon_fact
     s = d.cli("--root", str(afile), "start", check=False, timeout=30)
     assert s.returncode == 1 and s.stderr.count(b"\n") == 1
     assert f"root: {afile} is not a directory".encode() in s.stderr
-    assert not d.socket.exists() or b"not a directory" in s.stderr
+    assert not d.socket.exists()  # no daemon was left running
 
 
 @pytest.mark.parametrize("command", ["pull", "push"])
