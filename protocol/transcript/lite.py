@@ -533,6 +533,7 @@ class _Counted(msgspec.Struct):
 
 _stamp_dec = msgspec.json.Decoder(_Stamp)
 _counted_dec = msgspec.json.Decoder(_Counted)
+_counted_list_dec = msgspec.json.Decoder(list[_Counted])
 _STAMP_KEY: Final = b'"timestamp":"'
 _TURN_KEY: Final = b'"subtype":"turn_duration"'
 _CANDIDATES: Final = 8
@@ -561,22 +562,26 @@ def _newest_with(buf: bytes, start: int, end: int, key: bytes, dec: msgspec.json
     return None
 
 
+def _counted_or_none(line: bytes) -> _Counted | None:
+    try:
+        return _counted_dec.decode(line)
+    except msgspec.DecodeError:
+        return None
+
+
 def _last_entry_at(buf: bytes, start: int, end: int) -> str | None:
     e = _newest_with(buf, start, end, _STAMP_KEY, _stamp_dec, lambda e: isinstance(e.timestamp, str))
     return e.timestamp if e is not None else None
 
 
 def _message_count(buf: bytes, start: int, end: int, whole: bool) -> int | None:
-    if whole:  # the whole file is here: count (a few dozen KB at most)
-        n = 0
-        for line in buf[start:end].split(b"\n"):
-            if b'"user"' in line or b'"assistant"' in line:
-                try:
-                    e = _counted_dec.decode(line)
-                except msgspec.DecodeError:
-                    continue
-                n += e.type in MATERIALIZING_TYPES and not e.isSidechain
-        return n
+    if whole:  # the whole file is here (64 KB at most): count
+        lines = [line for line in buf[start:end].split(b"\n") if b'"user"' in line or b'"assistant"' in line]
+        try:  # one decode for all of them; a bad line sends it back to one per line
+            entries = _counted_list_dec.decode(b"[" + b",".join(lines) + b"]")
+        except msgspec.DecodeError:
+            entries = [e for e in map(_counted_or_none, lines) if e is not None]
+        return sum(e.type in MATERIALIZING_TYPES and not e.isSidechain for e in entries)
     e = _newest_with(buf, start, end, _TURN_KEY, _counted_dec,
                      lambda e: e.subtype == "turn_duration" and isinstance(e.messageCount, int))
     return e.messageCount if e is not None else None
