@@ -23,6 +23,7 @@ import msgspec
 from sessiond.protocol import __version__
 from sessiond.protocol.locations import daemon_holds_lock, default_root
 from sessiond.protocol.transcript.entries import decode_header
+from sessiond.protocol.transcript.paths import check_session_id
 from sessiond.protocol.transcript.recording import chain_messages
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable
@@ -70,7 +71,7 @@ class Session:
         reconnect_timeout: float = 10.0,
     ) -> None:
         self.client = client
-        self.id = session_id or str(uuidlib.uuid4())
+        self.id = check_session_id(session_id) if session_id else str(uuidlib.uuid4())
         self.cwd = cwd or os.getcwd()
         self.agent = agent
         self.run = run

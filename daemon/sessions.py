@@ -145,11 +145,13 @@ class Registry:
         worker thread when large (``state.loading`` is then set and requests wait
         for it with ``when_loaded``), so a big transcript never stalls the loop.
         """
-        state = self.sessions.get(session_id)
+        state = self.sessions.get(session_id)  # the canonical id, nearly always: one dict probe
         if state is None:
-            paths.check_session_id(session_id)
-            state = self._create(session_id, paths.project_dir(self.settings.root, cwd))
-        elif cwd != state.cwd:
+            session_id = paths.check_session_id(session_id)
+            state = self.sessions.get(session_id)
+            if state is None:
+                state = self._create(session_id, paths.project_dir(self.settings.root, cwd))
+        if cwd != state.cwd:
             paths.check_cwd(cwd)
         state.cwd = cwd
         return self._ready(state)
@@ -157,6 +159,7 @@ class Registry:
     def adopt(self, session_id: str, project: Path) -> SessionState:
         """The session, bound to an existing file in ``project`` (resume): a
         session whose file lives in a hash-variant dir keeps writing there."""
+        session_id = paths.check_session_id(session_id)
         state = self.sessions.get(session_id)
         if state is None:
             state = self._create(session_id, project)

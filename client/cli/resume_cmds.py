@@ -39,13 +39,14 @@ def _where(cwd: str | None) -> str:
 def locate(obj: Context, target: str, cwd: str | None):
     """(path, location or None) for an id or a path."""
     from sessiond.protocol.transcript import lookup
-    from sessiond.protocol.transcript.paths import is_session_id
+    from sessiond.protocol.transcript.paths import check_session_id, is_session_id
 
     if not is_session_id(target) or os.sep in target or target.endswith(".jsonl"):
         path = Path(target)
         if not path.is_file():
             raise not_found(f"no transcript file {target}")
         return path.absolute(), None
+    target = check_session_id(target)  # one canonical form: upper case or braces find the same file
     root = obj.root or default_root()
     loc = lookup.find_session(root, target, _where(cwd))
     if loc is None:
@@ -89,8 +90,7 @@ def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool) -> Non
     """Resume a session: show it and make the daemon adopt its file."""
     from sessiond.protocol.transcript.paths import check_session_id
 
-    check_session_id(session_id)
-    _resume(obj, session_id, cwd, as_json)
+    _resume(obj, check_session_id(session_id), cwd, as_json)
 
 
 @cli.command("continue")

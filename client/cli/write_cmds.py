@@ -82,7 +82,7 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
     from sessiond.protocol.transcript.paths import check_cwd, check_session_id
 
     check_cwd(cwd)
-    check_session_id(session)
+    session = check_session_id(session)
     lines = EntryReader(source)
     accepted = duplicates = 0
     client = obj.client()
@@ -140,7 +140,7 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
     from ..session import Session
 
     check_cwd(cwd)
-    check_session_id(session)
+    session = check_session_id(session)
     lines = EntryReader(source)
     with obj.client() as client:
         s = Session(client, session, cwd, agent=agent, durability=durability)  # type: ignore[arg-type]
