@@ -25,6 +25,7 @@ from sessiond.protocol.locations import daemon_holds_lock, default_root
 from sessiond.protocol.transcript.entries import decode_header
 from sessiond.protocol.transcript.paths import check_session_id
 from sessiond.protocol.transcript.recording import chain_messages
+from sessiond.protocol.transcript.reencode import encode_entry
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable
 
@@ -90,7 +91,7 @@ class Session:
     # ------------------------------------------------------------------- writing
 
     def encode(self, message: dict[str, Any]) -> bytes:
-        return _json.encode(stamp(message, session_id=self.id, cwd=self.cwd, agent=self.agent, version=self.version))
+        return encode_entry(stamp(message, session_id=self.id, cwd=self.cwd, agent=self.agent, version=self.version))
 
     def record(self, messages: list[dict[str, Any]], durability: m.Durability | None = None) -> str | None:
         """Record the new tail of the conversation; returns the chain's last uuid."""

@@ -22,7 +22,7 @@ import msgspec
 
 from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import SessiondError, not_found
+from sessiond.protocol.wire.errors import SessiondError, bad_request, not_found
 
 from . import Context, cli
 from .transcript_view import render
@@ -44,6 +44,10 @@ def locate(obj: Context, target: str, cwd: str | None):
     if not is_session_id(target) or os.sep in target or target.endswith(".jsonl"):
         path = Path(target)
         if not path.is_file():
+            if path.exists():
+                from sessiond.protocol.transcript.regular import describe
+
+                raise bad_request(f"{target} is not a regular file ({describe(path.stat().st_mode)})")
             raise not_found(f"no transcript file {target}")
         return path.absolute(), None
     target = check_session_id(target)  # one canonical form: upper case or braces find the same file
@@ -142,7 +146,9 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
     for e in entries:
         e["sessionId"] = new_id
     session_cwd = (loc.cwd if loc is not None and loc.cwd else None) or entries[0].get("cwd") or _where(cwd)
-    lines = [msgspec.json.encode(e) for e in entries]
+    from sessiond.protocol.transcript.reencode import encode_entry
+
+    lines = [encode_entry(e) for e in entries]
     with obj.client() as client:
         for i in range(0, len(lines), 256):
             client.call(m.Append(id=client.next_id(), session=new_id, cwd=session_cwd, entries=lines[i : i + 256], durability="written"))
@@ -158,6 +164,7 @@ def fork_entries(path: Path, chain: list[str]) -> list[dict]:
     keeps), relinked one after the other so the fork resumes to the same chain."""
     from sessiond.protocol.transcript.entries import try_header
     from sessiond.protocol.transcript.jsonl import iter_lines
+    from sessiond.protocol.transcript.reencode import decode_entry
 
     wanted = set(chain)
     raw: dict[str, bytes] = {}
@@ -170,7 +177,7 @@ def fork_entries(path: Path, chain: list[str]) -> list[dict]:
     for uid in chain:
         if uid not in raw:
             continue
-        e = msgspec.json.decode(raw[uid])
+        e = decode_entry(raw[uid])  # lone surrogates and out-of-range numbers kept as written
         e.pop("logicalParentUuid", None)
         e = {"parentUuid": parent, **{k: v for k, v in e.items() if k != "parentUuid"}}
         out.append(e)
@@ -193,8 +200,10 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
     so it follows any writer, the daemon or not."""
     import time
 
+    from sessiond.protocol.transcript.regular import open_regular
+
     path, _ = locate(obj, target, cwd)
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:
         data = f.read()
         whole = data[: data.rfind(b"\n") + 1]
         offset = len(whole)
@@ -228,12 +237,11 @@ def _print_entry(line: bytes, as_json: bool) -> None:
     if as_json:
         click.echo(line.decode("utf-8", "replace"))
         return
-    try:
-        e = msgspec.json.decode(line)
-    except msgspec.DecodeError:
+    from sessiond.protocol.transcript.entries import decode_object
+
+    e = decode_object(line)  # a lone surrogate reads as U+FFFD, as everywhere
+    if e is None:
         click.echo("?? (unreadable line)")
-        return
-    if not isinstance(e, dict):
         return
     kind = e.get("type", "?")
     when = (e.get("timestamp") or "")[11:19].ljust(8)

@@ -136,6 +136,7 @@ def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped
 def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str | None, durability: str, as_json: bool, source: IO[bytes]) -> None:
     """Record messages (one JSON object per line), chaining their parents (SPEC 3.1)."""
     from sessiond.protocol.transcript.paths import check_cwd, check_session_id
+    from sessiond.protocol.transcript.reencode import decode_entry
 
     from ..session import Session
 
@@ -146,7 +147,7 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
         s = Session(client, session, cwd, agent=agent, durability=durability)  # type: ignore[arg-type]
         s.hint = parent
         for batch in _batches(iter(lines)):
-            s.record([msgspec.json.decode(line) for line in batch])
+            s.record([decode_entry(line) for line in batch])
         s.close()
     if as_json:
         click.echo(msgspec.json.encode({"session": session, "recorded": s.accepted, "duplicates": s.duplicates, "last": s.hint, "skipped": lines.skipped}))

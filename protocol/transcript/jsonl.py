@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from .entries import REAPPENDED_SET, try_header, is_chain_participant
+from .regular import open_regular
 
 CHUNK = 1 << 20
 
@@ -26,7 +27,7 @@ def iter_line_views(path: Path | str, chunk: int = CHUNK) -> Iterator[memoryview
     """
     buf = bytearray(chunk)
     view = memoryview(buf)
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_regular(path)
     try:
         start = end = 0
         while True:
