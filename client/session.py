@@ -27,8 +27,9 @@ from sessiond.protocol.transcript.paths import check_session_id
 from sessiond.protocol.transcript.recording import chain_messages
 from sessiond.protocol.transcript.reencode import encode_entry
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable
+from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
 
+from .batching import request_overhead, split
 from .connection import Client
 from .envelope import stamp
 from .fallback import FallbackResult, direct_append
@@ -156,13 +157,21 @@ class Session:
                         agent=self.agent, run=self.run, resend=resend)
 
     def _send(self, is_record: bool, lines: list[bytes], durability: m.Durability | None) -> m.Appended | None:
-        batch = _Batch(is_record, lines, durability)
-        self._unsent.append(batch)
+        """Queue ``lines`` as one request, or several when one frame cannot hold
+        them all; an entry no frame can hold raises ``EntryTooLarge`` and
+        nothing of the call is queued."""
+        overhead = request_overhead(self._request(_Batch(is_record, [], durability), None, False))
+        batches = [_Batch(is_record, part, durability) for part in split(lines, overhead, self.client.max_frame_bytes)]
+        self._unsent += batches
         try:
             self._deliver(lambda: None)
         except DaemonUnavailable:
             return None  # kept in _unsent: resent by the next call, or written by close()
-        return batch.response
+        if len(batches) == 1:
+            return batches[0].response
+        responses = [b.response for b in batches if b.response is not None]
+        return m.Appended(id=responses[-1].id, accepted=sum(r.accepted for r in responses),
+                          duplicates=sum(r.duplicates for r in responses), last=responses[-1].last)
 
     def _deliver(self, then: Callable[[], Any]) -> Any:
         """Send what is unsent (after a reconnect: resend what is unconfirmed
@@ -239,9 +248,10 @@ class Session:
 
     def _fallback(self) -> FallbackResult:
         pending = self._unconfirmed + self._unsent
+        count = sum(len(b.lines) for b in pending)
         if daemon_holds_lock(self.client.socket_path):
-            count = sum(len(b.lines) for b in pending)
-            log.warning("sessiond is alive but did not answer; %d entries of session %s not delivered", count, self.id)
+            log.error("sessiond is alive but did not answer within the timeout: %d entries of session %s NOT DELIVERED "
+                      "(writing beside a stalled daemon could reorder its file)", count, self.id)
             return FallbackResult(undelivered=count)
         lines: list[bytes] = []
         parent = None
@@ -256,7 +266,12 @@ class Session:
         self._unsent.clear()
         self._unconfirmed.clear()
         root = self.client.root or default_root()
-        return direct_append(root, self.cwd, self.id, lines, agent=self.agent, run=self.run, resend=True)
+        try:
+            return direct_append(root, self.cwd, self.id, lines, agent=self.agent, run=self.run, resend=True)
+        except (OSError, SessiondError) as exc:
+            log.error("sessiond is unreachable and writing directly failed (%s): %d entries of session %s NOT DELIVERED",
+                      exc, count, self.id)
+            return FallbackResult(undelivered=count)
 
     def __enter__(self) -> Session:
         return self

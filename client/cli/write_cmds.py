@@ -10,28 +10,47 @@ import msgspec
 
 from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
+from sessiond.protocol.wire.errors import DaemonUnavailable, EntryTooLarge, SessiondError
 
 from . import Context, cli
 
 BATCH_ENTRIES = 256
 BATCH_BYTES = 4 * 1024 * 1024
+ENVELOPE_ROOM = 1024
+"""What ``record``'s envelope (ids, timestamps, version, git branch) adds to a message, cwd aside."""
 
 
 class EntryReader:
     """Non-blank lines of the input that are single JSON objects; any other line
-    is reported on stderr with its number, counted in ``skipped`` and left out."""
+    is reported on stderr with its number, counted in ``skipped`` and left out.
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    With a frame budget (``overhead`` and ``cap``), a line too large for any
+    frame the daemon accepts is reported too, counted in ``too_large`` and left
+    out: it is never sent, so it can never loop through reconnects and resends.
+    """
+
+    def __init__(self, stream: IO[bytes], overhead: int = 0, cap: int | None = None) -> None:
         self.stream = stream
         self.skipped = 0
+        self.too_large = 0
+        self.overhead = overhead
+        self.cap = cap
 
     def __iter__(self) -> Iterator[bytes]:
         from sessiond.protocol.transcript.entries import decode_header
 
+        from ..batching import check_entry
+
         for number, raw in enumerate(self.stream, 1):
             line = raw.rstrip(b"\r\n")
             if not line.strip():
+                continue
+            try:
+                if self.cap is not None:
+                    check_entry(len(line), self.overhead, self.cap)
+            except EntryTooLarge as exc:
+                click.echo(f"sessiond: line {number}: {exc}", err=True)
+                self.too_large += 1
                 continue
             try:
                 decode_header(line)
@@ -41,14 +60,26 @@ class EntryReader:
                 continue
             yield line
 
+    def fail_if_too_large(self) -> None:
+        if self.too_large:
+            raise EntryTooLarge(f"{self.too_large} entr{'y' if self.too_large == 1 else 'ies'} over the frame cap not stored (see above)")
 
-def _batches(lines: Iterator[bytes]) -> Iterator[list[bytes]]:
+
+def _batches(lines: Iterator[bytes], max_bytes: int = BATCH_BYTES) -> Iterator[list[bytes]]:
+    """Runs of lines of at most ``BATCH_ENTRIES`` entries and ``max_bytes`` bytes
+    (entry headers counted), so each request fits in one frame."""
+    from ..batching import ENTRY_OVERHEAD
+
     batch: list[bytes] = []
     size = 0
     for line in lines:
+        cost = len(line) + ENTRY_OVERHEAD
+        if batch and size + cost > max_bytes:
+            yield batch
+            batch, size = [], 0
         batch.append(line)
-        size += len(line)
-        if len(batch) >= BATCH_ENTRIES or size >= BATCH_BYTES:
+        size += cost
+        if len(batch) >= BATCH_ENTRIES or size >= max_bytes:
             yield batch
             batch, size = [], 0
     if batch:
@@ -83,7 +114,6 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
 
     check_cwd(cwd)
     session = check_session_id(session)
-    lines = EntryReader(source)
     accepted = duplicates = 0
     client = obj.client()
     try:
@@ -95,14 +125,20 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
             raise
         from ..fallback import direct_append
 
+        lines = EntryReader(source)  # no frames: no cap
         res = direct_append(obj.root or default_root(), cwd, session, list(lines), agent=agent, run=run)
         click.echo(f"sessiond: {exc}; wrote directly to the files", err=True)
         _report(as_json, session, res.written, res.duplicates, lines.skipped, direct=True, dropped=res.dropped)
         return
+    from ..batching import request_overhead
+
+    overhead = request_overhead(m.Append(id=0, session=session, cwd=cwd, entries=[], durability=durability, agent=agent, run=run))  # type: ignore[arg-type]
+    cap = client.max_frame_bytes
+    lines = EntryReader(source, overhead, cap)
     with client:
         reqs = (
             m.Append(id=client.next_id(), session=session, cwd=cwd, entries=batch, durability=durability, agent=agent, run=run)  # type: ignore[arg-type]
-            for batch in _batches(iter(lines))
+            for batch in _batches(iter(lines), min(BATCH_BYTES, cap - overhead))
         )
         for resp in client.pipeline(reqs, window=16):
             if isinstance(resp, m.Error):
@@ -112,6 +148,7 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
             duplicates += resp.duplicates
         client.call(m.Close(id=client.next_id(), session=session))
     _report(as_json, session, accepted, duplicates, lines.skipped)
+    lines.fail_if_too_large()
 
 
 def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped: int, *, direct: bool = False, dropped: int = 0) -> None:
@@ -142,13 +179,22 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
 
     check_cwd(cwd)
     session = check_session_id(session)
-    lines = EntryReader(source)
+    from ..batching import request_overhead
+
     with obj.client() as client:
-        s = Session(client, session, cwd, agent=agent, durability=durability)  # type: ignore[arg-type]
+        s = Session(client, session, cwd, agent=agent, durability=durability,  # type: ignore[arg-type]
+                    reconnect_timeout=min(10.0, client.timeout))
         s.hint = parent
-        for batch in _batches(iter(lines)):
+        overhead = request_overhead(m.Record(id=0, session=session, cwd=cwd, messages=[], agent=agent))
+        cap = client.max_frame_bytes
+        lines = EntryReader(source, overhead + ENVELOPE_ROOM + len(cwd), cap)  # the envelope stamped on each message
+        for batch in _batches(iter(lines), min(BATCH_BYTES, cap - overhead)):
             s.record([decode_entry(line) for line in batch])
-        s.close()
+        result = s.close(timeout=min(5.0, client.timeout))
+    if result is not None and result.undelivered:
+        raise SessiondError(f"{result.undelivered} entries of session {session} were not delivered: "
+                            "the daemon did not answer and writing beside it is unsafe")
+    lines.fail_if_too_large()
     if as_json:
         click.echo(msgspec.json.encode({"session": session, "recorded": s.accepted, "duplicates": s.duplicates, "last": s.hint, "skipped": lines.skipped}))
     else:

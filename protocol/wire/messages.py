@@ -147,6 +147,9 @@ class Welcome(_Message):
     protocol_version: int
     daemon_version: str
     pid: int
+    max_frame_bytes: int = 0
+    """The daemon's frame cap, so a client splits batches and refuses an entry
+    that cannot fit; 0 (an older daemon): the default cap."""
 
 
 class Opened(_Message):
