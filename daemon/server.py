@@ -65,6 +65,7 @@ class Daemon:
 
             self.mirror = Mirror(settings.mirror, settings.root, loop, state_file=settings.root / STATE_FILE)
             self.writer.observers.append(self.mirror.observe)
+        self.registry.spool.replay(self.registry)  # before the first request: a resend must meet what was held
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False

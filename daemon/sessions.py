@@ -29,13 +29,15 @@ from sessiond.protocol.transcript.entries import (
     TRANSCRIPT_TYPES,
     EntryHeader,
     is_compact_boundary,
+    try_header,
 )
 from sessiond.protocol.transcript.appendfile import RESEND_WINDOW, tail_lines
 from sessiond.protocol.transcript.lite import LITE_WINDOW
-from sessiond.protocol.transcript.jsonl import SessionScan, scan_session, scan_uuids
+from sessiond.protocol.transcript.jsonl import SessionScan, head_lines, scan_session, scan_uuids
 from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, too_large
 
 from .config import Settings
+from .spool import Spool
 from .writer import FileQueue, Writer
 
 log = logging.getLogger("sessiond")
@@ -101,7 +103,8 @@ class SessionState:
 
     @property
     def idle(self) -> bool:
-        return not self.clients and self.loading is None and all(t.queue.idle for t in self.targets())
+        return (not self.clients and self.loading is None and not self.pending
+                and all(t.queue.idle for t in self.targets()))
 
 
 def recent_lines(queue: FileQueue, pending: list[bytes] | tuple = (), window: int = RESEND_WINDOW) -> set[bytes]:
@@ -133,6 +136,7 @@ class Registry:
         self.settings = settings
         self.writer = writer
         self.sessions: dict[str, SessionState] = {}
+        self.spool = Spool(settings.root, writer)
         self.loads_in_flight = 0
         self._after_loads: list[Callable[[], None]] = []
 
@@ -179,6 +183,46 @@ class Registry:
             raise state.load_error
         state.last_active = time.monotonic()
         return state
+
+    def restore_held(self, session_id: str, project: Path, cwd: str, lines: list[bytes]) -> None:
+        """Hold again the entries a previous daemon spooled for a session (see
+        spool.py): pending again when the session still has no transcript;
+        otherwise the lines its transcript lacks are appended (a crash between
+        materializing and deleting the spool), nothing twice."""
+        paths.check_inside(self.settings.root, paths.session_file(project, session_id))
+        state = self.sessions.get(session_id) or self._create(session_id, project)
+        state.cwd = cwd
+        if state.loading is not None:  # a big transcript: reconcile once it is scanned
+            state.loading.append(partial(self._restore_into, state, lines))
+            return
+        if state.load_error is not None:
+            del self.sessions[state.id]
+            raise state.load_error
+        self._restore_into(state, lines)
+
+    def _restore_into(self, state: SessionState, lines: list[bytes]) -> None:
+        batch = [(h, line) for line in lines if (h := try_header(line)) is not None]
+        if not state.materialized:
+            for header, line in batch:
+                if header.uuid is not None:
+                    (state.side_uuids if header.isSidechain else state.main.uuids).add(header.uuid)
+                if header.type in REAPPENDED_SET:
+                    state.metadata[header.type] = line
+                state.pending.append(line)
+                state.pending_bytes += len(line)
+            self.spool.adopt(state, state.pending_bytes)
+            return
+        present = head_lines(state.path, sum(map(len, lines)) + RESEND_WINDOW)
+        missing = [line for header, line in batch
+                   if (header.uuid not in state.main.uuids if header.uuid is not None else line not in present)]
+        for header, line in batch:
+            if header.uuid is not None:
+                state.main.uuids.add(header.uuid)
+        self.spool.adopt(state, 0)
+        if missing:
+            log.warning("session %s: %d held entries missing from its transcript appended", state.id, len(missing))
+            self.writer.enqueue(state.main.queue, missing)
+        self.spool.release(state, state.main.queue)
 
     def reappend_metadata(self, state: SessionState) -> int:
         """After a resume adopts a file: re-append the current metadata at EOF
@@ -337,6 +381,8 @@ class Registry:
         main = state.main
         per_target: dict[int, tuple[Target, list[bytes]]] = {}
         main_lines: list[bytes] = []
+        held: list[bytes] = []  # entries held for a session with no file yet: spooled (spool.py)
+        materialized = False
         accepted = duplicates = 0
         # The loop runs once per entry of every append: locals, no helper calls
         # on the common path (a main-transcript entry with a uuid).
@@ -375,6 +421,8 @@ class Registry:
                 main_lines.append(line)
             elif kind in MATERIALIZING_TYPES:
                 state.materialized = True
+                materialized = True
+                held = []  # this batch's held entries go straight into the new file with it
                 main_lines.extend(state.pending)
                 main_lines.append(line)
                 state.pending = []
@@ -382,11 +430,16 @@ class Registry:
             else:
                 state.pending.append(line)
                 state.pending_bytes += len(line)
+                held.append(line)
         out.accepted = accepted
         out.duplicates = duplicates
+        if held:
+            out.queues.append(self.spool.hold(state, held))
         if main_lines:
             self.writer.enqueue(state.main.queue, main_lines)
             out.queues.append(state.main.queue)
+            if materialized:
+                self.spool.release(state, state.main.queue)
         for target, lines in per_target.values():
             self.writer.enqueue(target.queue, lines)
             out.queues.append(target.queue)
@@ -426,6 +479,7 @@ class Registry:
             # of the discarded entries, so a later resend of them is not taken
             # for a duplicate and a discarded title is never re-appended.
             log.info("session %s closed without a message: %d pending entries, no file", state.id, len(state.pending))
+            self.spool.release(state, None)
             state.pending = []
             state.pending_bytes = 0
             state.metadata.clear()

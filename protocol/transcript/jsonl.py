@@ -108,3 +108,16 @@ def scan_uuids(path: Path | str) -> set[str]:
         if header is not None and header.uuid is not None:
             out.add(header.uuid)
     return out
+
+
+def head_lines(path: Path | str, window: int) -> set[bytes]:
+    """The whole lines within the first ``window`` bytes of a file."""
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        return set()
+    try:
+        data = os.pread(fd, window, 0)
+    finally:
+        os.close(fd)
+    return set(data[: data.rfind(b"\n") + 1].split(b"\n"))

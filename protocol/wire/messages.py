@@ -211,6 +211,8 @@ class StatusResult(_Message):
     config: dict[str, str | int | float | bool]
     mirror: dict[str, str | int | float | bool | None] | None = None
     """The remote mirror's state (servers, connected, lag), when one is configured."""
+    spooledBytes: int = 0
+    """Bytes of entries held before their session's first message, on disk in the spool."""
 
 
 class Error(_Message):
