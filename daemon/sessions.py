@@ -454,10 +454,19 @@ class Registry:
     def attach(self, state: SessionState, client: int) -> None:
         state.clients.add(client)
 
-    def detach(self, state: SessionState, client: int) -> FileQueue | None:
-        """Returns the queue holding the exit cleanup's re-append, if it made one."""
+    def detach(self, state: SessionState, client: int, dropped: bool = False) -> FileQueue | None:
+        """Returns the queue holding the exit cleanup's re-append, if it made one.
+
+        A connection that DROPPED (no Close) from a session still holding
+        entries before its first message does not discard them at once: a
+        client that timed out on a stalled daemon reconnects and carries on, and
+        it was told those entries were written. ``sweep`` discards them when no
+        client came back within ``idle_evict``."""
         state.clients.discard(client)
         if not state.clients:
+            if dropped and not state.materialized and state.pending:
+                state.last_active = time.monotonic()
+                return None
             return self.exit_cleanup(state)
         return None
 
@@ -493,6 +502,9 @@ class Registry:
         """Forget sessions nobody uses: their files are the truth and are rescanned
         on next use."""
         for sid, state in list(self.sessions.items()):
+            if (state.pending and not state.clients and not state.materialized and state.loading is None
+                    and now - state.last_active > self.settings.idle_evict):
+                self.exit_cleanup(state)  # held for a client that never came back: no message, no file
             if state.idle and now - state.last_active > self.settings.idle_evict:
                 for target in state.targets():
                     self.writer.forget(target.queue)

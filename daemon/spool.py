@@ -117,7 +117,10 @@ class Spool:
             path = spool_dir(self.root) / name
             read = read_spool(path)
             if read is None:
-                log.warning("ignoring %s: not a spool file", path)
+                if _never_written(path):  # created, then killed before its first write: nothing was acknowledged
+                    os.unlink(path)
+                else:
+                    log.warning("ignoring %s: not a spool file", path)
                 continue
             header, lines = read
             sid = name[:-6]
@@ -138,3 +141,13 @@ class Spool:
         self.sizes[state.id] = size
         self.held_bytes += size
         return q
+
+
+def _never_written(path: Path) -> bool:
+    """No whole line in the file: the header and the first entries go in one
+    write, so nothing of it was ever acknowledged as written."""
+    try:
+        with open(path, "rb") as f:
+            return b"\n" not in f.read(1 << 20)
+    except OSError:
+        return False

@@ -37,3 +37,37 @@ def test_sigkill_clients_loses_nothing_the_daemon_acknowledged(short_tmp):
     finally:
         h.close()
     assert figures["client_kills"] == 8 and figures["acked"] > 100
+
+
+@pytest.mark.timeout(240)
+def test_sigkill_around_materialization_loses_no_held_entry(short_tmp):
+    """Clients that start session after session (pre-message entries at every
+    durability, then the first message): daemon kills land before, during and
+    after materialization, and some right before a client that is resending is
+    killed too."""
+    h = Harness(short_tmp, clients=1, session_clients=3, seed=5)
+    try:
+        h.start_all()
+        h.daemon_kill_rounds(8)
+        h.resend_kill_rounds(4)
+        h.stop_workers()
+        assert h.stop_daemon() == 0
+        figures = h.verify()
+    finally:
+        h.close()
+    assert figures["sessions"] > 10 and figures["acked_held_durable"] > 10 and figures["acked_held_queued"] > 10
+    assert figures["resend_kills"] == 4
+
+
+@pytest.mark.timeout(240)
+def test_sigstop_longer_than_the_client_timeout_loses_and_doubles_nothing(short_tmp):
+    h = Harness(short_tmp, clients=2, session_clients=2, seed=3, client_timeout=1.0)
+    try:
+        h.start_all()
+        h.sigstop_rounds(3, stopped_for=1.6)
+        h.stop_workers()
+        assert h.stop_daemon() == 0
+        figures = h.verify()
+    finally:
+        h.close()
+    assert figures["daemon_stops"] == 3 and figures["acked"] > 100

@@ -2,10 +2,11 @@
 until told to stop, and logs every acknowledgement (uuid and level) to a file
 AFTER the daemon acknowledged it. Survives daemon restarts by reconnecting.
 
-    python tests/crash/worker.py SOCKET ROOT SESSION CWD ACKFILE [SIZE]
+    python tests/crash/worker.py SOCKET ROOT SESSION CWD ACKFILE [SIZE [TIMEOUT]]
 """
 
 import json
+import os
 import signal
 import sys
 import uuid
@@ -18,6 +19,7 @@ LEVELS = ("written", "queued", "durable", "queued")
 def main() -> None:
     sock, root, sid, cwd, ackfile = sys.argv[1:6]
     size = int(sys.argv[6]) if len(sys.argv) > 6 else 300
+    timeout = float(sys.argv[7]) if len(sys.argv) > 7 else 5.0
     stop = False
 
     def on_term(*_):
@@ -25,7 +27,7 @@ def main() -> None:
         stop = True
 
     signal.signal(signal.SIGTERM, on_term)
-    client = Client(sock, root=root, autostart=False, timeout=5)
+    client = Client(sock, root=root, autostart=False, timeout=timeout)
     session = Session(client, sid, cwd, reconnect_timeout=120)
     pad = "p" * size
     with open(ackfile, "a", buffering=1) as acks:
@@ -37,8 +39,8 @@ def main() -> None:
             entry = {"type": "user" if i % 2 == 0 else "assistant", "uuid": u, "sessionId": sid, "n": i,
                      "message": {"role": "user", "content": pad}}
             if i % 50 == 49:  # now and then an entry without a uuid
-                entry = {"type": "custom-title", "customTitle": f"title {i}", "sessionId": sid}
-                u = f"title {i}"
+                u = f"title {os.getpid()} {i}"  # unique: a restarted worker counts from 0 again
+                entry = {"type": "custom-title", "customTitle": u, "sessionId": sid}
             resp = session.append(entry, level)
             if resp is not None:
                 acks.write(json.dumps([u, level]) + "\n")

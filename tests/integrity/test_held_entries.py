@@ -110,3 +110,20 @@ def test_the_fallback_writes_what_a_dead_daemon_held_first(daemon_factory):
     d.start()  # nothing left to replay
     assert "replayed" not in d.log_text()
     assert read_entries(main_path(d.root, CWD, sid)) == [title, msg]
+
+
+def test_a_dropped_connection_does_not_discard_what_was_acknowledged(daemon):
+    """A client that gave up on its connection (a stalled daemon, a timeout)
+    reconnects and carries on: the entries acknowledged as written before the
+    session's first message are still held for it."""
+    sid = str(uuid.uuid4())
+    title = {"type": "custom-title", "customTitle": "said written"}
+    first = Client(daemon.socket, root=daemon.root, autostart=False, timeout=10).connect()
+    first.call(m.Append(id=first.next_id(), session=sid, cwd=CWD, entries=[line(title)], durability="written"))
+    first.close()  # dropped, no Close
+    with daemon.client() as c:
+        wait_until(lambda: c.status().clients == 1, "the daemon to see the drop")
+        s = Session(c, sid, CWD)
+        s.record([user("carry on")], durability="written")
+        s.close()
+    assert [e["type"] for e in read_entries(main_path(daemon.root, CWD, sid))][:2] == ["custom-title", "user"]
