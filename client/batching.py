@@ -11,7 +11,7 @@ stored), and one entry that cannot fit in any frame is refused at once with
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import EntryTooLarge
@@ -41,21 +41,26 @@ def check_entry(size: int, overhead: int, cap: int, what: str = "entry") -> None
         )
 
 
-def split(lines: list[bytes], overhead: int, cap: int, max_bytes: int | None = None) -> Iterator[list[bytes]]:
-    """``lines`` in order, as consecutive batches whose frames fit under ``cap``
-    (and hold at most ``max_bytes`` of entries when given). Raises
-    ``EntryTooLarge`` before yielding anything when one entry cannot fit."""
-    for line in lines:
-        check_entry(len(line), overhead, cap)
-    budget = cap - overhead if max_bytes is None else min(cap - overhead, max_bytes)
+def pack(lines: Iterable[bytes], budget: int, max_entries: int | None = None) -> Iterator[list[bytes]]:
+    """Consecutive runs of ``lines`` holding at most ``budget`` bytes of entries
+    (their msgpack headers counted) and ``max_entries`` entries; a line that is
+    alone over the budget is a run of its own (``check_entry`` refuses those)."""
     batch: list[bytes] = []
     used = 0
     for line in lines:
         cost = len(line) + ENTRY_OVERHEAD
-        if batch and used + cost > budget:
+        if batch and (used + cost > budget or (max_entries is not None and len(batch) >= max_entries)):
             yield batch
             batch, used = [], 0
         batch.append(line)
         used += cost
-    if batch or not lines:
+    if batch:
         yield batch
+
+
+def split(lines: list[bytes], overhead: int, cap: int) -> list[list[bytes]]:
+    """``lines`` in order, as batches whose frames fit under ``cap``. Raises
+    ``EntryTooLarge`` (and splits nothing) when one entry cannot fit."""
+    for line in lines:
+        check_entry(len(line), overhead, cap)
+    return list(pack(lines, cap - overhead)) or [[]]

@@ -65,27 +65,6 @@ class EntryReader:
             raise EntryTooLarge(f"{self.too_large} entr{'y' if self.too_large == 1 else 'ies'} over the frame cap not stored (see above)")
 
 
-def _batches(lines: Iterator[bytes], max_bytes: int = BATCH_BYTES) -> Iterator[list[bytes]]:
-    """Runs of lines of at most ``BATCH_ENTRIES`` entries and ``max_bytes`` bytes
-    (entry headers counted), so each request fits in one frame."""
-    from ..batching import ENTRY_OVERHEAD
-
-    batch: list[bytes] = []
-    size = 0
-    for line in lines:
-        cost = len(line) + ENTRY_OVERHEAD
-        if batch and size + cost > max_bytes:
-            yield batch
-            batch, size = [], 0
-        batch.append(line)
-        size += cost
-        if len(batch) >= BATCH_ENTRIES or size >= max_bytes:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
-
-
 def session_input(agent_help: str):
     """The options both writing commands take: which session, how durable, from where."""
 
@@ -130,7 +109,7 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
         click.echo(f"sessiond: {exc}; wrote directly to the files", err=True)
         _report(as_json, session, res.written, res.duplicates, lines.skipped, direct=True, dropped=res.dropped)
         return
-    from ..batching import request_overhead
+    from ..batching import pack, request_overhead
 
     overhead = request_overhead(m.Append(id=0, session=session, cwd=cwd, entries=[], durability=durability, agent=agent, run=run))  # type: ignore[arg-type]
     cap = client.max_frame_bytes
@@ -138,7 +117,7 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
     with client:
         reqs = (
             m.Append(id=client.next_id(), session=session, cwd=cwd, entries=batch, durability=durability, agent=agent, run=run)  # type: ignore[arg-type]
-            for batch in _batches(iter(lines), min(BATCH_BYTES, cap - overhead))
+            for batch in pack(lines, min(BATCH_BYTES, cap - overhead), BATCH_ENTRIES)
         )
         for resp in client.pipeline(reqs, window=16):
             if isinstance(resp, m.Error):
@@ -179,7 +158,7 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
 
     check_cwd(cwd)
     session = check_session_id(session)
-    from ..batching import request_overhead
+    from ..batching import pack, request_overhead
 
     with obj.client() as client:
         s = Session(client, session, cwd, agent=agent, durability=durability,  # type: ignore[arg-type]
@@ -188,7 +167,7 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
         overhead = request_overhead(m.Record(id=0, session=session, cwd=cwd, messages=[], agent=agent))
         cap = client.max_frame_bytes
         lines = EntryReader(source, overhead + ENVELOPE_ROOM + len(cwd), cap)  # the envelope stamped on each message
-        for batch in _batches(iter(lines), min(BATCH_BYTES, cap - overhead)):
+        for batch in pack(lines, min(BATCH_BYTES, cap - overhead), BATCH_ENTRIES):
             s.record([decode_entry(line) for line in batch])
         result = s.close(timeout=min(5.0, client.timeout))
     if result is not None and result.undelivered:

@@ -65,3 +65,20 @@ def test_session_splits_a_batch_over_the_cap_and_refuses_an_entry_that_cannot_fi
     assert len(stored) == 6
     assert [e["parentUuid"] for e in stored[1:]] == [e["uuid"] for e in stored[:-1]]  # one chain across the frames
     assert "exceeds" not in small_cap.log_text()
+
+
+@pytest.mark.anyio
+async def test_async_client_splits_and_refuses_the_same_way(small_cap):
+    from sessiond.client import AsyncClient
+    from sessiond.protocol.wire.errors import EntryTooLarge
+
+    sid = str(uuid.uuid4())
+    entries = [user("e" * (CAP // 3)) for _ in range(5)]
+    async with AsyncClient(small_cap.socket, root=small_cap.root, autostart=False) as c:
+        assert c.max_frame_bytes == CAP
+        r = await c.append(sid, CWD, entries, durability="written")
+        assert r.accepted == 5
+        with pytest.raises(EntryTooLarge):
+            await c.append(sid, CWD, [user("z" * CAP)])
+        await c.close_session(sid)
+    assert [e["uuid"] for e in read_entries(main_path(small_cap.root, CWD, sid))] == [e["uuid"] for e in entries]
