@@ -9,9 +9,10 @@ sent before the session's first message).
 """
 
 import json
-import signal
 import sys
 import uuid
+
+from worker import stop_requested  # this script's directory is on sys.path
 
 from sessiond.client import Client, Session
 
@@ -21,18 +22,12 @@ LEVELS = ("queued", "written", "durable")
 def main() -> None:
     sock, root, cwd, ackfile = sys.argv[1:5]
     timeout = float(sys.argv[5]) if len(sys.argv) > 5 else 5.0
-    stop = False
-
-    def on_term(*_):
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_term)
+    stopping = stop_requested()
     client = Client(sock, root=root, autostart=False, timeout=timeout)
     with open(ackfile, "a", buffering=1) as acks:
         print("ready", flush=True)
         n = 0
-        while not stop:
+        while not stopping():
             sid = str(uuid.uuid4())
             s = Session(client, sid, cwd, reconnect_timeout=120)
 
