@@ -53,8 +53,6 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any, Final, Literal
 
-import msgspec
-
 from .entries import TRANSCRIPT_TYPES, decode_object
 from .chainentry import Entry
 

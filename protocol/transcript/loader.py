@@ -41,7 +41,7 @@ import msgspec
 
 from .appendfile import settled_size, whole_lines_end
 from .blocks import Block, Lines, kept_blocks, map_file, mapped_blocks, pread_all, reused_blocks
-from .chainentry import SKIPPED, Entry, decode_block, decoder, parse_line
+from .chainentry import SKIPPED, Entry, decode_block, parse_line
 from .entries import COMPACT_BOUNDARY, TRANSCRIPT_TYPES
 from .jsonl import CHUNK
 from .regular import open_regular

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import msgspec
-
 from .entries import REAPPENDED_SET, decode_object
 
 METADATA_KINDS: Final = REAPPENDED_SET | {"summary", "ai-title"}

@@ -3,8 +3,9 @@ other: ``written``/``durable`` mean in (synced to) the session's spool file, a
 daemon SIGKILL loses none of them, the session's transcript gets them first and
 the spool goes away; a session that never materializes leaves no transcript."""
 
-import json
 import uuid
+
+import pytest
 
 from sessiond.client import Client, Session
 from sessiond.protocol.transcript.spoolfile import header_line, spool_dir, spool_path
@@ -127,3 +128,19 @@ def test_a_dropped_connection_does_not_discard_what_was_acknowledged(daemon):
         s.record([user("carry on")], durability="written")
         s.close()
     assert [e["type"] for e in read_entries(main_path(daemon.root, CWD, sid))][:2] == ["custom-title", "user"]
+
+
+@pytest.mark.timeout(120)
+def test_held_entries_of_a_client_that_never_comes_back_are_discarded(daemon):
+    """The grace after a dropped connection is bounded (``idle_evict``, 30 s, seen by
+    the 10 s sweep): then the session ends without a message, no transcript, no spool."""
+    sid = str(uuid.uuid4())
+    c = Client(daemon.socket, root=daemon.root, autostart=False, timeout=10).connect()
+    c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
+                    entries=[line({"type": "custom-title", "customTitle": "abandoned"})]))
+    c.close()  # dropped, and never back
+    wait_until(lambda: not spool_path(daemon.root, sid).exists(), "the abandoned spool to go", timeout=90, every=0.5)
+    with daemon.client() as other:
+        assert other.status().pendingEntries == 0
+        other.call(m.Record(id=other.next_id(), session=sid, cwd=CWD, messages=[line(user("later"))], durability="written"))
+    assert [e["type"] for e in read_entries(main_path(daemon.root, CWD, sid))] == ["user"]

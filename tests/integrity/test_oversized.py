@@ -2,7 +2,6 @@
 its size and the cap (non-zero exit), and never enters the resend loop; a batch
 over the cap is split across frames so every entry that fits is stored."""
 
-import json
 import uuid
 
 import pytest
