@@ -501,6 +501,7 @@ class Registry:
     def sweep(self, now: float) -> None:
         """Forget sessions nobody uses: their files are the truth and are rescanned
         on next use."""
+        self.spool.sweep()
         for sid, state in list(self.sessions.items()):
             if (state.pending and not state.clients and not state.materialized and state.loading is None
                     and now - state.last_active > self.settings.idle_evict):

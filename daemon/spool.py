@@ -51,6 +51,8 @@ class Spool:
         self.sizes: dict[str, int] = {}
         self.held_bytes = 0
         """Bytes spooled for sessions that have not materialized (the budget hook)."""
+        self._lingering: list[FileQueue] = []
+        """Queues of deleted spool files still busy (a sync in flight): dropped by ``sweep``."""
 
     def queue_of(self, session_id: str) -> FileQueue | None:
         return self.queues.get(session_id)
@@ -63,6 +65,8 @@ class Spool:
             path = spool_path(self.root, state.id)
             ensure_dir(path.parent)
             q = self.queues[state.id] = self.writer.queue(path)
+            if q in self._lingering:  # the session's previous spool file, still busy: in use again
+                self._lingering.remove(q)
             q.observed = False  # not a transcript: no catalog, mirror or index sees it
             self.writer.enqueue(q, [header_line(self.root, state.project, state.cwd or "/")])
         size = sum(map(len, lines))
@@ -95,6 +99,8 @@ class Spool:
             except OSError as exc:
                 log.warning("cannot delete the spool of session %s: %s", state.id, exc.strerror or exc)
             self.writer.forget(q)
+            if self.writer.queues.get(q.path) is q:
+                self._lingering.append(q)
 
         if transcript is None:
             self.writer.when_written(q, delete)
@@ -102,6 +108,12 @@ class Spool:
         both = after_all(2, delete)
         self.writer.when_written(q, both)
         self.writer.when_durable(transcript, both)
+
+    def sweep(self) -> None:
+        """Close the queues of deleted spool files that were still busy."""
+        for q in self._lingering:
+            self.writer.forget(q)
+        self._lingering = [q for q in self._lingering if self.writer.queues.get(q.path) is q]
 
     def replay(self, registry: Registry) -> int:
         """Hold again what a previous daemon spooled (called before serving);
