@@ -182,8 +182,10 @@ def decode_object(line: bytes | memoryview) -> dict | None:
         obj = msgspec.json.decode(line)
     except msgspec.DecodeError:
         masked = mask_lone_surrogates(line)
+        if masked is not None:
+            return decode_object(masked)
         try:
-            obj = loads_exact(line if masked is None else masked)
+            obj = loads_exact(line)
         except (ValueError, RecursionError):
             return None
     except RecursionError:

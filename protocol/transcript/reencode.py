@@ -29,10 +29,20 @@ def _raw_number(text: str) -> msgspec.Raw:
     return msgspec.Raw(text.encode())
 
 
+def _int(text: str) -> int | msgspec.Raw:
+    """An int msgspec can encode stays an int (readers type-check counts); a bigger
+    one keeps its digits."""
+    if len(text) < 19:
+        return int(text)
+    value = int(text) if len(text) < 4000 else None
+    return value if value is not None and -(2**63) <= value < 2**64 else _raw_number(text)
+
+
 def loads_exact(data: bytes | memoryview) -> Any:
-    """The standard library's reading of ``data``, every number kept as its text
-    (so ``1e400`` is written back as ``1e400``). Raises ValueError or RecursionError."""
-    return json.loads(bytes(data), parse_float=_raw_number, parse_int=_raw_number, parse_constant=_refuse)
+    """The standard library's reading of ``data``, every non-integer number kept as
+    its text (so ``1e400`` is written back as ``1e400``), as are integers msgspec
+    cannot hold. Raises ValueError or RecursionError."""
+    return json.loads(bytes(data), parse_float=_raw_number, parse_int=_int, parse_constant=_refuse)
 
 
 def decode_entry(raw: bytes | memoryview) -> dict[str, Any]:

@@ -7,7 +7,10 @@ import json
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from sessiond.protocol.transcript.entries import decode_header, decode_object, mask_lone_surrogates
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import RemoteError
 from tests.helpers import main_path
@@ -100,3 +103,21 @@ def test_a_reader_skips_a_too_deep_line_without_a_traceback(daemon):
     for args in (["check", str(path)], ["show", str(path)], ["tail", str(path)], ["list", "--cwd", CWD]):
         res = daemon.cli("--no-autostart", *args, check=False, env={"SESSIOND_SOCKET": "/nonexistent/s"})
         assert b"Traceback" not in res.stderr, args
+
+
+SURROGATE_TEXT = st.lists(
+    st.one_of(st.characters(codec="utf-8"), st.sampled_from(["\ud83d", "\ude00", "\udbff", "\\", '"', "\\ud83d"])),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(SURROGATE_TEXT)
+def test_any_string_json_stringify_writes_is_read_with_u_fffd_for_lone_halves(text):
+    """json.dumps (ensure_ascii) escapes like JSON.stringify: lone halves as \\uXXXX."""
+    raw = json.dumps({"type": "user", "uuid": "u", "message": {"content": text}}, separators=(",", ":")).encode()
+    assert decode_header(raw).uuid == "u"
+    expected = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # pairs joined, halves U+FFFD
+    assert decode_object(raw)["message"]["content"] == expected
+    masked = mask_lone_surrogates(raw)
+    assert masked is None or len(masked) == len(raw)
