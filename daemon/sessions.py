@@ -377,6 +377,8 @@ class Registry:
                     f"session {state.id} has no message yet and its pending buffer would exceed "
                     f"{self.settings.max_pending_bytes} bytes"
                 )
+            if extra and not any(h.type in MATERIALIZING_TYPES for h, _ in batch) and state.main in targets:
+                self.spool.prepare(state)  # entries will be held: their spool file first, or refuse it all
         out = Routed()
         main = state.main
         per_target: dict[int, tuple[Target, list[bytes]]] = {}

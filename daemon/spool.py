@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessiond.protocol.transcript.appendfile import ensure_dir
-from sessiond.protocol.transcript.paths import is_session_id
+from sessiond.protocol.transcript.paths import check_inside, is_session_id
 from sessiond.protocol.transcript.spoolfile import header_line, read_spool, spool_dir, spool_path
-from sessiond.protocol.wire.errors import SessiondError
+from sessiond.protocol.wire.errors import SessiondError, io_error
 
 from .handlers.completion import after_all
 from .writer import FileQueue, Writer
@@ -57,18 +57,30 @@ class Spool:
     def queue_of(self, session_id: str) -> FileQueue | None:
         return self.queues.get(session_id)
 
+    def prepare(self, state: SessionState) -> FileQueue:
+        """The session's spool queue, made (and its directory) before a batch is
+        accepted, so a refusal (a planted symlink, a directory that cannot be
+        made) changes nothing."""
+        q = self.queues.get(state.id)
+        if q is not None:
+            return q
+        path = spool_path(self.root, state.id)
+        try:
+            ensure_dir(path.parent)
+        except OSError as exc:
+            raise io_error(f"cannot make the spool directory: {exc.strerror or exc}") from None
+        check_inside(self.root, path)  # a planted symlink never sends held entries outside the root
+        q = self.queues[state.id] = self.writer.queue(path)
+        if q in self._lingering:  # the session's previous spool file, still busy: in use again
+            self._lingering.remove(q)
+        q.observed = False  # not a transcript: no catalog, mirror or index sees it
+        self.writer.enqueue(q, [header_line(self.root, state.project, state.cwd or "/")])
+        return q
+
     def hold(self, state: SessionState, lines: list[bytes]) -> FileQueue:
         """Append held ``lines`` of ``state`` to its spool file; the queue an
         acknowledgement of them waits on."""
-        q = self.queues.get(state.id)
-        if q is None:
-            path = spool_path(self.root, state.id)
-            ensure_dir(path.parent)
-            q = self.queues[state.id] = self.writer.queue(path)
-            if q in self._lingering:  # the session's previous spool file, still busy: in use again
-                self._lingering.remove(q)
-            q.observed = False  # not a transcript: no catalog, mirror or index sees it
-            self.writer.enqueue(q, [header_line(self.root, state.project, state.cwd or "/")])
+        q = self.prepare(state)
         size = sum(map(len, lines))
         self.sizes[state.id] = self.sizes.get(state.id, 0) + size
         self.held_bytes += size

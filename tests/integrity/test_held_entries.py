@@ -144,3 +144,21 @@ def test_held_entries_of_a_client_that_never_comes_back_are_discarded(daemon):
         assert other.status().pendingEntries == 0
         other.call(m.Record(id=other.next_id(), session=sid, cwd=CWD, messages=[line(user("later"))], durability="written"))
     assert [e["type"] for e in read_entries(main_path(daemon.root, CWD, sid))] == ["user"]
+
+
+def test_a_planted_spool_symlink_is_refused_and_changes_nothing(daemon, short_tmp):
+    from sessiond.protocol.wire.errors import RemoteError
+
+    outside = short_tmp / "outside"
+    outside.mkdir()
+    daemon.root.mkdir(exist_ok=True)
+    spool_dir(daemon.root).symlink_to(outside)
+    sid = str(uuid.uuid4())
+    with daemon.client() as c:
+        with pytest.raises(RemoteError) as err:
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line({"type": "tag", "tag": "t"})]))
+        assert err.value.code == "permission_denied"
+        assert c.status().pendingEntries == 0  # all or nothing
+        c.call(m.Record(id=c.next_id(), session=sid, cwd=CWD, messages=[line(user("q"))], durability="written"))
+    assert [e["type"] for e in read_entries(main_path(daemon.root, CWD, sid))] == ["user"]
+    assert list(outside.iterdir()) == []
