@@ -49,11 +49,14 @@ def pack(lines: Iterable[bytes], budget: int, max_entries: int | None = None) ->
     used = 0
     for line in lines:
         cost = len(line) + ENTRY_OVERHEAD
-        if batch and (used + cost > budget or (max_entries is not None and len(batch) >= max_entries)):
+        if batch and used + cost > budget:
             yield batch
             batch, used = [], 0
         batch.append(line)
         used += cost
+        if len(batch) == max_entries:  # full: out now, not when the next line comes (streamed input)
+            yield batch
+            batch, used = [], 0
     if batch:
         yield batch
 

@@ -10,6 +10,7 @@ import sys
 import uuid
 
 from sessiond.client import Client, Session
+from sessiond.client.cli.write_cmds import BATCH_ENTRIES
 from tests.helpers import line, main_path, user, wait_until
 
 CWD = "/work/project"
@@ -21,17 +22,22 @@ def test_cli_record_beside_a_stalled_daemon_exits_non_zero(daemon):
                              "--session", sid], env=daemon.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        with daemon.client() as c:  # the CLI has connected (and said Hello) before it reads its input
-            wait_until(lambda: c.status().clients >= 2, "the CLI's connection")
+        # A full first batch goes out before the input ends; once it is in the file
+        # the CLI is surely talking to the daemon.
+        proc.stdin.write(b"".join(line(user(f"q{i}")) + b"\n" for i in range(BATCH_ENTRIES)))
+        proc.stdin.flush()
+        wait_until(lambda: main_path(daemon.root, CWD, sid).exists(), "the first batch to be written")
         daemon.signal(signal.SIGSTOP)
-        out, err = proc.communicate(line(user("q")) + b"\n", timeout=60)
+        out, err = proc.communicate(line(user("last")) + b"\n", timeout=60)
     finally:
         daemon.signal(signal.SIGCONT)
         if proc.poll() is None:
             proc.kill()
+            proc.communicate()
     assert proc.returncode == 1, (out, err)
     text = err.decode()
-    assert "NOT DELIVERED" in text and "1 entries of session" in text and "Traceback" not in text
+    assert "NOT DELIVERED" in text and "Traceback" not in text
+    assert f"{BATCH_ENTRIES + 1} entries of session" in text  # the unconfirmed first batch and the last message
     assert b"messages recorded" not in out
 
 
