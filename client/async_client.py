@@ -18,7 +18,9 @@ from anyio.abc import SocketStream, TaskGroup
 
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError
-from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
+from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, decode_response, encode
+
+from .batching import request_overhead, split
 
 from .autostart import start_daemon
 from .connection import Endpoint, check_socket_owner, raise_for
@@ -50,6 +52,7 @@ class AsyncClient(Endpoint):
         self._tg.start_soon(self._reader)
         welcome = await self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
         self.daemon_pid = welcome.pid  # type: ignore[union-attr]
+        self.max_frame_bytes = welcome.max_frame_bytes or DEFAULT_MAX_FRAME  # type: ignore[union-attr]
         return self
 
     async def _dial(self) -> SocketStream:
@@ -106,8 +109,16 @@ class AsyncClient(Endpoint):
         return raise_for(box[0])
 
     async def append(self, session: str, cwd: str, entries: list[dict[str, Any] | bytes], **kw: Any) -> m.Appended:
+        """Store raw entries: one request, or several in order when one frame
+        cannot hold them (an entry no frame can hold: ``EntryTooLarge``)."""
         lines = [e if isinstance(e, bytes) else _json.encode(e) for e in entries]
-        return await self.call(m.Append(id=self.next_id(), session=session, cwd=cwd, entries=lines, **kw))  # type: ignore[return-value]
+        overhead = request_overhead(m.Append(id=0, session=session, cwd=cwd, entries=[], **kw))
+        out = m.Appended(id=0, accepted=0)
+        for part in split(lines, overhead, self.max_frame_bytes):
+            resp = await self.call(m.Append(id=self.next_id(), session=session, cwd=cwd, entries=part, **kw))
+            assert isinstance(resp, m.Appended)
+            out = m.Appended(id=resp.id, accepted=out.accepted + resp.accepted, duplicates=out.duplicates + resp.duplicates)
+        return out
 
     async def flush(self, session: str | None = None, durable: bool = False) -> m.Flushed:
         return await self.call(m.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]

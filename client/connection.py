@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sessiond.protocol.locations import default_root, default_socket
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, RemoteError, VersionMismatch
-from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
+from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, decode_response, encode
 
 if TYPE_CHECKING:
     from .session import Session
@@ -62,6 +62,8 @@ class Endpoint:
         self.timeout = timeout
         self.name = name
         self.daemon_pid: int | None = None
+        self.max_frame_bytes = DEFAULT_MAX_FRAME
+        """The daemon's frame cap (from its Welcome): requests are sized to fit."""
 
 
 class Client(Endpoint):
@@ -96,6 +98,7 @@ class Client(Endpoint):
         welcome = self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
         assert isinstance(welcome, m.Welcome)
         self.daemon_pid = welcome.pid
+        self.max_frame_bytes = welcome.max_frame_bytes or DEFAULT_MAX_FRAME
         return self
 
     def _dial(self) -> socket.socket:

@@ -17,7 +17,8 @@ import msgspec
 
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, open_append, tail_lines
-from sessiond.protocol.transcript.entries import MATERIALIZING_TYPES, decode_header
+from sessiond.protocol.transcript.entries import MATERIALIZING_TYPES, decode_header, try_header
+from sessiond.protocol.transcript.spoolfile import read_spool, spool_path
 from sessiond.protocol.transcript.jsonl import scan_uuids
 
 
@@ -54,10 +55,14 @@ def direct_append(
         path = main if aid is None else paths.agent_file(project, session_id, aid, run)
         by_file.setdefault(path, []).append((header.uuid, header.type in MATERIALIZING_TYPES, line))
     result = FallbackResult()
+    spooled: Path | None = None
     for path, items in by_file.items():
-        if path == main and not path.exists() and not any(mat for _, mat, _ in items):
-            result.dropped += len(items)
-            continue
+        if path == main and not path.exists():
+            if not any(mat for _, mat, _ in items):
+                result.dropped += len(items)
+                continue
+            spooled = spool_path(root, session_id)
+            items = _held_by_a_daemon(spooled, items) + items
         fd, _ = open_append(path)
         try:
             with file_lock(fd):
@@ -80,4 +85,27 @@ def direct_append(
                     result.written += len(out)
         finally:
             os.close(fd)
+    if spooled is not None:
+        try:
+            os.unlink(spooled)  # its entries are in the transcript now (no daemon runs: it is ours to remove)
+        except FileNotFoundError:
+            pass
     return result
+
+
+def _held_by_a_daemon(spooled: Path, items: list[tuple[str | None, bool, bytes]]) -> list[tuple[str | None, bool, bytes]]:
+    """Entries a daemon that is gone held for this session before its first
+    message (its spool file), that ``items`` does not carry again: they go first,
+    as that daemon would have written them."""
+    read = read_spool(spooled)
+    if read is None:
+        return []
+    lines = {line for _, _, line in items}
+    uuids = {u for u, _, _ in items if u is not None}
+    out = []
+    for line in read[1]:
+        header = try_header(line)
+        if header is None or line in lines or (header.uuid is not None and header.uuid in uuids):
+            continue
+        out.append((header.uuid, False, line))
+    return out

@@ -23,10 +23,13 @@ import msgspec
 from sessiond.protocol import __version__
 from sessiond.protocol.locations import daemon_holds_lock, default_root
 from sessiond.protocol.transcript.entries import decode_header
+from sessiond.protocol.transcript.paths import check_session_id
 from sessiond.protocol.transcript.recording import chain_messages
+from sessiond.protocol.transcript.reencode import encode_entry
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable
+from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
 
+from .batching import request_overhead, split
 from .connection import Client
 from .envelope import stamp
 from .fallback import FallbackResult, direct_append
@@ -70,7 +73,7 @@ class Session:
         reconnect_timeout: float = 10.0,
     ) -> None:
         self.client = client
-        self.id = session_id or str(uuidlib.uuid4())
+        self.id = check_session_id(session_id) if session_id else str(uuidlib.uuid4())
         self.cwd = cwd or os.getcwd()
         self.agent = agent
         self.run = run
@@ -92,7 +95,7 @@ class Session:
     # ------------------------------------------------------------------- writing
 
     def encode(self, message: dict[str, Any]) -> bytes:
-        return _json.encode(stamp(message, session_id=self.id, cwd=self.cwd, agent=self.agent, version=self.version))
+        return encode_entry(stamp(message, session_id=self.id, cwd=self.cwd, agent=self.agent, version=self.version))
 
     def record(self, messages: list[dict[str, Any]], durability: m.Durability | None = None) -> str | None:
         """Record the new tail of the conversation; returns the chain's last uuid."""
@@ -157,13 +160,21 @@ class Session:
                         agent=self.agent, run=self.run, resend=resend)
 
     def _send(self, is_record: bool, lines: list[bytes], durability: m.Durability | None) -> m.Appended | None:
-        batch = _Batch(is_record, lines, durability)
-        self._unsent.append(batch)
+        """Queue ``lines`` as one request, or several when one frame cannot hold
+        them all; an entry no frame can hold raises ``EntryTooLarge`` and
+        nothing of the call is queued."""
+        overhead = request_overhead(self._request(_Batch(is_record, [], durability), None, False))
+        batches = [_Batch(is_record, part, durability) for part in split(lines, overhead, self.client.max_frame_bytes)]
+        self._unsent += batches
         try:
             self._deliver(lambda: None)
         except DaemonUnavailable:
             return None  # kept in _unsent: resent by the next call, or written by close()
-        return batch.response
+        if len(batches) == 1:
+            return batches[0].response
+        responses = [b.response for b in batches if b.response is not None]
+        return m.Appended(id=responses[-1].id, accepted=sum(r.accepted for r in responses),
+                          duplicates=sum(r.duplicates for r in responses), last=responses[-1].last)
 
     def _deliver(self, then: Callable[[], Any]) -> Any:
         """Send what is unsent (after a reconnect: resend what is unconfirmed
@@ -241,9 +252,10 @@ class Session:
 
     def _fallback(self) -> FallbackResult:
         pending = self._unconfirmed + self._unsent
+        count = sum(len(b.lines) for b in pending)
         if daemon_holds_lock(self.client.socket_path):
-            count = sum(len(b.lines) for b in pending)
-            log.warning("sessiond is alive but did not answer; %d entries of session %s not delivered", count, self.id)
+            log.error("sessiond is alive but did not answer within the timeout: %d entries of session %s NOT DELIVERED "
+                      "(writing beside a stalled daemon could reorder its file)", count, self.id)
             return FallbackResult(undelivered=count)
         lines: list[bytes] = []
         parent = None
@@ -258,7 +270,12 @@ class Session:
         self._unsent.clear()
         self._unconfirmed.clear()
         root = self.client.root or default_root()
-        return direct_append(root, self.cwd, self.id, lines, agent=self.agent, run=self.run, resend=True)
+        try:
+            return direct_append(root, self.cwd, self.id, lines, agent=self.agent, run=self.run, resend=True)
+        except (OSError, SessiondError) as exc:
+            log.error("sessiond is unreachable and writing directly failed (%s): %d entries of session %s NOT DELIVERED",
+                      exc, count, self.id)
+            return FallbackResult(undelivered=count)
 
     def __enter__(self) -> Session:
         return self

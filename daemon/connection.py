@@ -173,7 +173,7 @@ class Connection(asyncio.Protocol):
             self._stall.cancel()
         self.daemon.connections.discard(self)
         for sid in list(self.sessions):
-            self.detach(sid)
+            self.detach(sid, dropped=True)
         self.transport = None
 
     # -------------------------------------------------------------------- requests
@@ -213,7 +213,7 @@ class Connection(asyncio.Protocol):
         self._run(req, self._inflight.get(req.id, 0))
         if self.closing:  # the client left meanwhile: what it attached to, it leaves
             for sid in list(self.sessions):
-                self.detach(sid)
+                self.detach(sid, dropped=True)
 
     def _greet(self, req: m.Request) -> None:
         if not isinstance(req, m.Hello):
@@ -230,7 +230,8 @@ class Connection(asyncio.Protocol):
         self.greeted = True
         self.peer = f"client {self.id} ({req.client or 'unnamed'}, pid {req.pid})"
         self._throttle_log.client = self.peer
-        self.reply(m.Welcome(id=req.id, protocol_version=m.PROTOCOL_VERSION, daemon_version=__version__, pid=os.getpid()))
+        self.reply(m.Welcome(id=req.id, protocol_version=m.PROTOCOL_VERSION, daemon_version=__version__, pid=os.getpid(),
+                             max_frame_bytes=self.daemon.settings.max_frame))
 
     # ------------------------------------------------------------------- sessions
 
@@ -239,12 +240,13 @@ class Connection(asyncio.Protocol):
             self.sessions[state.id] = state
             self.daemon.registry.attach(state, self.id)
 
-    def detach(self, session_id: str) -> FileQueue | None:
-        """Leave a session; returns the queue of an exit-cleanup re-append."""
+    def detach(self, session_id: str, dropped: bool = False) -> FileQueue | None:
+        """Leave a session (``dropped``: the connection went away without a
+        Close); returns the queue of an exit-cleanup re-append."""
         state = self.sessions.pop(session_id, None)
         if state is None:
             return None
-        return self.daemon.registry.detach(state, self.id)
+        return self.daemon.registry.detach(state, self.id, dropped)
 
     # -------------------------------------------------------------------- output
 

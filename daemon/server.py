@@ -208,6 +208,13 @@ def setup_logging(level: str) -> None:
 
 async def _run(settings: Settings, flags: dict) -> int:
     loop = asyncio.get_running_loop()
+    # From the moment the socket listens a client may connect and a service
+    # manager may send SIGTERM: a stop asked before the daemon is built is
+    # remembered, never the default action (killed, nothing drained).
+    early: list[str] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, early.append, signal.Signals(sig).name)
+    loop.add_signal_handler(signal.SIGHUP, lambda: None)  # nothing to reload yet
     notifier = Notifier()
     adopted = activated_socket()
     if adopted is not None:
@@ -226,10 +233,13 @@ async def _run(settings: Settings, flags: dict) -> int:
             inode = os.stat(settings.socket).st_ino
         sock.setblocking(False)
         daemon = Daemon(settings, loop, notifier, flags)
-        server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, daemon.request_shutdown, signal.Signals(sig).name)
         loop.add_signal_handler(signal.SIGHUP, daemon.reload_config)
+        for why in early:
+            daemon.request_shutdown(why)
+        daemon.registry.spool.replay(daemon.registry)  # before the first request: a resend must meet what was held
+        server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
         log.info(
             "ready: pid %d, socket %s%s, root %s, sessiond %s",
             os.getpid(), settings.socket, " (socket-activated)" if adopted else "", settings.root, __version__,

@@ -29,13 +29,16 @@ from sessiond.protocol.transcript.entries import (
     TRANSCRIPT_TYPES,
     EntryHeader,
     is_compact_boundary,
+    try_header,
 )
 from sessiond.protocol.transcript.appendfile import RESEND_WINDOW, tail_lines
 from sessiond.protocol.transcript.lite import LITE_WINDOW
-from sessiond.protocol.transcript.jsonl import SessionScan, scan_session, scan_uuids
+from sessiond.protocol.transcript.jsonl import SessionScan, head_lines, scan_session, scan_uuids
 from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, too_large
 
 from sessiond.common.config import Settings
+
+from .spool import Spool
 from .writer import FileQueue, Writer
 
 log = logging.getLogger("sessiond")
@@ -101,7 +104,8 @@ class SessionState:
 
     @property
     def idle(self) -> bool:
-        return not self.clients and self.loading is None and all(t.queue.idle for t in self.targets())
+        return (not self.clients and self.loading is None and not self.pending
+                and all(t.queue.idle for t in self.targets()))
 
 
 def recent_lines(queue: FileQueue, pending: list[bytes] | tuple = (), window: int = RESEND_WINDOW) -> set[bytes]:
@@ -133,6 +137,7 @@ class Registry:
         self.settings = settings
         self.writer = writer
         self.sessions: dict[str, SessionState] = {}
+        self.spool = Spool(settings.root, writer)
         self.loads_in_flight = 0
         self._after_loads: list[Callable[[], None]] = []
 
@@ -145,11 +150,13 @@ class Registry:
         worker thread when large (``state.loading`` is then set and requests wait
         for it with ``when_loaded``), so a big transcript never stalls the loop.
         """
-        state = self.sessions.get(session_id)
+        state = self.sessions.get(session_id)  # the canonical id, nearly always: one dict probe
         if state is None:
-            paths.check_session_id(session_id)
-            state = self._create(session_id, paths.project_dir(self.settings.root, cwd))
-        elif cwd != state.cwd:
+            session_id = paths.check_session_id(session_id)
+            state = self.sessions.get(session_id)
+            if state is None:
+                state = self._create(session_id, paths.project_dir(self.settings.root, cwd))
+        if cwd != state.cwd:
             paths.check_cwd(cwd)
         state.cwd = cwd
         return self._ready(state)
@@ -157,6 +164,7 @@ class Registry:
     def adopt(self, session_id: str, project: Path) -> SessionState:
         """The session, bound to an existing file in ``project`` (resume): a
         session whose file lives in a hash-variant dir keeps writing there."""
+        session_id = paths.check_session_id(session_id)
         state = self.sessions.get(session_id)
         if state is None:
             state = self._create(session_id, project)
@@ -176,6 +184,46 @@ class Registry:
             raise state.load_error
         state.last_active = time.monotonic()
         return state
+
+    def restore_held(self, session_id: str, project: Path, cwd: str, lines: list[bytes]) -> None:
+        """Hold again the entries a previous daemon spooled for a session (see
+        spool.py): pending again when the session still has no transcript;
+        otherwise the lines its transcript lacks are appended (a crash between
+        materializing and deleting the spool), nothing twice."""
+        paths.check_inside(self.settings.root, paths.session_file(project, session_id))
+        state = self.sessions.get(session_id) or self._create(session_id, project)
+        state.cwd = cwd
+        if state.loading is not None:  # a big transcript: reconcile once it is scanned
+            state.loading.append(partial(self._restore_into, state, lines))
+            return
+        if state.load_error is not None:
+            del self.sessions[state.id]
+            raise state.load_error
+        self._restore_into(state, lines)
+
+    def _restore_into(self, state: SessionState, lines: list[bytes]) -> None:
+        batch = [(h, line) for line in lines if (h := try_header(line)) is not None]
+        if not state.materialized:
+            for header, line in batch:
+                if header.uuid is not None:
+                    (state.side_uuids if header.isSidechain else state.main.uuids).add(header.uuid)
+                if header.type in REAPPENDED_SET:
+                    state.metadata[header.type] = line
+                state.pending.append(line)
+                state.pending_bytes += len(line)
+            self.spool.adopt(state, state.pending_bytes)
+            return
+        present = head_lines(state.path, sum(map(len, lines)) + RESEND_WINDOW)
+        missing = [line for header, line in batch
+                   if (header.uuid not in state.main.uuids if header.uuid is not None else line not in present)]
+        for header, line in batch:
+            if header.uuid is not None:
+                state.main.uuids.add(header.uuid)
+        self.spool.adopt(state, 0)
+        if missing:
+            log.warning("session %s: %d held entries missing from its transcript appended", state.id, len(missing))
+            self.writer.enqueue(state.main.queue, missing)
+        self.spool.release(state, state.main.queue)
 
     def reappend_metadata(self, state: SessionState) -> int:
         """After a resume adopts a file: re-append the current metadata at EOF
@@ -330,10 +378,14 @@ class Registry:
                     f"session {state.id} has no message yet and its pending buffer would exceed "
                     f"{self.settings.max_pending_bytes} bytes"
                 )
+            if extra and not any(h.type in MATERIALIZING_TYPES for h, _ in batch) and state.main in targets:
+                self.spool.prepare(state)  # entries will be held: their spool file first, or refuse it all
         out = Routed()
         main = state.main
         per_target: dict[int, tuple[Target, list[bytes]]] = {}
         main_lines: list[bytes] = []
+        held: list[bytes] = []  # entries held for a session with no file yet: spooled (spool.py)
+        materialized = False
         accepted = duplicates = 0
         # The loop runs once per entry of every append: locals, no helper calls
         # on the common path (a main-transcript entry with a uuid).
@@ -372,6 +424,8 @@ class Registry:
                 main_lines.append(line)
             elif kind in MATERIALIZING_TYPES:
                 state.materialized = True
+                materialized = True
+                held = []  # this batch's held entries go straight into the new file with it
                 main_lines.extend(state.pending)
                 main_lines.append(line)
                 state.pending = []
@@ -379,11 +433,16 @@ class Registry:
             else:
                 state.pending.append(line)
                 state.pending_bytes += len(line)
+                held.append(line)
         out.accepted = accepted
         out.duplicates = duplicates
+        if held:
+            out.queues.append(self.spool.hold(state, held))
         if main_lines:
             self.writer.enqueue(state.main.queue, main_lines)
             out.queues.append(state.main.queue)
+            if materialized:
+                self.spool.release(state, state.main.queue)
         for target, lines in per_target.values():
             self.writer.enqueue(target.queue, lines)
             out.queues.append(target.queue)
@@ -398,10 +457,19 @@ class Registry:
     def attach(self, state: SessionState, client: int) -> None:
         state.clients.add(client)
 
-    def detach(self, state: SessionState, client: int) -> FileQueue | None:
-        """Returns the queue holding the exit cleanup's re-append, if it made one."""
+    def detach(self, state: SessionState, client: int, dropped: bool = False) -> FileQueue | None:
+        """Returns the queue holding the exit cleanup's re-append, if it made one.
+
+        A connection that DROPPED (no Close) from a session still holding
+        entries before its first message does not discard them at once: a
+        client that timed out on a stalled daemon reconnects and carries on, and
+        it was told those entries were written. ``sweep`` discards them when no
+        client came back within ``idle_evict``."""
         state.clients.discard(client)
         if not state.clients:
+            if dropped and not state.materialized and state.pending:
+                state.last_active = time.monotonic()
+                return None
             return self.exit_cleanup(state)
         return None
 
@@ -423,6 +491,7 @@ class Registry:
             # of the discarded entries, so a later resend of them is not taken
             # for a duplicate and a discarded title is never re-appended.
             log.info("session %s closed without a message: %d pending entries, no file", state.id, len(state.pending))
+            self.spool.release(state, None)
             state.pending = []
             state.pending_bytes = 0
             state.metadata.clear()
@@ -435,7 +504,11 @@ class Registry:
     def sweep(self, now: float) -> None:
         """Forget sessions nobody uses: their files are the truth and are rescanned
         on next use."""
+        self.spool.sweep()
         for sid, state in list(self.sessions.items()):
+            if (state.pending and not state.clients and not state.materialized and state.loading is None
+                    and now - state.last_active > self.settings.idle_evict):
+                self.exit_cleanup(state)  # held for a client that never came back: no message, no file
             if state.idle and now - state.last_active > self.settings.idle_evict:
                 for target in state.targets():
                     self.writer.forget(target.queue)

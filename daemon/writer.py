@@ -50,7 +50,7 @@ class FileQueue:
     __slots__ = (
         "path", "fd", "lines", "nbytes", "accepted", "written", "synced",
         "write_waiters", "sync_waiters", "timer", "soon", "arming", "syncing", "pinned", "sync_queued", "retry", "ident", "end",
-        "suspect", "retired",
+        "suspect", "retired", "observed",
     )
 
     def __init__(self, path: Path) -> None:
@@ -74,6 +74,7 @@ class FileQueue:
         self.end: int | None = None  # the file's size after our last write
         self.suspect = True  # the path may no longer name the file fd is open on: stat before writing
         self.retired: int | None = None  # an fd replaced while its fdatasync was in flight, closed after it
+        self.observed = True  # the write observers see its writes (not a spool file's)
 
     @property
     def idle(self) -> bool:
@@ -320,8 +321,9 @@ class Writer:
         if done.torn is not None:
             log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
                         q.path, done.torn.length, done.torn.offset, q.path.name)
-        for observe in self.observers:
-            observe(q.path, q.lines, done.size)
+        if q.observed:
+            for observe in self.observers:
+                observe(q.path, q.lines, done.size)
         self.stats.writes += 1
         self.stats.bytes_written += nbytes
         self.queued_bytes -= q.nbytes

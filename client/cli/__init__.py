@@ -43,18 +43,21 @@ class Context:
     """The global options, handed to every command (a plain class: the CLI's
     start-up imports nothing it does not need)."""
 
-    __slots__ = ("root", "socket", "autostart", "socket_given")
+    __slots__ = ("root", "socket", "autostart", "socket_given", "timeout")
 
-    def __init__(self, root: Path | None, socket: Path, autostart: bool, socket_given: bool = False) -> None:
+    def __init__(self, root: Path | None, socket: Path, autostart: bool, socket_given: bool = False,
+                 timeout: float | None = None) -> None:
         self.root = root
         self.socket = socket
         self.autostart = autostart
         self.socket_given = socket_given
+        self.timeout = timeout
 
     def client(self, autostart: bool | None = None):
-        from ..connection import Client
+        from ..connection import DEFAULT_TIMEOUT, Client
 
-        return Client(self.socket, root=self.root, autostart=self.autostart if autostart is None else autostart, name="sessiond-cli")
+        return Client(self.socket, root=self.root, autostart=self.autostart if autostart is None else autostart, name="sessiond-cli",
+                      timeout=self.timeout or DEFAULT_TIMEOUT)
 
 
 class CLI(click.Group):
@@ -96,15 +99,18 @@ class CLI(click.Group):
 @click.option("--root", type=click.Path(path_type=Path), envvar="SESSIOND_ROOT", help="Store root (default ~/.local/share/sessiond).")
 @click.option("--socket", "socket_path", type=click.Path(path_type=Path), envvar="SESSIOND_SOCKET", help="Daemon socket path.")
 @click.option("--no-autostart", is_flag=True, envvar="SESSIOND_NO_AUTOSTART", help="Never start a daemon on demand.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), envvar="SESSIOND_TIMEOUT", default=None,
+              help="Seconds to wait for the daemon's answer (default 30).")
 @click.version_option(package_name="sessiond")
 @click.pass_context
-def cli(ctx: click.Context, root: Path | None, socket_path: Path | None, no_autostart: bool) -> None:
+def cli(ctx: click.Context, root: Path | None, socket_path: Path | None, no_autostart: bool, timeout: float | None) -> None:
     """sessiond: one daemon that owns every AI-agent transcript file."""
     ctx.obj = Context(
         root=root.absolute() if root else None,
         socket=(socket_path or default_socket()).absolute(),
         autostart=not no_autostart,
         socket_given=socket_path is not None,
+        timeout=timeout,
     )
 
 

@@ -272,8 +272,7 @@ def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: t
     """Hydrate sessions (subagent files included) from the mirror, byte-identical."""
     from sessiond.protocol.transcript.paths import check_session_id, project_dir
 
-    for sid in session_ids:
-        check_session_id(sid)
+    session_ids = tuple(check_session_id(sid) for sid in session_ids)
     cfg, root = _mirror_settings(obj, config_path, servers)
     override = project_dir(root, os.path.abspath(cwd)).name if cwd else None
     results = _run(hydrate(cfg, root, list(session_ids), override), timeout)
@@ -373,7 +372,7 @@ def push(obj: Context, session_id: str, cwd: str | None, servers: tuple[str, ...
     """Backfill a local session into the mirror (only what the stream lacks)."""
     from sessiond.protocol.transcript.paths import check_session_id
 
-    check_session_id(session_id)
+    session_id = check_session_id(session_id)
     cfg, root = _mirror_settings(obj, config_path, servers)
     paths = session_files(root, session_id, cwd)
     res = _run(backfill(cfg, root, paths, timeout), timeout + 5)

@@ -139,14 +139,23 @@ def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
     (dangling parents, bridged). Exit 0 when every file is healthy, warnings
     included; 1 when any is not."""
     from sessiond.protocol.transcript.health import check_file
+    from sessiond.protocol.transcript.regular import NotRegularFile
 
     files = _transcripts(paths or ((obj.root or default_root()) / "projects",))
     progress = Progress(len(files), "checking")
-    unhealthy = warned = 0
+    unhealthy = warned = skipped = 0
     for path in files:
         progress.step()
         try:
             h = check_file(path)
+        except NotRegularFile as exc:
+            if path in paths:  # named on the command line: an error, not a skip
+                click.echo(f"sessiond: {path}: {exc.strerror}", err=True)
+                unhealthy += 1
+            else:
+                click.echo(f"sessiond: {path}: skipped, {exc.strerror}", err=True)
+                skipped += 1
+            continue
         except OSError as exc:
             click.echo(f"sessiond: {path}: {exc.strerror or exc}", err=True)
             unhealthy += 1
@@ -159,7 +168,8 @@ def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
             click.echo(_health_line(h))
     progress.done()
     if not as_json:
-        click.echo(f"{len(files)} files checked, {unhealthy} unhealthy, {warned} with warnings")
+        note = f", {skipped} skipped (not regular files)" if skipped else ""
+        click.echo(f"{len(files) - skipped} files checked, {unhealthy} unhealthy{note}, {warned} with warnings")
     sys.exit(1 if unhealthy else 0)
 
 

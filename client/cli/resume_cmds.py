@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from sessiond.protocol.locations import default_root
-from sessiond.protocol.wire.errors import SessiondError, not_found
+from sessiond.protocol.wire.errors import SessiondError, bad_request, not_found
 
 from . import Context, cli
 from .output import echo_json, local_time, skipped_lines
@@ -37,13 +37,18 @@ def _where(cwd: str | None) -> str:
 def locate(obj: Context, target: str, cwd: str | None):
     """(path, location or None) for an id or a path."""
     from sessiond.protocol.transcript import lookup
-    from sessiond.protocol.transcript.paths import is_session_id
+    from sessiond.protocol.transcript.paths import check_session_id, is_session_id
 
     if not is_session_id(target) or os.sep in target or target.endswith(".jsonl"):
         path = Path(target)
         if not path.is_file():
+            if path.exists():
+                from sessiond.protocol.transcript.regular import describe
+
+                raise bad_request(f"{target} is not a regular file ({describe(path.stat().st_mode)})")
             raise not_found(f"no transcript file {target}")
         return path.absolute(), None
+    target = check_session_id(target)  # one canonical form: upper case or braces find the same file
     root = obj.root or default_root()
     loc = lookup.find_session(root, target, _where(cwd))
     if loc is None:
@@ -143,8 +148,7 @@ def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, all_en
     """Resume a session: show it and make the daemon adopt its file."""
     from sessiond.protocol.transcript.paths import check_session_id
 
-    check_session_id(session_id)
-    _resume(obj, session_id, cwd, as_json, all_entries=all_entries, pager=not no_pager)
+    _resume(obj, check_session_id(session_id), cwd, as_json, all_entries=all_entries, pager=not no_pager)
 
 
 @cli.command("continue")
@@ -190,15 +194,14 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, **vie
 @click.pass_obj
 def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
     """Start a new session seeded with the old one's chain; prints the new id."""
-    import msgspec
-
-    from sessiond.protocol.transcript.paths import is_session_id
+    from sessiond.protocol.transcript.paths import check_session_id, is_session_id
+    from sessiond.protocol.transcript.reencode import encode_entry
     from sessiond.protocol.transcript.resume import load_transcript
     from sessiond.protocol.wire import messages as m
 
     with obj.client() as client:
         if is_session_id(target):  # acknowledged as queued, it may have no file before the next drain
-            client.flush(target)
+            client.flush(check_session_id(target))
         path, loc = locate(obj, target, cwd)
         result = load_transcript(path)
         refuse_unusable(path, result)
@@ -213,7 +216,7 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
             e["sessionId"] = new_id
             if cwd:
                 e["cwd"] = session_cwd
-        lines = [msgspec.json.encode(e) for e in entries]
+        lines = [encode_entry(e) for e in entries]
         for i in range(0, len(lines), 256):
             client.call(m.Append(id=client.next_id(), session=new_id, cwd=session_cwd, entries=lines[i : i + 256], durability="written"))
         client.call(m.Close(id=client.next_id(), session=new_id))
@@ -226,10 +229,9 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
 def fork_entries(path: Path, chain: list[str]) -> list[dict]:
     """The chain's original entries (last occurrence of each uuid, as the loader
     keeps), relinked one after the other so the fork resumes to the same chain."""
-    import msgspec
-
     from sessiond.protocol.transcript.entries import try_header
     from sessiond.protocol.transcript.jsonl import iter_lines
+    from sessiond.protocol.transcript.reencode import decode_entry
 
     wanted = set(chain)
     raw: dict[str, bytes] = {}
@@ -242,7 +244,7 @@ def fork_entries(path: Path, chain: list[str]) -> list[dict]:
     for uid in chain:
         if uid not in raw:
             continue
-        e = msgspec.json.decode(raw[uid])
+        e = decode_entry(raw[uid])  # lone surrogates and out-of-range numbers kept as written
         e.pop("logicalParentUuid", None)
         e = {"parentUuid": parent, **{k: v for k, v in e.items() if k != "parentUuid"}}
         out.append(e)
@@ -266,10 +268,12 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
     or not a transcript, or when shown lines were unreadable (one summary)."""
     import time
 
+    from sessiond.protocol.transcript.regular import open_regular
+
     path, _ = locate(obj, target, cwd)
     bad: list[int] = []
     shown = 0
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:
         data = f.read()
         whole = data[: data.rfind(b"\n") + 1]
         offset = len(whole)
@@ -324,15 +328,12 @@ def _tail_verdict(path: Path, data: bytes, shown: int, bad: list[int]) -> None:
 
 def _print_entry(line: bytes, as_json: bool) -> bool:
     """Print one entry; False (nothing printed) when the line is not one."""
-    import msgspec
+    from sessiond.protocol.transcript.entries import decode_object
 
     from .transcript_view import one_line, render_blocks
 
-    try:
-        e = msgspec.json.decode(line)
-    except msgspec.DecodeError:
-        return False
-    if not isinstance(e, dict):
+    e = decode_object(line)  # a lone surrogate reads as U+FFFD, as everywhere
+    if e is None:
         return False
     if as_json:
         click.echo(line.decode("utf-8", "replace"))

@@ -17,13 +17,15 @@ from typing import IO, Any
 import click
 
 from sessiond.protocol.locations import default_root
-from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
+from sessiond.protocol.wire.errors import DaemonUnavailable, EntryTooLarge, SessiondError
 
 from . import Context, cli
 from .output import echo_json, skipped_lines
 
 BATCH_ENTRIES = 256
 BATCH_BYTES = 4 * 1024 * 1024
+ENVELOPE_ROOM = 1024
+"""What ``record``'s envelope (ids, timestamps, version, git branch) adds to a message, cwd aside."""
 
 
 DURABILITY_CHOICES = ("queued", "written", "durable")
@@ -33,12 +35,22 @@ wire messages (a test keeps the two equal)."""
 
 class EntryReader:
     """Non-blank lines of the input that are single JSON objects; the numbers of
-    the other lines are kept in ``bad`` (for one summary line) and left out."""
+    the other lines are kept in ``bad`` (for one summary line) and left out.
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    With a frame budget (``overhead`` and ``cap``), a line too large for any
+    frame the daemon accepts is reported too, counted in ``too_large`` and left
+    out: it is never sent, so it can never loop through reconnects and resends.
+    """
+
+    def __init__(self, stream: IO[bytes], overhead: int = 0, cap: int | None = None) -> None:
         self.stream = stream
         self.bad: list[int] = []
+        self.why = ""
+        """What was wrong with the first bad line (the others are only counted)."""
         self.good = 0
+        self.too_large = 0
+        self.overhead = overhead
+        self.cap = cap
 
     @property
     def skipped(self) -> int:
@@ -47,13 +59,24 @@ class EntryReader:
     def __iter__(self) -> Iterator[bytes]:
         from sessiond.protocol.transcript.entries import decode_header
 
+        from ..batching import check_entry
+
         for number, raw in enumerate(self.stream, 1):
             line = raw.rstrip(b"\r\n")
             if not line.strip():
                 continue
             try:
+                if self.cap is not None:
+                    check_entry(len(line), self.overhead, self.cap)
+            except EntryTooLarge as exc:
+                click.echo(f"sessiond: line {number}: {exc}", err=True)
+                self.too_large += 1
+                continue
+            try:
                 decode_header(line)
-            except SessiondError:
+            except SessiondError as exc:
+                if not self.bad:
+                    self.why = f"line {number}: {exc}"
                 self.bad.append(number)
                 continue
             self.good += 1
@@ -65,31 +88,22 @@ class EntryReader:
 
     def refuse_if_empty(self) -> None:
         """Nothing usable in the input: one line saying so, exit 1."""
-        if self.good:
+        if self.good or self.too_large:  # entries over the cap are reported as such
             return
         if self.bad:
             raise SessiondError(f"{self.name()} is not a transcript: none of its {len(self.bad)} non-blank lines "
-                                "is one JSON object; nothing written", code="bad_request")
+                                f"is one JSON object ({self.why}); nothing written", code="bad_request")
         raise SessiondError(f"{self.name()} has no entries (it is empty); nothing written", code="bad_request")
 
     def report_skipped(self) -> bool:
         """One stderr line for the skipped lines; True when there were any."""
         if self.bad:
-            click.echo(f"sessiond: {skipped_lines(self.bad)} of {self.name()}: not one JSON object each", err=True)
+            click.echo(f"sessiond: {skipped_lines(self.bad)} of {self.name()}: not one JSON object each ({self.why})", err=True)
         return bool(self.bad)
 
-
-def _batches(lines: Iterator[bytes]) -> Iterator[list[bytes]]:
-    batch: list[bytes] = []
-    size = 0
-    for line in lines:
-        batch.append(line)
-        size += len(line)
-        if len(batch) >= BATCH_ENTRIES or size >= BATCH_BYTES:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+    def fail_if_too_large(self) -> None:
+        if self.too_large:
+            raise EntryTooLarge(f"{self.too_large} entr{'y' if self.too_large == 1 else 'ies'} over the frame cap not stored (see above)")
 
 
 def session_input(agent_help: str):
@@ -124,8 +138,7 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
     from sessiond.protocol.wire import messages as m
 
     check_cwd(cwd)
-    check_session_id(session)
-    lines = EntryReader(source)
+    session = check_session_id(session)
     accepted = duplicates = pending = 0
     client = obj.client()
     try:
@@ -137,6 +150,7 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
             raise
         from ..fallback import direct_append
 
+        lines = EntryReader(source)  # no frames: no cap
         batch = list(lines)
         lines.refuse_if_empty()
         res = direct_append(obj.root or default_root(), cwd, session, batch, agent=agent, run=run)
@@ -144,8 +158,13 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
         _report(as_json, session, res.written, res.duplicates, lines.skipped, direct=True, dropped=res.dropped)
         _finish(lines, res.dropped)
         return
+    from ..batching import pack, request_overhead
+
+    overhead = request_overhead(m.Append(id=0, session=session, cwd=cwd, entries=[], durability=durability, agent=agent, run=run))  # type: ignore[arg-type]
+    cap = client.max_frame_bytes
+    lines = EntryReader(source, overhead, cap)
     with client:
-        batches = _batches(iter(lines))
+        batches = pack(lines, min(BATCH_BYTES, cap - overhead), BATCH_ENTRIES)
         first = next(batches, None)
         if first is None:
             lines.refuse_if_empty()
@@ -180,6 +199,7 @@ def _finish(lines: EntryReader, unwritten: int) -> None:
                    "summaries, snapshots and metadata are not kept on their own (lazy materialization); "
                    "to bring in an existing transcript file use `sessiond import FILE`", err=True)
         failed = True
+    lines.fail_if_too_large()
     if failed:
         sys.exit(1)
 
@@ -211,30 +231,36 @@ def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped
 def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str | None, durability: str, as_json: bool, source: IO[bytes]) -> None:
     """Record messages (one JSON object per line), chaining their parents (SPEC 3.1).
 
-    Exit 1 when a line was skipped or the input holds no message."""
+    Exit 1 when a line was skipped, the input holds no message, or no file
+    could be written (entries with no user/assistant message)."""
     from sessiond.protocol.transcript.paths import check_cwd, check_session_id
+    from sessiond.protocol.transcript.reencode import decode_entry
+    from sessiond.protocol.wire import messages as m
 
+    from ..batching import pack, request_overhead
     from ..session import Session
 
     check_cwd(cwd)
-    check_session_id(session)
-    import msgspec
-
-    lines = EntryReader(source)
-    batches = _batches(iter(lines))
-    first = next(batches, None)
-    if first is None:
-        lines.refuse_if_empty()
+    session = check_session_id(session)
     with obj.client() as client:
-        s = Session(client, session, cwd, agent=agent, durability=durability)  # type: ignore[arg-type]
+        overhead = request_overhead(m.Record(id=0, session=session, cwd=cwd, messages=[], agent=agent))
+        cap = client.max_frame_bytes
+        lines = EntryReader(source, overhead + ENVELOPE_ROOM + len(cwd), cap)  # the envelope stamped on each message
+        batches = pack(lines, min(BATCH_BYTES, cap - overhead), BATCH_ENTRIES)
+        first = next(batches, None)
+        if first is None:
+            lines.refuse_if_empty()
+        s = Session(client, session, cwd, agent=agent, durability=durability,  # type: ignore[arg-type]
+                    reconnect_timeout=min(10.0, client.timeout))
         s.hint = parent
         for batch in _chain_first(first, batches):
-            s.record([msgspec.json.decode(line) for line in batch])
-        s.close()
+            s.record([decode_entry(line) for line in batch])
+        result = s.close(timeout=min(5.0, client.timeout))
+    if result is not None and result.undelivered:
+        raise SessiondError(f"{result.undelivered} entries of session {session} were not delivered: "
+                            "the daemon did not answer and writing beside it is unsafe")
     if as_json:
         echo_json({"session": session, "recorded": s.accepted, "duplicates": s.duplicates, "last": s.hint, "skipped": lines.skipped})
     else:
         click.echo(f"{s.accepted} messages recorded in session {session} ({s.duplicates} already there); last {s.hint}")
     _finish(lines, s.pending)
-
-

@@ -29,6 +29,7 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         queuedEntries=writer.queued_entries,
         queuedBytes=writer.queued_bytes,
         pendingEntries=registry.pending_entries,
+        spooledBytes=registry.spool.held_bytes,
         writes=stats.writes,
         bytesWritten=stats.bytes_written,
         fsyncs=stats.fsyncs,

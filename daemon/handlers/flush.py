@@ -1,8 +1,8 @@
 """Flush: a barrier across every connection.
 
 Resolves once every entry accepted before it (by any client) is written, and
-fdatasync'ed when ``durable``. Entries still in a pending buffer (a session with no
-message yet) are not on disk by design and are not waited for.
+fdatasync'ed when ``durable``. Entries held for a session with no message yet are
+in its spool file (daemon/spool.py): a flush of the session covers that file too.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ def handle_flush(conn: Connection, req: m.Flush) -> m.Response | None:
         if state is None:  # not in memory: nothing of it is queued
             return m.Flushed(id=req.id, files=0)
         queues = [t.queue for t in state.targets()]
+        spooled = daemon.registry.spool.queue_of(state.id)
+        if spooled is not None:  # held entries (no message yet) are on disk in the spool: flush that too
+            queues.append(spooled)
     else:
         queues = list(daemon.writer.queues.values())
     queues = [q for q in queues if q.accepted > (q.synced if req.durable else q.written)]

@@ -30,8 +30,7 @@ def handle_open(conn: Connection, req: m.Open) -> m.Response | None:
 def handle_close(conn: Connection, req: m.Close) -> m.Response | None:
     """Detach; when this was the last client, answer only once the metadata
     re-append of the exit cleanup is written (a sync path, SPEC 3.3)."""
-    paths.check_session_id(req.session)
-    queue = conn.detach(req.session)
+    queue = conn.detach(paths.check_session_id(req.session))
     if queue is None:
         return m.Done(id=req.id)
 

@@ -32,7 +32,7 @@ from operator import attrgetter, is_not
 
 import msgspec
 
-from .entries import TRANSCRIPT_TYPES
+from .entries import TRANSCRIPT_TYPES, mask_lone_surrogates
 from .chainentry import Entry
 
 
@@ -163,8 +163,8 @@ def has_tool_result(e: Entry) -> bool:
     if not raw:
         return False
     try:
-        probe = _probe.decode(raw)
-    except msgspec.DecodeError:
+        probe = _probe.decode(mask_lone_surrogates(raw) or raw)
+    except (msgspec.DecodeError, RecursionError):
         return False
     content = probe.message.content if probe.message is not None else None
     return isinstance(content, list) and any(b.type == "tool_result" for b in content)

@@ -37,7 +37,7 @@ from typing import Any, Final
 import msgspec
 
 from .blocks import Block, Lines
-from .entries import COMPACT_BOUNDARY, decode_object
+from .entries import COMPACT_BOUNDARY, decode_object, mask_lone_surrogates
 
 
 class MessageHeader(msgspec.Struct, gc=False):
@@ -172,6 +172,9 @@ def parse_line(line: bytes | memoryview) -> Entry | None:
     except msgspec.ValidationError:
         return _lenient(line)
     except msgspec.DecodeError:
+        masked = mask_lone_surrogates(line)
+        return None if masked is None else parse_line(masked)
+    except RecursionError:
         return None
 
 
@@ -215,7 +218,12 @@ def _one(line: memoryview) -> Entry:
         e = _lenient(line)  # valid JSON, unexpected shape
         return SKIPPED if e is None else e  # None: not an object at all (an array ...)
     except msgspec.DecodeError:
+        masked = mask_lone_surrogates(line)
+        if masked is not None:
+            return _one(memoryview(masked))  # the header only: raw stays the file's bytes
         return SKIPPED if bytes(line).strip() else _BLANK
+    except RecursionError:
+        return SKIPPED
 
 
 def _batch(view: memoryview, ends: array, start: int, stop: int, a: int, b: int) -> list[Entry]:
@@ -229,7 +237,7 @@ def _batch(view: memoryview, ends: array, start: int, stop: int, a: int, b: int)
         lo = ends[i - 1] + 1 if i else start
         try:
             run = decode_lines(view[lo : min(ends[j - 1] + 1, stop)])
-        except msgspec.DecodeError:  # ValidationError too: a field of a surprising type
+        except (msgspec.DecodeError, RecursionError):  # ValidationError too: a field of a surprising type
             run = None
         if run is not None and len(run) == j - i:
             values += run

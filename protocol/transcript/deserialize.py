@@ -53,9 +53,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any, Final, Literal
 
-import msgspec
-
-from .entries import TRANSCRIPT_TYPES
+from .entries import TRANSCRIPT_TYPES, decode_object
 from .chainentry import Entry
 
 Interruption = Literal["none", "interrupted_turn", "interrupted_prompt"]
@@ -100,7 +98,9 @@ def materialize(chain: list[Entry], zero_usage: set[str] = frozenset()) -> list[
     for e in chain:
         if e.type not in TRANSCRIPT_TYPES:
             continue
-        obj = msgspec.json.decode(e.raw_view)  # straight from the read buffer, no copy
+        obj = decode_object(e.raw_view)  # straight from the read buffer, no copy
+        if obj is None:
+            continue  # not reachable for a parsed header but one deeper than we can decode
         if obj.get("parentUuid") != e.parentUuid:
             obj["parentUuid"] = e.parentUuid
         if e.uuid in zero_usage:

@@ -8,11 +8,13 @@ and the daemon writes the client's bytes unchanged.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 import msgspec
 
 from ..wire.errors import SessiondError, bad_request
+from .reencode import loads_exact
 
 TRANSCRIPT_TYPES: Final = frozenset({"user", "assistant", "system", "attachment"})
 """Messages that take part in the parent chain."""
@@ -63,11 +65,41 @@ class EntryHeader(msgspec.Struct, frozen=True, gc=False):
 
 _header_decoder = msgspec.json.Decoder(EntryHeader)
 
+_SURROGATE_ESCAPES = re.compile(
+    rb"\\\\"  # an escaped backslash: what follows it is plain text
+    rb"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"  # a valid pair
+    rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"  # a lone half
+)
+_REPLACEMENT_ESCAPE: Final = rb"\ufffd"
+
+
+def _mask(match: re.Match[bytes]) -> bytes:
+    text = match.group()
+    return _REPLACEMENT_ESCAPE if len(text) == 6 and text[1:2] == b"u" else text
+
+
+def mask_lone_surrogates(line: bytes | memoryview) -> bytes | None:
+    """A same-length copy of ``line`` with every lone surrogate escape
+    (``"\\ud83d"``) replaced by ``"\\ufffd"``; None when it holds none.
+
+    JavaScript's JSON.stringify writes such escapes when a string is cut inside
+    an emoji (a known Claude Code failure) and JSON.parse reads them, but
+    msgspec refuses them when it decodes (or merely skips) a string. Decoders
+    retry a line that failed with this copy, so the line is read everywhere,
+    while the bytes on disk and on the wire are never changed."""
+    data = bytes(line)
+    if b"\\ud" not in data and b"\\uD" not in data:
+        return None
+    masked = _SURROGATE_ESCAPES.sub(_mask, data)
+    return None if masked == data else masked
+
 
 def decode_header(line: bytes) -> EntryHeader:
     """Header of one entry, or a ``bad_request`` error naming what is wrong.
 
-    Refuses anything that is not exactly one JSON object on one line in UTF-8.
+    Refuses anything that is not exactly one JSON object on one line in UTF-8,
+    and an object nested deeper than the decoder can validate. Lone surrogate
+    escapes are accepted (see ``mask_lone_surrogates``).
     """
     if 10 in line or 13 in line:  # b"\n", b"\r": an int test is a plain memchr, ~10x faster
         raise bad_request("entry contains a raw newline")
@@ -76,7 +108,12 @@ def decode_header(line: bytes) -> EntryHeader:
     except msgspec.ValidationError as exc:
         raise bad_request(f"entry has a field of the wrong type: {exc}") from None
     except msgspec.DecodeError as exc:
-        raise bad_request(f"entry is not one JSON object: {exc}") from None
+        masked = mask_lone_surrogates(line)
+        if masked is None:
+            raise bad_request(f"entry is not one JSON object: {exc}") from None
+        header = decode_header(masked)
+    except RecursionError:
+        raise bad_request("entry is nested too deeply to be checked (about 1,000 levels at most)") from None
     if not line.isascii():  # ASCII is valid UTF-8: only other lines need the full check
         try:
             line.decode("utf-8")
@@ -100,7 +137,7 @@ def decode_headers(lines: list[bytes]) -> list[EntryHeader]:
     decode = _header_decoder.decode
     try:
         headers = [decode(line) for line in lines]
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return _decode_each(lines)
     joined = b"".join(lines)
     if 10 in joined or 13 in joined:
@@ -130,15 +167,28 @@ def try_header(line: bytes) -> EntryHeader | None:
     try:
         return _header_decoder.decode(line)
     except msgspec.DecodeError:
+        masked = mask_lone_surrogates(line)
+        return None if masked is None else try_header(masked)
+    except RecursionError:
         return None
 
 
 def decode_object(line: bytes | memoryview) -> dict | None:
     """The line as a plain dict when it is exactly one JSON object, else None:
-    the slow path readers take for lines whose fields have unexpected types."""
+    the slow path readers take for lines whose fields have unexpected types.
+    A lone surrogate escape reads as U+FFFD; a number msgspec cannot hold
+    (``1e400``) stays as its text (``msgspec.Raw``)."""
     try:
         obj = msgspec.json.decode(line)
     except msgspec.DecodeError:
+        masked = mask_lone_surrogates(line)
+        if masked is not None:
+            return decode_object(masked)
+        try:
+            obj = loads_exact(line)
+        except (ValueError, RecursionError):
+            return None
+    except RecursionError:
         return None
     return obj if isinstance(obj, dict) else None
 

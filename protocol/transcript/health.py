@@ -18,7 +18,9 @@ from pathlib import Path
 import msgspec
 
 from .appendfile import TornTail, cut_torn_tail, file_lock
+from .entries import mask_lone_surrogates
 from .jsonl import iter_lines
+from .regular import open_regular
 
 
 class _Block(msgspec.Struct):
@@ -60,8 +62,8 @@ class Health(msgspec.Struct):
 
 def check_file(path: Path | str) -> Health:
     path = Path(path)
-    size = os.stat(path).st_size
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:
+        size = os.fstat(f.fileno()).st_size
         if size:
             f.seek(size - 1)
             torn = f.read(1) != b"\n"
@@ -78,6 +80,15 @@ def check_file(path: Path | str) -> Health:
         try:
             e = _decode(raw)
         except msgspec.DecodeError:
+            masked = mask_lone_surrogates(raw)  # JSON.parse reads a lone surrogate: so do we
+            try:
+                if masked is None:
+                    raise
+                e = _decode(masked)
+            except (msgspec.DecodeError, RecursionError):
+                bad.append(lines)
+                continue
+        except RecursionError:
             bad.append(lines)
             continue
         if e.uuid is not None:
@@ -134,7 +145,7 @@ def repair_file(path: Path | str) -> Repair:
     """Fix what can be fixed without losing a byte, under the same lock the
     daemon's writer takes (so it is safe while a daemon runs)."""
     path = Path(path)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+    fd = open_regular(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
     try:
         with file_lock(fd):
             before = os.fstat(fd).st_size

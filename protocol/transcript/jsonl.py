@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from .entries import REAPPENDED_SET, try_header, is_chain_participant
+from .regular import open_regular
 
 CHUNK = 1 << 20
 
@@ -26,7 +27,7 @@ def iter_line_views(path: Path | str, chunk: int = CHUNK) -> Iterator[memoryview
     """
     buf = bytearray(chunk)
     view = memoryview(buf)
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_regular(path)
     try:
         start = end = 0
         while True:
@@ -107,3 +108,16 @@ def scan_uuids(path: Path | str) -> set[str]:
         if header is not None and header.uuid is not None:
             out.add(header.uuid)
     return out
+
+
+def head_lines(path: Path | str, window: int) -> set[bytes]:
+    """The whole lines within the first ``window`` bytes of a file."""
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        return set()
+    try:
+        data = os.pread(fd, window, 0)
+    finally:
+        os.close(fd)
+    return set(data[: data.rfind(b"\n") + 1].split(b"\n"))

@@ -39,7 +39,8 @@ from typing import Any, Final
 
 import msgspec
 
-from .entries import MATERIALIZING_TYPES, decode_object
+from .entries import MATERIALIZING_TYPES, decode_object, mask_lone_surrogates
+from .regular import open_regular
 from .session_info import SessionInfo  # noqa: F401  (what the lite read fills; listing and the catalog import it from here)
 
 LITE_WINDOW: Final = 65536
@@ -61,7 +62,7 @@ Opener = Callable[[str], int]
 
 
 def default_opener(path: str) -> int:
-    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    return open_regular(path)
 
 
 # --------------------------------------------------------------------------- types
@@ -199,6 +200,9 @@ def _decode(dec: msgspec.json.Decoder, cls: type, line: bytes) -> Any:
     except msgspec.ValidationError:
         return _loose(line, cls)
     except msgspec.DecodeError:
+        masked = mask_lone_surrogates(line)
+        return None if masked is None else _decode(dec, cls, masked)
+    except RecursionError:
         return None
 
 

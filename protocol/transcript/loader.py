@@ -41,9 +41,10 @@ import msgspec
 
 from .appendfile import settled_size, whole_lines_end
 from .blocks import Block, Lines, kept_blocks, map_file, mapped_blocks, pread_all, reused_blocks
-from .chainentry import SKIPPED, Entry, decode_block, decoder
+from .chainentry import SKIPPED, Entry, decode_block, parse_line
 from .entries import COMPACT_BOUNDARY, TRANSCRIPT_TYPES
 from .jsonl import CHUNK
+from .regular import open_regular
 from .metadata import METADATA_KINDS
 
 SKIP_THRESHOLD: Final = 5 * 1024 * 1024
@@ -94,7 +95,7 @@ def load_entries(
     reuses (``unsure``) than the skip; only then is the file read again with the
     whole search, for exactly the skip's result.
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = open_regular(path)
     try:
         # The map must never outlive its bytes (SIGBUS): no write that may be
         # rolled back, and nothing after the last newline, which a writer may
@@ -310,9 +311,8 @@ def _boundary_in(line: bytes) -> str | None:
     """uuid of the line when it is a boundary the skip may start at."""
     if b'"compact_boundary"' not in line:
         return None
-    try:
-        e = decoder.decode(line)
-    except msgspec.DecodeError:
+    e = parse_line(line)
+    if e is None:
         return None
     if (e.type == "system" and e.subtype == COMPACT_BOUNDARY and e.uuid
             and not e.isSidechain and (e.compactMetadata is None or not e.compactMetadata.preserves)):

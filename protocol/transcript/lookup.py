@@ -150,7 +150,7 @@ def find_session(root: Path | str, session_id: str, cwd: str | None = None, *,
     Refuses a session id that is not a UUID (``bad_request``) before touching
     the file system, so an id can never become a path. None when not found.
     """
-    check_session_id(session_id)
+    session_id = check_session_id(session_id)
     root = Path(root)
     file_name = f"{session_id}.jsonl"
     seen: set[Path] = set()

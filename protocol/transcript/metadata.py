@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import msgspec
-
-from .entries import REAPPENDED_SET
+from .entries import REAPPENDED_SET, decode_object
 
 METADATA_KINDS: Final = REAPPENDED_SET | {"summary", "ai-title"}
 """Entry types whose latest occurrence is reported as session metadata."""
@@ -42,9 +40,8 @@ def metadata_values(raw: dict[str, bytes]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for kind in sorted(raw, key=_metadata_order):
-        try:
-            obj = msgspec.json.decode(raw[kind])
-        except msgspec.DecodeError:  # pragma: no cover - lines were parsed already
+        obj = decode_object(raw[kind])
+        if obj is None:  # pragma: no cover - lines were parsed already
             continue
         if kind == "pr-link":
             link = {k: obj[k] for k in _PR_LINK_FIELDS if k in obj}

@@ -18,7 +18,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from ..wire.errors import bad_request, permission_denied
+from ..wire.errors import SessiondError, bad_request, permission_denied
 
 MAX_SANITIZED = 200
 
@@ -82,9 +82,16 @@ def check_cwd(cwd: str) -> None:
 
 
 def check_session_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not _UUID_RE.fullmatch(session_id):
-        raise bad_request(f"session id must be a UUID: {session_id!r}")
-    return session_id
+    """The canonical form of a session id (lower-case, no braces), or ``bad_request``.
+
+    Every side (daemon, fallback, readers, CLI) keys files and sessions by what
+    this returns, so ``ABC…``, ``{abc…}`` and ``abc…`` are one session and one
+    file, never two transcripts side by side."""
+    if isinstance(session_id, str):
+        core = session_id[1:-1] if session_id[:1] == "{" and session_id[-1:] == "}" else session_id
+        if _UUID_RE.fullmatch(core):
+            return core.lower()
+    raise bad_request(f"session id must be a UUID: {session_id!r}")
 
 
 def check_id(kind: str, value: str) -> str:
@@ -95,7 +102,12 @@ def check_id(kind: str, value: str) -> str:
 
 
 def is_session_id(value: str) -> bool:
-    return bool(_UUID_RE.fullmatch(value))
+    """Whether ``check_session_id`` accepts ``value`` (any case, braces or not)."""
+    try:
+        check_session_id(value)
+    except SessiondError:
+        return False
+    return True
 
 
 def projects_dir(root: Path) -> Path:

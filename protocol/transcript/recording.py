@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from .entries import EntryHeader, is_chain_participant, is_compact_boundary
+from .reencode import decode_entry, encode_entry
 from ..wire.errors import bad_request
 
 _json = msgspec.json.Encoder()
@@ -40,14 +41,14 @@ def stamp_parent(
     decoded and rebuilt; otherwise the new keys are prepended to the bytes.
     """
     if has_parent_keys:
-        obj = msgspec.json.decode(raw)
+        obj = decode_entry(raw)
         obj.pop("parentUuid", None)
         obj.pop("logicalParentUuid", None)
         head: dict = {"parentUuid": parent}
         if boundary:
             head["logicalParentUuid"] = logical_parent
         head.update(obj)
-        return _json.encode(head)
+        return encode_entry(head)
     body = raw.strip()
     if body[:1] != b"{":
         raise bad_request("a recorded message must be a JSON object")

@@ -39,6 +39,7 @@ from .chainentry import Entry
 from .deserialize import Interruption, chain_messages, consistency_delta, deserialize, materialize
 from .jsonl import CHUNK
 from .loader import SKIP_THRESHOLD, Loaded, load_entries
+from .entries import decode_object
 from .metadata import metadata_values
 from .paths import check_id, is_session_id
 from .relink import Compaction, apply_compaction, apply_snips
@@ -114,7 +115,7 @@ def _session_id(path: Path, messages: list[dict[str, Any]], metadata: dict[str, 
         if isinstance(m.get("sessionId"), str):
             return m["sessionId"]
     for line in metadata.values():
-        sid = msgspec.json.decode(line).get("sessionId")
+        sid = (decode_object(line) or {}).get("sessionId")
         if isinstance(sid, str):
             return sid
     return None

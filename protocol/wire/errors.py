@@ -3,6 +3,7 @@
     SessiondError                 anything sessiond raises on purpose
     ├── ProtocolError             bytes that are not a valid frame or message
     │   └── FrameTooLarge         announced length over the cap (body never read)
+    │       └── EntryTooLarge     one entry no frame under the cap can hold (client side)
     ├── VersionMismatch           the peers speak different major protocol versions
     ├── DaemonUnavailable         no daemon answers on the socket (client side)
     └── RemoteError(code)         the daemon answered with an ``Error`` frame
@@ -54,6 +55,11 @@ class ProtocolError(SessiondError):
 
 class FrameTooLarge(ProtocolError):
     code = TOO_LARGE
+
+
+class EntryTooLarge(FrameTooLarge):
+    """An entry that cannot fit in any frame the daemon accepts: refused by the
+    client before it is sent (it would never be stored, however often resent)."""
 
 
 class VersionMismatch(SessiondError):

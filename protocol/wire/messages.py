@@ -147,6 +147,9 @@ class Welcome(_Message):
     protocol_version: int
     daemon_version: str
     pid: int
+    max_frame_bytes: int = 0
+    """The daemon's frame cap, so a client splits batches and refuses an entry
+    that cannot fit; 0 (an older daemon): the default cap."""
 
 
 class Opened(_Message):
@@ -212,6 +215,8 @@ class StatusResult(_Message):
     config: dict[str, str | int | float | bool]
     mirror: dict[str, str | int | float | bool | None] | None = None
     """The remote mirror's state (servers, connected, lag), when one is configured."""
+    spooledBytes: int = 0
+    """Bytes of entries held before their session's first message, on disk in the spool."""
 
 
 class Error(_Message):

@@ -2,43 +2,47 @@
 until told to stop, and logs every acknowledgement (uuid and level) to a file
 AFTER the daemon acknowledged it. Survives daemon restarts by reconnecting.
 
-    python tests/crash/worker.py SOCKET ROOT SESSION CWD ACKFILE [SIZE]
+    python tests/crash/worker.py SOCKET ROOT SESSION CWD ACKFILE [SIZE [TIMEOUT]]
 """
 
 import json
+import os
 import signal
 import sys
 import uuid
+from collections.abc import Callable
 
 from sessiond.client import Client, Session
 
 LEVELS = ("written", "queued", "durable", "queued")
 
 
+def stop_requested() -> Callable[[], bool]:
+    """SIGTERM asks the worker to finish what it is doing and stop."""
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+    return lambda: stop[0]
+
+
 def main() -> None:
     sock, root, sid, cwd, ackfile = sys.argv[1:6]
     size = int(sys.argv[6]) if len(sys.argv) > 6 else 300
-    stop = False
-
-    def on_term(*_):
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    client = Client(sock, root=root, autostart=False, timeout=5)
+    timeout = float(sys.argv[7]) if len(sys.argv) > 7 else 5.0
+    stopping = stop_requested()
+    client = Client(sock, root=root, autostart=False, timeout=timeout)
     session = Session(client, sid, cwd, reconnect_timeout=120)
     pad = "p" * size
     with open(ackfile, "a", buffering=1) as acks:
         print("ready", flush=True)
         i = 0
-        while not stop:
+        while not stopping():
             level = LEVELS[i % len(LEVELS)]
             u = str(uuid.uuid4())
             entry = {"type": "user" if i % 2 == 0 else "assistant", "uuid": u, "sessionId": sid, "n": i,
                      "message": {"role": "user", "content": pad}}
             if i % 50 == 49:  # now and then an entry without a uuid
-                entry = {"type": "custom-title", "customTitle": f"title {i}", "sessionId": sid}
-                u = f"title {i}"
+                u = f"title {os.getpid()} {i}"  # unique: a restarted worker counts from 0 again
+                entry = {"type": "custom-title", "customTitle": u, "sessionId": sid}
             resp = session.append(entry, level)
             if resp is not None:
                 acks.write(json.dumps([u, level]) + "\n")

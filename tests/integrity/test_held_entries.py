@@ -1,0 +1,164 @@
+"""Entries held before a session's first message are acknowledged like any
+other: ``written``/``durable`` mean in (synced to) the session's spool file, a
+daemon SIGKILL loses none of them, the session's transcript gets them first and
+the spool goes away; a session that never materializes leaves no transcript."""
+
+import uuid
+
+import pytest
+
+from sessiond.client import Client, Session
+from sessiond.protocol.transcript.spoolfile import header_line, spool_dir, spool_path
+from sessiond.protocol.wire import messages as m
+from tests.helpers import line, main_path, read_entries, user, wait_until
+
+CWD = "/work/project"
+
+
+def test_held_entries_survive_a_daemon_sigkill(daemon_factory):
+    d = daemon_factory().start()
+    sid = str(uuid.uuid4())
+    attachment = {"type": "attachment", "uuid": str(uuid.uuid4()), "attachment": {"type": "hook", "content": "ctx"}}
+    with d.client() as c:
+        s = Session(c, sid, CWD)
+        s.set_title("Kept title")
+        s.set_tag("kept-tag")
+        s.set_mode("coordinator")
+        s.append(attachment, durability="durable")
+        assert not s._unconfirmed and not s._unsent  # acknowledged as written: the client let go of them
+        assert spool_path(d.root, sid).exists()
+        d.kill()
+    assert not main_path(d.root, CWD, sid).exists()
+    d.start()
+    d.cli("record", "--cwd", CWD, "--session", sid, "--durability", "written", input=line(user("first")) + b"\n")
+    entries = read_entries(main_path(d.root, CWD, sid))
+    assert [e["type"] for e in entries[:5]] == ["custom-title", "tag", "mode", "attachment", "user"]
+    assert entries[0]["customTitle"] == "Kept title" and entries[3]["uuid"] == attachment["uuid"]
+    assert [e["type"] for e in entries[5:]] in ([], ["custom-title", "tag", "mode"])  # the exit re-append at most
+    d.cli("flush", "--durable")
+    wait_until(lambda: not spool_path(d.root, sid).exists(), "the spool to go once the transcript holds its entries")
+
+
+def test_a_session_that_never_materializes_leaves_no_transcript_and_no_spool(daemon_factory):
+    d = daemon_factory().start()
+    closed, replayed = str(uuid.uuid4()), str(uuid.uuid4())
+    with d.client() as c:
+        for sid in (closed, replayed):
+            r = c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="durable",
+                                entries=[line({"type": "custom-title", "customTitle": "t"})]))
+            assert r.accepted == 1
+        c.call(m.Close(id=c.next_id(), session=closed))
+        d.cli("flush")
+        wait_until(lambda: not spool_path(d.root, closed).exists(), "the closed session's spool to go")
+        assert spool_path(d.root, replayed).exists()
+        d.kill()
+    d.start()  # replays the held title; nobody comes back for it
+    with d.client() as c:
+        status = c.status()
+    assert status.pendingEntries == 1 and status.spooledBytes > 0
+    assert d.stop() == 0  # exit cleanup: no message, no file
+    assert not main_path(d.root, CWD, replayed).exists()
+    assert list(spool_dir(d.root).iterdir()) == []
+
+
+def test_a_resend_after_the_restart_is_not_held_twice(daemon_factory):
+    d = daemon_factory().start()
+    sid = str(uuid.uuid4())
+    title = line({"type": "custom-title", "customTitle": "once"})
+    with d.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[title], durability="written"))
+        d.kill()
+    d.start()
+    with d.client() as c:  # a client that kept the entry (acked only "queued") resends it
+        r = c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[title], resend=True))
+        assert (r.accepted, r.duplicates) == (0, 1)
+        c.call(m.Record(id=c.next_id(), session=sid, cwd=CWD, messages=[line(user("q"))], durability="written"))
+    entries = read_entries(main_path(d.root, CWD, sid))
+    assert [e["type"] for e in entries[:2]] == ["custom-title", "user"]
+    assert sum(e["type"] == "custom-title" for e in entries) <= 2  # the one held, and the exit re-append at most
+
+
+def test_a_crash_between_materializing_and_deleting_the_spool_writes_nothing_twice(daemon_factory):
+    d = daemon_factory()
+    sid = str(uuid.uuid4())
+    title = line({"type": "custom-title", "customTitle": "t"})
+    hook = line({"type": "attachment", "uuid": str(uuid.uuid4()), "attachment": {"type": "hook"}})
+    tag = line({"type": "tag", "tag": "x"})
+    first = line(user("q"))
+    transcript = main_path(d.root, CWD, sid)
+    transcript.parent.mkdir(parents=True)
+    transcript.write_bytes(title + b"\n" + hook + b"\n" + first + b"\n")  # the tag's line never made it
+    spool = spool_path(d.root, sid)
+    spool.parent.mkdir(mode=0o700)
+    spool.write_bytes(b"\n".join([header_line(d.root, transcript.parent, CWD), title, hook, tag]) + b"\n")
+    d.start()
+    wait_until(lambda: not spool.exists(), "the reconciled spool to go")
+    assert transcript.read_bytes() == b"\n".join([title, hook, first, tag]) + b"\n"
+    assert d.stop() == 0
+
+
+def test_the_fallback_writes_what_a_dead_daemon_held_first(daemon_factory):
+    d = daemon_factory().start()
+    sid = str(uuid.uuid4())
+    title = {"type": "custom-title", "customTitle": "from the spool"}
+    with d.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(title)], durability="durable"))
+        d.kill()
+    msg = user("direct")
+    d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sid, input=line(msg) + b"\n")
+    assert read_entries(main_path(d.root, CWD, sid)) == [title, msg]
+    assert not spool_path(d.root, sid).exists()
+    d.start()  # nothing left to replay
+    assert "replayed" not in d.log_text()
+    assert read_entries(main_path(d.root, CWD, sid)) == [title, msg]
+
+
+def test_a_dropped_connection_does_not_discard_what_was_acknowledged(daemon):
+    """A client that gave up on its connection (a stalled daemon, a timeout)
+    reconnects and carries on: the entries acknowledged as written before the
+    session's first message are still held for it."""
+    sid = str(uuid.uuid4())
+    title = {"type": "custom-title", "customTitle": "said written"}
+    first = Client(daemon.socket, root=daemon.root, autostart=False, timeout=10).connect()
+    first.call(m.Append(id=first.next_id(), session=sid, cwd=CWD, entries=[line(title)], durability="written"))
+    first.close()  # dropped, no Close
+    with daemon.client() as c:
+        wait_until(lambda: c.status().clients == 1, "the daemon to see the drop")
+        s = Session(c, sid, CWD)
+        s.record([user("carry on")], durability="written")
+        s.close()
+    assert [e["type"] for e in read_entries(main_path(daemon.root, CWD, sid))][:2] == ["custom-title", "user"]
+
+
+@pytest.mark.timeout(120)
+def test_held_entries_of_a_client_that_never_comes_back_are_discarded(daemon):
+    """The grace after a dropped connection is bounded (``idle_evict``, 30 s, seen by
+    the 10 s sweep): then the session ends without a message, no transcript, no spool."""
+    sid = str(uuid.uuid4())
+    c = Client(daemon.socket, root=daemon.root, autostart=False, timeout=10).connect()
+    c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
+                    entries=[line({"type": "custom-title", "customTitle": "abandoned"})]))
+    c.close()  # dropped, and never back
+    wait_until(lambda: not spool_path(daemon.root, sid).exists(), "the abandoned spool to go", timeout=90, every=0.5)
+    with daemon.client() as other:
+        assert other.status().pendingEntries == 0
+        other.call(m.Record(id=other.next_id(), session=sid, cwd=CWD, messages=[line(user("later"))], durability="written"))
+    assert [e["type"] for e in read_entries(main_path(daemon.root, CWD, sid))] == ["user"]
+
+
+def test_a_planted_spool_symlink_is_refused_and_changes_nothing(daemon, short_tmp):
+    from sessiond.protocol.wire.errors import RemoteError
+
+    outside = short_tmp / "outside"
+    outside.mkdir()
+    daemon.root.mkdir(exist_ok=True)
+    spool_dir(daemon.root).symlink_to(outside)
+    sid = str(uuid.uuid4())
+    with daemon.client() as c:
+        with pytest.raises(RemoteError) as err:
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line({"type": "tag", "tag": "t"})]))
+        assert err.value.code == "permission_denied"
+        assert c.status().pendingEntries == 0  # all or nothing
+        c.call(m.Record(id=c.next_id(), session=sid, cwd=CWD, messages=[line(user("q"))], durability="written"))
+    assert [e["type"] for e in read_entries(main_path(daemon.root, CWD, sid))] == ["user"]
+    assert list(outside.iterdir()) == []
