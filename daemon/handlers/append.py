@@ -22,10 +22,13 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     state = daemon.registry.get(req.session, req.cwd)
     if daemon.registry.when_loaded(state, conn.redispatch, req):
         return None
+    headers = decode_headers(req.entries)
+    if daemon.registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
+        return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
     conn.attach(state)
-    routed = daemon.registry.accept(state, decode_headers(req.entries), req.entries, req.agent, req.run, resend=req.resend)
+    routed = daemon.registry.accept(state, headers, req.entries, req.agent, req.run, resend=req.resend)
     return _ack(conn, req.id, req.durability, routed)
 
 
@@ -36,10 +39,13 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
     state = registry.get(req.session, req.cwd)
     if registry.when_loaded(state, conn.redispatch, req):
         return None
+    headers = decode_headers(req.messages)  # all decoded first: one bad entry refuses all
+    if registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
+        return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)
     conn.attach(state)
-    batch = list(zip(decode_headers(req.messages), req.messages))  # all decoded first: one bad entry refuses all
+    batch = list(zip(headers, req.messages))
     targets = registry.resolve(state, batch, req.agent, req.run)
     # Each target file is its own chain (a sidechain message never chains onto,
     # nor dedups against, the main transcript): chain each group separately.
