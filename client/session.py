@@ -25,7 +25,7 @@ from sessiond.protocol.locations import daemon_holds_lock, default_root
 from sessiond.protocol.transcript.entries import decode_header
 from sessiond.protocol.transcript.recording import chain_messages
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable
+from sessiond.protocol.wire.errors import DaemonUnavailable, UnsafeSocketDir
 
 from .connection import Client
 from .envelope import stamp
@@ -202,6 +202,9 @@ class Session:
                     self._unconfirmed.clear()
                     self._unconfirmed_bytes = 0
                 return result
+            except UnsafeSocketDir:
+                self._lost = True
+                raise  # waiting does not make the directory ours
             except DaemonUnavailable:
                 self._lost = True
                 if time.monotonic() + delay > deadline:
@@ -237,7 +240,15 @@ class Session:
 
     def _fallback(self) -> FallbackResult:
         pending = self._unconfirmed + self._unsent
-        if daemon_holds_lock(self.client.socket_path):
+        try:
+            alive = daemon_holds_lock(self.client.socket_path)
+        except PermissionError as exc:
+            # Not our directory or lock: no daemon of ours can run there, so
+            # nobody else writes these files; say so loudly and write them here.
+            log.error("sessiond: %s; no daemon can serve there: writing %d entries of session %s directly",
+                      exc, sum(len(b.lines) for b in pending), self.id)
+            alive = False
+        if alive:
             count = sum(len(b.lines) for b in pending)
             log.warning("sessiond is alive but did not answer; %d entries of session %s not delivered", count, self.id)
             return FallbackResult(undelivered=count)

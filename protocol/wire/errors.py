@@ -5,6 +5,7 @@
     │   └── FrameTooLarge         announced length over the cap (body never read)
     ├── VersionMismatch           the peers speak different major protocol versions
     ├── DaemonUnavailable         no daemon answers on the socket (client side)
+    │   └── UnsafeSocketDir       the socket's directory or lock is not ours alone
     └── RemoteError(code)         the daemon answered with an ``Error`` frame
 
 The daemon turns a raised ``SessiondError`` into an ``Error{id, code, message}``
@@ -62,6 +63,14 @@ class VersionMismatch(SessiondError):
 
 class DaemonUnavailable(SessiondError):
     code = "unavailable"
+
+
+class UnsafeSocketDir(DaemonUnavailable):
+    """The socket directory (or the lock file in it) is a symlink, someone
+    else's, or open to others: nothing in it is trusted, no daemon is started
+    there. Not retried: waiting does not make it ours."""
+
+    code = PERMISSION_DENIED
 
 
 class RemoteError(SessiondError):
