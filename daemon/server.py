@@ -30,7 +30,6 @@ from .activation import activated_socket
 from .config import ConfigError, Settings
 from .catalog import Catalog
 from .connection import Connection, Outbox
-from .metafiles import MetaWriter
 from .notify import Notifier
 from .sessions import Registry
 from .writer import Stats, Writer
@@ -58,7 +57,6 @@ class Daemon:
         self.outbox = Outbox(loop)
         self.writer.after_pass = self.outbox.flush
         self.registry = Registry(settings, self.writer)
-        self.metas = MetaWriter(loop, self.writer.root)
         self.catalog = Catalog(settings.root, loop)
         self.writer.observers.append(self.catalog.written)
         self.mirror = None
@@ -130,7 +128,6 @@ class Daemon:
         for state in list(self.registry.sessions.values()):
             self.registry.exit_cleanup(state)
         self.writer.drain_everything()
-        self.metas.close()
         self.writer.close()
         for conn in list(self.connections):
             conn.close()

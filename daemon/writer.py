@@ -29,6 +29,7 @@ from sessiond.protocol.transcript.safeopen import APPEND_FLAGS, StoreRoot, error
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
 from .config import Settings
+from .filework import FileWork
 from .libc import libc_function
 from .pathwatch import PathWatch
 
@@ -91,6 +92,8 @@ class Writer:
         self.root = StoreRoot(settings.root)
         """Every transcript is opened through it: inside the root, no symlink
         followed below it, regular files only, never blocking (``safeopen``)."""
+        self.files = FileWork(loop)
+        """Creating files and directories, replacing meta files: off the loop."""
         self.queues: dict[Path, FileQueue] = {}
         self.queued_bytes = 0
         self.queued_entries = 0
@@ -285,8 +288,7 @@ class Writer:
                 log.error("creating %s failed: %r", q.path, exc)
                 self._write_failed(q, OSError(errno.EIO, repr(exc)))
 
-        fut = self.loop.run_in_executor(None, _create_file, self.root, q.path)
-        fut.add_done_callback(created)
+        self.files.submit(_create_file, self.root, q.path).add_done_callback(created)
 
     def _current_fd(self, q: FileQueue, *, create_here: bool = False) -> int | None:
         """``_fd``, checked to be the file at the queue's path when that is in
@@ -650,6 +652,7 @@ class Writer:
                 os.close(fd)
         self._fs_fds.clear()
         self.watch.close()
+        self.files.close()
         self.root.close()
 
 

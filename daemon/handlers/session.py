@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,10 +11,12 @@ import msgspec
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.safeopen import error_for
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import SessiondError, bad_request, not_found
+from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, not_found
 
 if TYPE_CHECKING:
     from ..connection import Connection
+
+log = logging.getLogger("sessiond")
 
 
 def handle_open(conn: Connection, req: m.Open) -> m.Response | None:
@@ -42,8 +45,8 @@ def handle_close(conn: Connection, req: m.Close) -> m.Response | None:
 
 
 def handle_agent_meta(conn: Connection, req: m.SetAgentMeta) -> m.Response | None:
-    """Replace an agent's meta file; answered once it is written and synced, by
-    the meta writer's thread (``metafiles``), never on the loop."""
+    """Replace an agent's meta file; answered once it is written and synced on
+    the writer's file thread (``filework``), never on the loop."""
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     state = daemon.registry.get(req.session, req.cwd)
@@ -61,10 +64,17 @@ def handle_agent_meta(conn: Connection, req: m.SetAgentMeta) -> m.Response | Non
     except OSError as exc:
         raise error_for(exc, f"checking {path.name}") from None
 
-    def done(err: SessiondError | None) -> None:
-        conn.reply(m.Done(id=req.id) if err is None else m.Error(id=req.id, code=err.code, message=err.message))
+    def done(fut) -> None:
+        exc = fut.exception()
+        if exc is None:
+            conn.reply(m.Done(id=req.id))
+            return
+        log.error("writing %s failed: %s", path, exc)
+        err = error_for(exc, f"writing {path.name}") if isinstance(exc, OSError) else io_error(f"writing {path.name}: {exc}")
+        conn.reply(m.Error(id=req.id, code=err.code, message=err.message))
 
-    daemon.metas.write(path, msgspec.json.encode(meta), done)
+    writer = daemon.writer
+    writer.files.submit(writer.root.write_atomic, path, msgspec.json.encode(meta)).add_done_callback(done)
     return None
 
 

@@ -6,12 +6,14 @@ transcript, agent file, meta file and ``.torn`` side file through ``StoreRoot``:
 - The root is opened once, as a directory fd. A root that is itself a symlink
   (``~/.claude`` pointing elsewhere) is the user's choice and is followed then,
   once; nothing below it may lead out of it: each directory component is opened
-  relative to its parent's fd with ``O_NOFOLLOW``, so a symlink planted below the
-  root, before a session began or swapped in while the daemon holds the file
-  open, is refused, not followed. This is checked at every open, including the
-  writer's reopen of a file renamed or deleted under it, not only when a session
-  is created. The cost is one ``openat`` per directory level, paid only when a
-  file is (re)opened: the writer keeps its descriptors.
+  relative to its parent's fd with ``O_NOFOLLOW``, and a symlink met on the way
+  is resolved by ``StoreRoot`` itself, followed only while it stays inside the
+  root. One planted to lead out, before a session began or swapped in while the
+  daemon holds the file open, is refused, not followed. This holds at every
+  open, including the writer's reopen of a file renamed or deleted under it, not
+  only when a session is created. The final component is never a symlink. The
+  cost is one ``openat`` per directory level, paid only when a file is
+  (re)opened: the writer keeps its descriptors.
 - The final open adds ``O_NONBLOCK`` and the descriptor is ``fstat``'ed: a FIFO,
   socket, device or directory at a transcript path would block ``open(2)`` or
   ``write(2)`` forever (a FIFO with a reader opens fine for writing and swallows
@@ -36,6 +38,7 @@ DIR_MODE = 0o700
 APPEND_FLAGS = os.O_RDWR | os.O_APPEND  # RDWR: the torn-tail check preads
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+MAX_LINKS = 40  # as the kernel's path walk
 
 
 class UnsafePath(OSError):
@@ -124,12 +127,28 @@ class StoreRoot:
     # ------------------------------------------------------------------ walking
 
     def _walk(self, path: Path | str, names: list[str], create: bool) -> int:
-        """A new descriptor on the directory ``names`` below the root, each level
-        opened with O_NOFOLLOW; missing levels are made 0700 when ``create``
-        (each new entry synced in its parent, so it survives a crash)."""
+        """A new descriptor on the directory ``names`` below the root, every
+        level opened relative to its parent with O_NOFOLLOW. A symlink met on
+        the way is resolved here, not by the kernel, and only while it stays
+        inside the root (a project directory linked to another one in the
+        store is fine; one leading out of it is refused). Missing levels are
+        made 0700 when ``create`` (each new entry synced in its parent)."""
+        todo = list(names)
+        done: list[str] = []  # the levels walked so far, symlinks resolved
+        links = 0
         cur = os.dup(self.fd)
         try:
-            for name in names:
+            while todo:
+                name = todo.pop(0)
+                if name in ("", "."):
+                    continue
+                if name == "..":
+                    if not done:
+                        raise UnsafePath(f"{path} leads outside the store root {self.path}")
+                    done.pop()
+                    os.close(cur)
+                    cur = self._walk(path, done, False)  # no symlink left in ``done``
+                    continue
                 try:
                     nxt = os.open(name, _DIR_FLAGS, dir_fd=cur)
                 except FileNotFoundError:
@@ -137,15 +156,49 @@ class StoreRoot:
                         raise
                     nxt = self._make_dir(cur, name)
                 except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise self._refusal(cur, name, path) from None
-                    raise
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    target = self._link_target(cur, name, path)
+                    links += 1
+                    if links > MAX_LINKS:
+                        raise UnsafePath(f"{path}: too many symlinks on the way") from None
+                    if os.path.isabs(target):
+                        todo[:0] = self._inside(target, path)
+                        done = []
+                        os.close(cur)
+                        cur = os.dup(self.fd)
+                    else:
+                        todo[:0] = target.split("/")
+                    continue
                 os.close(cur)
                 cur = nxt
+                done.append(name)
         except BaseException:
             os.close(cur)
             raise
         return cur
+
+    def _inside(self, target: str, path: Path | str) -> list[str]:
+        """An absolute symlink target's levels below the root; refused when it
+        does not lie inside it."""
+        for base in (self.path, self.real):
+            try:
+                return list(Path(target).relative_to(base).parts)
+            except ValueError:
+                continue
+        raise UnsafePath(f"{path}: a symlink on the way points outside the store root ({target}); "
+                         "sessiond never follows one out of it")
+
+    @staticmethod
+    def _link_target(parent: int, name: str, path: Path | str) -> str:
+        try:
+            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISLNK(st.st_mode):
+            what = f"a {kind_of(st.st_mode)}" if st is not None else "not a directory"
+            raise UnsafePath(f"{path}: its component {name!r} is {what}") from None
+        return os.readlink(name, dir_fd=parent)
 
     @staticmethod
     def _make_dir(parent: int, name: str) -> int:
@@ -159,15 +212,6 @@ class StoreRoot:
             os.fchmod(fd, DIR_MODE)  # whatever the umask
             os.fsync(parent)
         return fd
-
-    @staticmethod
-    def _refusal(parent: int, name: str, path: Path | str) -> UnsafePath:
-        try:
-            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-            what = "a symlink" if stat.S_ISLNK(st.st_mode) else f"a {kind_of(st.st_mode)}"
-        except OSError:
-            what = "not a directory"
-        return UnsafePath(f"{path}: its component {name!r} is {what}; sessiond follows no symlink below its root")
 
     # ------------------------------------------------------------------ opening
 
