@@ -1,0 +1,231 @@
+"""Nobody else's files, and nothing that blocks the loop (issue 14, items 3 and 5).
+
+Each attack runs against a real daemon process: the hostile file is planted,
+then the daemon must still be alive, still answer another client, give the
+attacked session alone a typed error, honour SIGTERM, and have acknowledged
+nothing that went into a pipe or outside its root.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import RemoteError
+from tests.helpers import assistant, line, main_path, read_entries, user, wait_until
+
+CWD = "/work/project"
+OTHER_CWD = "/work/elsewhere"
+
+
+def append(c, sid: str, entries: list[dict], durability: str = "written", cwd: str = CWD) -> m.Appended:
+    return c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=[line(e) for e in entries],
+                           durability=durability))
+
+
+def flushed(c, sid: str) -> bool:
+    """True once nothing of ``sid`` waits to be written (False while its write fails)."""
+    try:
+        c.flush(sid)
+    except RemoteError:
+        return False
+    return True
+
+
+def refused(c, sid: str, entries: list[dict], **kw) -> RemoteError:
+    with pytest.raises(RemoteError) as err:
+        append(c, sid, entries, **kw)
+    return err.value
+
+
+def others_still_served(d) -> None:
+    """Another client's durable append (in another project) goes through, and status answers."""
+    other = str(uuid.uuid4())
+    with d.client() as c:
+        r = append(c, other, [user("unrelated")], durability="durable", cwd=OTHER_CWD)
+        assert r.accepted == 1
+        assert c.status().pid == d.pid
+    assert [e["message"]["content"] for e in read_entries(main_path(d.root, OTHER_CWD, other))] == ["unrelated"]
+
+
+def assert_stops_on_sigterm(d, expected: int = 0) -> None:
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=30) == expected
+
+
+class Fifo:
+    """A FIFO at ``path``, with a reader holding it open (so an O_NONBLOCK open
+    for writing succeeds: only the fstat check can refuse it)."""
+
+    def __init__(self, path: Path, reader: bool = True) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path, 0o600)
+        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK) if reader else None
+
+    def received(self) -> bytes:
+        if self.fd is None:
+            return b""
+        try:
+            return os.read(self.fd, 1 << 20)
+        except BlockingIOError:
+            return b""
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+        self.path.unlink()
+
+
+def plant(kind: str, path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        return Fifo(path, reader=False)
+    if kind == "fifo-with-reader":
+        return Fifo(path)
+    if kind == "socket":
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(path))
+        s.listen(1)
+        return s
+    if kind == "device":
+        if os.getuid() != 0:
+            pytest.skip("mknod of a device needs root")
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # /dev/null's numbers
+        return None
+    if kind == "directory":
+        path.mkdir()
+        return None
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "fifo-with-reader", "socket", "device", "directory"])
+def test_a_special_file_at_a_transcript_path_is_refused_for_that_session_alone(daemon, kind):
+    sid = str(uuid.uuid4())
+    planted = plant(kind, main_path(daemon.root, CWD, sid))
+    with daemon.client() as c:
+        err = refused(c, sid, [user("into the pipe?")])
+        assert err.code == "permission_denied" and "not a regular file" in err.message, err.message
+        with pytest.raises(RemoteError) as opened:
+            c.call(m.Open(id=c.next_id(), session=sid, cwd=CWD))
+        assert opened.value.code == "permission_denied"
+    others_still_served(daemon)
+    if isinstance(planted, Fifo):
+        assert planted.received() == b""
+        planted.close()
+    elif isinstance(planted, socket.socket):
+        planted.close()
+    assert_stops_on_sigterm(daemon)
+
+
+@pytest.mark.parametrize("where", ["agent", "torn-side"])
+def test_a_fifo_at_an_agent_file_or_torn_side_file_is_refused(daemon, where):
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    side = {**assistant("sub"), "isSidechain": True, "agentId": "a1"}
+    if where == "agent":
+        fifo = Fifo(path.with_suffix("") / "subagents" / "agent-a1.jsonl")
+        entries = [user("main"), side]
+    else:
+        path.parent.mkdir(parents=True)
+        path.write_bytes(line(user("old")) + b"\n" + b'{"type":"user","mess')  # a torn tail to move aside
+        fifo = Fifo(path.with_name(path.name + ".torn"))
+        entries = [assistant("after the torn line")]
+    with daemon.client() as c:
+        err = refused(c, sid, entries)
+        assert err.code == "permission_denied" and "not a regular file" in err.message, err.message
+    others_still_served(daemon)
+    assert fifo.received() == b""
+    fifo.close()
+    if where == "torn-side":
+        # The FIFO gone, the retry moves the fragment aside and writes the queued entry.
+        with daemon.client() as c:
+            wait_until(lambda: flushed(c, sid), "the retried write")
+        assert [e["message"]["content"] for e in read_entries(path)][-1] == [{"type": "text", "text": "after the torn line"}]
+    assert_stops_on_sigterm(daemon)
+
+
+def test_a_fifo_swapped_in_after_an_unlink_gets_no_written_ack(daemon):
+    """The writer's reopen of a deleted transcript goes through the same checks:
+    a FIFO (with a reader) put there is refused, nothing is acked as written
+    into it, and once it is gone the entries still queued are written."""
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    with daemon.client() as c:
+        append(c, sid, [user("first")])
+        path.unlink()
+        fifo = Fifo(path)
+        sent: list[str] = []
+        errors: list[RemoteError] = []
+
+        def refused_now() -> bool:
+            sent.append(f"n{len(sent)}")
+            try:
+                append(c, sid, [assistant(sent[-1])])
+            except RemoteError as exc:
+                errors.append(exc)
+                return True
+            return False  # written into the deleted file, before the daemon saw the unlink
+
+        wait_until(refused_now, "the reopen to meet the FIFO", timeout=20, every=0.1)
+        assert errors[0].code == "permission_denied" and "FIFO" in errors[0].message
+        assert fifo.received() == b""
+        others_still_served(daemon)
+        fifo.close()
+        wait_until(lambda: flushed(c, sid), "the retry to recreate the file")
+        append(c, sid, [user("last")])
+    texts = [e["message"]["content"] for e in read_entries(path)]
+    assert texts[0] == [{"type": "text", "text": sent[-1]}] and texts[-1] == "last"  # the refused entry kept
+    assert_stops_on_sigterm(daemon)
+
+
+def test_a_project_dir_swapped_for_a_symlink_out_of_the_root_is_never_written_through(daemon, short_tmp):
+    outside = short_tmp / "outside"
+    outside.mkdir()
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    with daemon.client() as c:
+        append(c, sid, [user("first")])
+        path.parent.rename(path.parent.with_name("moved-away"))
+        path.parent.symlink_to(outside)
+        errors: list[RemoteError] = []
+
+        def refused_now() -> bool:
+            try:
+                append(c, sid, [assistant("again")])
+            except RemoteError as exc:
+                errors.append(exc)
+                return True
+            return False
+
+        wait_until(refused_now, "the reopen to meet the symlink", timeout=20, every=0.1)
+        assert errors[0].code == "permission_denied" and "outside the store root" in errors[0].message
+        assert list(outside.iterdir()) == []
+        others_still_served(daemon)
+    assert list(outside.iterdir()) == []
+    assert_stops_on_sigterm(daemon, expected=1)  # the refused entries cannot be written: said at exit
+    assert "NOT written" in daemon.log_text()
+
+
+def test_a_symlink_inside_the_root_is_followed_but_a_chain_out_of_it_is_not(daemon, short_tmp):
+    outside = short_tmp / "outside"
+    outside.mkdir()
+    projects = daemon.root / "projects"
+    projects.mkdir(parents=True)
+    (projects / "real").mkdir()
+    (projects / "hop").symlink_to(outside)
+    sid, other = str(uuid.uuid4()), str(uuid.uuid4())
+    main_path(daemon.root, CWD, sid).parent.symlink_to("real")  # relative, stays inside
+    main_path(daemon.root, "/work/other", other).parent.symlink_to("hop")  # inside, then out
+    with daemon.client() as c:
+        append(c, sid, [user("inside")])
+        assert refused(c, other, [user("out")], cwd="/work/other").code == "permission_denied"
+    assert [e["message"]["content"] for e in read_entries(projects / "real" / f"{sid}.jsonl")] == ["inside"]
+    assert list(outside.iterdir()) == []
