@@ -9,9 +9,12 @@ nothing that went into a pipe or outside its root.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import stat
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -229,3 +232,85 @@ def test_a_symlink_inside_the_root_is_followed_but_a_chain_out_of_it_is_not(daem
         assert refused(c, other, [user("out")], cwd="/work/other").code == "permission_denied"
     assert [e["message"]["content"] for e in read_entries(projects / "real" / f"{sid}.jsonl")] == ["inside"]
     assert list(outside.iterdir()) == []
+
+
+# ------------------------------------------------------------- the socket directory
+
+needs_root = pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+NOBODY = 65534
+HOLD_LOCK = (  # another user's process holding the lock file it made in its directory
+    "import fcntl,os,sys,time\n"
+    "fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT, 0o600); fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "print('held', flush=True); time.sleep(120)\n"
+)
+
+
+@needs_root
+def test_a_socket_dir_made_by_another_user_is_refused_and_nothing_is_lost(daemon_factory, short_tmp, caplog):
+    """The issue's attack: another local user pre-creates the socket directory
+    (as ``/tmp/sessiond-<uid>`` may be when XDG_RUNTIME_DIR is unset) and holds
+    a lock file in it. The daemon refuses to start there, clients refuse to use
+    it with a typed error, and a Session's close writes its entries directly,
+    loudly, instead of reporting them undelivered."""
+    from sessiond.client import Client
+    from sessiond.client.session import Session
+    from sessiond.protocol.wire.errors import UnsafeSocketDir
+
+    d = daemon_factory()
+    theirs = d.socket.parent
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, NOBODY, NOBODY)
+    for p in (short_tmp, d.base):
+        os.chmod(p, 0o755)  # so their process can reach their directory
+    holder = subprocess.Popen(["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",
+                               sys.executable, "-c", HOLD_LOCK, str(theirs / "sessiond.sock.lock")],
+                              stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        r = d.cli("serve", check=False, timeout=30)
+        assert r.returncode == 1 and f"owned by uid {NOBODY}".encode() in r.stderr, r.stderr
+        with pytest.raises(UnsafeSocketDir, match=f"{theirs} is owned by uid {NOBODY}"):
+            Client(d.socket, root=d.root, autostart=True).connect()
+        status = d.cli("status", check=False)
+        assert status.returncode == 1 and str(theirs).encode() in status.stderr and len(status.stderr.splitlines()) == 1
+        sid = str(uuid.uuid4())
+        s = Session(Client(d.socket, root=d.root, autostart=True, timeout=5), sid, CWD, reconnect_timeout=5)
+        for text in ("one", "two", "three"):
+            s.record([{"type": "user", "message": {"role": "user", "content": text}}])
+        with caplog.at_level("ERROR", logger="sessiond"):
+            res = s.close()
+        assert res is not None and (res.written, res.undelivered) == (3, 0)
+        assert f"owned by uid {NOBODY}" in caplog.text and "writing 3 entries" in caplog.text
+        assert [e["message"]["content"] for e in read_entries(main_path(d.root, CWD, sid))] == ["one", "two", "three"]
+        assert sorted(p.name for p in theirs.iterdir()) == ["sessiond.sock.lock"]  # no log, no socket of ours
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+
+
+@needs_root
+def test_a_lock_file_of_another_user_stops_the_daemon_naming_it(daemon_factory):
+    d = daemon_factory()
+    d.socket.parent.mkdir(mode=0o700)
+    lock = d.socket.parent / "sessiond.sock.lock"
+    lock.write_text("")
+    os.chown(lock, NOBODY, NOBODY)
+    r = d.cli("serve", check=False, timeout=30)
+    assert r.returncode == 1 and f"{lock} is owned by uid {NOBODY}".encode() in r.stderr, r.stderr
+    assert not d.socket.exists()
+
+
+def test_autostart_never_follows_a_planted_log_symlink(daemon_factory, short_tmp):
+    from sessiond.client import Client
+    from sessiond.protocol.wire.errors import UnsafeSocketDir
+
+    d = daemon_factory()
+    d.socket.parent.mkdir(mode=0o700)
+    target = short_tmp / "victim.txt"
+    target.write_text("precious\n")
+    (d.socket.parent / "sessiond.log").symlink_to(target)
+    with pytest.raises(UnsafeSocketDir, match="symlink"):
+        Client(d.socket, root=d.root, autostart=True).connect()
+    assert target.read_text() == "precious\n"
+    assert not d.socket.exists()  # no daemon was started with its output going there
