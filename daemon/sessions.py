@@ -50,6 +50,12 @@ INLINE_SCAN_BYTES = 4 * 1024 * 1024
 """Existing files (main transcripts and agent files alike) up to this size are
 scanned on the loop (a few ms); larger ones in a worker thread."""
 
+INLINE_CWD_LEVELS = 32
+"""A new session's cwd of up to this many levels is resolved (realpath, NFC,
+sanitizing) on the loop, in well under a millisecond; a deeper one in a worker
+thread: realpath's cost grows with the square of the depth (118 ms for a
+4096-byte cwd of 2,044 levels here)."""
+
 
 class Target:
     """One transcript file: its write queue, its dedup set, where its chain ends."""
@@ -146,6 +152,61 @@ class Registry:
         self.sessions: dict[str, SessionState] = {}
         self.loads_in_flight = 0
         self._after_loads: list[Callable[[], None]] = []
+        self._resolving: dict[str, list[Callable[[], None]]] = {}
+        """New sessions whose cwd is resolved in a worker: the requests waiting."""
+        self._unresolved: dict[str, tuple[SessiondError, int]] = {}
+        """Sessions whose cwd could not be used: the error, for that many more
+        of the requests that waited for it."""
+
+    def ready(self, session_id: str, cwd: str, resume: Callable[..., None], *args: object) -> SessionState | None:
+        """``get`` and ``when_loaded`` in one: the session, or None when
+        ``resume(*args)`` is parked until its cwd is resolved or its file
+        scanned (both in worker threads when slow), in arrival order."""
+        if session_id not in self.sessions:
+            failed = self._unresolved.pop(session_id, None)
+            if failed is not None:
+                err, left = failed
+                if left > 1:
+                    self._unresolved[session_id] = (err, left - 1)
+                raise err
+            waiting = self._resolving.get(session_id)
+            if waiting is None and cwd.count("/") > INLINE_CWD_LEVELS:
+                paths.check_session_id(session_id)
+                paths.check_cwd(cwd)
+                waiting = self._resolving[session_id] = []
+                self.loads_in_flight += 1
+                fut = self.writer.loop.run_in_executor(None, self._resolve_cwd, session_id, cwd)
+                fut.add_done_callback(lambda f: self._cwd_resolved(session_id, f))
+            if waiting is not None:
+                waiting.append(partial(resume, *args))
+                return None
+        state = self.get(session_id, cwd)
+        if self.when_loaded(state, resume, *args):
+            return None
+        return state
+
+    def _resolve_cwd(self, session_id: str, cwd: str) -> Path:
+        """Worker thread: the project directory of a deep cwd, checked."""
+        project = paths.project_dir(self.settings.root, cwd)
+        self._check(paths.session_file(project, session_id))
+        return project
+
+    def _cwd_resolved(self, session_id: str, fut) -> None:
+        waiting = self._resolving.pop(session_id)
+        exc = fut.exception()
+        if exc is None and session_id not in self.sessions:
+            try:
+                self._create(session_id, fut.result())
+            except SessiondError as err:
+                exc = err
+        if exc is not None:
+            if not isinstance(exc, SessiondError):
+                log.error("resolving the cwd of session %s failed: %r", session_id, exc)
+                exc = io_error(f"cannot resolve the cwd of session {session_id}: {exc}")
+            self._unresolved[session_id] = (exc, len(waiting))
+        for resume in waiting:
+            resume()
+        self._load_done()
 
     def get(self, session_id: str, cwd: str) -> SessionState:
         """The session's state, created on first use. A session keeps the project
@@ -261,11 +322,14 @@ class Registry:
             log.error("scanning %s failed: %s", path, exc)
             failed(error_for(exc, f"reading {path.name}") if isinstance(exc, OSError) else io_error(f"cannot read {path.name}: {exc}"))
         state.scans -= 1
-        self.loads_in_flight -= 1
         if not state.scans:
             waiting, state.loading = state.loading or [], None
             for resume in waiting:
                 resume()
+        self._load_done()
+
+    def _load_done(self) -> None:
+        self.loads_in_flight -= 1
         if not self.loads_in_flight:
             after, self._after_loads = self._after_loads, []
             for resume in after:

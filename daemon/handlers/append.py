@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
-    state = daemon.registry.get(req.session, req.cwd)
-    if daemon.registry.when_loaded(state, conn.redispatch, req):
+    state = daemon.registry.ready(req.session, req.cwd, conn.redispatch, req)
+    if state is None:
         return None
     headers = decode_headers(req.entries)
     if daemon.registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
@@ -36,8 +36,8 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     registry = daemon.registry
-    state = registry.get(req.session, req.cwd)
-    if registry.when_loaded(state, conn.redispatch, req):
+    state = registry.ready(req.session, req.cwd, conn.redispatch, req)
+    if state is None:
         return None
     headers = decode_headers(req.messages)  # all decoded first: one bad entry refuses all
     if registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):

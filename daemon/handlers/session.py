@@ -22,8 +22,8 @@ log = logging.getLogger("sessiond")
 def handle_open(conn: Connection, req: m.Open) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
-    state = daemon.registry.get(req.session, req.cwd)
-    if daemon.registry.when_loaded(state, conn.redispatch, req):
+    state = daemon.registry.ready(req.session, req.cwd, conn.redispatch, req)
+    if state is None:
         return None
     conn.attach(state)
     return m.Opened(id=req.id, session=state.id, path=str(state.path), materialized=state.materialized)
@@ -49,8 +49,8 @@ def handle_agent_meta(conn: Connection, req: m.SetAgentMeta) -> m.Response | Non
     the writer's file thread (``filework``), never on the loop."""
     daemon = conn.daemon
     daemon.refuse_if_stopping()
-    state = daemon.registry.get(req.session, req.cwd)
-    if daemon.registry.when_loaded(state, conn.redispatch, req):
+    state = daemon.registry.ready(req.session, req.cwd, conn.redispatch, req)
+    if state is None:
         return None
     try:
         meta = msgspec.json.decode(req.meta)
