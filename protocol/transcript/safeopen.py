@@ -94,8 +94,11 @@ class StoreRoot:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        os.makedirs(self.path, DIR_MODE, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            os.makedirs(self.path, DIR_MODE, exist_ok=True)
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.real = Path(os.path.realpath(self.path))
 
     def close(self) -> None:

@@ -314,3 +314,103 @@ def test_autostart_never_follows_a_planted_log_symlink(daemon_factory, short_tmp
         Client(d.socket, root=d.root, autostart=True).connect()
     assert target.read_text() == "precious\n"
     assert not d.socket.exists()  # no daemon was started with its output going there
+
+
+# ------------------------------------------------------------ nothing on the loop
+
+DISK_WAITS = ("fsync", "fdatasync", "syncfs", "mkdir", "mkdirat", "readv")
+"""What waits on the disk: syncs, directory creation, and the scans' reads
+(``iter_line_views`` reads with readv; nothing else in the daemon does)."""
+
+
+def deep_cwd(base: Path, nbytes: int) -> str:
+    """An existing directory chain ``base/d/d/...`` of about ``nbytes``, made level by level."""
+    levels = (nbytes - len(str(base))) // 2
+    fd = os.open(base, os.O_RDONLY)
+    for _ in range(levels):
+        os.mkdir("d", dir_fd=fd)
+        nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(fd)
+    return str(base) + "/d" * levels
+
+
+def remove_deep(base: Path) -> None:
+    """Remove a ``base/d/d/...`` chain bottom-up by descriptors (rmtree recurses
+    once per level and gives up past the recursion limit)."""
+    fds = [os.open(base, os.O_RDONLY)]
+    while True:
+        try:
+            fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
+        except FileNotFoundError:
+            break
+    os.close(fds.pop())
+    while fds:
+        parent = fds.pop()
+        os.rmdir("d", dir_fd=parent)
+        os.close(parent)
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_no_disk_wait_runs_on_the_event_loop_thread(daemon_factory, short_tmp):
+    """Traced: a new session in a new project (directories and file created,
+    synced), a durable append, SetAgentMeta, a 4096-byte cwd 2,000 levels deep,
+    and a 6 MB existing agent file: every sync, mkdir and scan read, and every
+    stat of the deep cwd, happens on a worker thread, none on the loop's. The
+    big agent file's uuids still dedup the request that waited for its scan."""
+    d = daemon_factory()
+    d.root.mkdir()  # the daemon's start-up would make it on its own thread (fine, but not under test)
+    trace = d.base / "disk.trace"
+    (short_tmp / "deep").mkdir()
+    deep = deep_cwd(short_tmp / "deep", 4096)
+    deep_mark = str(short_tmp / "deep" / "d" / "d")
+    sid, deep_sid = str(uuid.uuid4()), str(uuid.uuid4())
+    agent_file = main_path(d.root, CWD, sid).with_suffix("") / "subagents" / "agent-big.jsonl"
+    agent_file.parent.mkdir(parents=True)
+    old = [{**assistant("x" * 500), "isSidechain": True, "agentId": "big"} for _ in range(12000)]
+    agent_file.write_bytes(b"".join(line(e) + b"\n" for e in old))
+    assert agent_file.stat().st_size > 4 * 1024 * 1024  # over the inline threshold
+    d.start(wrap=["strace", "-f", "-qq", "-o", str(trace), "-e", f"trace={','.join(DISK_WAITS)},%%stat"])
+    try:
+        served_without_waiting(d, trace, sid, deep_sid, deep, deep_mark, agent_file, old)
+    finally:
+        d.stop()
+        remove_deep(short_tmp / "deep")
+
+
+def served_without_waiting(d, trace: Path, sid: str, deep_sid: str, deep: str, deep_mark: str, agent_file: Path,
+                           old: list[dict]) -> None:
+    with d.client() as c:
+        loop_tid = c.status().pid  # the daemon's main thread (strace's pid is d.pid)
+        append(c, sid, [user("new project")], durability="durable")
+        r = c.call(m.SetAgentMeta(id=c.next_id(), session=sid, cwd=CWD, agent="big", meta=b'{"agentType":"x"}'))
+        assert isinstance(r, m.Done)
+        dup = old[-1]
+        r = c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(dup), line({**dup, "uuid": str(uuid.uuid4())})],
+                            durability="written"))
+        assert (r.accepted, r.duplicates) == (1, 1)  # parked until the worker's scan was done
+        r = c.call(m.Append(id=c.next_id(), session=deep_sid, cwd=deep, entries=[line(user("deep"))], durability="written"))
+        assert r.accepted == 1
+        with pytest.raises(RemoteError) as err:
+            c.call(m.Append(id=c.next_id(), session=str(uuid.uuid4()), cwd=deep + "/dd", entries=[line(user("x"))]))
+        assert err.value.code == "bad_request" and "PATH_MAX" in err.value.message
+        assert c.status().pid == loop_tid
+
+        def calls() -> list[tuple[int, str]]:
+            out = []
+            for ln in trace.read_text(errors="replace").splitlines():
+                tid, _, rest = ln.partition(" ")
+                name = rest.lstrip().split("(", 1)[0]
+                if str(d.socket.parent) in rest:
+                    continue  # start-up: the socket directory, made before the loop runs
+                if tid.isdigit() and (name in DISK_WAITS or (deep_mark in rest)):
+                    out.append((int(tid), rest.strip()))
+            return out
+
+        wait_until(lambda: any("fdatasync" in x or "syncfs" in x for _, x in calls()), "the trace to show the sync")
+    seen = calls()
+    assert [x for tid, x in seen if tid == loop_tid] == []
+    names = {x.split("(", 1)[0] for _, x in seen}
+    assert {"fsync", "readv"} <= names and names & {"mkdir", "mkdirat"} and any(deep_mark in x for _, x in seen), names
+    assert "agentType" in (agent_file.parent / "agent-big.meta.json").read_text()
