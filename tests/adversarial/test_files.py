@@ -414,3 +414,16 @@ def served_without_waiting(d, trace: Path, sid: str, deep_sid: str, deep: str, d
     names = {x.split("(", 1)[0] for _, x in seen}
     assert {"fsync", "readv"} <= names and names & {"mkdir", "mkdirat"} and any(deep_mark in x for _, x in seen), names
     assert "agentType" in (agent_file.parent / "agent-big.meta.json").read_text()
+
+
+def test_the_mirror_state_file_never_blocks_on_a_fifo(short_tmp):
+    """The mirror saves its state file on the loop: a FIFO planted at it (or at
+    its temp name) is refused at once, logged, never waited on."""
+    from sessiond.daemon.mirror.statefile import load_state, save_state
+
+    state_file = short_tmp / ".sessiond-mirror.json"
+    os.mkfifo(state_file)
+    os.mkfifo(state_file.with_name(state_file.name + ".tmp"))
+    save_state(state_file, {"a.jsonl": 3}, clean=True)  # would block in open(2) for writing
+    assert load_state(state_file) is None  # would block in open(2) for reading
+    assert stat.S_ISFIFO(os.lstat(state_file).st_mode)
