@@ -265,7 +265,11 @@ class Session:
         self._unsent.clear()
         self._unconfirmed.clear()
         root = self.client.root or default_root()
-        return direct_append(root, self.cwd, self.id, lines, agent=self.agent, run=self.run, resend=True)
+        try:
+            return direct_append(root, self.cwd, self.id, lines, agent=self.agent, run=self.run, resend=True)
+        except OSError as exc:  # a refused path (a FIFO, a symlink out of the root) or a failing disk
+            log.error("sessiond: %d entries of session %s not written: %s", len(lines), self.id, exc.strerror or exc)
+            return FallbackResult(undelivered=len(lines))
 
     def __enter__(self) -> Session:
         return self

@@ -427,3 +427,30 @@ def test_the_mirror_state_file_never_blocks_on_a_fifo(short_tmp):
     save_state(state_file, {"a.jsonl": 3}, clean=True)  # would block in open(2) for writing
     assert load_state(state_file) is None  # would block in open(2) for reading
     assert stat.S_ISFIFO(os.lstat(state_file).st_mode)
+
+
+def test_the_direct_append_fallback_refuses_what_the_daemon_refuses(short_tmp, caplog):
+    """No daemon: Session.close() writes directly, through the same checks. A
+    FIFO at the transcript is refused at once (loudly, counted undelivered),
+    and a project directory linked out of the root is never written through."""
+    from sessiond.client import Client
+    from sessiond.client.session import Session
+    from sessiond.client.fallback import direct_append
+
+    root, outside = short_tmp / "root", short_tmp / "outside"
+    outside.mkdir()
+    sock = short_tmp / "run" / "s.sock"
+    sid = str(uuid.uuid4())
+    fifo = Fifo(main_path(root, CWD, sid))
+    s = Session(Client(sock, root=root, autostart=False, timeout=2), sid, CWD, reconnect_timeout=0.2)
+    s.record([{"type": "user", "message": {"role": "user", "content": "q"}}])
+    with caplog.at_level("ERROR", logger="sessiond"):
+        res = s.close(timeout=0.5)
+    assert res is not None and (res.written, res.undelivered) == (0, 1)
+    assert "not a regular file" in caplog.text and fifo.received() == b""
+    fifo.close()
+    other = str(uuid.uuid4())
+    main_path(root, "/work/other", other).parent.symlink_to(outside)
+    with pytest.raises(OSError, match="outside the store root"):
+        direct_append(root, "/work/other", other, [line(user("x"))])
+    assert list(outside.iterdir()) == []
