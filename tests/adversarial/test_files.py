@@ -454,3 +454,28 @@ def test_the_direct_append_fallback_refuses_what_the_daemon_refuses(short_tmp, c
     with pytest.raises(OSError, match="outside the store root"):
         direct_append(root, "/work/other", other, [line(user("x"))])
     assert list(outside.iterdir()) == []
+
+
+def test_requests_parked_behind_a_deep_cwd_keep_their_order_and_share_its_error(daemon, short_tmp):
+    """A deep cwd is resolved in a worker: the session's pipelined requests wait
+    in arrival order; when its path is refused, every one of them gets the error."""
+    from sessiond.protocol.transcript.paths import project_dir
+
+    (short_tmp / "deep").mkdir()
+    deep = deep_cwd(short_tmp / "deep", 2048)
+    try:
+        good, bad = str(uuid.uuid4()), str(uuid.uuid4())
+        fifo = Fifo(project_dir(daemon.root, deep) / f"{bad}.jsonl")
+        texts = [f"m{i}" for i in range(5)]
+        with daemon.client() as c:
+            reqs = [m.Append(id=c.next_id(), session=sid, cwd=deep, entries=[line(user(t))], durability="written")
+                    for t in texts for sid in (good, bad)]
+            answers = c.pipeline(reqs, window=len(reqs))
+        assert [type(a).__name__ for a in answers[0::2]] == ["Appended"] * 5
+        assert {(a.code, "not a regular file" in a.message) for a in answers[1::2]} == {("permission_denied", True)}
+        assert [e["message"]["content"] for e in read_entries(project_dir(daemon.root, deep) / f"{good}.jsonl")] == texts
+        assert fifo.received() == b""
+        fifo.close()
+        others_still_served(daemon)
+    finally:
+        remove_deep(short_tmp / "deep")
