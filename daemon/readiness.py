@@ -55,9 +55,9 @@ class Readiness:
         self._after_loads: list[Callable[[], None]] = []
         self._resolving: dict[str, list[Callable[[], None]]] = {}
         """New sessions whose cwd is resolved in a worker: the requests waiting."""
-        self._unresolved: dict[str, tuple[SessiondError, int]] = {}
-        """Sessions whose cwd could not be used: the error, for that many more
-        of the requests that waited for it."""
+        self._unresolved: dict[str, SessiondError] = {}
+        """Sessions whose cwd could not be used: the error, while the requests
+        that waited for it are run again (and get it)."""
 
     def get(self, session_id: str, cwd: str) -> SessionState:  # pragma: no cover - Registry's
         raise NotImplementedError
@@ -70,12 +70,9 @@ class Readiness:
         ``resume(*args)`` is parked until its cwd is resolved or its file
         scanned (both in worker threads when slow), in arrival order."""
         if session_id not in self.sessions:
-            failed = self._unresolved.pop(session_id, None)
+            failed = self._unresolved.get(session_id)
             if failed is not None:
-                err, left = failed
-                if left > 1:
-                    self._unresolved[session_id] = (err, left - 1)
-                raise err
+                raise failed
             waiting = self._resolving.get(session_id)
             if waiting is None and cwd.count("/") > INLINE_CWD_LEVELS:
                 paths.check_session_id(session_id)
@@ -110,10 +107,13 @@ class Readiness:
             if not isinstance(exc, SessiondError):
                 log.error("resolving the cwd of session %s failed: %r", session_id, exc)
                 exc = io_error(f"cannot resolve the cwd of session {session_id}: {exc}")
-            self._unresolved[session_id] = (exc, len(waiting))
-        for resume in waiting:
-            resume()
-        self._load_done()
+            self._unresolved[session_id] = exc
+        try:
+            for resume in waiting:
+                resume()
+        finally:
+            self._unresolved.pop(session_id, None)
+            self._load_done()
 
     def _check(self, path: Path) -> None:
         """Refuse a target the writer would refuse (a symlink on the way, not a
