@@ -271,8 +271,9 @@ def test_a_socket_dir_made_by_another_user_is_refused_and_nothing_is_lost(daemon
         assert r.returncode == 1 and f"owned by uid {NOBODY}".encode() in r.stderr, r.stderr
         with pytest.raises(UnsafeSocketDir, match=f"{theirs} is owned by uid {NOBODY}"):
             Client(d.socket, root=d.root, autostart=True).connect()
-        status = d.cli("status", check=False)
-        assert status.returncode == 1 and str(theirs).encode() in status.stderr and len(status.stderr.splitlines()) == 1
+        for cmd in ("status", "stop"):
+            r = d.cli(cmd, check=False)
+            assert r.returncode == 1 and str(theirs).encode() in r.stderr and len(r.stderr.splitlines()) == 1, (cmd, r.stderr)
         sid = str(uuid.uuid4())
         s = Session(Client(d.socket, root=d.root, autostart=True, timeout=5), sid, CWD, reconnect_timeout=5)
         for text in ("one", "two", "three"):
