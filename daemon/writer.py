@@ -24,7 +24,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
 
-from sessiond.protocol.transcript.appendfile import Appended, locked_append
+from sessiond.protocol.transcript.appendfile import Appended, TornTail, TornTailFound, cut_torn_tail, file_lock, locked_append
 from sessiond.protocol.transcript.safeopen import APPEND_FLAGS, StoreRoot, error_for
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
@@ -52,7 +52,7 @@ class FileQueue:
     __slots__ = (
         "path", "fd", "lines", "nbytes", "accepted", "written", "synced",
         "write_waiters", "sync_waiters", "timer", "soon", "arming", "syncing", "pinned", "sync_queued", "retry", "ident", "end",
-        "suspect", "retired", "creating",
+        "suspect", "retired", "in_worker",
     )
 
     def __init__(self, path: Path) -> None:
@@ -76,12 +76,12 @@ class FileQueue:
         self.end: int | None = None  # the file's size after our last write
         self.suspect = True  # the path may no longer name the file fd is open on: stat before writing
         self.retired: int | None = None  # an fd replaced while its fdatasync was in flight, closed after it
-        self.creating = False  # its file (and directories) are being created in a worker thread
+        self.in_worker = False  # its file is being created, or its torn tail cut, in a worker thread
 
     @property
     def idle(self) -> bool:
         return not (self.lines or self.write_waiters or self.sync_waiters or self.syncing or self.sync_queued
-                    or self.creating)
+                    or self.in_worker)
 
 
 class Writer:
@@ -236,11 +236,11 @@ class Writer:
         None while the file is being created: making its directories and the
         file, each synced in its parent, waits on the disk, so it runs in a
         worker thread and drains the queue when done (``create_here``: at
-        shutdown, blocking)."""
+        shutdown, blocking). Likewise while its torn tail is cut."""
         if q.fd is not None:
             self._open.move_to_end(q.path)
             return q.fd
-        if q.creating and not create_here:
+        if q.in_worker and not create_here:
             return None
         try:
             fd = self.root.open(q.path, APPEND_FLAGS)
@@ -273,22 +273,34 @@ class Writer:
         return q.fd
 
     def _create(self, q: FileQueue) -> None:
-        q.creating = True
+        q.in_worker = True
+        self.files.submit(_create_file, self.root, q.path).add_done_callback(lambda f: self._worker_done(q, f))
 
-        def created(fut: asyncio.Future) -> None:
-            q.creating = False
-            if self.closed:
-                return
-            exc = fut.exception()
-            if exc is None:
-                self._drain(q)
-            elif isinstance(exc, OSError):
-                self._write_failed(q, exc)
-            else:  # a bug: answer the waiters rather than leave them hanging
-                log.error("creating %s failed: %r", q.path, exc)
-                self._write_failed(q, OSError(errno.EIO, repr(exc)))
+    def _cut_torn(self, q: FileQueue) -> None:
+        """The file ends inside a line another writer left: move the fragment
+        aside (read back, synced) in a worker thread, then write. A default
+        pool thread, not the file thread: it waits for the file's lock."""
+        q.in_worker = True
+        q.suspect = True  # the job skips a path that names another file now: the next write stats it
+        fut = self.loop.run_in_executor(None, _cut_torn_file, self.root, q.path, q.ident)
+        fut.add_done_callback(lambda f: self._worker_done(q, f))
 
-        self.files.submit(_create_file, self.root, q.path).add_done_callback(created)
+    def _worker_done(self, q: FileQueue, fut: asyncio.Future) -> None:
+        q.in_worker = False
+        if self.closed:
+            return
+        exc = fut.exception()
+        if exc is None:
+            torn = fut.result()
+            if isinstance(torn, TornTail):
+                log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
+                            q.path, torn.length, torn.offset, q.path.name)
+            self._drain(q)
+        elif isinstance(exc, OSError):
+            self._write_failed(q, exc)
+        else:  # a bug: answer the waiters rather than leave them hanging
+            log.error("preparing %s failed: %r", q.path, exc)
+            self._write_failed(q, OSError(errno.EIO, repr(exc)))
 
     def _current_fd(self, q: FileQueue, *, create_here: bool = False) -> int | None:
         """``_fd``, checked to be the file at the queue's path when that is in
@@ -345,7 +357,10 @@ class Writer:
             fd = self._current_fd(q)
             if fd is None:
                 return False  # being created: its worker drains the queue when done
-            done = locked_append(fd, q.path, data, blocking=False, known_end=q.end, root=self.root)
+            done = locked_append(fd, q.path, data, blocking=False, known_end=q.end, root=self.root, defer_torn=True)
+        except TornTailFound:
+            self._cut_torn(q)
+            return False
         except OSError as exc:
             self._write_failed(q, exc)
             return False
@@ -660,6 +675,21 @@ def _create_file(root: StoreRoot, path: Path) -> None:
     """Create a transcript and its directories (worker thread)."""
     fd, _ = root.open_append(path)
     os.close(fd)
+
+
+def _cut_torn_file(root: StoreRoot, path: Path, ident: tuple[int, int] | None) -> TornTail | None:
+    """Cut the torn tail of the file at ``path`` under its lock (worker thread),
+    on a descriptor of its own; nothing if the path names another file now
+    (the writer's next drain notices that)."""
+    fd = root.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != ident:
+            return None
+        with file_lock(fd):
+            return cut_torn_tail(fd, path, os.fstat(fd).st_size, root)
+    finally:
+        os.close(fd)
 
 
 def _fdatasync_queue(root: StoreRoot, q: FileQueue) -> None:

@@ -204,6 +204,12 @@ def tail_lines(fd: int, size: int | None = None, window: int = RESEND_WINDOW) ->
     return set(os.pread(fd, window, max(0, size - window)).split(b"\n"))
 
 
+class TornTailFound(Exception):
+    """Raised by ``append_unlocked`` with ``defer_torn``: the file ends inside a
+    line and nothing was written. Cutting it reads the fragment back and syncs
+    the side file, so the daemon does that in a worker thread, then appends."""
+
+
 class Appended(msgspec.Struct):
     size: int
     """File size after the write."""
@@ -212,7 +218,7 @@ class Appended(msgspec.Struct):
 
 
 def locked_append(fd: int, path: Path, data: bytes | memoryview, *, blocking: bool = True,
-                  known_end: int | None = None, root: StoreRoot | None = None) -> Appended | None:
+                  known_end: int | None = None, root: StoreRoot | None = None, defer_torn: bool = False) -> Appended | None:
     """Append ``data`` (whole lines) under an exclusive flock; None when
     ``blocking`` is False and another writer holds the lock. ``known_end``: the
     size this caller's last write left the file at (see ``append_unlocked``);
@@ -222,23 +228,26 @@ def locked_append(fd: int, path: Path, data: bytes | memoryview, *, blocking: bo
     except BlockingIOError:
         return None
     try:
-        return append_unlocked(fd, path, data, known_end=known_end, root=root)
+        return append_unlocked(fd, path, data, known_end=known_end, root=root, defer_torn=defer_torn)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def append_unlocked(fd: int, path: Path, data: bytes | memoryview, *, known_end: int | None = None,
-                    root: StoreRoot | None = None) -> Appended:
+                    root: StoreRoot | None = None, defer_torn: bool = False) -> Appended:
     """The body of ``locked_append`` for a caller already holding the lock.
 
     The torn-tail check is skipped when the file still ends where the caller's
     own last (whole-lines) write left it: nobody else wrote since. On a failed or
     short write the file is cut back to where it was, so a failure never leaves a
-    partial line behind; the error is re-raised.
+    partial line behind; the error is re-raised. ``defer_torn``: raise
+    ``TornTailFound`` instead of cutting a torn tail here.
     """
     size = os.fstat(fd).st_size
     torn = None
     if size != known_end:
+        if defer_torn and ends_torn(fd, size):
+            raise TornTailFound(path)
         torn = cut_torn_tail(fd, path, size, root)
         size = os.fstat(fd).st_size
     try:

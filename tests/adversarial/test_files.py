@@ -357,7 +357,8 @@ def remove_deep(base: Path) -> None:
 def test_no_disk_wait_runs_on_the_event_loop_thread(daemon_factory, short_tmp):
     """Traced: a new session in a new project (directories and file created,
     synced), a durable append, SetAgentMeta, a 4096-byte cwd 2,000 levels deep,
-    and a 6 MB existing agent file: every sync, mkdir and scan read, and every
+    a 6 MB existing agent file, and a transcript ending in a torn line (moved
+    aside to a synced side file): every sync, mkdir and scan read, and every
     stat of the deep cwd, happens on a worker thread, none on the loop's. The
     big agent file's uuids still dedup the request that waited for its scan."""
     d = daemon_factory()
@@ -371,17 +372,20 @@ def test_no_disk_wait_runs_on_the_event_loop_thread(daemon_factory, short_tmp):
     agent_file.parent.mkdir(parents=True)
     old = [{**assistant("x" * 500), "isSidechain": True, "agentId": "big"} for _ in range(12000)]
     agent_file.write_bytes(b"".join(line(e) + b"\n" for e in old))
+    torn_sid = str(uuid.uuid4())
+    torn_file = main_path(d.root, CWD, torn_sid)
+    torn_file.write_bytes(line(user("before")) + b"\n" + b'{"type":"assistant","mess')  # a writer died mid-line
     assert agent_file.stat().st_size > 4 * 1024 * 1024  # over the inline threshold
     d.start(wrap=["strace", "-f", "-qq", "-o", str(trace), "-e", f"trace={','.join(DISK_WAITS)},%%stat"])
     try:
-        served_without_waiting(d, trace, sid, deep_sid, deep, deep_mark, agent_file, old)
+        served_without_waiting(d, trace, sid, deep_sid, deep, deep_mark, agent_file, old, torn_sid, torn_file)
     finally:
         d.stop()
         remove_deep(short_tmp / "deep")
 
 
 def served_without_waiting(d, trace: Path, sid: str, deep_sid: str, deep: str, deep_mark: str, agent_file: Path,
-                           old: list[dict]) -> None:
+                           old: list[dict], torn_sid: str, torn_file: Path) -> None:
     with d.client() as c:
         loop_tid = c.status().pid  # the daemon's main thread (strace's pid is d.pid)
         append(c, sid, [user("new project")], durability="durable")
@@ -396,6 +400,9 @@ def served_without_waiting(d, trace: Path, sid: str, deep_sid: str, deep: str, d
         with pytest.raises(RemoteError) as err:
             c.call(m.Append(id=c.next_id(), session=str(uuid.uuid4()), cwd=deep + "/dd", entries=[line(user("x"))]))
         assert err.value.code == "bad_request" and "PATH_MAX" in err.value.message
+        r = c.call(m.Append(id=c.next_id(), session=torn_sid, cwd=CWD, entries=[line(user("after"))], durability="written"))
+        assert r.accepted == 1 and torn_file.with_name(torn_file.name + ".torn").exists()  # moved aside, synced
+        assert [e["message"]["content"] for e in read_entries(torn_file)] == ["before", "after"]
         assert c.status().pid == loop_tid
 
         def calls() -> list[tuple[int, str]]:
@@ -411,7 +418,9 @@ def served_without_waiting(d, trace: Path, sid: str, deep_sid: str, deep: str, d
 
         wait_until(lambda: any("fdatasync" in x or "syncfs" in x for _, x in calls()), "the trace to show the sync")
     seen = calls()
-    assert [x for tid, x in seen if tid == loop_tid] == []
+    on_loop = [x for tid, x in seen if tid == loop_tid]
+    # Only the small torn transcript is scanned on the loop (by design, up to 4 MB): one read and the EOF.
+    assert [x for x in on_loop if not x.startswith("readv(")] == [] and len(on_loop) <= 2, on_loop
     names = {x.split("(", 1)[0] for _, x in seen}
     assert {"fsync", "readv"} <= names and names & {"mkdir", "mkdirat"} and any(deep_mark in x for _, x in seen), names
     assert "agentType" in (agent_file.parent / "agent-big.meta.json").read_text()
