@@ -36,8 +36,10 @@ from pathlib import Path
 
 import benchlib
 
-from sessiond.client import Client
-from sessiond.protocol.wire import messages as m
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from sessiond.client import Client  # noqa: E402
+from sessiond.protocol.wire import messages as m  # noqa: E402
+from tests.helpers import make_deep, remove_deep  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PHASES = ("idle", "normal-cwd", "deep-cwd", "agent-scan", "agent-meta")
@@ -46,32 +48,6 @@ PHASES = ("idle", "normal-cwd", "deep-cwd", "agent-scan", "agent-meta")
 def entry(text: str, **extra) -> bytes:
     return json.dumps({"type": "user", "uuid": str(uuid.uuid4()), "message": {"role": "user", "content": text},
                        **extra}).encode()
-
-
-def make_deep(base: Path, nbytes: int) -> str:
-    levels = (nbytes - len(str(base))) // 2
-    fd = os.open(base, os.O_RDONLY)
-    for _ in range(levels):
-        os.mkdir("d", dir_fd=fd)
-        nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    os.close(fd)
-    return str(base) + "/d" * levels
-
-
-def remove_deep(base: Path) -> None:
-    fds = [os.open(base, os.O_RDONLY)]
-    while True:
-        try:
-            fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
-        except FileNotFoundError:
-            break
-    os.close(fds.pop())
-    while fds:
-        parent = fds.pop()
-        os.rmdir("d", dir_fd=parent)
-        os.close(parent)
 
 
 class Victim(threading.Thread):

@@ -22,7 +22,7 @@ import pytest
 
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import RemoteError
-from tests.helpers import assistant, line, main_path, read_entries, user, wait_until
+from tests.helpers import assistant, line, main_path, make_deep, read_entries, remove_deep, user, wait_until
 
 CWD = "/work/project"
 OTHER_CWD = "/work/elsewhere"
@@ -324,35 +324,6 @@ DISK_WAITS = ("fsync", "fdatasync", "syncfs", "mkdir", "mkdirat", "readv")
 (``iter_line_views`` reads with readv; nothing else in the daemon does)."""
 
 
-def deep_cwd(base: Path, nbytes: int) -> str:
-    """An existing directory chain ``base/d/d/...`` of about ``nbytes``, made level by level."""
-    levels = (nbytes - len(str(base))) // 2
-    fd = os.open(base, os.O_RDONLY)
-    for _ in range(levels):
-        os.mkdir("d", dir_fd=fd)
-        nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    os.close(fd)
-    return str(base) + "/d" * levels
-
-
-def remove_deep(base: Path) -> None:
-    """Remove a ``base/d/d/...`` chain bottom-up by descriptors (rmtree recurses
-    once per level and gives up past the recursion limit)."""
-    fds = [os.open(base, os.O_RDONLY)]
-    while True:
-        try:
-            fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
-        except FileNotFoundError:
-            break
-    os.close(fds.pop())
-    while fds:
-        parent = fds.pop()
-        os.rmdir("d", dir_fd=parent)
-        os.close(parent)
-
-
 @pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
 def test_no_disk_wait_runs_on_the_event_loop_thread(daemon_factory, short_tmp):
     """Traced: a new session in a new project (directories and file created,
@@ -365,7 +336,7 @@ def test_no_disk_wait_runs_on_the_event_loop_thread(daemon_factory, short_tmp):
     d.root.mkdir()  # the daemon's start-up would make it on its own thread (fine, but not under test)
     trace = d.base / "disk.trace"
     (short_tmp / "deep").mkdir()
-    deep = deep_cwd(short_tmp / "deep", 4096)
+    deep = make_deep(short_tmp / "deep", 4096)
     deep_mark = str(short_tmp / "deep" / "d" / "d")
     sid, deep_sid = str(uuid.uuid4()), str(uuid.uuid4())
     agent_file = main_path(d.root, CWD, sid).with_suffix("") / "subagents" / "agent-big.jsonl"
@@ -472,7 +443,7 @@ def test_requests_parked_behind_a_deep_cwd_keep_their_order_and_share_its_error(
     from sessiond.protocol.transcript.paths import project_dir
 
     (short_tmp / "deep").mkdir()
-    deep = deep_cwd(short_tmp / "deep", 2048)
+    deep = make_deep(short_tmp / "deep", 2048)
     try:
         good, bad = str(uuid.uuid4()), str(uuid.uuid4())
         fifo = Fifo(project_dir(daemon.root, deep) / f"{bad}.jsonl")
