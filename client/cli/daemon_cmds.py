@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import msgspec
 
-from sessiond.protocol.wire.errors import DaemonUnavailable
+from sessiond.protocol.wire.errors import DaemonUnavailable, UnsafeSocketDir
 
 from . import Context, cli
 from .output import duration, size
@@ -73,6 +73,8 @@ def stop(obj: Context, timeout: float) -> None:
     """Stop the daemon: it drains every queue first. Never starts one."""
     try:
         client = obj.client(autostart=False).connect()
+    except UnsafeSocketDir:
+        raise  # not "no daemon": the directory is someone else's (one line, exit 1)
     except DaemonUnavailable:
         click.echo("sessiond: no daemon running", err=True)
         return
