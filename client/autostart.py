@@ -17,11 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from sessiond.protocol.locations import LOG_NAME
-from sessiond.protocol.wire.errors import DaemonUnavailable
+from sessiond.protocol.locations import LOG_NAME, check_private_dir, open_private_file
+from sessiond.protocol.wire.errors import DaemonUnavailable, UnsafeSocketDir
 
 START_TIMEOUT = 10.0
 EXIT_ALREADY_RUNNING = 3  # the daemon's exit code when another one owns the socket
+EXIT_UNSAFE_DIR = 4  # the launcher's exit code when the socket directory is not ours alone
 
 
 def socket_answers(path: Path) -> bool:
@@ -45,17 +46,26 @@ def start_daemon(sock: Path, root: Path | None, timeout: float = START_TIMEOUT) 
         raise DaemonUnavailable(f"the daemon did not answer on {sock} within {timeout:.0f}s") from None
     if proc.returncode != 0:
         why = proc.stderr.decode(errors="replace").strip().splitlines()
+        if proc.returncode == EXIT_UNSAFE_DIR:
+            raise UnsafeSocketDir(why[-1] if why else f"{sock.parent} is not a private directory of ours")
         raise DaemonUnavailable(why[-1] if why else f"the daemon failed to start; see {sock.parent / LOG_NAME}")
 
 
 def _launch(sock: Path, root: str, timeout: float) -> int:
-    sock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The directory is checked before anything is opened in it: another user
+    # may have made it (``/tmp/sessiond-<uid>``) and planted a symlink as the log.
+    try:
+        sock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_private_dir(sock.parent)
+        log_path = sock.parent / LOG_NAME
+        fd = open_private_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    except PermissionError as exc:
+        print(f"refusing to start the daemon: {exc}", file=sys.stderr)
+        return EXIT_UNSAFE_DIR
     cmd = [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock)]
     if root:
         cmd += ["--root", root]
     cmd.append("serve")
-    log_path = sock.parent / LOG_NAME
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         daemon = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True)
     finally:
@@ -76,8 +86,10 @@ def _launch(sock: Path, root: str, timeout: float) -> int:
 
 def _last_line(path: Path) -> str:
     """The daemon's last words (its one-line reason), from the end of the log."""
+    from sessiond.protocol.transcript.regular import open_regular  # never blocks on a FIFO planted there
+
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path), "rb") as f:
             f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
             lines = f.read().decode(errors="replace").strip().splitlines()
     except OSError:

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessiond.protocol.locations import default_root, default_socket
+from sessiond.protocol.locations import check_private_dir, default_root, default_socket
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, RemoteError, VersionMismatch
+from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, RemoteError, UnsafeSocketDir, VersionMismatch
 from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, decode_response, encode
 
 if TYPE_CHECKING:
@@ -28,7 +28,13 @@ DEFAULT_TIMEOUT = 30.0
 
 
 def check_socket_owner(path: Path) -> None:
-    """Refuse a daemon socket that belongs to another user."""
+    """Refuse a daemon socket that belongs to another user, or sits in a
+    directory that is not ours alone (``UnsafeSocketDir``: not retried, the CLI
+    prints it as one line). FileNotFoundError when there is none yet."""
+    try:
+        check_private_dir(path.parent)
+    except PermissionError as exc:
+        raise UnsafeSocketDir(str(exc)) from None
     st = os.lstat(path)
     if not stat.S_ISSOCK(st.st_mode):
         raise DaemonUnavailable(f"{path} is not a socket")

@@ -16,10 +16,11 @@ from pathlib import Path
 import msgspec
 
 from sessiond.protocol.transcript import paths
-from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, open_append, tail_lines
+from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, tail_lines
 from sessiond.protocol.transcript.entries import MATERIALIZING_TYPES, decode_header, try_header
 from sessiond.protocol.transcript.spoolfile import read_spool, spool_path
 from sessiond.protocol.transcript.jsonl import scan_uuids
+from sessiond.protocol.transcript.safeopen import StoreRoot
 
 
 class FallbackResult(msgspec.Struct):
@@ -56,35 +57,15 @@ def direct_append(
         by_file.setdefault(path, []).append((header.uuid, header.type in MATERIALIZING_TYPES, line))
     result = FallbackResult()
     spooled: Path | None = None
-    for path, items in by_file.items():
-        if path == main and not path.exists():
-            if not any(mat for _, mat, _ in items):
-                result.dropped += len(items)
-                continue
-            spooled = spool_path(root, session_id)
-            items = _held_by_a_daemon(spooled, items) + items
-        fd, _ = open_append(path)
-        try:
-            with file_lock(fd):
-                size = os.fstat(fd).st_size
-                known = scan_uuids(path) if size else set()
-                recent = tail_lines(fd, size) if resend else set()
-                out = []
-                for uuid, _, line in items:
-                    if uuid is not None:
-                        if uuid in known:
-                            result.duplicates += 1
-                            continue
-                        known.add(uuid)
-                    elif line in recent:
-                        result.duplicates += 1
-                        continue
-                    out.append(line)
-                if out:
-                    append_unlocked(fd, path, b"\n".join(out) + b"\n")
-                    result.written += len(out)
-        finally:
-            os.close(fd)
+    with StoreRoot(root) as store:  # as the daemon opens them: inside the root, regular files only
+        for path, items in by_file.items():
+            if path == main and not _exists(store, path):
+                if not any(mat for _, mat, _ in items):
+                    result.dropped += len(items)
+                    continue
+                spooled = spool_path(root, session_id)
+                items = _held_by_a_daemon(spooled, items) + items
+            _append(store, path, items, resend, result)
     if spooled is not None:
         try:
             os.unlink(spooled)  # its entries are in the transcript now (no daemon runs: it is ours to remove)
@@ -109,3 +90,37 @@ def _held_by_a_daemon(spooled: Path, items: list[tuple[str | None, bool, bytes]]
             continue
         out.append((header.uuid, False, line))
     return out
+
+
+def _exists(store: StoreRoot, path: Path) -> bool:
+    try:
+        os.close(store.open(path, os.O_RDONLY))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _append(store: StoreRoot, path: Path, items: list[tuple[str | None, bool, bytes]], resend: bool,
+            result: FallbackResult) -> None:
+    fd, _ = store.open_append(path)
+    try:
+        with file_lock(fd):
+            size = os.fstat(fd).st_size
+            known = scan_uuids(fd) if size else set()
+            recent = tail_lines(fd, size) if resend else set()
+            out = []
+            for uuid, _, line in items:
+                if uuid is not None:
+                    if uuid in known:
+                        result.duplicates += 1
+                        continue
+                    known.add(uuid)
+                elif line in recent:
+                    result.duplicates += 1
+                    continue
+                out.append(line)
+            if out:
+                append_unlocked(fd, path, b"\n".join(out) + b"\n", root=store)
+                result.written += len(out)
+    finally:
+        os.close(fd)

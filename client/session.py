@@ -27,7 +27,7 @@ from sessiond.protocol.transcript.paths import check_session_id
 from sessiond.protocol.transcript.recording import chain_messages
 from sessiond.protocol.transcript.reencode import encode_entry
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
+from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError, UnsafeSocketDir
 
 from .batching import request_overhead, split
 from .connection import Client
@@ -216,6 +216,9 @@ class Session:
                     self._unconfirmed.clear()
                     self._unconfirmed_bytes = 0
                 return result
+            except UnsafeSocketDir:
+                self._lost = True
+                raise  # waiting does not make the directory ours
             except DaemonUnavailable:
                 self._lost = True
                 if time.monotonic() + delay > deadline:
@@ -253,7 +256,15 @@ class Session:
     def _fallback(self) -> FallbackResult:
         pending = self._unconfirmed + self._unsent
         count = sum(len(b.lines) for b in pending)
-        if daemon_holds_lock(self.client.socket_path):
+        try:
+            alive = daemon_holds_lock(self.client.socket_path)
+        except PermissionError as exc:
+            # Not our directory or lock: no daemon of ours can run there, so
+            # nobody else writes these files; say so loudly and write them here.
+            log.error("sessiond: %s; no daemon can serve there: writing %d entries of session %s directly",
+                      exc, count, self.id)
+            alive = False
+        if alive:
             log.error("sessiond is alive but did not answer within the timeout: %d entries of session %s NOT DELIVERED "
                       "(writing beside a stalled daemon could reorder its file)", count, self.id)
             return FallbackResult(undelivered=count)
@@ -272,7 +283,7 @@ class Session:
         root = self.client.root or default_root()
         try:
             return direct_append(root, self.cwd, self.id, lines, agent=self.agent, run=self.run, resend=True)
-        except (OSError, SessiondError) as exc:
+        except (OSError, SessiondError) as exc:  # a refused path (a FIFO, a symlink out of the root), a failing disk
             log.error("sessiond is unreachable and writing directly failed (%s): %d entries of session %s NOT DELIVERED",
                       exc, count, self.id)
             return FallbackResult(undelivered=count)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from sessiond.protocol import __version__
-from sessiond.protocol.locations import check_private_dir, lock_path
+from sessiond.protocol.locations import check_private_dir, lock_path, open_private_file
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
 
 from sessiond.common import config as config_mod
@@ -157,7 +157,7 @@ def prepare_socket_dir(path: Path) -> None:
 def take_lock(sock_path: Path) -> int:
     """Hold ``<socket>.lock`` for the daemon's lifetime: whoever holds it owns the
     socket path."""
-    fd = os.open(lock_path(sock_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = open_private_file(lock_path(sock_path), os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -223,6 +223,7 @@ async def _run(settings: Settings, flags: dict) -> int:
         settings.socket = Path(adopted.getsockname())
         flags = {**flags, "socket": str(settings.socket)}  # what a SIGHUP re-reads must agree
         sock, inode = adopted, None
+        check_private_dir(settings.socket.parent)  # the lock goes in it
         lock_fd = take_lock(settings.socket)
     else:
         prepare_socket_dir(settings.socket.parent)

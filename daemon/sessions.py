@@ -34,10 +34,12 @@ from sessiond.protocol.transcript.entries import (
 from sessiond.protocol.transcript.appendfile import RESEND_WINDOW, tail_lines
 from sessiond.protocol.transcript.lite import LITE_WINDOW
 from sessiond.protocol.transcript.jsonl import SessionScan, head_lines, scan_session, scan_uuids
-from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, too_large
+from sessiond.protocol.transcript.safeopen import StoreRoot, error_for
+from sessiond.protocol.wire.errors import SessiondError, bad_request, too_large
 
 from sessiond.common.config import Settings
 
+from .readiness import Readiness
 from .spool import Spool
 from .writer import FileQueue, Writer
 
@@ -48,9 +50,6 @@ _UUID = attrgetter("uuid")
 _SUBTYPE = attrgetter("subtype")
 _SIDECHAIN = attrgetter("isSidechain")
 
-INLINE_SCAN_BYTES = 4 * 1024 * 1024
-"""Existing files up to this size are scanned on the loop (a few ms); larger ones
-in a worker thread."""
 
 
 class Target:
@@ -68,7 +67,7 @@ class SessionState:
     __slots__ = (
         "id", "project", "path", "materialized", "pending", "pending_bytes",
         "metadata", "dirty_since_meta", "side_uuids", "main", "agents", "clients",
-        "last_active", "loading", "load_error", "cwd",
+        "last_active", "loading", "load_error", "cwd", "scans", "agent_errors",
     )
 
     def __init__(self, session_id: str, project: Path, writer: Writer) -> None:
@@ -86,6 +85,10 @@ class SessionState:
         """While an existing file is scanned in a worker thread: the requests
         waiting for it, in arrival order."""
         self.load_error: SessiondError | None = None
+        self.scans = 0  # scans of its files running in worker threads
+        self.agent_errors: dict[Path, SessiondError] = {}
+        """Agent files whose scan in a worker failed: the next request routed
+        there gets the error (once; the one after scans again)."""
         self.materialized = False
         self.cwd: str | None = None  # the last cwd a request named, already checked
         self.side_uuids: set[str] = set()
@@ -108,15 +111,21 @@ class SessionState:
                 and all(t.queue.idle for t in self.targets()))
 
 
-def recent_lines(queue: FileQueue, pending: list[bytes] | tuple = (), window: int = RESEND_WINDOW) -> set[bytes]:
+def recent_lines(root: StoreRoot, queue: FileQueue, pending: list[bytes] | tuple = (),
+                 window: int = RESEND_WINDOW) -> set[bytes]:
     """Lines in the last ``window`` bytes of a queue's file, still queued, or pending."""
     out: set[bytes] = set(queue.lines)
     out.update(pending)
     try:
-        with open(queue.path, "rb") as f:
-            out.update(tail_lines(f.fileno(), window=window))
+        fd = root.open(queue.path, os.O_RDONLY)
     except FileNotFoundError:
-        pass
+        return out
+    except OSError as exc:
+        raise error_for(exc, f"reading {queue.path.name}") from None
+    try:
+        out.update(tail_lines(fd, window=window))
+    finally:
+        os.close(fd)
     return out
 
 
@@ -132,14 +141,13 @@ class Routed:
         self.last: str | None = None
 
 
-class Registry:
+class Registry(Readiness):
     def __init__(self, settings: Settings, writer: Writer) -> None:
         self.settings = settings
         self.writer = writer
         self.sessions: dict[str, SessionState] = {}
         self.spool = Spool(settings.root, writer)
-        self.loads_in_flight = 0
-        self._after_loads: list[Callable[[], None]] = []
+        Readiness.__init__(self)
 
     def get(self, session_id: str, cwd: str) -> SessionState:
         """The session's state, created on first use. A session keeps the project
@@ -173,7 +181,7 @@ class Registry:
         return self._ready(state)
 
     def _create(self, session_id: str, project: Path) -> SessionState:
-        paths.check_inside(self.settings.root, paths.session_file(project, session_id))
+        self._check(paths.session_file(project, session_id))
         state = self.sessions[session_id] = SessionState(session_id, project, self.writer)
         self._load(state)
         return state
@@ -231,7 +239,7 @@ class Registry:
         lines = self.metadata_lines(state)
         if not lines:
             return 0
-        tail = recent_lines(state.main.queue, window=LITE_WINDOW)
+        tail = recent_lines(self.writer.root, state.main.queue, window=LITE_WINDOW)
         if all(line in tail for line in lines):
             return 0
         self.writer.enqueue(state.main.queue, lines)
@@ -239,71 +247,61 @@ class Registry:
         return len(lines)
 
     def _load(self, state: SessionState) -> None:
+        def failed(err: SessiondError) -> None:
+            state.load_error = err
+
         try:
-            size = os.stat(state.path).st_size
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            state.load_error = io_error(f"cannot read {state.path.name}: {exc.strerror or exc}")
-            return
-        if size <= INLINE_SCAN_BYTES:
-            try:
-                state.apply_scan(scan_session(state.path))
-            except OSError as exc:
-                state.load_error = io_error(f"cannot read {state.path.name}: {exc.strerror or exc}")
-            return
-        state.loading = []
-        self.loads_in_flight += 1
-        fut = self.writer.loop.run_in_executor(None, scan_session, state.path)
-        fut.add_done_callback(lambda f: self._loaded(state, f))
+            self._scan(state, state.path, scan_session, state.apply_scan, failed)
+        except SessiondError as err:
+            state.load_error = err
 
-    def _loaded(self, state: SessionState, fut) -> None:
-        exc = fut.exception()
-        if exc is None:
-            state.apply_scan(fut.result())
-        else:
-            log.error("scanning %s failed: %s", state.path, exc)
-            state.load_error = io_error(f"cannot read {state.path.name}: {exc}")
-        waiting, state.loading = state.loading or [], None
-        self.loads_in_flight -= 1
-        for resume in waiting:
-            resume()
-        if not self.loads_in_flight:
-            after, self._after_loads = self._after_loads, []
-            for resume in after:
-                resume()
-
-    def when_loaded(self, state: SessionState, resume: Callable[..., None], *args: object) -> bool:
-        """Park ``resume(*args)`` until the session's file is scanned; False when
-        it is. Arguments rather than a closure: every append asks, nearly none waits."""
-        if state.loading is None:
+    def when_agents_ready(self, state: SessionState, headers: list[EntryHeader], agent: str | None, run: str | None,
+                          resume: Callable[..., None], *args: object) -> bool:
+        """Give every agent file a batch routes to its ``Target``, its existing
+        file scanned for uuids first (in a worker thread when large, as for main
+        transcripts); True when ``resume(*args)`` is parked behind such a scan.
+        Call it after ``when_loaded``, before ``resolve``."""
+        if agent is None and run is None and not any(map(_SIDECHAIN, headers)):
             return False
-        state.loading.append(partial(resume, *args))
-        return True
+        self.check_targets(headers, agent, run)
+        wanted = {paths.agent_file(state.project, state.id, a, run) for a in self._agents_of(headers, agent)}
+        for path in wanted:
+            if path not in state.agents:
+                err = state.agent_errors.pop(path, None)
+                if err is not None:
+                    raise err
+                self._add_agent(state, path)
+        return self.when_loaded(state, resume, *args)
 
-    def after_loads(self, resume: Callable[..., None], *args: object) -> bool:
-        """Park ``resume(*args)`` until no scan is in flight (a Flush must see
-        every append that arrived before it); False when none is."""
-        if not self.loads_in_flight:
-            return False
-        self._after_loads.append(partial(resume, *args))
-        return True
+    @staticmethod
+    def _agents_of(headers: list[EntryHeader], agent: str | None) -> set[str]:
+        if agent is not None:
+            return {agent}
+        return {h.agentId for h in headers if h.isSidechain and h.agentId is not None}
 
-    def agent_target(self, state: SessionState, agent: str, run: str | None) -> Target:
-        path = paths.agent_file(state.project, state.id, agent, run)
-        target = state.agents.get(path)
-        if target is None:
-            paths.check_inside(self.settings.root, path)
-            uuids = scan_uuids(path) if path.exists() else set()
-            target = state.agents[path] = Target(self.writer.queue(path), uuids, None)
-        return target
+    def _add_agent(self, state: SessionState, path: Path) -> None:
+        self._check(path)
+        target = Target(self.writer.queue(path), set(), None)
+
+        def apply(uuids: set[str]) -> None:
+            target.uuids = uuids
+            state.agents[path] = target
+
+        def failed(err: SessiondError) -> None:
+            state.agent_errors[path] = err
+
+        if not self._scan(state, path, scan_uuids, apply, failed):
+            state.agents[path] = target
 
     def target_for(self, state: SessionState, header: EntryHeader, agent: str | None, run: str | None) -> Target:
         if agent is None and header.isSidechain and header.agentId is not None:
             agent = header.agentId
         if agent is None:
             return state.main
-        return self.agent_target(state, agent, run)
+        target = state.agents.get(paths.agent_file(state.project, state.id, agent, run))
+        if target is None:
+            raise SessiondError("internal: an agent target was not prepared (when_agents_ready)")
+        return target
 
     def check_targets(self, headers: list[EntryHeader], agent: str | None, run: str | None) -> None:
         """Validate every routing id of a batch before any of it is accepted."""
@@ -322,10 +320,7 @@ class Registry:
         if agent is None and run is None and not any(h.isSidechain for h, _ in batch):
             return [state.main] * len(batch)  # the common case: all of it is the main transcript
         self.check_targets([h for h, _ in batch], agent, run)
-        try:
-            return [self.target_for(state, h, agent, run) for h, _ in batch]
-        except OSError as exc:
-            raise io_error(f"cannot open an agent transcript: {exc.strerror or exc}") from None
+        return [self.target_for(state, h, agent, run) for h, _ in batch]
 
     fast_path = True
     """Off only in the test that checks the fast path against the general one."""
@@ -395,7 +390,8 @@ class Registry:
             if uuid is None:
                 if resend:
                     if id(target) not in recent:
-                        recent[id(target)] = recent_lines(target.queue, state.pending if target is main else ())
+                        recent[id(target)] = recent_lines(self.writer.root, target.queue,
+                                                          state.pending if target is main else ())
                     if line in recent[id(target)]:
                         duplicates += 1
                         continue
@@ -517,3 +513,4 @@ class Registry:
     @property
     def pending_entries(self) -> int:
         return sum(len(s.pending) for s in self.sessions.values())
+

@@ -24,10 +24,13 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
 
-from sessiond.protocol.transcript.appendfile import Appended, locked_append, open_append
+from sessiond.protocol.transcript.appendfile import Appended, TornTail, TornTailFound, cut_torn_tail, file_lock, locked_append
+from sessiond.protocol.transcript.safeopen import APPEND_FLAGS, StoreRoot, error_for
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
 from sessiond.common.config import Settings
+
+from .filework import FileWork
 from .libc import libc_function
 from .pathwatch import PathWatch
 
@@ -50,7 +53,7 @@ class FileQueue:
     __slots__ = (
         "path", "fd", "lines", "nbytes", "accepted", "written", "synced",
         "write_waiters", "sync_waiters", "timer", "soon", "arming", "syncing", "pinned", "sync_queued", "retry", "ident", "end",
-        "suspect", "retired", "observed",
+        "suspect", "retired", "observed", "in_worker",
     )
 
     def __init__(self, path: Path) -> None:
@@ -75,10 +78,12 @@ class FileQueue:
         self.suspect = True  # the path may no longer name the file fd is open on: stat before writing
         self.retired: int | None = None  # an fd replaced while its fdatasync was in flight, closed after it
         self.observed = True  # the write observers see its writes (not a spool file's)
+        self.in_worker = False  # its file is being created, or its torn tail cut, in a worker thread
 
     @property
     def idle(self) -> bool:
-        return not (self.lines or self.write_waiters or self.sync_waiters or self.syncing or self.sync_queued)
+        return not (self.lines or self.write_waiters or self.sync_waiters or self.syncing or self.sync_queued
+                    or self.in_worker)
 
 
 class Writer:
@@ -86,6 +91,11 @@ class Writer:
         self.loop = loop
         self.settings = settings
         self.stats = stats
+        self.root = StoreRoot(settings.root)
+        """Every transcript is opened through it: inside the root, no symlink
+        followed below it, regular files only, never blocking (``safeopen``)."""
+        self.files = FileWork(loop)
+        """Creating files and directories, replacing meta files: off the loop."""
         self.queues: dict[Path, FileQueue] = {}
         self.queued_bytes = 0
         self.queued_entries = 0
@@ -221,19 +231,33 @@ class Writer:
         elif self.settings.fsync == "always" and q.synced < q.written:
             self._start_sync(q)
 
-    def _fd(self, q: FileQueue) -> int:
+    def _fd(self, q: FileQueue, *, create_here: bool = False) -> int | None:
         """The queue's descriptor, opened on demand. At most ``max_open`` stay open:
-        a session with hundreds of subagents must not run the daemon out of fds."""
+        a session with hundreds of subagents must not run the daemon out of fds.
+
+        None while the file is being created: making its directories and the
+        file, each synced in its parent, waits on the disk, so it runs in a
+        worker thread and drains the queue when done (``create_here``: at
+        shutdown, blocking). Likewise while its torn tail is cut."""
         if q.fd is not None:
             self._open.move_to_end(q.path)
             return q.fd
+        if q.in_worker and not create_here:
+            return None
+        try:
+            fd = self.root.open(q.path, APPEND_FLAGS)
+        except FileNotFoundError:
+            if not create_here:
+                self._create(q)
+                return None
+            fd, _ = self.root.open_append(q.path)
         if len(self._open) >= self.max_open:
             for path, other in list(self._open.items()):
                 if not other.pinned:
                     self._close_fd(other)
                     if len(self._open) < self.max_open:
                         break
-        q.fd, _ = open_append(q.path)
+        q.fd = fd
         # Watched from now on; the first write still stats the path once: it
         # may have changed between the open and the watch.
         if self.watch.watch(q, q.path) and self._recheck is None and self.settings.path_recheck > 0:
@@ -245,18 +269,49 @@ class Writer:
         self._open[q.path] = q
         if SYNCFS is not None and st.st_dev not in self._fs_fds:
             try:
-                self._fs_fds[st.st_dev] = os.open(q.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                self._fs_fds[st.st_dev] = self.root.open_dir(q.path.parent)
             except OSError:
                 pass  # no syncfs there: its files get one fdatasync each
         return q.fd
 
-    def _current_fd(self, q: FileQueue) -> int:
+    def _create(self, q: FileQueue) -> None:
+        q.in_worker = True
+        self.files.submit(_create_file, self.root, q.path).add_done_callback(lambda f: self._worker_done(q, f))
+
+    def _cut_torn(self, q: FileQueue) -> None:
+        """The file ends inside a line another writer left: move the fragment
+        aside (read back, synced) in a worker thread, then write. A default
+        pool thread, not the file thread: it waits for the file's lock."""
+        q.in_worker = True
+        q.suspect = True  # the job skips a path that names another file now: the next write stats it
+        fut = self.loop.run_in_executor(None, _cut_torn_file, self.root, q.path, q.ident)
+        fut.add_done_callback(lambda f: self._worker_done(q, f))
+
+    def _worker_done(self, q: FileQueue, fut: asyncio.Future) -> None:
+        q.in_worker = False
+        if self.closed:
+            return
+        exc = fut.exception()
+        if exc is None:
+            torn = fut.result()
+            if isinstance(torn, TornTail):
+                log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
+                            q.path, torn.length, torn.offset, q.path.name)
+            self._drain(q)
+        elif isinstance(exc, OSError):
+            self._write_failed(q, exc)
+        else:  # a bug: answer the waiters rather than leave them hanging
+            log.error("preparing %s failed: %r", q.path, exc)
+            self._write_failed(q, OSError(errno.EIO, repr(exc)))
+
+    def _current_fd(self, q: FileQueue, *, create_here: bool = False) -> int | None:
         """``_fd``, checked to be the file at the queue's path when that is in
         doubt (see ``pathwatch``): a transcript renamed or deleted under the
         daemon is reopened (recreated) at its path, rather than written into a
-        file nobody will read."""
-        fd = self._fd(q)
-        if not q.suspect:
+        file nobody will read. The reopen goes through the root like the first
+        open: a directory swapped for a symlink meanwhile is refused."""
+        fd = self._fd(q, create_here=create_here)
+        if fd is None or not q.suspect:
             return fd
         try:
             st = os.stat(q.path)
@@ -265,7 +320,7 @@ class Writer:
         if st is None or (st.st_dev, st.st_ino) != q.ident:
             log.warning("%s was %s under the daemon; reopening it", q.path, "deleted" if st is None else "replaced")
             self._close_fd(q)
-            return self._fd(q)  # stays suspect: its first write stats it again
+            return self._fd(q, create_here=create_here)  # stays suspect: its first write stats it again
         q.suspect = not self.watch.watching(q)
         return fd
 
@@ -301,7 +356,13 @@ class Writer:
         data = b"\n".join(q.lines)
         q.lines.pop()
         try:
-            done = locked_append(self._current_fd(q), q.path, data, blocking=False, known_end=q.end)
+            fd = self._current_fd(q)
+            if fd is None:
+                return False  # being created: its worker drains the queue when done
+            done = locked_append(fd, q.path, data, blocking=False, known_end=q.end, root=self.root, defer_torn=True)
+        except TornTailFound:
+            self._cut_torn(q)
+            return False
         except OSError as exc:
             self._write_failed(q, exc)
             return False
@@ -339,7 +400,7 @@ class Writer:
     def _write_failed(self, q: FileQueue, exc: OSError) -> None:
         self.stats.errors += 1
         log.error("write to %s failed: %s; %d entries kept queued, retrying", q.path, exc.strerror or exc, len(q.lines))
-        err = io_error(f"writing {q.path.name} failed: {exc.strerror or exc}")
+        err = error_for(exc, f"writing {q.path.name}")
         for waiters in (q.write_waiters, q.sync_waiters):
             while waiters:
                 waiters.popleft()[1](err)
@@ -434,7 +495,7 @@ class Writer:
                 q.pinned = True  # the LRU must not close it under the sync
             else:  # the LRU closed it: a descriptor of this job's own, never creating the file
                 try:
-                    fd = _open_to_sync(q)
+                    fd = _open_to_sync(self.root, q)
                 except OSError as exc:
                     for q, target in targets:
                         self._synced_failed(q, target, exc)
@@ -548,7 +609,9 @@ class Writer:
                 continue
             try:
                 data = b"\n".join(q.lines) + b"\n"
-                self._wrote(q, len(data), locked_append(self._current_fd(q), q.path, data, blocking=True, known_end=q.end))
+                fd = self._current_fd(q, create_here=True)
+                assert fd is not None
+                self._wrote(q, len(data), locked_append(fd, q.path, data, blocking=True, known_end=q.end, root=self.root))
             except OSError as exc:
                 self.stats.errors += 1
                 self.unwritten_at_exit += len(q.lines)
@@ -587,7 +650,7 @@ class Writer:
                     continue
             for q in group:
                 try:
-                    _fdatasync_queue(q)
+                    _fdatasync_queue(self.root, q)
                 except OSError as exc:
                     self.stats.errors += 1
                     log.error("shutdown: fdatasync of %s failed: %s", q.path, exc.strerror or exc)
@@ -607,26 +670,49 @@ class Writer:
                 os.close(fd)
         self._fs_fds.clear()
         self.watch.close()
+        self.files.close()
+        self.root.close()
 
 
-def _fdatasync_queue(q: FileQueue) -> None:
+def _create_file(root: StoreRoot, path: Path) -> None:
+    """Create a transcript and its directories (worker thread)."""
+    fd, _ = root.open_append(path)
+    os.close(fd)
+
+
+def _cut_torn_file(root: StoreRoot, path: Path, ident: tuple[int, int] | None) -> TornTail | None:
+    """Cut the torn tail of the file at ``path`` under its lock (worker thread),
+    on a descriptor of its own; nothing if the path names another file now
+    (the writer's next drain notices that)."""
+    fd = root.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != ident:
+            return None
+        with file_lock(fd):
+            return cut_torn_tail(fd, path, os.fstat(fd).st_size, root)
+    finally:
+        os.close(fd)
+
+
+def _fdatasync_queue(root: StoreRoot, q: FileQueue) -> None:
     """fdatasync what was written on ``q`` (shutdown: blocking)."""
     if q.fd is not None:
         os.fdatasync(q.fd)
         return
-    fd = _open_to_sync(q)
+    fd = _open_to_sync(root, q)
     try:
         os.fdatasync(fd)
     finally:
         os.close(fd)
 
 
-def _open_to_sync(q: FileQueue) -> int:
+def _open_to_sync(root: StoreRoot, q: FileQueue) -> int:
     """A read-only descriptor on ``q``'s file, for syncing what was written
     through a descriptor the LRU has since closed. Never creates the file: one
     deleted or replaced under the daemon is an error, what was written went
     with it, unsynced."""
-    fd = os.open(q.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    fd = root.open(q.path, os.O_RDONLY)
     st = os.fstat(fd)
     if (st.st_dev, st.st_ino) != q.ident:
         os.close(fd)

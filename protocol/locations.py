@@ -10,6 +10,8 @@ import os
 import stat
 from pathlib import Path
 
+from .transcript.safeopen import UnsafePath, open_regular
+
 SOCKET_NAME = "sessiond.sock"
 LOG_NAME = "sessiond.log"
 
@@ -62,14 +64,34 @@ def lock_path(socket: Path) -> Path:
     return socket.with_name(socket.name + ".lock")
 
 
+def open_private_file(path: Path, flags: int) -> int:
+    """Open a file of the socket directory (the lock, the log): never through a
+    symlink, never blocking, and only a regular file of ours; PermissionError
+    naming it otherwise."""
+    try:
+        fd = open_regular(path, flags, 0o600)
+    except UnsafePath as exc:
+        raise PermissionError(exc.strerror) from None
+    st = os.fstat(fd)
+    if st.st_uid != os.getuid():
+        os.close(fd)
+        raise PermissionError(f"{path} is owned by uid {st.st_uid}, not {os.getuid()}; refusing to use it")
+    return fd
+
+
 def daemon_holds_lock(socket: Path) -> bool:
     """True while a daemon process is alive for ``socket`` (answering or not).
 
     A client must not write transcripts itself while this holds: a stalled
-    daemon may still write what it was sent.
+    daemon may still write what it was sent. PermissionError when the socket
+    directory or the lock is not ours (then no daemon of ours can hold it).
     """
     try:
-        fd = os.open(lock_path(socket), os.O_RDONLY | os.O_CLOEXEC)
+        check_private_dir(socket.parent)
+    except FileNotFoundError:
+        return False
+    try:
+        fd = open_private_file(lock_path(socket), os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:
@@ -85,7 +107,9 @@ def check_private_dir(path: Path) -> None:
     """Refuse a socket directory another user could tamper with.
 
     Raises PermissionError naming the problem: a symlink, another owner, or
-    group/other permission bits.
+    group/other permission bits. Checked before anything in it is opened, by
+    the daemon and the clients alike (another local user may pre-create
+    ``/tmp/sessiond-<uid>``).
     """
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):

@@ -42,3 +42,37 @@ def wait_until(condition, what: str, timeout: float = 15.0, every: float = 0.05)
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up after {timeout:.0f}s waiting for {what}")
         time.sleep(every)
+
+
+def make_deep(base: Path, nbytes: int) -> str:
+    """An existing directory chain ``base/d/d/...`` of about ``nbytes`` (a cwd
+    as deep as PATH_MAX allows), made level by level through descriptors."""
+    import os
+
+    levels = (nbytes - len(str(base))) // 2
+    fd = os.open(base, os.O_RDONLY)
+    for _ in range(levels):
+        os.mkdir("d", dir_fd=fd)
+        nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(fd)
+    return str(base) + "/d" * levels
+
+
+def remove_deep(base: Path) -> None:
+    """Remove a ``make_deep`` chain bottom-up by descriptors (shutil.rmtree
+    recurses once per level and gives up past the recursion limit)."""
+    import os
+
+    fds = [os.open(base, os.O_RDONLY)]
+    while True:
+        try:
+            fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
+        except FileNotFoundError:
+            break
+    os.close(fds.pop())
+    while fds:
+        parent = fds.pop()
+        os.rmdir("d", dir_fd=parent)
+        os.close(parent)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
+from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError, UnsafeSocketDir
 
 from . import Context, cli
 from .output import duration, echo_json, size
@@ -72,6 +72,8 @@ def stop(obj: Context, timeout: float) -> None:
     """Stop the daemon: it drains every queue first. Never starts one."""
     try:
         client = obj.client(autostart=False).connect()
+    except UnsafeSocketDir:
+        raise  # not "no daemon": the directory is someone else's (one line, exit 1)
     except DaemonUnavailable:
         click.echo("sessiond: no daemon running", err=True)
         return

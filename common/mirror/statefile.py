@@ -19,6 +19,8 @@ from pathlib import Path
 
 import msgspec
 
+from sessiond.protocol.transcript.safeopen import open_regular
+
 log = logging.getLogger("sessiond")
 
 
@@ -40,8 +42,10 @@ def save_state(state_file: Path, files: dict[str, int], *, clean: bool) -> None:
     state = MirrorState(clean=clean, savedAt=time.time(), files=files)
     tmp = state_file.with_name(state_file.name + ".tmp")
     try:
-        tmp.write_bytes(msgspec.json.encode(state))
-        os.chmod(tmp, 0o600)
+        # Never through a symlink, never into a FIFO: this runs on the loop.
+        with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+            f.write(msgspec.json.encode(state))
+            os.fchmod(f.fileno(), 0o600)
         tmp.replace(state_file)
     except FileNotFoundError:
         pass  # no root yet: nothing written, nothing to remember
@@ -52,7 +56,8 @@ def save_state(state_file: Path, files: dict[str, int], *, clean: bool) -> None:
 def load_state(state_file: Path) -> MirrorState | None:
     """What the previous run saved; None when there is nothing (usable)."""
     try:
-        return msgspec.json.decode(state_file.read_bytes(), type=MirrorState)
+        with os.fdopen(open_regular(state_file, os.O_RDONLY), "rb") as f:
+            return msgspec.json.decode(f.read(), type=MirrorState)
     except FileNotFoundError:
         return None
     except (OSError, msgspec.DecodeError) as exc:

@@ -19,13 +19,16 @@ if TYPE_CHECKING:
 def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
-    state = daemon.registry.get(req.session, req.cwd)
-    if daemon.registry.when_loaded(state, conn.redispatch, req):
+    state = daemon.registry.ready(req.session, req.cwd, conn.redispatch, req)
+    if state is None:
+        return None
+    headers = decode_headers(req.entries)
+    if daemon.registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
         return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
     conn.attach(state)
-    routed = daemon.registry.accept(state, decode_headers(req.entries), req.entries, req.agent, req.run, resend=req.resend)
+    routed = daemon.registry.accept(state, headers, req.entries, req.agent, req.run, resend=req.resend)
     return _ack(conn, req.id, req.durability, routed, state)
 
 
@@ -33,13 +36,16 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     registry = daemon.registry
-    state = registry.get(req.session, req.cwd)
-    if registry.when_loaded(state, conn.redispatch, req):
+    state = registry.ready(req.session, req.cwd, conn.redispatch, req)
+    if state is None:
+        return None
+    headers = decode_headers(req.messages)  # all decoded first: one bad entry refuses all
+    if registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
         return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)
     conn.attach(state)
-    batch = list(zip(decode_headers(req.messages), req.messages))  # all decoded first: one bad entry refuses all
+    batch = list(zip(headers, req.messages))
     targets = registry.resolve(state, batch, req.agent, req.run)
     # Each target file is its own chain (a sidechain message never chains onto,
     # nor dedups against, the main transcript): chain each group separately.

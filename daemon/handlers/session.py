@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
-import os
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from sessiond.protocol.transcript import paths
-from sessiond.protocol.transcript.appendfile import FILE_MODE, ensure_dir, write_all
+from sessiond.protocol.transcript.safeopen import error_for
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, not_found
 
 if TYPE_CHECKING:
     from ..connection import Connection
 
+log = logging.getLogger("sessiond")
+
 
 def handle_open(conn: Connection, req: m.Open) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
-    state = daemon.registry.get(req.session, req.cwd)
-    if daemon.registry.when_loaded(state, conn.redispatch, req):
+    state = daemon.registry.ready(req.session, req.cwd, conn.redispatch, req)
+    if state is None:
         return None
     conn.attach(state)
     return m.Opened(id=req.id, session=state.id, path=str(state.path), materialized=state.materialized)
@@ -41,36 +43,38 @@ def handle_close(conn: Connection, req: m.Close) -> m.Response | None:
     return None
 
 
-def handle_agent_meta(conn: Connection, req: m.SetAgentMeta) -> m.Response:
+def handle_agent_meta(conn: Connection, req: m.SetAgentMeta) -> m.Response | None:
+    """Replace an agent's meta file; answered once it is written and synced on
+    the writer's file thread (``filework``), never on the loop."""
     daemon = conn.daemon
     daemon.refuse_if_stopping()
-    state = daemon.registry.get(req.session, req.cwd)
+    state = daemon.registry.ready(req.session, req.cwd, conn.redispatch, req)
+    if state is None:
+        return None
     try:
         meta = msgspec.json.decode(req.meta)
     except msgspec.DecodeError as exc:
         raise bad_request(f"agent meta is not JSON: {exc}") from None
     if not isinstance(meta, dict):
         raise bad_request("agent meta must be a JSON object")
-    path = paths.check_inside(daemon.settings.root, paths.agent_meta_file(state.project, state.id, req.agent, req.run))
+    path = paths.agent_meta_file(state.project, state.id, req.agent, req.run)
     try:
-        _replace(path, msgspec.json.encode(meta))
+        daemon.writer.root.check(path)
     except OSError as exc:
-        raise io_error(f"writing {path.name} failed: {exc.strerror or exc}") from None
-    return m.Done(id=req.id)
+        raise error_for(exc, f"checking {path.name}") from None
 
+    def done(fut) -> None:
+        exc = fut.exception()
+        if exc is None:
+            conn.reply(m.Done(id=req.id))
+            return
+        log.error("writing %s failed: %s", path, exc)
+        err = error_for(exc, f"writing {path.name}") if isinstance(exc, OSError) else io_error(f"writing {path.name}: {exc}")
+        conn.reply(m.Error(id=req.id, code=err.code, message=err.message))
 
-def _replace(path, data: bytes) -> None:
-    """Write a small file atomically: temp file in the same dir, then rename."""
-    ensure_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    writer = daemon.writer
+    writer.files.submit(writer.root.write_atomic, path, msgspec.json.encode(meta)).add_done_callback(done)
+    return None
 
 
 def handle_adopt(conn: Connection, req: m.Adopt) -> m.Response | None:
@@ -80,7 +84,10 @@ def handle_adopt(conn: Connection, req: m.Adopt) -> m.Response | None:
     path = Path(req.path)
     if not path.is_absolute() or path.name != f"{sid}.jsonl":
         raise bad_request(f"{req.path!r} is not the transcript of session {sid}")
-    paths.check_inside(daemon.settings.root, path)
+    try:
+        daemon.writer.root.check(path)  # inside the root, no symlink on the way, a regular file if anything
+    except OSError as exc:
+        raise error_for(exc, f"checking {path.name}") from None
     if not path.is_file():
         raise not_found(f"no transcript at {req.path}")
     registry = daemon.registry

@@ -24,10 +24,9 @@ from pathlib import Path
 import msgspec
 
 from .entries import decode_object
+from .safeopen import APPEND_FLAGS, DIR_MODE, FILE_MODE, StoreRoot, open_regular
 
 MAX_WRITE = 100 * 1024 * 1024
-FILE_MODE = 0o600
-DIR_MODE = 0o700
 
 
 def ensure_dir(path: Path) -> None:
@@ -57,17 +56,18 @@ def fsync_dir(path: Path) -> None:
 
 def open_append(path: Path) -> tuple[int, bool]:
     """An O_APPEND descriptor on ``path`` (created 0600 with its dirs); and whether
-    this call created the file."""
+    this call created the file. For files outside a store root (``sessiond
+    pull``'s destination is checked by the caller); inside one, use
+    ``StoreRoot.open_append``, which also refuses symlinked directories."""
     ensure_dir(path.parent)
-    flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW  # RDWR: the torn-tail check preads
     try:
-        return os.open(path, flags), False
+        return open_regular(path, APPEND_FLAGS), False
     except FileNotFoundError:
         pass
     try:
-        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        fd = open_regular(path, APPEND_FLAGS | os.O_CREAT | os.O_EXCL, FILE_MODE)
     except FileExistsError:
-        return os.open(path, flags), False
+        return open_regular(path, APPEND_FLAGS), False
     os.fchmod(fd, FILE_MODE)
     fsync_dir(path.parent)
     return fd, True
@@ -105,9 +105,11 @@ def torn_path(path: Path) -> Path:
     return path.with_name(path.name + ".torn")
 
 
-def cut_torn_tail(fd: int, path: Path, size: int) -> TornTail | None:
+def cut_torn_tail(fd: int, path: Path, size: int, root: StoreRoot | None = None) -> TornTail | None:
     """If the file ends inside a line, append that fragment to ``<file>.torn``
-    (synced) and truncate the file to its last newline. Caller holds the lock."""
+    (synced) and truncate the file to its last newline. Caller holds the lock.
+    The side file is opened through ``root`` when given (never outside it), and
+    in any case only as a regular file, never blocking."""
     if not ends_torn(fd, size):
         return None
     start = line_start_before(fd, size)
@@ -123,7 +125,8 @@ def cut_torn_tail(fd: int, path: Path, size: int) -> TornTail | None:
     except UnicodeDecodeError:
         record.base64 = base64.b64encode(fragment).decode()
     side = torn_path(path)
-    tfd = os.open(side, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
+    side_flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    tfd = root.open(side, side_flags) if root is not None else open_regular(side, side_flags)
     try:
         write_all(tfd, msgspec.json.encode(record) + b"\n")
         os.fsync(tfd)
@@ -201,6 +204,12 @@ def tail_lines(fd: int, size: int | None = None, window: int = RESEND_WINDOW) ->
     return set(os.pread(fd, window, max(0, size - window)).split(b"\n"))
 
 
+class TornTailFound(Exception):
+    """Raised by ``append_unlocked`` with ``defer_torn``: the file ends inside a
+    line and nothing was written. Cutting it reads the fragment back and syncs
+    the side file, so the daemon does that in a worker thread, then appends."""
+
+
 class Appended(msgspec.Struct):
     size: int
     """File size after the write."""
@@ -209,32 +218,37 @@ class Appended(msgspec.Struct):
 
 
 def locked_append(fd: int, path: Path, data: bytes | memoryview, *, blocking: bool = True,
-                  known_end: int | None = None) -> Appended | None:
+                  known_end: int | None = None, root: StoreRoot | None = None, defer_torn: bool = False) -> Appended | None:
     """Append ``data`` (whole lines) under an exclusive flock; None when
     ``blocking`` is False and another writer holds the lock. ``known_end``: the
-    size this caller's last write left the file at (see ``append_unlocked``)."""
+    size this caller's last write left the file at (see ``append_unlocked``);
+    ``root``: the store the file is in (its torn-tail side file is opened there)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
     except BlockingIOError:
         return None
     try:
-        return append_unlocked(fd, path, data, known_end=known_end)
+        return append_unlocked(fd, path, data, known_end=known_end, root=root, defer_torn=defer_torn)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def append_unlocked(fd: int, path: Path, data: bytes | memoryview, *, known_end: int | None = None) -> Appended:
+def append_unlocked(fd: int, path: Path, data: bytes | memoryview, *, known_end: int | None = None,
+                    root: StoreRoot | None = None, defer_torn: bool = False) -> Appended:
     """The body of ``locked_append`` for a caller already holding the lock.
 
     The torn-tail check is skipped when the file still ends where the caller's
     own last (whole-lines) write left it: nobody else wrote since. On a failed or
     short write the file is cut back to where it was, so a failure never leaves a
-    partial line behind; the error is re-raised.
+    partial line behind; the error is re-raised. ``defer_torn``: raise
+    ``TornTailFound`` instead of cutting a torn tail here.
     """
     size = os.fstat(fd).st_size
     torn = None
     if size != known_end:
-        torn = cut_torn_tail(fd, path, size)
+        if defer_torn and ends_torn(fd, size):
+            raise TornTailFound(path)
+        torn = cut_torn_tail(fd, path, size, root)
         size = os.fstat(fd).st_size
     try:
         return Appended(size + write_all(fd, data), torn)

@@ -19,15 +19,18 @@ from .regular import open_regular
 CHUNK = 1 << 20
 
 
-def iter_line_views(path: Path | str, chunk: int = CHUNK) -> Iterator[memoryview]:
+def iter_line_views(path: Path | str | int, chunk: int = CHUNK) -> Iterator[memoryview]:
     """Every non-empty line of the file, without its newline, as a memoryview.
 
     A view is only valid until the next one is requested (the buffer is reused):
-    copy what you keep. A last line without a newline is yielded too.
+    copy what you keep. A last line without a newline is yielded too. ``path``
+    may be a descriptor the caller opened (and closes): the daemon opens its
+    files through ``safeopen`` and scans them by descriptor.
     """
     buf = bytearray(chunk)
     view = memoryview(buf)
-    fd = open_regular(path)
+    owned = not isinstance(path, int)
+    fd = open_regular(path) if owned else path
     try:
         start = end = 0
         while True:
@@ -51,10 +54,11 @@ def iter_line_views(path: Path | str, chunk: int = CHUNK) -> Iterator[memoryview
         if end > start:
             yield view[start:end]
     finally:
-        os.close(fd)
+        if owned:
+            os.close(fd)
 
 
-def iter_lines(path: Path | str, chunk: int = CHUNK) -> Iterator[bytes]:
+def iter_lines(path: Path | str | int, chunk: int = CHUNK) -> Iterator[bytes]:
     """Every non-empty line as its own bytes (a copy of each view)."""
     for view in iter_line_views(path, chunk):
         yield bytes(view)
@@ -75,7 +79,7 @@ class SessionScan(msgspec.Struct):
     skipped: int
 
 
-def scan_session(path: Path | str) -> SessionScan:
+def scan_session(path: Path | str | int) -> SessionScan:
     uuids: set[str] = set()
     side: set[str] = set()
     meta: dict[str, bytes] = {}
@@ -100,7 +104,7 @@ def scan_session(path: Path | str) -> SessionScan:
     return SessionScan(uuids, side, last, meta, lines, skipped)
 
 
-def scan_uuids(path: Path | str) -> set[str]:
+def scan_uuids(path: Path | str | int) -> set[str]:
     """Every uuid in a file (agent transcripts: their own dedup set)."""
     out: set[str] = set()
     for line in iter_lines(path):

@@ -15,22 +15,31 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import unicodedata
+from array import array
 from pathlib import Path
 
 from ..wire.errors import SessiondError, bad_request, permission_denied
 
 MAX_SANITIZED = 200
+PATH_MAX = 4096
+"""The longest cwd accepted, in UTF-8 bytes (Linux's PATH_MAX): nothing longer
+can be a working directory, and realpath's cost grows with the square of the
+depth."""
 
 _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _ID_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
-_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
+_NOT_ALNUM = re.compile("[^A-Za-z0-9]")
 
 
-def utf16_units(text: str) -> list[int]:
+def utf16_units(text: str) -> array:
     """The UTF-16 code units of ``text``, as JavaScript's ``charCodeAt`` sees them."""
-    data = text.encode("utf-16-le", "surrogatepass")
-    return [int.from_bytes(data[i : i + 2], "little") for i in range(0, len(data), 2)]
+    units = array("H", text.encode("utf-16-le", "surrogatepass"))
+    if sys.byteorder == "big":  # pragma: no cover - the array reads native order
+        units.byteswap()
+    return units
 
 
 def djb2(text: str) -> int:
@@ -53,14 +62,11 @@ def base36(n: int) -> str:
 
 
 def sanitize(name: str) -> str:
-    """Claude Code's project-directory name for ``name`` (usually a cwd)."""
-    parts = []
-    for ch in name:
-        if ch in _ALNUM:
-            parts.append(ch)
-        else:
-            parts.append("--" if ord(ch) > 0xFFFF else "-")
-    sanitized = "".join(parts)
+    """Claude Code's project-directory name for ``name`` (usually a cwd):
+    ``name.replace(/[^a-zA-Z0-9]/g, "-")`` over UTF-16 code units, so a
+    character outside the BMP (two units) becomes two dashes. Two regex passes,
+    linear in the length."""
+    sanitized = _NOT_ALNUM.sub("-", _ASTRAL.sub("--", name))
     if len(sanitized) <= MAX_SANITIZED:
         return sanitized
     return f"{sanitized[:MAX_SANITIZED]}-{base36(abs(djb2(name)))}"
@@ -75,6 +81,8 @@ def canonical_cwd(cwd: str) -> str:
 def check_cwd(cwd: str) -> None:
     if not isinstance(cwd, str) or not cwd:
         raise bad_request("cwd is required")
+    if len(cwd) > PATH_MAX or len(cwd.encode("utf-8", "surrogatepass")) > PATH_MAX:
+        raise bad_request(f"cwd is longer than {PATH_MAX} bytes (PATH_MAX)")
     if "\x00" in cwd:
         raise bad_request("cwd contains a NUL byte")
     if not os.path.isabs(cwd):

@@ -6,6 +6,7 @@
     │       └── EntryTooLarge     one entry no frame under the cap can hold (client side)
     ├── VersionMismatch           the peers speak different major protocol versions
     ├── DaemonUnavailable         no daemon answers on the socket (client side)
+    │   └── UnsafeSocketDir       the socket's directory or lock is not ours alone
     └── RemoteError(code)         the daemon answered with an ``Error`` frame
 
 The daemon turns a raised ``SessiondError`` into an ``Error{id, code, message}``
@@ -68,6 +69,14 @@ class VersionMismatch(SessiondError):
 
 class DaemonUnavailable(SessiondError):
     code = "unavailable"
+
+
+class UnsafeSocketDir(DaemonUnavailable):
+    """The socket directory (or the lock file in it) is a symlink, someone
+    else's, or open to others: nothing in it is trusted, no daemon is started
+    there. Not retried: waiting does not make it ours."""
+
+    code = PERMISSION_DENIED
 
 
 class RemoteError(SessiondError):

@@ -60,7 +60,9 @@ def run(batches: list[list[bytes]], fast: bool, root, sid: str) -> tuple:
             if lines is None:
                 registry.exit_cleanup(state)
                 continue
-            r = registry.accept(state, decode_headers(lines), lines, None, None)
+            headers = decode_headers(lines)
+            assert not registry.when_agents_ready(state, headers, None, None, lambda: None)  # the handlers' order
+            r = registry.accept(state, headers, lines, None, None)
             answers.append((r.accepted, r.duplicates, sorted(str(q.path.name) for q in r.queues)))
         files = {str(p.name): list(q.lines) for p, q in writer.queues.items()}
         targets = {str(p.name): (sorted(t.uuids), t.last) for p, t in state.agents.items()}

@@ -235,7 +235,9 @@ def test_lag_left_by_a_daemon_is_caught_up_on_its_next_start(daemon_factory, mir
     st = mirror_status(a)
     assert not st["connected"] and st["lagBytes"] > 0 and st["queuedLines"] == 2
     state_file = a.root / ".sessiond-mirror.json"
-    state = wait_for(lambda: state_file.exists() and json.loads(state_file.read_text()), what="the state file")
+    # The daemon saves its state at start too (with nothing lagging): wait for the save that names the file.
+    state = wait_for(lambda: state_file.exists() and (st := json.loads(state_file.read_text()))["files"] and st,
+                     what="the state file")
     assert state["clean"] is False and len(state["files"]) == 1
     sid2 = str(uuid.uuid4())  # written just after a save: not in the state file yet
     with a.client() as c:
