@@ -32,8 +32,9 @@ from operator import attrgetter, is_not
 
 import msgspec
 
-from .entries import TRANSCRIPT_TYPES, mask_lone_surrogates
+from .entries import TRANSCRIPT_TYPES
 from .chainentry import Entry
+from .toolblocks import has_tool_result
 
 
 _timestamp = attrgetter("timestamp")
@@ -140,34 +141,6 @@ def _guarded_walk(
     chain.reverse()
     bridges.reverse()
     return chain, bridges
-
-
-class _Block(msgspec.Struct):
-    type: str | None = None
-
-
-class _Content(msgspec.Struct):
-    content: list[_Block] | str | None = None
-
-
-class _ContentProbe(msgspec.Struct):
-    message: _Content | None = None
-
-
-_probe = msgspec.json.Decoder(_ContentProbe)
-
-
-def has_tool_result(e: Entry) -> bool:
-    """Does the entry's message hold a tool_result block? Decodes only block types."""
-    raw = e.raw_view
-    if not raw:
-        return False
-    try:
-        probe = _probe.decode(mask_lone_surrogates(raw) or raw)
-    except (msgspec.DecodeError, RecursionError):
-        return False
-    content = probe.message.content if probe.message is not None else None
-    return isinstance(content, list) and any(b.type == "tool_result" for b in content)
 
 
 def _add_attachments(

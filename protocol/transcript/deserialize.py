@@ -5,9 +5,13 @@ objects, except that step 3's in-memory relinks show (``parentUuid`` as relinked
 ``usage`` of preserved assistant messages zeroed). A walk bridge does NOT rewrite
 ``parentUuid``: the damage stays visible and ``bridges`` reports it.
 
-Filters, in Claude Code's order:
+First the repairs the model API needs (repairs.py: empty text blocks dropped, orphaned
+tool_results dropped, calls the conversation went on without answered by a synthetic
+error result; lone surrogates were already replaced by ``materialize``), then the
+filters, in Claude Code's order; every change is reported as a ``Repair``:
 
-1. tool_use blocks whose id no tool_result in the chain answers are dropped; a message
+1. tool_use blocks whose id no tool_result in the chain answers are dropped (after
+   the repairs, only calls of the conversation's last round can be left so); a message
    left with no block is dropped (Claude Code writes one block per entry, so in practice
    the whole entry goes);
 2. thinking-only assistant messages are dropped unless another assistant message of
@@ -53,8 +57,11 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any, Final, Literal
 
-from .entries import TRANSCRIPT_TYPES, decode_object
+import msgspec
+
+from .entries import TRANSCRIPT_TYPES, decode_object, mask_lone_surrogates
 from .chainentry import Entry
+from .repairs import Repair, drop_empty_text, pair_tool_results
 
 Interruption = Literal["none", "interrupted_turn", "interrupted_prompt"]
 
@@ -92,13 +99,31 @@ def _zero(usage: Any) -> Any:
     return usage
 
 
-def materialize(chain: list[Entry], zero_usage: set[str] = frozenset()) -> list[dict[str, Any]]:
-    """Decode the chain's transcript messages into their JSON objects (see docstring)."""
+def _decode(e: Entry, repairs: list[Repair] | None) -> Any:
+    """The entry's object; lone surrogates (which the API cannot take) as U+FFFD,
+    reported. Anything else msgspec refuses is read by ``decode_object``."""
+    raw = e.raw_view
+    try:
+        return msgspec.json.decode(raw)  # straight from the read buffer, no copy
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    masked = mask_lone_surrogates(raw)
+    if masked is not None and repairs is not None:
+        count = masked.count(b"\\ufffd") - bytes(raw).count(b"\\ufffd")
+        repairs.append(Repair("lone_surrogate", e.uuid, f"{count} replaced by U+FFFD"))
+    return decode_object(raw)
+
+
+def materialize(
+    chain: list[Entry], zero_usage: set[str] = frozenset(), repairs: list[Repair] | None = None
+) -> list[dict[str, Any]]:
+    """Decode the chain's transcript messages into their JSON objects (see docstring);
+    lone surrogates become U+FFFD (reported in ``repairs``)."""
     out = []
     for e in chain:
         if e.type not in TRANSCRIPT_TYPES:
             continue
-        obj = decode_object(e.raw_view)  # straight from the read buffer, no copy
+        obj = _decode(e, repairs)
         if obj is None:
             continue  # not reachable for a parsed header but one deeper than we can decode
         if obj.get("parentUuid") != e.parentUuid:
@@ -124,7 +149,14 @@ def _block_type(block: Any) -> Any:
     return block.get("type") if isinstance(block, dict) else None
 
 
-def filter_unresolved_tool_uses(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _report(repairs: list[Repair] | None, kind: str, m: dict[str, Any], detail: str) -> None:
+    if repairs is not None:
+        repairs.append(Repair(kind, m.get("uuid"), detail))
+
+
+def filter_unresolved_tool_uses(
+    msgs: list[dict[str, Any]], repairs: list[Repair] | None = None
+) -> list[dict[str, Any]]:
     answered = set()
     for m in msgs:
         if m.get("type") == "user":
@@ -136,6 +168,9 @@ def filter_unresolved_tool_uses(msgs: list[dict[str, Any]]) -> list[dict[str, An
         blocks = _blocks(m) if m.get("type") == "assistant" else None
         if blocks:
             kept = [b for b in blocks if _block_type(b) != "tool_use" or b.get("id") in answered]
+            for b in blocks:
+                if _block_type(b) == "tool_use" and b.get("id") not in answered:
+                    _report(repairs, "tool_use_dropped", m, f"{b.get('id')}: no result, at the end")
             if not kept:
                 continue
             if len(kept) != len(blocks):
@@ -153,7 +188,9 @@ def _message_id(m: dict[str, Any]) -> Any:
     return message.get("id") if isinstance(message, dict) else None
 
 
-def filter_orphaned_thinking(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def filter_orphaned_thinking(
+    msgs: list[dict[str, Any]], repairs: list[Repair] | None = None
+) -> list[dict[str, Any]]:
     substantive = set()
     for m in msgs:
         blocks = _blocks(m) if m.get("type") == "assistant" else None
@@ -163,6 +200,7 @@ def filter_orphaned_thinking(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]
     for m in msgs:
         blocks = _blocks(m) if m.get("type") == "assistant" else None
         if blocks and _thinking_only(blocks) and _message_id(m) not in substantive:
+            _report(repairs, "thinking_dropped", m, "thinking only, its response has nothing else")
             continue
         out.append(m)
     return out
@@ -178,8 +216,16 @@ def _whitespace_only(m: dict[str, Any]) -> bool:
     return all(_block_type(b) == "text" and not str(b.get("text") or "").strip() for b in content)
 
 
-def filter_whitespace_assistant(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [m for m in msgs if not (m.get("type") == "assistant" and _whitespace_only(m))]
+def filter_whitespace_assistant(
+    msgs: list[dict[str, Any]], repairs: list[Repair] | None = None
+) -> list[dict[str, Any]]:
+    out = []
+    for m in msgs:
+        if m.get("type") == "assistant" and _whitespace_only(m):
+            _report(repairs, "empty_message_dropped", m, "whitespace-only text")
+        else:
+            out.append(m)
+    return out
 
 
 def _text(m: dict[str, Any]) -> str:
@@ -249,9 +295,15 @@ def continuation(after: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def deserialize(msgs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Interruption]:
-    """Step 7: the three filters, then interrupt detection (appends the continuation)."""
-    out = filter_whitespace_assistant(filter_orphaned_thinking(filter_unresolved_tool_uses(msgs)))
+def deserialize(
+    msgs: list[dict[str, Any]], repairs: list[Repair] | None = None
+) -> tuple[list[dict[str, Any]], Interruption]:
+    """Step 7: the API repairs (repairs.py), the three filters, then interrupt
+    detection (appends the continuation). What changed goes to ``repairs``."""
+    report: list[Repair] = [] if repairs is None else repairs
+    out = pair_tool_results(drop_empty_text(msgs, report), report)
+    out = filter_unresolved_tool_uses(out, report)
+    out = filter_whitespace_assistant(filter_orphaned_thinking(out, report), report)
     state = detect_interruption(out)
     if state == "interrupted_turn":
         out.append(continuation(out[-1]))

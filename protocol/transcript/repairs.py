@@ -1,0 +1,210 @@
+"""What resume changes so that the model API accepts the conversation (issue 16),
+each change reported as a :class:`Repair` (``show --json``'s ``repairs``).
+
+The file is never touched; only the returned messages are. Kinds:
+
+- ``reordered``: a response's entries and the results answering it were moved
+  together (order.py), ``detail`` says how many;
+- ``lone_surrogate``: lone UTF-16 surrogates in the message's strings became U+FFFD;
+- ``empty_text_dropped``: empty or whitespace-only text blocks, which the API
+  rejects, were dropped from the message;
+- ``empty_message_dropped``: a message with nothing left to send (whitespace-only
+  text, no blocks) was dropped;
+- ``tool_result_synthesized``: a tool_use never answered although the conversation
+  went on (a crash between call and result, then a resume) is answered by a
+  synthetic error result placed first in the next turn. Chosen over dropping the
+  call: the model learns that it made the call and that its outcome is unknown
+  (a command may have half run), and nothing the model wrote disappears. It
+  carries ``"synthetic": true`` and the call's envelope;
+- ``tool_result_dropped``: a tool_result block that answers no tool_use of the turn
+  before (its call is lost, or it answers the call a second time);
+- ``tool_use_dropped``: a tool_use left unanswered at the END of the conversation,
+  dropped as SPEC 4 step 7 says (the interrupted turn is then reported);
+- ``thinking_dropped``: a thinking-only message orphaned by that (step 7).
+
+Turns are built as an agent builds them: entries sharing ``message.id`` (consecutive)
+make one assistant turn, consecutive user and attachment entries one user turn;
+system entries are not sent.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from typing import Any, Final
+
+import msgspec
+
+_SYNTHETIC_NS: Final = uuidlib.UUID("0b0d6a8e-9a8f-4a59-8d53-3f4f6d3c2a17")
+_ENVELOPE: Final = ("isSidechain", "agentId", "userType", "cwd", "sessionId", "version", "gitBranch")
+LOST_RESULT_TEXT: Final = (
+    "This tool call was interrupted: the session ended before its result was recorded, "
+    "so its outcome is unknown."
+)
+
+
+class Repair(msgspec.Struct):
+    kind: str
+    uuid: str | None
+    """The entry repaired (the response's first entry for ``reordered``, the call's
+    entry for ``tool_result_synthesized``)."""
+    detail: str
+
+
+def _blocks(m: dict[str, Any]) -> list[Any] | None:
+    message = m.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, list) else None
+
+
+def _kind(block: Any) -> Any:
+    return block.get("type") if isinstance(block, dict) else None
+
+
+def _message_id(m: dict[str, Any]) -> Any:
+    message = m.get("message")
+    return message.get("id") if isinstance(message, dict) else None
+
+
+def _empty_text(block: Any) -> bool:
+    return _kind(block) == "text" and not str(block.get("text") or "").strip()
+
+
+def drop_empty_text(msgs: list[dict[str, Any]], repairs: list[Repair]) -> list[dict[str, Any]]:
+    """Drop empty/whitespace-only text blocks of user and assistant messages, and the
+    messages left with nothing to send."""
+    out = []
+    for m in msgs:
+        if m.get("type") not in ("user", "assistant"):
+            out.append(m)
+            continue
+        message = m.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str) and not content.strip():
+            repairs.append(Repair("empty_message_dropped", m.get("uuid"), "whitespace-only text"))
+            continue
+        if isinstance(content, list):
+            kept = [b for b in content if not _empty_text(b)]
+            if len(kept) != len(content):
+                if not kept:
+                    repairs.append(Repair("empty_message_dropped", m.get("uuid"), "only empty text blocks"))
+                    continue
+                repairs.append(Repair("empty_text_dropped", m.get("uuid"), f"{len(content) - len(kept)} block(s)"))
+                message["content"] = kept
+        out.append(m)
+    return out
+
+
+def turns(msgs: list[dict[str, Any]]) -> list[tuple[str, list[int]]]:
+    """(role, indices into ``msgs``) of each turn an agent sends."""
+    out: list[tuple[str, list[int]]] = []
+    last_id: Any = None
+    for i, m in enumerate(msgs):
+        kind = m.get("type")
+        if kind == "assistant":
+            mid = _message_id(m)
+            if out and out[-1][0] == "assistant" and (mid is None or mid == last_id):
+                out[-1][1].append(i)
+            else:
+                out.append(("assistant", [i]))
+                last_id = mid
+        elif kind in ("user", "attachment"):
+            if out and out[-1][0] == "user":
+                out[-1][1].append(i)
+            else:
+                out.append(("user", [i]))
+    return out
+
+
+def _uses(msgs: list[dict[str, Any]], indices: list[int]) -> list[tuple[str, int]]:
+    return [
+        (b.get("id"), i)
+        for i in indices
+        for b in _blocks(msgs[i]) or ()
+        if _kind(b) == "tool_use" and isinstance(b.get("id"), str)
+    ]
+
+
+def _drop_orphan_results(msgs: list[dict[str, Any]], indices: list[int], offered: set[str],
+                         repairs: list[Repair]) -> set[int]:
+    """Drop result blocks answering nothing offered (or answering twice); the
+    indices of messages left empty."""
+    emptied = set()
+    answered: set[str] = set()
+    for i in indices:
+        m = msgs[i]
+        blocks = _blocks(m) if m.get("type") == "user" else None
+        if not blocks:
+            continue
+        kept = []
+        for b in blocks:
+            if _kind(b) == "tool_result":
+                tool_id = b.get("tool_use_id")
+                if tool_id not in offered or tool_id in answered:
+                    why = "answers it a second time" if tool_id in answered else "answers no call of the turn before"
+                    repairs.append(Repair("tool_result_dropped", m.get("uuid"), f"{tool_id}: {why}"))
+                    continue
+                answered.add(tool_id)
+            kept.append(b)
+        if len(kept) != len(blocks):
+            if kept:
+                m["message"]["content"] = kept
+            else:
+                emptied.add(i)
+    return emptied
+
+
+def synthetic_result(call: dict[str, Any], tool_id: str) -> dict[str, Any]:
+    """The error result answering ``tool_id`` of the assistant entry ``call``
+    (deterministic: loading twice gives the same message)."""
+    out: dict[str, Any] = {"parentUuid": call.get("uuid")}
+    for field in _ENVELOPE:
+        if field in call:
+            out[field] = call[field]
+    block = {"type": "tool_result", "tool_use_id": tool_id, "content": LOST_RESULT_TEXT, "is_error": True}
+    out.update(
+        type="user",
+        message={"role": "user", "content": [block]},
+        uuid=str(uuidlib.uuid5(_SYNTHETIC_NS, f"tool_result:{call.get('uuid')}:{tool_id}")),
+        timestamp=call.get("timestamp"),
+        toolUseResult=f"Error: {LOST_RESULT_TEXT}",
+        sourceToolAssistantUUID=call.get("uuid"),
+        synthetic=True,
+    )
+    return out
+
+
+def pair_tool_results(msgs: list[dict[str, Any]], repairs: list[Repair]) -> list[dict[str, Any]]:
+    """Every tool_use answered in the next turn, every tool_result answering the turn
+    before: orphaned results dropped, calls the conversation went on without
+    answered synthetically (at the end they are left to the step 7 filter)."""
+    ts = turns(msgs)
+    dropped: set[int] = set()
+    inserts: dict[int, list[dict[str, Any]]] = {}
+    for k, (role, indices) in enumerate(ts):
+        if role == "user":
+            prev = ts[k - 1] if k else None
+            offered = {t for t, _ in _uses(msgs, prev[1])} if prev and prev[0] == "assistant" else set()
+            dropped |= _drop_orphan_results(msgs, indices, offered, repairs)
+            continue
+        uses = _uses(msgs, indices)
+        if not uses or not any(r == "assistant" for r, _ in ts[k + 1 :]):
+            continue  # no call, or the conversation ends in this round (step 7)
+        nxt = ts[k + 1][1] if ts[k + 1][0] == "user" else []
+        answered = {
+            b.get("tool_use_id") for i in nxt for b in _blocks(msgs[i]) or () if _kind(b) == "tool_result"
+        }
+        lost = [(t, i) for t, i in uses if t not in answered]
+        if lost:
+            inserts[indices[-1]] = [synthetic_result(msgs[i], t) for t, i in lost]
+            for t, i in lost:
+                repairs.append(Repair("tool_result_synthesized", msgs[i].get("uuid"), t))
+    if not dropped and not inserts:
+        return msgs
+    out = []
+    for i, m in enumerate(msgs):
+        if i in dropped:
+            repairs.append(Repair("empty_message_dropped", m.get("uuid"), "no tool_result left"))
+        else:
+            out.append(m)
+        out.extend(inserts.get(i, ()))
+    return out
