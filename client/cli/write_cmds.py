@@ -149,7 +149,10 @@ def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped
 @cli.command()
 @session_input("Record into this agent's (sidechain) transcript.")
 @click.option("--parent", default=None, help="Chain after this uuid instead of the session's last message.")
-def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str | None, durability: str, as_json: bool, source: IO[bytes]) -> None:
+@click.option("--agent-version", default=None, metavar="VERSION",
+              help="The envelope's `version` for messages without one (default: sessiond's).")
+def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str | None, agent_version: str | None,
+           durability: str, as_json: bool, source: IO[bytes]) -> None:
     """Record messages (one JSON object per line), chaining their parents (SPEC 3.1)."""
     from sessiond.protocol.transcript.paths import check_cwd, check_session_id
     from sessiond.protocol.transcript.reencode import decode_entry
@@ -163,6 +166,8 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
     with obj.client() as client:
         s = Session(client, session, cwd, agent=agent, durability=durability,  # type: ignore[arg-type]
                     reconnect_timeout=min(10.0, client.timeout))
+        if agent_version is not None:
+            s.version = agent_version
         s.hint = parent
         overhead = request_overhead(m.Record(id=0, session=session, cwd=cwd, messages=[], agent=agent))
         cap = client.max_frame_bytes

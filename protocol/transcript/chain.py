@@ -1,4 +1,5 @@
-"""SPEC 4 steps 4-6: choose the leaf, walk to the root, recover parallel tool results.
+"""SPEC 4 steps 4-6: choose the leaf, walk to the root, recover parallel tool results
+(the order inside a response is order.py's).
 
 - Leaf: the latest entry of type user/assistant/system/attachment by ``timestamp``
   (ISO-8601 UTC strings compare in time order; file order breaks ties, a missing
@@ -19,7 +20,9 @@
   chain — where Claude Code splices them. Beyond SPEC and Claude Code, the off-chain
   ``attachment`` entries hanging off a recovered tool_result (hook output, reminders:
   context the model saw) come back with it; without them the turn_duration check
-  reports messages missing (real case: daaain ef958aa1, delta -6 → 0).
+  reports messages missing (real case: daaain ef958aa1, delta -6 → 0). Where they
+  go decides only WHICH entries the chain holds: order.py then orders each
+  response for the model API.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ def msg(uid, type_="assistant", **extra):
     return json.dumps({"type": type_, "uuid": uid, **extra}).encode()
 
 
-def run(raws, known=(), parent=None):
-    res = chain_messages([(decode_header(r), r) for r in raws], set(known).__contains__, parent)
+def run(raws, known=(), parent=None, cursor=None):
+    res = chain_messages([(decode_header(r), r) for r in raws], set(known).__contains__, parent, cursor)
     return [json.loads(l) for _, l in res.lines], res
 
 
@@ -28,17 +28,73 @@ def test_leading_known_run_moves_the_starting_parent():
     assert res.duplicates == 2 and res.last == "c"
 
 
+def block(uid, response="m1"):
+    """One content block of the response ``response`` (Claude Code: one entry each)."""
+    return msg(uid, message={"id": response, "role": "assistant", "content": []})
+
+
+def result(uid, call):
+    return msg(uid, "user", sourceToolAssistantUUID=call)
+
+
+def links(raws, **kw):
+    out, res = run(raws, **kw)
+    return {e["uuid"]: e["parentUuid"] for e in out}, res
+
+
 def test_parallel_tool_results_finishing_in_reverse_order():
-    # One response: text, tool_use A, tool_use B (three entries sharing message.id).
-    raws = [
-        msg("t1"), msg("useA"), msg("useB"),
-        msg("resB", "user", sourceToolAssistantUUID="useB"),
-        msg("resA", "user", sourceToolAssistantUUID="useA"),
-        msg("next"),
-    ]
-    out, res = run(raws, parent="p0")
-    parents = {e["uuid"]: e["parentUuid"] for e in out}
+    # One response: text, tool_use A, tool_use B (three entries sharing message.id),
+    # results in reverse order, then the next response.
+    parents, res = links([block("t1"), block("useA"), block("useB"), result("resB", "useB"),
+                          result("resA", "useA"), block("next", "m2")], parent="p0")
+    # each result hangs off its call; the next response off the last result written
     assert parents == {"t1": "p0", "useA": "t1", "useB": "useA", "resB": "useB", "resA": "useA", "next": "resA"}
+    assert res.last == "next"
+
+
+def test_a_later_block_of_a_streamed_response_continues_from_the_tip():
+    """Issue 16 item 4: tools run while the response streams. tool_use A, tool_use B,
+    result A (an earlier call: the tip stays at B), tool_use C: C continues from B,
+    never from result A (a tree viewer would otherwise see B's branch as a dead end)."""
+    parents, res = links([block("useA"), block("useB"), result("resA", "useA"), block("useC"),
+                          result("resC", "useC"), result("resB", "useB"), block("next", "m2")], parent="p0")
+    assert parents == {"useA": "p0", "useB": "useA", "resA": "useA", "useC": "useB", "resC": "useC",
+                       "resB": "useB", "next": "resB"}
+    assert res.last == "next"
+
+
+def test_a_result_of_the_tip_moves_it():
+    """tool_use A, result A, tool_use B: the result answered the tip, B hangs off it."""
+    parents, res = links([block("useA"), result("resA", "useA"), block("useB"), result("resB", "useB")], parent="p0")
+    assert parents == {"useA": "p0", "resA": "useA", "useB": "resA", "resB": "useB"}
+    assert res.last == "resB"
+
+
+def test_the_cursor_survives_a_call_boundary():
+    """The daemon keeps the cursor between calls: a later block recorded in the next
+    call still continues from the tip, though a side result was written last."""
+    _, res1 = run([block("useA"), block("useB"), result("resA", "useA")], parent="p0")
+    assert res1.last == "useB" and res1.cursor.previous == "resA" and res1.cursor.response == "m1"
+    out, res2 = run([block("useC"), block("next", "m2")], parent=res1.last, cursor=res1.cursor)
+    assert [(e["uuid"], e["parentUuid"]) for e in out] == [("useC", "useB"), ("next", "useC")]
+    # without the state (another hint), recording starts plainly from the hint
+    out, _ = run([block("useC")], parent="elsewhere", cursor=res1.cursor)
+    assert out[0]["parentUuid"] == "elsewhere"
+
+
+def test_a_leading_known_run_moves_the_cursor_as_it_would_have():
+    parents, _ = links([block("useA"), block("useB"), result("resA", "useA"), block("useC")],
+                       known={"useA", "useB", "resA"}, parent="p0")
+    assert parents == {"useC": "useB"}
+
+
+def test_a_boundary_after_a_side_result_names_the_previous_participant():
+    raws = [block("useA"), block("useB"), result("resB", "useB"), result("resA", "useA"),
+            msg("cb", "system", subtype="compact_boundary"), msg("s", "user")]
+    out, _ = run(raws, parent="p0")
+    cb = next(e for e in out if e["uuid"] == "cb")
+    assert cb["parentUuid"] is None and cb["logicalParentUuid"] == "resA"
+    assert out[-1]["parentUuid"] == "cb"
 
 
 def test_compact_boundary_has_null_parent_and_logical_parent():

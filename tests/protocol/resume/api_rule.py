@@ -147,3 +147,39 @@ def split_responses(messages: list[dict[str, Any]]) -> list[str]:
                 split.append(t.message_id)
             seen.setdefault(t.message_id, i)
     return split
+
+
+def report(paths: list) -> dict[str, Any]:
+    """The validator run over ``paths`` (the README's figures)."""
+    from collections import Counter
+
+    from sessiond.protocol.transcript.resume import load_transcript
+
+    kinds: Counter[str] = Counter()
+    out: dict[str, Any] = {"files": 0, "conversations": 0, "messages": 0, "turns": 0, "tool_uses": 0,
+                           "refused": 0, "violations": 0}
+    for path in paths:
+        resumed = load_transcript(path)
+        out["files"] += 1
+        if not resumed.messages:
+            continue
+        ts = turns(resumed.messages)
+        bad = violations(resumed.messages)
+        out["conversations"] += 1
+        out["messages"] += len(resumed.messages)
+        out["turns"] += len(ts)
+        out["tool_uses"] += sum(1 for t in ts for b in t.blocks if b.get("type") == "tool_use")
+        out["refused"] += bool(bad)
+        out["violations"] += len(bad)
+        kinds.update(r.kind for r in resumed.repairs)
+    out["repairs"] = dict(sorted(kinds.items()))
+    return out
+
+
+if __name__ == "__main__":  # python -m tests.protocol.resume.api_rule DIR...
+    import json
+    import sys
+    from pathlib import Path
+
+    files = sorted(p for d in sys.argv[1:] for p in Path(d).glob("*.jsonl"))
+    print(json.dumps(report(files), indent=1))
