@@ -61,7 +61,7 @@ import msgspec
 
 from .entries import TRANSCRIPT_TYPES, decode_object, mask_lone_surrogates
 from .chainentry import Entry
-from .repairs import Repair, drop_empty_text, pair_tool_results
+from .repairs import Repair, api_repairs
 
 Interruption = Literal["none", "interrupted_turn", "interrupted_prompt"]
 
@@ -301,7 +301,7 @@ def deserialize(
     """Step 7: the API repairs (repairs.py), the three filters, then interrupt
     detection (appends the continuation). What changed goes to ``repairs``."""
     report: list[Repair] = [] if repairs is None else repairs
-    out = pair_tool_results(drop_empty_text(msgs, report), report)
+    out = api_repairs(msgs, report)
     out = filter_unresolved_tool_uses(out, report)
     out = filter_whitespace_assistant(filter_orphaned_thinking(out, report), report)
     state = detect_interruption(out)

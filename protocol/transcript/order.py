@@ -26,6 +26,7 @@ entries); a plain chat is returned as it came, after one pass over its headers.
 
 from __future__ import annotations
 
+from functools import partial
 from operator import attrgetter
 
 import msgspec
@@ -35,6 +36,8 @@ from .toolblocks import NO_TOOLS, tool_blocks
 
 _source = attrgetter("sourceToolAssistantUUID")
 _message = attrgetter("message")
+_id = attrgetter("id")
+_is_header = partial(type.__instancecheck__, MessageHeader)
 
 
 class Reordered(msgspec.Struct):
@@ -48,9 +51,11 @@ class Reordered(msgspec.Struct):
 
 
 def _has_tool_rounds(chain: list[Entry]) -> bool:
+    """A result carrying ``sourceToolAssistantUUID``, or a message.id shared by two
+    entries (C-level passes: this runs on every resume)."""
     if any(map(_source, chain)):
         return True
-    ids = [m.id for m in map(_message, chain) if type(m) is MessageHeader and m.id]
+    ids = list(filter(None, map(_id, filter(_is_header, map(_message, chain)))))
     return len(ids) != len(set(ids))
 
 

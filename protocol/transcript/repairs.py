@@ -66,32 +66,71 @@ def _message_id(m: dict[str, Any]) -> Any:
 
 
 def _empty_text(block: Any) -> bool:
-    return _kind(block) == "text" and not str(block.get("text") or "").strip()
+    if type(block) is not dict or block.get("type") != "text":
+        return False
+    text = block.get("text")
+    return not (text.strip() if type(text) is str else text)
 
 
-def drop_empty_text(msgs: list[dict[str, Any]], repairs: list[Repair]) -> list[dict[str, Any]]:
-    """Drop empty/whitespace-only text blocks of user and assistant messages, and the
-    messages left with nothing to send."""
-    out = []
-    for m in msgs:
-        if m.get("type") not in ("user", "assistant"):
-            out.append(m)
+def survey(msgs: list[dict[str, Any]]) -> tuple[list[int], bool]:
+    """One pass over every message (it runs on every resume, so it only looks): the
+    user/assistant messages holding empty text, and whether any tool block exists."""
+    empty: list[int] = []
+    tools = False
+    for i, m in enumerate(msgs):
+        kind = m.get("type")
+        if kind != "user" and kind != "assistant":
             continue
         message = m.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str) and not content.strip():
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is str:
+            if not content.strip():
+                empty.append(i)
+        elif type(content) is list:
+            has_empty = False
+            for b in content:
+                if type(b) is dict:
+                    t = b.get("type")
+                    if t == "text":
+                        text = b.get("text")
+                        if not (text.strip() if type(text) is str else text):
+                            has_empty = True
+                    elif t == "tool_use" or t == "tool_result":
+                        tools = True
+            if has_empty:
+                empty.append(i)
+    return empty, tools
+
+
+def drop_empty_text(msgs: list[dict[str, Any]], repairs: list[Repair], empty: list[int]) -> list[dict[str, Any]]:
+    """Drop empty/whitespace-only text blocks of the ``empty`` messages (from
+    :func:`survey`), and the messages left with nothing to send."""
+    if not empty:
+        return msgs
+    gone = set()
+    for i in empty:
+        m = msgs[i]
+        message = m["message"]
+        content = message["content"]
+        if type(content) is str:
             repairs.append(Repair("empty_message_dropped", m.get("uuid"), "whitespace-only text"))
+            gone.add(i)
             continue
-        if isinstance(content, list):
-            kept = [b for b in content if not _empty_text(b)]
-            if len(kept) != len(content):
-                if not kept:
-                    repairs.append(Repair("empty_message_dropped", m.get("uuid"), "only empty text blocks"))
-                    continue
-                repairs.append(Repair("empty_text_dropped", m.get("uuid"), f"{len(content) - len(kept)} block(s)"))
-                message["content"] = kept
-        out.append(m)
-    return out
+        kept = [b for b in content if not _empty_text(b)]
+        if not kept:
+            repairs.append(Repair("empty_message_dropped", m.get("uuid"), "only empty text blocks"))
+            gone.add(i)
+            continue
+        repairs.append(Repair("empty_text_dropped", m.get("uuid"), f"{len(content) - len(kept)} block(s)"))
+        message["content"] = kept
+    return [m for i, m in enumerate(msgs) if i not in gone] if gone else msgs
+
+
+def api_repairs(msgs: list[dict[str, Any]], repairs: list[Repair]) -> list[dict[str, Any]]:
+    """Empty text dropped, then tool calls and results paired (see module docstring)."""
+    empty, tools = survey(msgs)
+    out = drop_empty_text(msgs, repairs, empty)
+    return pair_tool_results(out, repairs) if tools else out
 
 
 def turns(msgs: list[dict[str, Any]]) -> list[tuple[str, list[int]]]:
