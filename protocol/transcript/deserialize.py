@@ -54,19 +54,18 @@ planetfall 84, raw delta -271, corrected 0).
 
 from __future__ import annotations
 
-import uuid as uuidlib
 from typing import Any, Final, Literal
 
 import msgspec
 
 from .entries import TRANSCRIPT_TYPES, decode_object, mask_lone_surrogates
 from .chainentry import Entry
+from .msgdicts import block_type, content_blocks, message_id, synthetic_user
 from .repairs import Repair, api_repairs
 
 Interruption = Literal["none", "interrupted_turn", "interrupted_prompt"]
 
 CONTINUE_TEXT: Final = "Continue from where you left off."
-_SYNTHETIC_NS: Final = uuidlib.UUID("6f1c2f0e-5d3a-4c61-9a43-2b8f0d7c5e11")
 _TOKEN_FIELDS: Final = (
     "input_tokens",
     "output_tokens",
@@ -83,7 +82,6 @@ _LOCAL_CAVEAT: Final = ("<local-command-caveat>", "Caveat: The messages below we
 _LOCAL_COMMAND: Final = ("<command-name>", "<command-message>", "<bash-input>")
 _STOP_HOOKS: Final = ("Stop", "SubagentStop")
 _INTERRUPT_MARKER: Final = "[Request interrupted by user"
-_ENVELOPE: Final = ("isSidechain", "agentId", "userType", "cwd", "sessionId", "version", "gitBranch")
 
 
 def chain_messages(chain: list[Entry]) -> list[Entry]:
@@ -139,16 +137,6 @@ def materialize(
     return out
 
 
-def _blocks(msg: dict[str, Any]) -> list[Any] | None:
-    message = msg.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, list) else None
-
-
-def _block_type(block: Any) -> Any:
-    return block.get("type") if isinstance(block, dict) else None
-
-
 def _report(repairs: list[Repair] | None, kind: str, m: dict[str, Any], detail: str) -> None:
     if repairs is not None:
         repairs.append(Repair(kind, m.get("uuid"), detail))
@@ -160,16 +148,16 @@ def filter_unresolved_tool_uses(
     answered = set()
     for m in msgs:
         if m.get("type") == "user":
-            for b in _blocks(m) or ():
-                if _block_type(b) == "tool_result":
+            for b in content_blocks(m) or ():
+                if block_type(b) == "tool_result":
                     answered.add(b.get("tool_use_id"))
     out = []
     for m in msgs:
-        blocks = _blocks(m) if m.get("type") == "assistant" else None
+        blocks = content_blocks(m) if m.get("type") == "assistant" else None
         if blocks:
-            kept = [b for b in blocks if _block_type(b) != "tool_use" or b.get("id") in answered]
+            kept = [b for b in blocks if block_type(b) != "tool_use" or b.get("id") in answered]
             for b in blocks:
-                if _block_type(b) == "tool_use" and b.get("id") not in answered:
+                if block_type(b) == "tool_use" and b.get("id") not in answered:
                     _report(repairs, "tool_use_dropped", m, f"{b.get('id')}: no result, at the end")
             if not kept:
                 continue
@@ -180,12 +168,7 @@ def filter_unresolved_tool_uses(
 
 
 def _thinking_only(blocks: list[Any]) -> bool:
-    return bool(blocks) and all(_block_type(b) in ("thinking", "redacted_thinking") for b in blocks)
-
-
-def _message_id(m: dict[str, Any]) -> Any:
-    message = m.get("message")
-    return message.get("id") if isinstance(message, dict) else None
+    return bool(blocks) and all(block_type(b) in ("thinking", "redacted_thinking") for b in blocks)
 
 
 def filter_orphaned_thinking(
@@ -193,13 +176,13 @@ def filter_orphaned_thinking(
 ) -> list[dict[str, Any]]:
     substantive = set()
     for m in msgs:
-        blocks = _blocks(m) if m.get("type") == "assistant" else None
-        if blocks and not _thinking_only(blocks) and _message_id(m):
-            substantive.add(_message_id(m))
+        blocks = content_blocks(m) if m.get("type") == "assistant" else None
+        if blocks and not _thinking_only(blocks) and message_id(m):
+            substantive.add(message_id(m))
     out = []
     for m in msgs:
-        blocks = _blocks(m) if m.get("type") == "assistant" else None
-        if blocks and _thinking_only(blocks) and _message_id(m) not in substantive:
+        blocks = content_blocks(m) if m.get("type") == "assistant" else None
+        if blocks and _thinking_only(blocks) and message_id(m) not in substantive:
             _report(repairs, "thinking_dropped", m, "thinking only, its response has nothing else")
             continue
         out.append(m)
@@ -213,7 +196,7 @@ def _whitespace_only(m: dict[str, Any]) -> bool:
         return not content.strip()
     if not isinstance(content, list) or not content:
         return False
-    return all(_block_type(b) == "text" and not str(b.get("text") or "").strip() for b in content)
+    return all(block_type(b) == "text" and not str(b.get("text") or "").strip() for b in content)
 
 
 def filter_whitespace_assistant(
@@ -235,7 +218,7 @@ def _text(m: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content.lstrip()
     for b in content if isinstance(content, list) else ():
-        if _block_type(b) == "text":
+        if block_type(b) == "text":
             return str(b.get("text") or "").lstrip()
     return ""
 
@@ -263,7 +246,7 @@ def detect_interruption(msgs: list[dict[str, Any]]) -> Interruption:
             return "none"
         if m.get("isCompactSummary"):
             return "none"
-        if any(_block_type(b) == "tool_result" for b in _blocks(m) or ()):
+        if any(block_type(b) == "tool_result" for b in content_blocks(m) or ()):
             return "interrupted_turn"
         text = _text(m)
         if text.startswith(_LOCAL_OUTPUT):
@@ -279,20 +262,7 @@ def detect_interruption(msgs: list[dict[str, Any]]) -> Interruption:
 
 def continuation(after: dict[str, Any]) -> dict[str, Any]:
     """The synthetic user message appended to an interrupted turn."""
-    parent = after.get("uuid")
-    out: dict[str, Any] = {"parentUuid": parent}
-    for field in _ENVELOPE:
-        if field in after:
-            out[field] = after[field]
-    out.update(
-        type="user",
-        message={"role": "user", "content": CONTINUE_TEXT},
-        isMeta=True,
-        uuid=str(uuidlib.uuid5(_SYNTHETIC_NS, f"continue:{parent}")),
-        timestamp=after.get("timestamp"),
-        synthetic=True,
-    )
-    return out
+    return synthetic_user(after, f"continue:{after.get('uuid')}", CONTINUE_TEXT, isMeta=True)
 
 
 def deserialize(

@@ -29,13 +29,12 @@ system entries are not sent.
 
 from __future__ import annotations
 
-import uuid as uuidlib
 from typing import Any, Final
 
 import msgspec
 
-_SYNTHETIC_NS: Final = uuidlib.UUID("0b0d6a8e-9a8f-4a59-8d53-3f4f6d3c2a17")
-_ENVELOPE: Final = ("isSidechain", "agentId", "userType", "cwd", "sessionId", "version", "gitBranch")
+from .msgdicts import block_type, content_blocks, message_id, synthetic_user
+
 LOST_RESULT_TEXT: Final = (
     "This tool call was interrupted: the session ended before its result was recorded, "
     "so its outcome is unknown."
@@ -48,21 +47,6 @@ class Repair(msgspec.Struct):
     """The entry repaired (the response's first entry for ``reordered``, the call's
     entry for ``tool_result_synthesized``)."""
     detail: str
-
-
-def _blocks(m: dict[str, Any]) -> list[Any] | None:
-    message = m.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, list) else None
-
-
-def _kind(block: Any) -> Any:
-    return block.get("type") if isinstance(block, dict) else None
-
-
-def _message_id(m: dict[str, Any]) -> Any:
-    message = m.get("message")
-    return message.get("id") if isinstance(message, dict) else None
 
 
 def _empty_text(block: Any) -> bool:
@@ -140,7 +124,7 @@ def turns(msgs: list[dict[str, Any]]) -> list[tuple[str, list[int]]]:
     for i, m in enumerate(msgs):
         kind = m.get("type")
         if kind == "assistant":
-            mid = _message_id(m)
+            mid = message_id(m)
             if out and out[-1][0] == "assistant" and (mid is None or mid == last_id):
                 out[-1][1].append(i)
             else:
@@ -158,8 +142,8 @@ def _uses(msgs: list[dict[str, Any]], indices: list[int]) -> list[tuple[str, int
     return [
         (b.get("id"), i)
         for i in indices
-        for b in _blocks(msgs[i]) or ()
-        if _kind(b) == "tool_use" and isinstance(b.get("id"), str)
+        for b in content_blocks(msgs[i]) or ()
+        if block_type(b) == "tool_use" and isinstance(b.get("id"), str)
     ]
 
 
@@ -171,12 +155,12 @@ def _drop_orphan_results(msgs: list[dict[str, Any]], indices: list[int], offered
     answered: set[str] = set()
     for i in indices:
         m = msgs[i]
-        blocks = _blocks(m) if m.get("type") == "user" else None
+        blocks = content_blocks(m) if m.get("type") == "user" else None
         if not blocks:
             continue
         kept = []
         for b in blocks:
-            if _kind(b) == "tool_result":
+            if block_type(b) == "tool_result":
                 tool_id = b.get("tool_use_id")
                 if tool_id not in offered or tool_id in answered:
                     why = "answers it a second time" if tool_id in answered else "answers no call of the turn before"
@@ -195,21 +179,9 @@ def _drop_orphan_results(msgs: list[dict[str, Any]], indices: list[int], offered
 def synthetic_result(call: dict[str, Any], tool_id: str) -> dict[str, Any]:
     """The error result answering ``tool_id`` of the assistant entry ``call``
     (deterministic: loading twice gives the same message)."""
-    out: dict[str, Any] = {"parentUuid": call.get("uuid")}
-    for field in _ENVELOPE:
-        if field in call:
-            out[field] = call[field]
     block = {"type": "tool_result", "tool_use_id": tool_id, "content": LOST_RESULT_TEXT, "is_error": True}
-    out.update(
-        type="user",
-        message={"role": "user", "content": [block]},
-        uuid=str(uuidlib.uuid5(_SYNTHETIC_NS, f"tool_result:{call.get('uuid')}:{tool_id}")),
-        timestamp=call.get("timestamp"),
-        toolUseResult=f"Error: {LOST_RESULT_TEXT}",
-        sourceToolAssistantUUID=call.get("uuid"),
-        synthetic=True,
-    )
-    return out
+    return synthetic_user(call, f"tool_result:{call.get('uuid')}:{tool_id}", [block],
+                          toolUseResult=f"Error: {LOST_RESULT_TEXT}", sourceToolAssistantUUID=call.get("uuid"))
 
 
 def pair_tool_results(msgs: list[dict[str, Any]], repairs: list[Repair]) -> list[dict[str, Any]]:
@@ -230,7 +202,7 @@ def pair_tool_results(msgs: list[dict[str, Any]], repairs: list[Repair]) -> list
             continue  # no call, or the conversation ends in this round (step 7)
         nxt = ts[k + 1][1] if ts[k + 1][0] == "user" else []
         answered = {
-            b.get("tool_use_id") for i in nxt for b in _blocks(msgs[i]) or () if _kind(b) == "tool_result"
+            b.get("tool_use_id") for i in nxt for b in content_blocks(msgs[i]) or () if block_type(b) == "tool_result"
         }
         lost = [(t, i) for t, i in uses if t not in answered]
         if lost:
