@@ -167,3 +167,17 @@ def test_tail_shows_the_last_entries_and_follows_new_ones(daemon):
         p.terminate()
         p.wait(timeout=20)
         p.stdout.close()
+
+
+def test_show_reports_the_repairs_it_made(daemon_factory):
+    """Issue 16: the streamed response of entireio 48 comes back as one turn answered in
+    the next, and ``show`` says so (--json: ``repairs``; human: one summary line)."""
+    d = daemon_factory()  # never started: show reads the file itself
+    path = CORPUS / "entireio__cli__48-b429896bcb-1-full.jsonl"
+    out = json.loads(d.cli("show", str(path), "--json").stdout)
+    reordered = [r for r in out["repairs"] if r["kind"] == "reordered"]
+    assert {"kind": "reordered", "uuid": "45b533c9-c575-4218-9b8c-6328f680a607",
+            "detail": "response msg_01KbHKB1V6zkqEkEbSrLFv4U: 8 entries, then the 7 results answering them"} in reordered
+    assert set(out["repairs"][0]) == {"kind", "uuid", "detail"}
+    human = d.cli("show", str(path)).stdout.decode()
+    assert f"{len(out['repairs'])} repair(s) so the model API accepts it: reordered" in human
