@@ -34,6 +34,7 @@ import msgspec
 from .chainentry import Entry, MessageHeader
 from .toolblocks import NO_TOOLS, tool_blocks
 
+_MESSAGES = frozenset({"user", "assistant", "attachment"})
 _source = attrgetter("sourceToolAssistantUUID")
 _message = attrgetter("message")
 _id = attrgetter("id")
@@ -75,6 +76,9 @@ def order_responses(chain: list[Entry]) -> tuple[list[Entry], list[Reordered]]:
             for tool_id in tools[i][1]:
                 answers.setdefault(tool_id, []).append(i)
     emitted = [False] * n
+    messages = [0]  # messages (user, assistant, attachment) before each position
+    for e in chain:
+        messages.append(messages[-1] + (e.type in _MESSAGES))
     out: list[Entry] = []
     moved: list[Reordered] = []
     for i, e in enumerate(chain):
@@ -99,17 +103,8 @@ def order_responses(chain: list[Entry]) -> tuple[list[Entry], list[Reordered]]:
         for k in group:
             emitted[k] = True
             out.append(chain[k])
-        if _moved(chain, group):
+        # moved: out of order, or another message lay among them
+        last = max(members[-1], results[-1]) if results else members[-1]
+        if (results and results[0] < members[-1]) or messages[last + 1] - messages[i] != len(group):
             moved.append(Reordered(e.uuid or "", e.msg_id, len(members), len(results)))
     return out, moved
-
-
-def _moved(chain: list[Entry], group: list[int]) -> bool:
-    """Did emitting ``group`` together move a message past another one?"""
-    if group != sorted(group):
-        return True
-    inside = set(group)
-    return any(
-        k not in inside and chain[k].type in ("user", "assistant", "attachment")
-        for k in range(group[0], group[-1] + 1)
-    )

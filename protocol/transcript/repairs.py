@@ -189,6 +189,7 @@ def pair_tool_results(msgs: list[dict[str, Any]], repairs: list[Repair]) -> list
     before: orphaned results dropped, calls the conversation went on without
     answered synthetically (at the end they are left to the step 7 filter)."""
     ts = turns(msgs)
+    last_assistant = max((k for k, (role, _) in enumerate(ts) if role == "assistant"), default=-1)
     dropped: set[int] = set()
     inserts: dict[int, list[dict[str, Any]]] = {}
     for k, (role, indices) in enumerate(ts):
@@ -198,7 +199,7 @@ def pair_tool_results(msgs: list[dict[str, Any]], repairs: list[Repair]) -> list
             dropped |= _drop_orphan_results(msgs, indices, offered, repairs)
             continue
         uses = _uses(msgs, indices)
-        if not uses or not any(r == "assistant" for r, _ in ts[k + 1 :]):
+        if not uses or k >= last_assistant:
             continue  # no call, or the conversation ends in this round (step 7)
         nxt = ts[k + 1][1] if ts[k + 1][0] == "user" else []
         answered = {

@@ -148,3 +148,17 @@ def test_a_plain_conversation_needs_no_repair(tmp_path):
     conv.user("u2", "bye")
     conv.assistant("a2", text("bye"))
     assert load(conv, tmp_path).repairs == []
+
+
+def test_a_response_split_by_hook_output_is_joined_and_reported(tmp_path):
+    """No call at all: text, hook attachment, more text of the same response. The
+    response is one turn; the attachment follows it."""
+    conv = Conv()
+    conv.user("u1", "explain")
+    conv.assistant("a1", text("first part"), mid="m1")
+    conv.attachment("h1")
+    conv.assistant("a2", text("second part"), mid="m1")
+    resumed = load(conv, tmp_path)
+    assert resumed.chain == ["u1", "a1", "a2", "h1"]
+    assert kinds(resumed) == [("reordered", "a1")]
+    assert resumed.repairs[0].detail == "response m1: 2 entries, then the 0 results answering them"
