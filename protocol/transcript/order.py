@@ -29,9 +29,8 @@ from __future__ import annotations
 from functools import partial
 from operator import attrgetter
 
-import msgspec
-
 from .chainentry import Entry, MessageHeader
+from .repairs import Repair
 from .toolblocks import NO_TOOLS, tool_blocks
 
 _MESSAGES = frozenset({"user", "assistant", "attachment"})
@@ -39,16 +38,6 @@ _source = attrgetter("sourceToolAssistantUUID")
 _message = attrgetter("message")
 _id = attrgetter("id")
 _is_header = partial(type.__instancecheck__, MessageHeader)
-
-
-class Reordered(msgspec.Struct):
-    """A response whose entries, or the results answering it, were moved together."""
-
-    uuid: str
-    """The response's first entry."""
-    messageId: str | None
-    entries: int
-    results: int
 
 
 def _has_tool_rounds(chain: list[Entry]) -> bool:
@@ -64,8 +53,9 @@ def _key(e: Entry) -> str:
     return e.msg_id or "\0" + (e.uuid or "")
 
 
-def order_responses(chain: list[Entry]) -> tuple[list[Entry], list[Reordered]]:
-    """``chain`` in API order (see module docstring) and the responses moved."""
+def order_responses(chain: list[Entry]) -> tuple[list[Entry], list[Repair]]:
+    """``chain`` in API order (see module docstring), and a ``reordered`` repair for
+    each response moved."""
     if not _has_tool_rounds(chain):
         return chain, []
     n = len(chain)
@@ -80,7 +70,7 @@ def order_responses(chain: list[Entry]) -> tuple[list[Entry], list[Reordered]]:
     for e in chain:
         messages.append(messages[-1] + (e.type in _MESSAGES))
     out: list[Entry] = []
-    moved: list[Reordered] = []
+    moved: list[Repair] = []
     for i, e in enumerate(chain):
         if emitted[i]:
             continue
@@ -106,5 +96,6 @@ def order_responses(chain: list[Entry]) -> tuple[list[Entry], list[Reordered]]:
         # moved: out of order, or another message lay among them
         last = max(members[-1], results[-1]) if results else members[-1]
         if (results and results[0] < members[-1]) or messages[last + 1] - messages[i] != len(group):
-            moved.append(Reordered(e.uuid or "", e.msg_id, len(members), len(results)))
+            detail = f"response {e.msg_id}: {len(members)} entries, then the {len(results)} results answering them"
+            moved.append(Repair("reordered", e.uuid, detail))
     return out, moved

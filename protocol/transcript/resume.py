@@ -42,7 +42,7 @@ from .jsonl import CHUNK
 from .loader import SKIP_THRESHOLD, Loaded, load_entries
 from .entries import decode_object
 from .metadata import metadata_values
-from .order import Reordered, order_responses
+from .order import order_responses
 from .paths import check_id, is_session_id
 from .relink import Compaction, apply_compaction, apply_snips
 from .repairs import Repair
@@ -71,7 +71,8 @@ class Resolved(msgspec.Struct):
     compaction: Compaction
     chain: list[Entry]
     bridges: list[Bridge]
-    reordered: list[Reordered]
+    reordered: list[Repair]
+    """One ``reordered`` repair per response the order step moved."""
 
 
 def _resolve(loaded: Loaded) -> Resolved:
@@ -162,10 +163,7 @@ def load_transcript(
     resolved = resolve_chain(path, skip_threshold=skip_threshold, chunk=chunk)
     loaded = resolved.loaded
     reported = chain_messages(resolved.chain)
-    repairs = [
-        Repair("reordered", r.uuid, f"response {r.messageId}: {r.entries} entries, then the {r.results} results answering them")
-        for r in resolved.reordered
-    ]
+    repairs = list(resolved.reordered)
     messages, interruption = deserialize(materialize(reported, resolved.compaction.zero_usage, repairs), repairs)
     sid = _session_id(path, messages, loaded.metadata)
     return Resumed(

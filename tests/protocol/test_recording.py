@@ -2,8 +2,12 @@
 
 import json
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from sessiond.protocol.transcript.entries import decode_header
 from sessiond.protocol.transcript.recording import chain_messages, stamp_parent
+from tests.protocol.resume.test_api_rule import streamed
 
 
 def msg(uid, type_="assistant", **extra):
@@ -123,3 +127,31 @@ def test_whitespace_and_escaped_keys_still_give_one_valid_object():
     out, _ = run([b'  {"type":"user","uuid":"a"} ', b'{"type":"assistant","parent\\u0055uid":"old","uuid":"b"}'], parent="p")
     assert out[0] == {"parentUuid": "p", "type": "user", "uuid": "a"}
     assert out[1] == {"parentUuid": "a", "type": "assistant", "uuid": "b"}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conv=streamed(), cut=st.integers(1, 9))
+def test_recording_a_generated_stream_gives_its_links(conv, cut):
+    """Claude Code-like streams (tests/protocol/resume/test_api_rule.py's generator,
+    which writes Claude Code's links) stripped of their links and recorded in calls
+    of ``cut`` messages: every link comes back (through the progress entries)."""
+    lines = [x for x in conv.lines if isinstance(x, dict)]
+    progress = {e["uuid"]: e["parentUuid"] for e in lines if e["type"] == "progress"}
+    chain = [e for e in lines if e["type"] != "progress"]
+    stripped = [json.dumps({k: v for k, v in e.items() if k not in ("parentUuid", "logicalParentUuid")}).encode()
+                for e in chain]
+    got: dict = {}
+    parent, cursor = chain[0]["parentUuid"], None
+    for i in range(0, len(stripped), cut):
+        res = chain_messages([(decode_header(r), r) for r in stripped[i : i + cut]], lambda _u: False, parent, cursor)
+        got.update((h.uuid, json.loads(line)) for h, line in res.lines)
+        parent, cursor = res.last, res.cursor
+    for e in chain:
+        want = e["parentUuid"]
+        while want in progress:
+            want = progress[want]
+        if e.get("subtype") == "compact_boundary":
+            assert got[e["uuid"]]["parentUuid"] is None
+            assert got[e["uuid"]]["logicalParentUuid"] == e["logicalParentUuid"] or e is chain[0]
+        elif e is not chain[0]:
+            assert got[e["uuid"]]["parentUuid"] == want, e["uuid"]

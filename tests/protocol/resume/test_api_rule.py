@@ -23,7 +23,6 @@ from .build import SID, Conv, text, thinking, tool_use
 from .test_resume import transcripts
 
 CORPUS_FILES = sorted(CORPUS.glob("*.jsonl"))
-HERE = Path(__file__).parent
 
 
 def walked_and_spliced(path: Path) -> list[str]:
@@ -82,11 +81,12 @@ def streamed(draw) -> Conv:
     results are written in any order after their call (interleaved with the response's
     later blocks), hook progress and hook attachments between them, cut streams
     (results never written, then the conversation goes on), compaction boundaries,
-    and a file cut at any point. Links follow Claude Code: a result hangs off its
-    call; everything else off the cursor, which a result moves only when its call
-    is the cursor."""
+    and a file cut at any point. Links follow Claude Code (recording.py): a result
+    hangs off its call and moves the tip only when its call is the tip; a later
+    block of a response hangs off the tip; everything else off the last message."""
     conv = Conv()
-    cursor: str | None = None
+    cursor: str | None = None  # the tip
+    previous: str | None = None  # the last message written
     n = 0
 
     def uid() -> str:
@@ -97,13 +97,13 @@ def streamed(draw) -> Conv:
     for turn in range(draw(st.integers(1, 4))):
         if turn and draw(st.integers(0, 5)) == 0:
             b = uid()
-            conv.boundary(b, logical=cursor)
+            conv.boundary(b, logical=previous)
             s = uid()
             conv.summary_msg(s, parent=b)
-            cursor = s
+            cursor = previous = s
         p = uid()
-        conv.user(p, "do it", parent=cursor)
-        cursor = p
+        conv.user(p, "do it", parent=previous)
+        cursor = previous = p
         for r in range(draw(st.integers(1, 3))):
             mid = f"msg_{turn}_{r}"
             blocks = []
@@ -127,8 +127,10 @@ def streamed(draw) -> Conv:
             for kind, k in events:
                 if kind == "block":
                     u = uid()
-                    conv.assistant(u, blocks[k], mid=mid, parent=cursor)
-                    cursor = u
+                    # the response's first block follows the last message written,
+                    # a later one the tip (recording.py: Claude Code's links)
+                    conv.assistant(u, blocks[k], mid=mid, parent=cursor if k else previous)
+                    cursor = previous = u
                     if k >= first_call:
                         holder[k - first_call] = u
                         if draw(st.booleans()):
@@ -139,13 +141,15 @@ def streamed(draw) -> Conv:
                     conv.result(u, calls[k], src, parent=src)
                     if src == cursor:
                         cursor = u
-                    if draw(st.booleans()):
+                    previous = u
+                    if draw(st.booleans()):  # hook output, off the result it follows
                         a = uid()
-                        conv.attachment(a, parent=cursor if cursor == u else u)
-                        if cursor == u:
-                            cursor = a
+                        conv.attachment(a, parent=u)
+                        cursor = previous = a
         if draw(st.booleans()):
-            conv.system(uid(), "turn_duration", parent=cursor)
+            t = uid()
+            conv.system(t, "turn_duration", parent=previous)
+            cursor = previous = t
     cut = draw(st.integers(1, len(conv.lines)))
     conv.lines = conv.lines[:cut]
     return conv
