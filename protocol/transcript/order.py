@@ -19,9 +19,10 @@ next prompt). A response that reappears after another response began is a new
 turn (it is never pulled across another response). Results that answer no call
 of the chain stay where they are (deserialize reports and drops them).
 
-Cost: the blocks are only read (toolblocks.py) when the chain has tool rounds at
-all (a result carrying ``sourceToolAssistantUUID``, or a ``message.id`` shared by two
-entries); a plain chat is returned as it came, after one pass over its headers.
+Cost: the blocks are only read (toolblocks.py) when the chain may need it (a result
+carrying ``sourceToolAssistantUUID``, an attachment, or a ``message.id`` shared by
+two entries); a plain chat is returned as it came, after C-level passes over its
+headers.
 """
 
 from __future__ import annotations
@@ -36,14 +37,16 @@ from .toolblocks import NO_TOOLS, tool_blocks
 _MESSAGES = frozenset({"user", "assistant", "attachment"})
 _source = attrgetter("sourceToolAssistantUUID")
 _message = attrgetter("message")
+_type = attrgetter("type")
 _id = attrgetter("id")
 _is_header = partial(type.__instancecheck__, MessageHeader)
 
 
 def _has_tool_rounds(chain: list[Entry]) -> bool:
-    """A result carrying ``sourceToolAssistantUUID``, or a message.id shared by two
-    entries (C-level passes: this runs on every resume)."""
-    if any(map(_source, chain)):
+    """A result carrying ``sourceToolAssistantUUID``, an attachment (hook output may
+    sit between a call and its result), or a message.id shared by two entries
+    (C-level passes: this runs on every resume)."""
+    if any(map(_source, chain)) or "attachment" in map(_type, chain):
         return True
     ids = list(filter(None, map(_id, filter(_is_header, map(_message, chain)))))
     return len(ids) != len(set(ids))

@@ -85,6 +85,7 @@ def streamed(draw) -> Conv:
     hangs off its call and moves the tip only when its call is the tip; a later
     block of a response hangs off the tip; everything else off the last message."""
     conv = Conv()
+    legacy = draw(st.integers(0, 3)) == 0  # versions before sourceToolAssistantUUID
     cursor: str | None = None  # the tip
     previous: str | None = None  # the last message written
     n = 0
@@ -138,7 +139,9 @@ def streamed(draw) -> Conv:
                 else:
                     u = uid()
                     src = holder[k]
-                    conv.result(u, calls[k], src, parent=src)
+                    written = conv.result(u, calls[k], src, parent=src)
+                    if legacy:
+                        del written["sourceToolAssistantUUID"]
                     if src == cursor:
                         cursor = u
                     previous = u

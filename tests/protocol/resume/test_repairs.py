@@ -162,3 +162,18 @@ def test_a_response_split_by_hook_output_is_joined_and_reported(tmp_path):
     assert resumed.chain == ["u1", "a1", "a2", "h1"]
     assert kinds(resumed) == [("reordered", "a1")]
     assert resumed.repairs[0].detail == "response m1: 2 entries, then the 0 results answering them"
+
+
+def test_hook_output_between_a_call_and_its_result_goes_after_the_result(tmp_path):
+    """A version without sourceToolAssistantUUID, one block per response (nothing
+    shares a message.id): the attachment still must not open the answering turn."""
+    conv = Conv()
+    conv.user("u1", "go")
+    conv.assistant("a1", tool_use("t1"))
+    conv.attachment("h1", parent="a1")
+    r1 = conv.result("r1", "t1", "a1", parent="h1")
+    del r1["sourceToolAssistantUUID"]
+    conv.assistant("a2", text("done"), parent="r1")
+    resumed = load(conv, tmp_path)
+    assert resumed.chain == ["u1", "a1", "r1", "h1", "a2"]
+    assert kinds(resumed) == [("reordered", "a1")]
