@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from .chainentry import Entry
-from .entries import decode_object
+from .entries import decode_object, mask_lone_surrogates
 
 
 class _Block(msgspec.Struct, gc=False):
@@ -56,7 +56,10 @@ def tool_blocks(e: Entry) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
     An id that is not a string counts as ``""`` (it answers nothing, nothing answers it).
     """
-    raw = e.raw_view
+    return _tool_blocks(e.raw_view, True)
+
+
+def _tool_blocks(raw: bytes | memoryview, retry: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if not raw:
         return NO_TOOLS
     try:
@@ -67,7 +70,8 @@ def tool_blocks(e: Entry) -> tuple[tuple[str, ...], tuple[str, ...]]:
         content = message.get("content") if isinstance(message, dict) else None
         return _from_blocks(content) if isinstance(content, list) else NO_TOOLS
     except msgspec.DecodeError:
-        return NO_TOOLS
+        masked = mask_lone_surrogates(raw) if retry else None  # a half emoji hides no call
+        return NO_TOOLS if masked is None else _tool_blocks(masked, False)
     content = probe.message.content if probe.message is not None else None
     return _from_blocks(content) if isinstance(content, list) else NO_TOOLS
 

@@ -177,3 +177,23 @@ def test_hook_output_between_a_call_and_its_result_goes_after_the_result(tmp_pat
     resumed = load(conv, tmp_path)
     assert resumed.chain == ["u1", "a1", "r1", "h1", "a2"]
     assert kinds(resumed) == [("reordered", "a1")]
+
+
+def test_a_half_emoji_in_a_parallel_result_does_not_hide_it(tmp_path):
+    """The result of the first call, off the walked branch, holds a lone surrogate: it
+    is still recovered by the splice and put in the turn after its call."""
+    conv = Conv()
+    conv.user("u1", "go")
+    conv.assistant("A", tool_use("tA"), mid="m1")
+    conv.assistant("B", tool_use("tB"), mid="m1")
+    conv.result("rB", "tB", "B")
+    ra = conv.result("rA", "tA", "A")
+    ra["message"]["content"][0]["content"] = "HALF"
+    conv.assistant("C", text("done"), parent="rB")
+    path = conv.write(tmp_path / f"{SID}.jsonl")
+    path.write_bytes(path.read_bytes().replace(b"HALF", b"cut \\ud83d"))
+    resumed = load_transcript(path)
+    assert resumed.chain == ["u1", "A", "B", "rA", "rB", "C"]  # spliced after B, where the splice puts it
+    assert violations(resumed.messages) == []
+    assert resumed.messages[3]["message"]["content"][0]["content"] == "cut \ufffd"
+    assert ("lone_surrogate", "rA") in kinds(resumed)
