@@ -178,3 +178,5 @@ def test_chaotic_files_resume_api_valid(conv):
     with tempfile.TemporaryDirectory() as d:
         path = conv.write(Path(d) / f"{SID}.jsonl")
         assert violations(load_transcript(path).messages) == []
+        ordered = [e.uuid for e in resolve_chain(path, skip_threshold=float("inf")).chain]
+        assert Counter(ordered) == Counter(walked_and_spliced(path))
