@@ -197,3 +197,19 @@ def test_a_half_emoji_in_a_parallel_result_does_not_hide_it(tmp_path):
     assert violations(resumed.messages) == []
     assert resumed.messages[3]["message"]["content"][0]["content"] == "cut \ufffd"
     assert ("lone_surrogate", "rA") in kinds(resumed)
+
+
+def test_interrupt_detection_runs_on_the_ordered_list(tmp_path):
+    """tool_use A, its result (the tool ran while the response streamed), then the
+    response's closing text. In file order the conversation ends on assistant text,
+    but the model has not seen the result yet: ordered, it ends on the result, an
+    interrupted turn that gets the continuation."""
+    conv = Conv()
+    conv.user("u1", "go")
+    conv.assistant("A", tool_use("tA"), mid="m1")
+    conv.result("rA", "tA", "A")
+    conv.assistant("B", text("started it"), mid="m1", parent="rA")
+    resumed = load(conv, tmp_path)
+    assert resumed.chain == ["u1", "A", "B", "rA"]
+    assert resumed.interruption == "interrupted_turn"
+    assert resumed.messages[-1]["synthetic"] is True and resumed.messages[-1]["parentUuid"] == "rA"
