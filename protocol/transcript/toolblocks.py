@@ -72,6 +72,8 @@ def _tool_blocks(raw: bytes | memoryview, retry: bool) -> tuple[tuple[str, ...],
     except msgspec.DecodeError:
         masked = mask_lone_surrogates(raw) if retry else None  # a half emoji hides no call
         return NO_TOOLS if masked is None else _tool_blocks(masked, False)
+    except RecursionError:  # nested deeper than can be decoded: no block readable
+        return NO_TOOLS
     content = probe.message.content if probe.message is not None else None
     return _from_blocks(content) if isinstance(content, list) else NO_TOOLS
 

@@ -157,3 +157,11 @@ def test_recording_a_generated_stream_gives_its_links(conv, cut):
             assert got[e["uuid"]]["logicalParentUuid"] == e["logicalParentUuid"] or e is chain[0]
         elif e is not chain[0]:
             assert got[e["uuid"]]["parentUuid"] == want, e["uuid"]
+
+
+def test_a_half_emoji_in_a_block_does_not_hide_its_response():
+    """The next block of the response in flight holds a lone surrogate (JavaScript cut
+    an emoji): its message.id is still read, so it continues from the tip."""
+    half = b'{"type":"assistant","uuid":"useC","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"\\ud83d"}]}}'
+    parents, _ = links([block("useA"), block("useB"), result("resA", "useA"), half], parent="p0")
+    assert parents["useC"] == "useB"
