@@ -36,7 +36,7 @@ from sessiond.protocol.transcript.lite import LITE_WINDOW
 from sessiond.protocol.transcript.jsonl import SessionScan, head_lines, scan_session, scan_uuids
 from sessiond.protocol.transcript.recording import Cursor
 from sessiond.protocol.transcript.safeopen import StoreRoot, error_for
-from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, too_large
+from sessiond.protocol.wire.errors import SessiondError, bad_request, too_large
 
 from .config import Settings
 from .readiness import Readiness
