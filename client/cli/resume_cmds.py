@@ -116,13 +116,15 @@ def continue_cmd(obj: Context, cwd: str | None, as_json: bool) -> None:
 def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool) -> None:
     from sessiond.protocol.transcript.resume import load_transcript
 
-    path, loc = locate(obj, session_id, cwd)
-    if loc is not None and not loc.same_repo:
-        hint = loc.resume_hint()
-        click.echo(f"sessiond: session {session_id} belongs to another project; run:\n  {hint}", err=True)
-        sys.exit(1)
     with obj.client() as client:
+        # Flush before the lookup: a session whose first entries were only just
+        # acknowledged may not have its file yet (files are created off the loop).
         client.flush(session_id)  # everything acknowledged so far is in the file
+        path, loc = locate(obj, session_id, cwd)
+        if loc is not None and not loc.same_repo:
+            hint = loc.resume_hint()
+            click.echo(f"sessiond: session {session_id} belongs to another project; run:\n  {hint}", err=True)
+            sys.exit(1)
         result = load_transcript(path)
         client.call(m.Adopt(id=client.next_id(), session=session_id, path=str(path)))
     _print(result, as_json)

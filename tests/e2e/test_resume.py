@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import json
 import threading
 import uuid
@@ -141,6 +142,21 @@ def test_resume_sees_everything_acknowledged_by_a_concurrent_writer(daemon):
         stop.set()
         t.join(30)
     assert snapshot and set(snapshot) <= set(out["chain"])
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_resume_of_a_session_whose_file_is_still_being_created(daemon_factory):
+    """A queued first message is acknowledged before its file exists (files are
+    created off the loop): resume must flush before it looks the session up."""
+    d = daemon_factory()
+    # Every mkdir of the daemon takes half a second: the project dir appears late.
+    d.start(wrap=["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=mkdir,mkdirat",
+                  "-e", "inject=mkdir,mkdirat:delay_enter=500000"])
+    sid = str(uuid.uuid4())
+    with d.client() as c:
+        Session(c, sid, CWD).record([{"type": "user", "message": {"content": "first"}}])  # acked as queued
+        out = json.loads(d.cli("resume", sid, "--cwd", CWD, "--json").stdout)
+    assert [m["message"]["content"] for m in out["messages"]] == ["first"]
 
 
 def test_tail_shows_the_last_entries_and_follows_new_ones(daemon):
