@@ -4,26 +4,66 @@ The recording side fills what a message lacks: ``isSidechain``, ``agentId``,
 ``userType``, ``cwd``, ``sessionId``, ``version``, ``gitBranch`` (when the cwd is a
 git checkout), ``uuid`` and ``timestamp``. Fields the message already has win.
 ``parentUuid`` is left to the daemon, which alone knows the chain; it puts it first.
+Stamped timestamps of one session strictly increase (:class:`Clock`).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import time
 import uuid as uuidlib
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from sessiond.protocol import __version__
 from sessiond.protocol.transcript.entries import TRANSCRIPT_TYPES
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ENVELOPE_ORDER = ("isSidechain", "agentId", "userType", "cwd", "sessionId", "version", "gitBranch")
 
 
 def now_iso() -> str:
     """ISO-8601 UTC with milliseconds and ``Z``, as Claude Code writes timestamps."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return iso_ms(time.time_ns() // 1_000_000)
+
+
+def iso_ms(ms: int) -> str:
+    """Milliseconds since the epoch as Claude Code writes a timestamp."""
+    return (_EPOCH + timedelta(milliseconds=ms)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _ms(stamp: Any) -> int | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return (when - _EPOCH) // timedelta(milliseconds=1)
+
+
+class Clock:
+    """Timestamps for one session's entries that lack one: strictly increasing (1 ms
+    apart on a tie), as Claude Code's own are, and never before a timestamp the
+    session already sent. A viewer that orders by time otherwise shows two entries
+    of one batch (two parallel tool_use blocks) as one."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def saw(self, stamp: Any) -> None:
+        """An entry came with its own timestamp: later stamps follow it."""
+        ms = _ms(stamp)
+        if ms is not None and ms > self.last:
+            self.last = ms
+
+    def next(self) -> str:
+        self.last = max(time.time_ns() // 1_000_000, self.last + 1)
+        return iso_ms(self.last)
 
 
 @functools.lru_cache(maxsize=256)
@@ -62,8 +102,12 @@ def stamp(
     agent: str | None = None,
     version: str = __version__,
     user_type: str = "external",
+    clock: Clock | None = None,
 ) -> dict[str, Any]:
-    """The message with its envelope; ``parentUuid`` removed (the daemon sets it)."""
+    """The message with its envelope; ``parentUuid`` removed (the daemon sets it).
+
+    ``version`` is the agent's (sessiond's own only by default); ``clock`` makes the
+    timestamps stamped for one session strictly increasing."""
     fill: dict[str, Any] = {
         "isSidechain": agent is not None,
         "agentId": agent,
@@ -85,5 +129,7 @@ def stamp(
     if message.get("type") in TRANSCRIPT_TYPES and "uuid" not in out:
         out["uuid"] = str(uuidlib.uuid4())
     if "timestamp" not in out:
-        out["timestamp"] = now_iso()
+        out["timestamp"] = clock.next() if clock is not None else now_iso()
+    elif clock is not None:
+        clock.saw(out["timestamp"])
     return out

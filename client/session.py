@@ -31,7 +31,7 @@ from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError, Unsa
 
 from .batching import request_overhead, split
 from .connection import Client
-from .envelope import stamp
+from .envelope import Clock, stamp
 from .fallback import FallbackResult, direct_append
 
 _json = msgspec.json.Encoder()
@@ -78,6 +78,8 @@ class Session:
         self.agent = agent
         self.run = run
         self.version = version
+        """The envelope's ``version`` for messages that lack one: the agent's own."""
+        self.clock = Clock()
         self.durability = durability
         self.hint: str | None = None
         self.accepted = 0
@@ -95,7 +97,7 @@ class Session:
     # ------------------------------------------------------------------- writing
 
     def encode(self, message: dict[str, Any]) -> bytes:
-        return encode_entry(stamp(message, session_id=self.id, cwd=self.cwd, agent=self.agent, version=self.version))
+        return encode_entry(stamp(message, session_id=self.id, cwd=self.cwd, agent=self.agent, version=self.version, clock=self.clock))
 
     def record(self, messages: list[dict[str, Any]], durability: m.Durability | None = None) -> str | None:
         """Record the new tail of the conversation; returns the chain's last uuid."""
@@ -270,12 +272,13 @@ class Session:
             return FallbackResult(undelivered=count)
         lines: list[bytes] = []
         parent = None
+        cursor = None
         for batch in pending:
             if batch.is_record:
                 start = batch.parent if batch.parent is not None else parent
-                chained = chain_messages([(decode_header(b), b) for b in batch.lines], lambda _u: False, start)
+                chained = chain_messages([(decode_header(b), b) for b in batch.lines], lambda _u: False, start, cursor)
                 lines.extend(line for _, line in chained.lines)
-                parent = chained.last
+                parent, cursor = chained.last, chained.cursor
             else:
                 lines.extend(batch.lines)
         self._unsent.clear()

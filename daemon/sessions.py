@@ -34,6 +34,7 @@ from sessiond.protocol.transcript.entries import (
 from sessiond.protocol.transcript.appendfile import RESEND_WINDOW, tail_lines
 from sessiond.protocol.transcript.lite import LITE_WINDOW
 from sessiond.protocol.transcript.jsonl import SessionScan, head_lines, scan_session, scan_uuids
+from sessiond.protocol.transcript.recording import Cursor
 from sessiond.protocol.transcript.safeopen import StoreRoot, error_for
 from sessiond.protocol.wire.errors import SessiondError, bad_request, too_large
 
@@ -53,14 +54,16 @@ _SIDECHAIN = attrgetter("isSidechain")
 
 
 class Target:
-    """One transcript file: its write queue, its dedup set, where its chain ends."""
+    """One transcript file: its write queue, its dedup set, where its chain ends
+    (``last``; ``cursor``: the recording state behind it, recording.Cursor)."""
 
-    __slots__ = ("queue", "uuids", "last")
+    __slots__ = ("queue", "uuids", "last", "cursor")
 
     def __init__(self, queue: FileQueue, uuids: set[str], last: str | None) -> None:
         self.queue = queue
         self.uuids = uuids
         self.last = last
+        self.cursor: Cursor | None = None
 
 
 class SessionState:
@@ -100,7 +103,8 @@ class SessionState:
         self.side_uuids = scan.sidechain_uuids
         self.metadata = {**scan.metadata, **self.metadata}
         self.main.uuids = scan.uuids
-        self.main.last = scan.last_participant
+        self.main.last = scan.cursor.tip
+        self.main.cursor = scan.cursor
 
     def targets(self) -> list[Target]:
         return [self.main, *self.agents.values()]
@@ -494,6 +498,7 @@ class Registry(Readiness):
             state.main.uuids.clear()
             state.side_uuids.clear()
             state.main.last = None
+            state.main.cursor = None
             state.dirty_since_meta = False
         return None
 

@@ -173,9 +173,9 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, **vie
     from sessiond.protocol.wire import messages as m
 
     with obj.client() as client:
-        # Flushed before the file is looked for: a session acknowledged as
-        # `queued` may have no file yet (it is made at the first drain).
-        client.flush(session_id)
+        # Flush before the lookup: a session whose first entries were only just
+        # acknowledged (even as `queued`) may not have its file yet.
+        client.flush(session_id)  # everything acknowledged so far is in the file
         path, loc = locate(obj, session_id, cwd)
         if loc is not None and not loc.same_repo:
             hint = loc.resume_hint()

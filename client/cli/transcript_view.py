@@ -126,6 +126,9 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False) -> st
     lines.append(f"{len(result.chain)} messages; {state.get(result.interruption, result.interruption)}")
     if result.bridges:
         lines.append(f"{len(result.bridges)} gap(s) bridged where a parent message was missing")
+    if result.repairs:
+        kinds = sorted({r.kind for r in result.repairs})
+        lines.append(f"{len(result.repairs)} repair(s) so the model API accepts it: {', '.join(kinds)}")
     if result.skippedLines:
         lines.append(f"{result.skippedLines} unreadable line(s) skipped")
     if result.consistencyDelta:

@@ -228,7 +228,10 @@ def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped
 @cli.command()
 @session_input("Record into this agent's (sidechain) transcript.")
 @click.option("--parent", default=None, help="Chain after this uuid instead of the session's last message.")
-def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str | None, durability: str, as_json: bool, source: IO[bytes]) -> None:
+@click.option("--agent-version", default=None, metavar="VERSION",
+              help="The envelope's `version` for messages without one (default: sessiond's).")
+def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str | None, agent_version: str | None,
+           durability: str, as_json: bool, source: IO[bytes]) -> None:
     """Record messages (one JSON object per line), chaining their parents (SPEC 3.1).
 
     Exit 1 when a line was skipped, the input holds no message, or no file
@@ -252,6 +255,8 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
             lines.refuse_if_empty()
         s = Session(client, session, cwd, agent=agent, durability=durability,  # type: ignore[arg-type]
                     reconnect_timeout=min(10.0, client.timeout))
+        if agent_version is not None:
+            s.version = agent_version
         s.hint = parent
         for batch in _chain_first(first, batches):
             s.record([decode_entry(line) for line in batch])

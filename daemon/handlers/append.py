@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sessiond.protocol.transcript.entries import EntryHeader, decode_headers
-from sessiond.protocol.transcript.recording import chain_messages
+from sessiond.protocol.transcript.recording import Cursor, chain_messages
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError
 
@@ -55,15 +55,19 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
     lines: list[tuple[EntryHeader, bytes]] = []
     duplicates = 0
     last = None
+    cursors: list[tuple[Target, Cursor]] = []
     for target, items in groups.values():
         parent = req.parent if req.parent is not None else target.last
-        chained = chain_messages(items, target.uuids.__contains__, parent)
+        chained = chain_messages(items, target.uuids.__contains__, parent, target.cursor)
         lines += chained.lines
         duplicates += chained.duplicates
+        cursors.append((target, chained.cursor))
         if target is state.main or last is None:
             last = chained.last
     routed = registry.accept(state, [h for h, _ in lines], [line for _, line in lines], req.agent, req.run,
                              resend=req.resend)
+    for target, cursor in cursors:
+        target.last, target.cursor = cursor.tip, cursor  # the tip, not the last entry written
     routed.duplicates += duplicates
     routed.last = last
     return _ack(conn, req.id, req.durability, routed, state)

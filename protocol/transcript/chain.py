@@ -1,4 +1,5 @@
-"""SPEC 4 steps 4-6: choose the leaf, walk to the root, recover parallel tool results.
+"""SPEC 4 steps 4-6: choose the leaf, walk to the root, recover parallel tool results
+(the order inside a response is order.py's).
 
 - Leaf: the latest entry of type user/assistant/system/attachment by ``timestamp``
   (ISO-8601 UTC strings compare in time order; file order breaks ties, a missing
@@ -19,7 +20,9 @@
   chain — where Claude Code splices them. Beyond SPEC and Claude Code, the off-chain
   ``attachment`` entries hanging off a recovered tool_result (hook output, reminders:
   context the model saw) come back with it; without them the turn_duration check
-  reports messages missing (real case: daaain ef958aa1, delta -6 → 0).
+  reports messages missing (real case: daaain ef958aa1, delta -6 → 0). Where they
+  go decides only WHICH entries the chain holds: order.py then orders each
+  response for the model API.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ from operator import attrgetter, is_not
 
 import msgspec
 
-from .entries import TRANSCRIPT_TYPES, mask_lone_surrogates
+from .entries import TRANSCRIPT_TYPES
 from .chainentry import Entry
+from .toolblocks import has_tool_result
 
 
 _timestamp = attrgetter("timestamp")
@@ -140,34 +144,6 @@ def _guarded_walk(
     chain.reverse()
     bridges.reverse()
     return chain, bridges
-
-
-class _Block(msgspec.Struct):
-    type: str | None = None
-
-
-class _Content(msgspec.Struct):
-    content: list[_Block] | str | None = None
-
-
-class _ContentProbe(msgspec.Struct):
-    message: _Content | None = None
-
-
-_probe = msgspec.json.Decoder(_ContentProbe)
-
-
-def has_tool_result(e: Entry) -> bool:
-    """Does the entry's message hold a tool_result block? Decodes only block types."""
-    raw = e.raw_view
-    if not raw:
-        return False
-    try:
-        probe = _probe.decode(mask_lone_surrogates(raw) or raw)
-    except (msgspec.DecodeError, RecursionError):
-        return False
-    content = probe.message.content if probe.message is not None else None
-    return isinstance(content, list) and any(b.type == "tool_result" for b in content)
 
 
 def _add_attachments(

@@ -5,9 +5,13 @@ objects, except that step 3's in-memory relinks show (``parentUuid`` as relinked
 ``usage`` of preserved assistant messages zeroed). A walk bridge does NOT rewrite
 ``parentUuid``: the damage stays visible and ``bridges`` reports it.
 
-Filters, in Claude Code's order:
+First the repairs the model API needs (repairs.py: empty text blocks dropped, orphaned
+tool_results dropped, calls the conversation went on without answered by a synthetic
+error result; lone surrogates were already replaced by ``materialize``), then the
+filters, in Claude Code's order; every change is reported as a ``Repair``:
 
-1. tool_use blocks whose id no tool_result in the chain answers are dropped; a message
+1. tool_use blocks whose id no tool_result in the chain answers are dropped (after
+   the repairs, only calls of the conversation's last round can be left so); a message
    left with no block is dropped (Claude Code writes one block per entry, so in practice
    the whole entry goes);
 2. thinking-only assistant messages are dropped unless another assistant message of
@@ -50,16 +54,18 @@ planetfall 84, raw delta -271, corrected 0).
 
 from __future__ import annotations
 
-import uuid as uuidlib
 from typing import Any, Final, Literal
 
-from .entries import TRANSCRIPT_TYPES, decode_object
+import msgspec
+
+from .entries import TRANSCRIPT_TYPES, decode_object, mask_lone_surrogates
 from .chainentry import Entry
+from .msgdicts import block_type, content_blocks, message_id, synthetic_user
+from .repairs import Repair, api_repairs
 
 Interruption = Literal["none", "interrupted_turn", "interrupted_prompt"]
 
 CONTINUE_TEXT: Final = "Continue from where you left off."
-_SYNTHETIC_NS: Final = uuidlib.UUID("6f1c2f0e-5d3a-4c61-9a43-2b8f0d7c5e11")
 _TOKEN_FIELDS: Final = (
     "input_tokens",
     "output_tokens",
@@ -76,7 +82,6 @@ _LOCAL_CAVEAT: Final = ("<local-command-caveat>", "Caveat: The messages below we
 _LOCAL_COMMAND: Final = ("<command-name>", "<command-message>", "<bash-input>")
 _STOP_HOOKS: Final = ("Stop", "SubagentStop")
 _INTERRUPT_MARKER: Final = "[Request interrupted by user"
-_ENVELOPE: Final = ("isSidechain", "agentId", "userType", "cwd", "sessionId", "version", "gitBranch")
 
 
 def chain_messages(chain: list[Entry]) -> list[Entry]:
@@ -92,13 +97,31 @@ def _zero(usage: Any) -> Any:
     return usage
 
 
-def materialize(chain: list[Entry], zero_usage: set[str] = frozenset()) -> list[dict[str, Any]]:
-    """Decode the chain's transcript messages into their JSON objects (see docstring)."""
+def _decode(e: Entry, repairs: list[Repair] | None) -> Any:
+    """The entry's object; lone surrogates (which the API cannot take) as U+FFFD,
+    reported. Anything else msgspec refuses is read by ``decode_object``."""
+    raw = e.raw_view
+    try:
+        return msgspec.json.decode(raw)  # straight from the read buffer, no copy
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    masked = mask_lone_surrogates(raw)
+    if masked is not None and repairs is not None:
+        count = masked.count(b"\\ufffd") - bytes(raw).count(b"\\ufffd")
+        repairs.append(Repair("lone_surrogate", e.uuid, f"{count} replaced by U+FFFD"))
+    return decode_object(raw)
+
+
+def materialize(
+    chain: list[Entry], zero_usage: set[str] = frozenset(), repairs: list[Repair] | None = None
+) -> list[dict[str, Any]]:
+    """Decode the chain's transcript messages into their JSON objects (see docstring);
+    lone surrogates become U+FFFD (reported in ``repairs``)."""
     out = []
     for e in chain:
         if e.type not in TRANSCRIPT_TYPES:
             continue
-        obj = decode_object(e.raw_view)  # straight from the read buffer, no copy
+        obj = _decode(e, repairs)
         if obj is None:
             continue  # not reachable for a parsed header but one deeper than we can decode
         if obj.get("parentUuid") != e.parentUuid:
@@ -114,28 +137,28 @@ def materialize(chain: list[Entry], zero_usage: set[str] = frozenset()) -> list[
     return out
 
 
-def _blocks(msg: dict[str, Any]) -> list[Any] | None:
-    message = msg.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, list) else None
+def _report(repairs: list[Repair] | None, kind: str, m: dict[str, Any], detail: str) -> None:
+    if repairs is not None:
+        repairs.append(Repair(kind, m.get("uuid"), detail))
 
 
-def _block_type(block: Any) -> Any:
-    return block.get("type") if isinstance(block, dict) else None
-
-
-def filter_unresolved_tool_uses(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def filter_unresolved_tool_uses(
+    msgs: list[dict[str, Any]], repairs: list[Repair] | None = None
+) -> list[dict[str, Any]]:
     answered = set()
     for m in msgs:
         if m.get("type") == "user":
-            for b in _blocks(m) or ():
-                if _block_type(b) == "tool_result":
+            for b in content_blocks(m) or ():
+                if block_type(b) == "tool_result":
                     answered.add(b.get("tool_use_id"))
     out = []
     for m in msgs:
-        blocks = _blocks(m) if m.get("type") == "assistant" else None
+        blocks = content_blocks(m) if m.get("type") == "assistant" else None
         if blocks:
-            kept = [b for b in blocks if _block_type(b) != "tool_use" or b.get("id") in answered]
+            kept = [b for b in blocks if block_type(b) != "tool_use" or b.get("id") in answered]
+            for b in blocks:
+                if block_type(b) == "tool_use" and b.get("id") not in answered:
+                    _report(repairs, "tool_use_dropped", m, f"{b.get('id')}: no result, at the end")
             if not kept:
                 continue
             if len(kept) != len(blocks):
@@ -145,24 +168,22 @@ def filter_unresolved_tool_uses(msgs: list[dict[str, Any]]) -> list[dict[str, An
 
 
 def _thinking_only(blocks: list[Any]) -> bool:
-    return bool(blocks) and all(_block_type(b) in ("thinking", "redacted_thinking") for b in blocks)
+    return bool(blocks) and all(block_type(b) in ("thinking", "redacted_thinking") for b in blocks)
 
 
-def _message_id(m: dict[str, Any]) -> Any:
-    message = m.get("message")
-    return message.get("id") if isinstance(message, dict) else None
-
-
-def filter_orphaned_thinking(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def filter_orphaned_thinking(
+    msgs: list[dict[str, Any]], repairs: list[Repair] | None = None
+) -> list[dict[str, Any]]:
     substantive = set()
     for m in msgs:
-        blocks = _blocks(m) if m.get("type") == "assistant" else None
-        if blocks and not _thinking_only(blocks) and _message_id(m):
-            substantive.add(_message_id(m))
+        blocks = content_blocks(m) if m.get("type") == "assistant" else None
+        if blocks and not _thinking_only(blocks) and message_id(m):
+            substantive.add(message_id(m))
     out = []
     for m in msgs:
-        blocks = _blocks(m) if m.get("type") == "assistant" else None
-        if blocks and _thinking_only(blocks) and _message_id(m) not in substantive:
+        blocks = content_blocks(m) if m.get("type") == "assistant" else None
+        if blocks and _thinking_only(blocks) and message_id(m) not in substantive:
+            _report(repairs, "thinking_dropped", m, "thinking only, its response has nothing else")
             continue
         out.append(m)
     return out
@@ -175,11 +196,19 @@ def _whitespace_only(m: dict[str, Any]) -> bool:
         return not content.strip()
     if not isinstance(content, list) or not content:
         return False
-    return all(_block_type(b) == "text" and not str(b.get("text") or "").strip() for b in content)
+    return all(block_type(b) == "text" and not str(b.get("text") or "").strip() for b in content)
 
 
-def filter_whitespace_assistant(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [m for m in msgs if not (m.get("type") == "assistant" and _whitespace_only(m))]
+def filter_whitespace_assistant(
+    msgs: list[dict[str, Any]], repairs: list[Repair] | None = None
+) -> list[dict[str, Any]]:
+    out = []
+    for m in msgs:
+        if m.get("type") == "assistant" and _whitespace_only(m):
+            _report(repairs, "empty_message_dropped", m, "whitespace-only text")
+        else:
+            out.append(m)
+    return out
 
 
 def _text(m: dict[str, Any]) -> str:
@@ -189,7 +218,7 @@ def _text(m: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content.lstrip()
     for b in content if isinstance(content, list) else ():
-        if _block_type(b) == "text":
+        if block_type(b) == "text":
             return str(b.get("text") or "").lstrip()
     return ""
 
@@ -217,7 +246,7 @@ def detect_interruption(msgs: list[dict[str, Any]]) -> Interruption:
             return "none"
         if m.get("isCompactSummary"):
             return "none"
-        if any(_block_type(b) == "tool_result" for b in _blocks(m) or ()):
+        if any(block_type(b) == "tool_result" for b in content_blocks(m) or ()):
             return "interrupted_turn"
         text = _text(m)
         if text.startswith(_LOCAL_OUTPUT):
@@ -233,25 +262,18 @@ def detect_interruption(msgs: list[dict[str, Any]]) -> Interruption:
 
 def continuation(after: dict[str, Any]) -> dict[str, Any]:
     """The synthetic user message appended to an interrupted turn."""
-    parent = after.get("uuid")
-    out: dict[str, Any] = {"parentUuid": parent}
-    for field in _ENVELOPE:
-        if field in after:
-            out[field] = after[field]
-    out.update(
-        type="user",
-        message={"role": "user", "content": CONTINUE_TEXT},
-        isMeta=True,
-        uuid=str(uuidlib.uuid5(_SYNTHETIC_NS, f"continue:{parent}")),
-        timestamp=after.get("timestamp"),
-        synthetic=True,
-    )
-    return out
+    return synthetic_user(after, f"continue:{after.get('uuid')}", CONTINUE_TEXT, isMeta=True)
 
 
-def deserialize(msgs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Interruption]:
-    """Step 7: the three filters, then interrupt detection (appends the continuation)."""
-    out = filter_whitespace_assistant(filter_orphaned_thinking(filter_unresolved_tool_uses(msgs)))
+def deserialize(
+    msgs: list[dict[str, Any]], repairs: list[Repair] | None = None
+) -> tuple[list[dict[str, Any]], Interruption]:
+    """Step 7: the API repairs (repairs.py), the three filters, then interrupt
+    detection (appends the continuation). What changed goes to ``repairs``."""
+    report: list[Repair] = [] if repairs is None else repairs
+    out = api_repairs(msgs, report)
+    out = filter_unresolved_tool_uses(out, report)
+    out = filter_whitespace_assistant(filter_orphaned_thinking(out, report), report)
     state = detect_interruption(out)
     if state == "interrupted_turn":
         out.append(continuation(out[-1]))

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import msgspec
 
-from .entries import REAPPENDED_SET, try_header, is_chain_participant
+from .entries import REAPPENDED_SET, is_chain_participant, try_header
+from .recording import Cursor, advance, settle
 from .regular import open_regular
 
 CHUNK = 1 << 20
@@ -71,8 +72,9 @@ class SessionScan(msgspec.Struct):
     """uuids of non-sidechain entries (the dedup set)."""
     sidechain_uuids: set[str]
     """uuids of inline sidechain entries (1.0.x files keep them in the main file)."""
-    last_participant: str | None
-    """uuid of the last non-sidechain chain participant: where recording continues."""
+    cursor: Cursor
+    """Where recording continues after the file's non-sidechain chain participants
+    (recording.py: the same links a record of them would have written)."""
     metadata: dict[str, bytes]
     """Latest raw line of each re-appended metadata kind."""
     lines: int
@@ -83,7 +85,8 @@ def scan_session(path: Path | str | int) -> SessionScan:
     uuids: set[str] = set()
     side: set[str] = set()
     meta: dict[str, bytes] = {}
-    last: str | None = None
+    cursor = Cursor()
+    pending: list[bytes] = []
     lines = skipped = 0
     for line in iter_lines(path):
         lines += 1
@@ -100,8 +103,9 @@ def scan_session(path: Path | str | int) -> SessionScan:
             continue
         uuids.add(header.uuid)
         if is_chain_participant(header):
-            last = header.uuid
-    return SessionScan(uuids, side, last, meta, lines, skipped)
+            advance(cursor, header, line, pending)
+    settle(cursor, pending)
+    return SessionScan(uuids, side, cursor, meta, lines, skipped)
 
 
 def scan_uuids(path: Path | str | int) -> set[str]:

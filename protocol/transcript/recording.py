@@ -12,17 +12,58 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from .entries import EntryHeader, is_chain_participant, is_compact_boundary
+from .entries import EntryHeader, is_chain_participant, is_compact_boundary, mask_lone_surrogates
 from .reencode import decode_entry, encode_entry
 from ..wire.errors import bad_request
 
 _json = msgspec.json.Encoder()
 
 
+class Cursor(msgspec.Struct):
+    """Where a recorded conversation continues: what the next message hangs off.
+
+    ``tip`` is the cursor of SPEC 3.1 (the conversation's tip); ``previous`` the last
+    chain participant written; ``response`` the ``message.id`` of the response the
+    tip belongs to, when known. They differ only after the result of an earlier
+    call of a parallel response: that result hangs off its call and leaves the tip
+    where it is."""
+
+    tip: str | None = None
+    previous: str | None = None
+    response: str | None = None
+
+
 class Chained(msgspec.Struct):
     lines: list[tuple[EntryHeader, bytes]]
     last: str | None
+    """The tip: the hint for the next call."""
     duplicates: int
+    cursor: Cursor
+
+
+class _MessageId(msgspec.Struct):
+    id: str | None = None
+
+
+class _Response(msgspec.Struct):
+    message: _MessageId | None = None
+
+
+_response = msgspec.json.Decoder(_Response)
+
+
+def response_id(raw: bytes) -> str | None:
+    """``message.id`` of an assistant entry (None when it has none or is odd)."""
+    try:
+        message = _response.decode(raw).message
+    except msgspec.DecodeError:
+        masked = mask_lone_surrogates(raw)  # a half emoji elsewhere in the entry
+        if masked is None:
+            return None
+        return response_id(masked)
+    except RecursionError:
+        return None
+    return message.id if message is not None else None
 
 
 def stamp_parent(
@@ -59,23 +100,67 @@ def stamp_parent(
     return prefix + (b"}" if rest == b"}" else b"," + rest)
 
 
+def advance(cursor: Cursor, header: EntryHeader, raw: bytes, pending: list[bytes]) -> str | None:
+    """The parent of this chain participant, and ``cursor`` moved past it.
+
+    ``pending`` holds the line of the assistant entry the tip's response was last
+    seen in, so its ``message.id`` is decoded only when a link depends on it."""
+    uuid = header.uuid
+    tip, previous = cursor.tip, cursor.previous
+    if is_compact_boundary(header):
+        cursor.tip = cursor.previous = uuid
+        cursor.response = None
+        pending.clear()
+        return None
+    source = header.sourceToolAssistantUUID if header.type == "user" else None
+    if source:
+        if source == tip or tip is None:
+            cursor.tip = uuid
+        cursor.previous = uuid
+        return source
+    if header.type == "assistant":
+        parent = previous
+        if tip != previous:  # after a result of an earlier call: same response, or the next one?
+            if pending:
+                cursor.response = response_id(pending.pop())
+            if cursor.response is not None and response_id(raw) == cursor.response:
+                parent = tip
+        pending[:] = [raw]
+    else:
+        parent = previous
+    cursor.tip = cursor.previous = uuid
+    return parent
+
+
 def chain_messages(
     messages: Sequence[tuple[EntryHeader, bytes]],
     known: Callable[[str], bool],
     parent: str | None,
+    cursor: Cursor | None = None,
 ) -> Chained:
-    """Stamp parents on the new tail of a message list.
+    """Stamp parents on the new tail of a message list: the links Claude Code writes.
 
     1. Messages whose uuid is ``known`` are skipped; a LEADING run of known chain
-       participants moves the starting parent to the last of them.
-    2. Each new chain participant's parent is the previous participant written,
-       starting from ``parent``; a ``user`` message carrying
-       ``sourceToolAssistantUUID`` hangs off that assistant message instead, so
-       parallel tool results all hang off the message holding their tool_use.
-       A compaction boundary gets ``parentUuid: null`` and ``logicalParentUuid``.
-    3. ``last`` is the uuid of the last chain participant: the next call's hint.
+       participants moves the cursor as if they were new.
+    2. A ``user`` message carrying ``sourceToolAssistantUUID`` (a tool result) hangs
+       off that assistant message, and becomes the tip only if that message is
+       the tip. A later block of the response in flight (an ``assistant`` entry
+       sharing the tip's ``message.id``) hangs off the tip: so a response's blocks
+       form one branch whatever order its tools finished in. Every other message
+       hangs off the previous participant (the next response off the last result
+       written, as Claude Code writes it; where nothing is out of order, that is
+       the tip). A compaction boundary gets ``parentUuid: null`` and
+       ``logicalParentUuid`` = the previous participant.
+    3. ``last`` is the tip at the end, the hint for the next call; ``cursor`` the
+       whole state, which the daemon keeps per file and continues from when the
+       next call's hint is that tip (``cursor`` here), else it starts at ``parent``.
     Entries that are not chain participants (metadata) pass through unchanged.
     """
+    if cursor is None or cursor.tip != parent:
+        cursor = Cursor(parent, parent)
+    else:
+        cursor = Cursor(cursor.tip, cursor.previous, cursor.response)
+    pending: list[bytes] = []
     out: list[tuple[EntryHeader, bytes]] = []
     fresh: set[str] = set()
     duplicates = 0
@@ -86,7 +171,7 @@ def chain_messages(
         if uuid is not None and (uuid in fresh or known(uuid)):
             duplicates += 1
             if not seen_new and participant:
-                parent = uuid
+                advance(cursor, header, raw, pending)
             continue
         seen_new = True
         if not participant:
@@ -96,23 +181,26 @@ def chain_messages(
             raise bad_request("a recorded message needs a uuid")
         fresh.add(uuid)
         has_keys = header.parentUuid is not msgspec.UNSET or header.logicalParentUuid is not msgspec.UNSET
-        if is_compact_boundary(header):
-            line = stamp_parent(raw, None, logical_parent=parent, boundary=True, has_parent_keys=has_keys)
-            new_parent: str | None = None
-        else:
-            source = header.sourceToolAssistantUUID if header.type == "user" else None
-            new_parent = source if source else parent
-            line = stamp_parent(raw, new_parent, has_parent_keys=has_keys)
+        previous = cursor.previous
+        new_parent = advance(cursor, header, raw, pending)
+        boundary = is_compact_boundary(header)
+        line = stamp_parent(raw, new_parent, logical_parent=previous, boundary=boundary, has_parent_keys=has_keys)
         stamped = EntryHeader(
             type=header.type,
             uuid=uuid,
             parentUuid=new_parent,
-            logicalParentUuid=parent if is_compact_boundary(header) else msgspec.UNSET,
+            logicalParentUuid=previous if boundary else msgspec.UNSET,
             isSidechain=header.isSidechain,
             agentId=header.agentId,
             subtype=header.subtype,
             sourceToolAssistantUUID=header.sourceToolAssistantUUID,
         )
         out.append((stamped, line))
-        parent = uuid
-    return Chained(out, parent, duplicates)
+    settle(cursor, pending)
+    return Chained(out, cursor.tip, duplicates, cursor)
+
+
+def settle(cursor: Cursor, pending: list[bytes]) -> None:
+    """Decode the tip's ``message.id`` still pending, before the line goes away."""
+    if pending:
+        cursor.response = response_id(pending.pop())

@@ -5,7 +5,8 @@ msgspec serialisation is exactly the ``sessiond show --json`` object.
 ``resolve_chain`` stops after step 6 without decoding any message into a dict: what a
 parse+chain benchmark should time.
 
-Pipeline: loader (1-2) → relink (3) → chain (4-6) → deserialize (7-8).
+Pipeline: loader (1-2) → relink (3) → chain (4-6: walk, splice) → order (6: API order
+inside a response) → deserialize (7-8) with the repairs of repairs.py.
 
 Choices where SPEC is silent:
 
@@ -41,8 +42,10 @@ from .jsonl import CHUNK
 from .loader import SKIP_THRESHOLD, Loaded, load_entries
 from .entries import decode_object
 from .metadata import metadata_values
+from .order import order_responses
 from .paths import check_id, is_session_id
 from .relink import Compaction, apply_compaction, apply_snips
+from .repairs import Repair
 
 
 class Resumed(msgspec.Struct):
@@ -55,6 +58,7 @@ class Resumed(msgspec.Struct):
     interruption: Interruption
     consistencyDelta: int | None
     bridges: list[Bridge]
+    repairs: list[Repair]
     skippedLines: int
     metadata: dict[str, Any]
     subagents: list[str]
@@ -67,6 +71,8 @@ class Resolved(msgspec.Struct):
     compaction: Compaction
     chain: list[Entry]
     bridges: list[Bridge]
+    reordered: list[Repair]
+    """One ``reordered`` repair per response the order step moved."""
 
 
 def _resolve(loaded: Loaded) -> Resolved:
@@ -76,7 +82,8 @@ def _resolve(loaded: Loaded) -> Resolved:
     apply_snips(entries, loaded.snips)
     chain, bridges = walk(entries, choose_leaf(entries, sidechain_only=side), sidechain_only=side)
     chain = recover_parallel_tool_results(entries, chain, sidechain_only=side)
-    return Resolved(loaded, compaction, chain, bridges)
+    chain, reordered = order_responses(chain)
+    return Resolved(loaded, compaction, chain, bridges, reordered)
 
 
 def resolve_chain(
@@ -156,7 +163,8 @@ def load_transcript(
     resolved = resolve_chain(path, skip_threshold=skip_threshold, chunk=chunk)
     loaded = resolved.loaded
     reported = chain_messages(resolved.chain)
-    messages, interruption = deserialize(materialize(reported, resolved.compaction.zero_usage))
+    repairs = list(resolved.reordered)
+    messages, interruption = deserialize(materialize(reported, resolved.compaction.zero_usage, repairs), repairs)
     sid = _session_id(path, messages, loaded.metadata)
     return Resumed(
         sessionId=sid,
@@ -166,6 +174,7 @@ def load_transcript(
         interruption=interruption,
         consistencyDelta=_consistency(resolved, reported),
         bridges=resolved.bridges,
+        repairs=repairs,
         skippedLines=loaded.skipped,
         metadata=metadata_values(loaded.metadata),
         subagents=subagent_ids(path, sid),

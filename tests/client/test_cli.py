@@ -69,7 +69,8 @@ def test_record_writes_the_parent_links_and_the_envelope(daemon, tmp_path):
     ]
     out = daemon.cli("record", "--cwd", str(repo), "--session", sid, "--json", input=b"".join(line(x) + b"\n" for x in msgs))
     res = json.loads(out.stdout)
-    assert res["recorded"] == 5 and res["last"] == "rA"
+    # the tip: rA answered an earlier call than the tip a2 and left it where it was (rB moved it)
+    assert res["recorded"] == 5 and res["last"] == "rB"
     more = [{"type": "assistant", "uuid": "a3", "message": {"content": [{"type": "text", "text": "done"}]}}]
     daemon.cli("record", "--cwd", str(repo), "--session", sid, input=line(more[0]))
     # the same messages again: nothing new

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import json
 import threading
 import uuid
@@ -32,7 +33,7 @@ def test_show_path_needs_no_daemon_and_gives_the_reviewed_chain(daemon_factory, 
     assert out["chain"] == expected["chain"]
     assert out["interruption"] == expected["interruption"] and out["bridges"] == expected["bridges"]
     assert set(out) == {"sessionId", "path", "chain", "messages", "interruption", "consistencyDelta", "bridges",
-                        "skippedLines", "metadata", "subagents"}
+                        "repairs", "skippedLines", "metadata", "subagents"}
     assert not d.socket.exists()
     human = d.cli("show", str(CORPUS / f"{name}.jsonl")).stdout.decode()
     assert f"{len(expected['chain'])} messages" in human
@@ -143,6 +144,21 @@ def test_resume_sees_everything_acknowledged_by_a_concurrent_writer(daemon):
     assert snapshot and set(snapshot) <= set(out["chain"])
 
 
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_resume_of_a_session_whose_file_is_still_being_created(daemon_factory):
+    """A queued first message is acknowledged before its file exists (files are
+    created off the loop): resume must flush before it looks the session up."""
+    d = daemon_factory()
+    # Every mkdir of the daemon takes half a second: the project dir appears late.
+    d.start(wrap=["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=mkdir,mkdirat",
+                  "-e", "inject=mkdir,mkdirat:delay_enter=500000"])
+    sid = str(uuid.uuid4())
+    with d.client() as c:
+        Session(c, sid, CWD).record([{"type": "user", "message": {"content": "first"}}])  # acked as queued
+        out = json.loads(d.cli("resume", sid, "--cwd", CWD, "--json").stdout)
+    assert [m["message"]["content"] for m in out["messages"]] == ["first"]
+
+
 def test_tail_shows_the_last_entries_and_follows_new_ones(daemon):
     import subprocess
     import sys
@@ -167,3 +183,17 @@ def test_tail_shows_the_last_entries_and_follows_new_ones(daemon):
         p.terminate()
         p.wait(timeout=20)
         p.stdout.close()
+
+
+def test_show_reports_the_repairs_it_made(daemon_factory):
+    """Issue 16: the streamed response of entireio 48 comes back as one turn answered in
+    the next, and ``show`` says so (--json: ``repairs``; human: one summary line)."""
+    d = daemon_factory()  # never started: show reads the file itself
+    path = CORPUS / "entireio__cli__48-b429896bcb-1-full.jsonl"
+    out = json.loads(d.cli("show", str(path), "--json").stdout)
+    reordered = [r for r in out["repairs"] if r["kind"] == "reordered"]
+    assert {"kind": "reordered", "uuid": "45b533c9-c575-4218-9b8c-6328f680a607",
+            "detail": "response msg_01KbHKB1V6zkqEkEbSrLFv4U: 8 entries, then the 7 results answering them"} in reordered
+    assert set(out["repairs"][0]) == {"kind", "uuid", "detail"}
+    human = d.cli("show", str(path)).stdout.decode()
+    assert f"{len(out['repairs'])} repair(s) so the model API accepts it: reordered" in human

@@ -441,6 +441,55 @@ def recover_parallel_tool_results(
     return out
 
 
+def _tools(e: Entry) -> tuple[list, list]:
+    """(tool_use ids, tool_result ids) read with the standard library."""
+    import json
+
+    try:
+        obj = json.loads(bytes(e.raw)) if e.raw else {}
+    except ValueError:
+        return [], []
+    message = obj.get("message") if isinstance(obj, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    uses, results = [], []
+    for b in content if isinstance(content, list) else ():
+        if isinstance(b, dict) and b.get("type") == "tool_use":
+            uses.append(b.get("id") if isinstance(b.get("id"), str) else "")
+        elif isinstance(b, dict) and b.get("type") == "tool_result":
+            results.append(b.get("tool_use_id") if isinstance(b.get("tool_use_id"), str) else "")
+    return uses, results
+
+
+def api_order(chain: list[Entry]) -> list[Entry]:
+    """Issue 16's order, written the slow obvious way (added with it, not from 1001e2a):
+    repeatedly take the first entry left; if it is an assistant entry, take with it
+    every assistant entry of its response up to the next entry of another response,
+    then every later user entry answering one of their tool_uses."""
+    rest = list(chain)
+    out: list[Entry] = []
+    while rest:
+        e = rest.pop(0)
+        out.append(e)
+        if e.type != "assistant":
+            continue
+        key = e.msg_id or ("uuid", e.uuid)
+        members = [e]
+        for f in list(rest):
+            if f.type == "assistant":
+                if (f.msg_id or ("uuid", f.uuid)) != key:
+                    break
+                members.append(f)
+        for f in members[1:]:
+            rest.remove(f)
+            out.append(f)
+        calls = {t for m in members for t in _tools(m)[0]}
+        answering = [f for f in rest if f.type == "user" and calls & set(_tools(f)[1])]
+        for f in answering:
+            rest.remove(f)
+            out.append(f)
+    return out
+
+
 class Resolved(msgspec.Struct):
     loaded: Loaded
     compaction: Compaction
@@ -455,7 +504,7 @@ def _resolve(loaded: Loaded) -> Resolved:
     apply_snips(entries, loaded.snips)
     chain, bridges = walk(entries, choose_leaf(entries, sidechain_only=side), sidechain_only=side)
     chain = recover_parallel_tool_results(entries, chain, sidechain_only=side)
-    return Resolved(loaded, compaction, chain, bridges)
+    return Resolved(loaded, compaction, api_order(chain), bridges)
 
 
 def resolve_chain(path, *, skip_threshold: float = SKIP_THRESHOLD, chunk: int = CHUNK) -> Resolved:

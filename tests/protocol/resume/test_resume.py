@@ -22,7 +22,7 @@ CORPUS_FILES = sorted(CORPUS.glob("*.jsonl"))
 EXPECTED = sorted((HERE / "expected").glob("*.json"))
 SHOW_KEYS = [
     "sessionId", "path", "chain", "messages", "interruption", "consistencyDelta",
-    "bridges", "skippedLines", "metadata", "subagents",
+    "bridges", "repairs", "skippedLines", "metadata", "subagents",
 ]
 INF = float("inf")
 
@@ -45,8 +45,8 @@ def test_every_corpus_file_loads(path):
     assert {m["uuid"] for m in real} <= set(out["chain"])
     assert [m["uuid"] for m in real] == [u for u in out["chain"] if u in {m["uuid"] for m in real}]
     assert out["interruption"] in ("none", "interrupted_turn", "interrupted_prompt")
-    synthetic = [m for m in out["messages"] if m.get("synthetic")]
-    assert len(synthetic) == (out["interruption"] == "interrupted_turn")
+    continuations = [m for m in out["messages"] if m.get("synthetic") and m.get("isMeta")]
+    assert len(continuations) == (out["interruption"] == "interrupted_turn")
     # the skip path (threshold lowered to 0) gives the same result, byte for byte
     assert msgspec.json.encode(load_transcript(path, skip_threshold=0)) == msgspec.json.encode(full)
 
