@@ -21,23 +21,38 @@ import threading
 import time
 from pathlib import Path
 
+import msgspec
+
 from sessiond.protocol.transcript.listing import ListStats, session_candidates
 from sessiond.protocol.transcript.lite import LiteInfo, SessionInfo, read_lite
 from sessiond.protocol.transcript.paths import is_session_id
 
+from .workers import BACKGROUND, FairShare
+
 log = logging.getLogger("sessiond")
 
+_encode = msgspec.msgpack.Encoder().encode
 REFRESH_AFTER = 2.0
 MAX_KEYS = 10_000
 
 
 class _File:
-    __slots__ = ("mtime_ns", "size", "lite")
+    __slots__ = ("mtime_ns", "size", "lite", "encoded")
 
     def __init__(self, mtime_ns: int, size: int) -> None:
         self.mtime_ns = mtime_ns
         self.size = size
         self.lite: LiteInfo | None = None  # None: not read yet, or changed since
+        self.encoded: tuple[LiteInfo, msgspec.Raw] | None = None
+        """The listing record of ``lite`` as msgpack, built once per change:
+        a warm List of 3,000 sessions was 35 ms of building records and 15 ms
+        of encoding them, each List again; now it is a list of ready bytes."""
+
+    def record(self, lite: LiteInfo) -> msgspec.Raw:
+        encoded = self.encoded
+        if encoded is None or encoded[0] is not lite:
+            encoded = self.encoded = (lite, msgspec.Raw(_encode(lite.session_info())))
+        return encoded[1]
 
 
 class _Project:
@@ -51,9 +66,10 @@ class _Project:
 
 
 class Catalog:
-    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, fair: FairShare | None = None) -> None:
         self.root = root
         self.loop = loop
+        self.fair = fair  # refreshes are the daemon's own work in the read pool's round-robin
         self.projects: dict[str, _Project] = {}
         self.lock = threading.Lock()
         self._keys: dict[Path, tuple[str, str] | None] = {}
@@ -127,12 +143,17 @@ class Catalog:
         if project.refreshing or time.monotonic() - project.refreshed < REFRESH_AFTER:
             return
         project.refreshing = True
-        self.loop.call_soon_threadsafe(lambda: self.loop.run_in_executor(None, self.refresh, d))
+        if self.fair is not None:
+            self.loop.call_soon_threadsafe(lambda: self.fair.submit(self.refresh, d, owner=BACKGROUND))
+        else:
+            self.loop.call_soon_threadsafe(lambda: self.loop.run_in_executor(None, self.refresh, d))
 
     # ------------------------------------------------------------------- listing
 
-    def page(self, dirs: list[str], limit: int | None, offset: int, stats: ListStats | None = None) -> list[SessionInfo]:
-        """Sessions of ``dirs`` newest first; meant for a worker thread."""
+    def page(self, dirs: list[str], limit: int | None, offset: int, stats: ListStats | None = None,
+             *, encoded: bool = False) -> list[SessionInfo] | list[msgspec.Raw]:
+        """Sessions of ``dirs`` newest first; meant for a worker thread.
+        ``encoded``: each as its msgpack record, ready to go into a ``Listed``."""
         stats = stats or ListStats()
         projects = [(d, self._project(d)) for d in dirs]
         with self.lock:
@@ -145,7 +166,7 @@ class Catalog:
         if len(projects) > 1:
             candidates.sort(key=lambda c: (-c[0], c[1]))
         stats.files_seen += len(candidates)
-        out: list[SessionInfo] = []
+        out: list = []
         listed = 0
         for _, path, f in candidates:
             if limit is not None and len(out) >= limit:
@@ -167,7 +188,7 @@ class Catalog:
                 stats.skip(lite.state)
                 continue
             if listed >= offset:
-                out.append(lite.session_info())
+                out.append(f.record(lite) if encoded else lite.session_info())
             listed += 1
         for d, project in projects:
             self._maybe_refresh(d, project)

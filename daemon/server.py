@@ -32,6 +32,8 @@ from .catalog import Catalog
 from .connection import Connection, Outbox
 from .notify import Notifier
 from .sessions import Registry
+from .tails import Tails
+from .workers import SWITCH_INTERVAL, FairShare, read_pool
 from .writer import Stats, Writer
 
 log = logging.getLogger("sessiond")
@@ -56,8 +58,12 @@ class Daemon:
         self.writer = Writer(loop, settings, self.stats)
         self.outbox = Outbox(loop)
         self.writer.after_pass = self.outbox.flush
-        self.registry = Registry(settings, self.writer)
-        self.catalog = Catalog(settings.root, loop)
+        self.reads = read_pool(loop, settings.read_threads)
+        self.fair = FairShare(loop, self.reads, settings.read_threads, settings.expensive_per_client,
+                              settings.max_expensive_waiting)
+        self.registry = Registry(settings, self.writer, self.fair)
+        self.tails = Tails(self.registry, self.fair)
+        self.catalog = Catalog(settings.root, loop, self.fair)
         self.writer.observers.append(self.catalog.written)
         self.mirror = None
         if settings.mirror is not None:  # nats-py is an optional extra: import only then
@@ -269,6 +275,7 @@ def serve(settings: Settings, flags: dict | None = None) -> int:
     ``flags`` are the command-line values, kept so a SIGHUP reload still lets
     them win over the file."""
     setup_logging(settings.log_level)
+    sys.setswitchinterval(SWITCH_INTERVAL)
     # Past RLIMIT_FSIZE a write must fail with EFBIG (handled: cut back, retried),
     # not kill the daemon with SIGXFSZ.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

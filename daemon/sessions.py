@@ -31,13 +31,15 @@ from sessiond.protocol.transcript.entries import (
     is_compact_boundary,
     try_header,
 )
-from sessiond.protocol.transcript.appendfile import RESEND_WINDOW, tail_lines
+from sessiond.protocol.transcript.appendfile import RESEND_WINDOW
 from sessiond.protocol.transcript.lite import LITE_WINDOW
 from sessiond.protocol.transcript.jsonl import SessionScan, head_lines, scan_session, scan_uuids
 from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, too_large
 
 from .config import Settings
 from .spool import Spool
+from .tails import file_size, queued_lines, read_tail
+from .workers import FairShare
 from .writer import FileQueue, Writer
 
 log = logging.getLogger("sessiond")
@@ -108,15 +110,9 @@ class SessionState:
 
 
 def recent_lines(queue: FileQueue, pending: list[bytes] | tuple = (), window: int = RESEND_WINDOW) -> set[bytes]:
-    """Lines in the last ``window`` bytes of a queue's file, still queued, or pending."""
-    out: set[bytes] = set(queue.lines)
-    out.update(pending)
-    try:
-        with open(queue.path, "rb") as f:
-            out.update(tail_lines(f.fileno(), window=window))
-    except FileNotFoundError:
-        pass
-    return out
+    """Lines in the last ``window`` bytes of a queue's file, still queued, or
+    pending, read on the loop (a resend's are read off it: ``tails``)."""
+    return queued_lines(queue, pending) | read_tail(str(queue.path), file_size(queue.path), window)
 
 
 class Routed:
@@ -132,9 +128,12 @@ class Routed:
 
 
 class Registry:
-    def __init__(self, settings: Settings, writer: Writer) -> None:
+    def __init__(self, settings: Settings, writer: Writer, fair: FairShare | None = None) -> None:
         self.settings = settings
         self.writer = writer
+        self.fair = fair
+        """Where scans of existing files run, charged to the requesting client
+        (None: the loop's default executor)."""
         self.sessions: dict[str, SessionState] = {}
         self.spool = Spool(settings.root, writer)
         self.loads_in_flight = 0
@@ -174,7 +173,11 @@ class Registry:
     def _create(self, session_id: str, project: Path) -> SessionState:
         paths.check_inside(self.settings.root, paths.session_file(project, session_id))
         state = self.sessions[session_id] = SessionState(session_id, project, self.writer)
-        self._load(state)
+        try:
+            self._load(state)
+        except SessiondError:  # busy: the client has too many scans waiting
+            del self.sessions[session_id]
+            raise
         return state
 
     def _ready(self, state: SessionState) -> SessionState:
@@ -251,9 +254,11 @@ class Registry:
             except OSError as exc:
                 state.load_error = io_error(f"cannot read {state.path.name}: {exc.strerror or exc}")
             return
-        state.loading = []
-        self.loads_in_flight += 1
-        fut = self.writer.loop.run_in_executor(None, scan_session, state.path)
+        if self.fair is not None:
+            fut = self.fair.submit(scan_session, state.path)
+        else:
+            fut = self.writer.loop.run_in_executor(None, scan_session, state.path)
+        self.hold(state)
         fut.add_done_callback(lambda f: self._loaded(state, f))
 
     def _loaded(self, state: SessionState, fut) -> None:
@@ -263,8 +268,22 @@ class Registry:
         else:
             log.error("scanning %s failed: %s", state.path, exc)
             state.load_error = io_error(f"cannot read {state.path.name}: {exc}")
+        self.release(state)
+
+    def hold(self, state: SessionState) -> None:
+        """Make the session's requests (and every Flush) wait, in arrival
+        order, until ``release``: while its file is read in a worker."""
+        state.loading = []
+        self.loads_in_flight += 1
+
+    def release(self, state: SessionState, first: Callable[[], None] | None = None) -> None:
+        """Run the requests that waited, ``first`` before them (the request
+        the hold was for); any of them may hold the session again, and the rest
+        then wait again, still in order."""
         waiting, state.loading = state.loading or [], None
         self.loads_in_flight -= 1
+        if first is not None:
+            first()
         for resume in waiting:
             resume()
         if not self.loads_in_flight:
@@ -330,14 +349,16 @@ class Registry:
     """Off only in the test that checks the fast path against the general one."""
 
     def accept(self, state: SessionState, headers: list[EntryHeader], lines: list[bytes], agent: str | None,
-               run: str | None, *, resend: bool = False) -> Routed:
+               run: str | None, *, resend: bool = False, recent: dict[int, set[bytes]] | None = None) -> Routed:
         """Dedup, route and queue a validated batch (``headers[i]`` is the header
-        of ``lines[i]``): all or nothing."""
+        of ``lines[i]``): all or nothing. ``recent``: for a resend, the recent
+        lines of its targets (by ``id(target)``) already read off the loop
+        (``tails``); a target missing there is read here."""
         if self.fast_path and agent is None and run is None and not resend and state.materialized:
             out = self._accept_plain(state, headers, lines)
             if out is not None:
                 return out
-        return self._accept(state, list(zip(headers, lines)), agent, run, resend)
+        return self._accept(state, list(zip(headers, lines)), agent, run, resend, recent)
 
     def _accept_plain(self, state: SessionState, headers: list[EntryHeader], lines: list[bytes]) -> Routed | None:
         """The batch an agent sends nearly always: transcript entries of a
@@ -367,9 +388,9 @@ class Registry:
         return out
 
     def _accept(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None,
-                resend: bool) -> Routed:
+                resend: bool, known: dict[int, set[bytes]] | None = None) -> Routed:
         targets = self.resolve(state, batch, agent, run)
-        recent: dict[int, set[bytes]] = {}
+        recent: dict[int, set[bytes]] = dict(known) if known else {}
         if not state.materialized:
             extra = sum(len(line) for h, line in batch if h.type not in MATERIALIZING_TYPES)
             if state.pending_bytes + extra > self.settings.max_pending_bytes:

@@ -36,6 +36,7 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         errors=stats.errors,
         config=d.settings.public(),
         mirror=d.mirror.status() if d.mirror is not None else None,
+        workers={**d.fair.status(), "syncThreads": d.writer.sync_slots},
     )
 
 
