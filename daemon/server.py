@@ -26,6 +26,7 @@ from sessiond.protocol.locations import check_private_dir, lock_path
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
 
 from . import config as config_mod
+from . import memory
 from .activation import activated_socket
 from .config import ConfigError, Settings
 from .catalog import Catalog
@@ -75,7 +76,8 @@ class Daemon:
         self.started = time.monotonic()
         self.stopping = False
         self.stopped = loop.create_future()
-        self._sweep = loop.call_later(SWEEP_EVERY, self._sweep_idle)
+        self._sweep_every = min(SWEEP_EVERY, max(0.5, settings.idle_evict / 2))
+        self._sweep = loop.call_later(self._sweep_every, self._sweep_idle)
         self._status = loop.call_later(STATUS_EVERY, self._report_status)
         self._watchdog: asyncio.TimerHandle | None = None
         if self.notifier.watchdog_interval:
@@ -145,8 +147,9 @@ class Daemon:
             self.stopped.set_result(None)
 
     def _sweep_idle(self) -> None:
-        self.registry.sweep(time.monotonic())
-        self._sweep = self.loop.call_later(SWEEP_EVERY, self._sweep_idle)
+        if self.registry.sweep(time.monotonic()):
+            memory.shrink(self.fair)
+        self._sweep = self.loop.call_later(self._sweep_every, self._sweep_idle)
 
 
 # ------------------------------------------------------------------------ socket
@@ -276,6 +279,7 @@ def serve(settings: Settings, flags: dict | None = None) -> int:
     them win over the file."""
     setup_logging(settings.log_level)
     sys.setswitchinterval(SWITCH_INTERVAL)
+    memory.limit_arenas()
     # Past RLIMIT_FSIZE a write must fail with EFBIG (handled: cut back, retried),
     # not kill the daemon with SIGXFSZ.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

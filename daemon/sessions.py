@@ -39,6 +39,8 @@ from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, 
 from .config import Settings
 from .spool import Spool
 from .tails import file_size, queued_lines, read_tail
+from .compaction import Compactor
+from .uuidset import UuidSet
 from .workers import FairShare
 from .writer import FileQueue, Writer
 
@@ -59,7 +61,7 @@ class Target:
 
     __slots__ = ("queue", "uuids", "last")
 
-    def __init__(self, queue: FileQueue, uuids: set[str], last: str | None) -> None:
+    def __init__(self, queue: FileQueue, uuids: UuidSet, last: str | None) -> None:
         self.queue = queue
         self.uuids = uuids
         self.last = last
@@ -89,15 +91,16 @@ class SessionState:
         self.load_error: SessiondError | None = None
         self.materialized = False
         self.cwd: str | None = None  # the last cwd a request named, already checked
-        self.side_uuids: set[str] = set()
-        self.main = Target(writer.queue(self.path), set(), None)
+        self.side_uuids = UuidSet()
+        self.main = Target(writer.queue(self.path), UuidSet(), None)
 
-    def apply_scan(self, scan: SessionScan) -> None:
+    def apply_scan(self, scanned: tuple[SessionScan, UuidSet, UuidSet]) -> None:
         """What an existing transcript tells: dedup sets, chain end, metadata."""
+        scan, uuids, side = scanned
         self.materialized = True
-        self.side_uuids = scan.sidechain_uuids
+        self.side_uuids = side
         self.metadata = {**scan.metadata, **self.metadata}
-        self.main.uuids = scan.uuids
+        self.main.uuids = uuids
         self.main.last = scan.last_participant
 
     def targets(self) -> list[Target]:
@@ -113,6 +116,12 @@ def recent_lines(queue: FileQueue, pending: list[bytes] | tuple = (), window: in
     """Lines in the last ``window`` bytes of a queue's file, still queued, or
     pending, read on the loop (a resend's are read off it: ``tails``)."""
     return queued_lines(queue, pending) | read_tail(str(queue.path), file_size(queue.path), window)
+
+
+def scan_packed(path: Path) -> tuple[SessionScan, UuidSet, UuidSet]:
+    """``scan_session``, its uuid sets packed (in the worker, for big files)."""
+    scan = scan_session(path)
+    return scan, UuidSet(scan.uuids), UuidSet(scan.sidechain_uuids)
 
 
 class Routed:
@@ -134,6 +143,8 @@ class Registry:
         self.fair = fair
         """Where scans of existing files run, charged to the requesting client
         (None: the loop's default executor)."""
+        self.compactor = Compactor(fair) if fair is not None else None
+        """Packs dedup sets in the background (None: they stay unpacked)."""
         self.sessions: dict[str, SessionState] = {}
         self.spool = Spool(settings.root, writer)
         self.loads_in_flight = 0
@@ -250,14 +261,14 @@ class Registry:
             return
         if size <= INLINE_SCAN_BYTES:
             try:
-                state.apply_scan(scan_session(state.path))
+                state.apply_scan(scan_packed(state.path))
             except OSError as exc:
                 state.load_error = io_error(f"cannot read {state.path.name}: {exc.strerror or exc}")
             return
         if self.fair is not None:
-            fut = self.fair.submit(scan_session, state.path)
+            fut = self.fair.submit(scan_packed, state.path)
         else:
-            fut = self.writer.loop.run_in_executor(None, scan_session, state.path)
+            fut = self.writer.loop.run_in_executor(None, scan_packed, state.path)
         self.hold(state)
         fut.add_done_callback(lambda f: self._loaded(state, f))
 
@@ -312,7 +323,7 @@ class Registry:
         target = state.agents.get(path)
         if target is None:
             paths.check_inside(self.settings.root, path)
-            uuids = scan_uuids(path) if path.exists() else set()
+            uuids = UuidSet(scan_uuids(path) if path.exists() else ())
             target = state.agents[path] = Target(self.writer.queue(path), uuids, None)
         return target
 
@@ -376,7 +387,9 @@ class Registry:
         main = state.main
         if len(fresh) != len(uuids) or None in fresh or not main.uuids.isdisjoint(fresh):
             return None  # duplicates, or entries without a uuid
-        main.uuids |= fresh
+        main.uuids.add_new(fresh)  # just found disjoint: no second look
+        if self.compactor is not None:
+            self.compactor.hot(main.uuids)
         if uuids:
             main.last = uuids[-1]
             state.dirty_since_meta = True
@@ -458,6 +471,10 @@ class Registry:
         out.duplicates = duplicates
         if held:
             out.queues.append(self.spool.hold(state, held))
+        if self.compactor is not None:
+            for target in {id(t): t for t in targets}.values():
+                self.compactor.hot(target.uuids)
+            self.compactor.hot(state.side_uuids)
         if main_lines:
             self.writer.enqueue(state.main.queue, main_lines)
             out.queues.append(state.main.queue)
@@ -521,10 +538,11 @@ class Registry:
             state.dirty_since_meta = False
         return None
 
-    def sweep(self, now: float) -> None:
+    def sweep(self, now: float) -> int:
         """Forget sessions nobody uses: their files are the truth and are rescanned
-        on next use."""
+        on next use. How many were forgotten."""
         self.spool.sweep()
+        gone = 0
         for sid, state in list(self.sessions.items()):
             if (state.pending and not state.clients and not state.materialized and state.loading is None
                     and now - state.last_active > self.settings.idle_evict):
@@ -533,6 +551,10 @@ class Registry:
                 for target in state.targets():
                     self.writer.forget(target.queue)
                 del self.sessions[sid]
+                gone += 1
+            elif self.compactor is not None:
+                self.compactor.quiet(state, now)
+        return gone
 
     @property
     def pending_entries(self) -> int:
