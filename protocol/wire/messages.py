@@ -215,6 +215,8 @@ class StatusResult(_Message):
     """Bytes of entries held before their session's first message, on disk in the spool."""
     workers: dict[str, int] | None = None
     """The read pool's fair share: threads, jobs running and waiting, requests refused ``busy``."""
+    memory: dict[str, int] | None = None
+    """RSS, and the uuids held for dedup (how many, how many not packed yet, bytes of the packed ones)."""
 
 
 class Error(_Message):
