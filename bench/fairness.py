@@ -218,8 +218,7 @@ def main() -> None:
         print("|---|---:|---:|---:|---:|")
         for t in table:
             print(f"| {t['kind']} | {t['p50']:.2f} | {t['p99']:.2f} | {t['max']:.1f} | {t['p99_ratio']:.2f}x |")
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs, "table": table}, indent=1) + "\n")
+        benchlib.save(args.out, {"args": vars(args), "runs": runs, "table": table})
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -135,8 +135,7 @@ def main() -> None:
         print(f"| {med['fresh'] / 2**20:.1f} MB | {med['idle'] / 2**20:.1f} MB | {med['just_loaded'] / 2**20:.1f} MB | "
               f"{med['loaded'] / 2**20:.1f} MB | "
               f"{med['evicted'] / 2**20:.1f} MB | {med['evicted'] / med['fresh']:.2f}x | {med['bytes_per_uuid']:.1f} |")
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs, "median": med}, indent=1) + "\n")
+        benchlib.save(args.out, {"args": vars(args), "runs": runs, "median": med})
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 import msgspec
@@ -33,6 +34,7 @@ log = logging.getLogger("sessiond")
 
 _encode = msgspec.msgpack.Encoder().encode
 REFRESH_AFTER = 2.0
+MAX_NOTES = 4096
 MAX_KEYS = 10_000
 
 
@@ -72,6 +74,9 @@ class Catalog:
         self.fair = fair  # refreshes are the daemon's own work in the read pool's round-robin
         self.projects: dict[str, _Project] = {}
         self.lock = threading.Lock()
+        self._notes: deque[tuple[tuple[str, str], int, int]] = deque()
+        """Writes seen by the observer, applied by the next reader under the
+        lock (``deque`` appends and pops are atomic: no lock on the loop)."""
         self._keys: dict[Path, tuple[str, str] | None] = {}
         """Per written path: its (project dir, file) index keys, or None when it is
         not a session file; the observer runs on every write."""
@@ -89,14 +94,25 @@ class Catalog:
             self._keys[path] = keys
         if keys is None:
             return
-        with self.lock:
-            project = self.projects.get(keys[0])
+        self._notes.append((keys, time.time_ns(), size))
+        if len(self._notes) > MAX_NOTES:  # nobody lists: apply them here rather than hold them all
+            with self.lock:
+                self._apply_notes()
+
+    def _apply_notes(self) -> None:
+        """Apply the writes the observer noted (caller holds the lock). The
+        observer runs on the loop and never takes the lock itself: a page of
+        3,000 sessions being sorted in a worker made every write wait for it."""
+        notes = self._notes
+        while notes:
+            (d, path), mtime_ns, size = notes.popleft()
+            project = self.projects.get(d)
             if project is None:
-                return
-            f = project.files.get(keys[1])
+                continue
+            f = project.files.get(path)
             if f is None:
-                f = project.files[keys[1]] = _File(0, 0)
-            f.mtime_ns = time.time_ns()
+                f = project.files[path] = _File(0, 0)
+            f.mtime_ns = mtime_ns
             f.size = size
             f.lite = None
             project.order = None
@@ -126,6 +142,7 @@ class Catalog:
         their lite info, new ones appear, deleted ones go."""
         fresh = self._scan(d)
         with self.lock:
+            self._apply_notes()
             project = self.projects.setdefault(d, _Project())
             for path, new in fresh.items():
                 old = project.files.get(path)
@@ -157,6 +174,7 @@ class Catalog:
         stats = stats or ListStats()
         projects = [(d, self._project(d)) for d in dirs]
         with self.lock:
+            self._apply_notes()
             candidates: list[tuple[int, str, _File]] = []
             for _, project in projects:
                 if project.order is None:  # sorted once per change, not per request
