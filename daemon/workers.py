@@ -107,8 +107,20 @@ class FairShare:
             o.running += 1
             self.running += 1
             self._enlist(key, o)  # to the back of the line: the others go first
-            job = self.loop.run_in_executor(self.executor, fn, *args)
+            try:
+                job = self.loop.run_in_executor(self.executor, fn, *args)
+            except RuntimeError:  # the pool is shut down (the daemon is exiting): nothing runs any more
+                self._abandon()
+                fut.cancel()
+                return
             job.add_done_callback(partial(self._done, key, fut))
+
+    def _abandon(self) -> None:
+        for o in self._owners.values():
+            for _, _, fut in o.waiting:
+                fut.cancel()
+            o.waiting.clear()
+        self._line.clear()
 
     def _done(self, key: Hashable, fut: asyncio.Future, job: asyncio.Future) -> None:
         o = self._owners[key]

@@ -78,3 +78,20 @@ def test_a_failing_job_fails_only_its_future():
             assert await good == 42
 
     asyncio.run(main())
+
+
+def test_jobs_waiting_when_the_pool_shuts_down_are_cancelled_not_raised():
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        gate = threading.Event()
+        pool = ThreadPoolExecutor(1)
+        fair = FairShare(loop, pool, 1, 1, 10)
+        first = fair.submit(gate.wait, 10, owner="a")
+        later = [fair.submit(gate.wait, 10, owner="a"), fair.submit(gate.wait, 10, owner="b")]
+        pool.shutdown(wait=False)
+        gate.set()
+        assert await first
+        await asyncio.sleep(0.05)
+        assert all(f.cancelled() for f in later) and fair.waiting == 0
+
+    asyncio.run(main())
