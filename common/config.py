@@ -96,6 +96,13 @@ class Settings(msgspec.Struct, kw_only=True):
     config_file: Path | None = None
     """The file read at start and on SIGHUP (it need not exist)."""
     mirror: MirrorSettings | None = None
+    search_index: bool = True
+    """Keep the full-text index of every transcript (``daemon/index/``)."""
+    search_index_path: Path | None = None
+    """Where the index lives; None: ``<root>/.sessiond-search.sqlite3``."""
+    search_refresh: float = 2.0
+    """A search re-stats its scope first unless that was done this many seconds
+    ago (files other writers changed); 0: before every search."""
 
     def public(self) -> dict[str, str | int | float | bool]:
         return {
@@ -146,6 +153,9 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_expensive_waiting: int | None = None
     idle_evict_s: float | None = None
     mirror: MirrorFileConfig | None = None
+    search_index: bool | None = None
+    search_index_path: str | None = None
+    search_refresh_s: float | None = None
 
 
 ENV = {
@@ -269,6 +279,12 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
             put("idle_evict", float(value))
         elif key == "mirror":
             put("mirror", mirror_settings(value))
+        elif key == "search_index_path":
+            put("search_index_path", Path(os.path.expanduser(value)))
+        elif key == "search_refresh_s":
+            if value < 0:
+                raise ConfigError(f"search_refresh_s: must not be negative, got {value}")
+            put("search_refresh", float(value))
         else:
             put(key, value)
     return changed

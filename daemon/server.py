@@ -73,6 +73,15 @@ class Daemon:
 
             self.mirror = Mirror(settings.mirror, settings.root, loop, state_file=settings.root / STATE_FILE)
             self.writer.observers.append(self.mirror.observe)
+        self.index = None
+        if settings.search_index:
+            from sessiond.protocol.search.schema import index_path
+
+            from .index.link import IndexLink
+
+            self.index = IndexLink(loop, settings.root, index_path(settings.root, settings.search_index_path),
+                                   settings.search_refresh)
+            self.writer.observers.append(self.index.observe)
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False
@@ -257,10 +266,14 @@ async def _run(settings: Settings, flags: dict) -> int:
         )
         if daemon.mirror is not None:
             daemon.mirror.start()
+        if daemon.index is not None:
+            await daemon.index.start()
         notifier.ready(daemon.status_line())
         await daemon.stopped
         if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start
             await daemon.mirror.close()
+        if daemon.index is not None:
+            await daemon.index.close()
         server.close()
         if inode is not None:
             remove_socket(settings.socket, inode)
