@@ -214,6 +214,7 @@ class IndexLink:
             done, total = done + d, total + t
         return {
             "running": self.transport is not None,
+            "pid": self.transport.get_pid() if self.transport is not None else None,
             "path": str(self.index),
             "restarts": self.restarts,
             "notedFiles": len(self.noted),
