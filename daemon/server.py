@@ -31,6 +31,7 @@ from . import memory
 from .activation import activated_socket
 from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
+from .index.link import IndexLink, index_path
 from .connection import Connection, Outbox
 from .notify import Notifier
 from .sessions import Registry
@@ -75,10 +76,6 @@ class Daemon:
             self.writer.observers.append(self.mirror.observe)
         self.index = None
         if settings.search_index:
-            from sessiond.protocol.search.schema import index_path
-
-            from .index.link import IndexLink
-
             self.index = IndexLink(loop, settings.root, index_path(settings.root, settings.search_index_path),
                                    settings.search_refresh)
             self.writer.observers.append(self.index.observe)

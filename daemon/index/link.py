@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from sessiond.protocol.search.schema import index_path  # noqa: F401  (the daemon's one import of the index's place)
+
 from .pipe import Done, FromWorker, Look, Progress, Reindex, Rescan, Splitter, Stop, frame
 
 log = logging.getLogger("sessiond")

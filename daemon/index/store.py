@@ -22,6 +22,7 @@ import stat
 import zlib
 from pathlib import Path
 
+from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.search.extract import TAG, TITLE, SUMMARY, extract
 from sessiond.protocol.search.files import describe
 from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION
@@ -75,6 +76,7 @@ def remove_index(path: Path) -> None:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    ensure_dir(path.parent)  # a fresh root: the daemon has not written anything yet
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)  # 0600 whatever the umask
     os.fchmod(fd, 0o600)
     os.close(fd)
@@ -240,7 +242,7 @@ class Store:
             if end < 0:
                 carry = buf
                 continue
-            self._index_block(row, buf, end + 1)
+            self._index_block(row, buf, end + 1, pos)
             pos += end + 1
             carry = buf[end + 1:]
             row.indexed = pos
@@ -249,12 +251,15 @@ class Store:
             row.tailsum = zlib.crc32(os.pread(fd, row.indexed - start, start))
         return row.indexed
 
-    def _index_block(self, row: FileRow, buf: bytes, end: int) -> None:
+    def _index_block(self, row: FileRow, buf: bytes, end: int, base: int) -> None:
         docs = []
         infos = []
         nid = self.next_id
         sidechain_file = row.agent is not None
+        at = base
         for line in buf[:end].split(b"\n"):
+            pos = at
+            at += len(line) + 1
             if not line:
                 continue
             got = extract(line)
@@ -277,11 +282,11 @@ class Store:
                 if skip_title and doc.role in (TITLE, TAG, SUMMARY):
                     continue
                 docs.append((nid, doc.text))
-                infos.append((nid, row.id, got.uuid, ts, doc.role, int(got.sidechain or sidechain_file)))
+                infos.append((nid, row.id, got.uuid, ts, doc.role, int(got.sidechain or sidechain_file), pos))
                 nid += 1
         if docs:
             self.begin()
             self.conn.executemany("INSERT INTO docs (rowid, text) VALUES (?, ?)", docs)
-            self.conn.executemany("INSERT INTO doc_info (id, file, uuid, ts, role, sidechain) VALUES (?, ?, ?, ?, ?, ?)", infos)
+            self.conn.executemany("INSERT INTO doc_info (id, file, uuid, ts, role, sidechain, pos) VALUES (?, ?, ?, ?, ?, ?, ?)", infos)
             self.next_id = nid
             self.docs_added += len(docs)

@@ -182,11 +182,13 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
         where.append("i.ts >= ?")
         args.append(since)
     sql = f"""
-        WITH r AS MATERIALIZED (SELECT rowid AS id, bm25(docs) AS score FROM docs WHERE docs MATCH ?)
-        SELECT min(r.score) AS best, r.id, f.project, f.session
-        FROM r JOIN doc_info i ON i.id = r.id JOIN files f ON f.id = i.file
-        {"WHERE " + " AND ".join(where) if where else ""}
-        GROUP BY f.project, f.session ORDER BY best, f.session LIMIT ?"""
+        WITH r AS MATERIALIZED (SELECT rowid AS id, bm25(docs) AS score FROM docs WHERE docs MATCH ?),
+        ranked AS (
+            SELECT r.score, r.id, f.project, f.session, ROW_NUMBER() OVER (
+                PARTITION BY f.project, f.session ORDER BY r.score, f.path, i.pos, i.role) AS n
+            FROM r JOIN doc_info i ON i.id = r.id JOIN files f ON f.id = i.file
+            {"WHERE " + " AND ".join(where) if where else ""})
+        SELECT score, id, project, session FROM ranked WHERE n = 1 ORDER BY score, session, project LIMIT ?"""
     args.append(limit)
     best = conn.execute(sql, args).fetchall()
     hits = []

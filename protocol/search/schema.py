@@ -13,7 +13,9 @@ Tables:
   place is noticed), and what a hit shows (session id, agent id, cwd, titles,
   first prompt). A subagent file carries its parent session's id.
 * ``docs``: the FTS5 table, one row per searchable piece of an entry;
-  ``doc_info`` (same rowid) says which file, entry, role and time it came from.
+  ``doc_info`` (same rowid) says which file, entry, role and time it came from,
+  and ``pos``, the byte offset of its line (the order of hits that tie, the
+  same however the index was built).
 
 The index is a cache: ``SCHEMA_VERSION`` changing, or a damaged file, means it
 is rebuilt from the transcripts, never migrated.
@@ -57,7 +59,8 @@ DDL: Final = (
         uuid TEXT,
         ts TEXT,
         role TEXT NOT NULL,
-        sidechain INTEGER NOT NULL DEFAULT 0
+        sidechain INTEGER NOT NULL DEFAULT 0,
+        pos INTEGER NOT NULL DEFAULT 0
     )""",
     "CREATE INDEX IF NOT EXISTS doc_info_file ON doc_info (file)",
 )

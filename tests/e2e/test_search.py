@@ -22,15 +22,6 @@ OTHER = "/work/elsewhere"
 
 
 @pytest.fixture
-def fresh_config(short_tmp: Path, monkeypatch) -> Path:
-    """Searches re-stat their scope every time (foreign writes are seen at once)."""
-    cfg = short_tmp / "config.toml"
-    cfg.write_text("search_refresh_s = 0\n")
-    monkeypatch.setenv("SESSIOND_CONFIG", str(cfg))
-    return cfg
-
-
-@pytest.fixture
 def sd(fresh_config, daemon_factory):
     return daemon_factory().start()
 
