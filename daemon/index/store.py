@@ -25,7 +25,7 @@ from pathlib import Path
 from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.search.extract import TAG, TITLE, SUMMARY, extract
 from sessiond.protocol.search.files import describe
-from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION
+from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions
 
 log = logging.getLogger("sessiond.index")
 
@@ -81,15 +81,13 @@ def _connect(path: Path) -> sqlite3.Connection:
     os.fchmod(fd, 0o600)
     os.close(fd)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    connect_functions(conn)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")  # a lost tail after a power cut is re-indexed from the files
     conn.execute("BEGIN")
     conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
     for ddl in DDL:
         conn.execute(ddl)
-    for col, kind in (("size", "INTEGER NOT NULL DEFAULT 0"), ("mtime_ns", "INTEGER NOT NULL DEFAULT 0")):
-        if col not in {r[1] for r in conn.execute("PRAGMA table_info(files)")}:
-            conn.execute(f"ALTER TABLE files ADD COLUMN {col} {kind}")
     conn.execute("COMMIT")
     return conn
 
@@ -160,6 +158,7 @@ class Store:
             self.conn.execute("DELETE FROM files WHERE id = ?", (fid,))
 
     def _delete_docs(self, fid: int) -> None:
+        # external content: FTS5 reads the old text through the view to unindex it, so doc_info goes second
         self.conn.execute("DELETE FROM docs WHERE rowid IN (SELECT id FROM doc_info WHERE file = ?)", (fid,))
         self.conn.execute("DELETE FROM doc_info WHERE file = ?", (fid,))
 
@@ -282,11 +281,12 @@ class Store:
                 if skip_title and doc.role in (TITLE, TAG, SUMMARY):
                     continue
                 docs.append((nid, doc.text))
-                infos.append((nid, row.id, got.uuid, ts, doc.role, int(got.sidechain or sidechain_file), pos))
+                infos.append((nid, row.id, got.uuid, ts, doc.role, int(got.sidechain or sidechain_file), pos,
+                              compress_text(doc.text)))
                 nid += 1
         if docs:
             self.begin()
+            self.conn.executemany("INSERT INTO doc_info (id, file, uuid, ts, role, sidechain, pos, ztext) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", infos)
             self.conn.executemany("INSERT INTO docs (rowid, text) VALUES (?, ?)", docs)
-            self.conn.executemany("INSERT INTO doc_info (id, file, uuid, ts, role, sidechain, pos) VALUES (?, ?, ?, ?, ?, ?, ?)", infos)
             self.next_id = nid
             self.docs_added += len(docs)

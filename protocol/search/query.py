@@ -154,10 +154,11 @@ def split_marks(snippet: str) -> tuple[str, list[tuple[int, int]]]:
 
 def open_read_only(path: Path) -> sqlite3.Connection:
     """A connection that can only read (``mode=ro``): never writes, never creates."""
-    from .schema import read_only_uri
+    from .schema import connect_functions, read_only_uri
 
     conn = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
     conn.execute("PRAGMA query_only = 1")
+    connect_functions(conn)
     return conn
 
 
@@ -181,16 +182,16 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
     if since is not None:
         where.append("i.ts >= ?")
         args.append(since)
+    filters = f"WHERE {' AND '.join(where)}" if where else ""
     sql = f"""
         WITH r AS MATERIALIZED (SELECT rowid AS id, bm25(docs) AS score FROM docs WHERE docs MATCH ?),
         ranked AS (
             SELECT r.score, r.id, f.project, f.session, ROW_NUMBER() OVER (
                 PARTITION BY f.project, f.session ORDER BY r.score, f.path, i.pos, i.role) AS n
             FROM r JOIN doc_info i ON i.id = r.id JOIN files f ON f.id = i.file
-            {"WHERE " + " AND ".join(where) if where else ""})
+            {filters})
         SELECT score, id, project, session FROM ranked WHERE n = 1 ORDER BY score, session, project LIMIT ?"""
-    args.append(limit)
-    best = conn.execute(sql, args).fetchall()
+    best = conn.execute(sql, [*args, limit]).fetchall()
     hits = []
     base = projects_dir(root)
     for score, rowid, project, session in best:
