@@ -79,6 +79,8 @@ class Daemon:
             self.index = IndexLink(loop, settings.root, index_path(settings.root, settings.search_index_path),
                                    settings.search_refresh)
             self.writer.observers.append(self.index.observe)
+            index = self.index
+            self.catalog.changed = lambda paths: loop.call_soon_threadsafe(index.look, paths)
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False

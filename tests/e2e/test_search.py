@@ -231,3 +231,20 @@ def test_with_the_index_off_search_scans_and_says_so(short_tmp, monkeypatch, dae
     assert not (d.root / ".sessiond-search.sqlite3").exists()
     with d.client() as c:
         assert c.status().index is None
+
+
+def test_the_catalogs_re_stat_feeds_the_indexer(short_tmp, monkeypatch, daemon_factory):
+    cfg = short_tmp / "lazy.toml"
+    cfg.write_text("search_refresh_s = 3600\n")  # searches never re-stat: only the catalog can tell the indexer
+    monkeypatch.setenv("SESSIOND_CONFIG", str(cfg))
+    d = daemon_factory().start()
+    write(d, str(uuid.uuid4()), user("a session the daemon wrote"))
+    d.cli("list", "--cwd", CWD)  # the catalog knows the project now
+    other = main_path(d.root, CWD, str(uuid.uuid4()))
+    other.write_bytes(line(user("written by someone else: quetzal")) + b"\n")
+
+    def found() -> bool:
+        d.cli("list", "--cwd", CWD)  # a list older than 2 s re-stats the project in the background
+        return [h["file"] for h in search(d, "quetzal", "--cwd", CWD)] == [str(other)]
+
+    wait_until(found, "the catalog's re-stat to reach the index", timeout=20, every=0.5)
