@@ -101,8 +101,9 @@ class Settings(msgspec.Struct, kw_only=True):
     search_index_path: Path | None = None
     """Where the index lives; None: ``<root>/.sessiond-search.sqlite3``."""
     search_refresh: float = 2.0
-    """A search re-stats its scope first unless that was done this many seconds
-    ago (files other writers changed); 0: before every search."""
+    """A search starts a re-stat of its scope (files other writers changed)
+    unless one was done this many seconds ago; it runs after the answer. 0:
+    before every search's answer."""
 
     def public(self) -> dict[str, str | int | float | bool]:
         return {

@@ -190,10 +190,12 @@ class IndexLink:
         return fut
 
     async def caught_up(self, projects: list[str] | None, timeout: float) -> bool:
-        """Wait until the indexer has looked at every file written before now and
-        re-stated ``projects`` (if not done in the last ``refresh`` s); False when
-        it did not within ``timeout`` (or is not running)."""
-        fut = self._ask(lambda t: Rescan(token=t, projects=projects, max_age=self.refresh))
+        """Wait until the indexer has looked at every file written before now;
+        ``projects`` are re-stated if that was not done in the last ``refresh``
+        s: before the answer when ``refresh`` is 0, else in the background (a
+        re-stat of 10,000 files costs ~100 ms; the answer need not wait for it).
+        False when it did not answer within ``timeout`` (or is not running)."""
+        fut = self._ask(lambda t: Rescan(token=t, projects=projects, max_age=self.refresh, wait=self.refresh == 0))
         try:
             return await asyncio.wait_for(fut, timeout) is not None
         except asyncio.TimeoutError:

@@ -24,12 +24,15 @@ class Look(_Msg):
 
 
 class Rescan(_Msg):
-    """Re-stat ``projects`` (None: all) unless done less than ``max_age`` s ago,
-    index what changed, then answer ``Done(token)``."""
+    """Answer ``Done(token)`` once every file noted before is caught up, and
+    re-stat ``projects`` (None: all) unless that was done less than ``max_age``
+    s ago: before the answer with ``wait``, after it without (the asker does
+    not wait for a re-stat; the next one finds what it found)."""
 
     token: int
     projects: list[str] | None = None
     max_age: float = 0.0
+    wait: bool = True
 
 
 class Reindex(_Msg):

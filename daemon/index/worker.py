@@ -48,6 +48,7 @@ class Worker:
         self.todo: dict[str, None] = {}
         self.scanned: dict[str | None, float] = {}  # project (None: all) -> monotonic time of its last re-stat
         self.answers: list[Done] = []
+        self.later: list[tuple[list[str] | None, float]] = []  # re-stats nobody waits for, done after the answers
         self.stopping = False
         self.stop_requested = threading.Event()
         """Set by the reader as soon as Stop (or EOF) arrives: long work ends early."""
@@ -82,8 +83,11 @@ class Worker:
             case Look(paths=paths):
                 for p in paths:
                     self.todo[p] = None
-            case Rescan(token=token, projects=projects, max_age=max_age):
-                self.rescan(projects, max_age)
+            case Rescan(token=token, projects=projects, max_age=max_age, wait=wait):
+                if wait:
+                    self.rescan(projects, max_age)
+                else:
+                    self.later.append((projects, max_age))
                 self.answers.append(Done(token=token))
             case Reindex(token=token, projects=projects):
                 self.catch_up_all()
@@ -176,6 +180,9 @@ class Worker:
             for answer in self.answers:
                 self.send(answer)
             self.answers.clear()
+            later, self.later = self.later, []
+            for projects, max_age in later:
+                self.rescan(projects, max_age)
         self.store.close()
 
 
