@@ -79,17 +79,23 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
 
 
 def _run(root, index, req: m.Search, projects: list[str] | None) -> list[query.Hit]:
+    """The query on this worker thread's read-only connection, opened again
+    when the file is another one (``reindex --all`` starts a new file)."""
+    try:
+        ino = os.stat(index).st_ino
+    except FileNotFoundError:
+        return []
     reader = getattr(_readers, "conn", None)
-    if reader is None or getattr(_readers, "path", None) != index:
-        if not index.exists():
-            return []
+    if reader is None or getattr(_readers, "key", None) != (index, ino):
+        if reader is not None:
+            reader.close()
         reader = _readers.conn = query.open_read_only(index)
-        _readers.path = index
+        _readers.key = (index, ino)
     try:
         return query.run(reader, root, req.query, projects=projects, limit=req.limit,
                          since=query.parse_since(req.since), role=req.role)
     except sqlite3.DatabaseError:
-        _readers.conn = None  # the indexer rebuilt the file: open it again next time
+        _readers.conn = None  # damaged or being replaced: open it again next time
         reader.close()
         raise
 

@@ -180,6 +180,10 @@ def test_reindex_rebuilds_the_same_answers(sd):
     done = json.loads(sd.cli("reindex", "--all", "--json").stdout)
     assert done["files"] == 3 and done["bytes"] > 0
     assert search(sd, "kumquat", "--cwd", CWD) == before
+    late = str(uuid.uuid4())  # searches read the rebuilt file, not the one it replaced
+    write(sd, late, user("kumquat after the rebuild"))
+    for _ in range(4):  # every worker thread's reader
+        assert late in {h["sessionId"] for h in search(sd, "kumquat", "--cwd", CWD)}
 
 
 def test_a_killed_indexer_is_restarted_and_catches_up(sd):
