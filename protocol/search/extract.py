@@ -61,8 +61,8 @@ class _Block(msgspec.Struct):
     type: str | None = None
     text: str | None = None
     name: str | None = None
-    input: msgspec.Raw | None = None
-    content: msgspec.Raw | None = None
+    input: msgspec.Raw = msgspec.Raw()  # Raw cannot be in a union: empty means absent
+    content: msgspec.Raw = msgspec.Raw()
 
 
 class _Message(msgspec.Struct):
@@ -109,7 +109,7 @@ def strings_of(value: Any, out: list[str], budget: int) -> int:
 
 
 def _raw_text(raw: msgspec.Raw | None, budget: int) -> str:
-    if raw is None:
+    if raw is None or not len(raw):
         return ""
     try:
         value = msgspec.json.decode(raw)
@@ -208,8 +208,7 @@ def _loose(line: bytes | memoryview) -> _Entry | None:
                 if not isinstance(b, dict):
                     continue
                 raw = {k: msgspec.Raw(msgspec.json.encode(b[k])) for k in ("input", "content") if k in b}
-                blocks.append(_Block(type=s("type", b), text=s("text", b), name=s("name", b),
-                                     input=raw.get("input"), content=raw.get("content")))
+                blocks.append(_Block(type=s("type", b), text=s("text", b), name=s("name", b), **raw))
             content = blocks
         elif not isinstance(content, str):
             content = None

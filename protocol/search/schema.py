@@ -83,7 +83,7 @@ def _text(z: bytes | None) -> str | None:
 
 
 def compress_text(text: str) -> bytes:
-    return zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 1)  # level 6 took 20 % of a build for ~8 % less
 
 
 def connect_functions(conn) -> None:
