@@ -143,8 +143,7 @@ def build_in_process(root: Path, index: Path) -> tuple[float, int]:
         n += store.catch_up(tr.path)
         if i % 200 == 199:
             store.commit()
-    store.commit()
-    store.conn.execute("INSERT INTO docs (docs) VALUES ('optimize')")
+    store.optimize()
     store.close()
     return time.perf_counter() - t, n
 

@@ -82,6 +82,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     os.close(fd)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     connect_functions(conn)
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # takes effect on a new file only: free pages can be given back
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")  # a lost tail after a power cut is re-indexed from the files
     conn.execute("BEGIN")
@@ -119,6 +120,13 @@ class Store:
     def close(self) -> None:
         self.commit()
         self.conn.close()
+
+    def optimize(self) -> None:
+        """Merge the FTS5 segments into one (smaller, faster to query) and give
+        the pages that frees back to the file system (a quarter of the file)."""
+        self.commit()
+        self.conn.execute("INSERT INTO docs (docs) VALUES ('optimize')")
+        self.conn.executescript("PRAGMA incremental_vacuum;")  # steps until done (execute() frees one page)
 
     # ------------------------------------------------------------------------ rows
 

@@ -155,7 +155,7 @@ class Worker:
         total = sum(t.st.st_size for t in found)
         n = self.catch_up_all(progress=(token, total))
         if projects is None:
-            self.store.conn.execute("INSERT INTO docs (docs) VALUES ('optimize')")
+            self.store.optimize()
         for k in [None] if projects is None else projects:
             self.scanned[k] = time.monotonic()
         return Done(token=token, files=len(found), bytes=n, seconds=round(time.monotonic() - started, 3))
