@@ -66,6 +66,9 @@ class IndexLink:
         self._waiting: dict[int, asyncio.Future] = {}
         self.progress: dict[int, tuple[int, int]] = {}
         self.reindexing: set[int] = set()
+        self._looks_sent = 0  # Look messages sent so far
+        self._looks_done = 0  # of those, how many the indexer has answered past
+        self._asked_at: dict[int, int] = {}
         self.restarts = 0
         self.started_at = 0.0
         self.stopping = False
@@ -87,6 +90,7 @@ class IndexLink:
 
     def _exited(self) -> None:
         code = self.transport.get_returncode() if self.transport else None
+        self._looks_sent += 1  # what it had not answered for is lost: the next search waits for the new one
         self.transport = self.stdin = None
         for fut in self._waiting.values():
             if not fut.done():
@@ -162,6 +166,8 @@ class IndexLink:
         if self.stdin is None or self.stdin.is_closing():
             return False
         self.stdin.write(frame(msg))
+        if isinstance(msg, Look):
+            self._looks_sent += 1
         return True
 
     # ------------------------------------------------------------------ asking
@@ -171,6 +177,7 @@ class IndexLink:
             self.progress[msg.token] = (msg.done, msg.total)
             return
         self.progress.pop(msg.token, None)
+        self._looks_done = max(self._looks_done, self._asked_at.pop(msg.token, 0))
         fut = self._waiting.pop(msg.token, None)
         if fut is not None and not fut.done():
             fut.set_result(msg)
@@ -186,6 +193,7 @@ class IndexLink:
         if not self._send(make(token)):
             fut.set_result(None)
             return fut
+        self._asked_at[token] = self._looks_sent
         self._waiting[token] = fut
         return fut
 
@@ -195,6 +203,11 @@ class IndexLink:
         s: before the answer when ``refresh`` is 0, else in the background (a
         re-stat of 10,000 files costs ~100 ms; the answer need not wait for it).
         False when it did not answer within ``timeout`` (or is not running)."""
+        self._send_noted()
+        if self.refresh > 0 and not self.noted and self._looks_done == self._looks_sent and self.transport is not None:
+            # nothing written since the indexer last answered: no need to wait for it
+            self._send(Rescan(token=0, projects=projects, max_age=self.refresh, wait=False))
+            return True
         fut = self._ask(lambda t: Rescan(token=t, projects=projects, max_age=self.refresh, wait=self.refresh == 0))
         try:
             return await asyncio.wait_for(fut, timeout) is not None

@@ -242,7 +242,10 @@ def test_the_catalogs_re_stat_feeds_the_indexer(short_tmp, monkeypatch, daemon_f
     cfg.write_text("search_refresh_s = 3600\n")  # searches never re-stat: only the catalog can tell the indexer
     monkeypatch.setenv("SESSIOND_CONFIG", str(cfg))
     d = daemon_factory().start()
-    write(d, str(uuid.uuid4()), user("a session the daemon wrote"))
+    for word in ("cassowary", "emu"):  # the daemon's own writes are found at once, whatever the setting
+        sid = str(uuid.uuid4())
+        write(d, sid, user(f"a session the daemon wrote: {word}"))
+        assert [h["sessionId"] for h in search(d, word, "--cwd", CWD)] == [sid]
     d.cli("list", "--cwd", CWD)  # the catalog knows the project now
     other = main_path(d.root, CWD, str(uuid.uuid4()))
     other.write_bytes(line(user("written by someone else: quetzal")) + b"\n")
