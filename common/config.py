@@ -165,6 +165,7 @@ ENV = {
     "SESSIOND_FLUSH_INTERVAL_MS": "flush_interval_ms",
     "SESSIOND_FSYNC": "fsync",
     "SESSIOND_LOG_LEVEL": "log_level",
+    "SESSIOND_SEARCH_INDEX": "search_index",
 }
 
 
