@@ -18,11 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import stat
 import zlib
 from pathlib import Path
 
 from sessiond.protocol.transcript.appendfile import ensure_dir
+from sessiond.protocol.transcript.regular import open_regular
 from sessiond.protocol.search.extract import TAG, TITLE, SUMMARY, extract
 from sessiond.protocol.search.files import describe
 from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions
@@ -175,16 +175,12 @@ class Store:
     def catch_up(self, path: str) -> int:
         """Bring ``path`` up to date; returns the bytes read."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
+            fd = open_regular(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:  # gone, or a FIFO, a symlink, a directory: not a transcript to index
             self.drop(path)
             return 0
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                self.drop(path)
-                return 0
-            return self._catch_up(fd, path, st)
+            return self._catch_up(fd, path, os.fstat(fd))
         finally:
             os.close(fd)
 

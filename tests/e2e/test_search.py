@@ -255,3 +255,15 @@ def test_the_catalogs_re_stat_feeds_the_indexer(short_tmp, monkeypatch, daemon_f
         return [h["file"] for h in search(d, "quetzal", "--cwd", CWD)] == [str(other)]
 
     wait_until(found, "the catalog's re-stat to reach the index", timeout=20, every=0.5)
+
+
+def test_a_fifo_or_a_symlink_named_like_a_transcript_is_never_read(sd, short_tmp):
+    sid = str(uuid.uuid4())
+    write(sd, sid, user("a real one about axolotls"))
+    project = main_path(sd.root, CWD, sid).parent
+    os.mkfifo(project / f"{uuid.uuid4()}.jsonl")  # a plain open would block forever
+    outside = short_tmp / "outside.jsonl"
+    outside.write_bytes(line(user("secret axolotls outside the root")) + b"\n")
+    os.symlink(outside, project / f"{uuid.uuid4()}.jsonl")
+    assert [h["sessionId"] for h in search(sd, "axolotls", "--cwd", CWD)] == [sid]
+    assert [h["sessionId"] for h in json.loads(sd.cli("--no-autostart", "search", "axolotls", "--cwd", CWD, "--json").stdout)] == [sid]
