@@ -77,6 +77,9 @@ class IndexLink:
     # --------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
+        # A new indexer first catches up with what changed while none ran (and
+        # what a dead one had not answered for): the next search waits for it.
+        self._looks_sent += 1
         self._exit = self.loop.create_future()
         self.started_at = time.monotonic()
         self.transport, _ = await self.loop.subprocess_exec(
@@ -90,7 +93,6 @@ class IndexLink:
 
     def _exited(self) -> None:
         code = self.transport.get_returncode() if self.transport else None
-        self._looks_sent += 1  # what it had not answered for is lost: the next search waits for the new one
         self.transport = self.stdin = None
         for fut in self._waiting.values():
             if not fut.done():
