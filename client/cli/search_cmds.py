@@ -162,7 +162,7 @@ def _configured_index() -> Path | None:
 @cli.command()
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--all", "all_projects", is_flag=True, help="Rebuild the whole index.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: files, bytes, seconds.")
 @click.pass_obj
 def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None:
     """Rebuild the search index from the files (the project's, or --all)."""
