@@ -23,31 +23,20 @@ time that append's drain runs, which is a later callback.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import os
-import struct
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .libc import libc_function
+from .inotify import AVAILABLE, IN_ATTRIB, IN_DELETE_SELF, IN_IGNORED, IN_MOVE_SELF, IN_ONLYDIR, IN_Q_OVERFLOW, events
+from .inotify import add_watch as _add
+from .inotify import init as _init
+from .inotify import rm_watch as _rm
 
 log = logging.getLogger("sessiond")
 
-IN_ATTRIB = 0x00000004
-IN_DELETE_SELF = 0x00000400
-IN_MOVE_SELF = 0x00000800
-IN_Q_OVERFLOW = 0x00004000
-IN_IGNORED = 0x00008000
-IN_ONLYDIR = 0x01000000
 FILE_MASK = IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF
 DIR_MASK = IN_MOVE_SELF | IN_DELETE_SELF | IN_ONLYDIR
-_EVENT = struct.Struct("iIII")
-
-_init = libc_function("inotify_init1", [ctypes.c_int])
-_add = libc_function("inotify_add_watch", [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32])
-_rm = libc_function("inotify_rm_watch", [ctypes.c_int, ctypes.c_int])
 
 
 class _Dir:
@@ -78,7 +67,7 @@ class PathWatch:
         self._dir_wds: dict[int, _Dir] = {}
         self._fd: int | None = None
         self._warned = False
-        if sys.platform == "linux" and _init is not None and _add is not None and _rm is not None:
+        if AVAILABLE:
             try:
                 self._fd = _init(os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError as exc:
@@ -193,10 +182,7 @@ class PathWatch:
                 self.close()
                 self._everything()
                 return
-            pos = 0
-            while pos + _EVENT.size <= len(data):
-                wd, mask, _cookie, length = _EVENT.unpack_from(data, pos)
-                pos += _EVENT.size + length
+            for wd, mask, _name in events(data):
                 if mask & IN_Q_OVERFLOW:
                     self._everything()
                     continue

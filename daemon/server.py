@@ -32,6 +32,7 @@ from .activation import activated_socket
 from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
 from .index.link import IndexLink, index_path
+from .follow import Follower
 from .connection import Connection, Outbox
 from .notify import Notifier
 from .sessions import Registry
@@ -81,6 +82,16 @@ class Daemon:
             self.writer.observers.append(self.index.observe)
             index = self.index
             self.catalog.changed = lambda paths: loop.call_soon_threadsafe(index.look, paths)
+        # Foreign writers (Claude Code itself): their complete lines go to the
+        # same observers; the follower sees the daemon's own writes first, so
+        # it never reports them again.
+        self.follower = Follower(settings.root, loop)
+        self.writer.observers.insert(0, self.follower.own_write)
+        self.follower.observers.append(self.catalog.written)
+        self.follower.resets.append(self.catalog.reset)
+        if self.mirror is not None:
+            self.follower.observers.append(self.mirror.observe)
+            self.follower.resets.append(self.mirror.reset)
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False
@@ -267,8 +278,10 @@ async def _run(settings: Settings, flags: dict) -> int:
             daemon.mirror.start()
         if daemon.index is not None:
             await daemon.index.start()
+        await daemon.follower.start()  # before ready: an append after it is followed
         notifier.ready(daemon.status_line())
         await daemon.stopped
+        daemon.follower.close()
         if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start
             await daemon.mirror.close()
         if daemon.index is not None:

@@ -148,6 +148,25 @@ class Mirror:
         except Exception:  # the mirror must never break a local write
             log.exception("mirror: observing %s failed", path)
 
+    def reset(self, path: Path, why: str) -> None:
+        """Follower observer: a file another program writes shrank, was replaced
+        or rewritten in place. Its stream copy is no longer a prefix of it: the
+        file is marked diverged, never mirrored wrongly. A deleted file only
+        stops being tracked (the stream keeps its history)."""
+        try:
+            if why == "deleted":
+                f = self.files.get(path)
+                if f is not None and not f.inflight and not f.waiters:
+                    self.backlog.drop(f)
+                    self._work.pop(f, None)
+                    del self.files[path]
+                return
+            f = self.files.get(path) or self._track(path)
+            if f is not None:
+                self._break(f, f"{path.name} {why} by another writer")
+        except Exception:
+            log.exception("mirror: resetting %s failed", path)
+
     def _track(self, path: Path) -> TrackedFile | None:
         if path in self._ignored:
             return None

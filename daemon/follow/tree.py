@@ -1,0 +1,344 @@
+"""Following the transcripts other programs write under the root (Claude Code itself).
+
+Why: most transcripts are written by the agents, not through the daemon; the
+catalog, the mirror (and the index and watchers) must see those appends live.
+One inotify watch per *directory* of the project tree (``IN_MODIFY`` and
+friends name the file), never per file: 10,000 sessions in a handful of
+project dirs cost a handful of watches, plus one per session that has
+subagents. Watches are bounded (``MAX_WATCHES``): a directory past the bound,
+or one the kernel refuses (the user's ``max_user_watches`` is shared), is
+re-stat'ed every ``POLL_EVERY`` instead, and so is every file after an event
+queue overflow. An event only marks a file dirty; a worker thread reads what
+is new (``reading.read_new``) and the loop hands the complete lines to the
+observers, in the writer's shape ``(path, lines, size)``. A file that shrank,
+was replaced or rewritten goes to the ``resets`` observers first and is then
+re-read from 0. The follower only reads: it never writes a followed file.
+
+The daemon's own writes reach the observers from the writer; the follower is
+the first writer observer and moves its offset past them, so nothing is
+reported twice (foreign lines written just before are passed on first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from sessiond.protocol.transcript.paths import projects_dir
+
+from .. import inotify
+from .reading import FileState, Found, read_new, start_state
+
+log = logging.getLogger("sessiond")
+
+MAX_WATCHES = 8192
+MAX_FILES = 200_000
+MAX_DEPTH = 5
+"""projects/<project>/<session>/subagents/<run>: deeper dirs are not transcripts."""
+POLL_EVERY = 1.0
+DIR_MASK = (inotify.IN_MODIFY | inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MOVED_FROM
+            | inotify.IN_DELETE | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR)
+
+LinesObserver = Callable[[Path, list[bytes], int], None]
+ResetObserver = Callable[[Path, str], None]
+
+
+class Follower:
+    """Watches the project tree; see the module docstring."""
+
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop) -> None:
+        self.projects = projects_dir(root)
+        self.loop = loop
+        self.observers: list[LinesObserver] = []
+        self.resets: list[ResetObserver] = []
+        self.files: dict[Path, FileState] = {}
+        self.dirs: dict[int, Path] = {}  # wd -> dir
+        self.watched: set[Path] = set()
+        self.polled: set[Path] = set()  # dirs without a watch: re-stat'ed
+        self.dirty: set[Path] = set()
+        self.lines_followed = 0
+        self.bytes_followed = 0
+        self._fd: int | None = None
+        self._busy = False
+        self._closed = False
+        self._poll: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------------ start
+
+    async def start(self) -> None:
+        try:
+            self._fd = inotify.open_fd()
+            self.loop.add_reader(self._fd, self._read_events)
+        except (OSError, NotImplementedError) as exc:
+            log.info("no inotify (%s): foreign writes are found by a re-stat every %.0f s", exc, POLL_EVERY)
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+        found = await self.loop.run_in_executor(None, self._walk, self.projects, 0, False)
+        self._merge(found, old=True)
+        self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
+
+    def _walk(self, d: Path, depth: int, new: bool) -> list[tuple[Path, FileState | None]]:
+        """Watch ``d`` and the dirs beneath; the state of each transcript in them
+        (existing files at their whole-lines end, or from 0 when ``new``). Worker thread."""
+        out: list[tuple[Path, FileState | None]] = []
+        if depth == 0 and not d.is_dir():
+            self._watch(d.parent, False)  # the root: to see projects/ appear
+            return out
+        self._watch(d, True)
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            return out
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if depth < MAX_DEPTH:
+                        out += self._walk(Path(e.path), depth + 1, new)
+                elif e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
+                    p = Path(e.path)
+                    out.append((p, FileState() if new else start_state(p)))
+            except OSError:
+                continue
+        return out
+
+    def _watch(self, d: Path, polled_fallback: bool) -> None:
+        if d in self.watched:
+            return
+        if self._fd is not None and len(self.dirs) < MAX_WATCHES:
+            try:
+                wd = inotify.add_watch(self._fd, os.fsencode(d), DIR_MASK)  # type: ignore[misc]
+            except OSError as exc:
+                log.warning("cannot watch %s (%s): it is re-stat'ed every %.0f s", d, exc.strerror or exc, POLL_EVERY)
+            else:
+                self.dirs[wd] = d
+                self.watched.add(d)
+                return
+        if polled_fallback:
+            self.polled.add(d)
+
+    def _merge(self, found: list[tuple[Path, FileState | None]], old: bool) -> None:
+        for path, state in found:
+            if path in self.files or state is None or len(self.files) >= MAX_FILES:
+                continue
+            self.files[path] = state
+            if not old:
+                self.dirty.add(path)
+        self._kick()
+
+    # ------------------------------------------------------------ the daemon's own writes
+
+    def own_write(self, path: Path, lines: list[bytes], size: int) -> None:
+        """Writer observer (the first): the daemon wrote ``lines`` ending at
+        ``size``; foreign lines before them are passed on now, then skipped past."""
+        state = self.files.get(path)
+        n = len(lines) + sum(len(line) for line in lines)
+        start = size - n
+        if state is None:
+            if len(self.files) < MAX_FILES and path.is_relative_to(self.projects):
+                self.files[path] = FileState(size)
+            return
+        if state.offset < start:
+            try:
+                found = read_new(path, FileState(state.offset, state.ino, state.dev, state.tail))
+            except OSError:
+                found = None
+            if found is not None and found.reset is None and found.end <= start:
+                self._apply(path, state, found)
+        state.offset = size
+        state.tail = b""  # not read back: the next read does not compare
+        self.dirty.discard(path)
+
+    # ------------------------------------------------------------------ events
+
+    def _read_events(self) -> None:
+        assert self._fd is not None
+        while True:
+            try:
+                data = os.read(self._fd, 65536)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                log.error("reading inotify events failed: %s; foreign writes are re-stat'ed", exc)
+                self.close_watches()
+                break
+            for wd, mask, name in inotify.events(data):
+                if mask & inotify.IN_Q_OVERFLOW:
+                    self.dirty.update(self.files)
+                    continue
+                d = self.dirs.get(wd)
+                if d is None:
+                    continue
+                if mask & (inotify.IN_IGNORED | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF):
+                    del self.dirs[wd]
+                    self.watched.discard(d)
+                    continue
+                if not name:
+                    continue
+                path = d / os.fsdecode(name)
+                if d == self.projects.parent:  # the root, watched until projects/ appears
+                    if path == self.projects and mask & inotify.IN_ISDIR and mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
+                        self._new_dir(path)
+                    continue
+                if mask & inotify.IN_ISDIR:
+                    if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
+                        self._new_dir(path)
+                    continue
+                if not path.name.endswith(".jsonl"):
+                    continue
+                if path not in self.files:
+                    if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MODIFY) and len(self.files) < MAX_FILES:
+                        self.files[path] = FileState()
+                    else:
+                        continue
+                self.dirty.add(path)
+        self._kick()
+
+    def _new_dir(self, path: Path) -> None:
+        try:
+            depth = len(path.relative_to(self.projects).parts)
+        except ValueError:
+            if path == self.projects:
+                depth = 0
+            else:
+                return
+        if depth > MAX_DEPTH:
+            return
+
+        async def walk() -> None:
+            found = await self.loop.run_in_executor(None, self._walk, path, max(depth, 1), True)
+            self._merge(found, old=False)
+
+        self.loop.create_task(walk())
+
+    def _poll_dirs(self) -> None:
+        """Dirs without a watch (over the bound, refused, or no inotify): their
+        files' sizes and inodes are compared with what was followed."""
+        if self._closed:
+            return
+        dirs = list(self.polled)
+        if self._fd is None and not self.dirs:
+            dirs.append(self.projects)
+        known = {p: (s.offset, s.ino) for p, s in self.files.items() if p.parent in self.polled}
+
+        def scan() -> list[Path]:
+            changed = []
+            for d in dirs:
+                for p, _ in self._walk_files(d):
+                    try:
+                        st = p.stat()
+                    except OSError:
+                        continue
+                    off, ino = known.get(p, (-1, 0))
+                    if off < 0 or st.st_size != off or st.st_ino != ino:
+                        changed.append(p)
+            return changed
+
+        async def run() -> None:
+            try:
+                if dirs:
+                    for p in await self.loop.run_in_executor(None, scan):
+                        if p not in self.files and len(self.files) < MAX_FILES:
+                            self.files[p] = FileState()
+                        self.dirty.add(p)
+                    self._kick()
+            finally:
+                if not self._closed:
+                    self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
+
+        self.loop.create_task(run())
+
+    @staticmethod
+    def _walk_files(d: Path) -> list[tuple[Path, None]]:
+        try:
+            return [(Path(e.path), None) for e in os.scandir(d) if e.name.endswith(".jsonl")]
+        except OSError:
+            return []
+
+    # ------------------------------------------------------------------ reading
+
+    def _kick(self) -> None:
+        if self.dirty and not self._busy and not self._closed:
+            self._busy = True
+            self.loop.create_task(self._pass())
+
+    async def _pass(self) -> None:
+        """Read every dirty file in a worker thread, then apply on the loop."""
+        try:
+            while self.dirty and not self._closed:
+                batch = {p: self.files[p] for p in self.dirty if p in self.files}
+                self.dirty.clear()
+                snap = {p: FileState(s.offset, s.ino, s.dev, s.tail) for p, s in batch.items()}
+                results = await self.loop.run_in_executor(None, _read_all, snap)
+                for path, found in results:
+                    state = self.files.get(path)
+                    if state is None or state.offset != snap[path].offset:
+                        continue  # the daemon wrote meanwhile: its observer moved the offset
+                    self._apply(path, state, found)
+        finally:
+            self._busy = False
+
+    def _apply(self, path: Path, state: FileState, found: Found) -> None:
+        if found.reset is not None:
+            for reset in self.resets:
+                _call(reset, path, found.reset)
+            if found.reset == "deleted":
+                self.files.pop(path, None)
+                return
+            log.info("followed file %s %s: read again from the start", path, found.reset)
+            state.offset, state.ino, state.dev, state.tail = 0, found.ino, found.dev, b""
+            self.dirty.add(path)
+            return
+        state.ino, state.dev = found.ino, found.dev
+        if found.lines:
+            state.offset, state.tail = found.end, found.tail
+            self.lines_followed += len(found.lines)
+            self.bytes_followed += found.end - found.start
+            for observe in self.observers:
+                _call(observe, path, found.lines, found.end)
+        if found.more:
+            self.dirty.add(path)
+
+    # ------------------------------------------------------------------ closing
+
+    def close_watches(self) -> None:
+        if self._fd is not None:
+            try:
+                self.loop.remove_reader(self._fd)
+            except (RuntimeError, ValueError):
+                pass
+            os.close(self._fd)
+            self._fd = None
+        self.polled.update(self.watched)
+        self.dirs.clear()
+        self.watched.clear()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._poll is not None:
+            self._poll.cancel()
+        self.close_watches()
+
+    def status(self) -> dict[str, int]:
+        return {"files": len(self.files), "watches": len(self.dirs), "polled_dirs": len(self.polled),
+                "lines": self.lines_followed, "bytes": self.bytes_followed}
+
+
+def _read_all(snap: dict[Path, FileState]) -> list[tuple[Path, Found]]:
+    out = []
+    for path, state in snap.items():
+        try:
+            out.append((path, read_new(path, state)))
+        except OSError as exc:
+            log.debug("cannot read followed file %s: %s", path, exc)
+    return out
+
+
+def _call(fn: Callable, *args: object) -> None:
+    try:
+        fn(*args)
+    except Exception:  # an observer must never stop the following
+        log.exception("follow observer %r failed", fn)
