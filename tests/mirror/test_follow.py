@@ -1,0 +1,104 @@
+"""Following Claude Code's own writes: a foreign writer process appends into
+machine A's root, the daemon (only reading) mirrors it, and machine B's
+``pull`` rebuilds it byte for byte; shrunk and replaced files are diverged."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from tests.conftest import CORPUS
+
+from .conftest import mirror_status, tree, wait_for
+
+WRITER = Path(__file__).with_name("foreign_writer.py")
+
+
+class Foreign:
+    """The stand-in Claude Code process."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(WRITER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def do(self, op: str, path: Path, **kw) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, "path": str(path), **kw}) + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "ok"
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+        self.proc.stdout.close()
+
+
+def corpus_lines(n: int) -> list[str]:
+    text = sorted(CORPUS.glob("*.jsonl"))[0].read_text()
+    lines = [x + "\n" for x in text.splitlines()]
+    assert len(lines) >= n
+    return lines[:n]
+
+
+def pulled(b, cfg: Path, sid: str) -> dict[str, bytes]:
+    b.cli("pull", sid, env={"SESSIOND_CONFIG": str(cfg)}, check=False)
+    return {k: v for k, v in tree(b.root).items() if sid in k}
+
+
+def test_foreign_writes_are_mirrored_live_whole_lines_only(daemon_factory, mirror_config, short_tmp):
+    cfg = mirror_config()
+    a = daemon_factory(name="a").start("--config", str(cfg))
+    b = daemon_factory(name="b")
+    wait_for(lambda: mirror_status(a)["connected"], what="the mirror to connect")
+    lines = corpus_lines(12)
+    project = a.root / "projects" / "-home-someone-app"  # a project dir that appears after the daemon started
+    s1, s2, s3 = (str(uuid.uuid4()) for _ in range(3))
+    main = project / f"{s1}.jsonl"
+    agent = project / s1 / "subagents" / "agent-a1b2c3.jsonl"
+    w = Foreign()
+    try:
+        for x in lines[:4]:
+            w.do("append", main, data=x)
+        half = len(lines[4]) // 2
+        w.do("append", main, data=lines[4][:half])  # Claude Code mid-write
+        for x in lines[5:8]:
+            w.do("append", agent, data=x)
+
+        # B sees the whole lines only: the half line is held back.
+        want_main = "".join(lines[:4]).encode()
+        rel_main = f"{project.name}/{s1}.jsonl"
+        wait_for(lambda: pulled(b, cfg, s1).get(rel_main) == want_main, timeout=20, interval=0.3,
+                 what="the first four lines on B")
+        assert b"".join([want_main]) == (b.root / "projects" / rel_main).read_bytes()
+
+        w.do("append", main, data=lines[4][half:])  # the rest of the line arrives
+        w.do("append", main, data=lines[5])
+        wait_for(lambda: pulled(b, cfg, s1) == {k: v for k, v in tree(a.root).items() if s1 in k},
+                 timeout=20, interval=0.3, what="B to rebuild the session with its subagent byte for byte")
+        copy = pulled(b, cfg, s1)
+        assert any("/subagents/agent-" in k for k in copy) and copy[rel_main] == main.read_bytes()
+
+        # One file truncated, one replaced: both marked diverged, never mirrored wrongly.
+        p2, p3 = project / f"{s2}.jsonl", project / f"{s3}.jsonl"
+        for x in lines[:3]:
+            w.do("append", p2, data=x)
+            w.do("append", p3, data=x)
+        wait_for(lambda: pulled(b, cfg, s2) and pulled(b, cfg, s3), timeout=20, interval=0.3, what="s2 and s3 on B")
+        w.do("truncate", p2, size=len(lines[0]))
+        w.do("replace", p3, data="".join(lines[6:10]))
+        st = wait_for(lambda: (lambda s: s if s["diverged"] >= 2 else None)(mirror_status(a)),
+                      what="the truncated and the replaced file to be marked diverged")
+        assert "by another writer" in (st["lastError"] or "")
+        w.do("append", p3, data=lines[10])
+        wait_for(lambda: mirror_status(a)["lagBytes"] == 0, what="nothing left to publish")
+        assert pulled(b, cfg, s3)[f"{project.name}/{s3}.jsonl"] == "".join(lines[:3]).encode()
+    finally:
+        w.close()
+    # The daemon only read: the files are exactly what the foreign writer wrote.
+    assert main.read_bytes() == "".join(lines[:6]).encode()
+    assert agent.read_bytes() == "".join(lines[5:8]).encode()
+    assert not list(project.rglob("*.torn"))
+    a.stop()
