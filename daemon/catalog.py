@@ -121,17 +121,18 @@ class Catalog:
             f.lite = None
             project.order = None
 
-    def reset(self, path: Path, why: str) -> None:
-        """Follower observer: a session file shrank, was replaced or rewritten
-        (its lite info is stale), or was deleted (it leaves the listing)."""
+    def gone(self, path: Path) -> None:
+        """Gone observer: a session file shrank, was replaced or rewritten (its
+        lite info is stale), or was deleted (it leaves the listing)."""
         with self.lock:
             project = self.projects.get(str(path.parent))
             if project is None or str(path) not in project.files:
                 return
-            if why == "deleted":
-                del project.files[str(path)]
-            else:
-                f = project.files[str(path)]
+        deleted = not path.exists()  # rare: one stat decides
+        with self.lock:
+            if deleted:
+                project.files.pop(str(path), None)
+            elif (f := project.files.get(str(path))) is not None:
                 f.mtime_ns, f.lite = time.time_ns(), None
             project.order = None
 

@@ -85,13 +85,11 @@ class Daemon:
         # Foreign writers (Claude Code itself): their complete lines go to the
         # same observers; the follower sees the daemon's own writes first, so
         # it never reports them again.
-        self.follower = Follower(settings.root, loop)
+        self.follower = Follower(settings.root, loop, self.writer.publish, self.writer.published_gone)
         self.writer.observers.insert(0, self.follower.own_write)
-        self.follower.observers.append(self.catalog.written)
-        self.follower.resets.append(self.catalog.reset)
+        self.writer.gone_observers.append(self.catalog.gone)
         if self.mirror is not None:
-            self.follower.observers.append(self.mirror.observe)
-            self.follower.resets.append(self.mirror.reset)
+            self.writer.gone_observers.append(self.mirror.gone)
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False

@@ -148,13 +148,14 @@ class Mirror:
         except Exception:  # the mirror must never break a local write
             log.exception("mirror: observing %s failed", path)
 
-    def reset(self, path: Path, why: str) -> None:
-        """Follower observer: a file another program writes shrank, was replaced
-        or rewritten in place. Its stream copy is no longer a prefix of it: the
-        file is marked diverged, never mirrored wrongly. A deleted file only
-        stops being tracked (the stream keeps its history)."""
+    def gone(self, path: Path) -> None:
+        """Gone observer: what was written of ``path`` no longer stands. A file
+        still there (shrunk, replaced or rewritten by another writer) is no
+        longer continued by its stream copy: it is marked diverged, never
+        mirrored wrongly. A deleted one only stops being tracked (the stream
+        keeps its history)."""
         try:
-            if why == "deleted":
+            if not path.exists():  # rare: one stat decides
                 f = self.files.get(path)
                 if f is not None and not f.inflight and not f.waiters:
                     self.backlog.drop(f)
@@ -163,9 +164,9 @@ class Mirror:
                 return
             f = self.files.get(path) or self._track(path)
             if f is not None:
-                self._break(f, f"{path.name} {why} by another writer")
+                self._break(f, f"{path.name} was truncated, replaced or rewritten by another writer")
         except Exception:
-            log.exception("mirror: resetting %s failed", path)
+            log.exception("mirror: %s gone: handling failed", path)
 
     def _track(self, path: Path) -> TrackedFile | None:
         if path in self._ignored:

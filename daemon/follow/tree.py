@@ -10,8 +10,9 @@ or one the kernel refuses (the user's ``max_user_watches`` is shared), is
 re-stat'ed every ``POLL_EVERY`` instead, and so is every file after an event
 queue overflow. An event only marks a file dirty; a worker thread reads what
 is new (``reading.read_new``) and the loop hands the complete lines to the
-observers, in the writer's shape ``(path, lines, size)``. A file that shrank,
-was replaced or rewritten goes to the ``resets`` observers first and is then
+writer's observers through ``Writer.publish`` (the catalog, the mirror, the
+index, the watchers: one interface for both writers). A file that shrank, was
+replaced or rewritten goes to ``Writer.published_gone`` first and is then
 re-read from 0. The follower only reads: it never writes a followed file.
 
 The daemon's own writes reach the observers from the writer; the follower is
@@ -42,18 +43,18 @@ POLL_EVERY = 1.0
 DIR_MASK = (inotify.IN_MODIFY | inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MOVED_FROM
             | inotify.IN_DELETE | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR)
 
-LinesObserver = Callable[[Path, list[bytes], int], None]
-ResetObserver = Callable[[Path, str], None]
+Publish = Callable[[Path, list[bytes], int], None]
+Gone = Callable[[Path], None]
 
 
 class Follower:
     """Watches the project tree; see the module docstring."""
 
-    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, publish: Publish, gone: Gone) -> None:
         self.projects = projects_dir(root)
         self.loop = loop
-        self.observers: list[LinesObserver] = []
-        self.resets: list[ResetObserver] = []
+        self.publish = publish
+        self.gone = gone
         self.files: dict[Path, FileState] = {}
         self.dirs: dict[int, Path] = {}  # wd -> dir
         self.watched: set[Path] = set()
@@ -135,6 +136,8 @@ class Follower:
         """Writer observer (the first): the daemon wrote ``lines`` ending at
         ``size``; foreign lines before them are passed on now, then skipped past."""
         state = self.files.get(path)
+        if state is not None and size <= state.offset:
+            return  # lines the follower itself published
         n = len(lines) + sum(len(line) for line in lines)
         start = size - n
         if state is None:
@@ -283,8 +286,7 @@ class Follower:
 
     def _apply(self, path: Path, state: FileState, found: Found) -> None:
         if found.reset is not None:
-            for reset in self.resets:
-                _call(reset, path, found.reset)
+            _call(self.gone, path)
             if found.reset == "deleted":
                 self.files.pop(path, None)
                 return
@@ -297,8 +299,7 @@ class Follower:
             state.offset, state.tail = found.end, found.tail
             self.lines_followed += len(found.lines)
             self.bytes_followed += found.end - found.start
-            for observe in self.observers:
-                _call(observe, path, found.lines, found.end)
+            _call(self.publish, path, found.lines, found.end)
         if found.more:
             self.dirty.add(path)
 
