@@ -10,7 +10,10 @@ import sys
 import uuid
 from pathlib import Path
 
+from sessiond.protocol.transcript.paths import project_dir
+from sessiond.protocol.wire import messages as m
 from tests.conftest import CORPUS
+from tests.helpers import line, user
 
 from .conftest import mirror_status, tree, wait_for
 
@@ -102,3 +105,35 @@ def test_foreign_writes_are_mirrored_live_whole_lines_only(daemon_factory, mirro
     assert agent.read_bytes() == "".join(lines[5:8]).encode()
     assert not list(project.rglob("*.torn"))
     a.stop()
+
+
+def test_daemon_writes_between_foreign_ones_are_mirrored_once(daemon_factory, mirror_config, short_tmp):
+    """A client writes through the daemon into a session the foreign writer also
+    appends to: the follower skips the daemon's own lines (the writer reported
+    them) and passes on the foreign ones; a double report would fork the stream
+    copy, which the mirror refuses as a divergence."""
+    cfg = mirror_config()
+    a = daemon_factory(name="a").start("--config", str(cfg))
+    b = daemon_factory(name="b")
+    wait_for(lambda: mirror_status(a)["connected"], what="the mirror to connect")
+    cwd = str(short_tmp / "work")
+    sid = str(uuid.uuid4())
+    path = project_dir(a.root, cwd) / f"{sid}.jsonl"
+    lines = corpus_lines(20)
+    w = Foreign()
+    try:
+        with a.client() as c:
+            for k in range(8):
+                ans = c.pipeline([m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written",
+                                           entries=[line(user(f"through the daemon {k}"))])])
+                assert isinstance(ans[0], m.Appended)
+                w.do("append", path, data=lines[2 * k])
+                w.do("append", path, data=lines[2 * k + 1])
+    finally:
+        w.close()
+    wait_for(lambda: pulled(b, cfg, sid) == {k: v for k, v in tree(a.root).items() if sid in k},
+             timeout=20, interval=0.3, what="B to hold exactly A's interleaved file")
+    st = mirror_status(a)
+    assert st["diverged"] == 0 and st["errors"] == 0, st
+    data = path.read_bytes()
+    assert data.count(b"through the daemon") == 8 and all(x.encode() in data for x in lines[:16])
