@@ -104,6 +104,9 @@ class Settings(msgspec.Struct, kw_only=True):
     """A search starts a re-stat of its scope (files other writers changed)
     unless one was done this many seconds ago; it runs after the answer. 0:
     before every search's answer."""
+    follow_max_watches: int = 8192
+    """inotify watches the follower may hold on the project tree's directories
+    (one per dir, not per file); past it, dirs are re-stat'ed every second."""
 
     def public(self) -> dict[str, str | int | float | bool]:
         return {
@@ -157,6 +160,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     search_index: bool | None = None
     search_index_path: str | None = None
     search_refresh_s: float | None = None
+    follow_max_watches: int | None = None
 
 
 ENV = {
@@ -279,6 +283,10 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
             if value < 0:
                 raise ConfigError(f"idle_evict_s: must not be negative, got {value}")
             put("idle_evict", float(value))
+        elif key == "follow_max_watches":
+            if value < 0:
+                raise ConfigError(f"follow_max_watches: must not be negative, got {value}")
+            put(key, value)
         elif key == "mirror":
             put("mirror", mirror_settings(value))
         elif key == "search_index_path":

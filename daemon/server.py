@@ -85,7 +85,8 @@ class Daemon:
         # Foreign writers (Claude Code itself): their complete lines go to the
         # same observers; the follower sees the daemon's own writes first, so
         # it never reports them again.
-        self.follower = Follower(settings.root, loop, self.writer.publish, self.writer.published_gone)
+        self.follower = Follower(settings.root, loop, self.writer.publish, self.writer.published_gone,
+                                 settings.follow_max_watches)
         self.writer.observers.insert(0, self.follower.own_write)
         self.writer.gone_observers.append(self.catalog.gone)
         if self.mirror is not None:

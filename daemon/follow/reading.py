@@ -32,6 +32,9 @@ class FileState(msgspec.Struct):
     dev: int = 0
     tail: bytes = b""
     """The last bytes before ``offset``, to notice a rewrite in place."""
+    head: bytes = b""
+    """The first bytes of the file, for the same reason (a rewrite that keeps
+    both and the size, changing only the middle, is not noticed)."""
 
 
 class Found(msgspec.Struct):
@@ -43,6 +46,7 @@ class Found(msgspec.Struct):
     ino: int
     dev: int
     tail: bytes
+    head: bytes = b""
     reset: str | None = None
     """Set when the file is not the one followed: shrank, replaced, rewritten, gone."""
     more: bool = False
@@ -63,9 +67,12 @@ def read_new(path: Path, state: FileState) -> Found:
         back = len(state.tail)
         want = min(st.st_size - state.offset, MAX_READ) + back
         data = os.pread(fd, want, state.offset - back) if want else b""
+        head = state.head or os.pread(fd, FINGERPRINT, 0)
+        if state.head and os.pread(fd, len(state.head), 0) != state.head:
+            data = None
     finally:
         os.close(fd)
-    if data[:back] != state.tail:
+    if data is None or data[:back] != state.tail:
         return Found(0, 0, [], st.st_ino, st.st_dev, b"", reset="rewritten in place")
     body = data[back:]
     cut = body.rfind(b"\n") + 1
@@ -73,7 +80,8 @@ def read_new(path: Path, state: FileState) -> Found:
     lines = whole.split(b"\n")[:-1] if cut else []
     end = state.offset + cut
     tail = (state.tail + whole)[-FINGERPRINT:] if cut else state.tail
-    return Found(state.offset, end, lines, st.st_ino, st.st_dev, tail, more=st.st_size - state.offset > MAX_READ)
+    head = head[:end] if end < len(head) else head  # only bytes passed on are a fingerprint
+    return Found(state.offset, end, lines, st.st_ino, st.st_dev, tail, head, more=st.st_size - state.offset > MAX_READ)
 
 
 def start_state(path: Path) -> FileState | None:
@@ -91,4 +99,5 @@ def start_state(path: Path) -> FileState | None:
         os.close(fd)
     end = size - len(chunk) + chunk.rfind(b"\n") + 1 if b"\n" in chunk else (0 if size <= len(chunk) else size)
     body_end = end - (size - len(chunk))
-    return FileState(end, st.st_ino, st.st_dev, chunk[max(0, body_end - FINGERPRINT):body_end])
+    head = chunk[:min(end, FINGERPRINT)] if size <= len(chunk) else b""
+    return FileState(end, st.st_ino, st.st_dev, chunk[max(0, body_end - FINGERPRINT):body_end], head)

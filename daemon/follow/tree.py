@@ -5,7 +5,7 @@ catalog, the mirror (and the index and watchers) must see those appends live.
 One inotify watch per *directory* of the project tree (``IN_MODIFY`` and
 friends name the file), never per file: 10,000 sessions in a handful of
 project dirs cost a handful of watches, plus one per session that has
-subagents. Watches are bounded (``MAX_WATCHES``): a directory past the bound,
+subagents. Watches are bounded (``follow_max_watches``): a directory past the bound,
 or one the kernel refuses (the user's ``max_user_watches`` is shared), is
 re-stat'ed every ``POLL_EVERY`` instead, and so is every file after an event
 queue overflow. An event only marks a file dirty; a worker thread reads what
@@ -35,7 +35,6 @@ from .reading import FileState, Found, read_new, start_state
 
 log = logging.getLogger("sessiond")
 
-MAX_WATCHES = 8192
 MAX_FILES = 200_000
 MAX_DEPTH = 5
 """projects/<project>/<session>/subagents/<run>: deeper dirs are not transcripts."""
@@ -50,7 +49,9 @@ Gone = Callable[[Path], None]
 class Follower:
     """Watches the project tree; see the module docstring."""
 
-    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, publish: Publish, gone: Gone) -> None:
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, publish: Publish, gone: Gone,
+                 max_watches: int = 8192) -> None:
+        self.max_watches = max_watches
         self.projects = projects_dir(root)
         self.loop = loop
         self.publish = publish
@@ -88,6 +89,8 @@ class Follower:
         out: list[tuple[Path, FileState | None]] = []
         if depth == 0 and not d.is_dir():
             self._watch(d.parent, False)  # the root: to see projects/ appear
+            if d.parent not in self.watched:
+                self.polled.add(d)  # re-stat'ed until it appears, then walked
             return out
         self._watch(d, True)
         try:
@@ -109,7 +112,7 @@ class Follower:
     def _watch(self, d: Path, polled_fallback: bool) -> None:
         if d in self.watched:
             return
-        if self._fd is not None and len(self.dirs) < MAX_WATCHES:
+        if self._fd is not None and len(self.dirs) < self.max_watches:
             try:
                 wd = inotify.add_watch(self._fd, os.fsencode(d), DIR_MASK)  # type: ignore[misc]
             except OSError as exc:
@@ -146,7 +149,7 @@ class Follower:
             return
         if state.offset < start:
             try:
-                found = read_new(path, FileState(state.offset, state.ino, state.dev, state.tail))
+                found = read_new(path, FileState(state.offset, state.ino, state.dev, state.tail, state.head))
             except OSError:
                 found = None
             if found is not None and found.reset is None and found.end <= start:
@@ -219,47 +222,57 @@ class Follower:
 
     def _poll_dirs(self) -> None:
         """Dirs without a watch (over the bound, refused, or no inotify): their
-        files' sizes and inodes are compared with what was followed."""
+        files' sizes and inodes are compared with what was followed, and new
+        dirs beneath them are walked."""
         if self._closed:
             return
-        dirs = list(self.polled)
-        if self._fd is None and not self.dirs:
-            dirs.append(self.projects)
-        known = {p: (s.offset, s.ino) for p, s in self.files.items() if p.parent in self.polled}
+        dirs = set(self.polled)
+        if self._fd is None:
+            dirs.add(self.projects)
+        known = {p: (s.offset, s.ino) for p, s in self.files.items() if p.parent in dirs}
+        seen = self.watched | self.polled
 
-        def scan() -> list[Path]:
-            changed = []
+        def scan() -> tuple[list[Path], list[tuple[Path, FileState | None]]]:
+            changed: list[Path] = []
+            new: list[tuple[Path, FileState | None]] = []
             for d in dirs:
-                for p, _ in self._walk_files(d):
+                try:
+                    entries = list(os.scandir(d))
+                except OSError:
+                    continue
+                for e in entries:
+                    p = Path(e.path)
                     try:
-                        st = p.stat()
-                    except OSError:
+                        if e.is_dir(follow_symlinks=False):
+                            depth = len(p.relative_to(self.projects).parts)
+                            if p not in seen and depth <= MAX_DEPTH:
+                                new += self._walk(p, depth, True)
+                            continue
+                        if not e.name.endswith(".jsonl"):
+                            continue
+                        st = e.stat(follow_symlinks=False)
+                    except (OSError, ValueError):
                         continue
                     off, ino = known.get(p, (-1, 0))
-                    if off < 0 or st.st_size != off or st.st_ino != ino:
+                    if st.st_size != off or st.st_ino != ino:
                         changed.append(p)
-            return changed
+            return changed, new
 
         async def run() -> None:
             try:
-                if dirs:
-                    for p in await self.loop.run_in_executor(None, scan):
-                        if p not in self.files and len(self.files) < MAX_FILES:
-                            self.files[p] = FileState()
+                changed, new = await self.loop.run_in_executor(None, scan)
+                self._merge(new, old=False)
+                for p in changed:
+                    if p not in self.files and len(self.files) < MAX_FILES:
+                        self.files[p] = FileState()
+                    if p in self.files:
                         self.dirty.add(p)
-                    self._kick()
+                self._kick()
             finally:
                 if not self._closed:
                     self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
 
         self.loop.create_task(run())
-
-    @staticmethod
-    def _walk_files(d: Path) -> list[tuple[Path, None]]:
-        try:
-            return [(Path(e.path), None) for e in os.scandir(d) if e.name.endswith(".jsonl")]
-        except OSError:
-            return []
 
     # ------------------------------------------------------------------ reading
 
@@ -274,7 +287,7 @@ class Follower:
             while self.dirty and not self._closed:
                 batch = {p: self.files[p] for p in self.dirty if p in self.files}
                 self.dirty.clear()
-                snap = {p: FileState(s.offset, s.ino, s.dev, s.tail) for p, s in batch.items()}
+                snap = {p: FileState(s.offset, s.ino, s.dev, s.tail, s.head) for p, s in batch.items()}
                 results = await self.loop.run_in_executor(None, _read_all, snap)
                 for path, found in results:
                     state = self.files.get(path)
@@ -291,12 +304,14 @@ class Follower:
                 self.files.pop(path, None)
                 return
             log.info("followed file %s %s: read again from the start", path, found.reset)
-            state.offset, state.ino, state.dev, state.tail = 0, found.ino, found.dev, b""
+            state.offset, state.ino, state.dev, state.tail, state.head = 0, found.ino, found.dev, b"", b""
             self.dirty.add(path)
             return
         state.ino, state.dev = found.ino, found.dev
         if found.lines:
             state.offset, state.tail = found.end, found.tail
+            if len(found.head) > len(state.head):
+                state.head = found.head
             self.lines_followed += len(found.lines)
             self.bytes_followed += found.end - found.start
             _call(self.publish, path, found.lines, found.end)

@@ -137,3 +137,44 @@ def test_daemon_writes_between_foreign_ones_are_mirrored_once(daemon_factory, mi
     assert st["diverged"] == 0 and st["errors"] == 0, st
     data = path.read_bytes()
     assert data.count(b"through the daemon") == 8 and all(x.encode() in data for x in lines[:16])
+
+
+def test_without_watches_the_restat_follows_and_a_rewrite_in_place_diverges(daemon_factory, mirror_config, short_tmp):
+    """``follow_max_watches = 0``: no inotify watch at all, every dir is
+    re-stat'ed; new project dirs, sessions and subagent dirs are still found,
+    and a file rewritten in place (same inode, same size) is not mirrored."""
+    cfg = mirror_config()
+    cfg.write_text("follow_max_watches = 0\n" + cfg.read_text())
+    a = daemon_factory(name="a").start("--config", str(cfg))
+    b = daemon_factory(name="b")
+    wait_for(lambda: mirror_status(a)["connected"], what="the mirror to connect")
+    lines = corpus_lines(10)
+    project = a.root / "projects" / "-srv-polled"
+    sid, other = str(uuid.uuid4()), str(uuid.uuid4())
+    main, agent = project / f"{sid}.jsonl", project / sid / "subagents" / "agent-77.jsonl"
+    w = Foreign()
+    try:
+        for x in lines[:3]:
+            w.do("append", main, data=x)
+        w.do("append", agent, data=lines[3])
+        w.do("append", main, data=lines[4][:10])
+        wait_for(lambda: pulled(b, cfg, sid) == {f"{project.name}/{sid}.jsonl": "".join(lines[:3]).encode(),
+                                                 f"{project.name}/{sid}/subagents/agent-77.jsonl": lines[3].encode()},
+                 timeout=20, interval=0.3, what="B to hold the whole lines found by the re-stat")
+        w.do("append", main, data=lines[4][10:])
+        wait_for(lambda: pulled(b, cfg, sid)[f"{project.name}/{sid}.jsonl"] == main.read_bytes(),
+                 timeout=20, interval=0.3, what="the completed line on B")
+
+        p = project / f"{other}.jsonl"
+        w.do("append", p, data=lines[5] + lines[6])
+        wait_for(lambda: pulled(b, cfg, other), timeout=20, interval=0.3, what="the second session on B")
+        w.do("overwrite", p, data=lines[6][: len(lines[5])] if len(lines[6]) >= len(lines[5]) else "X" * len(lines[5]))
+        w.do("append", p, data=lines[7])
+        st = wait_for(lambda: (lambda s: s if s["diverged"] >= 1 else None)(mirror_status(a)),
+                      what="the rewritten file to be marked diverged")
+        assert "rewritten" in (st["lastError"] or "")
+        assert pulled(b, cfg, other)[f"{project.name}/{other}.jsonl"] == (lines[5] + lines[6]).encode()
+    finally:
+        w.close()
+    with a.client() as c:
+        assert c.status().config  # the daemon is still serving
