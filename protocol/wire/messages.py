@@ -246,6 +246,9 @@ class StatusResult(_Message):
     """RSS, and the uuids held for dedup (how many, how many not packed yet, bytes of the packed ones)."""
     index: dict[str, str | int | float | bool | None] | None = None
     """The search indexer's state, when the index is on."""
+    follow: dict[str, int] | None = None
+    """The follower of foreign writers: files followed, inotify watches held,
+    dirs re-stat'ed instead, lines and bytes passed on."""
 
 
 class Error(_Message):

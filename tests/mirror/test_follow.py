@@ -104,6 +104,10 @@ def test_foreign_writes_are_mirrored_live_whole_lines_only(daemon_factory, mirro
     assert main.read_bytes() == "".join(lines[:6]).encode()
     assert agent.read_bytes() == "".join(lines[5:8]).encode()
     assert not list(project.rglob("*.torn"))
+    with a.client() as c:
+        follow = c.status().follow
+    # One watch per dir (root, projects, the project, the session's, subagents), none per file.
+    assert follow is not None and 4 <= follow["watches"] <= 6 and follow["files"] >= 4, follow
     a.stop()
 
 
@@ -177,4 +181,5 @@ def test_without_watches_the_restat_follows_and_a_rewrite_in_place_diverges(daem
     finally:
         w.close()
     with a.client() as c:
-        assert c.status().config  # the daemon is still serving
+        follow = c.status().follow
+    assert follow is not None and follow["watches"] == 0 and follow["polled_dirs"] >= 3, follow
