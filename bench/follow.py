@@ -11,7 +11,8 @@ user + system time over the run, per MB followed.
 
 Then the watch cost: a tree of 10,000 sessions (100 project dirs, every tenth
 session with a subagent file), a fresh daemon on it: inotify watches held
-(status ``follow``), the daemon's RSS, and the time until it answers.
+(status ``follow``), the daemon's RSS, and the time from its start until it
+follows every file.
 
     python bench/follow.py                     # 1, 100, 1000 files; 3 runs each
     python bench/follow.py --files 100 --runs 1 --seconds 3
@@ -160,7 +161,22 @@ def one_run(files: int, seconds: float, rate: int, port: int) -> dict:
     }
 
 
+def idle_rss() -> float:
+    """RSS of a daemon on an empty root: the baseline of the watch cost."""
+    base = Path(tempfile.mkdtemp(prefix="sdw-", dir="/tmp"))
+    os.chmod(base, 0o700)
+    daemon = start_daemon(base / "run" / "s.sock", base / "root")
+    try:
+        status(base / "run" / "s.sock")
+        return rss_mb(daemon.pid)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def watch_cost(sessions: int = 10_000, projects: int = 100) -> dict:
+    empty = idle_rss()
     base = Path(tempfile.mkdtemp(prefix="sdw-", dir="/tmp"))
     os.chmod(base, 0o700)
     sock, root = base / "run" / "s.sock", base / "root"
@@ -173,13 +189,18 @@ def watch_cost(sessions: int = 10_000, projects: int = 100) -> dict:
         if k % 10 == 0:
             (project / sid / "subagents").mkdir(parents=True)
             (project / sid / "subagents" / "agent-a1.jsonl").write_bytes(line)
+    expected = sessions + (sessions + 9) // 10
     t0 = time.perf_counter()
     daemon = start_daemon(sock, root, timeout=120)
-    ready = time.perf_counter() - t0
     try:
-        st = status(sock)
+        deadline = time.monotonic() + 300
+        while (st := status(sock)).follow["files"] < expected:  # the start walk runs after the socket answers
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the follower did not find the tree: {st.follow}")
+            time.sleep(0.05)
+        ready = time.perf_counter() - t0
         out = {"sessions": sessions, "files": st.follow["files"], "watches": st.follow["watches"],
-               "rss_mb": rss_mb(daemon.pid), "ready_s": ready}
+               "rss_mb": rss_mb(daemon.pid), "rss_empty_root_mb": empty, "ready_s": ready}
     finally:
         daemon.terminate()
         daemon.wait(timeout=60)
@@ -212,7 +233,7 @@ def main() -> None:
     if not args.no_watch_cost:
         wc = results["watch_cost"] = watch_cost()
         print(f"watch cost: {wc['sessions']} sessions, {wc['files']} files followed, {wc['watches']} inotify watches, "
-              f"RSS {wc['rss_mb']:.0f} MB, answering after {wc['ready_s']:.1f} s")
+              f"RSS {wc['rss_mb']:.0f} MB (empty root: {wc['rss_empty_root_mb']:.0f} MB), all followed {wc['ready_s']:.1f} s after start")
     out = HERE / "results" / "follow.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {out}")
