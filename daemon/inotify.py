@@ -53,3 +53,14 @@ def events(data: bytes) -> Iterator[tuple[int, int, bytes]]:
         name = data[pos + _EVENT.size: pos + _EVENT.size + length].rstrip(b"\0")
         pos += _EVENT.size + length
         yield wd, mask, name
+
+
+def read_events(fd: int) -> list[tuple[int, int, bytes]]:
+    """Every event queued on a non-blocking inotify ``fd`` (OSError when reading fails)."""
+    out: list[tuple[int, int, bytes]] = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return out
+        out.extend(events(data))

@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .inotify import AVAILABLE, IN_ATTRIB, IN_DELETE_SELF, IN_IGNORED, IN_MOVE_SELF, IN_ONLYDIR, IN_Q_OVERFLOW, events
+from .inotify import AVAILABLE, IN_ATTRIB, IN_DELETE_SELF, IN_IGNORED, IN_MOVE_SELF, IN_ONLYDIR, IN_Q_OVERFLOW, read_events
 from .inotify import add_watch as _add
 from .inotify import init as _init
 from .inotify import rm_watch as _rm
@@ -172,35 +172,32 @@ class PathWatch:
 
     def _read(self) -> None:
         assert self._fd is not None
-        while True:
-            try:
-                data = os.read(self._fd, 65536)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                log.error("reading inotify events failed: %s; every write stats its path", exc)
-                self.close()
+        try:
+            pending = read_events(self._fd)
+        except OSError as exc:
+            log.error("reading inotify events failed: %s; every write stats its path", exc)
+            self.close()
+            self._everything()
+            return
+        for wd, mask, _name in pending:
+            if mask & IN_Q_OVERFLOW:
                 self._everything()
-                return
-            for wd, mask, _name in events(data):
-                if mask & IN_Q_OVERFLOW:
-                    self._everything()
-                    continue
-                moved = self._dir_wds.get(wd)
-                if moved is not None:
-                    # Its watch no longer stands for the path (moved elsewhere,
-                    # or gone): drop it; the files beneath are re-checked and,
-                    # reopened, watch the directories at their paths anew.
-                    self._forget_dir(moved)
-                    self._everything()
-                    continue
-                key = self._keys.get(wd)
-                if key is None:
-                    continue
-                if mask & IN_IGNORED:  # the kernel dropped the watch
-                    del self._keys[wd]
-                    self._release_dirs(self._wds.pop(key)[1])
-                self._suspect(key)
+                continue
+            moved = self._dir_wds.get(wd)
+            if moved is not None:
+                # Its watch no longer stands for the path (moved elsewhere,
+                # or gone): drop it; the files beneath are re-checked and,
+                # reopened, watch the directories at their paths anew.
+                self._forget_dir(moved)
+                self._everything()
+                continue
+            key = self._keys.get(wd)
+            if key is None:
+                continue
+            if mask & IN_IGNORED:  # the kernel dropped the watch
+                del self._keys[wd]
+                self._release_dirs(self._wds.pop(key)[1])
+            self._suspect(key)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -162,45 +162,47 @@ class Follower:
 
     def _read_events(self) -> None:
         assert self._fd is not None
-        while True:
-            try:
-                data = os.read(self._fd, 65536)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                log.error("reading inotify events failed: %s; foreign writes are re-stat'ed", exc)
-                self.close_watches()
-                break
-            for wd, mask, name in inotify.events(data):
-                if mask & inotify.IN_Q_OVERFLOW:
-                    self.dirty.update(self.files)
+        try:
+            pending = inotify.read_events(self._fd)
+        except OSError as exc:
+            log.error("reading inotify events failed: %s; foreign writes are re-stat'ed", exc)
+            self.close_watches()
+            pending = []
+        for wd, mask, name in pending:
+            if mask & inotify.IN_Q_OVERFLOW:
+                self.dirty.update(self.files)
+                continue
+            d = self.dirs.get(wd)
+            if d is None:
+                continue
+            if mask & (inotify.IN_IGNORED | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF):
+                del self.dirs[wd]
+                self.watched.discard(d)
+                if not mask & inotify.IN_IGNORED and self._fd is not None:
+                    try:  # a moved dir keeps its watch: its new path is walked anew
+                        inotify.rm_watch(self._fd, wd)  # type: ignore[misc]
+                    except OSError:
+                        pass
+                continue
+            if not name:
+                continue
+            path = d / os.fsdecode(name)
+            if d == self.projects.parent:  # the root, watched until projects/ appears
+                if path == self.projects and mask & inotify.IN_ISDIR and mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
+                    self._new_dir(path)
+                continue
+            if mask & inotify.IN_ISDIR:
+                if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
+                    self._new_dir(path)
+                continue
+            if not path.name.endswith(".jsonl"):
+                continue
+            if path not in self.files:
+                if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MODIFY) and len(self.files) < MAX_FILES:
+                    self.files[path] = FileState()
+                else:
                     continue
-                d = self.dirs.get(wd)
-                if d is None:
-                    continue
-                if mask & (inotify.IN_IGNORED | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF):
-                    del self.dirs[wd]
-                    self.watched.discard(d)
-                    continue
-                if not name:
-                    continue
-                path = d / os.fsdecode(name)
-                if d == self.projects.parent:  # the root, watched until projects/ appears
-                    if path == self.projects and mask & inotify.IN_ISDIR and mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
-                        self._new_dir(path)
-                    continue
-                if mask & inotify.IN_ISDIR:
-                    if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
-                        self._new_dir(path)
-                    continue
-                if not path.name.endswith(".jsonl"):
-                    continue
-                if path not in self.files:
-                    if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MODIFY) and len(self.files) < MAX_FILES:
-                        self.files[path] = FileState()
-                    else:
-                        continue
-                self.dirty.add(path)
+            self.dirty.add(path)
         self._kick()
 
     def _new_dir(self, path: Path) -> None:
