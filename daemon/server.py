@@ -91,6 +91,8 @@ class Daemon:
         self.writer.gone_observers.append(self.catalog.gone)
         if self.mirror is not None:
             self.writer.gone_observers.append(self.mirror.gone)
+        if self.index is not None:
+            self.writer.gone_observers.append(lambda path, index=self.index: index.look([str(path)]))
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False
