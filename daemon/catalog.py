@@ -4,10 +4,10 @@ The daemon sees every write, so it keeps, per project dir, the stat of each
 ``<uuid>.jsonl`` and its lite info (SPEC 5), updated by a writer observer. A page
 of 20 is then a sort of cached stats and at most a few lite reads of files that
 changed. Other writers (Claude Code itself writing into the same root) reach
-the observer through the follower (``daemon/follow``); a re-stat of the dir, run in the background after an answer
-when the index is older than ``REFRESH_AFTER`` (stale-while-revalidate),
-still catches what no watch saw. The files
-stay the only truth: the catalog is a cache rebuilt from them at any time.
+the observer through the follower (``daemon/follow``); a re-stat of the dir,
+run in the background after an answer when the index is older than
+``REFRESH_AFTER`` (stale-while-revalidate), still catches what no watch saw.
+The files stay the only truth: the catalog is a cache rebuilt from them at any time.
 
 Page computation runs in a worker thread (a cold full listing reads thousands of
 files); the index is shared with the loop's observer under one lock held only
