@@ -270,6 +270,7 @@ async def _run(settings: Settings, flags: dict) -> int:
         for why in early:
             daemon.request_shutdown(why)
         daemon.registry.spool.replay(daemon.registry)  # before the first request: a resend must meet what was held
+        await daemon.follower.start()  # before serving: an append after ready is followed
         server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
         log.info(
             "ready: pid %d, socket %s%s, root %s, sessiond %s",
@@ -279,7 +280,6 @@ async def _run(settings: Settings, flags: dict) -> int:
             daemon.mirror.start()
         if daemon.index is not None:
             await daemon.index.start()
-        await daemon.follower.start()  # before ready: an append after it is followed
         notifier.ready(daemon.status_line())
         await daemon.stopped
         daemon.follower.close()

@@ -21,6 +21,8 @@ FINGERPRINT = 64
 """Bytes before the offset kept to notice a file rewritten in place."""
 MAX_READ = 8 * 1024 * 1024
 """At most this much is read per file per pass; the rest comes next pass."""
+MAX_LINE = 256 * 1024 * 1024
+"""Except a single line longer than that: read up to this much to find its end."""
 
 
 class FileState(msgspec.Struct):
@@ -65,8 +67,11 @@ def read_new(path: Path, state: FileState) -> Found:
             return Found(0, 0, [], st.st_ino, st.st_dev, b"",
                          reset=f"shrank (followed to {state.offset} bytes, now {st.st_size})")
         back = len(state.tail)
-        want = min(st.st_size - state.offset, MAX_READ) + back
+        avail = st.st_size - state.offset
+        want = min(avail, MAX_READ) + back
         data = os.pread(fd, want, state.offset - back) if want else b""
+        if avail > MAX_READ and b"\n" not in data[back:]:  # one line longer than a read: up to its end
+            data += os.pread(fd, min(avail, MAX_LINE) - MAX_READ, state.offset + MAX_READ)
         head = state.head or os.pread(fd, FINGERPRINT, 0)
         if state.head and os.pread(fd, len(state.head), 0) != state.head:
             data = None

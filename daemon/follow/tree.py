@@ -317,7 +317,7 @@ class Follower:
             self.lines_followed += len(found.lines)
             self.bytes_followed += found.end - found.start
             _call(self.publish, path, found.lines, found.end)
-        if found.more:
+        if found.more and found.lines:  # no progress (a half line): wait for the next event
             self.dirty.add(path)
 
     # ------------------------------------------------------------------ closing
