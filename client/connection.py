@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 from sessiond.protocol.locations import check_private_dir, default_root, default_socket
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, RemoteError, UnsafeSocketDir, VersionMismatch
+from sessiond.protocol.wire.errors import (
+    LEASE_LOST,
+    SESSION_BUSY,
+    DaemonUnavailable,
+    LeaseLost,
+    ProtocolError,
+    RemoteError,
+    SessionBusy,
+    UnsafeSocketDir,
+    VersionMismatch,
+)
 from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, decode_response, encode
 
 if TYPE_CHECKING:
@@ -46,6 +56,10 @@ def raise_for(resp: m.Response) -> m.Response:
     if isinstance(resp, m.Error):
         if resp.code == "version_mismatch":
             raise VersionMismatch(resp.message)
+        if resp.code == LEASE_LOST:
+            raise LeaseLost(resp.message, holder=resp.holder)
+        if resp.code == SESSION_BUSY:
+            raise SessionBusy(resp.message, holder=resp.holder)
         raise RemoteError(resp.message, code=resp.code)
     return resp
 

@@ -82,6 +82,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.frames = FrameBuffer(daemon.settings.max_frame)
         self.greeted = False
+        self.pid = 0
+        self.client_name = ""
         self.sessions: dict[str, SessionState] = {}
         self._out: list[bytes] = []
         self._out_scheduled = False
@@ -174,6 +176,8 @@ class Connection(asyncio.Protocol):
         self.daemon.connections.discard(self)
         for sid in list(self.sessions):
             self.detach(sid, dropped=True)
+        self.daemon.leases.release_all(self.id)
+        self.daemon.watchers.drop_connection(self)
         self.transport = None
 
     # -------------------------------------------------------------------- requests
@@ -194,7 +198,7 @@ class Connection(asyncio.Protocol):
         try:
             resp = dispatch(self, req)
         except SessiondError as exc:
-            resp = m.Error(id=req.id, code=exc.code, message=exc.message)
+            resp = m.Error(id=req.id, code=exc.code, message=exc.message, holder=getattr(exc, "holder", None))
         except Exception as exc:  # a bug: report it, keep serving everyone else
             log.exception("%s: internal error on %s", self.peer, type(req).__name__)
             self.daemon.stats.errors += 1
@@ -229,6 +233,7 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         self.greeted = True
+        self.pid, self.client_name = req.pid, req.client
         self.peer = f"client {self.id} ({req.client or 'unnamed'}, pid {req.pid})"
         self._throttle_log.client = self.peer
         self.reply(m.Welcome(id=req.id, protocol_version=m.PROTOCOL_VERSION, daemon_version=__version__, pid=os.getpid(),
@@ -244,6 +249,7 @@ class Connection(asyncio.Protocol):
     def detach(self, session_id: str, dropped: bool = False) -> FileQueue | None:
         """Leave a session (``dropped``: the connection went away without a
         Close); returns the queue of an exit-cleanup re-append."""
+        self.daemon.leases.release(session_id, self.id)
         state = self.sessions.pop(session_id, None)
         if state is None:
             return None

@@ -33,6 +33,8 @@ from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
 from .index.link import IndexLink, index_path
 from .connection import Connection, Outbox
+from .leases import Leases
+from .watchers import Watchers
 from .notify import Notifier
 from .sessions import Registry
 from .tails import Tails
@@ -81,6 +83,10 @@ class Daemon:
             self.writer.observers.append(self.index.observe)
             index = self.index
             self.catalog.changed = lambda paths: loop.call_soon_threadsafe(index.look, paths)
+        self.leases = Leases(loop, settings.root, settings.lease_grace)
+        self.watchers = Watchers(self)
+        self.writer.observers.append(self.watchers.written)
+        self.writer.gone_observers.append(self.watchers.gone)
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False
@@ -146,6 +152,7 @@ class Daemon:
             self.registry.exit_cleanup(state)
         self.writer.drain_everything()
         self.writer.close()
+        self.leases.freeze()
         for conn in list(self.connections):
             conn.close()
         log.info(

@@ -108,8 +108,13 @@ class Writer:
         self._interval: asyncio.TimerHandle | None = None
         self.observers: list[Callable[[Path, list[bytes], int], None]] = []
         """Called after every successful write with (path, lines written, file size
-        after the write): the session catalog and the remote mirror follow the
-        files through this, never by re-reading them."""
+        after the write): the session catalog, the remote mirror, the search
+        index and the watchers follow the files through this, never by re-reading
+        them. Lines other writers put in a file (the follower) are told through
+        ``publish``, the same way."""
+        self.gone_observers: list[Callable[[Path], None]] = []
+        """Called with a path whose reported content no longer stands: the file
+        was deleted, replaced or truncated (``published_gone``)."""
         self._open: OrderedDict[Path, FileQueue] = OrderedDict()  # LRU of open fds
         self.max_open = settings.max_open_files or open_files_budget()
         # fdatasyncs in flight at once: each pins an fd the LRU cannot close, and
@@ -324,6 +329,7 @@ class Writer:
         if st is None or (st.st_dev, st.st_ino) != q.ident:
             log.warning("%s was %s under the daemon; reopening it", q.path, "deleted" if st is None else "replaced")
             self._close_fd(q)
+            self.published_gone(q.path)
             return self._fd(q, create_here=create_here)  # stays suspect: its first write stats it again
         q.suspect = not self.watch.watching(q)
         return fd
@@ -400,6 +406,19 @@ class Writer:
         waiters = q.write_waiters
         while waiters and waiters[0][0] <= q.written:
             waiters.popleft()[1](None)
+
+    def publish(self, path: Path, lines: list[bytes], end: int) -> None:
+        """Tell every write observer that ``lines`` (whole lines, without their
+        newlines) are now in ``path``, ending at byte ``end``: the writer's own
+        writes and those another writer made, seen by the follower."""
+        for observe in self.observers:
+            observe(path, lines, end)
+
+    def published_gone(self, path: Path) -> None:
+        """Tell the observers that what they were told of ``path`` no longer
+        stands (deleted, replaced or truncated under the daemon)."""
+        for observe in self.gone_observers:
+            observe(path)
 
     def _write_failed(self, q: FileQueue, exc: OSError) -> None:
         self.stats.errors += 1

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import ProtocolError
 
-from . import admin, append, flush, listing, search, session
+from . import admin, append, flush, listing, search, session, watch
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -45,6 +45,10 @@ def dispatch(conn: Connection, req: m.Request) -> m.Response | None:
             return search.handle_search(conn, req)
         case m.Reindex():
             return search.handle_reindex(conn, req)
+        case m.Subscribe():
+            return watch.handle_subscribe(conn, req)
+        case m.Unsubscribe():
+            return watch.handle_unsubscribe(conn, req)
         case m.Hello():
             raise ProtocolError("Hello may only be sent once, first")
     raise ProtocolError(f"unsupported request {type(req).__name__}")

@@ -41,6 +41,8 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         workers={**d.fair.status(), "syncThreads": d.writer.sync_slots},
         memory=memory.status(registry),
         index=d.index.status() if d.index is not None else None,
+        live=d.leases.live(),
+        watchers=d.watchers.count,
     )
 
 

@@ -12,6 +12,8 @@ from sessiond.protocol.transcript.paths import projects_dir
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import bad_request, permission_denied
 
+from msgspec.structs import replace
+
 if TYPE_CHECKING:
     from ..connection import Connection
 
@@ -34,9 +36,20 @@ def handle_list(conn: Connection, req: m.List) -> None:
     def done(f) -> None:
         exc = f.exception()
         if exc is None:
-            conn.reply(m.Listed(id=req.id, sessions=f.result()))
+            conn.reply(m.Listed(id=req.id, sessions=with_live(daemon.leases, f.result())))
         else:
             conn.reply(m.Error(id=req.id, code="io_error", message=f"listing failed: {exc}"))
 
     fut.add_done_callback(done)
     return None
+
+
+def with_live(leases, sessions: list) -> list:
+    """Mark the sessions a client is writing now (``live``)."""
+    if not leases.held:
+        return sessions
+    out = []
+    for s in sessions:
+        holder = leases.holder(s.sessionId)
+        out.append(s if holder is None else replace(s, live=holder.live()))
+    return out

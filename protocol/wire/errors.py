@@ -8,6 +8,8 @@
     ├── DaemonUnavailable         no daemon answers on the socket (client side)
     │   └── UnsafeSocketDir       the socket's directory or lock is not ours alone
     └── RemoteError(code)         the daemon answered with an ``Error`` frame
+        └── SessionBusy           another client holds the session (``holder``)
+            └── LeaseLost         this client held it and it was taken over
 
 The daemon turns a raised ``SessiondError`` into an ``Error{id, code, message}``
 frame; the client turns that frame back into ``RemoteError``; the CLI turns any of
@@ -31,9 +33,15 @@ MIRROR_UNAVAILABLE: Final = "mirror_unavailable"
 BUSY: Final = "busy"
 """A request refused because its client is over a bound (too much work waiting): retry later."""
 
+SESSION_BUSY: Final = "session_busy"
+"""Chain entries (or a lease claim) for a session another client holds (SPEC 7);
+the error carries the holder."""
+LEASE_LOST: Final = "lease_lost"
+"""Chain entries from a client whose lease was taken over: never written."""
+
 CODES: Final = frozenset(
     {BAD_REQUEST, NOT_FOUND, TOO_LARGE, PERMISSION_DENIED, IO_ERROR, SHUTTING_DOWN, VERSION_MISMATCH, INTERNAL,
-     MIRROR_UNAVAILABLE, BUSY}
+     MIRROR_UNAVAILABLE, BUSY, SESSION_BUSY, LEASE_LOST}
 )
 
 
@@ -83,6 +91,27 @@ class UnsafeSocketDir(DaemonUnavailable):
 
 class RemoteError(SessiondError):
     """An ``Error`` frame from the daemon; ``code`` is one of ``CODES``."""
+
+    holder = None
+    """The session's holder, for ``session_busy`` and ``lease_lost``."""
+
+
+class SessionBusy(RemoteError):
+    """Another client holds the session; ``holder`` (a ``LeaseHolder``) says who.
+    Raised by the daemon too, which turns ``holder`` into the frame's."""
+
+    code = SESSION_BUSY
+
+    def __init__(self, message: str, *, holder: object = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.holder = holder
+
+
+class LeaseLost(SessionBusy):
+    """This client's lease was taken over on purpose: what it sends from now on is
+    refused, never written into the new holder's chain."""
+
+    code = LEASE_LOST
 
 
 def bad_request(message: str) -> SessiondError:

@@ -14,6 +14,7 @@ from typing import Literal, Union
 import msgspec
 
 from ..search.query import Hit
+from ..lease import LeaseHolder
 from ..transcript.session_info import SessionInfo
 
 PROTOCOL_VERSION = 1
@@ -46,6 +47,11 @@ class Open(_Message):
     id: int
     session: str
     cwd: str
+    lease: bool = False
+    """Claim the session's lease (SPEC 7): refused with ``session_busy`` while
+    another client holds it."""
+    take_over: bool = False
+    """Take the lease from its holder on purpose (see ``Adopt.take_over``)."""
 
 
 class Append(_Message):
@@ -64,6 +70,8 @@ class Append(_Message):
     """A client resending after losing its daemon: an entry WITHOUT a uuid is
     dropped if a byte-identical line is already near the end of its file (the
     lost daemon may have written it). Entries with a uuid are always deduped."""
+    lease: bool = False
+    """Claim (or keep) the session's lease with this batch; see ``Open.lease``."""
 
 
 class Record(_Message):
@@ -82,6 +90,7 @@ class Record(_Message):
     agent: str | None = None
     run: str | None = None
     resend: bool = False
+    lease: bool = False
 
 
 class SetAgentMeta(_Message):
@@ -102,6 +111,37 @@ class Adopt(_Message):
     id: int
     session: str
     path: str
+    lease: bool = False
+    """Claim the lease as well (``session_busy`` while another client holds it)."""
+    take_over: bool = False
+    """Move the lease to this connection even though another client holds it:
+    the old holder's acknowledged entries are written before the answer (so a
+    load after it sees them), and its later chain entries get ``lease_lost``."""
+
+
+class Subscribe(_Message):
+    """Stream a session's entries as they are written (answers: ``Subscribed``,
+    then ``Entries`` frames with this request's id until ``Unsubscribed``).
+
+    Where to start: ``offset`` (a byte offset of the main transcript), else the
+    ``last`` N entries, else the current end. ``path`` names the main transcript
+    when the client found it (another project dir); else ``cwd`` does."""
+
+    id: int
+    session: str
+    cwd: str | None = None
+    path: str | None = None
+    offset: int | None = None
+    last: int | None = None
+    agents: bool = False
+    """Also every agent (subagent) file of the session, from its current end
+    (new ones from their start)."""
+
+
+class Unsubscribe(_Message):
+    id: int
+    subscription: int
+    """The ``id`` of the Subscribe to cancel."""
 
 
 class List(_Message):
@@ -159,7 +199,8 @@ class Reindex(_Message):
     all: bool = False
 
 
-Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown, Search, Reindex]
+Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown, Search, Reindex,
+              Subscribe, Unsubscribe]
 
 
 # ---------------------------------------------------------------------- responses
@@ -180,6 +221,8 @@ class Opened(_Message):
     session: str
     path: str
     materialized: bool
+    holder: LeaseHolder | None = None
+    """The lease, when this connection claimed it."""
 
 
 class Adopted(_Message):
@@ -246,12 +289,50 @@ class StatusResult(_Message):
     """RSS, and the uuids held for dedup (how many, how many not packed yet, bytes of the packed ones)."""
     index: dict[str, str | int | float | bool | None] | None = None
     """The search indexer's state, when the index is on."""
+    live: list[LeaseHolder] = []
+    """Sessions held by a writing client (SPEC 7)."""
+    watchers: int = 0
+    """Subscriptions streaming entries to clients."""
+
+
+class Subscribed(_Message):
+    id: int
+    session: str
+    path: str
+    offset: int
+    """Where the stream of the main transcript starts."""
+
+
+class Entries(_Message):
+    """Lines of one file of a subscribed session, pushed as they are written
+    (``id``: the Subscribe's). ``file`` is the path relative to the session's
+    project dir (``<id>.jsonl`` or ``<id>/subagents/agent-<a>.jsonl``); the
+    lines occupy the bytes from ``offset`` on, one newline after each."""
+
+    id: int
+    file: str
+    offset: int
+    lines: list[bytes]
+    skipped: int = 0
+    """Bytes before ``offset`` this watcher did not get: it read too slowly and
+    skipped ahead rather than make the daemon hold them."""
+    reset: bool = False
+    """The file was replaced or truncated: ``offset`` counts from its new start."""
+
+
+class Unsubscribed(_Message):
+    """The stream ended: cancelled (``Unsubscribe``), or the file went away."""
+
+    id: int
+    reason: str
 
 
 class Error(_Message):
     id: int
     code: str
     message: str
+    holder: LeaseHolder | None = None
+    """Who holds the session, for ``session_busy`` and ``lease_lost``."""
 
 
 class Searched(_Message):
@@ -269,4 +350,5 @@ class Reindexed(_Message):
     seconds: float
 
 
-Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error, Searched, Reindexed]
+Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error, Searched, Reindexed,
+                 Subscribed, Entries, Unsubscribed]
