@@ -147,6 +147,24 @@ class Leases:
             lease = self._grant(session, conn)
         return lease.holder(session)
 
+    def take_away(self, session: str, conn: Connection) -> None:
+        """A take-over that leaves the lease free: the holder loses it."""
+        lease = self.held.get(session)
+        if lease is not None and lease.conn != conn.id:
+            log.info("session %s taken over from %s by %s", session, lease.holder(session).describe(), conn.peer)
+            if lease.conn is not None:
+                self.lost.setdefault(session, set()).add(lease.conn)
+                self._forget_conn(lease.conn, session)
+            self._drop(session)
+
+    def refuse_if_held(self, session: str, conn: Connection) -> None:
+        lease = self.held.get(session)
+        if lease is not None and lease.conn != conn.id:
+            if lease.conn is None and time.monotonic() >= self.grace_until:
+                self._drop(session)
+                return
+            raise self.busy(session, lease)
+
     def busy(self, session: str, lease: Lease) -> SessionBusy:
         holder = lease.holder(session)
         return SessionBusy(f"session {session} is live: held by {holder.describe()}", holder=holder)

@@ -27,7 +27,7 @@ COMMAND_MODULES = {
     "append": "write_cmds", "record": "write_cmds",
     "list": "read_cmds", "check": "read_cmds", "repair": "read_cmds",
     "show": "resume_cmds", "resume": "resume_cmds", "continue": "resume_cmds", "fork": "resume_cmds",
-    "tail": "resume_cmds",
+    "tail": "resume_cmds", "watch": "resume_cmds",
     "pull": "mirror_cmds", "push": "mirror_cmds",
     "search": "search_cmds", "reindex": "search_cmds",
 }

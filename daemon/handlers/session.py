@@ -116,8 +116,12 @@ def handle_adopt(conn: Connection, req: m.Adopt) -> m.Response | None:
     state = registry.adopt(sid, path.parent)
     if registry.when_loaded(state, conn.redispatch, req):
         return None
-    if req.lease or req.take_over:
+    if req.lease:
         daemon.leases.claim(state.id, conn, req.take_over)
+    elif req.take_over:
+        daemon.leases.take_away(state.id, conn)
+    elif req.refuse_live:
+        daemon.leases.refuse_if_held(state.id, conn)
     conn.attach(state)
     count = registry.reappend_metadata(state)
     result = m.Adopted(id=req.id, session=sid, path=str(state.path), reappended=count)

@@ -114,9 +114,14 @@ class Adopt(_Message):
     lease: bool = False
     """Claim the lease as well (``session_busy`` while another client holds it)."""
     take_over: bool = False
-    """Move the lease to this connection even though another client holds it:
-    the old holder's acknowledged entries are written before the answer (so a
-    load after it sees them), and its later chain entries get ``lease_lost``."""
+    """Take the lease from its holder on purpose: the old holder's acknowledged
+    entries are written before the answer (so a load after it sees them), and
+    its later chain entries get ``lease_lost``. With ``lease`` the lease moves to
+    this connection; without, it is left free for the next claimant (the CLI's
+    ``resume --take-over``, which only loads)."""
+    refuse_live: bool = False
+    """``session_busy`` if another client holds the session, without claiming
+    it (the CLI's ``resume``: it checks, the agent after it claims)."""
 
 
 class Subscribe(_Message):

@@ -126,7 +126,7 @@ def test_resume_sees_everything_acknowledged_by_a_concurrent_writer(daemon):
 
     def writer() -> None:
         with daemon.client() as c:
-            s = Session(c, sid, CWD)
+            s = Session(c, sid, CWD, lease=False)  # a writer that does not hold it (a holder: exit 4, tests/live)
             while not stop.is_set():
                 acked.append(s.record([{"type": "user", "message": {"content": "tick"}}]))  # acked as queued
                 started.set()

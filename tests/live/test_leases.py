@@ -131,3 +131,24 @@ def test_status_and_list_show_live_sessions(daemon, agents):
     a.ask("close")
     listed = json.loads(daemon.cli("list", "--cwd", CWD, "--json").stdout)
     assert listed[0]["live"] is None
+
+
+def test_cli_resume_exit_4_take_over_and_fork(daemon, agents):
+    sid = str(uuid.uuid4())
+    a = agents(daemon, sid, CWD)
+    first = a.ask("record hello")["ok"]
+    busy = daemon.cli("resume", sid, "--cwd", CWD, check=False)
+    assert busy.returncode == 4
+    err = busy.stderr.decode()
+    assert f"pid {a.pid}" in err and "--take-over" in err and "--fork" in err
+    forked = daemon.cli("resume", sid, "--cwd", CWD, "--fork").stdout.decode().strip()
+    assert forked != sid and "ok" in a.ask("record the live one goes on")  # left alone
+    assert [e["uuid"] for e in read_entries(main_path(daemon.root, CWD, forked))] == [first]
+    out = json.loads(daemon.cli("resume", sid, "--cwd", CWD, "--take-over", "--json").stdout)
+    assert first in out["chain"]
+    assert a.ask("record refused now")["lost"] is None  # nobody holds it now: the CLI left it free
+    b = agents(daemon, sid, CWD)
+    assert "ok" in b.ask("record the next agent claims it")
+    assert "lost" in a.ask("record still refused")
+    chain = _chain_uuids(main_path(daemon.root, CWD, sid))
+    assert len(chain) == 3 and chain[:2] == [first, chain[1]]  # hello, "goes on", then b's: nothing of a after
