@@ -253,9 +253,12 @@ class Leases:
             log.warning("%s unreadable (%s): no lease kept from the previous daemon", self.path, exc)
             return
         for sid, s in saved.items():
-            self.held[sid] = Lease(None, s.pid, s.client, s.since, s.last_write)
-        if saved:
-            log.info("%d leases kept for their holders to reconnect", len(saved))
+            if _alive(s.pid):  # a holder that died with the daemon (or a reboot) cannot come back
+                self.held[sid] = Lease(None, s.pid, s.client, s.since, s.last_write)
+        if self.held:
+            log.info("%d leases kept for their holders to reconnect", len(self.held))
+        if len(self.held) != len(saved):
+            self._save()
 
     def snapshot(self) -> bytes:
         return msgspec.json.encode({sid: _Saved(lease.pid, lease.client, lease.since, lease.last_write)
@@ -279,6 +282,18 @@ class Leases:
         this do not change it."""
         self._save()
         self._frozen = True
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process now: not our holder
+        return False
+    return True
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

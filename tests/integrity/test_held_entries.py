@@ -20,7 +20,7 @@ def test_held_entries_survive_a_daemon_sigkill(daemon_factory):
     sid = str(uuid.uuid4())
     attachment = {"type": "attachment", "uuid": str(uuid.uuid4()), "attachment": {"type": "hook", "content": "ctx"}}
     with d.client() as c:
-        s = Session(c, sid, CWD)
+        s = Session(c, sid, CWD, lease=False)  # a holder would keep the session from the CLI below for the grace period
         s.set_title("Kept title")
         s.set_tag("kept-tag")
         s.set_mode("coordinator")
