@@ -7,12 +7,12 @@ import os
 from functools import partial
 from typing import TYPE_CHECKING
 
+from msgspec.structs import replace
+
 from sessiond.protocol.transcript.listing import project_dirs
 from sessiond.protocol.transcript.paths import projects_dir
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import bad_request, permission_denied
-
-from msgspec.structs import replace
 
 if TYPE_CHECKING:
     from ..connection import Connection
