@@ -152,3 +152,16 @@ def test_cli_resume_exit_4_take_over_and_fork(daemon, agents):
     assert "lost" in a.ask("record still refused")
     chain = _chain_uuids(main_path(daemon.root, CWD, sid))
     assert len(chain) == 3 and chain[:2] == [first, chain[1]]  # hello, "goes on", then b's: nothing of a after
+
+
+def test_a_take_over_during_the_restart_grace_wins_over_the_returning_holder(daemon, agents):
+    sid = str(uuid.uuid4())
+    a = agents(daemon, sid, CWD)
+    a.ask("record before the restart")
+    daemon.kill()
+    daemon.start()
+    b = agents(daemon, sid, CWD)
+    assert b.ask("takeover")["ok"]["pid"] == b.pid  # on purpose: allowed while the lease waits for its holder
+    assert b.ask("record mine now")["ok"]
+    assert a.ask("record back again")["busy"]["pid"] == b.pid  # the returning holder is refused, nothing written
+    assert len(_chain_uuids(main_path(daemon.root, CWD, sid))) == 2

@@ -179,3 +179,19 @@ def test_watch_shows_the_last_turns_then_new_entries(daemon):
         proc.wait(timeout=20)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_the_stream_ends_when_the_file_goes_away(daemon):
+    sid = str(uuid.uuid4())
+    _start(daemon, sid)
+    path = main_path(daemon.root, CWD, sid)
+    with daemon.client() as c:
+        req = m.Subscribe(id=c.next_id(), session=sid, cwd=CWD)
+        stream = subscribe(c, req)
+        next(stream)
+        path.unlink()
+        with daemon.client() as w:  # the next write notices the file is gone (and recreates it)
+            wait_until(lambda: w.call(m.Append(id=w.next_id(), session=sid, cwd=CWD, durability="written",
+                                               entries=[_entry(1)])) and w.status().watchers == 0,
+                       "the watcher to be told the file went away")
+        assert next(stream) == m.Unsubscribed(id=req.id, reason="gone")
