@@ -154,7 +154,7 @@ def test_resume_of_a_session_whose_file_is_still_being_created(daemon_factory):
                   "-e", "inject=mkdir,mkdirat:delay_enter=500000"])
     sid = str(uuid.uuid4())
     with d.client() as c:
-        Session(c, sid, CWD).record([{"type": "user", "message": {"content": "first"}}])  # acked as queued
+        Session(c, sid, CWD, lease=False).record([{"type": "user", "message": {"content": "first"}}])  # acked as queued
         out = json.loads(d.cli("resume", sid, "--cwd", CWD, "--json").stdout)
     assert [m["message"]["content"] for m in out["messages"]] == ["first"]
 

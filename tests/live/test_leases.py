@@ -127,7 +127,8 @@ def test_status_and_list_show_live_sessions(daemon, agents):
     assert [(h["session"], h["pid"]) for h in status["live"]] == [(sid, a.pid)]
     listed = json.loads(daemon.cli("list", "--cwd", CWD, "--json").stdout)
     assert listed[0]["live"]["pid"] == a.pid and listed[0]["live"]["client"] == "test-agent"
-    assert "live" in daemon.cli("list", "--cwd", CWD).stdout.decode()
+    human = daemon.cli("list", "--cwd", CWD).stdout.decode()
+    assert "LIVE" in human.splitlines()[0] and f"pid {a.pid}" in human
     a.ask("close")
     listed = json.loads(daemon.cli("list", "--cwd", CWD, "--json").stdout)
     assert listed[0]["live"] is None
