@@ -10,8 +10,9 @@ the daemon, and what the follower of foreign writers reports through
 ``Writer.publish``): nothing is read back from disk for them. Where a watcher
 starts in the past (a byte offset, the last N entries), or the lines it is told
 about do not start where it stands (a gap: a write it was not told about), the
-missing bytes are read from the file in a worker thread, ``READ_CHUNK`` at a
-time, while live lines wait for the reads to catch up.
+missing bytes are read from the file in the read pool (the watcher's
+connection's fair share of it, ``workers.py``), ``READ_CHUNK`` at a time,
+while live lines wait for the reads to catch up.
 
 A watcher never grows the daemon's memory: while its connection holds more
 than ``watch_buffer_bytes`` of answers it has not read, the lines meant for it
@@ -125,8 +126,13 @@ class Watchers:
         start = size if req.offset is None else min(req.offset, size)
         cursor = self._add(sub, main, start)
         if req.last is not None and req.offset is None:
+            try:
+                fut = self.daemon.fair.submit(_read_last, main, req.last, size, owner=conn.id)
+            except SessiondError:  # its share of the read pool is full (busy): refused whole
+                del self.subs[(conn.id, req.id)]
+                self._remove(sub)
+                raise
             cursor.reading = True
-            fut = self.loop.run_in_executor(None, _read_last, main, req.last, size)
             fut.add_done_callback(lambda f: self._read_done(cursor, f))
         elif start < size:
             self._catch_up(cursor)
@@ -255,8 +261,12 @@ class Watchers:
         if unsent(cursor.sub.conn) > self.daemon.settings.watch_buffer_bytes:
             self.loop.call_later(SKIP_RECHECK, self._catch_up, cursor)  # it reads slowly: wait, hold nothing
             return
+        try:  # the watcher's connection's fair share of the read pool
+            fut = self.daemon.fair.submit(_read_from, cursor.path, cursor.pos, owner=cursor.sub.conn.id)
+        except SessiondError:  # its share is full (busy): try again shortly, holding nothing
+            self.loop.call_later(SKIP_RECHECK, self._catch_up, cursor)
+            return
         cursor.reading = True
-        fut = self.loop.run_in_executor(None, _read_from, cursor.path, cursor.pos)
         fut.add_done_callback(lambda f: self._read_done(cursor, f))
 
     def _read_done(self, cursor: Cursor, fut) -> None:

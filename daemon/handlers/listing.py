@@ -7,10 +7,12 @@ import os
 from functools import partial
 from typing import TYPE_CHECKING
 
+import msgspec
 from msgspec.structs import replace
 
 from sessiond.protocol.transcript.listing import project_dirs
 from sessiond.protocol.transcript.paths import projects_dir
+from sessiond.protocol.transcript.session_info import SessionInfo
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import bad_request, permission_denied
 
@@ -45,11 +47,26 @@ def handle_list(conn: Connection, req: m.List) -> None:
 
 
 def with_live(leases, sessions: list) -> list:
-    """Mark the sessions a client is writing now (``live``)."""
+    """Mark the sessions a client is writing now (``live``). The page's records
+    come encoded from the catalog; only one naming a held session's id is
+    decoded, marked and encoded again."""
     if not leases.held:
         return sessions
+    held = [(sid.encode(), sid) for sid in leases.held]
     out = []
     for s in sessions:
+        if isinstance(s, msgspec.Raw):
+            raw = bytes(s)
+            sid = next((sid for key, sid in held if key in raw), None)
+            if sid is not None:
+                info = _decode_info(raw)
+                if info.sessionId == sid:
+                    s = msgspec.Raw(msgspec.msgpack.encode(replace(info, live=leases.holder(sid).live())))
+            out.append(s)
+            continue
         holder = leases.holder(s.sessionId)
         out.append(s if holder is None else replace(s, live=holder.live()))
     return out
+
+
+_decode_info = msgspec.msgpack.Decoder(SessionInfo).decode
