@@ -309,8 +309,6 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
     the file (whole lines only: a line still being written is waited for).
     Exit 1 when the file is empty or not a transcript, or when shown lines were
     unreadable (one summary)."""
-    import time
-
     from sessiond.protocol.transcript.regular import open_regular
 
     path, _ = locate(obj, target, cwd)
@@ -337,22 +335,12 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
                 counter[0] += 1
                 _tail_entry(line, counter[0], as_json, bad)
 
-            if _follow_daemon(obj, path, offset, shown_one, agents=False):
-                _tail_verdict(path, b"x", 1, bad)
-                return
-            while True:
-                f.seek(offset)
-                more = f.read()
-                end = more.rfind(b"\n") + 1
-                if end:
-                    for line in more[:end].splitlines():
-                        numbered += 1
-                        _tail_entry(line, numbered, as_json, bad)
-                    sys.stdout.flush()  # a pipe reader sees each entry as it comes
-                    offset += end
-                elif os.path.getsize(path) < offset:  # truncated or replaced: start over
-                    offset = numbered = 0
-                time.sleep(interval)
+            def restart() -> None:
+                counter[0] = 0
+
+            if not _follow_daemon(obj, path, offset, shown_one, agents=False):
+                _poll_file(f, path, offset, interval, shown_one, restart)
+            _tail_verdict(path, b"x", 1, bad)
         except KeyboardInterrupt:
             _tail_verdict(path, b"x", 1, bad)
 
@@ -370,8 +358,6 @@ def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: b
 
     Streams from the daemon as it writes (Ctrl-C stops); with no daemon running,
     follows the file instead."""
-    import time
-
     from sessiond.protocol.transcript.entries import try_header
     from sessiond.protocol.transcript.paths import check_session_id
     from sessiond.protocol.transcript.regular import open_regular
@@ -394,20 +380,30 @@ def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: b
         if _follow_daemon(obj, path, offset, show_one, agents=agents):
             return
         with os.fdopen(open_regular(path), "rb") as f:  # no daemon: follow the file
-            while True:
-                f.seek(offset)
-                more = f.read()
-                end = more.rfind(b"\n") + 1
-                if end:
-                    for line in more[:end].splitlines():
-                        show_one(line, "")
-                    sys.stdout.flush()
-                    offset += end
-                elif os.path.getsize(path) < offset:
-                    offset = 0
-                time.sleep(interval)
+            _poll_file(f, path, offset, interval, show_one)
     except KeyboardInterrupt:
         return
+
+
+def _poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda: None) -> None:
+    """Follow ``path`` (open as ``f``) from ``offset`` by polling, for when no
+    daemon runs: whole lines only (a line still being written is waited for);
+    a file that shrank (truncated or replaced) starts over."""
+    import time
+
+    while True:
+        f.seek(offset)
+        more = f.read()
+        end = more.rfind(b"\n") + 1
+        if end:
+            for line in more[:end].splitlines():
+                show(line, "")
+            sys.stdout.flush()  # a pipe reader sees each entry as it comes
+            offset += end
+        elif os.path.getsize(path) < offset:
+            offset = 0
+            restart()
+        time.sleep(interval)
 
 
 def _follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> bool:
