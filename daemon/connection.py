@@ -6,6 +6,13 @@ place that knows. Frames are split by the shared ``FrameBuffer``; the first fram
 must be ``Hello``. Responses are collected and written once per event-loop pass,
 so a pipelining client gets its acks in one write. A connection that goes away
 without ``Close`` gets the same exit cleanup as one that says goodbye.
+
+What a connection may make the daemon hold is bounded (``bounds.py``): its
+partial frame is charged to the daemon-wide partial-frame budget as it arrives
+(a big one waits, unread, until it fits); answers it does not read stop it from
+being read and from being served (``pause_writing``/``resume_writing``), and so
+do too many answers still owed. Frames already split off but not yet served
+wait in a backlog of at most one read's worth.
 """
 
 from __future__ import annotations
@@ -16,12 +23,13 @@ import logging
 import os
 import socket
 import struct
+from collections import deque
 from typing import TYPE_CHECKING
 
 from sessiond.protocol import __version__
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
-from sessiond.protocol.wire.framing import FrameBuffer, decode_request, encode, request_id_of
+from sessiond.protocol.wire.errors import BAD_REQUEST, FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
+from sessiond.protocol.wire.framing import HEADER_SIZE, FrameBuffer, decode_request, encode, request_id_of
 
 from .handlers import dispatch
 from .limits import ThrottleLog, TokenBucket
@@ -34,6 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("sessiond")
 _ids = itertools.count(1)
 _UCRED = struct.Struct("3i")
+HOLDING = frozenset({"output", "inflight"})
+"""Pauses that also stop serving frames already read, not only reading more."""
 
 
 def peer_uid(sock: socket.socket) -> int | None:
@@ -84,8 +94,13 @@ class Connection(asyncio.Protocol):
         self.greeted = False
         self.sessions: dict[str, SessionState] = {}
         self._out: list[bytes] = []
+        self._out_bytes = 0
         self._out_scheduled = False
         self._pauses: set[str] = set()
+        self._holding = False  # a pause in HOLDING is on
+        self._backlog: deque[bytes] = deque()
+        self._partial_charge = 0  # what this connection's partial frame is charged in the daemon's budget
+        self._partial_admitted = False
         self.closing = False
         settings = daemon.settings
         self.peer = f"client {self.id}"
@@ -106,6 +121,15 @@ class Connection(asyncio.Protocol):
             self._send_now(m.Error(id=0, code="permission_denied", message="this daemon serves only its own user"))
             self.close()
             return
+        try:
+            self.daemon.bounds.check_clients(len(self.daemon.connections))
+        except SessiondError as exc:
+            log.warning("refused a connection: %s", exc)
+            self._send_now(m.Error(id=0, code=exc.code, message=exc.message))
+            self.close()
+            return
+        high = self.daemon.settings.max_output_bytes // 2
+        self.transport.set_write_buffer_limits(high=high, low=high // 4)
         self.daemon.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -116,10 +140,20 @@ class Connection(asyncio.Protocol):
             self._send_now(m.Error(id=0, code=exc.code, message=exc.message))
             self.close()
             return
-        for body in bodies:
-            if self.closing:
-                return
-            self._handle(body)
+        if self._backlog:
+            self._backlog.extend(bodies)
+            self._serve_backlog()
+        else:
+            for i, body in enumerate(bodies):
+                if self.closing:
+                    return
+                if self._holding or self._out_bytes >= self._out_soft:
+                    self._backlog.extend(bodies[i:])
+                    self._pause("backlog")
+                    break
+                self._handle(body)
+        if self._partial_charge or self.frames.pending:
+            self._charge_partial(bool(bodies))
         if self._stall is not None or self.frames.pending:
             self._watch_stall(bool(bodies))
         if self._bucket is not None:
@@ -134,29 +168,114 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ limits
 
+    @property
+    def _out_soft(self) -> int:
+        """Answers collected in this pass past which no more requests are served
+        until they are sent (the transport's own buffer has the other half)."""
+        return self.daemon.settings.max_output_bytes // 2
+
     def _pause(self, reason: str) -> None:
         if not self._pauses and self.transport is not None:
             self.transport.pause_reading()
         self._pauses.add(reason)
+        if reason in HOLDING:
+            self._holding = True
 
     def _unpause(self, reason: str) -> None:
         if reason not in self._pauses:
             return
         self._pauses.discard(reason)
+        if reason in HOLDING:
+            self._holding = not HOLDING.isdisjoint(self._pauses)
+            if self._backlog and not self._holding:
+                self.daemon.loop.call_soon(self._serve_backlog)
         if not self._pauses and self.transport is not None and not self.closing:
             self.transport.resume_reading()
 
+    def pause_writing(self) -> None:
+        """The transport holds more unsent answers than its high-water mark: a
+        client that does not read gets nothing more served or read."""
+        self._pause("output")
+
+    def resume_writing(self) -> None:
+        self._unpause("output")
+
+    def _serve_backlog(self) -> None:
+        """Serve frames read earlier, until a holding pause or the output budget
+        stops it again; read again once they are all served."""
+        backlog = self._backlog
+        while backlog and not self.closing:
+            if self._holding or self._out_bytes >= self._out_soft:
+                return
+            self._handle(backlog.popleft())
+        self._unpause("backlog")
+
+    def _charge_partial(self, progressed: bool) -> None:
+        """Charge the frame being received to the daemon-wide budget: once its
+        header is in, at its full announced weight (admitted: it can grow to it
+        without a new check), else at what it holds. A big frame that does not
+        fit waits, unread, its stall clock stopped, until others' frames end."""
+        if progressed or not self.frames.pending:
+            self._partial_admitted = False
+        if self._partial_admitted:
+            return
+        bounds = self.daemon.bounds
+        frames = self.frames
+        weight = frames.announced + HEADER_SIZE if frames.announced else frames.pending
+        if not frames.pending:
+            weight = 0
+        if bounds.admit_partial(self._partial_charge, weight):
+            bounds.charge_partial(self._partial_charge, weight)
+            self._partial_charge = weight
+            self._partial_admitted = bool(frames.announced)
+            if "partial" in self._pauses:
+                bounds.forget_partial(self)
+                self._unpause("partial")
+            return
+        bounds.charge_partial(self._partial_charge, frames.pending)
+        self._partial_charge = frames.pending
+        if "partial" not in self._pauses:
+            log.info("%s: a %d-byte frame waits for the partial-frame budget (%d of %d bytes in use)",
+                     self.peer, weight, bounds.partial_bytes, self.daemon.settings.max_partial_bytes)
+            self._pause("partial")
+            bounds.wait_partial(self)
+            if self._stall is not None:
+                self._stall.cancel()
+                self._stall = None
+
+    def retry_partial(self) -> bool:
+        if self.closing:
+            return True  # gone: let the next waiter have its turn
+        self._charge_partial(False)
+        if "partial" in self._pauses:
+            return False
+        self._watch_stall(True)
+        return True
+
+    def _release_partial(self) -> None:
+        if self._partial_charge:
+            self.daemon.bounds.charge_partial(self._partial_charge, 0)
+            self._partial_charge = 0
+        self.daemon.bounds.forget_partial(self)
+
     def _watch_stall(self, progressed: bool) -> None:
         """A client that stops in the middle of a frame is cut off after
-        ``frame_timeout``: it would otherwise hold its buffer forever."""
+        ``frame_timeout``: it would otherwise hold its buffer forever. The clock
+        does not run while the daemon itself holds the frame back."""
         if progressed and self._stall is not None:
             self._stall.cancel()
             self._stall = None
-        if self.frames.pending and self._stall is None:
+        if self.frames.pending and self._stall is None and "partial" not in self._pauses:
             self._stall = self.daemon.loop.call_later(self.daemon.settings.frame_timeout, self._stalled)
 
     def _stalled(self) -> None:
         self._stall = None
+        if self._pauses and "output" not in self._pauses:
+            # Not read by the daemon's own choice (a budget, the rate limit, a
+            # full queue): the client is not the one stalling. One that does
+            # not read its answers is.
+            self._watch_stall(False)
+            return
         if self.frames.pending and not self.closing:
             log.warning("%s stalled inside a frame (%d bytes) for %.0f s; closing", self.peer, self.frames.pending, self.daemon.settings.frame_timeout)
             self._send_now(m.Error(id=0, code="bad_request", message="timed out inside a frame"))
@@ -171,6 +290,8 @@ class Connection(asyncio.Protocol):
         self.closing = True
         if self._stall is not None:
             self._stall.cancel()
+        self._backlog.clear()
+        self._release_partial()
         self.daemon.connections.discard(self)
         for sid in list(self.sessions):
             self.detach(sid, dropped=True)
@@ -186,6 +307,12 @@ class Connection(asyncio.Protocol):
             return
         if not self.greeted:
             self._greet(req)
+            return
+        if req.id in self._inflight:
+            # Its answer could not be told from the earlier one's, and it would
+            # escape the in-flight budget: refuse it, the earlier one stands.
+            self.reply(m.Error(id=req.id, code=BAD_REQUEST,
+                               message=f"request id {req.id} is still awaiting its answer on this connection"))
             return
         self._run(req, len(body))
 
@@ -205,7 +332,8 @@ class Connection(asyncio.Protocol):
             # connection may have in flight.
             self._inflight[req.id] = size
             self._inflight_bytes += size
-            if self._inflight_bytes > self.daemon.settings.max_inflight_bytes:
+            settings = self.daemon.settings
+            if self._inflight_bytes > settings.max_inflight_bytes or len(self._inflight) > settings.max_inflight_requests:
                 self._pause("inflight")
 
     def redispatch(self, req: m.Request) -> None:
@@ -257,9 +385,14 @@ class Connection(asyncio.Protocol):
         owed = self._inflight.pop(resp.id, None)
         if owed is not None:
             self._inflight_bytes -= owed
-            if "inflight" in self._pauses and self._inflight_bytes <= self.daemon.settings.max_inflight_bytes // 2:
-                self._unpause("inflight")
-        self._out.append(encode(resp))
+            if "inflight" in self._pauses:
+                settings = self.daemon.settings
+                if (self._inflight_bytes <= settings.max_inflight_bytes // 2
+                        and len(self._inflight) <= settings.max_inflight_requests // 2):
+                    self._unpause("inflight")
+        frame = encode(resp)
+        self._out.append(frame)
+        self._out_bytes += len(frame)
         if not self._out_scheduled:
             self._out_scheduled = True
             self.daemon.outbox.add(self)
@@ -268,7 +401,20 @@ class Connection(asyncio.Protocol):
         self._out_scheduled = False
         if self._out and self.transport is not None:
             out, self._out = self._out, []
+            self._out_bytes = 0
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if self._backlog and not self._holding and not self.closing:
+                self.daemon.loop.call_soon(self._serve_backlog)
+
+    @property
+    def output_bytes(self) -> int:
+        """Answers made and not yet taken by the client."""
+        pending = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return self._out_bytes + pending
+
+    def budget_use(self) -> tuple[int, int, int, int]:
+        """(output bytes, in-flight requests, in-flight bytes, partial frame bytes)."""
+        return self.output_bytes, len(self._inflight), self._inflight_bytes, self.frames.pending
 
     def _send_now(self, resp: m.Response) -> None:
         self._out.append(encode(resp))

@@ -27,6 +27,7 @@ from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
 
 from sessiond.common import config as config_mod
 from .activation import activated_socket
+from .bounds import Bounds
 from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
 from .connection import Connection, Outbox
@@ -56,7 +57,8 @@ class Daemon:
         self.writer = Writer(loop, settings, self.stats)
         self.outbox = Outbox(loop)
         self.writer.after_pass = self.outbox.flush
-        self.registry = Registry(settings, self.writer)
+        self.bounds = Bounds(settings)
+        self.registry = Registry(settings, self.writer, self.bounds)
         self.catalog = Catalog(settings.root, loop)
         self.writer.observers.append(self.catalog.written)
         self.mirror = None

@@ -40,6 +40,7 @@ from sessiond.protocol.wire.errors import SessiondError, bad_request, too_large
 
 from sessiond.common.config import Settings
 
+from .bounds import Bounds
 from .readiness import Readiness
 from .spool import Spool
 from .writer import FileQueue, Writer
@@ -146,9 +147,10 @@ class Routed:
 
 
 class Registry(Readiness):
-    def __init__(self, settings: Settings, writer: Writer) -> None:
+    def __init__(self, settings: Settings, writer: Writer, bounds: Bounds | None = None) -> None:
         self.settings = settings
         self.writer = writer
+        self.bounds = bounds or Bounds(settings)
         self.sessions: dict[str, SessionState] = {}
         self.spool = Spool(settings.root, writer)
         Readiness.__init__(self)
@@ -206,6 +208,7 @@ class Registry(Readiness):
         state = self.sessions.get(session_id) or self._create(session_id, project)
         state.cwd = cwd
         if state.loading is not None:  # a big transcript: reconcile once it is scanned
+            self.bounds.parked += 1  # acknowledged before the restart: counted like any parked request, never refused
             state.loading.append(partial(self._restore_into, state, lines))
             return
         if state.load_error is not None:
@@ -223,6 +226,7 @@ class Registry(Readiness):
                     state.metadata[header.type] = line
                 state.pending.append(line)
                 state.pending_bytes += len(line)
+                self.bounds.pending_changed(len(line))  # acknowledged before the restart: counted, never refused
             self.spool.adopt(state, state.pending_bytes)
             return
         present = head_lines(state.path, sum(map(len, lines)) + RESEND_WINDOW)
@@ -379,6 +383,7 @@ class Registry(Readiness):
                 )
             if extra and not any(h.type in MATERIALIZING_TYPES for h, _ in batch) and state.main in targets:
                 self.spool.prepare(state)  # entries will be held: their spool file first, or refuse it all
+            self.bounds.check_pending(extra)
         out = Routed()
         main = state.main
         per_target: dict[int, tuple[Target, list[bytes]]] = {}
@@ -428,12 +433,14 @@ class Registry(Readiness):
                 held = []  # this batch's held entries go straight into the new file with it
                 main_lines.extend(state.pending)
                 main_lines.append(line)
+                self.bounds.pending_changed(-state.pending_bytes)
                 state.pending = []
                 state.pending_bytes = 0
             else:
                 state.pending.append(line)
                 state.pending_bytes += len(line)
                 held.append(line)
+                self.bounds.pending_changed(len(line))
         out.accepted = accepted
         out.duplicates = duplicates
         if held:
@@ -492,6 +499,7 @@ class Registry(Readiness):
             # for a duplicate and a discarded title is never re-appended.
             log.info("session %s closed without a message: %d pending entries, no file", state.id, len(state.pending))
             self.spool.release(state, None)
+            self.bounds.pending_changed(-state.pending_bytes)
             state.pending = []
             state.pending_bytes = 0
             state.metadata.clear()

@@ -9,7 +9,7 @@ JSON bytes, one object each; the daemon writes them unchanged.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
 import msgspec
 
@@ -23,6 +23,17 @@ Durability = Literal["queued", "written", "durable"]
 or written and fdatasync'ed."""
 
 DURABILITIES: tuple[str, ...] = ("queued", "written", "durable")
+
+MAX_BATCH_ENTRIES = 100_000
+"""Entries one Append or Record may carry. msgspec checks an array's announced
+length before it builds a single element, so a frame of millions of tiny
+entries (each a Python object some 20x its wire size) is refused for what it
+weighs on the wire, not decoded into gigabytes."""
+
+MAX_LIST_DIRS = 4096
+"""Project dirs one List may name (a repository's worktrees are a handful)."""
+
+Entries = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
 
 
 class _Message(msgspec.Struct, tag_field="op", tag=True, omit_defaults=True, forbid_unknown_fields=False):
@@ -53,7 +64,7 @@ class Append(_Message):
     id: int
     session: str
     cwd: str
-    entries: list[bytes]
+    entries: Entries
     durability: Durability = "queued"
     agent: str | None = None
     """Route every entry of the batch to this agent's transcript."""
@@ -75,7 +86,7 @@ class Record(_Message):
     id: int
     session: str
     cwd: str
-    messages: list[bytes]
+    messages: Entries
     parent: str | None = None
     durability: Durability = "queued"
     agent: str | None = None
@@ -107,7 +118,7 @@ class List(_Message):
     """Sessions of some project dirs (or every project), newest first."""
 
     id: int
-    dirs: list[str] = []
+    dirs: Annotated[list[str], msgspec.Meta(max_length=MAX_LIST_DIRS)] = []
     all: bool = False
     limit: int | None = None
     offset: int = 0
@@ -217,6 +228,10 @@ class StatusResult(_Message):
     """The remote mirror's state (servers, connected, lag), when one is configured."""
     spooledBytes: int = 0
     """Bytes of entries held before their session's first message, on disk in the spool."""
+    pendingBytes: int = 0
+    """Bytes of pre-message entries held across all sessions (in memory, beside the spool)."""
+    budgets: dict[str, dict[str, int]] | None = None
+    """Every memory budget: ``{name: {"used": n, "limit": n}}`` (daemon/bounds.py)."""
 
 
 class Error(_Message):
