@@ -43,6 +43,9 @@ well-behaved client's requests go through however full it is (their weight is
 bounded by ``max_clients`` x this)."""
 
 
+ADMIT, WAIT, REFUSE = "admit", "wait", "refuse"
+
+
 class PartialHolder(Protocol):
     """A connection as the partial-frame budget sees it."""
 
@@ -69,14 +72,22 @@ class Bounds:
 
     # ------------------------------------------------------------ partial frames
 
-    def admit_partial(self, charged: int, weight: int) -> bool:
-        """May a connection charged ``charged`` hold a frame of ``weight`` bytes?
-        Small frames always may; so may a big one when nobody else holds any
-        (the budget is at least one frame: see the config check)."""
-        if weight <= SMALL_FRAME:
-            return True
+    def admit_partial(self, charged: int, weight: int, held: int, queued: bool) -> str:
+        """May a connection charged ``charged``, holding ``held`` bytes of a frame
+        of ``weight``, go on? ``ADMIT``: small frames always, a big one when it
+        fits (or nobody else holds any: the budget is at least one frame, see
+        the config check) and nobody waits before it (``queued``: it is the
+        head of the queue). ``WAIT``: it may not go on yet, but what it already
+        holds fits. ``REFUSE``: even that does not (``busy``, its frame dropped)."""
         others = self.partial_bytes - charged
-        return others <= 0 or others + weight <= self.settings.max_partial_bytes
+        if weight <= SMALL_FRAME:
+            return ADMIT
+        if (queued or not self._partial_waiting) and (others <= 0 or others + weight <= self.settings.max_partial_bytes):
+            return ADMIT
+        if others + held <= self.settings.max_partial_bytes:
+            return WAIT
+        self.refused += 1
+        return REFUSE
 
     def charge_partial(self, old: int, new: int) -> None:
         self.partial_bytes += new - old

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING
 
 from sessiond.protocol import __version__
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import BAD_REQUEST, FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
+from sessiond.protocol.wire.errors import BAD_REQUEST, BUSY, FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
 from sessiond.protocol.wire.framing import HEADER_SIZE, FrameBuffer, decode_request, encode, request_id_of
 
+from .bounds import ADMIT, REFUSE
 from .handlers import dispatch
 from .limits import ThrottleLog, TokenBucket
 
@@ -154,6 +155,8 @@ class Connection(asyncio.Protocol):
                 self._handle(body)
         if self._partial_charge or self.frames.pending:
             self._charge_partial(bool(bodies))
+            if self.closing:
+                return
         if self._stall is not None or self.frames.pending:
             self._watch_stall(bool(bodies))
         if self._bucket is not None:
@@ -224,13 +227,23 @@ class Connection(asyncio.Protocol):
         weight = frames.announced + HEADER_SIZE if frames.announced else frames.pending
         if not frames.pending:
             weight = 0
-        if bounds.admit_partial(self._partial_charge, weight):
+        verdict = bounds.admit_partial(self._partial_charge, weight, frames.pending, "partial" in self._pauses)
+        if verdict == ADMIT:
             bounds.charge_partial(self._partial_charge, weight)
             self._partial_charge = weight
             self._partial_admitted = bool(frames.announced)
             if "partial" in self._pauses:
                 bounds.forget_partial(self)
                 self._unpause("partial")
+            return
+        if verdict == REFUSE:
+            limit = self.daemon.settings.max_partial_bytes
+            log.warning("%s: refused a %d-byte frame: frames being received already hold %d of %d bytes",
+                        self.peer, weight, bounds.partial_bytes, limit)
+            self._send_now(m.Error(id=0, code=BUSY, message=(
+                f"the daemon is receiving {bounds.partial_bytes} bytes of frames already (budget {limit}); "
+                "retry later")))
+            self.close()
             return
         bounds.charge_partial(self._partial_charge, frames.pending)
         self._partial_charge = frames.pending
@@ -321,6 +334,8 @@ class Connection(asyncio.Protocol):
             resp = dispatch(self, req)
         except SessiondError as exc:
             resp = m.Error(id=req.id, code=exc.code, message=exc.message)
+        except RecursionError:  # an entry nested deeper than any decoder goes: bad input, not a bug
+            resp = m.Error(id=req.id, code=BAD_REQUEST, message="an entry is nested too deeply")
         except Exception as exc:  # a bug: report it, keep serving everyone else
             log.exception("%s: internal error on %s", self.peer, type(req).__name__)
             self.daemon.stats.errors += 1

@@ -55,10 +55,11 @@ class DaemonProc:
         env["SESSIOND_SOCKET"] = str(self.socket)
         return env
 
-    def start(self, *args: str, nofile: int | None = None, fsize: int | None = None, wrap: list[str] | None = None) -> DaemonProc:
+    def start(self, *args: str, nofile: int | None = None, fsize: int | None = None, wrap: list[str] | None = None,
+              address_space: int | None = None) -> DaemonProc:
         """Start the daemon; ``nofile`` caps its fd limit, ``fsize`` the largest
-        file it may write (RLIMIT_FSIZE), ``wrap`` runs it under a command
-        (strace for fault injection)."""
+        file it may write (RLIMIT_FSIZE), ``address_space`` its memory
+        (RLIMIT_AS), ``wrap`` runs it under a command (strace for fault injection)."""
         self.socket.parent.mkdir(mode=0o700, exist_ok=True)
         extra = list(args) or self.args
 
@@ -69,6 +70,8 @@ class DaemonProc:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
             if fsize is not None:
                 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+            if address_space is not None:
+                resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
 
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
