@@ -11,22 +11,19 @@ the sum of its budgets plus a small constant.
 
 from __future__ import annotations
 
-import socket
-import struct
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
 from tests.conftest import DaemonProc
 from tests.helpers import line, main_path, read_entries, user
 
+from .attacks import MiB, peak_rss
+
 CWD = "/work/adversary"
-MiB = 1024 * 1024
 BUDGETS = {
     "max_frame_bytes": 4 * MiB,
     "max_partial_bytes": 16 * MiB,
@@ -41,43 +38,6 @@ SLACK = 48 * MiB
 """The small constant: the interpreter's own growth under load (connection
 objects, answers being encoded, one frame's decoded copy, allocator slack)."""
 ADDRESS_SPACE = 1024 * MiB
-
-
-def peak_rss(pid: int) -> int:
-    """The process's peak resident set (VmHWM), in bytes."""
-    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if row.startswith("VmHWM:"):
-            return int(row.split()[1]) * 1024
-    raise AssertionError("no VmHWM in /proc status")
-
-
-def raw_conn(d: DaemonProc, hello: bool = True, timeout: float = 20.0) -> socket.socket:
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(timeout)
-    s.connect(str(d.socket))
-    if hello:
-        s.sendall(encode(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION)))
-        assert isinstance(read_answers(s, 1)[0], m.Welcome)
-    return s
-
-
-def read_answers(s: socket.socket, count: int, frames: FrameBuffer | None = None) -> list[m.Response]:
-    """The next ``count`` answers on a raw connection (fails on EOF or timeout)."""
-    frames = frames or FrameBuffer(64 * MiB)
-    out: list[m.Response] = []
-    while len(out) < count:
-        data = s.recv(1 << 20)
-        assert data, f"connection closed after {len(out)} of {count} answers"
-        out.extend(decode_response(body) for body in frames.feed(data))
-    return out
-
-
-def frame(body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + body
-
-
-def msgpack(value: object) -> bytes:
-    return msgspec.msgpack.encode(value)
 
 
 class Bounded:

@@ -17,7 +17,8 @@ from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.framing import FrameBuffer, encode
 from tests.helpers import line, main_path, read_entries, user
 
-from .conftest import CWD, MiB, Bounded, frame, msgpack, raw_conn, read_answers
+from .attacks import MiB, frame, msgpack, raw_conn, read_answers
+from .conftest import CWD, Bounded
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
                 derandomize=True)
@@ -43,7 +44,7 @@ def no_internal(answers: list[m.Response]) -> None:
 def test_a_reused_request_id_is_refused_while_the_first_is_owed(bounded: Bounded):
     sid = str(uuid.uuid4())
     first, second = user("first"), user("second")
-    s = raw_conn(bounded.d)
+    s = raw_conn(bounded.d.socket)
     s.sendall(encode(m.Append(id=5, session=sid, cwd=CWD, entries=[line(first)], durability="durable"))
               + encode(m.Append(id=5, session=sid, cwd=CWD, entries=[line(second)], durability="durable")))
     refused, ack = read_answers(s, 2)
@@ -72,7 +73,7 @@ EXT = msgspec.msgpack.Ext
     msgpack({"op": "Status", "id": 6, "extra": EXT(9, b"\x00" * 100_000)}),  # skipped: an unknown field
 ], ids=["top", "op", "timestamp-id", "entry", "session", "dirs", "unknown-field"])
 def test_msgpack_extension_types_are_bad_requests(bounded: Bounded, body: bytes):
-    s = raw_conn(bounded.d)
+    s = raw_conn(bounded.d.socket)
     s.sendall(frame(body))
     answers = answers_until_sentinel(s)
     no_internal(answers)
@@ -88,7 +89,7 @@ def test_fuzzed_byte_streams(bounded: Bounded):
     @FUZZ
     @given(st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=6))
     def attack(chunks: list[bytes]) -> None:
-        s = raw_conn(bounded.d, timeout=30)
+        s = raw_conn(bounded.d.socket, timeout=30)
         try:
             for chunk in chunks:
                 s.sendall(chunk)
@@ -124,7 +125,7 @@ def test_fuzzed_messages(bounded: Bounded):
     @FUZZ
     @given(st.sampled_from(OPS), st.dictionaries(st.sampled_from(FIELDS), values, max_size=6))
     def attack(op: str, fields: dict) -> None:
-        s = raw_conn(bounded.d)
+        s = raw_conn(bounded.d.socket)
         try:
             s.sendall(frame(msgpack({"op": op, **fields})))
             no_internal(answers_until_sentinel(s))
@@ -166,7 +167,7 @@ def test_fuzzed_entries(bounded: Bounded):
     def attack(batch: list[bytes], durability: str, record: bool) -> None:
         sid = str(uuid.uuid4())
         sessions.append(sid)
-        s = raw_conn(bounded.d)
+        s = raw_conn(bounded.d.socket)
         try:
             req = (m.Record(id=1, session=sid, cwd=CWD, messages=batch, durability=durability) if record  # type: ignore[arg-type]
                    else m.Append(id=1, session=sid, cwd=CWD, entries=batch, durability=durability))  # type: ignore[arg-type]
