@@ -86,8 +86,9 @@ class FrameBuffer:
         """Body length the incomplete frame's header announced (0: no header yet
         or nothing pending): what the frame will weigh once it is all here."""
 
-    def feed(self, data: bytes) -> list[bytes]:
-        """Add bytes; return every complete body now available, in order.
+    def feed(self, data: bytes) -> list[bytes | memoryview]:
+        """Add bytes; return every complete body now available, in order (a
+        memoryview when it is the whole buffer: it is only decoded).
 
         Raises ``FrameTooLarge`` as soon as a header announces more than the cap.
         """
@@ -98,9 +99,16 @@ class FrameBuffer:
         if not buf:
             return self._feed_fresh(data)
         buf += data
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         pos = self._pos
         end = len(buf)
+        if pos == 0 and end > HEADER_SIZE and end - HEADER_SIZE == HEADER.unpack_from(buf, 0)[0] <= self.max_frame:
+            # The buffer is one whole frame (how a big frame ends): hand the
+            # buffer itself out as the body, and start a fresh one, so the
+            # frame is never held twice.
+            self._buf = bytearray()
+            self.announced = 0
+            return [memoryview(buf)[HEADER_SIZE:]]
         while end - pos >= HEADER_SIZE:
             (size,) = HEADER.unpack_from(buf, pos)
             if size > self.max_frame:
@@ -124,11 +132,11 @@ class FrameBuffer:
     def _announce(self, buf: bytes | bytearray, pos: int, end: int) -> None:
         self.announced = HEADER.unpack_from(buf, pos)[0] if end - pos >= HEADER_SIZE else 0
 
-    def _feed_fresh(self, data: bytes) -> list[bytes]:
+    def _feed_fresh(self, data: bytes) -> list[bytes | memoryview]:
         """``feed`` with nothing buffered, the usual case: bodies are sliced
         straight out of ``data`` (one copy, not two through the bytearray) and
         only an incomplete frame at the end is kept."""
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         pos = 0
         end = len(data)
         while end - pos >= HEADER_SIZE:
