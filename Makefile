@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/resume_parse.py --sizes 10,100,1000 --runs 3
 	$(BIN)/python bench/listing.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/bounds.py
 
 ## The crash soak: hundreds of SIGKILLs of the daemon and of clients under load.
 crash: $(STAMP)

@@ -152,3 +152,30 @@ def test_a_flood_of_owed_answers_stops_reading_and_resumes(bounded: Bounded):
     assert read_entries(main_path(bounded.d.root, CWD, sid)) == entries
     bounded.check()
     assert json.loads(bounded.d.cli("status", "--json").stdout)["budgets"]["inflightRequests"]["limit"] == 1024
+
+
+def test_requests_parked_behind_a_file_scan_are_bounded(daemon_factory, short_tmp):
+    """Appends to a session whose big transcript is still being scanned wait
+    for the scan; past max_parked_requests they are refused with `busy`, and
+    every one that was parked is answered and written once the scan ends."""
+    cfg = short_tmp / "c.toml"
+    cfg.write_text("max_parked_requests = 5\n")
+    d = daemon_factory().start("--config", str(cfg))
+    sid = str(uuid.uuid4())
+    path = main_path(d.root, CWD, sid)
+    path.parent.mkdir(parents=True)
+    old = [user("x" * 5000) for _ in range(1200)]  # ~6 MB: scanned in a worker, not on the loop
+    path.write_bytes(b"".join(line(e) + b"\n" for e in old))
+    new = [user(f"new {i}") for i in range(40)]
+    s = raw_conn(d.socket)
+    s.sendall(b"".join(encode(m.Append(id=i + 1, session=sid, cwd=CWD, entries=[line(e)], durability="written"))
+                       for i, e in enumerate(new)))
+    answers = {a.id: a for a in read_answers(s, len(new))}
+    s.close()
+    refused = [i for i, a in answers.items() if isinstance(a, m.Error)]
+    assert refused and all(answers[i].code == "busy" for i in refused)  # type: ignore[union-attr]
+    kept = [e for i, e in enumerate(new, 1) if isinstance(answers[i], m.Appended)]
+    assert len(kept) >= 5
+    assert read_entries(path) == old + kept
+    with d.client() as c:
+        assert c.status().budgets["parkedRequests"] == {"used": 0, "limit": 5}
