@@ -32,7 +32,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Protocol
 
 from sessiond.protocol.wire.errors import busy
-from sessiond.protocol.wire.framing import HEADER_SIZE
+from sessiond.protocol.wire.framing import HEADER_SIZE, FrameBuffer
 
 if TYPE_CHECKING:
     from sessiond.common.config import Settings
@@ -51,6 +51,45 @@ class PartialHolder(Protocol):
 
     def retry_partial(self) -> bool:
         """Try to be admitted again; True when it was."""
+
+
+class PartialCharge:
+    """One connection's frame being received, as the partial-frame budget sees
+    it: once its header is in and it is admitted, charged its full announced
+    weight (it may grow to it without another check); until then, what it holds."""
+
+    __slots__ = ("bounds", "charged", "admitted")
+
+    def __init__(self, bounds: Bounds) -> None:
+        self.bounds = bounds
+        self.charged = 0
+        self.admitted = False
+
+    def update(self, frames: FrameBuffer, progressed: bool, queued: bool) -> str:
+        """Re-charge after bytes arrived (``progressed``: a frame completed);
+        ``queued``: the connection is waiting for the budget already. The verdict
+        of ``Bounds.admit_partial``; on ``REFUSE`` the charge is left as it was,
+        for ``release`` when the connection goes."""
+        if progressed or not frames.pending:
+            self.admitted = False
+        if self.admitted:
+            return ADMIT
+        weight = (frames.announced + HEADER_SIZE if frames.announced else frames.pending) if frames.pending else 0
+        verdict = self.bounds.admit_partial(self.charged, weight, frames.pending, queued)
+        if verdict == ADMIT:
+            self._charge(weight)
+            self.admitted = bool(frames.announced)
+        elif verdict == WAIT:
+            self._charge(frames.pending)
+        return verdict
+
+    def _charge(self, amount: int) -> None:
+        old, self.charged = self.charged, amount
+        self.bounds.charge_partial(old, amount)
+
+    def release(self) -> None:
+        if self.charged:
+            self._charge(0)
 
 
 class Bounds:

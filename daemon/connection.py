@@ -31,7 +31,7 @@ from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import BAD_REQUEST, BUSY, FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
 from sessiond.protocol.wire.framing import HEADER_SIZE, FrameBuffer, decode_request, encode, request_id_of
 
-from .bounds import ADMIT, REFUSE
+from .bounds import ADMIT, REFUSE, PartialCharge
 from .handlers import dispatch
 from .limits import ThrottleLog, TokenBucket
 
@@ -58,34 +58,6 @@ def peer_uid(sock: socket.socket) -> int | None:
         return None
 
 
-class Outbox:
-    """Connections with answers to send, each written once per loop pass: by
-    the writer's end-of-pass hook when the answers came from a drain (no extra
-    loop iteration), else by one ``call_soon`` for all of them."""
-
-    __slots__ = ("loop", "pending", "scheduled")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.pending: list[Connection] = []
-        self.scheduled = False
-
-    def add(self, conn: Connection) -> None:
-        self.pending.append(conn)
-        if not self.scheduled:
-            self.scheduled = True
-            self.loop.call_soon(self.flush)
-
-    def flush(self) -> None:
-        self.scheduled = False
-        pending, self.pending = self.pending, []
-        for conn in pending:
-            try:
-                conn._flush_out()
-            except Exception:  # a bug: the other connections still get their answers
-                log.exception("%s: internal error sending answers", conn.peer)
-
-
 class Connection(asyncio.Protocol):
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
@@ -96,12 +68,14 @@ class Connection(asyncio.Protocol):
         self.sessions: dict[str, SessionState] = {}
         self._out: list[bytes] = []
         self._out_bytes = 0
+        self._out_soft = daemon.settings.max_output_bytes // 2
+        """Answers collected in this pass past which no more requests are served
+        until they are sent (the transport's own buffer has the other half)."""
         self._out_scheduled = False
         self._pauses: set[str] = set()
         self._holding = False  # a pause in HOLDING is on
         self._backlog: deque[bytes] = deque()
-        self._partial_charge = 0  # what this connection's partial frame is charged in the daemon's budget
-        self._partial_admitted = False
+        self._partial = PartialCharge(daemon.bounds)
         self.closing = False
         settings = daemon.settings
         self.peer = f"client {self.id}"
@@ -153,7 +127,7 @@ class Connection(asyncio.Protocol):
                     self._pause("backlog")
                     break
                 self._handle(body)
-        if self._partial_charge or self.frames.pending:
+        if self._partial.charged or self.frames.pending:
             self._charge_partial(bool(bodies))
             if self.closing:
                 return
@@ -170,12 +144,6 @@ class Connection(asyncio.Protocol):
             self.daemon.writer.when_below_limit(lambda: self._unpause("queues"))
 
     # ------------------------------------------------------------------ limits
-
-    @property
-    def _out_soft(self) -> int:
-        """Answers collected in this pass past which no more requests are served
-        until they are sent (the transport's own buffer has the other half)."""
-        return self.daemon.settings.max_output_bytes // 2
 
     def _pause(self, reason: str) -> None:
         if not self._pauses and self.transport is not None:
@@ -214,42 +182,25 @@ class Connection(asyncio.Protocol):
         self._unpause("backlog")
 
     def _charge_partial(self, progressed: bool) -> None:
-        """Charge the frame being received to the daemon-wide budget: once its
-        header is in, at its full announced weight (admitted: it can grow to it
-        without a new check), else at what it holds. A big frame that does not
-        fit waits, unread, its stall clock stopped, until others' frames end."""
-        if progressed or not self.frames.pending:
-            self._partial_admitted = False
-        if self._partial_admitted:
-            return
-        bounds = self.daemon.bounds
-        frames = self.frames
-        weight = frames.announced + HEADER_SIZE if frames.announced else frames.pending
-        if not frames.pending:
-            weight = 0
-        verdict = bounds.admit_partial(self._partial_charge, weight, frames.pending, "partial" in self._pauses)
+        """Charge the frame being received to the daemon-wide budget; a big one
+        that does not fit waits, unread, its stall clock stopped."""
+        waiting = "partial" in self._pauses
+        verdict = self._partial.update(self.frames, progressed, waiting)
         if verdict == ADMIT:
-            bounds.charge_partial(self._partial_charge, weight)
-            self._partial_charge = weight
-            self._partial_admitted = bool(frames.announced)
-            if "partial" in self._pauses:
-                bounds.forget_partial(self)
+            if waiting:
+                self.daemon.bounds.forget_partial(self)
                 self._unpause("partial")
             return
+        bounds, limit = self.daemon.bounds, self.daemon.settings.max_partial_bytes
         if verdict == REFUSE:
-            limit = self.daemon.settings.max_partial_bytes
             log.warning("%s: refused a %d-byte frame: frames being received already hold %d of %d bytes",
-                        self.peer, weight, bounds.partial_bytes, limit)
+                        self.peer, self.frames.announced, bounds.partial_bytes, limit)
             self._send_now(m.Error(id=0, code=BUSY, message=(
-                f"the daemon is receiving {bounds.partial_bytes} bytes of frames already (budget {limit}); "
-                "retry later")))
+                f"the daemon is receiving {bounds.partial_bytes} bytes of frames already (budget {limit}); retry later")))
             self.close()
-            return
-        bounds.charge_partial(self._partial_charge, frames.pending)
-        self._partial_charge = frames.pending
-        if "partial" not in self._pauses:
+        elif not waiting:
             log.info("%s: a %d-byte frame waits for the partial-frame budget (%d of %d bytes in use)",
-                     self.peer, weight, bounds.partial_bytes, self.daemon.settings.max_partial_bytes)
+                     self.peer, self.frames.announced, bounds.partial_bytes, limit)
             self._pause("partial")
             bounds.wait_partial(self)
             if self._stall is not None:
@@ -264,12 +215,6 @@ class Connection(asyncio.Protocol):
             return False
         self._watch_stall(True)
         return True
-
-    def _release_partial(self) -> None:
-        if self._partial_charge:
-            self.daemon.bounds.charge_partial(self._partial_charge, 0)
-            self._partial_charge = 0
-        self.daemon.bounds.forget_partial(self)
 
     def _watch_stall(self, progressed: bool) -> None:
         """A client that stops in the middle of a frame is cut off after
@@ -304,7 +249,8 @@ class Connection(asyncio.Protocol):
         if self._stall is not None:
             self._stall.cancel()
         self._backlog.clear()
-        self._release_partial()
+        self._partial.release()
+        self.daemon.bounds.forget_partial(self)
         self.daemon.connections.discard(self)
         for sid in list(self.sessions):
             self.detach(sid, dropped=True)

@@ -30,8 +30,9 @@ from .activation import activated_socket
 from .bounds import Bounds
 from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
-from .connection import Connection, Outbox
+from .connection import Connection
 from .notify import Notifier
+from .outbox import Outbox
 from .sessions import Registry
 from .writer import Stats, Writer
 
