@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from sessiond.protocol import __version__
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import BAD_REQUEST, BUSY, FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
-from sessiond.protocol.wire.framing import HEADER_SIZE, FrameBuffer, decode_request, encode, request_id_of
+from sessiond.protocol.wire.framing import FrameBuffer, decode_request, encode, request_id_of
 
 from .bounds import ADMIT, REFUSE, PartialCharge
 from .handlers import dispatch
@@ -74,7 +74,7 @@ class Connection(asyncio.Protocol):
         self._out_scheduled = False
         self._pauses: set[str] = set()
         self._holding = False  # a pause in HOLDING is on
-        self._backlog: deque[bytes] = deque()
+        self._backlog: deque[bytes | memoryview] = deque()
         self._partial = PartialCharge(daemon.bounds)
         self.closing = False
         settings = daemon.settings
@@ -258,7 +258,7 @@ class Connection(asyncio.Protocol):
 
     # -------------------------------------------------------------------- requests
 
-    def _handle(self, body: bytes) -> None:
+    def _handle(self, body: bytes | memoryview) -> None:
         try:
             req = decode_request(body)
         except ProtocolError as exc:
