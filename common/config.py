@@ -22,7 +22,7 @@ from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME
 FsyncPolicy = Literal["never", "interval", "always"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 BUDGETS = ("max_queued_bytes", "max_pending_bytes", "max_inflight_bytes", "max_inflight_requests", "max_output_bytes",
-           "max_partial_bytes", "max_pending_total_bytes", "max_parked_requests", "max_clients")
+           "max_output_total_bytes", "max_partial_bytes", "max_pending_total_bytes", "max_parked_requests", "max_clients")
 """Memory budgets (daemon/bounds.py): positive integers, same name in the file."""
 RELOADABLE = ("flush_interval", "fsync", "group_sync", "log_level")
 MIRROR_RELOADABLE = ("required", "ack_timeout", "queue_bytes", "shutdown_flush")
@@ -80,6 +80,9 @@ class Settings(msgspec.Struct, kw_only=True):
     max_output_bytes: int = 4 * 1024 * 1024
     """Answers one connection may have waiting to be sent (a client that does
     not read them): beyond, it is not read until its socket drains."""
+    max_output_total_bytes: int = 256 * 1024 * 1024
+    """Answers left unread by clients that stopped reading, over all
+    connections: past it, the newest such client is disconnected."""
     max_partial_bytes: int = 256 * 1024 * 1024
     """Bytes of frames still being received, over all connections: beyond, a
     big frame waits (unread) until it fits."""
@@ -155,6 +158,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_inflight_bytes: int | None = None
     max_inflight_requests: int | None = None
     max_output_bytes: int | None = None
+    max_output_total_bytes: int | None = None
     max_partial_bytes: int | None = None
     max_pending_total_bytes: int | None = None
     max_parked_requests: int | None = None

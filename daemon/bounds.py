@@ -14,6 +14,9 @@ acknowledged.
                                               the socket drains
     max_inflight_*      answers still owed    the connection is not read
     across connections
+    max_output_total_bytes answers not read   the newest non-reader past it is
+                        by stopped clients    disconnected (Redis's client
+                                              output buffer limit)
     max_clients         connections           busy, connection closed
     max_partial_bytes   frames being received newcomers' big frames wait, unread
     max_pending_total   pre-message entries   busy (nothing accepted)
@@ -44,6 +47,14 @@ bounded by ``max_clients`` x this)."""
 
 
 ADMIT, WAIT, REFUSE = "admit", "wait", "refuse"
+
+
+class OutputHolder(Protocol):
+    """A connection as the output budget sees it."""
+
+    @property
+    def output_bytes(self) -> int:
+        """Answers made and not yet taken by the client."""
 
 
 class PartialHolder(Protocol):
@@ -108,6 +119,8 @@ class Bounds:
         """Requests waiting for a file scan before they can run."""
         self.refused = 0
         """Requests and connections refused with ``busy`` so far."""
+        self._not_reading: set[OutputHolder] = set()
+        """Connections whose unsent answers passed their high-water mark."""
 
     # ------------------------------------------------------------ partial frames
 
@@ -155,6 +168,23 @@ class Bounds:
     @property
     def partial_waiting(self) -> int:
         return len(self._partial_waiting)
+
+    # ----------------------------------------------------------------- output
+
+    def stopped_reading(self, holder: OutputHolder) -> bool:
+        """``holder`` does not read its answers (its transport paused writing):
+        False when the answers all such clients leave unread pass
+        ``max_output_total_bytes`` with it, and it must be disconnected."""
+        self._not_reading.add(holder)
+        total = sum(h.output_bytes for h in self._not_reading)
+        if total > self.settings.max_output_total_bytes:
+            self._not_reading.discard(holder)
+            self.refused += 1
+            return False
+        return True
+
+    def reading_again(self, holder: OutputHolder) -> None:
+        self._not_reading.discard(holder)
 
     # ---------------------------------------------------------------- pending
 
@@ -214,6 +244,8 @@ class Bounds:
             "queuedBytes": {"used": queued_bytes, "limit": s.max_queued_bytes},
             "frameBytes": per(3, s.max_frame + HEADER_SIZE),
             "outputBytes": per(0, s.max_output_bytes),
+            "unreadOutputBytes": {"used": sum(h.output_bytes for h in self._not_reading), "limit": s.max_output_total_bytes,
+                                  "clients": len(self._not_reading)},
             "inflightRequests": per(1, s.max_inflight_requests),
             "inflightBytes": per(2, s.max_inflight_bytes),
         }

@@ -165,10 +165,17 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         """The transport holds more unsent answers than its high-water mark: a
-        client that does not read gets nothing more served or read."""
+        client that does not read gets nothing more served or read; past the
+        daemon-wide budget of such answers, it is disconnected."""
         self._pause("output")
+        if not self.daemon.bounds.stopped_reading(self) and self.transport is not None:
+            log.warning("%s does not read its answers (%d bytes unsent) and clients like it hold more than %d "
+                        "bytes: disconnected", self.peer, self.output_bytes, self.daemon.settings.max_output_total_bytes)
+            self.closing = True
+            self.transport.abort()
 
     def resume_writing(self) -> None:
+        self.daemon.bounds.reading_again(self)
         self._unpause("output")
 
     def _serve_backlog(self) -> None:
@@ -251,6 +258,7 @@ class Connection(asyncio.Protocol):
         self._backlog.clear()
         self._partial.release()
         self.daemon.bounds.forget_partial(self)
+        self.daemon.bounds.reading_again(self)
         self.daemon.connections.discard(self)
         for sid in list(self.sessions):
             self.detach(sid, dropped=True)

@@ -89,12 +89,12 @@ def send_until_blocked(s: socket.socket, data: bytes, cap: int, patience: float 
 STATUS_BURST = 2000
 
 
-def pipeline_without_reading(sock_path: Path, cap: int) -> tuple[socket.socket, int]:
+def pipeline_without_reading(sock_path: Path, cap: int, patience: float = 1.0) -> tuple[socket.socket, int]:
     """Status requests (each answer ~40x its request) sent and never read; the
     socket and the bytes the daemon took before it stopped reading."""
     s = raw_conn(sock_path)
     burst = b"".join(encode(m.Status(id=i + 1)) for i in range(STATUS_BURST))
-    return s, send_until_blocked(s, burst, cap)
+    return s, send_until_blocked(s, burst, cap, patience)
 
 
 def read_everything_owed(s: socket.socket, sent: int) -> int:

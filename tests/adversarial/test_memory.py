@@ -179,3 +179,27 @@ def test_requests_parked_behind_a_file_scan_are_bounded(daemon_factory, short_tm
     assert read_entries(path) == old + kept
     with d.client() as c:
         assert c.status().budgets["parkedRequests"] == {"used": 0, "limit": 5}
+
+
+def test_many_clients_that_never_read_are_bounded_together(daemon_factory, short_tmp):
+    """Each non-reader is held to max_output_bytes; together to
+    max_output_total_bytes: past it, the newest one is disconnected (like
+    Redis's client output buffer limit), the others and everyone else go on."""
+    cfg = short_tmp / "c.toml"
+    cfg.write_text(f"max_output_bytes = {MiB}\nmax_output_total_bytes = {3 * MiB}\n")
+    d = daemon_factory().start("--config", str(cfg), "--log-level", "info")
+    readers = [attacks.pipeline_without_reading(d.socket, 8 * MiB, patience=0.3) for _ in range(8)]
+    with d.client() as c:
+        unread = c.status().budgets["unreadOutputBytes"]
+    assert 0 < unread["used"] <= unread["limit"] and 2 <= unread["clients"] < 8, unread
+    dropped = 0
+    for s, sent in readers:
+        try:
+            attacks.read_everything_owed(s, sent)
+        except (AssertionError, ConnectionResetError):
+            dropped += 1  # disconnected: its unread answers are gone, what it sent was served
+        s.close()
+    assert dropped == 8 - unread["clients"]
+    assert "does not read its answers" in d.log_text()
+    with d.client() as c:
+        assert c.status().budgets["unreadOutputBytes"]["used"] == 0
