@@ -55,6 +55,17 @@ def pipelining(sock: Path, root: Path) -> str:
         s.close()
 
 
+def nonreaders(sock: Path, root: Path) -> str:
+    conns = [attacks.pipeline_without_reading(sock, 64 * MiB, patience=0.1) for _ in range(100)]
+    try:
+        with Client(sock, root=root, autostart=False, timeout=60).connect() as c:
+            unread = c.status().budgets["unreadOutputBytes"]  # type: ignore[index]
+        return f"{unread['clients']} held ({unread['used'] / MiB:.0f} MiB unread), {100 - unread['clients']} disconnected"
+    finally:
+        for s, _ in conns:
+            s.close()
+
+
 def malformed(sock: Path, root: Path) -> str:
     answers = attacks.malformed_near_cap(sock, MAX_FRAME)
     return ", ".join(getattr(a, "code", type(a).__name__) for a in answers)
@@ -102,6 +113,7 @@ def owed(sock: Path, root: Path) -> str:
 
 ATTACKS: dict[str, tuple[str, Callable[[Path, Path], str]]] = {
     "pipelining": ("pipelined Status requests, answers never read", pipelining),
+    "nonreaders": ("100 clients pipelining Status, none reading", nonreaders),
     "malformed": ("two malformed frames just under 64 MiB (64M empty arrays)", malformed),
     "nested": ("bodies nested 200,000 deep", nested),
     "stalled": ("50 connections stalled inside 64 MiB frames", stalled),
