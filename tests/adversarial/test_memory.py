@@ -108,6 +108,20 @@ def test_many_sessions_filling_their_pending_buffers_hit_the_global_budget(bound
         lines = read_entries(main_path(bounded.d.root, CWD, sid))
         assert [e["type"] for e in lines] == ["custom-title"] * accepted[sid] + ["user"]
         assert c.status().budgets["pendingBytes"]["used"] < used  # given back when written
+    human = bounded.d.cli("status").stdout.decode()
+    assert "budgets   pending " in human and "/8.0 MB" in human
+
+
+@pytest.mark.parametrize("content, key", [
+    ("max_clients = 0\n", "max_clients"),
+    ("max_output_bytes = -5\n", "max_output_bytes"),
+    ("max_frame_bytes = 2097152\nmax_partial_bytes = 1048576\n", "max_partial_bytes"),
+])
+def test_budget_settings_are_checked(daemon_factory, short_tmp, content: str, key: str):
+    cfg = short_tmp / "c.toml"
+    cfg.write_text(content)
+    r = daemon_factory().cli("serve", "--config", str(cfg), check=False, timeout=30)
+    assert r.returncode == 2 and key.encode() in r.stderr and r.stderr.count(b"\n") == 1, r.stderr
 
 
 def test_thousands_of_idle_connections_cost_little_and_block_nobody(bounded: Bounded):
