@@ -106,8 +106,11 @@ class PartialCharge:
 class Bounds:
     """The daemon-wide budgets and their use; one per daemon."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, fds_for_clients: int | None = None) -> None:
         self.settings = settings
+        self.max_clients = settings.max_clients if fds_for_clients is None else max(1, min(settings.max_clients, fds_for_clients))
+        """``max_clients``, or fewer when the fd limit leaves room for fewer: a
+        newcomer then gets ``busy`` instead of the daemon failing accept(2)."""
         self.partial_bytes = 0
         """Bytes charged to frames being received: a big frame is charged its
         announced weight once admitted (so its body can never outgrow the
@@ -218,7 +221,7 @@ class Bounds:
     # ------------------------------------------------------------------ clients
 
     def check_clients(self, clients: int) -> None:
-        limit = self.settings.max_clients
+        limit = self.max_clients
         if clients >= limit:
             self.refused += 1
             raise busy(f"the daemon already serves {clients} connections (budget {limit})")
@@ -237,7 +240,7 @@ class Bounds:
             return {"used": max(values, default=0), "limit": limit, "total": sum(values)}
 
         return {
-            "clients": {"used": clients, "limit": s.max_clients},
+            "clients": {"used": clients, "limit": self.max_clients},
             "partialBytes": {"used": self.partial_bytes, "limit": s.max_partial_bytes, "waiting": self.partial_waiting},
             "pendingBytes": {"used": self.pending_bytes, "limit": s.max_pending_total_bytes},
             "parkedRequests": {"used": self.parked, "limit": s.max_parked_requests},

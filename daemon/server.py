@@ -15,6 +15,7 @@ import errno
 import fcntl
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -58,7 +59,10 @@ class Daemon:
         self.writer = Writer(loop, settings, self.stats)
         self.outbox = Outbox(loop)
         self.writer.after_pass = self.outbox.flush
-        self.bounds = Bounds(settings)
+        # Connections get the fds the transcript LRU leaves, less a few for the
+        # socket, lock, log, watches and directories.
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.bounds = Bounds(settings, fds_for_clients=nofile - self.writer.max_open - 64)
         self.registry = Registry(settings, self.writer, self.bounds)
         self.catalog = Catalog(settings.root, loop)
         self.writer.observers.append(self.catalog.written)

@@ -217,3 +217,19 @@ def test_many_clients_that_never_read_are_bounded_together(daemon_factory, short
     assert "does not read its answers" in d.log_text()
     with d.client() as c:
         assert c.status().budgets["unreadOutputBytes"]["used"] == 0
+
+
+def test_max_clients_follows_the_fd_limit(daemon_factory):
+    """With few fds the daemon serves fewer clients, and says `busy` to the
+    next one rather than failing accept(2) for everyone."""
+    d = daemon_factory().start(nofile=256)  # 128 for transcripts, 64 spare: 64 for clients
+    with d.client() as c:
+        limit = c.status().budgets["clients"]["limit"]
+    assert limit == 64
+    held = [raw_conn(d.socket) for _ in range(limit)]
+    s = raw_conn(d.socket, hello=False)
+    (err,) = read_answers(s, 1)
+    assert isinstance(err, m.Error) and err.code == "busy"
+    s.close()
+    for h in held:
+        h.close()
