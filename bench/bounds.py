@@ -93,6 +93,11 @@ def pending(sock: Path, root: Path) -> str:
     return f"{len(accepted)} sessions, {used / MiB:.0f} MiB pending, then {refused.code if refused else 'no refusal'}"
 
 
+def sessions(sock: Path, root: Path) -> str:
+    opened, refused = attacks.open_sessions(sock, CWD, 50_000)
+    return f"{opened} sessions opened, {refused} refused busy"
+
+
 def idle(sock: Path, root: Path) -> str:
     conns = attacks.idle_connections(sock, 3000)
     try:
@@ -118,6 +123,7 @@ ATTACKS: dict[str, tuple[str, Callable[[Path, Path], str]]] = {
     "nested": ("bodies nested 200,000 deep", nested),
     "stalled": ("50 connections stalled inside 64 MiB frames", stalled),
     "pending": ("fresh sessions filling their pending buffers", pending),
+    "sessions": ("50,000 fresh sessions opened by one connection", sessions),
     "idle": ("3,000 idle connections", idle),
     "owed": ("20,000 pipelined written appends", owed),
 }

@@ -22,7 +22,8 @@ from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME
 FsyncPolicy = Literal["never", "interval", "always"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 BUDGETS = ("max_queued_bytes", "max_pending_bytes", "max_inflight_bytes", "max_inflight_requests", "max_output_bytes",
-           "max_output_total_bytes", "max_partial_bytes", "max_pending_total_bytes", "max_parked_requests", "max_clients")
+           "max_output_total_bytes", "max_partial_bytes", "max_pending_total_bytes", "max_parked_requests", "max_clients",
+           "max_sessions")
 """Memory budgets (daemon/bounds.py): positive integers, same name in the file."""
 RELOADABLE = ("flush_interval", "fsync", "group_sync", "log_level")
 MIRROR_RELOADABLE = ("required", "ack_timeout", "queue_bytes", "shutdown_flush")
@@ -90,6 +91,9 @@ class Settings(msgspec.Struct, kw_only=True):
     """Pre-message entries held over all sessions: beyond, ``busy``."""
     max_parked_requests: int = 65536
     """Requests waiting for a file scan, over all connections: beyond, ``busy``."""
+    max_sessions: int = 16384
+    """Sessions held in memory (each a few KB): at the budget, idle ones are
+    evicted at once; when none is idle, a new session gets ``busy``."""
     max_clients: int = 4096
     """Connections served at once: beyond, a newcomer gets ``busy``."""
     rate_bytes: float = 128 * 1024 * 1024
@@ -163,6 +167,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_pending_total_bytes: int | None = None
     max_parked_requests: int | None = None
     max_clients: int | None = None
+    max_sessions: int | None = None
 
 
 ENV = {

@@ -18,6 +18,7 @@ acknowledged.
                         by stopped clients    disconnected (Redis's client
                                               output buffer limit)
     max_clients         connections           busy, connection closed
+    max_sessions        sessions in memory    idle ones evicted, then busy
     max_partial_bytes   frames being received newcomers' big frames wait, unread
     max_pending_total   pre-message entries   busy (nothing accepted)
     max_parked_requests requests waiting on a busy (nothing accepted)
@@ -220,6 +221,21 @@ class Bounds:
 
     # ------------------------------------------------------------------ clients
 
+    def check_sessions(self, sessions: int) -> None:
+        limit = self.settings.max_sessions
+        if sessions >= limit:
+            self.refused += 1
+            raise busy(f"the daemon already holds {sessions} sessions in use (budget {limit}); close some, or retry later")
+
+    def check_attached(self, attached: int) -> None:
+        """One connection may hold a quarter of ``max_sessions``: room is left
+        for everyone else's."""
+        limit = max(1, self.settings.max_sessions // 4)
+        if attached >= limit:
+            self.refused += 1
+            raise busy(f"this connection already holds {attached} sessions (a quarter of the daemon's "
+                       f"{self.settings.max_sessions}); close some first")
+
     def check_clients(self, clients: int) -> None:
         limit = self.max_clients
         if clients >= limit:
@@ -228,7 +244,8 @@ class Bounds:
 
     # ------------------------------------------------------------------ report
 
-    def report(self, clients: int, queued_bytes: int, per_connection: list[tuple[int, int, int, int]]) -> dict[str, dict[str, int]]:
+    def report(self, clients: int, sessions: int, queued_bytes: int,
+               per_connection: list[tuple[int, int, int, int]]) -> dict[str, dict[str, int]]:
         """Every budget as ``{"used", "limit"}``; per-connection ones also say
         their ``total`` over all connections (``used`` is the largest one's).
         ``per_connection`` holds (output bytes, in-flight requests, in-flight
@@ -241,6 +258,7 @@ class Bounds:
 
         return {
             "clients": {"used": clients, "limit": self.max_clients},
+            "sessions": {"used": sessions, "limit": s.max_sessions},
             "partialBytes": {"used": self.partial_bytes, "limit": s.max_partial_bytes, "waiting": self.partial_waiting},
             "pendingBytes": {"used": self.pending_bytes, "limit": s.max_pending_total_bytes},
             "parkedRequests": {"used": self.parked, "limit": s.max_parked_requests},

@@ -334,6 +334,7 @@ class Connection(asyncio.Protocol):
 
     def attach(self, state: SessionState) -> None:
         if state.id not in self.sessions:
+            self.daemon.bounds.check_attached(len(self.sessions))
             self.sessions[state.id] = state
             self.daemon.registry.attach(state, self.id)
 

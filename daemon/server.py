@@ -62,7 +62,7 @@ class Daemon:
         # Connections get the fds the transcript LRU leaves, less a few for the
         # socket, lock, log, watches and directories.
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        self.bounds = Bounds(settings, fds_for_clients=nofile - self.writer.max_open - 64)
+        self.bounds = Bounds(settings, fds_for_clients=nofile - self.writer.max_open - min(64, nofile // 8))
         self.registry = Registry(settings, self.writer, self.bounds)
         self.catalog = Catalog(settings.root, loop)
         self.writer.observers.append(self.catalog.written)

@@ -151,6 +151,7 @@ class Registry(Readiness):
         self.settings = settings
         self.writer = writer
         self.bounds = bounds or Bounds(settings)
+        self._full_sweep_at = 0.0
         self.sessions: dict[str, SessionState] = {}
         self.spool = Spool(settings.root, writer)
         Readiness.__init__(self)
@@ -188,6 +189,12 @@ class Registry(Readiness):
 
     def _create(self, session_id: str, project: Path) -> SessionState:
         self._check(paths.session_file(project, session_id))
+        if len(self.sessions) >= self.settings.max_sessions:
+            now = time.monotonic()
+            if now - self._full_sweep_at >= 1.0:  # a scan of every session: at most once a second
+                self._full_sweep_at = now
+                self.sweep(now, idle_for=0.0)  # idle ones first: their files are the truth
+            self.bounds.check_sessions(len(self.sessions))
         state = self.sessions[session_id] = SessionState(session_id, project, self.writer)
         self._load(state)
         return state
@@ -510,15 +517,17 @@ class Registry(Readiness):
             state.dirty_since_meta = False
         return None
 
-    def sweep(self, now: float) -> None:
-        """Forget sessions nobody uses: their files are the truth and are rescanned
-        on next use."""
+    def sweep(self, now: float, idle_for: float | None = None) -> None:
+        """Forget sessions nobody used for ``idle_for`` (``idle_evict``): their
+        files are the truth and are rescanned on next use. Held entries are
+        kept for their client for ``idle_evict`` whatever ``idle_for`` says."""
+        idle_for = self.settings.idle_evict if idle_for is None else idle_for
         self.spool.sweep()
         for sid, state in list(self.sessions.items()):
             if (state.pending and not state.clients and not state.materialized and state.loading is None
                     and now - state.last_active > self.settings.idle_evict):
                 self.exit_cleanup(state)  # held for a client that never came back: no message, no file
-            if state.idle and now - state.last_active > self.settings.idle_evict:
+            if state.idle and not state.pending and now - state.last_active >= idle_for:
                 for target in state.targets():
                     self.writer.forget(target.queue)
                 del self.sessions[sid]

@@ -37,7 +37,8 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         config=d.settings.public(),
         mirror=d.mirror.status() if d.mirror is not None else None,
         pendingBytes=d.bounds.pending_bytes,
-        budgets=d.bounds.report(len(d.connections), writer.queued_bytes, [c.budget_use() for c in d.connections]),
+        budgets=d.bounds.report(len(d.connections), len(registry.sessions), writer.queued_bytes,
+                                [c.budget_use() for c in d.connections]),
     )
 
 

@@ -181,6 +181,26 @@ def fill_pending_buffers(client, cwd: str, sessions: int, per_session: int, entr
     return accepted, None
 
 
+def open_sessions(sock_path: Path, cwd: str, count: int, chunk: int = 5000) -> tuple[int, int]:
+    """``count`` fresh sessions opened on one connection (which keeps them all
+    in use); how many opened, and how many were refused with ``busy``."""
+    s = raw_conn(sock_path, timeout=60)
+    opened = refused = 0
+    try:
+        for start in range(0, count, chunk):
+            n = min(chunk, count - start)
+            s.sendall(b"".join(encode(m.Open(id=start + i + 1, session=str(uuid.uuid4()), cwd=cwd)) for i in range(n)))
+            for answer in read_answers(s, n):
+                if isinstance(answer, m.Opened):
+                    opened += 1
+                else:
+                    assert isinstance(answer, m.Error) and answer.code == "busy", answer
+                    refused += 1
+        return opened, refused
+    finally:
+        s.close()
+
+
 def idle_connections(sock_path: Path, count: int) -> list[socket.socket]:
     """``count`` connections that do nothing (half of them never said Hello)."""
     idle = []

@@ -222,10 +222,10 @@ def test_many_clients_that_never_read_are_bounded_together(daemon_factory, short
 def test_max_clients_follows_the_fd_limit(daemon_factory):
     """With few fds the daemon serves fewer clients, and says `busy` to the
     next one rather than failing accept(2) for everyone."""
-    d = daemon_factory().start(nofile=256)  # 128 for transcripts, 64 spare: 64 for clients
+    d = daemon_factory().start(nofile=256)  # 128 for transcripts, 32 spare: 96 for clients
     with d.client() as c:
         limit = c.status().budgets["clients"]["limit"]
-    assert limit == 64
+    assert limit == 96
     held = [raw_conn(d.socket) for _ in range(limit)]
     s = raw_conn(d.socket, hello=False)
     (err,) = read_answers(s, 1)
@@ -233,3 +233,42 @@ def test_max_clients_follows_the_fd_limit(daemon_factory):
     s.close()
     for h in held:
         h.close()
+
+
+def test_sessions_in_memory_are_bounded(daemon_factory, short_tmp):
+    """Every session held costs memory: one connection may hold a quarter of
+    max_sessions; past max_sessions a new one gets `busy` while all are in
+    use, and idle ones are evicted to make room."""
+    cfg = short_tmp / "c.toml"
+    cfg.write_text("max_sessions = 40\n")
+    d = daemon_factory().start("--config", str(cfg))
+    mode = b'{"type":"mode","mode":"plan"}'
+    hogs = [d.client() for _ in range(4)]
+    for _ in range(10):
+        hogs[0].call(m.Append(id=hogs[0].next_id(), session=str(uuid.uuid4()), cwd=CWD, entries=[mode]))
+    with pytest.raises(RemoteError) as err:
+        hogs[0].call(m.Append(id=hogs[0].next_id(), session=str(uuid.uuid4()), cwd=CWD, entries=[mode]))
+    assert err.value.code == "busy" and "this connection already holds 10 sessions" in err.value.message
+    for hog in hogs[1:]:
+        for _ in range(10):
+            hog.call(m.Append(id=hog.next_id(), session=str(uuid.uuid4()), cwd=CWD, entries=[mode]))
+    with d.client() as c:
+        with pytest.raises(RemoteError) as err:
+            c.call(m.Append(id=c.next_id(), session=str(uuid.uuid4()), cwd=CWD, entries=[mode]))
+        assert err.value.code == "busy" and "40 sessions" in err.value.message
+        assert c.status().budgets["sessions"]["limit"] == 40
+        for hog in hogs:
+            hog.close()  # their sessions are idle now: a new one evicts them
+        sid = str(uuid.uuid4())
+        wait_until(lambda: _appends(c, sid), "room for a new session")
+        assert c.status().budgets["sessions"]["used"] <= 40
+    assert read_entries(main_path(d.root, CWD, sid))[-1]["type"] == "user"
+
+
+def _appends(c, sid: str) -> bool:
+    try:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(user("fits"))], durability="written"))
+        return True
+    except RemoteError as exc:
+        assert exc.code == "busy"
+        return False
