@@ -242,19 +242,22 @@ def test_sessions_in_memory_are_bounded(daemon_factory, short_tmp):
     cfg = short_tmp / "c.toml"
     cfg.write_text("max_sessions = 40\n")
     d = daemon_factory().start("--config", str(cfg))
-    mode = b'{"type":"mode","mode":"plan"}'
+
+    def one(c) -> None:
+        c.call(m.Append(id=c.next_id(), session=str(uuid.uuid4()), cwd=CWD, entries=[line(user("s"))], durability="written"))
+
     hogs = [d.client() for _ in range(4)]
     for _ in range(10):
-        hogs[0].call(m.Append(id=hogs[0].next_id(), session=str(uuid.uuid4()), cwd=CWD, entries=[mode]))
+        one(hogs[0])
     with pytest.raises(RemoteError) as err:
-        hogs[0].call(m.Append(id=hogs[0].next_id(), session=str(uuid.uuid4()), cwd=CWD, entries=[mode]))
+        one(hogs[0])
     assert err.value.code == "busy" and "this connection already holds 10 sessions" in err.value.message
     for hog in hogs[1:]:
         for _ in range(10):
-            hog.call(m.Append(id=hog.next_id(), session=str(uuid.uuid4()), cwd=CWD, entries=[mode]))
+            one(hog)
     with d.client() as c:
         with pytest.raises(RemoteError) as err:
-            c.call(m.Append(id=c.next_id(), session=str(uuid.uuid4()), cwd=CWD, entries=[mode]))
+            one(c)
         assert err.value.code == "busy" and "40 sessions" in err.value.message
         assert c.status().budgets["sessions"]["limit"] == 40
         for hog in hogs:
