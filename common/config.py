@@ -110,9 +110,25 @@ class Settings(msgspec.Struct, kw_only=True):
     idle_evict: float = 30.0
     """Seconds a session with no clients and nothing queued stays in memory."""
     log_level: LogLevel = "info"
+    read_threads: int = 2
+    """Threads of the read pool (List pages, resend tail reads, scans); syncs
+    have their own, so reads never make a durable append wait."""
+    expensive_per_client: int = 1
+    """Read-pool jobs one connection may have running at once; its others wait
+    their turn, behind other connections' (round-robin)."""
+    max_expensive_waiting: int = 64
+    """Read-pool jobs one connection may have waiting; beyond, ``busy``."""
     config_file: Path | None = None
     """The file read at start and on SIGHUP (it need not exist)."""
     mirror: MirrorSettings | None = None
+    search_index: bool = True
+    """Keep the full-text index of every transcript (``daemon/index/``)."""
+    search_index_path: Path | None = None
+    """Where the index lives; None: ``<root>/.sessiond-search.sqlite3``."""
+    search_refresh: float = 2.0
+    """A search starts a re-stat of its scope (files other writers changed)
+    unless one was done this many seconds ago; it runs after the answer. 0:
+    before every search's answer."""
 
     def public(self) -> dict[str, str | int | float | bool]:
         return {
@@ -158,6 +174,10 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     rate_burst_bytes: float | None = None
     frame_timeout_s: float | None = None
     path_recheck_s: float | None = None
+    read_threads: int | None = None
+    expensive_per_client: int | None = None
+    max_expensive_waiting: int | None = None
+    idle_evict_s: float | None = None
     mirror: MirrorFileConfig | None = None
     max_inflight_bytes: int | None = None
     max_inflight_requests: int | None = None
@@ -168,6 +188,9 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_parked_requests: int | None = None
     max_clients: int | None = None
     max_sessions: int | None = None
+    search_index: bool | None = None
+    search_index_path: str | None = None
+    search_refresh_s: float | None = None
 
 
 ENV = {
@@ -176,6 +199,7 @@ ENV = {
     "SESSIOND_FLUSH_INTERVAL_MS": "flush_interval_ms",
     "SESSIOND_FSYNC": "fsync",
     "SESSIOND_LOG_LEVEL": "log_level",
+    "SESSIOND_SEARCH_INDEX": "search_index",
 }
 
 
@@ -284,8 +308,22 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
             if value < 0:
                 raise ConfigError(f"path_recheck_s: must not be negative, got {value}")
             put("path_recheck", float(value))
+        elif key in ("read_threads", "expensive_per_client", "max_expensive_waiting"):
+            if not 1 <= value <= 1024:
+                raise ConfigError(f"{key}: must be between 1 and 1024, got {value}")
+            put(key, value)
+        elif key == "idle_evict_s":
+            if value < 0:
+                raise ConfigError(f"idle_evict_s: must not be negative, got {value}")
+            put("idle_evict", float(value))
         elif key == "mirror":
             put("mirror", mirror_settings(value))
+        elif key == "search_index_path":
+            put("search_index_path", Path(os.path.expanduser(value)))
+        elif key == "search_refresh_s":
+            if value < 0:
+                raise ConfigError(f"search_refresh_s: must not be negative, got {value}")
+            put("search_refresh", float(value))
         else:
             put(key, value)
     return changed

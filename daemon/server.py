@@ -27,14 +27,19 @@ from sessiond.protocol.locations import check_private_dir, lock_path, open_priva
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
 
 from sessiond.common import config as config_mod
+
+from . import memory
 from .activation import activated_socket
 from .bounds import Bounds
 from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
+from .index.link import IndexLink, index_path
 from .connection import Connection
 from .notify import Notifier
 from .outbox import Outbox
 from .sessions import Registry
+from .tails import Tails
+from .workers import SWITCH_INTERVAL, FairShare, read_pool
 from .writer import Stats, Writer
 
 log = logging.getLogger("sessiond")
@@ -63,8 +68,12 @@ class Daemon:
         # socket, lock, log, watches and directories.
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         self.bounds = Bounds(settings, fds_for_clients=nofile - self.writer.max_open - min(64, nofile // 8))
-        self.registry = Registry(settings, self.writer, self.bounds)
-        self.catalog = Catalog(settings.root, loop)
+        self.reads = read_pool(loop, settings.read_threads)
+        self.fair = FairShare(loop, self.reads, settings.read_threads, settings.expensive_per_client,
+                              settings.max_expensive_waiting)
+        self.registry = Registry(settings, self.writer, self.fair, self.bounds)
+        self.tails = Tails(self.registry, self.fair)
+        self.catalog = Catalog(settings.root, loop, self.fair)
         self.writer.observers.append(self.catalog.written)
         self.mirror = None
         if settings.mirror is not None:  # nats-py is an optional extra: import only then
@@ -72,11 +81,19 @@ class Daemon:
 
             self.mirror = Mirror(settings.mirror, settings.root, loop, state_file=settings.root / STATE_FILE)
             self.writer.observers.append(self.mirror.observe)
+        self.index = None
+        if settings.search_index:
+            self.index = IndexLink(loop, settings.root, index_path(settings.root, settings.search_index_path),
+                                   settings.search_refresh)
+            self.writer.observers.append(self.index.observe)
+            index = self.index
+            self.catalog.changed = lambda paths: loop.call_soon_threadsafe(index.look, paths)
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False
         self.stopped = loop.create_future()
-        self._sweep = loop.call_later(SWEEP_EVERY, self._sweep_idle)
+        self._sweep_every = min(SWEEP_EVERY, max(0.5, settings.idle_evict / 2))
+        self._sweep = loop.call_later(self._sweep_every, self._sweep_idle)
         self._status = loop.call_later(STATUS_EVERY, self._report_status)
         self._watchdog: asyncio.TimerHandle | None = None
         if self.notifier.watchdog_interval:
@@ -146,8 +163,9 @@ class Daemon:
             self.stopped.set_result(None)
 
     def _sweep_idle(self) -> None:
-        self.registry.sweep(time.monotonic())
-        self._sweep = self.loop.call_later(SWEEP_EVERY, self._sweep_idle)
+        if self.registry.sweep(time.monotonic()):
+            memory.shrink(self.fair)
+        self._sweep = self.loop.call_later(self._sweep_every, self._sweep_idle)
 
 
 # ------------------------------------------------------------------------ socket
@@ -254,10 +272,14 @@ async def _run(settings: Settings, flags: dict) -> int:
         )
         if daemon.mirror is not None:
             daemon.mirror.start()
+        if daemon.index is not None:
+            await daemon.index.start()
         notifier.ready(daemon.status_line())
         await daemon.stopped
         if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start
             await daemon.mirror.close()
+        if daemon.index is not None:
+            await daemon.index.close()
         server.close()
         if inode is not None:
             remove_socket(settings.socket, inode)
@@ -277,6 +299,8 @@ def serve(settings: Settings, flags: dict | None = None) -> int:
     ``flags`` are the command-line values, kept so a SIGHUP reload still lets
     them win over the file."""
     setup_logging(settings.log_level)
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    memory.limit_arenas()
     # Past RLIMIT_FSIZE a write must fail with EFBIG (handled: cut back, retried),
     # not kill the daemon with SIGXFSZ.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -29,6 +29,7 @@ COMMAND_MODULES = {
     "show": "resume_cmds", "resume": "resume_cmds", "continue": "resume_cmds", "fork": "resume_cmds",
     "tail": "resume_cmds",
     "pull": "mirror_cmds", "push": "mirror_cmds",
+    "search": "search_cmds", "reindex": "search_cmds",
 }
 """Which module of this package defines each command: a run imports only the
 one its command needs (``--help`` and completion import them all). A module

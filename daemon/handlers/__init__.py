@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import ProtocolError
 
-from . import admin, append, flush, listing, session
+from . import admin, append, flush, listing, search, session
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -41,6 +41,10 @@ def dispatch(conn: Connection, req: m.Request) -> m.Response | None:
             return admin.handle_status(conn, req)
         case m.Shutdown():
             return admin.handle_shutdown(conn, req)
+        case m.Search():
+            return search.handle_search(conn, req)
+        case m.Reindex():
+            return search.handle_reindex(conn, req)
         case m.Hello():
             raise ProtocolError("Hello may only be sent once, first")
     raise ProtocolError(f"unsupported request {type(req).__name__}")

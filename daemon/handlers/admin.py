@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from sessiond.protocol import __version__
 from sessiond.protocol.wire import messages as m
 
+from .. import memory
+
 if TYPE_CHECKING:
     from ..connection import Connection
 
@@ -39,6 +41,9 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         pendingBytes=d.bounds.pending_bytes,
         budgets=d.bounds.report(len(d.connections), len(registry.sessions), writer.queued_bytes,
                                 [c.budget_use() for c in d.connections]),
+        workers={**d.fair.status(), "syncThreads": d.writer.sync_slots},
+        memory=memory.status(registry),
+        index=d.index.status() if d.index is not None else None,
     )
 
 

@@ -1,8 +1,10 @@
-"""List: a page of sessions from the catalog, computed in a worker thread."""
+"""List: a page of sessions from the catalog, computed in the read pool as
+this connection's fair share of it (``workers``)."""
 
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import TYPE_CHECKING
 
 from sessiond.protocol.transcript.listing import project_dirs
@@ -27,7 +29,7 @@ def handle_list(conn: Connection, req: m.List) -> None:
             if "\x00" in d or os.path.dirname(os.path.realpath(d)) != base:
                 raise permission_denied(f"{d!r} is not a project directory of this daemon's root")
             dirs.append(os.path.realpath(d))
-    fut = daemon.loop.run_in_executor(None, daemon.catalog.page, dirs, req.limit, req.offset)
+    fut = daemon.fair.submit(partial(daemon.catalog.page, encoded=True), dirs, req.limit, req.offset, owner=conn.id)
 
     def done(f) -> None:
         exc = f.exception()

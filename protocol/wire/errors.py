@@ -29,8 +29,9 @@ INTERNAL: Final = "internal"
 MIRROR_UNAVAILABLE: Final = "mirror_unavailable"
 """An append refused because the required remote mirror cannot take it (SPEC 6)."""
 BUSY: Final = "busy"
-"""A daemon-wide memory budget is full (see ``daemon/bounds.py``): nothing of the
-request was accepted; the client may retry later."""
+"""A request refused because a bound is full: a daemon-wide memory budget (see
+``daemon/bounds.py``) or its client's share of the read pool (too much work
+waiting). Nothing of the request was accepted; retry later."""
 
 CODES: Final = frozenset(
     {BAD_REQUEST, NOT_FOUND, TOO_LARGE, PERMISSION_DENIED, IO_ERROR, SHUTTING_DOWN, VERSION_MISMATCH, INTERNAL,

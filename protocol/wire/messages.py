@@ -13,6 +13,7 @@ from typing import Annotated, Literal, Union
 
 import msgspec
 
+from ..search.query import Hit
 from ..transcript.session_info import SessionInfo
 
 PROTOCOL_VERSION = 1
@@ -147,7 +148,29 @@ class Shutdown(_Message):
     id: int
 
 
-Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown]
+class Search(_Message):
+    """Full-text search of the index (SPEC 8): words and "phrases", best sessions first."""
+
+    id: int
+    query: str
+    dirs: list[str] = []
+    all: bool = False
+    limit: int = 20
+    since: str | None = None
+    """ISO-8601 UTC; only entries at or after it."""
+    role: str | None = None
+    """``user``, ``assistant`` or ``tool``."""
+
+
+class Reindex(_Message):
+    """Rebuild the search index of some project dirs (or all) from the files."""
+
+    id: int
+    dirs: list[str] = []
+    all: bool = False
+
+
+Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown, Search, Reindex]
 
 
 # ---------------------------------------------------------------------- responses
@@ -232,6 +255,12 @@ class StatusResult(_Message):
     """Bytes of pre-message entries held across all sessions (in memory, beside the spool)."""
     budgets: dict[str, dict[str, int]] | None = None
     """Every memory budget: ``{name: {"used": n, "limit": n}}`` (daemon/bounds.py)."""
+    workers: dict[str, int] | None = None
+    """The read pool's fair share: threads, jobs running and waiting, requests refused ``busy``."""
+    memory: dict[str, int] | None = None
+    """RSS, and the uuids held for dedup (how many, how many not packed yet, bytes of the packed ones)."""
+    index: dict[str, str | int | float | bool | None] | None = None
+    """The search indexer's state, when the index is on."""
 
 
 class Error(_Message):
@@ -240,4 +269,19 @@ class Error(_Message):
     message: str
 
 
-Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error]
+class Searched(_Message):
+    id: int
+    hits: list[Hit]
+    caughtUp: bool = True
+    """False when the indexer had not caught up with every write in time: the
+    hits may miss the newest lines."""
+
+
+class Reindexed(_Message):
+    id: int
+    files: int
+    bytes: int
+    seconds: float
+
+
+Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error, Searched, Reindexed]
