@@ -272,9 +272,9 @@ async def _run(settings: Settings, flags: dict) -> int:
         )
         if daemon.mirror is not None:
             daemon.mirror.start()
+        notifier.ready(daemon.status_line())  # serving: the indexer process starts beside it
         if daemon.index is not None:
             await daemon.index.start()
-        notifier.ready(daemon.status_line())
         await daemon.stopped
         if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start
             await daemon.mirror.close()
