@@ -29,6 +29,7 @@ from . import config as config_mod
 from .activation import activated_socket
 from .config import ConfigError, Settings
 from .catalog import Catalog
+from .trash import Lifecycle
 from .connection import Connection, Outbox
 from .notify import Notifier
 from .sessions import Registry
@@ -59,6 +60,7 @@ class Daemon:
         self.registry = Registry(settings, self.writer)
         self.catalog = Catalog(settings.root, loop)
         self.writer.observers.append(self.catalog.written)
+        self.lifecycle = Lifecycle(self)
         self.mirror = None
         if settings.mirror is not None:  # nats-py is an optional extra: import only then
             from .mirror import STATE_FILE, Mirror
@@ -239,6 +241,10 @@ async def _run(settings: Settings, flags: dict) -> int:
         loop.add_signal_handler(signal.SIGHUP, daemon.reload_config)
         for why in early:
             daemon.request_shutdown(why)
+        try:
+            daemon.lifecycle.start()  # an rm/restore a kill interrupted: finished or undone before serving
+        except (OSError, SessiondError) as exc:
+            log.error("trash recovery failed: %s", exc)
         daemon.registry.spool.replay(daemon.registry)  # before the first request: a resend must meet what was held
         server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
         log.info(

@@ -69,4 +69,4 @@ def main() -> None:
     cli(prog_name="sessiond")
 
 
-from . import daemon_cmds, mirror_cmds, read_cmds, resume_cmds, write_cmds  # noqa: E402,F401  (register the commands)
+from . import daemon_cmds, lifecycle_cmds, mirror_cmds, read_cmds, resume_cmds, transfer_cmds, write_cmds  # noqa: E402,F401  (register the commands)

@@ -13,7 +13,10 @@ from typing import Literal, Union
 
 import msgspec
 
+from ..transcript.importer import FileResult, SessionSource
 from ..transcript.lite import SessionInfo
+from ..transcript.usage import Usage as UsageReport
+from ..trash import TrashEntry
 
 PROTOCOL_VERSION = 1
 """Major version: peers with different values refuse each other in the handshake."""
@@ -136,7 +139,52 @@ class Shutdown(_Message):
     id: int
 
 
-Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown]
+# Lifecycle (SPEC 9): file operations the daemon performs itself, so its
+# sessions, catalog and open files learn of them at once.
+
+
+class Trash(_Message):
+    """Move a session (its transcript at ``path``, its ``<id>/`` dir) into the
+    trash. Refused (``conflict``) while clients are attached, unless ``force``."""
+
+    id: int
+    session: str
+    path: str
+    force: bool = False
+    reason: str = "rm"
+
+
+class Restore(_Message):
+    id: int
+    session: str
+
+
+class EmptyTrash(_Message):
+    id: int
+    older_than: float | None = None
+    """Seconds: only entries trashed longer ago than this."""
+    dry_run: bool = False
+
+
+class Import(_Message):
+    """Copy one session's files into the store, each byte for byte."""
+
+    id: int
+    source: SessionSource
+    catalog_only: bool = False
+    """The source is the store itself: nothing to copy, the catalog learns of it."""
+
+
+class Usage(_Message):
+    """Bytes per project and per session (subagent files included)."""
+
+    id: int
+    dirs: list[str] = []
+    all: bool = False
+
+
+Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown,
+                Trash, Restore, EmptyTrash, Import, Usage]
 
 
 # ---------------------------------------------------------------------- responses
@@ -221,4 +269,23 @@ class Error(_Message):
     message: str
 
 
-Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error]
+class TrashChanged(_Message):
+    """The trash entries a Trash, Restore or EmptyTrash moved or deleted."""
+
+    id: int
+    entries: list[TrashEntry]
+
+
+class Imported(_Message):
+    id: int
+    session: str
+    files: list[FileResult]
+
+
+class UsageResult(_Message):
+    id: int
+    usage: UsageReport
+
+
+Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error,
+                 TrashChanged, Imported, UsageResult]

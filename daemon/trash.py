@@ -1,0 +1,131 @@
+"""The daemon's side of the lifecycle (SPEC 9): trash, restore, empty, import.
+
+The file operations themselves are ``protocol/trash.py`` and
+``protocol/transcript/importer.py``, the very functions the CLI runs when no
+daemon does. What the daemon adds is that everything it holds learns of them
+at once:
+
+- a session being moved or imported is ``unavailable`` (requests for it get
+  ``conflict``) while a worker thread does the moves, after its queued lines are
+  written and its files closed, so no fd writes into a moved file and no reopen
+  recreates one;
+- a trashed session stays unavailable (``not_found``, "in the trash") until it is
+  restored or the trash is emptied: an agent still attached to it (``rm
+  --force``) gets that error on its next append instead of a new file
+  silently growing where the old one was;
+- the catalog drops or learns the file, so ``list`` is right on the next call.
+
+Operations run one at a time (the trash lock) in the default executor; a
+client waits for its answer, never the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessiond.protocol import trash
+from sessiond.protocol.wire.errors import SessiondError, conflict, not_found
+
+if TYPE_CHECKING:
+    from .server import Daemon
+
+log = logging.getLogger("sessiond")
+
+
+def in_trash(session: str) -> SessiondError:
+    return not_found(f"session {session} is in the trash (sessiond restore {session} brings it back)")
+
+
+def busy(session: str) -> SessiondError:
+    return conflict(f"session {session} is being moved or imported; try again")
+
+
+class Lifecycle:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.root = daemon.settings.root
+
+    def start(self) -> None:
+        """Finish or undo what a killed run left half-done, then refuse the
+        trashed sessions. Runs before the socket serves."""
+        for r in trash.recover(self.root):
+            log.warning("trash: %s %s left by an interrupted %s", r.action, r.name,
+                        "rm" if r.state == "trashing" else "restore" if r.state == "restoring" else "operation")
+        unavailable = self.daemon.registry.unavailable
+        for sid in trash.trashed_ids(self.root):
+            unavailable.setdefault(sid, in_trash(sid))
+
+    def _refresh_trashed(self) -> None:
+        unavailable = self.daemon.registry.unavailable
+        still = trash.trashed_ids(self.root)
+        for sid, err in list(unavailable.items()):
+            if err.code == "not_found" and sid not in still:
+                del unavailable[sid]
+        for sid in still:
+            unavailable.setdefault(sid, in_trash(sid))
+
+    # --------------------------------------------------------------------- moves
+
+    def hold(self, session: str, *, force: bool) -> Callable[[Callable[[SessiondError | None], None]], None]:
+        """Make ``session`` unavailable and return a function that calls back
+        once its queued lines are written and its files closed. Raises
+        ``conflict`` for a live session (clients attached) unless ``force``."""
+        from .handlers.completion import after_all  # the handlers package imports this module
+
+        registry, writer = self.daemon.registry, self.daemon.writer
+        refused = registry.unavailable.get(session)
+        if refused is not None and refused.code == "conflict":
+            raise refused
+        state = registry.sessions.get(session)
+        if state is not None and state.clients and not force:
+            n = len(state.clients)
+            raise conflict(f"session {session} is live ({n} client{'s' if n != 1 else ''} attached); "
+                           f"--force moves it anyway")
+        registry.unavailable[session] = busy(session)
+        queues = registry.release(state) if state is not None else []
+
+        def when_closed(done: Callable[[SessiondError | None], None]) -> None:
+            def closed(err: SessiondError | None) -> None:
+                if err is None:  # a queue that failed to write keeps its lines (retried): never dropped
+                    for q in queues:
+                        writer.release(q)
+                done(err)
+
+            waiter = after_all(len(queues), closed)
+            for q in queues:
+                writer.when_written(q, waiter)
+
+        return when_closed
+
+    def run(self, session: str, work: Callable[[], Any], done: Callable[[Any, BaseException | None], None],
+            *, after: SessiondError | None) -> None:
+        """Run ``work`` in a worker; then ``session`` is unavailable with ``after``
+        (or available again when None, or after a failure: nothing moved)."""
+        fut = self.daemon.loop.run_in_executor(None, work)
+
+        def finished(f) -> None:
+            exc = f.exception()
+            unavailable = self.daemon.registry.unavailable
+            unavailable.pop(session, None)
+            if exc is None and after is not None:
+                unavailable[session] = after
+            elif exc is not None:
+                self._refresh_trashed()
+            done(None if exc is not None else f.result(), exc)
+
+        fut.add_done_callback(finished)
+
+    def trashed(self, entry: trash.TrashEntry) -> None:
+        self.daemon.catalog.forget(self.root / entry.items[0].path)
+
+    def restored(self, entry: trash.TrashEntry) -> None:
+        self.daemon.catalog.learn(self.root / entry.items[0].path)
+
+    def emptied(self) -> None:
+        self._refresh_trashed()
+
+    def imported(self, main: Path) -> None:
+        self.daemon.catalog.learn(main)
