@@ -89,7 +89,8 @@ def trash(ctx: click.Context, as_json: bool) -> None:
     from sessiond.protocol import trash as trash_mod
 
     obj: Context = ctx.obj
-    found = trash_mod.entries(obj.root or default_root())
+    with _ops(obj):  # with no daemon, an rm or restore a kill interrupted is settled first
+        found = trash_mod.entries(obj.root or default_root())
     if as_json:
         click.echo(msgspec.json.encode(found))
         return

@@ -1,0 +1,120 @@
+"""A process SIGKILLed in the middle of an rm, a restore or an import: after the
+restart nothing is lost and nothing is half-moved (strace holds the process
+inside the operation, right after one of its moves, while the test kills it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from sessiond.client import Session
+from tests.helpers import assistant, line, main_path, user, wait_until
+from tests.lifecycle_tree import build
+
+CWD = "/work/project"
+pytestmark = pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+
+
+def _hold_after(syscall: str, nth: int) -> list[str]:
+    """strace that stalls the ``nth`` call of ``syscall`` once it is done."""
+    return ["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={syscall}",
+            "-e", f"inject={syscall}:delay_exit=60000000:when={nth}"]
+
+
+def _session_with_agent(d) -> tuple[str, dict]:
+    sid = str(uuid.uuid4())
+    with d.client() as c:
+        s = Session(c, sid, CWD)
+        s.append(line(user("hello")), "written")
+        s.append(line({**assistant("sub"), "isSidechain": True, "agentId": "a1"}), "written")
+        s.close()
+    path = main_path(d.root, CWD, sid)
+    files = {p: p.read_bytes() for p in [path, *path.with_suffix("").rglob("*")] if p.is_file()}
+    return sid, files
+
+
+def _trash(d) -> list[dict]:
+    return json.loads(d.cli("trash", "--json").stdout)
+
+
+def _background_cli(d, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], env=d.env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_daemon_killed_in_the_middle_of_an_rm(daemon_factory):
+    d = daemon_factory().start()
+    sid, files = _session_with_agent(d)
+    d.stop()
+    d.start(wrap=_hold_after("renameat2", 1))
+    path = main_path(d.root, CWD, sid)
+    cli = _background_cli(d, "rm", sid, "--cwd", CWD)
+    wait_until(lambda: not path.exists(), "the first item of the rm to move")
+    assert path.with_suffix("").exists()  # the kill lands between the two moves
+    d.kill()
+    cli.wait(timeout=30)
+    d.start()
+    assert {p: p.read_bytes() for p in files} == files  # rolled back, byte for byte
+    assert _trash(d) == []
+    assert "rolled-back" in d.log_text()
+    d.cli("rm", sid, "--cwd", CWD)  # and an rm now goes through
+    assert [e["session"] for e in _trash(d)] == [sid]
+
+
+def test_daemon_killed_in_the_middle_of_a_restore(daemon_factory):
+    d = daemon_factory().start()
+    sid, files = _session_with_agent(d)
+    d.cli("rm", sid, "--cwd", CWD)
+    d.stop()
+    d.start(wrap=_hold_after("renameat2", 1))
+    path = main_path(d.root, CWD, sid)
+    cli = _background_cli(d, "restore", sid)
+    wait_until(path.exists, "the first item of the restore to move back")
+    d.kill()
+    cli.wait(timeout=30)
+    d.start()
+    assert not any(p.exists() for p in files)  # rolled back: all in the trash again
+    assert [(e["session"], e["state"]) for e in _trash(d)] == [(sid, "trashed")]
+    d.cli("restore", sid)
+    assert {p: p.read_bytes() for p in files} == files
+
+
+def test_daemon_killed_in_the_middle_of_an_import(daemon_factory, short_tmp):
+    tree = build(short_tmp / "src")
+    expected = tree.files()
+    d = daemon_factory().start(wrap=_hold_after("linkat", 3))
+    projects = d.root / "projects"
+    cli = _background_cli(d, "import", str(tree.projects))
+    wait_until(lambda: projects.exists() and sum(1 for p in projects.rglob("*") if p.is_file()) >= 3,
+               "three files of the import to land")
+    d.kill()
+    cli.wait(timeout=30)
+    landed = {str(p.relative_to(projects)): p.read_bytes() for p in projects.rglob("*") if p.is_file()}
+    assert landed and all(expected[k] == v for k, v in landed.items())  # whole files only, nothing else
+    d.start()
+    out = json.loads(d.cli("import", str(tree.projects), "--json").stdout)
+    assert out["counts"]["imported"] + out["counts"]["unchanged"] == len(tree.sessions)
+    assert {str(p.relative_to(projects)): p.read_bytes() for p in projects.rglob("*") if p.is_file()} == expected
+
+
+def test_cli_killed_in_the_middle_of_an_rm_with_no_daemon(daemon_factory):
+    d = daemon_factory().start()
+    sid, files = _session_with_agent(d)
+    d.stop()
+    path = main_path(d.root, CWD, sid)
+    cli = subprocess.Popen([*_hold_after("renameat2", 1), sys.executable, "-m", "sessiond.client.cli", "rm", sid, "--cwd", CWD],
+                           env=d.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: not path.exists(), "the first item of the rm to move")
+    finally:
+        os.killpg(cli.pid, signal.SIGKILL)
+        cli.wait(timeout=30)
+    assert _trash(d) == []  # the next CLI run settles it first: rolled back
+    assert {p: p.read_bytes() for p in files} == files

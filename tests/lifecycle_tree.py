@@ -1,0 +1,53 @@
+"""A Claude Code ``projects`` tree built from the real transcripts of the corpus,
+for the lifecycle tests: project dirs, sessions named by their ids, a session
+with subagent files and a meta file, summary-only and snapshot-only files."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+from tests.conftest import CORPUS
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class Tree:
+    def __init__(self, projects: Path) -> None:
+        self.projects = projects
+        self.sessions: dict[str, Path] = {}  # session id -> its transcript
+        self.with_agents: str = ""
+
+    def files(self) -> dict[str, bytes]:
+        """Every file under the tree, by path relative to it."""
+        return {str(p.relative_to(self.projects)): p.read_bytes() for p in sorted(self.projects.rglob("*")) if p.is_file()}
+
+
+def build(base: Path) -> Tree:
+    projects = base / "projects"
+    tree = Tree(projects)
+    agents = sorted(CORPUS.glob("*agent-*.jsonl"))
+    for src in sorted(CORPUS.glob("*.jsonl")):
+        if src in agents:
+            continue
+        owner_repo = src.name.split("__")[1] if "__" in src.name else "misc"
+        project = projects / f"-home-user-{owner_repo}"
+        project.mkdir(parents=True, exist_ok=True)
+        found = _UUID.search(src.name)
+        sid = found.group(0) if found else str(uuid.uuid5(uuid.NAMESPACE_URL, src.name))
+        if sid in tree.sessions:
+            sid = str(uuid.uuid5(uuid.NAMESPACE_URL, src.name))
+        shutil.copyfile(src, project / f"{sid}.jsonl")
+        tree.sessions[sid] = project / f"{sid}.jsonl"
+    # The largest session gets the corpus's agent files and a meta file.
+    sid = max(tree.sessions, key=lambda s: tree.sessions[s].stat().st_size)
+    sub = tree.sessions[sid].parent / sid / "subagents"
+    sub.mkdir(parents=True)
+    for a in agents:
+        name = a.name.split("__")[-1]
+        shutil.copyfile(a, sub / name)
+        (sub / name.replace(".jsonl", ".meta.json")).write_bytes(b'{"agentType":"general-purpose"}')
+    tree.with_agents = sid
+    return tree
