@@ -59,7 +59,8 @@ def _first_prompt(resumed: Resumed) -> str | None:
             text = content if isinstance(content, str) else " ".join(
                 b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
             if text.strip():
-                return " ".join(text.split())[:100]
+                text = " ".join(text.split())
+                return text if len(text) <= 120 else text[:119] + "…"
     return None
 
 
@@ -86,19 +87,37 @@ def _json(value: Any) -> str:
 
 
 def _turns(resumed: Resumed):
-    """(role, time, blocks) per message that has something to show; a string
-    content becomes one text block."""
+    """(role, time, blocks, meta) per turn a person reads: the blocks of one API
+    response (separate entries sharing ``message.id``) form one turn, tool
+    results one turn of their own; a string content is one text block."""
+    last_id: Any = None
+    turn: list[Any] | None = None
     for msg in resumed.messages:
         kind = msg.get("type")
         if kind in ("user", "assistant"):
-            content = (msg.get("message") or {}).get("content")
+            inner = msg.get("message") or {}
+            content = inner.get("content")
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [b for b in content or [] if isinstance(b, dict)]
-            if blocks:
-                role = "user" if kind == "user" and not all(b.get("type") == "tool_result" for b in blocks) else \
-                    "tool" if kind == "user" else "assistant"
-                yield role, msg.get("timestamp"), blocks, bool(msg.get("isMeta") or msg.get("synthetic"))
+            if not blocks:
+                continue
+            if kind == "assistant":
+                role = "assistant"
+            else:
+                role = "tool" if all(b.get("type") == "tool_result" for b in blocks) else "user"
+            mid = inner.get("id") if kind == "assistant" else None
+            if turn is not None and mid is not None and mid == last_id:
+                turn[2].extend(blocks)
+                continue
+            if turn is not None:
+                yield tuple(turn)
+            turn, last_id = [role, msg.get("timestamp"), blocks, bool(msg.get("isMeta") or msg.get("synthetic") or msg.get("isCompactSummary"))], mid
         elif kind == "system":
-            yield "system", msg.get("timestamp"), [{"type": "text", "text": str(msg.get("content") or msg.get("subtype") or "system")}], True
+            if turn is not None:
+                yield tuple(turn)
+            turn, last_id = ["system", msg.get("timestamp"),
+                             [{"type": "text", "text": str(msg.get("content") or msg.get("subtype") or "system")}], True], None
+    if turn is not None:
+        yield tuple(turn)
 
 
 # ---------------------------------------------------------------------- markdown
@@ -115,6 +134,10 @@ def _md_conversation(resumed: Resumed, out: list[str], level: int) -> None:
     h = "#" * level
     for role, ts, blocks, meta in _turns(resumed):
         out.append(f"{h} {role}{' (meta)' if meta else ''} · {_when(ts)}\n")
+        if meta:
+            text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+            out.append(f"<details><summary>{html.escape(' '.join(text.split())[:RESULT_PREVIEW])}</summary>\n\n{_md_fence(text)}\n\n</details>\n")
+            continue
         for b in blocks:
             kind = b.get("type")
             if kind == "text" and str(b.get("text", "")).strip():
@@ -170,6 +193,11 @@ def _html_conversation(resumed: Resumed, out: list[str], agents: set[str]) -> No
     for role, ts, blocks, meta in _turns(resumed):
         out.append(f'<div class="turn {role}"><div class="role">{_e(role)}{" · meta" if meta else ""}'
                    f'<time>{_e(_when(ts))}</time></div>')
+        if meta:  # skill bodies, command output, synthetic prompts: there on demand
+            text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+            preview = " ".join(text.split())[:RESULT_PREVIEW] or "(meta)"
+            out.append(f'<details class="meta"><summary>{_e(preview)}</summary><pre>{_e(text)}</pre></details></div>')
+            continue
         for b in blocks:
             kind = b.get("type")
             if kind == "text" and str(b.get("text", "")).strip():
