@@ -100,15 +100,24 @@ class Lifecycle:
 
         return when_closed
 
-    def run(self, session: str, work: Callable[[], Any], done: Callable[[Any, BaseException | None], None],
-            *, after: SessiondError | None) -> None:
-        """Run ``work`` in a worker; then ``session`` is unavailable with ``after``
-        (or available again when None, or after a failure: nothing moved)."""
-        fut = self.daemon.loop.run_in_executor(None, work)
+    def operate(self, session: str, work: Callable[[], Any], done: Callable[[Any, BaseException | None], None],
+                *, after: SessiondError | None, force: bool = False, hold: bool = True) -> None:
+        """``hold`` the session (unless the caller made it unavailable itself),
+        run ``work`` in a worker, then call ``done(result, error)``; the session
+        is unavailable with ``after`` from then on (available again when None,
+        and after a failure: nothing moved)."""
+        unavailable = self.daemon.registry.unavailable
+
+        def run(err: SessiondError | None) -> None:
+            if err is not None:
+                unavailable.pop(session, None)
+                done(None, err)
+                return
+            fut = self.daemon.loop.run_in_executor(None, work)
+            fut.add_done_callback(finished)
 
         def finished(f) -> None:
             exc = f.exception()
-            unavailable = self.daemon.registry.unavailable
             unavailable.pop(session, None)
             if exc is None and after is not None:
                 unavailable[session] = after
@@ -116,7 +125,10 @@ class Lifecycle:
                 self._refresh_trashed()
             done(None if exc is not None else f.result(), exc)
 
-        fut.add_done_callback(finished)
+        if hold:
+            self.hold(session, force=force)(run)
+        else:
+            run(None)
 
     def trashed(self, entry: trash.TrashEntry) -> None:
         self.daemon.catalog.forget(self.root / entry.items[0].path)

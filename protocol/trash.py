@@ -40,6 +40,7 @@ from typing import Literal
 import msgspec
 
 from .transcript.appendfile import DIR_MODE, FILE_MODE, ensure_dir, fsync_dir, write_all
+from .transcript.usage import tree_stats
 from .transcript.paths import check_inside, check_session_id, is_session_id, projects_dir
 from .wire.errors import bad_request, conflict, not_found
 
@@ -120,25 +121,6 @@ def rename_noreplace(src: Path, dst: Path) -> None:
     if os.path.lexists(dst):
         raise FileExistsError(17, "File exists", str(dst))
     os.rename(src, dst)
-
-
-def tree_size(path: Path) -> tuple[int, int]:
-    """(bytes, regular files) under ``path``, symlinks not followed."""
-    total = count = 0
-    stack = [str(path)]
-    while stack:
-        d = stack.pop()
-        try:
-            with os.scandir(d) as it:
-                for e in it:
-                    if e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
-                    elif e.is_file(follow_symlinks=False):
-                        total += e.stat(follow_symlinks=False).st_size
-                        count += 1
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-    return total, count
 
 
 def _jsonl_files(path: Path) -> list[Path]:
@@ -225,7 +207,7 @@ def session_items(root: Path, main: Path) -> list[TrashedItem]:
         if stat.S_ISREG(st.st_mode):
             items.append(TrashedItem(path=rel, kind="file", bytes=st.st_size))
         elif stat.S_ISDIR(st.st_mode):
-            size, count = tree_size(p)
+            size, count, _ = tree_stats(p)
             items.append(TrashedItem(path=rel, kind="dir", bytes=size, files=count))
         elif p == main:
             raise bad_request(f"{p} is not a regular file")
@@ -379,7 +361,7 @@ def recover(root: Path) -> list[Recovered]:
                 entry = read_manifest(entry_dir)
             except FileNotFoundError:
                 # Killed before its manifest was in place: nothing was moved yet.
-                if tree_size(entry_dir / "files")[1] == 0:
+                if tree_stats(entry_dir / "files")[1] == 0:
                     shutil.rmtree(entry_dir, ignore_errors=True)
                     out.append(Recovered(name=n, action="removed", state="none"))
                 continue

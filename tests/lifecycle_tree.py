@@ -51,3 +51,18 @@ def build(base: Path) -> Tree:
         (sub / name.replace(".jsonl", ".meta.json")).write_bytes(b'{"agentType":"general-purpose"}')
     tree.with_agents = sid
     return tree
+
+
+def session_with_agent(d, cwd: str) -> tuple[str, dict[Path, bytes]]:
+    """A session written through daemon ``d`` with one subagent file; its files' bytes."""
+    from sessiond.client import Session
+    from tests.helpers import assistant, line, main_path, user
+
+    sid = str(uuid.uuid4())
+    with d.client() as c:
+        s = Session(c, sid, cwd)
+        s.append(line(user("hello")), "written")
+        s.append(line({**assistant("from a subagent"), "isSidechain": True, "agentId": "a1"}), "written")
+        s.close()
+    path = main_path(d.root, cwd, sid)
+    return sid, {p: p.read_bytes() for p in [path, *path.with_suffix("").rglob("*")] if p.is_file()}

@@ -7,15 +7,16 @@ Each answers once its file work, done in a worker by ``daemon/trash.py``'s
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sessiond.protocol import trash
 from sessiond.protocol.transcript import importer
 from sessiond.protocol.transcript.paths import check_session_id, projects_dir
 from sessiond.protocol.transcript.usage import usage
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import SessiondError, bad_request
+from sessiond.protocol.wire.errors import SessiondError, bad_request, conflict
 
 from ..trash import busy, in_trash
 from .listing import requested_dirs
@@ -32,6 +33,13 @@ def _error(rid: int, exc: BaseException) -> m.Error:
     return m.Error(id=rid, code="internal", message=f"{type(exc).__name__}: {exc}")
 
 
+def _answer(conn: Connection, rid: int, success: Callable[[Any], m.Response]) -> Callable[[Any, BaseException | None], None]:
+    def done(result: Any, exc: BaseException | None) -> None:
+        conn.reply(_error(rid, exc) if exc is not None else success(result))
+
+    return done
+
+
 def handle_trash(conn: Connection, req: m.Trash) -> None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
@@ -40,24 +48,13 @@ def handle_trash(conn: Connection, req: m.Trash) -> None:
     if req.reason not in ("rm", "prune"):
         raise bad_request(f"unknown trash reason {req.reason!r}")
     lifecycle = daemon.lifecycle
-    when_closed = lifecycle.hold(sid, force=req.force)
 
-    def answer(entry, exc) -> None:
-        if exc is not None:
-            conn.reply(_error(req.id, exc))
-            return
+    def trashed(entry: trash.TrashEntry) -> m.Response:
         lifecycle.trashed(entry)
-        conn.reply(m.TrashChanged(id=req.id, entries=[entry]))
+        return m.TrashChanged(id=req.id, entries=[entry])
 
-    def closed(err: SessiondError | None) -> None:
-        if err is not None:
-            daemon.registry.unavailable.pop(sid, None)
-            conn.reply(_error(req.id, err))
-            return
-        lifecycle.run(sid, lambda: trash.trash_session(daemon.settings.root, path, reason=req.reason),
-                      answer, after=in_trash(sid))
-
-    when_closed(closed)
+    lifecycle.operate(sid, lambda: trash.trash_session(daemon.settings.root, path, reason=req.reason),
+                      _answer(conn, req.id, trashed), after=in_trash(sid), force=req.force)
 
 
 def handle_restore(conn: Connection, req: m.Restore) -> None:
@@ -69,18 +66,15 @@ def handle_restore(conn: Connection, req: m.Restore) -> None:
     if refused is not None and refused.code == "conflict":
         raise refused
     if sid in daemon.registry.sessions:  # written again since (a new file): restore refuses to overwrite it
-        raise SessiondError(f"session {sid} is open in the daemon; close it before restoring", code="conflict")
+        raise conflict(f"session {sid} is open in the daemon; close it before restoring")
     daemon.registry.unavailable[sid] = busy(sid)
 
-    def answer(entry, exc) -> None:
-        if exc is not None:
-            conn.reply(_error(req.id, exc))
-            return
+    def restored(entry: trash.TrashEntry) -> m.Response:
         lifecycle.restored(entry)
-        conn.reply(m.TrashChanged(id=req.id, entries=[entry]))
+        return m.TrashChanged(id=req.id, entries=[entry])
 
-    lifecycle.run(sid, lambda: trash.restore_session(daemon.settings.root, sid),
-                  answer, after=None)
+    lifecycle.operate(sid, lambda: trash.restore_session(daemon.settings.root, sid),
+                      _answer(conn, req.id, restored), after=None, hold=False)
 
 
 def handle_empty_trash(conn: Connection, req: m.EmptyTrash) -> None:
@@ -90,15 +84,16 @@ def handle_empty_trash(conn: Connection, req: m.EmptyTrash) -> None:
     fut = daemon.loop.run_in_executor(None, lambda: trash.empty_trash(daemon.settings.root, older_than=req.older_than,
                                                                        dry_run=req.dry_run))
 
-    def done(f) -> None:
-        exc = f.exception()
+    def emptied(entries: list[trash.TrashEntry]) -> m.Response:
         daemon.lifecycle.emptied()
-        conn.reply(_error(req.id, exc) if exc is not None else m.TrashChanged(id=req.id, entries=f.result()))
+        return m.TrashChanged(id=req.id, entries=entries)
 
-    fut.add_done_callback(done)
+    done = _answer(conn, req.id, emptied)
+
+    fut.add_done_callback(lambda f: done(f.result() if f.exception() is None else None, f.exception()))
 
 
-def handle_import(conn: Connection, req: m.Import) -> None:
+def handle_import(conn: Connection, req: m.Import) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     root = daemon.settings.root
@@ -109,41 +104,30 @@ def handle_import(conn: Connection, req: m.Import) -> None:
             raise bad_request(f"import source must be an absolute path: {f.src!r}")
     sid = source.session
     main = projects_dir(root) / source.project / f"{sid}.jsonl"
+
+    def every_file(status: str, error: str | None = None) -> m.Imported:
+        return m.Imported(id=req.id, session=sid, files=[
+            importer.FileResult(rel=f.rel, status=status, error=error) for f in source.files])  # type: ignore[arg-type]
+
     refused = daemon.registry.unavailable.get(sid)
     if refused is not None:
-        conn.reply(m.Imported(id=req.id, session=sid, files=[
-            importer.FileResult(rel=f.rel, status="busy", error=refused.message) for f in source.files]))
-        return
+        return every_file("busy", refused.message)
     if req.catalog_only:
         daemon.lifecycle.imported(main)
-        conn.reply(m.Imported(id=req.id, session=sid, files=[
-            importer.FileResult(rel=f.rel, status="unchanged") for f in source.files]))
-        return
+        return every_file("unchanged")
     state = daemon.registry.sessions.get(sid)
     if state is not None and state.clients:
-        conn.reply(m.Imported(id=req.id, session=sid, files=[
-            importer.FileResult(rel=f.rel, status="busy", error="a client is writing this session") for f in source.files]))
-        return
+        return every_file("busy", "a client is writing this session")
     lifecycle = daemon.lifecycle
+
+    def imported(results: list[importer.FileResult]) -> m.Response:
+        lifecycle.imported(main)
+        return m.Imported(id=req.id, session=sid, files=results)
+
     # The session leaves memory (its dedup sets and chain end would be stale
     # after new lines): its next request rescans the file.
-    when_closed = lifecycle.hold(sid, force=False)
-
-    def answer(results, exc) -> None:
-        if exc is not None:
-            conn.reply(_error(req.id, exc))
-            return
-        lifecycle.imported(main)
-        conn.reply(m.Imported(id=req.id, session=sid, files=results))
-
-    def closed(err: SessiondError | None) -> None:
-        if err is not None:
-            daemon.registry.unavailable.pop(sid, None)
-            conn.reply(_error(req.id, err))
-            return
-        lifecycle.run(sid, lambda: importer.import_session(root, source), answer, after=None)
-
-    when_closed(closed)
+    lifecycle.operate(sid, lambda: importer.import_session(root, source), _answer(conn, req.id, imported), after=None)
+    return None
 
 
 def handle_usage(conn: Connection, req: m.Usage) -> None:
@@ -151,8 +135,6 @@ def handle_usage(conn: Connection, req: m.Usage) -> None:
     dirs = requested_dirs(daemon, req.dirs, req.all)
     fut = daemon.loop.run_in_executor(None, lambda: usage(daemon.catalog.main_stats(dirs)))
 
-    def done(f) -> None:
-        exc = f.exception()
-        conn.reply(_error(req.id, exc) if exc is not None else m.UsageResult(id=req.id, usage=f.result()))
+    done = _answer(conn, req.id, lambda report: m.UsageResult(id=req.id, usage=report))
 
-    fut.add_done_callback(done)
+    fut.add_done_callback(lambda f: done(f.result() if f.exception() is None else None, f.exception()))

@@ -42,7 +42,7 @@ class Usage(msgspec.Struct):
     """Largest first."""
 
 
-def _side(path: Path) -> tuple[int, int, int]:
+def tree_stats(path: Path) -> tuple[int, int, int]:
     """(bytes, files, newest mtime_ns) under a directory, symlinks not followed."""
     total = count = newest = 0
     stack = [str(path)]
@@ -66,7 +66,7 @@ def _side(path: Path) -> tuple[int, int, int]:
 def session_usage(path: str, size: int, mtime_ns: int) -> SessionUsage:
     p = Path(path)
     sid = p.name[: -len(".jsonl")]
-    side_bytes, side_files, side_newest = _side(p.parent / sid)
+    side_bytes, side_files, side_newest = tree_stats(p.parent / sid)
     try:
         torn = os.lstat(p.with_name(p.name + ".torn"))
         side_bytes, side_files = side_bytes + torn.st_size, side_files + 1

@@ -10,13 +10,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import uuid
 
 import pytest
 
-from sessiond.client import Session
-from tests.helpers import assistant, line, main_path, user, wait_until
-from tests.lifecycle_tree import build
+from tests.helpers import main_path, wait_until
+from tests.lifecycle_tree import build, session_with_agent
 
 CWD = "/work/project"
 pytestmark = pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
@@ -28,16 +26,21 @@ def _hold_after(syscall: str, nth: int) -> list[str]:
             "-e", f"inject={syscall}:delay_exit=60000000:when={nth}"]
 
 
-def _session_with_agent(d) -> tuple[str, dict]:
-    sid = str(uuid.uuid4())
+def _kill_tracee_first(pid: int) -> None:
+    """SIGKILL the stalled process itself before its strace: a tracer that dies
+    first would release it to finish the operation. Pending, the kill takes it
+    the moment strace lets go, before it runs another instruction."""
+    os.kill(pid, signal.SIGKILL)
+
+
+def _daemon_pid(d) -> int:
     with d.client() as c:
-        s = Session(c, sid, CWD)
-        s.append(line(user("hello")), "written")
-        s.append(line({**assistant("sub"), "isSidechain": True, "agentId": "a1"}), "written")
-        s.close()
-    path = main_path(d.root, CWD, sid)
-    files = {p: p.read_bytes() for p in [path, *path.with_suffix("").rglob("*")] if p.is_file()}
-    return sid, files
+        return c.status().pid
+
+
+def _child(pid: int) -> int:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return int(f.read().split()[0])
 
 
 def _trash(d) -> list[dict]:
@@ -51,14 +54,16 @@ def _background_cli(d, *args: str) -> subprocess.Popen:
 
 def test_daemon_killed_in_the_middle_of_an_rm(daemon_factory):
     d = daemon_factory().start()
-    sid, files = _session_with_agent(d)
+    sid, files = session_with_agent(d, CWD)
     d.stop()
     d.start(wrap=_hold_after("renameat2", 1))
+    pid = _daemon_pid(d)
     path = main_path(d.root, CWD, sid)
     cli = _background_cli(d, "rm", sid, "--cwd", CWD)
     wait_until(lambda: not path.exists(), "the first item of the rm to move")
-    assert path.with_suffix("").exists()  # the kill lands between the two moves
+    _kill_tracee_first(pid)
     d.kill()
+    assert path.with_suffix("").exists()  # the kill landed between the two moves
     cli.wait(timeout=30)
     d.start()
     assert {p: p.read_bytes() for p in files} == files  # rolled back, byte for byte
@@ -70,14 +75,17 @@ def test_daemon_killed_in_the_middle_of_an_rm(daemon_factory):
 
 def test_daemon_killed_in_the_middle_of_a_restore(daemon_factory):
     d = daemon_factory().start()
-    sid, files = _session_with_agent(d)
+    sid, files = session_with_agent(d, CWD)
     d.cli("rm", sid, "--cwd", CWD)
     d.stop()
     d.start(wrap=_hold_after("renameat2", 1))
+    pid = _daemon_pid(d)
     path = main_path(d.root, CWD, sid)
     cli = _background_cli(d, "restore", sid)
     wait_until(path.exists, "the first item of the restore to move back")
+    _kill_tracee_first(pid)
     d.kill()
+    assert not path.with_suffix("").exists()  # the kill landed between the two moves
     cli.wait(timeout=30)
     d.start()
     assert not any(p.exists() for p in files)  # rolled back: all in the trash again
@@ -90,11 +98,14 @@ def test_daemon_killed_in_the_middle_of_an_import(daemon_factory, short_tmp):
     tree = build(short_tmp / "src")
     expected = tree.files()
     d = daemon_factory().start(wrap=_hold_after("linkat", 3))
+    pid = _daemon_pid(d)
     projects = d.root / "projects"
     cli = _background_cli(d, "import", str(tree.projects))
     wait_until(lambda: projects.exists() and sum(1 for p in projects.rglob("*") if p.is_file()) >= 3,
                "three files of the import to land")
+    _kill_tracee_first(pid)
     d.kill()
+    assert sum(1 for p in projects.rglob("*") if p.is_file()) < len(expected)  # the kill landed inside the import
     cli.wait(timeout=30)
     landed = {str(p.relative_to(projects)): p.read_bytes() for p in projects.rglob("*") if p.is_file()}
     assert landed and all(expected[k] == v for k, v in landed.items())  # whole files only, nothing else
@@ -106,15 +117,17 @@ def test_daemon_killed_in_the_middle_of_an_import(daemon_factory, short_tmp):
 
 def test_cli_killed_in_the_middle_of_an_rm_with_no_daemon(daemon_factory):
     d = daemon_factory().start()
-    sid, files = _session_with_agent(d)
+    sid, files = session_with_agent(d, CWD)
     d.stop()
     path = main_path(d.root, CWD, sid)
     cli = subprocess.Popen([*_hold_after("renameat2", 1), sys.executable, "-m", "sessiond.client.cli", "rm", sid, "--cwd", CWD],
                            env=d.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_until(lambda: not path.exists(), "the first item of the rm to move")
+        _kill_tracee_first(_child(cli.pid))
     finally:
         os.killpg(cli.pid, signal.SIGKILL)
         cli.wait(timeout=30)
+    assert path.with_suffix("").exists()  # the kill landed between the two moves
     assert _trash(d) == []  # the next CLI run settles it first: rolled back
     assert {p: p.read_bytes() for p in files} == files

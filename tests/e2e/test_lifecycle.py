@@ -12,8 +12,8 @@ import pytest
 
 from sessiond.client import Session
 from sessiond.protocol.wire import messages as m
-from tests.helpers import assistant, line, main_path, user
-from tests.lifecycle_tree import build
+from tests.helpers import line, main_path, user
+from tests.lifecycle_tree import build, session_with_agent
 
 CWD = "/work/project"
 
@@ -96,15 +96,8 @@ def test_importing_the_store_itself_only_catalogs(daemon, short_tmp):
 
 
 def test_rm_and_restore_through_the_daemon(daemon):
-    sid = str(uuid.uuid4())
-    with daemon.client() as c:
-        s = Session(c, sid, CWD)
-        s.append(line(user("hello")), "written")
-        s.append(line({**assistant("from a subagent"), "isSidechain": True, "agentId": "a1"}), "written")
-        s.close()
+    sid, before = session_with_agent(daemon, CWD)
     path = main_path(daemon.root, CWD, sid)
-    agent = path.with_suffix("") / "subagents" / "agent-a1.jsonl"
-    before = {path: path.read_bytes(), agent: agent.read_bytes()}
     assert sid in _listed(daemon)
 
     out = _json(daemon.cli("rm", sid, "--cwd", CWD, "--json"))
@@ -180,7 +173,7 @@ def test_trash_empty_is_the_only_delete_and_says_what_it_deleted(daemon_factory,
         d.start()
     sids = [str(uuid.uuid4()) for _ in range(3)]
     for sid in sids:
-        d.cli("append", "--cwd", CWD, "--session", sid, input=line(user(sid)))
+        d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sid, input=line(user(sid)))
         d.cli("rm", sid, "--cwd", CWD)
     assert _json(d.cli("trash", "empty", "--older-than", "1d", "--json"))["deleted"] == []
     dry = _json(d.cli("trash", "empty", "--dry-run", "--json"))
@@ -190,7 +183,7 @@ def test_trash_empty_is_the_only_delete_and_says_what_it_deleted(daemon_factory,
     assert all(sid.encode() in out.stdout for sid in sids) and b"deleted 3 sessions" in out.stdout
     assert _trash(d) == [] and os.listdir(d.root / ".trash") == [".lock"]
     # Emptied: the ids are free again.
-    d.cli("append", "--cwd", CWD, "--session", sids[0], input=line(user("new")))
+    d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sids[0], input=line(user("new")))
 
 
 @pytest.mark.parametrize("with_daemon", [True, False], ids=["daemon", "no-daemon"])
