@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/append_load.py --clients 1,16 --levels durable,direct-durable --chart "" --out bench/results/append_durable.json
 	$(BIN)/python bench/resume_parse.py --sizes 10,100,1000 --runs 3
 	$(BIN)/python bench/listing.py
+	$(BIN)/python bench/lifecycle.py
 
 ## The crash soak: hundreds of SIGKILLs of the daemon and of clients under load.
 crash: $(STAMP)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgspec
 
+from sessiond.protocol.trash import trashed_ids
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, tail_lines
 from sessiond.protocol.transcript.entries import MATERIALIZING_TYPES, decode_header, try_header
@@ -31,6 +32,9 @@ class FallbackResult(msgspec.Struct):
     undelivered: int = 0
     """Entries not written because a daemon is alive but did not answer: writing
     beside a stalled daemon could put them before entries it still holds."""
+    trashed: int = 0
+    """Entries of a session that is in the trash: refused as the daemon refuses
+    them, so an rm is never undone by a late writer recreating the file."""
 
 
 def direct_append(
@@ -49,6 +53,8 @@ def direct_append(
     daemon does for a resend."""
     project = paths.project_dir(root, cwd)
     main = paths.session_file(project, session_id)
+    if session_id in trashed_ids(root):
+        return FallbackResult(trashed=len(lines))
     by_file: dict[Path, list[tuple[str | None, bool, bytes]]] = {}
     for line in lines:
         header = decode_header(line)

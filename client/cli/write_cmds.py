@@ -106,6 +106,8 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
 
         lines = EntryReader(source)  # no frames: no cap
         res = direct_append(obj.root or default_root(), cwd, session, list(lines), agent=agent, run=run)
+        if res.trashed:
+            raise SessiondError(f"session {session} is in the trash (sessiond restore {session} brings it back)", code="not_found")
         click.echo(f"sessiond: {exc}; wrote directly to the files", err=True)
         _report(as_json, session, res.written, res.duplicates, lines.skipped, direct=True, dropped=res.dropped)
         return

@@ -153,7 +153,9 @@ def test_restore_refuses_to_overwrite_a_file_that_reappeared(daemon_factory, wit
     d.cli("rm", sid, "--cwd", CWD)
     if with_daemon:
         d.stop()
-    d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sid, input=line(user("second life")))
+    late = d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sid, input=line(user("late")), check=False)
+    assert late.returncode == 1 and b"in the trash" in late.stderr and not path.exists()  # the fallback refuses too
+    path.write_bytes(line(user("second life")) + b"\n")  # another writer (Claude Code itself) made a new one
     if with_daemon:
         d.start()
     second = path.read_bytes()
