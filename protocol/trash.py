@@ -39,7 +39,7 @@ from typing import Literal
 
 import msgspec
 
-from .transcript.appendfile import DIR_MODE, FILE_MODE, ensure_dir, fsync_dir, write_all
+from .transcript.appendfile import DIR_MODE, FILE_MODE, SETTLE_WAIT, ensure_dir, fsync_dir, write_all
 from .transcript.usage import tree_stats
 from .transcript.paths import check_inside, check_session_id, is_session_id, projects_dir
 from .wire.errors import bad_request, conflict, not_found
@@ -69,12 +69,9 @@ class TrashEntry(msgspec.Struct):
     reason: str
     bytes: int
     items: list[TrashedItem]
+    files: int = 0
     state: State = "trashed"
     version: int = 1
-
-    @property
-    def files(self) -> int:
-        return sum(i.files for i in self.items)
 
 
 class Recovered(msgspec.Struct):
@@ -173,8 +170,25 @@ def _writers_locked(paths: list[Path]) -> Iterator[None]:
                 continue
             stack.callback(os.close, fd)
             if stat.S_ISREG(os.fstat(fd).st_mode):
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                _lock_a_while(fd)
         yield
+
+
+def _lock_a_while(fd: int) -> None:
+    """The exclusive lock, waited for at most ``SETTLE_WAIT``: a writer stopped
+    while holding it must not hang every lifecycle operation, and moving a file
+    under a writer harms nothing (its descriptor follows the file)."""
+    deadline = time.monotonic() + SETTLE_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.005)
+        except OSError:
+            return  # no flock on this filesystem: no writer locks either
 
 
 def _stamp(now: float) -> str:
@@ -218,8 +232,11 @@ def check_transcript_path(root: Path, path: Path, session: str) -> Path:
     """A session's main transcript inside ``root``'s projects dir, or a typed error."""
     check_session_id(session)
     path = Path(path)
-    if not path.is_absolute() or path.name != f"{session}.jsonl" or path.parent.parent != projects_dir(Path(root)):
+    projects = projects_dir(Path(root))
+    if (not path.is_absolute() or path.name != f"{session}.jsonl" or path.parent.name.startswith(".")
+            or os.path.realpath(path.parent.parent) != os.path.realpath(projects)):
         raise bad_request(f"{path} is not the transcript of session {session} in this store")
+    path = projects / path.parent.name / path.name  # spelled from the root, however the caller spelled it
     check_inside(root, path)
     return path
 
@@ -228,7 +245,7 @@ def trash_session(root: Path, main: Path, *, reason: str = "rm", now: float | No
     """Move a session into the trash (see the module doc for the order of steps)."""
     root = Path(root)
     sid = main.name[: -len(".jsonl")]
-    check_transcript_path(root, main, sid)
+    main = check_transcript_path(root, main, sid)
     now = time.time() if now is None else now
     with trash_lock(root):
         if not main.is_file() or main.is_symlink():
@@ -238,7 +255,8 @@ def trash_session(root: Path, main: Path, *, reason: str = "rm", now: float | No
         entry_dir = trash_root(root) / name
         os.mkdir(entry_dir, DIR_MODE)
         entry = TrashEntry(name=name, session=sid, project=main.parent.name, trashedAt=iso(now), reason=reason,
-                           bytes=sum(i.bytes for i in items), items=items, state="trashing")
+                           bytes=sum(i.bytes for i in items), items=items, files=sum(i.files for i in items),
+                           state="trashing")
         _write_manifest(entry_dir, entry)
         fsync_dir(entry_dir.parent)
         dest_parent = entry_dir / "files" / main.parent.relative_to(root)
@@ -392,6 +410,7 @@ def _recover_entry(root: Path, entry_dir: Path, entry: TrashEntry) -> Recovered:
         if kept:
             entry.items, entry.state = kept, "trashed"
             entry.bytes = sum(i.bytes for i in kept)
+            entry.files = sum(i.files for i in kept)
             _write_manifest(entry_dir, entry)
         else:
             _discard(entry_dir)

@@ -264,3 +264,20 @@ def test_lifecycle_errors_are_one_line_and_a_non_zero_exit(daemon, short_tmp):
         out = daemon.cli(*args, check=False)
         assert out.returncode != 0, args
         assert len(out.stderr.strip().splitlines()) == 1 and b"Traceback" not in out.stderr, (args, out.stderr)
+
+
+def test_rm_is_not_hung_by_a_writer_that_stopped_holding_its_lock(daemon):
+    import fcntl
+
+    sid = str(uuid.uuid4())
+    daemon.cli("append", "--cwd", CWD, "--session", sid, input=line(user("hello")))
+    daemon.cli("flush")
+    path = main_path(daemon.root, CWD, sid)
+    before = path.read_bytes()
+    with open(path, "rb") as held:  # a fallback writer stopped inside its append
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        daemon.cli("rm", sid, "--cwd", CWD, timeout=30)
+        assert not path.exists()
+    entry = _trash(daemon)[0]
+    moved = daemon.root / ".trash" / entry["name"] / "files" / entry["items"][0]["path"]
+    assert moved.read_bytes() == before and entry["files"] == 1
