@@ -21,6 +21,7 @@ client waits for its answer, never the loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -113,12 +114,20 @@ class Lifecycle:
                 unavailable.pop(session, None)
                 done(None, err)
                 return
+            if self.daemon.mirror is None:
+                start()
+            else:
+                task = self.daemon.loop.create_task(self._mirror_settled(session))
+                task.add_done_callback(lambda _t: start())
+
+        def start() -> None:
             fut = self.daemon.loop.run_in_executor(None, work)
             fut.add_done_callback(finished)
 
         def finished(f) -> None:
             exc = f.exception()
             unavailable.pop(session, None)
+            self._mirror_forget(session)
             if exc is None and after is not None:
                 unavailable[session] = after
             elif exc is not None:
@@ -129,6 +138,35 @@ class Lifecycle:
             self.hold(session, force=force)(run)
         else:
             run(None)
+
+    # ---------------------------------------------------------------- the mirror
+
+    def _mirrored(self, session: str) -> list[Path]:
+        """The session's files the mirror tracks (main and agent transcripts)."""
+        mirror = self.daemon.mirror
+        if mirror is None:
+            return []
+        return [p for p in mirror.files if p.name == f"{session}.jsonl" or session in p.parts[:-1]]
+
+    async def _mirror_settled(self, session: str) -> None:
+        """Give the mirror a moment (``shutdown_flush_s``, not while it is down)
+        to publish what it still holds of the session, which it could not read
+        back once the files moved."""
+        mirror = self.daemon.mirror
+        loop = self.daemon.loop
+        deadline = loop.time() + mirror.cfg.shutdown_flush
+        while loop.time() < deadline and mirror.healthy:
+            if not any((f := mirror.files.get(p)) is not None and not f.broken and (f.lag or not f.resolved)
+                       for p in self._mirrored(session)):
+                return
+            await asyncio.sleep(0.01)
+
+    def _mirror_forget(self, session: str) -> None:
+        """Stop tracking files that moved (or changed behind the writer): a file
+        seen again later (restored, imported) is resolved against the stream as
+        any file first seen at an offset > 0, and caught up from there."""
+        for p in self._mirrored(session):
+            self.daemon.mirror.forget(p)
 
     def trashed(self, entry: trash.TrashEntry) -> None:
         self.daemon.catalog.forget(self.root / entry.items[0].path)

@@ -173,6 +173,15 @@ class Mirror:
         self._schedule(f)
         return f
 
+    def forget(self, path: Path) -> None:
+        """Stop tracking a file that moved away (trash) or changed behind the
+        writer (import): seen again, it is resolved against the stream like any
+        file first seen at an offset > 0."""
+        f = self.files.pop(path, None)
+        if f is not None:
+            self.backlog.drop(f)
+            self._work.pop(f, None)
+
     def _schedule(self, f: TrackedFile) -> None:
         self._work[f] = None
         self._wake.set()

@@ -311,3 +311,28 @@ def test_sighup_applies_what_the_running_mirror_reads_and_names_the_rest(daemon_
         with pytest.raises(RemoteError) as refused:
             c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=[line(user("one"))]))
         assert refused.value.code == "mirror_unavailable"
+
+
+def test_a_session_trashed_while_the_mirror_lags_is_mirrored_whole_after_its_restore(daemon_factory, mirror_config, nats_server, short_tmp):
+    cfg = mirror_config(queue_bytes=4096)  # the lag is beyond memory: the mirror would read it back from the file
+    env = {"SESSIOND_CONFIG": str(cfg)}
+    a = daemon_factory(name="a").start("--config", str(cfg))
+    cwd, sid = str(short_tmp), str(uuid.uuid4())
+    wait_for(lambda: mirror_status(a)["connected"], what="the mirror to connect")
+    with a.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written",
+                        entries=[line(user("hello")), line(user("side", isSidechain=True, agentId="x1"))]))
+        wait_mirrored(a)
+        nats_server.kill()  # the mirror now lags behind what follows
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written", entries=[line(assistant("while down " + "x" * 20_000))]))
+    a.cli("rm", sid, "--cwd", cwd)
+    nats_server.start()
+    wait_mirrored(a)  # back, with the session's files in the trash: nothing to read back
+    a.cli("restore", sid)
+    with a.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written", entries=[line(user("after"))]))
+    wait_mirrored(a)
+    assert mirror_status(a)["diverged"] == 0
+    b = daemon_factory(name="b")
+    b.cli("pull", sid, "--cwd", cwd, env=env)
+    assert tree(b.root) == tree(a.root)  # nothing the trash held back is missing remotely
