@@ -281,3 +281,87 @@ def test_rm_is_not_hung_by_a_writer_that_stopped_holding_its_lock(daemon):
     entry = _trash(daemon)[0]
     moved = daemon.root / ".trash" / entry["name"] / "files" / entry["items"][0]["path"]
     assert moved.read_bytes() == before and entry["files"] == 1
+
+
+def test_import_into_a_session_the_daemon_knows_keeps_dedup_true(daemon, short_tmp):
+    tree = build(short_tmp / "src")
+    daemon.cli("import", str(tree.projects))
+    sid = sorted(tree.sessions)[0]
+    src = tree.sessions[sid]
+    copy = _copy(daemon, src)
+    with daemon.client() as c:  # the daemon loads the session (its uuid set) ...
+        c.call(m.Adopt(id=c.next_id(), session=sid, path=str(copy)))
+        c.call(m.Close(id=c.next_id(), session=sid))
+    copy_before = copy.read_bytes()
+    new = user("written by Claude Code after the first import")
+    with open(src, "ab") as f:  # ... then the source grows
+        f.write((b"" if src.read_bytes().endswith(b"\n") else b"\n") + line(new) + b"\n")
+    report = _json(daemon.cli("import", str(src), "--json"))
+    assert report["sessions"][0]["status"] == "grown"
+    with daemon.client() as c:  # a resend of the imported entry is a duplicate, not a second copy
+        c.call(m.Adopt(id=c.next_id(), session=sid, path=str(copy)))
+        r = c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(new)], durability="written"))
+        assert (r.accepted, r.duplicates) == (0, 1)
+    assert copy.read_bytes().startswith(copy_before) and copy.read_bytes().count(new["uuid"].encode()) == 1
+
+
+def test_import_reports_a_session_a_client_is_writing_as_busy(daemon, short_tmp):
+    tree = build(short_tmp / "src")
+    daemon.cli("import", str(tree.projects))
+    sid = sorted(tree.sessions)[0]
+    with open(tree.sessions[sid], "ab") as f:
+        f.write(b"\n" + line(user("more")) + b"\n")
+    with daemon.client() as c:
+        c.call(m.Adopt(id=c.next_id(), session=sid, path=str(_copy(daemon, tree.sessions[sid]))))
+        out = daemon.cli("import", str(tree.sessions[sid]), "--json", check=False)
+        assert out.returncode == 1 and _json(out)["sessions"][0]["status"] == "busy"
+    assert _json(daemon.cli("import", str(tree.sessions[sid]), "--json"))["sessions"][0]["status"] == "grown"
+
+
+def test_import_shows_progress_on_a_terminal(daemon_factory, short_tmp):
+    import pty
+    import subprocess
+    import sys
+
+    tree = build(short_tmp / "src")
+    d = daemon_factory()
+    master, slave = pty.openpty()
+    try:
+        out = subprocess.run([sys.executable, "-m", "sessiond.client.cli", "import", str(tree.projects)], env=d.env,
+                             stdout=slave, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert out.returncode == 0
+    assert f"importing sessions {len(tree.sessions)}/{len(tree.sessions)}".encode() in out.stderr
+    piped = d.cli("import", str(tree.projects))
+    assert b"importing sessions" not in piped.stderr  # scripts see no counter
+
+
+def test_lifecycle_requests_refuse_paths_outside_the_store(daemon, short_tmp):
+    from sessiond.protocol.transcript.importer import ImportFile, SessionSource
+    from sessiond.protocol.wire.errors import RemoteError
+
+    sid = str(uuid.uuid4())
+    outside = short_tmp / "victim"
+    outside.write_text("keep me")
+    bad = [
+        m.Trash(id=1, session=sid, path=str(outside)),
+        m.Trash(id=1, session=sid, path=str(daemon.root / "projects" / ".." / f"{sid}.jsonl")),
+        m.Trash(id=1, session="../x", path="/x"),
+        m.Restore(id=1, session="not-a-uuid"),
+        m.Import(id=1, source=SessionSource(project="..", session=sid, files=[ImportFile(src=str(outside), rel=f"{sid}.jsonl")])),
+        m.Import(id=1, source=SessionSource(project="p", session=sid, files=[ImportFile(src=str(outside), rel=f"{sid}/../../x")])),
+        m.Import(id=1, source=SessionSource(project="p", session=sid, files=[ImportFile(src="relative", rel=f"{sid}.jsonl")])),
+        m.EmptyTrash(id=1, older_than=-1),
+        m.Usage(id=1, dirs=[str(short_tmp)]),
+    ]
+    with daemon.client() as c:
+        for req in bad:
+            req.id = c.next_id()
+            with pytest.raises(RemoteError) as err:
+                c.call(req)
+            assert err.value.code in ("bad_request", "permission_denied"), req
+        assert c.status().pid  # the connection and the daemon go on
+    assert outside.read_text() == "keep me"
+    assert not (daemon.root / "projects" / "p").exists()
