@@ -4,7 +4,7 @@ else directly on the files with the very functions the daemon uses.
 Why both: the daemon must learn of a move at once (its open files, sessions and
 catalog), so when it runs it does the work; when none runs nobody holds
 anything, and the CLI does the same file operations under the same locks,
-after finishing or undoing whatever a killed operation left (``trash.recover``).
+after finishing or undoing whatever a killed operation left (``trash_recovery.recover``).
 A daemon that is alive but does not answer is never worked around: it may still
 hold files open.
 """
@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from sessiond.protocol import trash
+from sessiond.protocol import trash, trash_recovery
 from sessiond.protocol.locations import daemon_holds_lock
 from sessiond.protocol.transcript import importer
 from sessiond.protocol.transcript.appendfile import locked_append, open_append
@@ -44,7 +44,7 @@ class Lifecycle:
             client = None
         self.client = client
         if client is None:
-            trash.recover(self.root)
+            trash_recovery.recover(self.root)
 
     def __enter__(self) -> Lifecycle:
         return self

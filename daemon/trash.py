@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessiond.protocol import trash
+from sessiond.protocol import trash, trash_recovery
 from sessiond.protocol.wire.errors import SessiondError, conflict, not_found
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class Lifecycle:
     def start(self) -> None:
         """Finish or undo what a killed run left half-done, then refuse the
         trashed sessions. Runs before the socket serves."""
-        for r in trash.recover(self.root):
+        for r in trash_recovery.recover(self.root):
             log.warning("trash: %s %s left by an interrupted %s", r.action, r.name,
                         "rm" if r.state == "trashing" else "restore" if r.state == "restoring" else "operation")
         unavailable = self.daemon.registry.unavailable

@@ -13,8 +13,8 @@ workflow files, meta files) and a ``.torn`` side file. Each item moves with one
 
 Why a manifest written before the moves: a process killed in the middle of an
 ``rm`` or a ``restore`` leaves a manifest whose ``state`` says which operation was
-under way and a list saying where every item belongs. ``recover`` (run by the
-daemon at start and by the CLI before its own operations) finishes an operation
+under way and a list saying where every item belongs. ``trash_recovery.recover``
+(run by the daemon at start and by the CLI before its own operations) finishes an operation
 whose moves all happened and undoes one that was cut short, so nothing is ever
 left half-moved. Emptying renames an entry to ``.deleting-<name>`` first, so a
 half-deleted entry is never mistaken for a trashed session.
@@ -74,12 +74,6 @@ class TrashEntry(msgspec.Struct):
     version: int = 1
 
 
-class Recovered(msgspec.Struct):
-    name: str
-    action: Literal["completed", "rolled-back", "removed"]
-    state: str
-
-
 def trash_root(root: Path) -> Path:
     return Path(root) / TRASH_DIR
 
@@ -127,7 +121,7 @@ def _jsonl_files(path: Path) -> list[Path]:
     return out
 
 
-def _write_manifest(entry_dir: Path, entry: TrashEntry) -> None:
+def write_manifest(entry_dir: Path, entry: TrashEntry) -> None:
     """Replace the manifest atomically and durably (temp, fsync, rename, fsync dir)."""
     tmp = entry_dir / f".{MANIFEST}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
@@ -257,7 +251,7 @@ def trash_session(root: Path, main: Path, *, reason: str = "rm", now: float | No
         entry = TrashEntry(name=name, session=sid, project=main.parent.name, trashedAt=iso(now), reason=reason,
                            bytes=sum(i.bytes for i in items), items=items, files=sum(i.files for i in items),
                            state="trashing")
-        _write_manifest(entry_dir, entry)
+        write_manifest(entry_dir, entry)
         fsync_dir(entry_dir.parent)
         dest_parent = entry_dir / "files" / main.parent.relative_to(root)
         ensure_dir(dest_parent)
@@ -268,7 +262,7 @@ def trash_session(root: Path, main: Path, *, reason: str = "rm", now: float | No
         fsync_dir(main.parent)
         fsync_dir(dest_parent)
         entry.state = "trashed"
-        _write_manifest(entry_dir, entry)
+        write_manifest(entry_dir, entry)
         return entry
 
 
@@ -313,7 +307,7 @@ def restore_session(root: Path, session: str) -> TrashEntry:
             if os.path.lexists(root / item.path):
                 raise conflict(f"{root / item.path} exists again; refusing to overwrite it (move it away, then restore)")
         entry.state = "restoring"
-        _write_manifest(entry_dir, entry)
+        write_manifest(entry_dir, entry)
         moved: list[TrashedItem] = []
         try:
             for item in entry.items:
@@ -324,15 +318,15 @@ def restore_session(root: Path, session: str) -> TrashEntry:
             for item in reversed(moved):
                 os.rename(root / item.path, entry_dir / "files" / item.path)
             entry.state = "trashed"
-            _write_manifest(entry_dir, entry)
+            write_manifest(entry_dir, entry)
             raise
         for parent in {(root / i.path).parent for i in entry.items}:
             fsync_dir(parent)
-        _discard(entry_dir)
+        discard(entry_dir)
         return entry
 
 
-def _discard(entry_dir: Path) -> None:
+def discard(entry_dir: Path) -> None:
     """Delete a trash entry: renamed aside first, so a crash half-way through the
     deletion never leaves something that looks like a trashed session."""
     doomed = entry_dir.with_name(DELETING + entry_dir.name)
@@ -352,76 +346,5 @@ def empty_trash(root: Path, *, older_than: float | None = None, dry_run: bool = 
                   and (older_than is None or now - parse_iso(e.trashedAt) >= older_than)]
         if not dry_run:
             for e in doomed:
-                _discard(trash_root(root) / e.name)
+                discard(trash_root(root) / e.name)
         return doomed
-
-
-# --------------------------------------------------------------------- recovery
-
-
-def recover(root: Path) -> list[Recovered]:
-    """Finish or undo what a killed ``rm``/``restore`` left: an operation whose
-    moves all happened is completed, one cut short is rolled back."""
-    root = Path(root)
-    base = trash_root(root)
-    if not base.is_dir():
-        return []
-    out: list[Recovered] = []
-    with trash_lock(root):
-        for n in sorted(os.listdir(base)):
-            entry_dir = base / n
-            if n.startswith(DELETING):
-                shutil.rmtree(entry_dir, ignore_errors=True)
-                continue
-            if n.startswith(".") or not entry_dir.is_dir():
-                continue
-            try:
-                entry = read_manifest(entry_dir)
-            except FileNotFoundError:
-                # Killed before its manifest was in place: nothing was moved yet.
-                if tree_stats(entry_dir / "files")[1] == 0:
-                    shutil.rmtree(entry_dir, ignore_errors=True)
-                    out.append(Recovered(name=n, action="removed", state="none"))
-                continue
-            except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-                continue
-            if entry.state == "trashed":
-                continue
-            out.append(_recover_entry(root, entry_dir, entry))
-    return out
-
-
-def _recover_entry(root: Path, entry_dir: Path, entry: TrashEntry) -> Recovered:
-    state = entry.state
-    in_trash = [os.path.lexists(entry_dir / "files" / i.path) for i in entry.items]
-    if state == "trashing":
-        if all(in_trash):
-            entry.state = "trashed"
-            _write_manifest(entry_dir, entry)
-            return Recovered(name=entry.name, action="completed", state=state)
-        kept = []
-        for item, there in zip(entry.items, in_trash):
-            if there:
-                try:
-                    ensure_dir((root / item.path).parent)
-                    rename_noreplace(entry_dir / "files" / item.path, root / item.path)
-                except FileExistsError:
-                    kept.append(item)  # a new file took its place meanwhile: both are kept
-        if kept:
-            entry.items, entry.state = kept, "trashed"
-            entry.bytes = sum(i.bytes for i in kept)
-            entry.files = sum(i.files for i in kept)
-            _write_manifest(entry_dir, entry)
-        else:
-            _discard(entry_dir)
-        return Recovered(name=entry.name, action="rolled-back", state=state)
-    # restoring
-    if not any(in_trash):
-        _discard(entry_dir)
-        return Recovered(name=entry.name, action="completed", state=state)
-    for item, there in zip(entry.items, in_trash):
-        if not there:
-            os.rename(root / item.path, entry_dir / "files" / item.path)
-    entry.state = "trashed"
-    _write_manifest(entry_dir, entry)
-    return Recovered(name=entry.name, action="rolled-back", state=state)
