@@ -40,6 +40,7 @@ from typing import Literal
 import msgspec
 
 from .transcript.appendfile import DIR_MODE, FILE_MODE, SETTLE_WAIT, ensure_dir, fsync_dir, write_all
+from .transcript.importer import flat_agents
 from .transcript.usage import tree_stats
 from .transcript.paths import check_inside, check_session_id, is_session_id, projects_dir
 from .wire.errors import bad_request, conflict, not_found
@@ -219,6 +220,8 @@ def session_items(root: Path, main: Path) -> list[TrashedItem]:
             items.append(TrashedItem(path=rel, kind="dir", bytes=size, files=count))
         elif p == main:
             raise bad_request(f"{p} is not a regular file")
+    for f in flat_agents(main.parent).get(sid, []):  # Claude Code 2.0.x's subagent files beside it
+        items.append(TrashedItem(path=str(Path(f.src).relative_to(root)), kind="file", bytes=os.lstat(f.src).st_size))
     return items
 
 

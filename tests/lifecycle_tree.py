@@ -19,6 +19,7 @@ class Tree:
         self.projects = projects
         self.sessions: dict[str, Path] = {}  # session id -> its transcript
         self.with_agents: str = ""
+        self.flat_agent: Path | None = None
 
     def files(self) -> dict[str, bytes]:
         """Every file under the tree, by path relative to it."""
@@ -45,7 +46,13 @@ def build(base: Path) -> Tree:
     sid = max(tree.sessions, key=lambda s: tree.sessions[s].stat().st_size)
     sub = tree.sessions[sid].parent / sid / "subagents"
     sub.mkdir(parents=True)
+    legacy = CORPUS / "kfischer-okarin__scripts-and-tools__agent-a86dcdc.jsonl"  # Claude Code 2.0.x: beside its session
+    owner = tree.sessions["b3edadab-bca0-4054-9b41-f7ffa6941260"]
+    shutil.copyfile(legacy, owner.parent / "agent-a86dcdc.jsonl")
+    tree.flat_agent = owner.parent / "agent-a86dcdc.jsonl"
     for a in agents:
+        if a == legacy:
+            continue
         name = a.name.split("__")[-1]
         shutil.copyfile(a, sub / name)
         (sub / name.replace(".jsonl", ".meta.json")).write_bytes(b'{"agentType":"general-purpose"}')

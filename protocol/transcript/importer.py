@@ -19,6 +19,7 @@ its sessions learn of the change), the CLI runs it itself when no daemon runs.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Literal
@@ -82,24 +83,59 @@ def _regular_files(d: Path, base: Path) -> tuple[list[ImportFile], list[str]]:
     return files, skipped
 
 
+FIRST_LINE_MAX = 1 << 20
+FLAT_AGENT = re.compile(r"agent-[A-Za-z0-9_-]{1,128}\.jsonl")
+"""Claude Code 2.0.x kept subagent transcripts beside the sessions, in the project dir."""
+
+
+def flat_agent_session(path: Path | str) -> str | None:
+    """The session a flat ``agent-<id>.jsonl`` belongs to: the ``sessionId`` of
+    its first entry (a subagent's entries carry their parent session's id)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(FIRST_LINE_MAX)
+    except OSError:
+        return None
+    entry = decode_object(first.rstrip(b"\r\n"))
+    sid = entry.get("sessionId") if entry else None
+    return sid if isinstance(sid, str) and is_session_id(sid) else None
+
+
+def flat_agents(project: Path) -> dict[str, list[ImportFile]]:
+    """The flat agent files of a project dir, by the session they belong to."""
+    out: dict[str, list[ImportFile]] = {}
+    try:
+        entries = sorted(os.scandir(project), key=lambda e: e.name)
+    except OSError:
+        return out
+    for e in entries:
+        if FLAT_AGENT.fullmatch(e.name) and e.is_file(follow_symlinks=False):
+            owner = flat_agent_session(e.path)
+            if owner is not None:
+                out.setdefault(owner, []).append(ImportFile(src=e.path, rel=e.name))
+    return out
+
+
 def _project_sessions(project: Path) -> tuple[list[SessionSource], list[str]]:
     ids: set[str] = set()
     skipped: list[str] = []
+    flat = flat_agents(project)
+    ids.update(flat)
     for e in sorted(os.scandir(project), key=lambda e: e.name):
         if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
             if is_session_id(e.name[:-6]):
                 ids.add(e.name[:-6])
-            else:
+            elif not any(f.rel == e.name for files in flat.values() for f in files):
                 skipped.append(e.path)
         elif is_session_id(e.name) and e.is_dir(follow_symlinks=False):
             ids.add(e.name)
         elif e.name.endswith(".jsonl"):
             skipped.append(e.path)
-    return [s for sid in sorted(ids) if (s := _session(project, sid, skipped)) is not None], skipped
+    return [s for sid in sorted(ids) if (s := _session(project, sid, skipped, flat.get(sid, []))) is not None], skipped
 
 
-def _session(project: Path, sid: str, skipped: list[str]) -> SessionSource | None:
-    files = []
+def _session(project: Path, sid: str, skipped: list[str], flat: list[ImportFile] = []) -> SessionSource | None:  # noqa: B006
+    files = list(flat)
     main = project / f"{sid}.jsonl"
     if main.is_file() and not main.is_symlink():
         files.append(ImportFile(src=str(main), rel=main.name))
@@ -135,7 +171,7 @@ def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
             skipped.append(str(src))
         elif src.is_file():
             sid = src.name[:-6] if src.name.endswith(".jsonl") else ""
-            session = _session(src.parent, sid, skipped) if is_session_id(sid) else None
+            session = _session(src.parent, sid, skipped, flat_agents(src.parent).get(sid, [])) if is_session_id(sid) else None
             if session is None:
                 skipped.append(str(src))
             else:
@@ -175,7 +211,7 @@ def destination(root: Path, source: SessionSource, f: ImportFile) -> Path:
     if not is_session_id(source.session):
         raise bad_request(f"session id must be a UUID: {source.session!r}")
     parts = f.rel.split("/")
-    if f.rel == f"{source.session}.jsonl":
+    if f.rel == f"{source.session}.jsonl" or FLAT_AGENT.fullmatch(f.rel):
         pass
     elif len(parts) < 2 or parts[0] != source.session or any(p in ("", ".", "..") or "\x00" in p for p in parts):
         raise bad_request(f"{f.rel!r} is not a file of session {source.session}")

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import msgspec
 
+from .importer import flat_agents
+
 
 class SessionUsage(msgspec.Struct):
     sessionId: str
@@ -63,6 +65,10 @@ def tree_stats(path: Path) -> tuple[int, int, int]:
     return total, count, newest
 
 
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def session_usage(path: str, size: int, mtime_ns: int) -> SessionUsage:
     p = Path(path)
     sid = p.name[: -len(".jsonl")]
@@ -75,7 +81,7 @@ def session_usage(path: str, size: int, mtime_ns: int) -> SessionUsage:
     newest = max(mtime_ns, side_newest) / 1e9
     return SessionUsage(
         sessionId=sid, project=p.parent.name, path=path, bytes=size + side_bytes, files=1 + side_files,
-        lastWrite=datetime.fromtimestamp(newest, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        lastWrite=_iso(newest),
         mtime=newest,
     )
 
@@ -83,6 +89,18 @@ def session_usage(path: str, size: int, mtime_ns: int) -> SessionUsage:
 def usage(mains: Iterable[tuple[str, int, int]]) -> Usage:
     """``mains``: (path, size, mtime_ns) of each main transcript."""
     sessions = sorted((session_usage(*m) for m in mains), key=lambda s: (-s.bytes, s.path))
+    by_id = {(s.project, s.sessionId): s for s in sessions}
+    for project in {Path(s.path).parent for s in sessions}:  # Claude Code 2.0.x's flat agent files
+        for sid, files in flat_agents(project).items():
+            s = by_id.get((project.name, sid))
+            for f in files if s is not None else ():
+                st = os.lstat(f.src)
+                s.bytes += st.st_size
+                s.files += 1
+                if st.st_mtime > s.mtime:
+                    s.mtime = st.st_mtime
+                    s.lastWrite = _iso(st.st_mtime)
+    sessions.sort(key=lambda s: (-s.bytes, s.path))
     projects: dict[str, ProjectUsage] = {}
     for s in sessions:
         pu = projects.setdefault(s.project, ProjectUsage(project=s.project, bytes=0, sessions=0, files=0))

@@ -365,3 +365,17 @@ def test_lifecycle_requests_refuse_paths_outside_the_store(daemon, short_tmp):
         assert c.status().pid  # the connection and the daemon go on
     assert outside.read_text() == "keep me"
     assert not (daemon.root / "projects" / "p").exists()
+
+
+def test_a_flat_agent_file_of_claude_code_2_0_comes_in_and_goes_to_the_trash_with_its_session(daemon, short_tmp):
+    tree = build(short_tmp / "src")
+    out = _json(daemon.cli("import", str(tree.projects), "--json"))
+    assert out["skipped"] == [] and out["counts"]["unreadable"] == 0
+    flat = _copy(daemon, tree.flat_agent)
+    assert flat.read_bytes() == tree.flat_agent.read_bytes()
+    sid = "b3edadab-bca0-4054-9b41-f7ffa6941260"
+    daemon.cli("rm", sid)
+    assert not flat.exists()
+    assert str(flat.relative_to(daemon.root)) in {i["path"] for i in _trash(daemon)[0]["items"]}
+    daemon.cli("restore", sid)
+    assert flat.read_bytes() == tree.flat_agent.read_bytes()
