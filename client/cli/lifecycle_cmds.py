@@ -223,34 +223,44 @@ def du(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None
                    + (f"  {clip(s.project, 40)}" if all_projects else ""))
 
 
-def _set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> None:
+def _set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> str:
+    """Append ``entry`` to the session's transcript; its path."""
     from sessiond.protocol.transcript.paths import check_session_id
 
     check_session_id(session)
     loc = _find(obj, session, cwd)
     with _ops(obj) as ops:
         ops.set_metadata(session, Path(loc.path), loc.cwd or _where(cwd), msgspec.json.encode(entry))
+    return loc.path
 
 
 @cli.command()
 @click.argument("session", metavar="ID")
 @click.argument("title")
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def rename(obj: Context, session: str, title: str, cwd: str | None) -> None:
+def rename(obj: Context, session: str, title: str, cwd: str | None, as_json: bool) -> None:
     """Give a session a title (a custom-title entry, on disk when this returns)."""
     if not title.strip():
         raise click.UsageError("the title is empty")
-    _set_metadata(obj, session, cwd, {"type": "custom-title", "customTitle": title, "sessionId": session})
-    click.echo(f"session {session} is now titled {title!r}")
+    path = _set_metadata(obj, session, cwd, {"type": "custom-title", "customTitle": title, "sessionId": session})
+    if as_json:
+        click.echo(msgspec.json.encode({"session": session, "path": path, "customTitle": title}))
+    else:
+        click.echo(f"session {session} is now titled {title!r}")
 
 
 @cli.command()
 @click.argument("session", metavar="ID")
 @click.argument("tag")
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def tag(obj: Context, session: str, tag: str, cwd: str | None) -> None:
+def tag(obj: Context, session: str, tag: str, cwd: str | None, as_json: bool) -> None:
     """Tag a session (a tag entry, on disk when this returns; "" removes it)."""
-    _set_metadata(obj, session, cwd, {"type": "tag", "tag": tag, "sessionId": session})
-    click.echo(f"session {session} tagged {tag!r}" if tag else f"session {session} untagged")
+    path = _set_metadata(obj, session, cwd, {"type": "tag", "tag": tag, "sessionId": session})
+    if as_json:
+        click.echo(msgspec.json.encode({"session": session, "path": path, "tag": tag or None}))
+    else:
+        click.echo(f"session {session} tagged {tag!r}" if tag else f"session {session} untagged")

@@ -241,7 +241,8 @@ def test_rename_and_tag_are_listed_at_once_and_survive_growth(daemon_factory, wi
     if with_daemon:
         d.start()
     d.cli("rename", sid, "Parser rewrite", "--cwd", CWD)
-    d.cli("tag", sid, "urgent", "--cwd", CWD)
+    tagged = _json(d.cli("tag", sid, "urgent", "--cwd", CWD, "--json"))
+    assert tagged == {"session": sid, "path": str(main_path(d.root, CWD, sid)), "tag": "urgent"}
     info = next(s for s in _json(d.cli("list", "--cwd", CWD, "--json")) if s["sessionId"] == sid)
     assert (info["title"], info["tag"]) == ("Parser rewrite", "urgent")
     if not with_daemon:
