@@ -48,6 +48,10 @@ from .wire.errors import bad_request, conflict, not_found
 TRASH_DIR = ".trash"
 MANIFEST = "manifest.json"
 DELETING = ".deleting-"
+MAX_LOCKED = 64
+"""Transcripts of one session whose writers' lock an rm takes while moving them
+(the main one first): a session with thousands of agent files must not run the
+daemon out of descriptors, and a file moved unlocked loses nothing anyway."""
 
 State = Literal["trashing", "trashed", "restoring"]
 
@@ -258,7 +262,7 @@ def trash_session(root: Path, main: Path, *, reason: str = "rm", now: float | No
         fsync_dir(entry_dir.parent)
         dest_parent = entry_dir / "files" / main.parent.relative_to(root)
         ensure_dir(dest_parent)
-        locked = [main, *_jsonl_files(main.parent / sid)]
+        locked = [main, *_jsonl_files(main.parent / sid)[:MAX_LOCKED - 1]]
         with _writers_locked(locked):
             for item in items:
                 rename_noreplace(root / item.path, entry_dir / "files" / item.path)
