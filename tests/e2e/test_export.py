@@ -5,6 +5,7 @@ original lines."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import struct
 import subprocess
@@ -120,6 +121,9 @@ def test_html_export_renders_in_a_real_browser_without_the_network(daemon_factor
     d.cli("export", sid, "--format", "html", "-o", str(page))
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and "<details" in text and 'href="#subagent-' in text
+    links = set(re.findall(r'href="#([^"]+)"', text))
+    assert links and links <= set(re.findall(r'id="([^"]+)"', text))  # every subagent link lands somewhere
+    assert len(links) == len(list((tree.sessions[sid].parent / sid / "subagents").glob("agent-*.jsonl")))
     png, asked = _browse(page, short_tmp)
     assert asked == []
     width, height, rows = _pixels(png)
