@@ -254,10 +254,13 @@ def _copy_new(src: int, end: int, dest: Path) -> bool:
 
     Written into an anonymous file (``O_TMPFILE``) that is linked into place only
     once synced: a kill half-way through leaves nothing behind in the store.
-    Where the filesystem lacks ``O_TMPFILE``, a dot-named temp file is used."""
+    Where the filesystem (or the system: no ``/proc``) lacks it, a dot-named
+    temp file is used."""
     ensure_dir(dest.parent)
     tmp: Path | None = None
     try:
+        if not os.path.isdir("/proc/self/fd"):  # linking an anonymous file needs its /proc name
+            raise OSError("no /proc")
         fd = os.open(dest.parent, os.O_RDWR | os.O_TMPFILE | os.O_CLOEXEC, FILE_MODE)
     except (AttributeError, OSError):
         tmp = dest.with_name(f".{dest.name}.import-{os.getpid()}.tmp")
