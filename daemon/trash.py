@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessiond.protocol import trash, trash_recovery
+from sessiond.protocol.transcript import importer
 from sessiond.protocol.wire.errors import SessiondError, conflict, not_found
 
 if TYPE_CHECKING:
@@ -59,9 +60,10 @@ class Lifecycle:
         for sid in trash.trashed_ids(self.root):
             unavailable.setdefault(sid, in_trash(sid))
 
-    def _refresh_trashed(self) -> None:
+    def refresh_trashed(self, still: set[str]) -> None:
+        """The trashed ids are ``still`` (read in a worker: the loop never waits
+        on the disk): refuse those, free the others."""
         unavailable = self.daemon.registry.unavailable
-        still = trash.trashed_ids(self.root)
         for sid, err in list(unavailable.items()):
             if err.code == "not_found" and sid not in still:
                 del unavailable[sid]
@@ -121,23 +123,34 @@ class Lifecycle:
                 task.add_done_callback(lambda _t: start())
 
         def start() -> None:
-            fut = self.daemon.loop.run_in_executor(None, work)
+            fut = self.daemon.loop.run_in_executor(None, self._attempt, work)
             fut.add_done_callback(finished)
 
         def finished(f) -> None:
-            exc = f.exception()
+            result, exc, still = f.result()
             unavailable.pop(session, None)
             self._mirror_forget(session)
             if exc is None and after is not None:
                 unavailable[session] = after
             elif exc is not None:
-                self._refresh_trashed()
-            done(None if exc is not None else f.result(), exc)
+                self.refresh_trashed(still)  # whatever the failed operation left, as the trash says
+            done(result, exc)
 
         if hold:
             self.hold(session, force=force)(run)
         else:
             run(None)
+
+    def _attempt(self, work: Callable[[], Any]) -> tuple[Any, BaseException | None, set[str]]:
+        """In a worker: ``work``'s result, or its error and the trash's ids then."""
+        try:
+            return work(), None, set()
+        except Exception as exc:  # answered to the client as a typed error
+            try:
+                still = trash.trashed_ids(self.root)
+            except OSError:
+                still = set(sid for sid, e in self.daemon.registry.unavailable.items() if e.code == "not_found")
+            return None, exc, still
 
     # ---------------------------------------------------------------- the mirror
 
@@ -171,11 +184,15 @@ class Lifecycle:
     def trashed(self, entry: trash.TrashEntry) -> None:
         self.daemon.catalog.forget(self.root / entry.items[0].path)
 
-    def restored(self, entry: trash.TrashEntry) -> None:
+    def restore(self, session: str) -> trash.TrashEntry:
+        """In a worker: put the session back, and the catalog learns of it
+        before the client hears (so its next ``list`` shows it)."""
+        entry = trash.restore_session(self.root, session)
         self.daemon.catalog.learn(self.root / entry.items[0].path)
+        return entry
 
-    def emptied(self) -> None:
-        self._refresh_trashed()
-
-    def imported(self, main: Path) -> None:
+    def import_session(self, source: importer.SessionSource, main: Path) -> list[importer.FileResult]:
+        """In a worker: copy the session's files in, then the catalog re-stats it."""
+        results = importer.import_session(self.root, source)
         self.daemon.catalog.learn(main)
+        return results

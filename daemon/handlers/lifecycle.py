@@ -69,23 +69,21 @@ def handle_restore(conn: Connection, req: m.Restore) -> None:
         raise conflict(f"session {sid} is open in the daemon; close it before restoring")
     daemon.registry.unavailable[sid] = busy(sid)
 
-    def restored(entry: trash.TrashEntry) -> m.Response:
-        lifecycle.restored(entry)
-        return m.TrashChanged(id=req.id, entries=[entry])
-
-    lifecycle.operate(sid, lambda: trash.restore_session(daemon.settings.root, sid),
-                      _answer(conn, req.id, restored), after=None, hold=False)
+    lifecycle.operate(sid, lambda: lifecycle.restore(sid),
+                      _answer(conn, req.id, lambda entry: m.TrashChanged(id=req.id, entries=[entry])), after=None, hold=False)
 
 
 def handle_empty_trash(conn: Connection, req: m.EmptyTrash) -> None:
     daemon = conn.daemon
     if req.older_than is not None and req.older_than < 0:
         raise bad_request("older_than must not be negative")
-    fut = daemon.loop.run_in_executor(None, lambda: trash.empty_trash(daemon.settings.root, older_than=req.older_than,
-                                                                       dry_run=req.dry_run))
+    root = daemon.settings.root
+    fut = daemon.loop.run_in_executor(None, lambda: (trash.empty_trash(root, older_than=req.older_than, dry_run=req.dry_run),
+                                                     trash.trashed_ids(root)))
 
-    def emptied(entries: list[trash.TrashEntry]) -> m.Response:
-        daemon.lifecycle.emptied()
+    def emptied(result: tuple[list[trash.TrashEntry], set[str]]) -> m.Response:
+        entries, still = result
+        daemon.lifecycle.refresh_trashed(still)  # emptied ids take writes again
         return m.TrashChanged(id=req.id, entries=entries)
 
     done = _answer(conn, req.id, emptied)
@@ -112,21 +110,19 @@ def handle_import(conn: Connection, req: m.Import) -> m.Response | None:
     refused = daemon.registry.unavailable.get(sid)
     if refused is not None:
         return every_file("busy", refused.message)
-    if req.catalog_only:
-        daemon.lifecycle.imported(main)
-        return every_file("unchanged")
+    if req.catalog_only:  # the catalog re-stats it in a worker, then the answer goes
+        fut = daemon.loop.run_in_executor(None, daemon.catalog.learn, main)
+        fut.add_done_callback(lambda f: conn.reply(every_file("unchanged")))
+        return None
     state = daemon.registry.sessions.get(sid)
     if state is not None and state.clients:
         return every_file("busy", "a client is writing this session")
     lifecycle = daemon.lifecycle
 
-    def imported(results: list[importer.FileResult]) -> m.Response:
-        lifecycle.imported(main)
-        return m.Imported(id=req.id, session=sid, files=results)
-
     # The session leaves memory (its dedup sets and chain end would be stale
     # after new lines): its next request rescans the file.
-    lifecycle.operate(sid, lambda: importer.import_session(root, source), _answer(conn, req.id, imported), after=None)
+    lifecycle.operate(sid, lambda: lifecycle.import_session(source, main),
+                      _answer(conn, req.id, lambda results: m.Imported(id=req.id, session=sid, files=results)), after=None)
     return None
 
 
