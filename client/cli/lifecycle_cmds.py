@@ -234,33 +234,28 @@ def _set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> s
     return loc.path
 
 
-@cli.command()
-@click.argument("session", metavar="ID")
-@click.argument("title")
-@click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def rename(obj: Context, session: str, title: str, cwd: str | None, as_json: bool) -> None:
-    """Give a session a title (a custom-title entry, on disk when this returns)."""
-    if not title.strip():
-        raise click.UsageError("the title is empty")
-    path = _set_metadata(obj, session, cwd, {"type": "custom-title", "customTitle": title, "sessionId": session})
-    if as_json:
-        click.echo(msgspec.json.encode({"session": session, "path": path, "customTitle": title}))
-    else:
-        click.echo(f"session {session} is now titled {title!r}")
+def _metadata_command(name: str, value: str, kind: str, field: str, help_text: str, said) -> None:
+    """``rename`` and ``tag``: one metadata entry, its value the second argument."""
+
+    @cli.command(name, help=help_text)
+    @click.argument("session", metavar="ID")
+    @click.argument(value)
+    @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
+    @click.option("--json", "as_json", is_flag=True)
+    @click.pass_obj
+    def command(obj: Context, session: str, cwd: str | None, as_json: bool, **args: str) -> None:
+        text = args[value]
+        if kind == "custom-title" and not text.strip():
+            raise click.UsageError("the title is empty")
+        path = _set_metadata(obj, session, cwd, {"type": kind, field: text, "sessionId": session})
+        if as_json:
+            click.echo(msgspec.json.encode({"session": session, "path": path, field: text or None}))
+        else:
+            click.echo(said(session, text))
 
 
-@cli.command()
-@click.argument("session", metavar="ID")
-@click.argument("tag")
-@click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def tag(obj: Context, session: str, tag: str, cwd: str | None, as_json: bool) -> None:
-    """Tag a session (a tag entry, on disk when this returns; "" removes it)."""
-    path = _set_metadata(obj, session, cwd, {"type": "tag", "tag": tag, "sessionId": session})
-    if as_json:
-        click.echo(msgspec.json.encode({"session": session, "path": path, "tag": tag or None}))
-    else:
-        click.echo(f"session {session} tagged {tag!r}" if tag else f"session {session} untagged")
+_metadata_command("rename", "title", "custom-title", "customTitle",
+                  "Give a session a title (a custom-title entry, on disk when this returns).",
+                  lambda sid, t: f"session {sid} is now titled {t!r}")
+_metadata_command("tag", "tag", "tag", "tag", 'Tag a session (a tag entry, on disk when this returns; "" removes it).',
+                  lambda sid, t: f"session {sid} tagged {t!r}" if t else f"session {sid} untagged")
