@@ -303,7 +303,7 @@ def restore_session(root: Path, session: str) -> TrashEntry:
     """Put the newest trashed copy of ``session`` back, byte for byte; refuses
     when any of its paths exists again (nothing is overwritten)."""
     root = Path(root)
-    check_session_id(session)
+    session = check_session_id(session)
     with trash_lock(root):
         candidates = [e for e in entries(root) if e.session == session and e.state == "trashed"]
         if not candidates:

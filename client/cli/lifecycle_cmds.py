@@ -58,9 +58,8 @@ def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as
     """Move sessions (transcript, subagent files, meta files) into the trash."""
     from sessiond.protocol.transcript.paths import check_session_id
 
-    for sid in sessions:
-        check_session_id(sid)
-    locs = [(sid, _find(obj, sid, cwd)) for sid in sessions]  # all found before anything moves
+    ids = [check_session_id(sid) for sid in sessions]  # canonical: lower case, no braces
+    locs = [(sid, _find(obj, sid, cwd)) for sid in ids]  # all found before anything moves
     moved, failed = [], 0
     with _ops(obj) as ops:
         for sid, loc in locs:
@@ -133,7 +132,7 @@ def restore(obj: Context, session: str, as_json: bool) -> None:
     """Put a trashed session back where it was, byte for byte."""
     from sessiond.protocol.transcript.paths import check_session_id
 
-    check_session_id(session)
+    session = check_session_id(session)
     with _ops(obj) as ops:
         entry = ops.restore(session)
     if as_json:
@@ -227,7 +226,7 @@ def _set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> s
     """Append ``entry`` to the session's transcript; its path."""
     from sessiond.protocol.transcript.paths import check_session_id
 
-    check_session_id(session)
+    session = check_session_id(session)
     loc = _find(obj, session, cwd)
     with _ops(obj) as ops:
         ops.set_metadata(session, Path(loc.path), loc.cwd or _where(cwd), msgspec.json.encode(entry))

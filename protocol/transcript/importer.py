@@ -29,6 +29,7 @@ import msgspec
 from ..wire.errors import bad_request
 from .appendfile import FILE_MODE, append_unlocked, ensure_dir, file_lock, fsync_dir, whole_lines_end, write_all
 from .entries import decode_object
+from .regular import open_regular
 from .paths import check_inside, is_session_id, projects_dir
 
 Status = Literal["imported", "grown", "unchanged", "diverged", "unreadable", "busy"]
@@ -218,14 +219,6 @@ def destination(root: Path, source: SessionSource, f: ImportFile) -> Path:
     return check_inside(root, projects_dir(Path(root)) / project / f.rel)
 
 
-def _open_source(path: str) -> int:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{path} is not a regular file")
-    return fd
-
-
 def _same(a: int, b: int, length: int) -> bool:
     off = 0
     while off < length:
@@ -308,7 +301,7 @@ def importable_end(fd: int, size: int) -> int:
 def import_file(src_path: str, dest: Path) -> FileResult:
     rel = dest.name
     try:
-        src = _open_source(src_path)
+        src = open_regular(src_path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
         return FileResult(rel=rel, status="unreadable", error=exc.strerror or str(exc))
     try:

@@ -114,7 +114,7 @@ def test_rm_and_restore_through_the_daemon(daemon):
     assert late.returncode == 1 and b"in the trash" in late.stderr
     assert not path.exists()
 
-    daemon.cli("restore", sid)
+    daemon.cli("restore", sid.upper())  # any spelling of the id is the one session
     assert {p: p.read_bytes() for p in before} == before
     assert sid in _listed(daemon)
     assert _trash(daemon) == []
