@@ -515,10 +515,9 @@ class Registry(Readiness):
     def release(self, state: SessionState) -> list[FileQueue]:
         """Take a session out of memory for good (its files are about to move):
         later requests for it start afresh (or are refused, see ``unavailable``).
-        Returns its queues, to be closed once written."""
+        Returns its queues, to be closed once written. Never called for a
+        session holding entries before its first message (``daemon/trash.py``)."""
         state.gone = True
-        state.pending = []
-        state.pending_bytes = 0
         if self.sessions.get(state.id) is state:
             del self.sessions[state.id]
         return [t.queue for t in state.targets()]

@@ -87,6 +87,8 @@ class Lifecycle:
             n = len(state.clients)
             raise conflict(f"session {session} is live ({n} client{'s' if n != 1 else ''} attached); "
                            f"--force moves it anyway")
+        if state is not None and state.pending:  # held before its first message (and spooled): not ours to drop
+            raise conflict(f"session {session} has entries waiting for its first message; try again later")
         registry.unavailable[session] = busy(session)
         queues = registry.release(state) if state is not None else []
 

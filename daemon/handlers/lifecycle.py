@@ -115,7 +115,7 @@ def handle_import(conn: Connection, req: m.Import) -> m.Response | None:
         fut.add_done_callback(lambda f: conn.reply(every_file("unchanged")))
         return None
     state = daemon.registry.sessions.get(sid)
-    if state is not None and state.clients:
+    if state is not None and (state.clients or state.pending):
         return every_file("busy", "a client is writing this session")
     lifecycle = daemon.lifecycle
 
