@@ -33,6 +33,20 @@ def _kill_tracee_first(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
+def _wait_dead(pid: int) -> None:
+    """Until the killed process is gone: a stopped one still holds its listening
+    socket (a connect succeeds) and its lock, so a restart could talk to it."""
+
+    def dead() -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        except FileNotFoundError:
+            return True
+
+    wait_until(dead, "the killed daemon to be gone")
+
+
 def _daemon_pid(d) -> int:
     with d.client() as c:
         return c.status().pid
@@ -63,6 +77,7 @@ def test_daemon_killed_in_the_middle_of_an_rm(daemon_factory):
     wait_until(lambda: not path.exists(), "the first item of the rm to move")
     _kill_tracee_first(pid)
     d.kill()
+    _wait_dead(pid)
     assert path.with_suffix("").exists()  # the kill landed between the two moves
     cli.wait(timeout=30)
     d.start()
@@ -85,6 +100,7 @@ def test_daemon_killed_in_the_middle_of_a_restore(daemon_factory):
     wait_until(path.exists, "the first item of the restore to move back")
     _kill_tracee_first(pid)
     d.kill()
+    _wait_dead(pid)
     assert not path.with_suffix("").exists()  # the kill landed between the two moves
     cli.wait(timeout=30)
     d.start()
@@ -105,6 +121,7 @@ def test_daemon_killed_in_the_middle_of_an_import(daemon_factory, short_tmp):
                "three files of the import to land")
     _kill_tracee_first(pid)
     d.kill()
+    _wait_dead(pid)
     assert sum(1 for p in projects.rglob("*") if p.is_file()) < len(expected)  # the kill landed inside the import
     cli.wait(timeout=30)
     landed = {str(p.relative_to(projects)): p.read_bytes() for p in projects.rglob("*") if p.is_file()}
