@@ -21,9 +21,11 @@ pytestmark = pytest.mark.skipif(not shutil.which("strace"), reason="strace not i
 
 
 def _hold_after(syscall: str, nth: int) -> list[str]:
-    """strace that stalls the ``nth`` call of ``syscall`` once it is done."""
+    """strace that stalls every call of ``syscall`` from the ``nth`` on (counted
+    per thread) for 5 s once it is done: each move is followed by a pause the
+    test's kill lands in, whichever worker thread does it."""
     return ["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={syscall}",
-            "-e", f"inject={syscall}:delay_exit=60000000:when={nth}"]
+            "-e", f"inject={syscall}:delay_exit=5000000:when={nth}+"]
 
 
 def _kill_tracee_first(pid: int) -> None:
@@ -37,12 +39,19 @@ def _wait_dead(pid: int) -> None:
     """Until the killed process is gone: a stopped one still holds its listening
     socket (a connect succeeds) and its lock, so a restart could talk to it."""
 
-    def dead() -> bool:
+    def dead() -> bool:  # every thread: a worker thread can outlive its leader
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+            tasks = os.listdir(f"/proc/{pid}/task")
         except FileNotFoundError:
             return True
+        for t in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{t}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                        return False
+            except FileNotFoundError:
+                continue
+        return True
 
     wait_until(dead, "the killed daemon to be gone")
 
@@ -74,13 +83,14 @@ def test_daemon_killed_in_the_middle_of_an_rm(daemon_factory):
     pid = _daemon_pid(d)
     path = main_path(d.root, CWD, sid)
     cli = _background_cli(d, "rm", sid, "--cwd", CWD)
-    wait_until(lambda: not path.exists(), "the first item of the rm to move")
+    wait_until(lambda: not path.exists(), "the first item of the rm to move", timeout=60)
     _kill_tracee_first(pid)
     d.kill()
     _wait_dead(pid)
     assert path.with_suffix("").exists()  # the kill landed between the two moves
     cli.wait(timeout=30)
     d.start()
+    assert all(p.exists() for p in files), (d.log_text()[-3000:], sorted(str(p) for p in (d.root / ".trash").rglob("*")))
     assert {p: p.read_bytes() for p in files} == files  # rolled back, byte for byte
     assert _trash(d) == []
     assert "rolled-back" in d.log_text()
@@ -97,14 +107,14 @@ def test_daemon_killed_in_the_middle_of_a_restore(daemon_factory):
     pid = _daemon_pid(d)
     path = main_path(d.root, CWD, sid)
     cli = _background_cli(d, "restore", sid)
-    wait_until(path.exists, "the first item of the restore to move back")
+    wait_until(path.exists, "the first item of the restore to move back", timeout=60)
     _kill_tracee_first(pid)
     d.kill()
     _wait_dead(pid)
     assert not path.with_suffix("").exists()  # the kill landed between the two moves
     cli.wait(timeout=30)
     d.start()
-    assert not any(p.exists() for p in files)  # rolled back: all in the trash again
+    assert not any(p.exists() for p in files), d.log_text()[-2500:]  # rolled back: all in the trash again
     assert [(e["session"], e["state"]) for e in _trash(d)] == [(sid, "trashed")]
     d.cli("restore", sid)
     assert {p: p.read_bytes() for p in files} == files
@@ -118,7 +128,7 @@ def test_daemon_killed_in_the_middle_of_an_import(daemon_factory, short_tmp):
     projects = d.root / "projects"
     cli = _background_cli(d, "import", str(tree.projects))
     wait_until(lambda: projects.exists() and sum(1 for p in projects.rglob("*") if p.is_file()) >= 3,
-               "three files of the import to land")
+               "three files of the import to land", timeout=60)
     _kill_tracee_first(pid)
     d.kill()
     _wait_dead(pid)
@@ -140,7 +150,7 @@ def test_cli_killed_in_the_middle_of_an_rm_with_no_daemon(daemon_factory):
     cli = subprocess.Popen([*_hold_after("renameat2", 1), sys.executable, "-m", "sessiond.client.cli", "rm", sid, "--cwd", CWD],
                            env=d.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_until(lambda: not path.exists(), "the first item of the rm to move")
+        wait_until(lambda: not path.exists(), "the first item of the rm to move", timeout=60)
         _kill_tracee_first(_child(cli.pid))
     finally:
         os.killpg(cli.pid, signal.SIGKILL)
