@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test bench crash install clean
+.PHONY: run test bench crash install install-cli clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +13,16 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+BINDIR ?= $(HOME)/.local/bin
+
+## Put `sessiond` on PATH: a symlink in $(BINDIR) (default ~/.local/bin) to this
+## checkout's .venv/bin/sessiond (which runs with the venv's Python wherever it is called from).
+install-cli: $(STAMP)
+	mkdir -p "$(BINDIR)"
+	ln -sfn "$(abspath $(BIN))/sessiond" "$(BINDIR)/sessiond"
+	@echo "linked $(BINDIR)/sessiond -> $(abspath $(BIN))/sessiond"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on your PATH: add  export PATH=\"$(BINDIR):\$$PATH\"  to your shell's rc file" ;; esac
 
 ## Start the daemon in the foreground on the default store (Ctrl-C stops it cleanly).
 run: $(STAMP)
@@ -34,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/resume_parse.py --sizes 10,100,1000 --runs 3
 	$(BIN)/python bench/listing.py
 	$(BIN)/python bench/lifecycle.py
+	$(BIN)/python bench/startup.py
 
 ## The crash soak: hundreds of SIGKILLs of the daemon and of clients under load.
 crash: $(STAMP)

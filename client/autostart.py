@@ -76,11 +76,25 @@ def _launch(sock: Path, root: str, timeout: float) -> int:
             return 0
         code = daemon.poll()
         if code is not None and code != EXIT_ALREADY_RUNNING:
-            print(f"the daemon failed to start (exit {code}); see {log_path}", file=sys.stderr)
+            why = _last_line(log_path)
+            print(f"the daemon failed to start (exit {code}){': ' + why if why else ''}; log: {log_path}", file=sys.stderr)
             return 1
         time.sleep(0.02)
     print(f"the daemon did not answer on {sock} within {timeout:.0f}s; see {log_path}", file=sys.stderr)
     return 1
+
+
+def _last_line(path: Path) -> str:
+    """The daemon's last words (its one-line reason), from the end of the log."""
+    from sessiond.protocol.transcript.regular import open_regular  # never blocks on a FIFO planted there
+
+    try:
+        with os.fdopen(open_regular(path), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            lines = f.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].removeprefix("sessiond: ") if lines else ""
 
 
 if __name__ == "__main__":

@@ -21,8 +21,6 @@ from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, RemoteError, UnsafeSocketDir, VersionMismatch
 from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, decode_response, encode
 
-from .autostart import start_daemon
-
 if TYPE_CHECKING:
     from .session import Session
 
@@ -92,6 +90,8 @@ class Client(Endpoint):
         except (FileNotFoundError, ConnectionRefusedError):
             if not self.autostart:
                 raise DaemonUnavailable(f"no daemon is running on {self.socket_path}") from None
+            from .autostart import start_daemon  # only when needed: it imports subprocess
+
             start_daemon(self.socket_path, self.root)
             try:
                 sock = self._dial()

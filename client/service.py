@@ -23,7 +23,7 @@ SOCKET_UNIT = """\
 Description=sessiond socket (AI agent transcript daemon)
 
 [Socket]
-ListenStream=%t/sessiond/sessiond.sock
+ListenStream={listen}
 SocketMode=0600
 DirectoryMode=0700
 Accept=no
@@ -43,7 +43,7 @@ After=sessiond.socket
 [Service]
 Type=notify
 NotifyAccess=main
-ExecStart={exec} serve
+{environment}ExecStart={exec} serve
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=1s
@@ -81,15 +81,33 @@ def executable() -> str:
     return f"{sys.executable} -m sessiond.client.cli"
 
 
-def systemd_units(exec_cmd: str = GENERIC) -> dict[str, str]:
-    return {"sessiond.socket": SOCKET_UNIT, "sessiond.service": SERVICE_UNIT.format(exec=exec_cmd)}
+GENERIC_LISTEN = "%t/sessiond/sessiond.sock"
+"""systemd's own spelling of ``$XDG_RUNTIME_DIR/sessiond/sessiond.sock``, the
+default socket."""
 
 
-def launchd_plist(exec_cmd: str = GENERIC, socket_path: str = "/tmp/sessiond-UID/sessiond.sock") -> bytes:
+def _unit_value(value: str) -> str:
+    """A path inside a unit file: ``%`` is a specifier there, so it is doubled."""
+    return value.replace("%", "%%")
+
+
+def systemd_units(exec_cmd: str = GENERIC, root: str | None = None, socket: str | None = None) -> dict[str, str]:
+    """The two units; ``root``/``socket`` (a custom ``SESSIOND_ROOT`` or
+    ``SESSIOND_SOCKET``) make the units serve that store on that socket, both
+    in ``ListenStream=`` and in the daemon's environment, which clients share."""
+    env = {"SESSIOND_ROOT": root, "SESSIOND_SOCKET": socket}
+    environment = "".join(f'Environment="{k}={_unit_value(v)}"\n' for k, v in env.items() if v)
+    listen = _unit_value(socket) if socket else GENERIC_LISTEN
+    return {"sessiond.socket": SOCKET_UNIT.format(listen=listen),
+            "sessiond.service": SERVICE_UNIT.format(exec=exec_cmd, environment=environment)}
+
+
+def launchd_plist(exec_cmd: str = GENERIC, socket_path: str = "/tmp/sessiond-UID/sessiond.sock", root: str | None = None) -> bytes:
     log = str(Path(socket_path).with_name("sessiond.log"))
     doc = {
         "Label": LAUNCHD_LABEL,
         "ProgramArguments": [*exec_cmd.split(), "serve"],
+        "EnvironmentVariables": {"SESSIOND_SOCKET": socket_path, **({"SESSIOND_ROOT": root} if root else {})},
         "Sockets": {"Listeners": {"SockPathName": socket_path, "SockPathMode": 0o600}},
         "KeepAlive": {"SuccessfulExit": False},
         "ExitTimeOut": 60,
@@ -103,6 +121,14 @@ def launchd_plist(exec_cmd: str = GENERIC, socket_path: str = "/tmp/sessiond-UID
 def systemd_dir() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "systemd" / "user"
+
+
+def enabled_links() -> list[Path]:
+    """The symlinks ``systemctl --user enable`` made for our units: while they
+    exist, removing the unit files would leave systemd pointing at nothing."""
+    base = systemd_dir()
+    return [p for p in (base / "sockets.target.wants" / "sessiond.socket", base / "default.target.wants" / "sessiond.service")
+            if p.is_symlink()]
 
 
 def launchd_path() -> Path:

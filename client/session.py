@@ -84,6 +84,9 @@ class Session:
         self.hint: str | None = None
         self.accepted = 0
         self.duplicates = 0
+        self.pending = 0
+        """Entries held before the session's first message (``Appended.pending``
+        of the last answer): no file yet, and none if it closes without one."""
         self.reconnect_timeout = reconnect_timeout
         self._unsent: list[_Batch] = []  # not yet acknowledged at all
         self._unconfirmed: list[_Batch] = []  # acknowledged ``queued``, not known written
@@ -228,6 +231,7 @@ class Session:
     def _count(self, resp: m.Appended) -> None:
         self.accepted += resp.accepted
         self.duplicates += resp.duplicates
+        self.pending = resp.pending
 
     # ------------------------------------------------------------------- closing
 

@@ -24,7 +24,7 @@ from sessiond.protocol.transcript.safeopen import error_for
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from sessiond.common.config import Settings
     from .sessions import SessionState
     from .writer import Writer
 

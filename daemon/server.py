@@ -25,9 +25,9 @@ from sessiond.protocol import __version__
 from sessiond.protocol.locations import check_private_dir, lock_path, open_private_file
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
 
-from . import config as config_mod
+from sessiond.common import config as config_mod
 from .activation import activated_socket
-from .config import ConfigError, Settings
+from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
 from .trash import Lifecycle
 from .connection import Connection, Outbox
@@ -63,7 +63,7 @@ class Daemon:
         self.lifecycle = Lifecycle(self)
         self.mirror = None
         if settings.mirror is not None:  # nats-py is an optional extra: import only then
-            from .mirror import STATE_FILE, Mirror
+            from sessiond.common.mirror import STATE_FILE, Mirror
 
             self.mirror = Mirror(settings.mirror, settings.root, loop, state_file=settings.root / STATE_FILE)
             self.writer.observers.append(self.mirror.observe)

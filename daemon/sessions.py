@@ -38,7 +38,8 @@ from sessiond.protocol.transcript.recording import Cursor
 from sessiond.protocol.transcript.safeopen import StoreRoot, error_for
 from sessiond.protocol.wire.errors import SessiondError, bad_request, too_large
 
-from .config import Settings
+from sessiond.common.config import Settings
+
 from .readiness import Readiness
 from .spool import Spool
 from .writer import FileQueue, Writer

@@ -28,7 +28,8 @@ from sessiond.protocol.transcript.appendfile import Appended, TornTail, TornTail
 from sessiond.protocol.transcript.safeopen import APPEND_FLAGS, StoreRoot, error_for
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
-from .config import Settings
+from sessiond.common.config import Settings
+
 from .filework import FileWork
 from .libc import libc_function
 from .pathwatch import PathWatch

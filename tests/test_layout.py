@@ -1,5 +1,7 @@
 """The architecture holds: every module imports on its own (no import-order
-cycles), and protocol/ imports neither the daemon nor the client."""
+cycles), protocol/ imports neither the daemon, the client nor common/, common/
+imports neither the daemon nor the client, and the client imports the daemon
+only to run it (``serve``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import sys
 
 from tests.conftest import REPO
 
-PACKAGES = {"protocol": "sessiond.protocol", "daemon": "sessiond.daemon", "client": "sessiond.client"}
+PACKAGES = {"protocol": "sessiond.protocol", "daemon": "sessiond.daemon", "client": "sessiond.client",
+            "common": "sessiond.common"}
 
 
 def modules() -> list[str]:
@@ -34,10 +37,30 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
     assert not failures, "\n".join(failures)
 
 
-def test_protocol_imports_neither_daemon_nor_client():
-    pattern = re.compile(r"^\s*(from|import)\s+(sessiond\.(daemon|client)|\.\.+(daemon|client))", re.M)
-    offenders = [str(p.relative_to(REPO)) for p in (REPO / "protocol").rglob("*.py") if pattern.search(p.read_text())]
-    assert offenders == []
+def importers(folder: str, packages: str) -> dict[str, list[str]]:
+    """Files of ``folder`` that import one of ``packages`` (a regex alternative),
+    absolutely or relatively, each with the lines that do."""
+    pattern = re.compile(rf"^\s*(?:from|import)\s+(?:sessiond\.(?:{packages})|\.\.+(?:{packages}))\b.*$", re.M)
+    found = {}
+    for path in (REPO / folder).rglob("*.py"):
+        lines = [m.group(0).strip() for m in pattern.finditer(path.read_text())]
+        if lines:
+            found[str(path.relative_to(REPO))] = lines
+    return found
+
+
+def test_protocol_imports_neither_daemon_nor_client_nor_common():
+    assert importers("protocol", "daemon|client|common") == {}
+
+
+def test_common_imports_neither_daemon_nor_client():
+    assert importers("common", "daemon|client") == {}
+
+
+def test_client_imports_the_daemon_only_to_serve():
+    """The CLI's ``serve`` runs the daemon in-process; nothing else in the client
+    may reach into it (shared pieces live in common/ or protocol/)."""
+    assert importers("client", "daemon") == {"client/cli/daemon_cmds.py": ["from sessiond.daemon.server import serve as run"]}
 
 
 def test_tests_and_benches_read_nothing_outside_the_repository():

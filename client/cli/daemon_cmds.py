@@ -8,12 +8,11 @@ import time
 from pathlib import Path
 
 import click
-import msgspec
 
-from sessiond.protocol.wire.errors import DaemonUnavailable, UnsafeSocketDir
+from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError, UnsafeSocketDir
 
 from . import Context, cli
-from .output import duration, size
+from .output import duration, echo_json, size
 
 
 @cli.command()
@@ -32,7 +31,7 @@ def serve(obj: Context, flush_interval: float | None, fsync: str | None, max_fra
         obj.root = root_here.absolute()
     if socket_here is not None:
         obj.socket, obj.socket_given = socket_here.absolute(), True
-    from sessiond.daemon.config import ConfigError, build
+    from sessiond.common.config import ConfigError, build
     from sessiond.daemon.server import serve as run
 
     flags = {
@@ -115,15 +114,17 @@ def status(obj: Context, as_json: bool) -> None:
             st = c.status()
     except DaemonUnavailable as exc:
         if as_json:
-            click.echo(msgspec.json.encode({"running": False, "socket": str(obj.socket), "error": str(exc)}))
+            echo_json({"running": False, "socket": str(obj.socket), "error": str(exc)})
         else:
             click.echo(f"sessiond: not running ({exc})", err=True)
         sys.exit(1)
+    import msgspec
+
     data = msgspec.to_builtins(st)
     data.pop("op", None)
     data.pop("id", None)
     if as_json:
-        click.echo(msgspec.json.encode({"running": True, **data}))
+        echo_json({"running": True, **data})
         return
     cfg = st.config
     click.echo(f"sessiond {st.version}: pid {st.pid}, up {duration(st.uptime)}")
@@ -142,16 +143,34 @@ def status(obj: Context, as_json: bool) -> None:
 @cli.command()
 @click.option("--session", default=None, help="Only this session's files.")
 @click.option("--durable", is_flag=True, help="Also fdatasync what was written.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The count of files flushed as one JSON object.")
 @click.pass_obj
 def flush(obj: Context, session: str | None, durable: bool, as_json: bool) -> None:
     """Wait until everything accepted so far is written (and synced with --durable)."""
     with obj.client() as c:
         res = c.flush(session, durable=durable)
     if as_json:
-        click.echo(msgspec.json.encode({"files": res.files, "durable": durable}))
+        echo_json({"files": res.files, "durable": durable})
     else:
         click.echo(f"flushed {res.files} file{'s' if res.files != 1 else ''}{' (synced)' if durable else ''}")
+
+
+def _service_files(obj: Context, kind: str) -> dict[Path, bytes]:
+    """What install-service writes: the units for this store and socket."""
+    from .. import service
+
+    exe = service.executable()
+    root = str(obj.root) if obj.root else None
+    if kind == "launchd":
+        return {service.launchd_path(): service.launchd_plist(exe, str(obj.socket), root)}
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    generic = runtime is not None and obj.socket == Path(runtime) / "sessiond" / "sessiond.sock"
+    units = service.systemd_units(exe, root, None if generic else str(obj.socket))
+    return {service.systemd_dir() / name: text.encode() for name, text in units.items()}
+
+
+def _service_kind(kind: str | None) -> str:
+    return kind or ("launchd" if sys.platform == "darwin" else "systemd")
 
 
 @cli.command("install-service")
@@ -160,16 +179,14 @@ def flush(obj: Context, session: str | None, durable: bool, as_json: bool) -> No
 @click.option("--print", "print_only", is_flag=True, help="Print the files instead of writing them.")
 @click.pass_obj
 def install_service(obj: Context, kind: str | None, print_only: bool) -> None:
-    """Write the service files for the current user, with this executable's path."""
+    """Write the service files for this user: this executable, store and socket."""
     from .. import service
 
-    kind = kind or ("launchd" if sys.platform == "darwin" else "systemd")
-    exe = service.executable()
+    kind = _service_kind(kind)
+    files = _service_files(obj, kind)
     if kind == "systemd":
-        files = {service.systemd_dir() / name: text.encode() for name, text in service.systemd_units(exe).items()}
         enable = "systemctl --user daemon-reload && systemctl --user enable --now sessiond.socket"
     else:
-        files = {service.launchd_path(): service.launchd_plist(exe, str(obj.socket))}
         enable = f"launchctl bootstrap gui/{os.getuid()} {service.launchd_path()}"
     for path, data in files.items():
         if print_only:
@@ -186,3 +203,32 @@ def install_service(obj: Context, kind: str | None, print_only: bool) -> None:
         click.echo(f"enable it with: {enable}")
 
 
+@cli.command("uninstall-service")
+@click.option("--systemd", "kind", flag_value="systemd", help="The systemd user units (default on Linux).")
+@click.option("--launchd", "kind", flag_value="launchd", help="The launchd user agent (default on macOS).")
+@click.pass_obj
+def uninstall_service(obj: Context, kind: str | None) -> None:
+    """Remove the service files install-service wrote (transcripts are untouched).
+
+    Refuses while the units are enabled: disable them first (the command is
+    printed), so systemd is never left pointing at missing files."""
+    from .. import service
+
+    kind = _service_kind(kind)
+    if kind == "systemd" and service.enabled_links():
+        raise SessiondError("the units are enabled; first run: systemctl --user disable --now sessiond.socket sessiond.service",
+                            code="bad_request")
+    removed = 0
+    for path in _service_files(obj, kind):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed += 1
+        click.echo(f"removed {path}")
+    if not removed:
+        click.echo("no service files installed", err=True)
+    elif kind == "systemd":
+        click.echo("then: systemctl --user daemon-reload")
+    else:
+        click.echo(f"if it is still loaded: launchctl bootout gui/{os.getuid()}/{service.LAUNCHD_LABEL}")

@@ -1,4 +1,4 @@
-"""pull and push: a session through the NATS JetStream mirror (see daemon/mirror/).
+"""pull and push: a session through the NATS JetStream mirror (see common/mirror/).
 
 Both talk to NATS from this process with the daemon's own ``[mirror]`` settings
 (the same config file), so they work with no daemon running and need no new
@@ -19,19 +19,16 @@ it writes; push covers sessions nobody writes any more).
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
 
 import click
-import msgspec
 
 from sessiond.protocol.wire.errors import SessiondError, not_found
 
 from . import Context, cli
-from .output import size
+from .output import echo_json, size
 
 FLUSH_BYTES = 4 * 1024 * 1024
 CONNECT_TIMEOUT = 15.0
@@ -39,7 +36,9 @@ CONNECT_TIMEOUT = 15.0
 
 def _mirror_settings(obj: Context, config_path: Path | None, servers: tuple[str, ...]):
     """(settings, root): the daemon's [mirror] table, ``--server`` overriding its servers."""
-    from sessiond.daemon.config import ConfigError, MirrorFileConfig, build, mirror_settings
+    import msgspec
+
+    from sessiond.common.config import ConfigError, MirrorFileConfig, build, mirror_settings
 
     try:
         settings = build({"root": str(obj.root) if obj.root else None}, config_path)
@@ -52,8 +51,11 @@ def _mirror_settings(obj: Context, config_path: Path | None, servers: tuple[str,
         from sessiond.protocol.locations import config_path as default_config
 
         where = config_path or settings.config_file or default_config()
+        if not where.exists():
+            raise SessiondError(f"no mirror configured: there is no config file {where}; create it with a [mirror] "
+                                "section (servers = [\"nats://host:4222\"]) or pass --server URL", code="bad_request")
         raise SessiondError(f"no [mirror] section in {where} (and no --server given)", code="bad_request")
-    from sessiond.daemon.mirror import require_client
+    from sessiond.common.mirror import require_client
 
     try:
         require_client()
@@ -64,6 +66,8 @@ def _mirror_settings(obj: Context, config_path: Path | None, servers: tuple[str,
 
 def _run(coro, timeout: float):
     """Run a NATS coroutine; its failures become one line on stderr."""
+    import asyncio
+
     import nats.errors
 
     async def bounded():
@@ -160,7 +164,7 @@ class FileSink:
 
 async def hydrate(cfg, root: Path, sessions: list[str], project_override: str | None) -> list[dict]:
     """Copy every file of each session from the stream under ``root``; summaries."""
-    from sessiond.daemon.mirror import connect
+    from sessiond.common.mirror import connect
 
     nc = await connect(cfg, "sessiond-pull", forever=False)
     try:
@@ -262,7 +266,7 @@ async def _newest_project(js, cfg, session: str) -> tuple[str, str, int]:
 @click.option("--server", "servers", multiple=True, help="NATS URL (default: [mirror] servers of the config file).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Config file with the [mirror] section.")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds for the whole pull.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per session pulled, one per line.")
 @click.pass_obj
 def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: tuple[str, ...], config_path: Path | None, timeout: float, as_json: bool) -> None:
     """Hydrate sessions (subagent files included) from the mirror, byte-identical."""
@@ -274,7 +278,7 @@ def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: t
     results = _run(hydrate(cfg, root, list(session_ids), override), timeout)
     for res in results:
         if as_json:
-            click.echo(msgspec.json.encode(res))
+            echo_json(res)
             continue
         click.echo(f"pulled {res['sessionId']}: {res['files']} file{'s' if res['files'] != 1 else ''}, "
                    f"{size(res['bytesAdded'])} new, {size(res['bytesPresent'])} already here")
@@ -286,7 +290,7 @@ def hydrate_missing(obj: Context, session_id: str, timeout: float = 60.0) -> Pat
     """``show``/``resume`` of a session that is not local: pull it from the mirror
     when one is configured. None when no mirror is configured or the stream does
     not have it; a mirror that cannot be reached is an error saying so."""
-    from sessiond.daemon.config import ConfigError, build
+    from sessiond.common.config import ConfigError, build
 
     try:
         settings = build({"root": str(obj.root) if obj.root else None})
@@ -325,7 +329,10 @@ def session_files(root: Path, session: str, cwd: str | None) -> list[Path]:
 
 
 async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:
-    from sessiond.daemon.mirror import Mirror
+    import asyncio
+    import logging
+
+    from sessiond.common.mirror import Mirror
 
     logging.getLogger("sessiond").setLevel(logging.ERROR)  # the daemon's retry chatter: the outcome is reported
     mirror = Mirror(cfg, root, asyncio.get_running_loop(), name="sessiond-push", forever=False)
@@ -358,8 +365,8 @@ async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--server", "servers", multiple=True, help="NATS URL (default: [mirror] servers of the config file).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Config file with the [mirror] section.")
-@click.option("--timeout", type=float, default=120.0, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds for the whole push.")
+@click.option("--json", "as_json", is_flag=True, help="What was published as one JSON object.")
 @click.pass_obj
 def push(obj: Context, session_id: str, cwd: str | None, servers: tuple[str, ...], config_path: Path | None, timeout: float, as_json: bool) -> None:
     """Backfill a local session into the mirror (only what the stream lacks)."""
@@ -371,7 +378,7 @@ def push(obj: Context, session_id: str, cwd: str | None, servers: tuple[str, ...
     res = _run(backfill(cfg, root, paths, timeout), timeout + 5)
     res["sessionId"] = session_id
     if as_json:
-        click.echo(msgspec.json.encode(res))
+        echo_json(res)
     else:
         click.echo(f"pushed {session_id}: {res['files']} file{'s' if res['files'] != 1 else ''}, "
                    f"{size(res['bytesPublished'])} published")

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
-from datetime import datetime
+from datetime import date, datetime, timezone
 
 import click
+
+
+def echo_json(obj) -> None:
+    """``--json`` output: one JSON document on one line (msgspec imported only
+    when a command prints one)."""
+    import msgspec
+
+    click.echo(msgspec.json.encode(obj))
 
 
 def duration(seconds: float) -> str:
@@ -29,6 +38,41 @@ def size(n: int) -> str:
 def clip(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def clip_left(text: str, width: int) -> str:
+    """The end of a path is what tells projects apart: cut from the left."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
+
+
+def home_relative(path: str) -> str:
+    home = os.path.expanduser("~")
+    return "~" + path[len(home):] if home != "/" and (path == home or path.startswith(home + "/")) else path
+
+
+def skipped_lines(numbers: list[int], shown: int = 5) -> str:
+    """``3 lines skipped (2, 7, 9)``: one summary for any number of bad lines."""
+    n = len(numbers)
+    listed = ", ".join(map(str, numbers[:shown])) + (", …" if n > shown else "")
+    return f"{n} line{'s' if n != 1 else ''} skipped ({'line' if n == 1 else 'lines'} {listed})"
+
+
+def local_time(iso: str | None, today: date | None = None) -> str:
+    """An entry's ISO-8601 UTC timestamp in the local time zone (``TZ``): the time
+    alone when it is today, else the date too, so a jump from last year to today
+    shows. ``?`` for a missing or unreadable timestamp."""
+    if not iso:
+        return "?"
+    try:
+        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return "?"
+    if when.tzinfo is None:  # no zone: taken as UTC, as transcripts write it
+        when = when.replace(tzinfo=timezone.utc)
+    when = when.astimezone()
+    if when.date() == (today or datetime.now().astimezone().date()):
+        return when.strftime("%H:%M:%S")
+    return when.strftime("%Y-%m-%d %H:%M")
 
 
 def age(now: float, iso: str | None) -> str:

@@ -18,14 +18,12 @@ import uuid as uuidlib
 from pathlib import Path
 
 import click
-import msgspec
 
 from sessiond.protocol.locations import default_root
-from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request, not_found
 
 from . import Context, cli
-from .transcript_view import render
+from .output import echo_json, local_time, skipped_lines
 
 
 def _where(cwd: str | None) -> str:
@@ -63,45 +61,102 @@ def locate(obj: Context, target: str, cwd: str | None):
     return Path(loc.path), loc
 
 
-def _print(result, as_json: bool) -> None:
+def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True) -> None:
+    """JSON for programs; for a person the rendered conversation, in colour on
+    a terminal (unless ``NO_COLOR``), through ``$PAGER`` (``less`` by default)
+    when it is longer than the screen."""
     if as_json:
-        click.echo(msgspec.json.encode(result))
+        echo_json(result)
+        return
+    tty = sys.stdout.isatty()
+    color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    from .transcript_view import render
+
+    text = render(result, all_entries=all_entries, color=color)
+    import shutil
+
+    if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
+        click.echo_via_pager(text, color=color)
     else:
-        click.echo(render(result))
+        click.echo(text, color=color)
+
+
+def view_options(f):
+    """How a conversation is shown to a person (show, resume, continue)."""
+    f = click.option("--no-pager", "no_pager", is_flag=True, help="Never page the output (default: $PAGER or less on a terminal).")(f)
+    f = click.option("--all-entries", is_flag=True, help="Show attachments and system entries too (by default only counted).")(f)
+    return f
+
+
+def refuse_unusable(path: Path, result) -> None:
+    """A file that holds no conversation (empty, not a transcript, summaries or
+    metadata only) is an error in one line, not an empty "session ?"."""
+    if result.chain:
+        return
+    from sessiond.protocol.transcript.health import check_file
+
+    h = check_file(path)
+    if h.bytes == 0 or h.lines == 0:
+        raise SessiondError(f"{path} is empty: no transcript entries", code="bad_request")
+    if len(h.unparseableLines) + h.tornTail >= h.lines:
+        raise SessiondError(f"{path} is not a transcript: none of its {h.lines} lines is a transcript entry", code="bad_request")
+    raise SessiondError(f"{path} holds no conversation: {h.lines} entries but no user or assistant message", code="bad_request")
+
+
+def report_skipped(path: Path, skipped: int) -> None:
+    """Lines no reader could use, in one summary line; they make the exit 1."""
+    if not skipped:
+        return
+    from sessiond.protocol.transcript.health import check_file
+
+    h = check_file(path)
+    numbers = h.unparseableLines + ([h.lines] if h.tornTail else [])
+    text = skipped_lines(numbers) if len(numbers) == skipped else f"{skipped} line{'s' if skipped != 1 else ''} skipped"
+    click.echo(f"sessiond: {text} of {path}: unreadable", err=True)
+    sys.exit(1)
 
 
 @cli.command()
 @click.argument("target", metavar="ID|PATH")
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
+@view_options
 @click.pass_obj
-def show(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
-    """Show the conversation a resume would restore (never starts a daemon)."""
+def show(obj: Context, target: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
+    """Show the conversation a resume would restore (never starts a daemon).
+
+    Exit 1 when the file holds no conversation (empty, not a transcript,
+    metadata only) or had unreadable lines (counted in one line on stderr)."""
     from sessiond.protocol.transcript.resume import load_transcript
 
     path, loc = locate(obj, target, cwd)
+    result = load_transcript(path)
+    refuse_unusable(path, result)
     if loc is not None and not loc.same_repo:
         click.echo(f"sessiond: session of another project; to resume it: {loc.resume_hint()}", err=True)
-    _print(load_transcript(path), as_json)
+    _print(result, as_json, all_entries=all_entries, pager=not no_pager)
+    report_skipped(path, result.skippedLines)
 
 
 @cli.command()
 @click.argument("session_id", metavar="ID")
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
+@view_options
 @click.pass_obj
-def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool) -> None:
+def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
     """Resume a session: show it and make the daemon adopt its file."""
     from sessiond.protocol.transcript.paths import check_session_id
 
-    _resume(obj, check_session_id(session_id), cwd, as_json)
+    _resume(obj, check_session_id(session_id), cwd, as_json, all_entries=all_entries, pager=not no_pager)
 
 
 @cli.command("continue")
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
+@view_options
 @click.pass_obj
-def continue_cmd(obj: Context, cwd: str | None, as_json: bool) -> None:
+def continue_cmd(obj: Context, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
     """Resume the most recent session of the project."""
     from sessiond.protocol.transcript import listing, lookup
 
@@ -110,15 +165,16 @@ def continue_cmd(obj: Context, cwd: str | None, as_json: bool) -> None:
     latest = listing.list_sessions(dirs, limit=1) if dirs else []
     if not latest:
         raise not_found(f"no session to continue in {where}")
-    _resume(obj, latest[0].sessionId, where, as_json)
+    _resume(obj, latest[0].sessionId, where, as_json, all_entries=all_entries, pager=not no_pager)
 
 
-def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool) -> None:
+def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, **view) -> None:
     from sessiond.protocol.transcript.resume import load_transcript
+    from sessiond.protocol.wire import messages as m
 
     with obj.client() as client:
         # Flush before the lookup: a session whose first entries were only just
-        # acknowledged may not have its file yet (files are created off the loop).
+        # acknowledged (even as `queued`) may not have its file yet.
         client.flush(session_id)  # everything acknowledged so far is in the file
         path, loc = locate(obj, session_id, cwd)
         if loc is not None and not loc.same_repo:
@@ -126,37 +182,46 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool) -> No
             click.echo(f"sessiond: session {session_id} belongs to another project; run:\n  {hint}", err=True)
             sys.exit(1)
         result = load_transcript(path)
+        refuse_unusable(path, result)
         client.call(m.Adopt(id=client.next_id(), session=session_id, path=str(path)))
-    _print(result, as_json)
+    _print(result, as_json, **view)
 
 
 @cli.command()
 @click.argument("target", metavar="ID|PATH")
-@click.option("--cwd", default=None, help="Project directory (default: the current directory).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--cwd", default=None, help="Where the fork works: its project dir and recorded cwd (default: the original's).")
+@click.option("--json", "as_json", is_flag=True, help="The new id, the source id, the message count and the cwd as one JSON object.")
 @click.pass_obj
 def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
     """Start a new session seeded with the old one's chain; prints the new id."""
-    from sessiond.protocol.transcript.resume import load_transcript
-
-    path, loc = locate(obj, target, cwd)
-    result = load_transcript(path)
-    entries = fork_entries(path, result.chain)
-    if not entries:
-        raise SessiondError(f"{path} has no conversation to fork", code="bad_request")
-    new_id = str(uuidlib.uuid4())
-    for e in entries:
-        e["sessionId"] = new_id
-    session_cwd = (loc.cwd if loc is not None and loc.cwd else None) or entries[0].get("cwd") or _where(cwd)
+    from sessiond.protocol.transcript.paths import check_session_id, is_session_id
     from sessiond.protocol.transcript.reencode import encode_entry
+    from sessiond.protocol.transcript.resume import load_transcript
+    from sessiond.protocol.wire import messages as m
 
-    lines = [encode_entry(e) for e in entries]
     with obj.client() as client:
+        if is_session_id(target):  # acknowledged as queued, it may have no file before the next drain
+            client.flush(check_session_id(target))
+        path, loc = locate(obj, target, cwd)
+        result = load_transcript(path)
+        refuse_unusable(path, result)
+        entries = fork_entries(path, result.chain)
+        if not entries:
+            raise SessiondError(f"{path} has no conversation to fork", code="bad_request")
+        new_id = str(uuidlib.uuid4())
+        # --cwd says where the fork works: its project dir, and the cwd its entries
+        # record (so list and resume there find it in place). Else the original's.
+        session_cwd = _where(cwd) if cwd else (loc.cwd if loc is not None and loc.cwd else None) or entries[0].get("cwd") or _where(None)
+        for e in entries:
+            e["sessionId"] = new_id
+            if cwd:
+                e["cwd"] = session_cwd
+        lines = [encode_entry(e) for e in entries]
         for i in range(0, len(lines), 256):
             client.call(m.Append(id=client.next_id(), session=new_id, cwd=session_cwd, entries=lines[i : i + 256], durability="written"))
         client.call(m.Close(id=client.next_id(), session=new_id))
     if as_json:
-        click.echo(msgspec.json.encode({"sessionId": new_id, "forkedFrom": result.sessionId, "messages": len(entries), "cwd": session_cwd}))
+        echo_json({"sessionId": new_id, "forkedFrom": result.sessionId, "messages": len(entries), "cwd": session_cwd})
     else:
         click.echo(new_id)
 
@@ -199,19 +264,27 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
     """The last entries of a transcript, and with -f the new ones as they arrive.
 
     Reads the file (whole lines only: a line still being written is waited for),
-    so it follows any writer, the daemon or not."""
+    so it follows any writer, the daemon or not. Exit 1 when the file is empty
+    or not a transcript, or when shown lines were unreadable (one summary)."""
     import time
 
     from sessiond.protocol.transcript.regular import open_regular
 
     path, _ = locate(obj, target, cwd)
+    bad: list[int] = []
+    shown = 0
     with os.fdopen(open_regular(path), "rb") as f:
         data = f.read()
         whole = data[: data.rfind(b"\n") + 1]
         offset = len(whole)
-        for line in whole.splitlines()[-count:] if count else []:
-            _print_entry(line, as_json)
+        lines = whole.splitlines()
+        first = max(0, len(lines) - count) if count else len(lines)
+        for number, line in enumerate(lines[first:], first + 1):
+            shown += _tail_entry(line, number, as_json, bad)
+        numbered = len(lines)
         if not follow:
+            if count:
+                _tail_verdict(path, data, shown, bad)
             return
         sys.stdout.flush()
         try:
@@ -221,38 +294,60 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
                 end = more.rfind(b"\n") + 1
                 if end:
                     for line in more[:end].splitlines():
-                        _print_entry(line, as_json)
+                        numbered += 1
+                        _tail_entry(line, numbered, as_json, bad)
                     sys.stdout.flush()  # a pipe reader sees each entry as it comes
                     offset += end
                 elif os.path.getsize(path) < offset:  # truncated or replaced: start over
-                    offset = 0
+                    offset = numbered = 0
                 time.sleep(interval)
         except KeyboardInterrupt:
-            return
+            _tail_verdict(path, b"x", 1, bad)
 
 
-def _print_entry(line: bytes, as_json: bool) -> None:
-    from .transcript_view import one_line, render_blocks
-
+def _tail_entry(line: bytes, number: int, as_json: bool, bad: list[int]) -> bool:
+    """Print one line; an unreadable one is only counted (one summary at the end)."""
     if not line.strip():
-        return
-    if as_json:
-        click.echo(line.decode("utf-8", "replace"))
-        return
+        return False
+    if _print_entry(line, as_json):
+        return True
+    bad.append(number)
+    return False
+
+
+def _tail_verdict(path: Path, data: bytes, shown: int, bad: list[int]) -> None:
+    if not data.strip():
+        raise SessiondError(f"{path} is empty: no transcript entries", code="bad_request")
+    if not shown:
+        what = f"none of its last {len(bad)} lines is" if bad else "it has no whole line, let alone"
+        raise SessiondError(f"{path} is not a transcript: {what} a transcript entry", code="bad_request")
+    if bad:
+        click.echo(f"sessiond: {skipped_lines(bad)} of {path}: unreadable", err=True)
+        sys.exit(1)
+
+
+def _print_entry(line: bytes, as_json: bool) -> bool:
+    """Print one entry; False (nothing printed) when the line is not one."""
     from sessiond.protocol.transcript.entries import decode_object
+
+    from .transcript_view import one_line, render_blocks
 
     e = decode_object(line)  # a lone surrogate reads as U+FFFD, as everywhere
     if e is None:
-        click.echo("?? (unreadable line)")
-        return
+        return False
+    if as_json:
+        click.echo(line.decode("utf-8", "replace"))
+        return True
     kind = e.get("type", "?")
-    when = (e.get("timestamp") or "")[11:19].ljust(8)
+    stamp = e.get("timestamp")
+    when = (local_time(stamp) if isinstance(stamp, str) else "").ljust(16)
     if kind in ("user", "assistant"):
         body = render_blocks((e.get("message") or {}).get("content"))
         first, *rest = body or [""]
         click.echo(f"{when} {kind:15} {one_line(first, 200)}")
         for extra in rest:
-            click.echo(f"{'':24} {one_line(extra, 200)}")
+            click.echo(f"{'':32} {one_line(extra, 200)}")
     else:
         detail = next((e[k] for k in ("customTitle", "aiTitle", "lastPrompt", "summary", "tag", "mode", "subtype", "content") if e.get(k)), "")
         click.echo(f"{when} {kind:15} {one_line(str(detail), 160)}".rstrip())
+    return True

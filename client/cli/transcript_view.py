@@ -1,14 +1,16 @@
 """A resumed conversation as text a person can read in a terminal.
 
 Roles as headers, message text as is (long text shortened), tool calls as one
-line with their input, tool results as one shortened line, thinking hidden.
+line with their input, tool results as one shortened line, thinking hidden,
+attachments and system entries left out and counted at the end (hook output
+and reminders outnumber the conversation in real transcripts).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import msgspec
+from .output import local_time
 
 TEXT_MAX = 2000
 TOOL_MAX = 160
@@ -44,6 +46,8 @@ def render_blocks(content: Any) -> list[str]:
         if kind == "text" and block.get("text", "").strip():
             out.append(shorten(block["text"], TEXT_MAX))
         elif kind == "tool_use":
+            import msgspec
+
             args = msgspec.json.encode(block.get("input", {})).decode()
             out.append(f"  → {block.get('name', 'tool')}({one_line(args, TOOL_MAX)})")
         elif kind == "tool_result":
@@ -54,18 +58,49 @@ def render_blocks(content: Any) -> list[str]:
     return out
 
 
-def render(result: Any) -> str:
-    """The whole conversation of a ``Resumed`` result."""
+def _first_prompt(messages: list[dict]) -> str | None:
+    for msg in messages:
+        if msg.get("type") == "user" and not msg.get("isMeta"):
+            content = (msg.get("message") or {}).get("content")
+            texts = [content] if isinstance(content, str) else [b.get("text", "") for b in content or []
+                                                                 if isinstance(b, dict) and b.get("type") == "text"]
+            text = " ".join(t for t in texts if t.strip())
+            if text.strip() and not text.lstrip().startswith("<"):
+                return one_line(text, 80)
+    return None
+
+
+def _noise(kind: str, msg: dict) -> str:
+    if kind == "system":
+        return f"·· system: {one_line(str(msg.get('content') or msg.get('subtype') or 'system'), RESULT_MAX)}"
+    return f"·· attachment: {(msg.get('attachment') or {}).get('type', '?')}"
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def render(result: Any, *, all_entries: bool = False, color: bool = False) -> str:
+    """The whole conversation of a ``Resumed`` result. Attachments and system
+    entries are only counted (last line) unless ``all_entries``; ``color`` adds
+    ANSI styles (the caller decides: a terminal, and no ``NO_COLOR``)."""
+    import click
+
+    def paint(text: str, **style: Any) -> str:
+        return click.style(text, **style) if color else text
+
     lines: list[str] = []
     meta = result.metadata
-    title = meta.get("customTitle") or meta.get("aiTitle") or meta.get("summary")
-    lines.append(f"session {result.sessionId or '?'}" + (f" — {title}" if title else ""))
+    title = meta.get("customTitle") or meta.get("aiTitle") or meta.get("summary") or _first_prompt(result.messages) or "(untitled)"
+    lines.append(paint(f"session {result.sessionId or '?'} — {title}", bold=True))
     lines.append(f"file    {result.path}")
     lines.append("")
     last_turn = None
+    hidden = {"attachment": 0, "system": 0}
     for msg in result.messages:
         kind = msg.get("type")
-        when = (msg.get("timestamp") or "")[:16].replace("T", " ")
+        stamp = msg.get("timestamp")
+        when = local_time(stamp) if isinstance(stamp, str) else ""
         if kind in ("user", "assistant"):
             inner = msg.get("message") or {}
             content = inner.get("content")
@@ -78,15 +113,14 @@ def render(result: Any) -> str:
             turn = ("assistant", inner.get("id")) if kind == "assistant" else ("results",) if results_only else None
             if turn is None or turn != last_turn and not results_only:
                 tag = " (synthetic)" if msg.get("synthetic") else ""
-                lines.append(f"── {kind}{tag} {when} ".ljust(60, "─"))
+                lines.append(paint(f"── {kind}{tag} {when} ".ljust(60, "─"), fg="cyan" if kind == "user" else "green", bold=True))
             last_turn = turn
-            lines.extend(body)
-        elif kind == "system":
-            text = msg.get("content") or msg.get("subtype") or "system"
-            lines.append(f"·· system: {one_line(str(text), RESULT_MAX)}")
-        elif kind == "attachment":
-            att = msg.get("attachment") or {}
-            lines.append(f"·· attachment: {att.get('type', '?')}")
+            lines.extend(paint(b, dim=True) if b.startswith("  ") else b for b in body)
+        elif kind in ("system", "attachment"):
+            if all_entries:
+                lines.append(paint(_noise(kind, msg), dim=True))
+            else:
+                hidden[kind] += 1
     lines.append("")
     state = {"none": "turn complete", "interrupted_turn": "interrupted mid-turn", "interrupted_prompt": "last prompt got no answer"}
     lines.append(f"{len(result.chain)} messages; {state.get(result.interruption, result.interruption)}")
@@ -101,4 +135,8 @@ def render(result: Any) -> str:
         lines.append(f"chain length differs from the last turn checkpoint by {result.consistencyDelta}")
     if result.subagents:
         lines.append(f"subagents: {', '.join(result.subagents)}")
+    if any(hidden.values()):
+        what = " and ".join(_plural(n, one, many) for n, one, many in (
+            (hidden["attachment"], "attachment", "attachments"), (hidden["system"], "system entry", "system entries")) if n)
+        lines.append(paint(f"{what} not shown (--all-entries shows them)", dim=True))
     return "\n".join(lines)

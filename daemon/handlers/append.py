@@ -13,7 +13,7 @@ from .completion import after_all
 
 if TYPE_CHECKING:
     from ..connection import Connection
-    from ..sessions import Routed, Target
+    from ..sessions import Routed, SessionState, Target
 
 
 def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
@@ -29,7 +29,7 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
         daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
     conn.attach(state)
     routed = daemon.registry.accept(state, headers, req.entries, req.agent, req.run, resend=req.resend)
-    return _ack(conn, req.id, req.durability, routed)
+    return _ack(conn, req.id, req.durability, routed, state)
 
 
 def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
@@ -70,11 +70,12 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
         target.last, target.cursor = cursor.tip, cursor  # the tip, not the last entry written
     routed.duplicates += duplicates
     routed.last = last
-    return _ack(conn, req.id, req.durability, routed)
+    return _ack(conn, req.id, req.durability, routed, state)
 
 
-def _ack(conn: Connection, rid: int, durability: str, routed: Routed) -> m.Response | None:
-    result = m.Appended(id=rid, accepted=routed.accepted, duplicates=routed.duplicates, last=routed.last)
+def _ack(conn: Connection, rid: int, durability: str, routed: Routed, state: SessionState) -> m.Response | None:
+    result = m.Appended(id=rid, accepted=routed.accepted, duplicates=routed.duplicates, last=routed.last,
+                        pending=0 if state.materialized else len(state.pending))
     if durability == "queued" or not routed.queues:
         return result
     writer = conn.daemon.writer

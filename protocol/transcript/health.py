@@ -1,10 +1,13 @@
 """``sessiond check``: what is wrong with a transcript file, without changing it.
 
-Problems that make a file unhealthy: a torn last line (a writer died mid-line),
-unparseable lines in the middle, duplicate uuids (within the main chain or within
-the sidechains), dangling parents (a ``parentUuid`` naming no entry of the file:
-an entry was lost). Tool uses without a result are reported but are not damage:
-every interrupted turn ends with one.
+Unhealthy is reserved for what loses or confuses data: a torn last line (a
+writer died mid-line; ``repair`` moves it aside), unparseable lines in the
+middle (their content is lost to every reader), duplicate uuids (within the main
+chain or within the sidechains: two writers, or a bug). A dangling parent (a
+``parentUuid`` naming no entry of the file) is a warning: resume bridges it to
+the nearest earlier message without losing a message, and Claude Code's own
+files have them (entries it never writes, such as progress lines). Tool uses
+without a result are informational: every interrupted turn ends with one.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ class Health(msgspec.Struct):
     danglingParents: list[str]
     unansweredToolUses: list[str]
     healthy: bool
+    """Nothing lost or confused: no torn tail, unparseable line or duplicate uuid."""
+    verdict: str = "ok"
+    """``ok``; ``warning``: healthy, with something resume repairs on the fly
+    (dangling parents, bridged); ``unhealthy``."""
 
 
 def check_file(path: Path | str) -> Health:
@@ -108,6 +115,7 @@ def check_file(path: Path | str) -> Health:
     uuids = {u for _, u in seen}
     dangling = [p for p in parents if p not in uuids]
     unanswered = [u for u in uses if u not in results]
+    healthy = not (torn or bad or dups)
     return Health(
         path=str(path),
         bytes=size,
@@ -117,7 +125,8 @@ def check_file(path: Path | str) -> Health:
         duplicateUuids=dups,
         danglingParents=dangling,
         unansweredToolUses=unanswered,
-        healthy=not (torn or bad or dups or dangling),
+        healthy=healthy,
+        verdict="unhealthy" if not healthy else "warning" if dangling else "ok",
     )
 
 

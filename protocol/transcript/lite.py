@@ -39,8 +39,9 @@ from typing import Any, Final
 
 import msgspec
 
-from .regular import open_regular
 from .entries import MATERIALIZING_TYPES, decode_object, mask_lone_surrogates
+from .regular import open_regular
+from .session_info import SessionInfo  # noqa: F401  (what the lite read fills; listing and the catalog import it from here)
 
 LITE_WINDOW: Final = 65536
 """Bytes read at each end of a file (Claude Code's LITE_READ_BUF_SIZE)."""
@@ -67,25 +68,6 @@ def default_opener(path: str) -> int:
 # --------------------------------------------------------------------------- types
 
 
-class SessionInfo(msgspec.Struct):
-    """One listed session; ``msgspec.to_builtins`` of it is the ``list --json`` object."""
-
-    sessionId: str
-    path: str
-    title: str | None
-    firstPrompt: str | None
-    lastPrompt: str | None
-    customTitle: str | None
-    aiTitle: str | None
-    summary: str | None
-    tag: str | None
-    createdAt: str | None
-    modifiedAt: str
-    size: int
-    cwd: str | None
-    gitBranch: str | None
-
-
 class LiteInfo(msgspec.Struct, kw_only=True):
     """Everything the two windows say about one file, listable or not."""
 
@@ -105,6 +87,8 @@ class LiteInfo(msgspec.Struct, kw_only=True):
     last_prompt: str | None = None
     tag: str | None = None
     summary: str | None = None
+    last_entry_at: str | None = None
+    message_count: int | None = None
 
     @property
     def listable(self) -> bool:
@@ -132,6 +116,8 @@ class LiteInfo(msgspec.Struct, kw_only=True):
             size=self.size,
             cwd=self.cwd,
             gitBranch=self.git_branch,
+            lastEntryAt=self.last_entry_at,
+            messageCount=self.message_count,
         )
 
 
@@ -535,6 +521,76 @@ def _tail_probe(buf: bytes, start: int, end: int, st: _HeadState) -> None:
             return
 
 
+# ------------------------------------------------ last write and message count
+
+
+class _Stamp(msgspec.Struct):
+    timestamp: str | None = None
+
+
+class _Counted(msgspec.Struct):
+    type: str | None = None
+    subtype: str | None = None
+    messageCount: int | None = None
+    isSidechain: bool | None = None
+
+
+_stamp_dec = msgspec.json.Decoder(_Stamp)
+_counted_dec = msgspec.json.Decoder(_Counted)
+_counted_list_dec = msgspec.json.Decoder(list[_Counted])
+_STAMP_KEY: Final = b'"timestamp":"'
+_TURN_KEY: Final = b'"subtype":"turn_duration"'
+_CANDIDATES: Final = 8
+"""Newest lines with the key looked at before giving up (a nested object can
+carry the key; a top-level one is almost always on the newest line)."""
+
+
+def _newest_with(buf: bytes, start: int, end: int, key: bytes, dec: msgspec.json.Decoder, ok: Callable[[Any], bool]) -> Any:
+    """The newest complete line of ``buf[start:end]`` holding ``key`` whose
+    top-level decode passes ``ok`` (found by a C-level ``rfind``, one decode per
+    candidate line), or None."""
+    pos = end
+    for _ in range(_CANDIDATES):
+        i = buf.rfind(key, start, pos)
+        if i < 0:
+            return None
+        ls = buf.rfind(b"\n", start, i) + 1 or start
+        le = buf.find(b"\n", i, end)
+        try:
+            e = dec.decode(buf[ls : end if le < 0 else le])
+        except msgspec.DecodeError:
+            e = None
+        if e is not None and ok(e):
+            return e
+        pos = ls
+    return None
+
+
+def _counted_or_none(line: bytes) -> _Counted | None:
+    try:
+        return _counted_dec.decode(line)
+    except msgspec.DecodeError:
+        return None
+
+
+def _last_entry_at(buf: bytes, start: int, end: int) -> str | None:
+    e = _newest_with(buf, start, end, _STAMP_KEY, _stamp_dec, lambda e: isinstance(e.timestamp, str))
+    return e.timestamp if e is not None else None
+
+
+def _message_count(buf: bytes, start: int, end: int, whole: bool) -> int | None:
+    if whole:  # the whole file is here (64 KB at most): count
+        lines = [line for line in buf[start:end].split(b"\n") if b'"user"' in line or b'"assistant"' in line]
+        try:  # one decode for all of them; a bad line sends it back to one per line
+            entries = _counted_list_dec.decode(b"[" + b",".join(lines) + b"]")
+        except msgspec.DecodeError:
+            entries = [e for e in map(_counted_or_none, lines) if e is not None]
+        return sum(e.type in MATERIALIZING_TYPES and not e.isSidechain for e in entries)
+    e = _newest_with(buf, start, end, _TURN_KEY, _counted_dec,
+                     lambda e: e.subtype == "turn_duration" and isinstance(e.messageCount, int))
+    return e.messageCount if e is not None else None
+
+
 # ------------------------------------------------------------------ entry points
 
 
@@ -572,6 +628,9 @@ def parse_lite(head: bytes, tail: bytes | None, *, path: str = "", size: int | N
         for field, value in tail_fields.items():
             setattr(info, field, value)
 
+    if st.message and not (st.side or st.team):  # listed: when last written, how many messages
+        info.last_entry_at = _last_entry_at(buf, start, end)
+        info.message_count = _message_count(buf, start, end, whole)
     info.first_prompt = st.prompt or st.command
     info.created_at = st.created_at
     info.cwd = st.cwd

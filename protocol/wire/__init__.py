@@ -3,6 +3,6 @@
 
 Import the submodules directly. This package stays empty on purpose: the
 transcript modules import ``wire.errors``, and ``wire.messages`` imports
-``transcript.lite`` (the listing record), so eager re-exports here would make
+``transcript.session_info`` (the listing record), so eager re-exports here would make
 the import order matter.
 """

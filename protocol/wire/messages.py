@@ -14,7 +14,7 @@ from typing import Literal, Union
 import msgspec
 
 from ..transcript.importer import FileResult, SessionSource
-from ..transcript.lite import SessionInfo
+from ..transcript.session_info import SessionInfo
 from ..transcript.usage import Usage as UsageReport
 from ..trash import TrashEntry
 
@@ -226,6 +226,10 @@ class Appended(_Message):
     duplicates: int = 0
     last: str | None = None
     """Record only: uuid of the last chain participant, the next call's hint."""
+    pending: int = 0
+    """Entries of this session held before its first user/assistant message, in
+    no file yet (lazy materialization): written with that message, dropped if
+    the session closes without one. 0 once the session has its file."""
 
 
 class Flushed(_Message):

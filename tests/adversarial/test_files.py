@@ -400,7 +400,7 @@ def served_without_waiting(d, trace: Path, sid: str, deep_sid: str, deep: str, d
 def test_the_mirror_state_file_never_blocks_on_a_fifo(short_tmp):
     """The mirror saves its state file on the loop: a FIFO planted at it (or at
     its temp name) is refused at once, logged, never waited on."""
-    from sessiond.daemon.mirror.statefile import load_state, save_state
+    from sessiond.common.mirror.statefile import load_state, save_state
 
     state_file = short_tmp / ".sessiond-mirror.json"
     os.mkfifo(state_file)

@@ -235,8 +235,12 @@ def test_check_and_repair(daemon, short_tmp):
     assert r.returncode == 1
     h = json.loads(r.stdout)
     assert h["tornTail"] and h["danglingParents"] == ["gone"] and h["lines"] == 3 and not h["healthy"]
+    assert h["verdict"] == "unhealthy"
     r = daemon.cli("repair", str(bad), check=False)
-    assert b"moved a torn last line" in r.stdout and r.returncode == 1  # the dangling parent remains
+    # The torn tail was what lost data; the dangling parent left is what resume
+    # bridges: a warning, so the file is healthy now.
+    assert b"moved a torn last line" in r.stdout and r.returncode == 0
+    assert b"WARN " in r.stdout and b"resume bridges" in r.stdout
     assert bad.with_name("bad.jsonl.torn").exists()
     good = short_tmp / "good.jsonl"
     good.write_bytes(line(user("a")))

@@ -11,7 +11,7 @@ import uuid as uuidlib
 import msgspec
 from hypothesis import example, given, settings, strategies as st
 
-from sessiond.daemon.config import Settings
+from sessiond.common.config import Settings
 from sessiond.daemon.sessions import Registry
 from sessiond.daemon.writer import Stats, Writer
 from sessiond.protocol.transcript.entries import decode_headers

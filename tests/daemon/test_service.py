@@ -17,7 +17,7 @@ import pytest
 from sessiond.client import Client
 from sessiond.protocol.wire.errors import DaemonUnavailable
 from sessiond.client.service import launchd_plist, systemd_units
-from sessiond.daemon.config import ConfigError, build
+from sessiond.common.config import ConfigError, build
 from tests.conftest import REPO
 from tests.helpers import wait_until
 
@@ -123,8 +123,10 @@ def test_precedence_flags_over_env_over_file_over_defaults(tmp_path):
     assert (s.flush_interval, s.fsync, s.log_level) == (0.04, "never", "warning")
     s = build({"flush_interval_ms": 5.0}, cfg, environ={"SESSIOND_FLUSH_INTERVAL_MS": "40"})
     assert s.flush_interval == 0.005
-    s = build({}, tmp_path / "missing.toml", environ={})
+    s = build({}, tmp_path / "missing.toml", environ={}, required=False)  # the default file need not exist
     assert (s.flush_interval, s.fsync) == (0.1, "interval")
+    with pytest.raises(ConfigError, match="missing.toml: no such config file"):  # a file named with --config must
+        build({}, tmp_path / "missing.toml", environ={})
 
 
 @pytest.mark.parametrize(

@@ -88,13 +88,21 @@ def test_every_corpus_file_round_trips_through_sessiond_append(daemon):
     expectations = {}
     for i, path in enumerate(FILES):
         cwd, sid = f"/corpus/{i}", session_for(path)
-        out = daemon.cli("append", "--cwd", cwd, "--session", sid, "--json", str(path))
-        report = json.loads(out.stdout)
+        out = daemon.cli("append", "--cwd", cwd, "--session", sid, "--json", str(path), check=False)
         entries = parsed_lines(path)
         expected = expected_layout(entries)
         expectations[path.name] = (cwd, sid, expected)
+        if not entries:  # nothing to send: refused in one line
+            assert out.returncode == 1 and out.stderr.endswith(b"has no entries (it is empty); nothing written\n"), path.name
+            continue
+        report = json.loads(out.stdout)
         assert report["accepted"] + report["duplicates"] == len(entries), path.name
         assert report["skipped"] == (1 if "entireio__cli__37" in path.name else 0), path.name
+        # Main-file entries with no message to materialize them: said at once, exit 1.
+        unwritten = "main" not in expected and any(not e.get("isSidechain") for e in entries)
+        assert (report.get("pending", 0) > 0) == unwritten, path.name
+        assert (b"no file was written" in out.stderr) == unwritten, path.name
+        assert out.returncode == (1 if unwritten or report["skipped"] else 0), path.name
     daemon.cli("flush", "--durable")
     for name, (cwd, sid, expected) in expectations.items():
         assert actual_layout(daemon.root, cwd, sid) == expected, name

@@ -20,7 +20,7 @@ from sessiond.protocol.remote import (
 )
 from sessiond.protocol.wire.errors import MIRROR_UNAVAILABLE, SessiondError
 
-from ..config import ConfigError, MirrorSettings
+from sessiond.common.config import ConfigError, MirrorSettings
 
 log = logging.getLogger("sessiond")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from sessiond.protocol.remote import cut_at_line, read_range
 
-from ..config import MirrorSettings
+from sessiond.common.config import MirrorSettings
 from .tracking import TrackedFile
 
 

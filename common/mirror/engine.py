@@ -33,7 +33,7 @@ from sessiond.protocol.remote import (
 from sessiond.protocol.transcript.paths import projects_dir
 from sessiond.protocol.wire.errors import SessiondError
 
-from ..config import MirrorSettings
+from sessiond.common.config import MirrorSettings
 from .backlog import Backlog
 from .jetstream import (
     HDR_EXPECTED_SEQ,

@@ -33,7 +33,7 @@ class ConfigError(Exception):
 
 class MirrorSettings(msgspec.Struct, kw_only=True):
     """The ``[mirror]`` table: where sessions are mirrored (NATS JetStream), see
-    ``daemon/mirror/``. Present only when the table is in the config file."""
+    ``common/mirror/``. Present only when the table is in the config file."""
 
     servers: list[str]
     stream: str = "SESSIOND"
@@ -145,11 +145,14 @@ ENV = {
 }
 
 
-def read_file(path: Path) -> dict[str, Any]:
-    """The keys set in the config file (none when it does not exist)."""
+def read_file(path: Path, *, required: bool = False) -> dict[str, Any]:
+    """The keys set in the config file: none when it does not exist, unless it
+    was named explicitly (``required``: ``--config``), when that is an error."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
+        if required:
+            raise ConfigError(f"{path}: no such config file") from None
         return {}
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
@@ -187,11 +190,15 @@ def _keyed(exc: msgspec.ValidationError) -> str:
     return text
 
 
-def build(flags: dict[str, Any], path: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
-    """Settings from flags (only those given) > env > file > defaults."""
+def build(flags: dict[str, Any], path: Path | None = None, environ: dict[str, str] | None = None,
+          *, required: bool | None = None) -> Settings:
+    """Settings from flags (only those given) > env > file > defaults. A file
+    named by ``path`` (``--config``) must exist, unless ``required=False``
+    (a reload: the file may come later); the default one need not."""
+    required = path is not None if required is None else required
     path = path or config_path()
     merged: dict[str, Any] = {}
-    merged.update(read_file(path))
+    merged.update(read_file(path, required=required))
     merged.update(read_env(environ))
     merged.update({k: v for k, v in flags.items() if v is not None})
     settings = Settings(config_file=path)  # kept even while missing: a SIGHUP reads it once it exists
@@ -210,7 +217,10 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
 
     for key, value in values.items():
         if key == "root":
-            put("root", Path(os.path.expanduser(value)))
+            root = Path(os.path.expanduser(value))
+            if root.exists() and not root.is_dir():
+                raise ConfigError(f"root: {root} is not a directory")
+            put("root", root)
         elif key == "socket":
             put("socket", Path(os.path.expanduser(value)))
         elif key == "flush_interval_ms":
@@ -298,7 +308,7 @@ class Reloaded(msgspec.Struct):
 def reload(settings: Settings, flags: dict[str, Any]) -> Reloaded:
     """SIGHUP: re-read the file (flags and env still win), apply the keys that can
     change at run time, and name the others that changed, which cannot."""
-    fresh = build(flags, settings.config_file or config_path())
+    fresh = build(flags, settings.config_file or config_path(), required=False)
     before = {k: getattr(settings, k) for k in RELOADABLE}
     names = apply(settings, {
         "flush_interval_ms": fresh.flush_interval * 1000,

@@ -1,0 +1,112 @@
+"""Start-up: the whole ``sessiond`` process for the commands a hook or a shell
+prompt runs, against the bare interpreter, all in one run.
+
+    python bench/startup.py [--runs 21] [--out bench/results/startup.json]
+
+Each command is a fresh process of the installed console script (what a user
+types), timed from spawn to exit; the floor is ``python -c pass`` of the same
+interpreter (its ``site`` included, as the script's is). Commands:
+``--help``; ``status``, ``append`` of one entry (``written``) and
+``list --limit 20`` (100 sessions in the project) through a running daemon;
+and, for reference, the bare imports of click and of click + msgspec.
+Bytecode is written and a first round runs untimed, as on a user's machine
+after the first use (``PYTHONDONTWRITEBYTECODE`` would make every run compile
+the edited modules again). The runs interleave the commands, so a noisy stretch hits them all alike;
+figures are medians and ratios to the floor's median, of wall time and of the
+process's CPU time (user + system, from ``wait4``), which a loaded machine
+disturbs less than wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import benchlib
+
+HERE = Path(__file__).resolve().parent
+CWD = "/home/dev/startup-project"
+
+
+def entry(text: str) -> bytes:
+    return json.dumps({"type": "user", "uuid": str(uuid.uuid4()), "message": {"role": "user", "content": text}}).encode() + b"\n"
+
+
+def children_cpu() -> float:
+    """User + system seconds of every child reaped so far."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=21)
+    ap.add_argument("--out", default=str(HERE / "results" / "startup.json"))
+    args = ap.parse_args()
+    script = shutil.which("sessiond", path=str(Path(sys.executable).parent))
+    if script is None:
+        raise SystemExit("no sessiond console script beside this interpreter (pip install -e . first)")
+    base = Path(tempfile.mkdtemp(prefix="sd-start-", dir="/tmp"))
+    sock, root = base / "run" / "s.sock", base / "root"
+    proc = benchlib.start_daemon(sock, root)
+    glob = ["--socket", str(sock), "--root", str(root), "--no-autostart"]
+    try:
+        for i in range(100):  # a project with a page's worth of sessions to list
+            sid = str(uuid.uuid4())
+            subprocess.run([script, *glob, "append", "--cwd", CWD, "--session", sid, "--durability", "written"],
+                           input=entry(f"session {i}"), check=True, capture_output=True)
+        one = str(uuid.uuid4())
+        commands = {
+            "python -c pass": ([sys.executable, "-c", "pass"], None),
+            # What the two dependencies every command needs cost on their own:
+            # the least a click CLI speaking msgspec frames can start in.
+            "python -c 'import click'": ([sys.executable, "-c", "import click"], None),
+            "python -c 'import click, msgspec'": ([sys.executable, "-c", "import click, msgspec"], None),
+            "sessiond --help": ([script, "--help"], None),
+            "sessiond status": ([script, *glob, "status"], None),
+            "sessiond append (1 entry)": ([script, *glob, "append", "--cwd", CWD, "--session", one, "--durability", "written"], "entry"),
+            "sessiond list --limit 20": ([script, *glob, "list", "--cwd", CWD, "--limit", "20"], None),
+        }
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
+        for run in range(args.runs + 1):  # run 0 writes the bytecode: not timed
+            for name, (cmd, feed) in commands.items():
+                data = entry("one more") if feed else None
+                before = children_cpu()
+                t = time.perf_counter()
+                r = subprocess.run(cmd, input=data, capture_output=True, env=env)
+                if run:
+                    times[name].append(time.perf_counter() - t)
+                    cpu[name].append(children_cpu() - before)
+                if r.returncode:
+                    raise SystemExit(f"{name} exited {r.returncode}: {r.stderr.decode()}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(base, ignore_errors=True)
+    floor = statistics.median(times["python -c pass"])
+    cpu_floor = statistics.median(cpu["python -c pass"])
+    rows = {name: {"median_ms": statistics.median(t) * 1000, "min_ms": min(t) * 1000,
+                   "vs_floor": statistics.median(t) / floor, "cpu_ms": statistics.median(cpu[name]) * 1000,
+                   "cpu_vs_floor": statistics.median(cpu[name]) / cpu_floor} for name, t in times.items()}
+    print("| command | wall ms (median) | wall min | vs `python -c pass` | CPU ms (median) | CPU vs floor |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in rows.items():
+        print(f"| `{name}` | {r['median_ms']:.0f} | {r['min_ms']:.0f} | {r['vs_floor']:.2f}x | {r['cpu_ms']:.0f} | {r['cpu_vs_floor']:.2f}x |")
+    Path(args.out).write_text(json.dumps({"runs": args.runs, "python": sys.version.split()[0], "rows": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""``show`` in a real terminal (a pty): paged through ``$PAGER`` when longer
+than the screen (``--no-pager`` not), coloured unless ``NO_COLOR``; piped, it is
+plain text and never paged. Noise is counted, not shown, unless asked for."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+from tests.conftest import CORPUS, DaemonProc
+
+LONG = CORPUS / "blackgirlbytes__planetfall-seed-signalkit__07-d253ca52d8-3-full.jsonl"
+ESC = b"\x1b["
+
+
+def in_terminal(args: list[str], env: dict, rows: int = 24, cols: int = 100, timeout: float = 60) -> tuple[int, bytes]:
+    """Run the CLI with a pty as stdin, stdout and stderr; (exit status, all it wrote)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, close_fds=True)
+    os.close(slave)
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the other side is closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None:
+                break
+        return proc.wait(timeout=max(1.0, deadline - time.monotonic())), bytes(out)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+
+
+def pager(short_tmp: Path) -> tuple[str, Path]:
+    """A $PAGER that keeps what it was given."""
+    got = short_tmp / "paged.txt"
+    script = short_tmp / "pager.py"
+    script.write_text(f"import sys\nopen({str(got)!r}, 'wb').write(sys.stdin.buffer.read())\n")
+    return f"{sys.executable} {script}", got
+
+
+def test_show_pages_a_long_conversation_in_colour_on_a_terminal(daemon: DaemonProc, short_tmp):
+    cmd, got = pager(short_tmp)
+    env = {**daemon.env, "PAGER": cmd, "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    status, out = in_terminal(["show", str(LONG)], env)
+    assert status == 0 and got.exists(), out[-500:]
+    paged = got.read_bytes()
+    assert b"Review project checkpoints and level 1 status" in paged.splitlines()[0]  # the title in the header
+    assert ESC in paged  # coloured: a terminal, no NO_COLOR
+    assert b"51 messages; turn complete" in paged
+
+
+def test_no_pager_and_no_color_are_honoured(daemon: DaemonProc, short_tmp):
+    cmd, got = pager(short_tmp)
+    env = {**daemon.env, "PAGER": cmd, "TERM": "xterm", "NO_COLOR": "1"}
+    status, out = in_terminal(["show", "--no-pager", str(LONG)], env)
+    assert status == 0 and not got.exists()
+    assert b"51 messages; turn complete" in out and ESC not in out
+
+
+def test_a_short_conversation_is_not_paged(daemon: DaemonProc, short_tmp):
+    cmd, got = pager(short_tmp)
+    env = {**daemon.env, "PAGER": cmd, "TERM": "xterm"}
+    status, out = in_terminal(["show", str(LONG)], env, rows=2000)
+    assert status == 0 and not got.exists() and b"51 messages" in out
+
+
+def test_piped_show_is_plain_and_folds_the_noise(daemon: DaemonProc, short_tmp):
+    cmd, got = pager(short_tmp)
+    r = daemon.cli("show", str(LONG), env={"PAGER": cmd, "TERM": "xterm"})
+    assert not got.exists() and ESC not in r.stdout
+    lines = r.stdout.decode().splitlines()
+    assert lines[-1] == "6 attachments and 5 system entries not shown (--all-entries shows them)"
+    assert not any(line.startswith("·· ") for line in lines)
+    full = daemon.cli("show", "--all-entries", str(LONG)).stdout.decode().splitlines()
+    assert sum(line.startswith("·· attachment: ") for line in full) == 6
+    assert sum(line.startswith("·· system: ") for line in full) == 5
+    assert "not shown" not in full[-1]
