@@ -45,6 +45,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/listing.py
 	$(BIN)/python bench/lifecycle.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/fairness.py
+	$(BIN)/python bench/footprint.py
 
 ## The crash soak: hundreds of SIGKILLs of the daemon and of clients under load.
 crash: $(STAMP)

@@ -4,6 +4,7 @@ directory is on ``sys.path`` and they ``import benchlib``."""
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -59,3 +60,10 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def save(out: str | Path, data: dict) -> None:
+    """Write a benchmark's results as indented JSON (its directory made)."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")

@@ -85,6 +85,14 @@ class Settings(msgspec.Struct, kw_only=True):
     idle_evict: float = 30.0
     """Seconds a session with no clients and nothing queued stays in memory."""
     log_level: LogLevel = "info"
+    read_threads: int = 2
+    """Threads of the read pool (List pages, resend tail reads, scans); syncs
+    have their own, so reads never make a durable append wait."""
+    expensive_per_client: int = 1
+    """Read-pool jobs one connection may have running at once; its others wait
+    their turn, behind other connections' (round-robin)."""
+    max_expensive_waiting: int = 64
+    """Read-pool jobs one connection may have waiting; beyond, ``busy``."""
     config_file: Path | None = None
     """The file read at start and on SIGHUP (it need not exist)."""
     mirror: MirrorSettings | None = None
@@ -133,6 +141,10 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     rate_burst_bytes: float | None = None
     frame_timeout_s: float | None = None
     path_recheck_s: float | None = None
+    read_threads: int | None = None
+    expensive_per_client: int | None = None
+    max_expensive_waiting: int | None = None
+    idle_evict_s: float | None = None
     mirror: MirrorFileConfig | None = None
 
 
@@ -247,6 +259,14 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
             if value < 0:
                 raise ConfigError(f"path_recheck_s: must not be negative, got {value}")
             put("path_recheck", float(value))
+        elif key in ("read_threads", "expensive_per_client", "max_expensive_waiting"):
+            if not 1 <= value <= 1024:
+                raise ConfigError(f"{key}: must be between 1 and 1024, got {value}")
+            put(key, value)
+        elif key == "idle_evict_s":
+            if value < 0:
+                raise ConfigError(f"idle_evict_s: must not be negative, got {value}")
+            put("idle_evict", float(value))
         elif key == "mirror":
             put("mirror", mirror_settings(value))
         else:

@@ -20,25 +20,42 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from pathlib import Path
+
+import msgspec
 
 from sessiond.protocol.transcript.listing import ListStats, session_candidates
 from sessiond.protocol.transcript.lite import LiteInfo, SessionInfo, read_lite
 from sessiond.protocol.transcript.paths import is_session_id
 
+from .workers import BACKGROUND, FairShare
+
 log = logging.getLogger("sessiond")
 
+_encode = msgspec.msgpack.Encoder().encode
 REFRESH_AFTER = 2.0
+MAX_NOTES = 4096
 MAX_KEYS = 10_000
 
 
 class _File:
-    __slots__ = ("mtime_ns", "size", "lite")
+    __slots__ = ("mtime_ns", "size", "lite", "encoded")
 
     def __init__(self, mtime_ns: int, size: int) -> None:
         self.mtime_ns = mtime_ns
         self.size = size
         self.lite: LiteInfo | None = None  # None: not read yet, or changed since
+        self.encoded: tuple[LiteInfo, msgspec.Raw] | None = None
+        """The listing record of ``lite`` as msgpack, built once per change:
+        a warm List of 3,000 sessions was 35 ms of building records and 15 ms
+        of encoding them, each List again; now it is a list of ready bytes."""
+
+    def record(self, lite: LiteInfo) -> msgspec.Raw:
+        encoded = self.encoded
+        if encoded is None or encoded[0] is not lite:
+            encoded = self.encoded = (lite, msgspec.Raw(_encode(lite.session_info())))
+        return encoded[1]
 
 
 class _Project:
@@ -52,11 +69,15 @@ class _Project:
 
 
 class Catalog:
-    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, fair: FairShare | None = None) -> None:
         self.root = root
         self.loop = loop
+        self.fair = fair  # refreshes are the daemon's own work in the read pool's round-robin
         self.projects: dict[str, _Project] = {}
         self.lock = threading.Lock()
+        self._notes: deque[tuple[tuple[str, str], int, int]] = deque()
+        """Writes seen by the observer, applied by the next reader under the
+        lock (``deque`` appends and pops are atomic: no lock on the loop)."""
         self._keys: dict[Path, tuple[str, str] | None] = {}
         """Per written path: its (project dir, file) index keys, or None when it is
         not a session file; the observer runs on every write."""
@@ -74,14 +95,25 @@ class Catalog:
             self._keys[path] = keys
         if keys is None:
             return
-        with self.lock:
-            project = self.projects.get(keys[0])
+        self._notes.append((keys, time.time_ns(), size))
+        if len(self._notes) > MAX_NOTES:  # nobody lists: apply them here rather than hold them all
+            with self.lock:
+                self._apply_notes()
+
+    def _apply_notes(self) -> None:
+        """Apply the writes the observer noted (caller holds the lock). The
+        observer runs on the loop and never takes the lock itself: a page of
+        3,000 sessions being sorted in a worker made every write wait for it."""
+        notes = self._notes
+        while notes:
+            (d, path), mtime_ns, size = notes.popleft()
+            project = self.projects.get(d)
             if project is None:
-                return
-            f = project.files.get(keys[1])
+                continue
+            f = project.files.get(path)
             if f is None:
-                f = project.files[keys[1]] = _File(0, 0)
-            f.mtime_ns = time.time_ns()
+                f = project.files[path] = _File(0, 0)
+            f.mtime_ns = mtime_ns
             f.size = size
             f.lite = None
             project.order = None
@@ -142,6 +174,7 @@ class Catalog:
         their lite info, new ones appear, deleted ones go."""
         fresh = self._scan(d)
         with self.lock:
+            self._apply_notes()
             project = self.projects.setdefault(d, _Project())
             for path, new in fresh.items():
                 old = project.files.get(path)
@@ -159,15 +192,21 @@ class Catalog:
         if project.refreshing or time.monotonic() - project.refreshed < REFRESH_AFTER:
             return
         project.refreshing = True
-        self.loop.call_soon_threadsafe(lambda: self.loop.run_in_executor(None, self.refresh, d))
+        if self.fair is not None:
+            self.loop.call_soon_threadsafe(lambda: self.fair.submit(self.refresh, d, owner=BACKGROUND))
+        else:
+            self.loop.call_soon_threadsafe(lambda: self.loop.run_in_executor(None, self.refresh, d))
 
     # ------------------------------------------------------------------- listing
 
-    def page(self, dirs: list[str], limit: int | None, offset: int, stats: ListStats | None = None) -> list[SessionInfo]:
-        """Sessions of ``dirs`` newest first; meant for a worker thread."""
+    def page(self, dirs: list[str], limit: int | None, offset: int, stats: ListStats | None = None,
+             *, encoded: bool = False) -> list[SessionInfo] | list[msgspec.Raw]:
+        """Sessions of ``dirs`` newest first; meant for a worker thread.
+        ``encoded``: each as its msgpack record, ready to go into a ``Listed``."""
         stats = stats or ListStats()
         projects = [(d, self._project(d)) for d in dirs]
         with self.lock:
+            self._apply_notes()
             candidates: list[tuple[int, str, _File]] = []
             for _, project in projects:
                 if project.order is None:  # sorted once per change, not per request
@@ -177,7 +216,7 @@ class Catalog:
         if len(projects) > 1:
             candidates.sort(key=lambda c: (-c[0], c[1]))
         stats.files_seen += len(candidates)
-        out: list[SessionInfo] = []
+        out: list = []
         listed = 0
         for _, path, f in candidates:
             if limit is not None and len(out) >= limit:
@@ -199,7 +238,7 @@ class Catalog:
                 stats.skip(lite.state)
                 continue
             if listed >= offset:
-                out.append(lite.session_info())
+                out.append(f.record(lite) if encoded else lite.session_info())
             listed += 1
         for d, project in projects:
             self._maybe_refresh(d, project)

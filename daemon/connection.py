@@ -190,6 +190,7 @@ class Connection(asyncio.Protocol):
         self._run(req, len(body))
 
     def _run(self, req: m.Request, size: int) -> None:
+        self.daemon.fair.current = self.id  # expensive work this request causes is its share
         try:
             resp = dispatch(self, req)
         except SessiondError as exc:

@@ -149,11 +149,19 @@ class Readiness:
             finally:
                 os.close(fd)
             return True
+        fair = getattr(self, "fair", None)  # the Registry's read-pool share, charged to the asking client
+        try:
+            if fair is not None:
+                fut = fair.submit(_scan_and_close, scan, fd)
+            else:
+                fut = self.writer.loop.run_in_executor(None, _scan_and_close, scan, fd)
+        except BaseException:  # busy: that client has too many jobs waiting
+            os.close(fd)
+            raise
         if state.loading is None:
             state.loading = []
         state.scans += 1
         self.loads_in_flight += 1
-        fut = self.writer.loop.run_in_executor(None, _scan_and_close, scan, fd)
         fut.add_done_callback(lambda f: self._scanned(state, path, apply, failed, f))
         return True
 

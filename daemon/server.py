@@ -26,6 +26,8 @@ from sessiond.protocol.locations import check_private_dir, lock_path, open_priva
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
 
 from sessiond.common import config as config_mod
+
+from . import memory
 from .activation import activated_socket
 from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
@@ -33,6 +35,8 @@ from .trash import Lifecycle
 from .connection import Connection, Outbox
 from .notify import Notifier
 from .sessions import Registry
+from .tails import Tails
+from .workers import SWITCH_INTERVAL, FairShare, read_pool
 from .writer import Stats, Writer
 
 log = logging.getLogger("sessiond")
@@ -57,8 +61,12 @@ class Daemon:
         self.writer = Writer(loop, settings, self.stats)
         self.outbox = Outbox(loop)
         self.writer.after_pass = self.outbox.flush
-        self.registry = Registry(settings, self.writer)
-        self.catalog = Catalog(settings.root, loop)
+        self.reads = read_pool(loop, settings.read_threads)
+        self.fair = FairShare(loop, self.reads, settings.read_threads, settings.expensive_per_client,
+                              settings.max_expensive_waiting)
+        self.registry = Registry(settings, self.writer, self.fair)
+        self.tails = Tails(self.registry, self.fair)
+        self.catalog = Catalog(settings.root, loop, self.fair)
         self.writer.observers.append(self.catalog.written)
         self.lifecycle = Lifecycle(self)
         self.mirror = None
@@ -71,7 +79,8 @@ class Daemon:
         self.started = time.monotonic()
         self.stopping = False
         self.stopped = loop.create_future()
-        self._sweep = loop.call_later(SWEEP_EVERY, self._sweep_idle)
+        self._sweep_every = min(SWEEP_EVERY, max(0.5, settings.idle_evict / 2))
+        self._sweep = loop.call_later(self._sweep_every, self._sweep_idle)
         self._status = loop.call_later(STATUS_EVERY, self._report_status)
         self._watchdog: asyncio.TimerHandle | None = None
         if self.notifier.watchdog_interval:
@@ -141,8 +150,9 @@ class Daemon:
             self.stopped.set_result(None)
 
     def _sweep_idle(self) -> None:
-        self.registry.sweep(time.monotonic())
-        self._sweep = self.loop.call_later(SWEEP_EVERY, self._sweep_idle)
+        if self.registry.sweep(time.monotonic()):
+            memory.shrink(self.fair)
+        self._sweep = self.loop.call_later(self._sweep_every, self._sweep_idle)
 
 
 # ------------------------------------------------------------------------ socket
@@ -276,6 +286,8 @@ def serve(settings: Settings, flags: dict | None = None) -> int:
     ``flags`` are the command-line values, kept so a SIGHUP reload still lets
     them win over the file."""
     setup_logging(settings.log_level)
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    memory.limit_arenas()
     # Past RLIMIT_FSIZE a write must fail with EFBIG (handled: cut back, retried),
     # not kill the daemon with SIGXFSZ.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

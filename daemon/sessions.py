@@ -40,8 +40,11 @@ from sessiond.protocol.wire.errors import SessiondError, bad_request, too_large
 
 from sessiond.common.config import Settings
 
+from .compaction import Compactor
 from .readiness import Readiness
 from .spool import Spool
+from .uuidset import UuidSet
+from .workers import FairShare
 from .writer import FileQueue, Writer
 
 log = logging.getLogger("sessiond")
@@ -59,7 +62,7 @@ class Target:
 
     __slots__ = ("queue", "uuids", "last", "cursor")
 
-    def __init__(self, queue: FileQueue, uuids: set[str], last: str | None) -> None:
+    def __init__(self, queue: FileQueue, uuids: UuidSet, last: str | None) -> None:
         self.queue = queue
         self.uuids = uuids
         self.last = last
@@ -94,8 +97,8 @@ class SessionState:
         there gets the error (once; the one after scans again)."""
         self.materialized = False
         self.cwd: str | None = None  # the last cwd a request named, already checked
-        self.side_uuids: set[str] = set()
-        self.main = Target(writer.queue(self.path), set(), None)
+        self.side_uuids = UuidSet()
+        self.main = Target(writer.queue(self.path), UuidSet(), None)
         self.gone = False
         """Its files were moved away (trash): nothing may be written for it any more,
         not even the exit cleanup of a client still attached."""
@@ -103,9 +106,9 @@ class SessionState:
     def apply_scan(self, scan: SessionScan) -> None:
         """What an existing transcript tells: dedup sets, chain end, metadata."""
         self.materialized = True
-        self.side_uuids = scan.sidechain_uuids
+        self.side_uuids = UuidSet.unpacked(scan.sidechain_uuids)  # packed in the background once quiet
         self.metadata = {**scan.metadata, **self.metadata}
-        self.main.uuids = scan.uuids
+        self.main.uuids = UuidSet.unpacked(scan.uuids)
         self.main.last = scan.cursor.tip
         self.main.cursor = scan.cursor
 
@@ -149,9 +152,14 @@ class Routed:
 
 
 class Registry(Readiness):
-    def __init__(self, settings: Settings, writer: Writer) -> None:
+    def __init__(self, settings: Settings, writer: Writer, fair: FairShare | None = None) -> None:
         self.settings = settings
         self.writer = writer
+        self.fair = fair
+        """Where scans of existing files run, charged to the requesting client
+        (None: the loop's default executor)."""
+        self.compactor = Compactor(fair) if fair is not None else None
+        """Packs dedup sets in the background (None: they stay unpacked)."""
         self.sessions: dict[str, SessionState] = {}
         self.spool = Spool(settings.root, writer)
         Readiness.__init__(self)
@@ -268,6 +276,29 @@ class Registry(Readiness):
         except SessiondError as err:
             state.load_error = err
 
+    def hold(self, state: SessionState) -> None:
+        """Make the session's requests (and every Flush) wait, in arrival
+        order, until ``release``: while its file is read in a worker (a
+        resend's tail, see ``tails``), as behind a scan."""
+        if state.loading is None:
+            state.loading = []
+        state.scans += 1
+        self.loads_in_flight += 1
+
+    def release(self, state: SessionState, first: Callable[[], None]) -> None:
+        """Run ``first`` (the request the hold was for), then the requests
+        that waited, unless a scan still holds the session: then ``first``
+        waits at the head of the line."""
+        state.scans -= 1
+        if state.scans:
+            state.loading.insert(0, first)  # type: ignore[union-attr]
+        else:
+            waiting, state.loading = state.loading or [], None
+            first()
+            for resume in waiting:
+                resume()
+        self._load_done()
+
     def when_agents_ready(self, state: SessionState, headers: list[EntryHeader], agent: str | None, run: str | None,
                           resume: Callable[..., None], *args: object) -> bool:
         """Give every agent file a batch routes to its ``Target``, its existing
@@ -294,10 +325,10 @@ class Registry(Readiness):
 
     def _add_agent(self, state: SessionState, path: Path) -> None:
         self._check(path)
-        target = Target(self.writer.queue(path), set(), None)
+        target = Target(self.writer.queue(path), UuidSet(), None)
 
         def apply(uuids: set[str]) -> None:
-            target.uuids = uuids
+            target.uuids = UuidSet.unpacked(uuids)
             state.agents[path] = target
 
         def failed(err: SessiondError) -> None:
@@ -339,14 +370,16 @@ class Registry(Readiness):
     """Off only in the test that checks the fast path against the general one."""
 
     def accept(self, state: SessionState, headers: list[EntryHeader], lines: list[bytes], agent: str | None,
-               run: str | None, *, resend: bool = False) -> Routed:
+               run: str | None, *, resend: bool = False, recent: dict[int, set[bytes]] | None = None) -> Routed:
         """Dedup, route and queue a validated batch (``headers[i]`` is the header
-        of ``lines[i]``): all or nothing."""
+        of ``lines[i]``): all or nothing. ``recent``: for a resend, the recent
+        lines of its targets (by ``id(target)``) already read off the loop
+        (``tails``); a target missing there is read here."""
         if self.fast_path and agent is None and run is None and not resend and state.materialized:
             out = self._accept_plain(state, headers, lines)
             if out is not None:
                 return out
-        return self._accept(state, list(zip(headers, lines)), agent, run, resend)
+        return self._accept(state, list(zip(headers, lines)), agent, run, resend, recent)
 
     def _accept_plain(self, state: SessionState, headers: list[EntryHeader], lines: list[bytes]) -> Routed | None:
         """The batch an agent sends nearly always: transcript entries of a
@@ -364,7 +397,9 @@ class Registry(Readiness):
         main = state.main
         if len(fresh) != len(uuids) or None in fresh or not main.uuids.isdisjoint(fresh):
             return None  # duplicates, or entries without a uuid
-        main.uuids |= fresh
+        main.uuids.add_new(fresh)  # just found disjoint: no second look
+        if self.compactor is not None:
+            self.compactor.hot(main.uuids)
         if uuids:
             main.last = uuids[-1]
             state.dirty_since_meta = True
@@ -376,9 +411,9 @@ class Registry(Readiness):
         return out
 
     def _accept(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None,
-                resend: bool) -> Routed:
+                resend: bool, known: dict[int, set[bytes]] | None = None) -> Routed:
         targets = self.resolve(state, batch, agent, run)
-        recent: dict[int, set[bytes]] = {}
+        recent: dict[int, set[bytes]] = dict(known) if known else {}
         if not state.materialized:
             extra = sum(len(line) for h, line in batch if h.type not in MATERIALIZING_TYPES)
             if state.pending_bytes + extra > self.settings.max_pending_bytes:
@@ -447,6 +482,10 @@ class Registry(Readiness):
         out.duplicates = duplicates
         if held:
             out.queues.append(self.spool.hold(state, held))
+        if self.compactor is not None:
+            for target in {id(t): t for t in targets}.values():
+                self.compactor.hot(target.uuids)
+            self.compactor.hot(state.side_uuids)
         if main_lines:
             self.writer.enqueue(state.main.queue, main_lines)
             out.queues.append(state.main.queue)
@@ -523,10 +562,11 @@ class Registry(Readiness):
             del self.sessions[state.id]
         return [t.queue for t in state.targets()]
 
-    def sweep(self, now: float) -> None:
+    def sweep(self, now: float) -> int:
         """Forget sessions nobody uses: their files are the truth and are rescanned
-        on next use."""
+        on next use. How many were forgotten."""
         self.spool.sweep()
+        gone = 0
         for sid, state in list(self.sessions.items()):
             if (state.pending and not state.clients and not state.materialized and state.loading is None
                     and now - state.last_active > self.settings.idle_evict):
@@ -535,6 +575,10 @@ class Registry(Readiness):
                 for target in state.targets():
                     self.writer.forget(target.queue)
                 del self.sessions[sid]
+                gone += 1
+            elif self.compactor is not None:
+                self.compactor.quiet(state, now)
+        return gone
 
     @property
     def pending_entries(self) -> int:

@@ -22,6 +22,7 @@ import resource
 import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sessiond.protocol.transcript.appendfile import Appended, TornTail, TornTailFound, cut_torn_tail, file_lock, locked_append
@@ -114,6 +115,9 @@ class Writer:
         # fdatasyncs in flight at once: each pins an fd the LRU cannot close, and
         # the disk serializes them anyway.
         self.sync_slots = max(1, min(8, self.max_open // 4))
+        self.syncs = ThreadPoolExecutor(max_workers=self.sync_slots, thread_name_prefix="sessiond-sync")
+        """The sync jobs' own threads: a durable append never waits behind a
+        read (List pages, scans) for a thread (see ``workers``)."""
         self._syncing = 0
         self._sync_backlog: deque[FileQueue] = deque()
         self._round_scheduled = False
@@ -508,7 +512,7 @@ class Writer:
         self._syncing += 1
         if dev is not None:
             self._devices_syncing.add(dev)
-        fut = self.loop.run_in_executor(None, call, fd)
+        fut = self.loop.run_in_executor(self.syncs, call, fd)
         if own_fd:
             fut.add_done_callback(lambda f: os.close(fd))
         fut.add_done_callback(lambda f: self._synced(targets, dev, call.__name__, f))
@@ -683,6 +687,7 @@ class Writer:
         self.watch.close()
         self.files.close()
         self.root.close()
+        self.syncs.shutdown(wait=False)
 
 
 def _create_file(root: StoreRoot, path: Path) -> None:

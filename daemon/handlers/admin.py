@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from sessiond.protocol import __version__
 from sessiond.protocol.wire import messages as m
 
+from .. import memory
+
 if TYPE_CHECKING:
     from ..connection import Connection
 
@@ -36,6 +38,8 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         errors=stats.errors,
         config=d.settings.public(),
         mirror=d.mirror.status() if d.mirror is not None else None,
+        workers={**d.fair.status(), "syncThreads": d.writer.sync_slots},
+        memory=memory.status(registry),
     )
 
 

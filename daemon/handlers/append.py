@@ -28,7 +28,12 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
     conn.attach(state)
-    routed = daemon.registry.accept(state, headers, req.entries, req.agent, req.run, resend=req.resend)
+    recent = None
+    if req.resend:
+        recent = daemon.tails.recent_for(conn, req, state, headers, req.entries, req.agent, req.run)
+        if recent is None:
+            return None  # parked until its tails are read
+    routed = daemon.registry.accept(state, headers, req.entries, req.agent, req.run, resend=req.resend, recent=recent)
     return _ack(conn, req.id, req.durability, routed, state)
 
 
@@ -64,8 +69,13 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
         cursors.append((target, chained.cursor))
         if target is state.main or last is None:
             last = chained.last
-    routed = registry.accept(state, [h for h, _ in lines], [line for _, line in lines], req.agent, req.run,
-                             resend=req.resend)
+    headers, chained_lines = [h for h, _ in lines], [line for _, line in lines]
+    recent = None
+    if req.resend:
+        recent = daemon.tails.recent_for(conn, req, state, headers, chained_lines, req.agent, req.run)
+        if recent is None:
+            return None  # parked until its tails are read (chained again then)
+    routed = registry.accept(state, headers, chained_lines, req.agent, req.run, resend=req.resend, recent=recent)
     for target, cursor in cursors:
         target.last, target.cursor = cursor.tip, cursor  # the tip, not the last entry written
     routed.duplicates += duplicates

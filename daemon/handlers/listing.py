@@ -1,8 +1,10 @@
-"""List: a page of sessions from the catalog, computed in a worker thread."""
+"""List: a page of sessions from the catalog, computed in the read pool as
+this connection's fair share of it (``workers``)."""
 
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import TYPE_CHECKING
 
 from sessiond.protocol.transcript.listing import project_dirs
@@ -33,7 +35,7 @@ def handle_list(conn: Connection, req: m.List) -> None:
     if req.limit is not None and req.limit < 0 or req.offset < 0:
         raise bad_request("limit and offset must not be negative")
     dirs = requested_dirs(daemon, req.dirs, req.all)
-    fut = daemon.loop.run_in_executor(None, daemon.catalog.page, dirs, req.limit, req.offset)
+    fut = daemon.fair.submit(partial(daemon.catalog.page, encoded=True), dirs, req.limit, req.offset, owner=conn.id)
 
     def done(f) -> None:
         exc = f.exception()

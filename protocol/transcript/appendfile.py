@@ -195,13 +195,28 @@ RESEND_WINDOW = 1024 * 1024
 had written it at most one drain before dying."""
 
 
+SPLIT_CHUNK = 64 * 1024
+
+
 def tail_lines(fd: int, size: int | None = None, window: int = RESEND_WINDOW) -> set[bytes]:
-    """The lines in the last ``window`` bytes of a file."""
+    """The lines in the last ``window`` bytes of a file (the first one may be
+    cut: whatever the window starts inside). Split ``SPLIT_CHUNK`` bytes at a
+    time: one split of a megabyte holds the GIL for a millisecond or two, which
+    the daemon's event loop would wait out when this runs in its read pool."""
     if size is None:
         size = os.fstat(fd).st_size
     if not size:
         return set()
-    return set(os.pread(fd, window, max(0, size - window)).split(b"\n"))
+    data = os.pread(fd, window, max(0, size - window))
+    out: set[bytes] = set()
+    pos, end = 0, len(data)
+    while True:
+        cut = data.find(b"\n", pos + SPLIT_CHUNK) if end - pos > SPLIT_CHUNK else -1
+        if cut < 0:
+            out.update(data[pos:].split(b"\n"))
+            return out
+        out.update(data[pos:cut].split(b"\n"))
+        pos = cut + 1
 
 
 class TornTailFound(Exception):

@@ -28,13 +28,16 @@ VERSION_MISMATCH: Final = "version_mismatch"
 INTERNAL: Final = "internal"
 MIRROR_UNAVAILABLE: Final = "mirror_unavailable"
 """An append refused because the required remote mirror cannot take it (SPEC 6)."""
+BUSY: Final = "busy"
+"""A request refused because its client is over a bound (too much work waiting): retry later."""
+
 CONFLICT: Final = "conflict"
 """A lifecycle operation refused because it would overwrite or disturb something:
 a restore whose path exists again, an ``rm`` of a session a client is writing."""
 
 CODES: Final = frozenset(
     {BAD_REQUEST, NOT_FOUND, TOO_LARGE, PERMISSION_DENIED, IO_ERROR, SHUTTING_DOWN, VERSION_MISMATCH, INTERNAL,
-     MIRROR_UNAVAILABLE, CONFLICT}
+     MIRROR_UNAVAILABLE, BUSY, CONFLICT}
 )
 
 
@@ -104,6 +107,10 @@ def io_error(message: str) -> SessiondError:
 
 def permission_denied(message: str) -> SessiondError:
     return SessiondError(message, code=PERMISSION_DENIED)
+
+
+def busy(message: str) -> SessiondError:
+    return SessiondError(message, code=BUSY)
 
 
 def conflict(message: str) -> SessiondError:

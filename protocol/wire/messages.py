@@ -265,6 +265,10 @@ class StatusResult(_Message):
     """The remote mirror's state (servers, connected, lag), when one is configured."""
     spooledBytes: int = 0
     """Bytes of entries held before their session's first message, on disk in the spool."""
+    workers: dict[str, int] | None = None
+    """The read pool's fair share: threads, jobs running and waiting, requests refused ``busy``."""
+    memory: dict[str, int] | None = None
+    """RSS, and the uuids held for dedup (how many, how many not packed yet, bytes of the packed ones)."""
 
 
 class Error(_Message):

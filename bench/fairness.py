@@ -1,0 +1,227 @@
+"""Fairness: a victim client's durable appends while another client floods the
+daemon with expensive requests, against the same victim unflooded, same run.
+
+    python bench/fairness.py [--runs 5] [--appends 300] [--kinds list,resend,scan]
+                             [--sessions 3000] [--scan-files 48] [--scan-mb 5]
+
+Each measurement starts a fresh daemon on a fresh copy-free root (the files are
+generated once). The victim is one connection appending one ~1 KB entry at a
+time with ``durability="durable"`` to its own session and timing each ack. A
+flood is one other connection keeping ``--window`` requests in flight:
+
+- ``list``: ``List(all=True)`` over ``--sessions`` sessions;
+- ``resend``: ``Append(resend=True)`` of an entry without a uuid to a session
+  whose file is 2 MB (each needs its file's 1 MiB tail read);
+- ``scan``: ``Open`` of existing ``--scan-mb`` MB transcripts never opened
+  before (each needs its uuids scanned).
+
+Per run: the victim's p50 and p99 unflooded (``none``) and under each flood; the
+table gives the median over runs of each figure and of the flooded/unflooded
+p99 ratio. Writes bench/results/fairness.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import benchlib
+
+from sessiond.client.connection import Client
+from sessiond.protocol.transcript.paths import project_dir, session_file
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.framing import FrameBuffer, encode
+
+HERE = Path(__file__).resolve().parent
+CWD = "/home/dev/fair"
+FLOOD_CWD = "/home/dev/flood"
+FILLER = "x" * 900
+
+
+def entry(session: str, **extra) -> bytes:
+    body = {"type": "user", "uuid": str(uuid.uuid4()), "parentUuid": None, "sessionId": session, "cwd": CWD,
+            "timestamp": "2026-01-01T00:00:00.000Z", "message": {"role": "user", "content": FILLER}, **extra}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def write_session(path: Path, session: str, size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = entry(session) + b"\n"
+    with open(path, "wb") as f:
+        for _ in range(max(1, size // len(line))):
+            f.write(entry(session) + b"\n")
+
+
+def generate(root: Path, sessions: int, scan_files: int, scan_mb: float) -> dict:
+    """The listing sessions, the resend target and the big files to scan."""
+    listed = project_dir(root, CWD)
+    for _ in range(sessions):
+        sid = str(uuid.uuid4())
+        write_session(session_file(listed, sid), sid, 2000)
+    flood = project_dir(root, FLOOD_CWD)
+    resend = str(uuid.uuid4())
+    write_session(session_file(flood, resend), resend, 2 * 1024 * 1024)
+    big = []
+    for _ in range(scan_files):
+        sid = str(uuid.uuid4())
+        write_session(session_file(flood, sid), sid, int(scan_mb * 1024 * 1024))
+        big.append(sid)
+    return {"resend": resend, "big": big}
+
+
+FLOODER = r"""
+import socket, sys, json, os
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.framing import FrameBuffer, encode, decode_response
+sock_path, kind, window, spec = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+s = socket.socket(socket.AF_UNIX); s.connect(sock_path)
+frames = FrameBuffer(1 << 30)
+s.sendall(encode(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client="flooder")))
+rid = 0
+line = json.dumps({"type": "summary", "summary": "again", "leafUuid": None}).encode()
+big = iter(spec["big"])
+def request():
+    global rid
+    rid += 1
+    if kind == "list":
+        return m.List(id=rid, all=True)
+    if kind == "resend":
+        return m.Append(id=rid, session=spec["resend"], cwd=spec["cwd"], entries=[line], resend=True)
+    sid = next(big, None)
+    return None if sid is None else m.Open(id=rid, session=sid, cwd=spec["cwd"])
+outstanding = 1  # the Hello
+sent = 0
+if kind == "list":  # the flood is of warm Lists (the first one reads every session)
+    s.sendall(encode(m.List(id=10**9, all=True)))
+    got = []
+    while not got:
+        got = frames.feed(s.recv(1 << 22))
+print("ready", flush=True)
+while True:
+    while outstanding < window + 1:
+        req = request()
+        if req is None:
+            break
+        s.sendall(encode(req)); outstanding += 1; sent += 1
+    if outstanding == 0:
+        break
+    data = s.recv(1 << 22)
+    if not data:
+        break
+    for body in frames.feed(data):
+        decode_response(body)
+        outstanding -= 1
+    if kind == "scan" and outstanding == 0:
+        break
+print("done", sent, flush=True)
+s.close()
+"""
+
+
+def victim(sock: Path, n: int, flooder: subprocess.Popen | None) -> list[float]:
+    """Latency (ms) of each of ``n`` durable single-entry appends, stopping
+    early (after 30) when the flood is over."""
+    sid = str(uuid.uuid4())
+    out = []
+    with Client(sock, autostart=False, timeout=60) as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[entry(sid)], durability="durable"))
+        for i in range(n):
+            if i >= 30 and flooder is not None and flooder.poll() is not None:
+                break
+            req = m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[entry(sid)], durability="durable")
+            t = time.perf_counter()
+            c.call(req)
+            out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def measure(root: Path, base: Path, kind: str, spec: dict, appends: int, window: int) -> dict:
+    sock = base / f"run-{kind}" / "s.sock"
+    daemon = benchlib.start_daemon(sock, root)
+    flooder = None
+    try:
+        if kind != "none":
+            flooder = subprocess.Popen(
+                [sys.executable, "-c", FLOODER, str(sock), kind, str(window), json.dumps({**spec, "cwd": FLOOD_CWD})],
+                stdout=subprocess.PIPE, text=True)
+            assert flooder.stdout is not None and flooder.stdout.readline().strip() == "ready"
+            time.sleep(0.2)  # the flood is under way before the victim starts
+        lat = victim(sock, appends, flooder)
+        still_flooding = flooder is None or flooder.poll() is None
+    finally:
+        if flooder is not None:
+            flooder.kill()
+            flooder.wait()
+        with Client(sock, autostart=False) as c:
+            c.shutdown()
+        daemon.wait(timeout=60)
+    return {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat), "samples": len(lat),
+            "flooded_throughout": still_flooding}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--appends", type=int, default=300)
+    ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--kinds", default="list,resend,scan")
+    ap.add_argument("--sessions", type=int, default=3000)
+    ap.add_argument("--scan-files", type=int, default=64)
+    ap.add_argument("--scan-mb", type=float, default=5.0)
+    ap.add_argument("--out", default=str(HERE / "results" / "fairness.json"))
+    args = ap.parse_args()
+    kinds = ["none", *[k for k in args.kinds.split(",") if k]]
+    base = Path(tempfile.mkdtemp(prefix="sdfair-", dir="/tmp"))
+    os.chmod(base, 0o700)
+    try:
+        root = base / "root"
+        spec = generate(root, args.sessions, args.scan_files if "scan" in kinds else 0, args.scan_mb)
+        runs: dict[str, list[dict]] = {k: [] for k in kinds}
+        for r in range(args.runs):
+            for kind in kinds:
+                if kind == "scan" and r:  # each scan run needs files never opened: fresh copies
+                    flood = project_dir(root, FLOOD_CWD)
+                    fresh = []
+                    for sid in spec["big"]:
+                        new = str(uuid.uuid4())
+                        os.rename(session_file(flood, sid), session_file(flood, new))
+                        fresh.append(new)
+                    spec["big"] = fresh
+                res = measure(root, base, kind, spec, args.appends, args.window)
+                runs[kind].append(res)
+                print(f"run {r + 1} {kind:7s} p50 {res['p50']:7.2f} ms  p99 {res['p99']:8.2f} ms  max {res['max']:8.2f} ms"
+                      f"  {res['samples']} samples", flush=True)
+        table = []
+        for kind in kinds:
+            rs = runs[kind]
+            ratio = [rs[i]["p99"] / runs["none"][i]["p99"] for i in range(len(rs))]
+            table.append({"kind": kind, "p50": statistics.median(r["p50"] for r in rs),
+                          "p99": statistics.median(r["p99"] for r in rs),
+                          "max": statistics.median(r["max"] for r in rs),
+                          "p99_ratio": statistics.median(ratio)})
+        print("\n| flood | victim p50 ms | victim p99 ms | worst ms | p99 vs unflooded |")
+        print("|---|---:|---:|---:|---:|")
+        for t in table:
+            print(f"| {t['kind']} | {t['p50']:.2f} | {t['p99']:.2f} | {t['max']:.1f} | {t['p99_ratio']:.2f}x |")
+        benchlib.save(args.out, {"args": vars(args), "runs": runs, "table": table})
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

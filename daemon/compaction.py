@@ -1,0 +1,73 @@
+"""Packing the dedup sets off the append path.
+
+A uuid costs ~145 bytes in a plain set and ~35 packed (``uuidset``), but packing
+costs a few microseconds a uuid, as much as the rest of an append. So appends
+only add to each set's ``recent`` part, and packing happens as a background job
+in the read pool: for every set of a session that has had no request for
+``QUIET_S`` (checked by the registry's sweep), and for a set that is still busy
+once its ``recent`` part reaches ``HOT_MAX`` uuids (about 1 MB). The job builds
+the packed state from a snapshot; the loop swaps it in (``UuidSet.adopt``), so
+nothing is ever locked and the loop never waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from . import memory
+from .uuidset import PACK_MIN, UuidSet
+from .workers import BACKGROUND
+
+if TYPE_CHECKING:
+    from .sessions import SessionState
+    from .workers import FairShare
+
+log = logging.getLogger("sessiond")
+
+QUIET_S = 2.0
+HOT_MAX = 8192
+SHRINK_AFTER = 65536
+
+
+class Compactor:
+    def __init__(self, fair: FairShare) -> None:
+        self.fair = fair
+        self.jobs = 0
+        self.packed_since_shrink = 0
+
+    def compact(self, uuids: UuidSet) -> None:
+        """Start packing ``uuids``' recent part, unless it is small or already being packed."""
+        if uuids.packing or len(uuids.recent) < PACK_MIN:
+            return
+        items, generation = list(uuids.recent), uuids.generation
+        uuids.packing = True
+        self.jobs += 1
+        fut = self.fair.submit(uuids.packed_with, items, owner=BACKGROUND)
+
+        def done(f) -> None:
+            self.jobs -= 1
+            if f.cancelled() or f.exception() is not None:
+                uuids.packing = False
+                if not f.cancelled():
+                    log.error("packing a dedup set failed: %s", f.exception())
+                return
+            uuids.adopt(f.result(), generation, items)
+            self.packed_since_shrink += len(items)
+            if not self.jobs and self.packed_since_shrink >= SHRINK_AFTER:
+                self.packed_since_shrink = 0
+                memory.shrink(self.fair)  # the strings just let go of: give their pages back
+
+        fut.add_done_callback(done)
+
+    def hot(self, uuids: UuidSet) -> None:
+        """After an append: a busy set whose unpacked part grew large."""
+        if len(uuids.recent) >= HOT_MAX:
+            self.compact(uuids)
+
+    def quiet(self, state: SessionState, now: float) -> None:
+        """From the sweep: a session without requests for a while."""
+        if now - state.last_active >= QUIET_S:
+            self.compact(state.side_uuids)
+            for target in state.targets():
+                self.compact(target.uuids)

@@ -1,0 +1,152 @@
+"""The read pool and each client's fair share of it.
+
+Blocking work leaves the loop for one of two pools, so that reads can never
+make a sync wait: the writer owns a small pool for ``fdatasync``/``syncfs``
+(threads that sleep in the kernel), and this module the read pool, where
+everything else runs: List pages, resend tail reads, scans of existing
+transcripts, catalog refreshes, the mirror's catch-up stats. The read pool is
+also the loop's default executor, so whatever is handed to
+``run_in_executor(None, ...)`` lands here and never among the syncs. (List
+reads and syncs once shared one pool: a client listing 3,000 sessions in a
+loop took another client's durable append from 1.7 ms to 132 ms.)
+
+Expensive jobs do not go to the pool directly but through ``FairShare``: each
+owner (a connection, or the daemon's own background work) has at most
+``per_owner`` jobs running; its others wait in its own FIFO, and a free thread
+goes to the next owner in round-robin order that has one waiting. A client
+flooding the daemon with Lists holds one thread; another client's scan gets the
+next free one instead of queueing behind the flood. Beyond ``max_waiting`` jobs
+waiting for one client, a new one is refused with ``busy``: that bounds what a
+client can make the daemon hold, and it is told so at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+from sessiond.protocol.wire.errors import busy
+
+SWITCH_INTERVAL = 0.0005
+"""The daemon's ``sys.setswitchinterval``: how long the event loop may wait for
+the GIL while a read-pool thread runs Python (a scan, a List page). CPython's
+5 ms default let every such job add up to 5 ms to each step of another
+client's append (its read, its sync's start and end); 0.5 ms bounds that, at
+the price of more GIL hand-offs only while threads do compete."""
+
+BACKGROUND = "daemon"
+"""The owner of work no client asked for (catalog refreshes): never refused,
+its jobs are bounded by what it refreshes (one per project dir at a time)."""
+
+
+class _Owner:
+    __slots__ = ("waiting", "running", "queued")
+
+    def __init__(self) -> None:
+        self.waiting: deque[tuple[Callable[..., Any], tuple, asyncio.Future]] = deque()
+        self.running = 0
+        self.queued = False  # in the round-robin line
+
+
+class FairShare:
+    """Round-robin over owners of the jobs submitted to ``executor``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor, threads: int,
+                 per_owner: int, max_waiting: int) -> None:
+        self.loop = loop
+        self.executor = executor
+        self.threads = threads
+        self.per_owner = per_owner
+        self.max_waiting = max_waiting
+        self.current: Hashable = BACKGROUND
+        """The owner charged when a caller names none: the connection whose
+        request is being dispatched (set by the connection around dispatch), so
+        a scan that a request causes deep in the registry is charged to it."""
+        self._owners: dict[Hashable, _Owner] = {}
+        self._line: deque[Hashable] = deque()
+        self.running = 0
+        self.refused = 0
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(o.waiting) for o in self._owners.values())
+
+    def submit(self, fn: Callable[..., Any], *args: Any, owner: Hashable | None = None) -> asyncio.Future:
+        """Run ``fn(*args)`` in the pool when ``owner``'s turn comes; its result
+        (or exception) in the returned future. Raises ``busy`` when ``owner``
+        already has ``max_waiting`` jobs waiting."""
+        key = self.current if owner is None else owner
+        o = self._owners.get(key)
+        if o is None:
+            o = self._owners[key] = _Owner()
+        elif key != BACKGROUND and len(o.waiting) >= self.max_waiting:
+            self.refused += 1
+            raise busy(f"this connection already has {len(o.waiting)} expensive requests waiting "
+                       f"(List, resend, scan); retry once they are answered")
+        fut = self.loop.create_future()
+        o.waiting.append((fn, args, fut))
+        self._enlist(key, o)
+        self._pump()
+        return fut
+
+    def _enlist(self, key: Hashable, o: _Owner) -> None:
+        if o.waiting and o.running < self.per_owner and not o.queued:
+            o.queued = True
+            self._line.append(key)
+
+    def _pump(self) -> None:
+        while self.running < self.threads and self._line:
+            key = self._line.popleft()
+            o = self._owners[key]
+            o.queued = False
+            fn, args, fut = o.waiting.popleft()
+            o.running += 1
+            self.running += 1
+            self._enlist(key, o)  # to the back of the line: the others go first
+            try:
+                job = self.loop.run_in_executor(self.executor, fn, *args)
+            except RuntimeError:  # the pool is shut down (the daemon is exiting): nothing runs any more
+                self._abandon()
+                fut.cancel()
+                return
+            job.add_done_callback(partial(self._done, key, fut))
+
+    def _abandon(self) -> None:
+        for o in self._owners.values():
+            for _, _, fut in o.waiting:
+                fut.cancel()
+            o.waiting.clear()
+        self._line.clear()
+
+    def _done(self, key: Hashable, fut: asyncio.Future, job: asyncio.Future) -> None:
+        o = self._owners[key]
+        o.running -= 1
+        self.running -= 1
+        if job.cancelled():  # the pool shut down under it
+            fut.cancel()
+        elif not fut.cancelled():
+            exc = job.exception()
+            if exc is None:
+                fut.set_result(job.result())
+            else:
+                fut.set_exception(exc)
+        if not o.waiting and not o.running:
+            del self._owners[key]
+        else:
+            self._enlist(key, o)
+        self._pump()
+
+    def status(self) -> dict[str, int]:
+        return {"readThreads": self.threads, "jobsRunning": self.running, "jobsWaiting": self.waiting,
+                "busyRefused": self.refused}
+
+
+def read_pool(loop: asyncio.AbstractEventLoop, threads: int) -> ThreadPoolExecutor:
+    """The read pool, made the loop's default executor."""
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sessiond-read")
+    loop.set_default_executor(pool)
+    return pool

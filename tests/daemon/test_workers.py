@@ -1,0 +1,97 @@
+"""The read pool's fair share, on a real event loop and a real thread pool:
+jobs go round-robin over their owners, each owner's in its own order, and an
+owner past its bound of waiting jobs is refused ``busy``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from sessiond.daemon.workers import BACKGROUND, FairShare
+from sessiond.protocol.wire.errors import SessiondError
+
+
+def run_jobs(submissions: list[str], threads: int = 1, per_owner: int = 1, max_waiting: int = 100) -> list[str]:
+    """Submit a job per owner name (first job blocks until all are in); the
+    order in which the jobs ran."""
+    ran: list[str] = []
+    gate = threading.Event()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(threads) as pool:
+            fair = FairShare(loop, pool, threads, per_owner, max_waiting)
+
+            def job(name: str) -> str:
+                gate.wait(10)
+                ran.append(name)
+                return name
+
+            futs = [fair.submit(job, f"{owner}{i}", owner=owner) for i, owner in enumerate(submissions)]
+            gate.set()
+            assert [await f for f in futs] == [f"{o}{i}" for i, o in enumerate(submissions)]
+            assert fair.running == 0 and fair.waiting == 0
+
+    asyncio.run(main())
+    return ran
+
+
+def test_round_robin_over_owners_each_in_order():
+    ran = run_jobs(["a"] * 5 + ["b"] * 2 + ["c"])
+    assert ran == ["a0", "b5", "c7", "a1", "b6", "a2", "a3", "a4"]
+
+
+def test_per_owner_share_with_more_threads():
+    ran = run_jobs(["a"] * 6 + ["b"], threads=2)
+    assert ran.index("b6") <= 2  # b takes the second thread, never a's backlog's turn
+
+
+def test_past_its_bound_an_owner_is_refused_busy_others_are_not():
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        gate = threading.Event()
+        with ThreadPoolExecutor(1) as pool:
+            fair = FairShare(loop, pool, 1, 1, 2)
+            futs = [fair.submit(gate.wait, 10, owner="a") for _ in range(3)]  # one running, two waiting
+            with pytest.raises(SessiondError) as err:
+                fair.submit(gate.wait, 10, owner="a")
+            assert err.value.code == "busy" and fair.refused == 1
+            futs += [fair.submit(gate.wait, 10, owner="b"), *(fair.submit(gate.wait, 10, owner=BACKGROUND) for _ in range(5))]
+            gate.set()
+            assert all(await asyncio.gather(*futs))
+
+    asyncio.run(main())
+
+
+def test_a_failing_job_fails_only_its_future():
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(1) as pool:
+            fair = FairShare(loop, pool, 1, 1, 10)
+            bad = fair.submit(int, "not a number", owner="a")
+            good = fair.submit(int, "42", owner="a")
+            with pytest.raises(ValueError):
+                await bad
+            assert await good == 42
+
+    asyncio.run(main())
+
+
+def test_jobs_waiting_when_the_pool_shuts_down_are_cancelled_not_raised():
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        gate = threading.Event()
+        pool = ThreadPoolExecutor(1)
+        fair = FairShare(loop, pool, 1, 1, 10)
+        first = fair.submit(gate.wait, 10, owner="a")
+        later = [fair.submit(gate.wait, 10, owner="a"), fair.submit(gate.wait, 10, owner="b")]
+        pool.shutdown(wait=False)
+        gate.set()
+        assert await first
+        await asyncio.sleep(0.05)
+        assert all(f.cancelled() for f in later) and fair.waiting == 0
+
+    asyncio.run(main())
