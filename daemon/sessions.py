@@ -552,7 +552,7 @@ class Registry(Readiness):
             state.dirty_since_meta = False
         return None
 
-    def release(self, state: SessionState) -> list[FileQueue]:
+    def evict_for_move(self, state: SessionState) -> list[FileQueue]:
         """Take a session out of memory for good (its files are about to move):
         later requests for it start afresh (or are refused, see ``unavailable``).
         Returns its queues, to be closed once written. Never called for a

@@ -90,7 +90,7 @@ class Lifecycle:
         if state is not None and state.pending:  # held before its first message (and spooled): not ours to drop
             raise conflict(f"session {session} has entries waiting for its first message; try again later")
         registry.unavailable[session] = busy(session)
-        queues = registry.release(state) if state is not None else []
+        queues = registry.evict_for_move(state) if state is not None else []
 
         def when_closed(done: Callable[[SessiondError | None], None]) -> None:
             def closed(err: SessiondError | None) -> None:
