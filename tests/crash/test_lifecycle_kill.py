@@ -28,10 +28,16 @@ def _hold_after(syscall: str, nth: int) -> list[str]:
             "-e", f"inject={syscall}:delay_exit=5000000:when={nth}+"]
 
 
-def _kill_tracee_first(pid: int) -> None:
+def _kill_tracee_first(pid: int, cli: subprocess.Popen | None = None) -> None:
     """SIGKILL the stalled process itself before its strace: a tracer that dies
     first would release it to finish the operation. Pending, the kill takes it
-    the moment strace lets go, before it runs another instruction."""
+    the moment strace lets go, before it runs another instruction. The CLI that
+    asked for the operation dies first: left alive, it would see its daemon go and
+    retry the operation (autostarting a daemon or doing it itself), so the test
+    would check that retry, not the restarted daemon's settling of the kill."""
+    if cli is not None:
+        cli.kill()
+        cli.wait(timeout=30)
     os.kill(pid, signal.SIGKILL)
 
 
@@ -84,7 +90,7 @@ def test_daemon_killed_in_the_middle_of_an_rm(daemon_factory):
     path = main_path(d.root, CWD, sid)
     cli = _background_cli(d, "rm", sid, "--cwd", CWD)
     wait_until(lambda: not path.exists(), "the first item of the rm to move", timeout=60)
-    _kill_tracee_first(pid)
+    _kill_tracee_first(pid, cli)
     d.kill()
     _wait_dead(pid)
     assert path.with_suffix("").exists()  # the kill landed between the two moves
@@ -108,7 +114,7 @@ def test_daemon_killed_in_the_middle_of_a_restore(daemon_factory):
     path = main_path(d.root, CWD, sid)
     cli = _background_cli(d, "restore", sid)
     wait_until(path.exists, "the first item of the restore to move back", timeout=60)
-    _kill_tracee_first(pid)
+    _kill_tracee_first(pid, cli)
     d.kill()
     _wait_dead(pid)
     assert not path.with_suffix("").exists()  # the kill landed between the two moves
@@ -129,7 +135,7 @@ def test_daemon_killed_in_the_middle_of_an_import(daemon_factory, short_tmp):
     cli = _background_cli(d, "import", str(tree.projects))
     wait_until(lambda: projects.exists() and sum(1 for p in projects.rglob("*") if p.is_file()) >= 3,
                "three files of the import to land", timeout=60)
-    _kill_tracee_first(pid)
+    _kill_tracee_first(pid, cli)
     d.kill()
     _wait_dead(pid)
     assert sum(1 for p in projects.rglob("*") if p.is_file()) < len(expected)  # the kill landed inside the import
