@@ -47,6 +47,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/fairness.py
 	$(BIN)/python bench/footprint.py
+	command -v rg >/dev/null || apt-get install -y ripgrep
+	$(BIN)/python bench/search.py
 
 ## The crash soak: hundreds of SIGKILLs of the daemon and of clients under load.
 crash: $(STAMP)

@@ -43,14 +43,29 @@ from benchlib import cpu_seconds
 HERE = Path(__file__).resolve().parent
 
 
-def build_lines(n: int, size: int, sid: str, mix: bool = False) -> list[bytes]:
+_VOCAB = ["".join(random.Random(i).choices("abcdefghijklmnopqrstuvwxyz", k=3 + i % 8)) for i in range(5000)]
+
+
+def words(rng: random.Random, n: int) -> str:
+    """About ``n`` characters of words (``--text``: entries a search index has to read)."""
+    out, size = [], 0
+    while size < n:
+        w = _VOCAB[min(int(rng.paretovariate(1.1)) - 1, len(_VOCAB) - 1)] if rng.random() < 0.7 else rng.choice(_VOCAB)
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)
+
+
+def build_lines(n: int, size: int, sid: str, mix: bool = False, text: bool = False) -> list[bytes]:
     """``n`` entries of about ``size`` bytes; with ``mix``, every fifth one is a
-    tool result of 10-50 KB instead (as an agent's transcript has)."""
+    tool result of 10-50 KB instead (as an agent's transcript has); with ``text``
+    the payload is words instead of one long run of ``x``."""
     rng = random.Random(sid)
     out = []
     for i in range(n):
         big = mix and i % 5 == 4
-        pad = "x" * (rng.randint(10_000, 50_000) if big else max(0, size - 200))
+        n_pad = rng.randint(10_000, 50_000) if big else max(0, size - 200)
+        pad = words(rng, n_pad) if text else "x" * n_pad
         content = [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": pad}] if big else pad
         out.append(json.dumps({"type": "user", "uuid": str(uuid.uuid4()), "sessionId": sid,
                                "message": {"role": "user", "content": content}}).encode())
@@ -62,7 +77,7 @@ def build_lines(n: int, size: int, sid: str, mix: bool = False) -> list[bytes]:
 
 def worker(args: argparse.Namespace) -> None:
     sid = str(uuid.uuid4())
-    lines = build_lines(args.entries, args.size, sid, args.mix)
+    lines = build_lines(args.entries, args.size, sid, args.mix, args.text)
     lat: list[float] = []
     if args.mode in ("direct", "direct-durable"):
         path = Path(args.dir) / f"{sid}.jsonl"
@@ -183,7 +198,7 @@ def spawn_workers(mode: str, clients: int, per_client: int, sock: Path, workdir:
     waiting for the word to start."""
     cmd = [sys.executable, __file__, "--worker", "--mode", mode, "--entries", str(per_client), "--size", str(args.size),
            "--batch", str(args.batch), "--window", str(args.window), "--socket", str(sock),
-           "--dir", str(workdir)] + (["--mix"] if getattr(args, "mix", False) else [])
+           "--dir", str(workdir)] + (["--mix"] if getattr(args, "mix", False) else []) + (["--text"] if getattr(args, "text", False) else [])
     procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(clients)]
     for p in procs:
         assert p.stdout.readline().strip() == "ready"
@@ -275,6 +290,7 @@ def main() -> None:
     ap.add_argument("--durable-total", type=int, default=16_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--mix", action="store_true", help="every fifth entry a 10-50 KB tool result")
+    ap.add_argument("--text", action="store_true", help="payloads of words, not one run of x (work for the search index)")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--window", type=int, default=1)
     ap.add_argument("--flush-interval", type=float, default=100.0)

@@ -96,6 +96,14 @@ class Settings(msgspec.Struct, kw_only=True):
     config_file: Path | None = None
     """The file read at start and on SIGHUP (it need not exist)."""
     mirror: MirrorSettings | None = None
+    search_index: bool = True
+    """Keep the full-text index of every transcript (``daemon/index/``)."""
+    search_index_path: Path | None = None
+    """Where the index lives; None: ``<root>/.sessiond-search.sqlite3``."""
+    search_refresh: float = 2.0
+    """A search starts a re-stat of its scope (files other writers changed)
+    unless one was done this many seconds ago; it runs after the answer. 0:
+    before every search's answer."""
 
     def public(self) -> dict[str, str | int | float | bool]:
         return {
@@ -146,6 +154,9 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_expensive_waiting: int | None = None
     idle_evict_s: float | None = None
     mirror: MirrorFileConfig | None = None
+    search_index: bool | None = None
+    search_index_path: str | None = None
+    search_refresh_s: float | None = None
 
 
 ENV = {
@@ -154,6 +165,7 @@ ENV = {
     "SESSIOND_FLUSH_INTERVAL_MS": "flush_interval_ms",
     "SESSIOND_FSYNC": "fsync",
     "SESSIOND_LOG_LEVEL": "log_level",
+    "SESSIOND_SEARCH_INDEX": "search_index",
 }
 
 
@@ -269,6 +281,12 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
             put("idle_evict", float(value))
         elif key == "mirror":
             put("mirror", mirror_settings(value))
+        elif key == "search_index_path":
+            put("search_index_path", Path(os.path.expanduser(value)))
+        elif key == "search_refresh_s":
+            if value < 0:
+                raise ConfigError(f"search_refresh_s: must not be negative, got {value}")
+            put("search_refresh", float(value))
         else:
             put(key, value)
     return changed

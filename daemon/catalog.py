@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -78,6 +79,9 @@ class Catalog:
         self._notes: deque[tuple[tuple[str, str], int, int]] = deque()
         """Writes seen by the observer, applied by the next reader under the
         lock (``deque`` appends and pops are atomic: no lock on the loop)."""
+        self.changed: Callable[[list[str]], None] | None = None
+        """Told (from the refreshing thread) which files a re-stat found new,
+        changed or gone: the search indexer follows other writers through it."""
         self._keys: dict[Path, tuple[str, str] | None] = {}
         """Per written path: its (project dir, file) index keys, or None when it is
         not a session file; the observer runs on every write."""
@@ -173,6 +177,7 @@ class Catalog:
         """Re-stat a dir and merge: files changed by writers we did not see lose
         their lite info, new ones appear, deleted ones go."""
         fresh = self._scan(d)
+        seen: list[str] = []
         with self.lock:
             self._apply_notes()
             project = self.projects.setdefault(d, _Project())
@@ -180,13 +185,18 @@ class Catalog:
                 old = project.files.get(path)
                 if old is None:
                     project.files[path] = new
+                    seen.append(path)
                 elif (new.mtime_ns, new.size) != (old.mtime_ns, old.size) and new.mtime_ns >= old.mtime_ns:
                     old.mtime_ns, old.size, old.lite = new.mtime_ns, new.size, None
+                    seen.append(path)
             for path in [p for p in project.files if p not in fresh]:
                 del project.files[path]
+                seen.append(path)
             project.order = None
             project.refreshed = time.monotonic()
             project.refreshing = False
+        if seen and self.changed is not None:
+            self.changed(seen)
 
     def _maybe_refresh(self, d: str, project: _Project) -> None:
         if project.refreshing or time.monotonic() - project.refreshed < REFRESH_AFTER:

@@ -32,6 +32,7 @@ from .activation import activated_socket
 from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
 from .trash import Lifecycle
+from .index.link import IndexLink, index_path
 from .connection import Connection, Outbox
 from .notify import Notifier
 from .sessions import Registry
@@ -75,6 +76,13 @@ class Daemon:
 
             self.mirror = Mirror(settings.mirror, settings.root, loop, state_file=settings.root / STATE_FILE)
             self.writer.observers.append(self.mirror.observe)
+        self.index = None
+        if settings.search_index:
+            self.index = IndexLink(loop, settings.root, index_path(settings.root, settings.search_index_path),
+                                   settings.search_refresh)
+            self.writer.observers.append(self.index.observe)
+            index = self.index
+            self.catalog.changed = lambda paths: loop.call_soon_threadsafe(index.look, paths)
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False
@@ -263,10 +271,14 @@ async def _run(settings: Settings, flags: dict) -> int:
         )
         if daemon.mirror is not None:
             daemon.mirror.start()
+        if daemon.index is not None:
+            await daemon.index.start()
         notifier.ready(daemon.status_line())
         await daemon.stopped
         if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start
             await daemon.mirror.close()
+        if daemon.index is not None:
+            await daemon.index.close()
         server.close()
         if inode is not None:
             remove_socket(settings.socket, inode)

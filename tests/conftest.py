@@ -70,10 +70,13 @@ class DaemonProc:
             if fsize is not None:
                 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
+        env = self.env
+        if wrap:  # a traced daemon: strace -f would follow (and inject faults into) the search indexer's process too
+            env = {**env, "SESSIOND_SEARCH_INDEX": "false"}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [*(wrap or []), sys.executable, "-m", "sessiond.client.cli", "serve", "--log-level", "debug", *extra],
-                env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=limit,
+                env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=limit,
                 start_new_session=bool(wrap),  # stop/kill reach the daemon under the wrapper too
             )
         self.wrapped = bool(wrap)

@@ -32,6 +32,7 @@ COMMAND_MODULES = {
     "rm": "lifecycle_cmds", "trash": "lifecycle_cmds", "restore": "lifecycle_cmds", "prune": "lifecycle_cmds",
     "du": "lifecycle_cmds", "rename": "lifecycle_cmds", "tag": "lifecycle_cmds",
     "import": "transfer_cmds", "export": "transfer_cmds",
+    "search": "search_cmds", "reindex": "search_cmds",
 }
 """Which module of this package defines each command: a run imports only the
 one its command needs (``--help`` and completion import them all). A module

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import ProtocolError
 
-from . import admin, append, flush, lifecycle, listing, session
+from . import admin, append, flush, lifecycle, listing, search, session
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -51,6 +51,10 @@ def dispatch(conn: Connection, req: m.Request) -> m.Response | None:
             return lifecycle.handle_import(conn, req)
         case m.Usage():
             return lifecycle.handle_usage(conn, req)
+        case m.Search():
+            return search.handle_search(conn, req)
+        case m.Reindex():
+            return search.handle_reindex(conn, req)
         case m.Hello():
             raise ProtocolError("Hello may only be sent once, first")
     raise ProtocolError(f"unsupported request {type(req).__name__}")

@@ -40,6 +40,7 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         mirror=d.mirror.status() if d.mirror is not None else None,
         workers={**d.fair.status(), "syncThreads": d.writer.sync_slots},
         memory=memory.status(registry),
+        index=d.index.status() if d.index is not None else None,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Literal, Union
 import msgspec
 
 from ..transcript.importer import FileResult, SessionSource
+from ..search.query import Hit
 from ..transcript.session_info import SessionInfo
 from ..transcript.usage import Usage as UsageReport
 from ..trash import TrashEntry
@@ -183,8 +184,30 @@ class Usage(_Message):
     all: bool = False
 
 
+class Search(_Message):
+    """Full-text search of the index (SPEC 8): words and "phrases", best sessions first."""
+
+    id: int
+    query: str
+    dirs: list[str] = []
+    all: bool = False
+    limit: int = 20
+    since: str | None = None
+    """ISO-8601 UTC; only entries at or after it."""
+    role: str | None = None
+    """``user``, ``assistant`` or ``tool``."""
+
+
+class Reindex(_Message):
+    """Rebuild the search index of some project dirs (or all) from the files."""
+
+    id: int
+    dirs: list[str] = []
+    all: bool = False
+
+
 Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown,
-                Trash, Restore, EmptyTrash, Import, Usage]
+                Trash, Restore, EmptyTrash, Import, Usage, Search, Reindex]
 
 
 # ---------------------------------------------------------------------- responses
@@ -269,6 +292,8 @@ class StatusResult(_Message):
     """The read pool's fair share: threads, jobs running and waiting, requests refused ``busy``."""
     memory: dict[str, int] | None = None
     """RSS, and the uuids held for dedup (how many, how many not packed yet, bytes of the packed ones)."""
+    index: dict[str, str | int | float | bool | None] | None = None
+    """The search indexer's state, when the index is on."""
 
 
 class Error(_Message):
@@ -295,5 +320,20 @@ class UsageResult(_Message):
     usage: UsageReport
 
 
+class Searched(_Message):
+    id: int
+    hits: list[Hit]
+    caughtUp: bool = True
+    """False when the indexer had not caught up with every write in time: the
+    hits may miss the newest lines."""
+
+
+class Reindexed(_Message):
+    id: int
+    files: int
+    bytes: int
+    seconds: float
+
+
 Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error,
-                 TrashChanged, Imported, UsageResult]
+                 TrashChanged, Imported, UsageResult, Searched, Reindexed]

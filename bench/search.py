@@ -1,0 +1,297 @@
+"""Search: building the index, its size, queries through the daemon and the CLI,
+against a plain scan of the files, and appends with the indexer on and off.
+
+    python bench/search.py [--sessions 10000] [--size 200000] [--runs 20] [--skip-append]
+
+The store: ``--sessions`` generated sessions of about ``--size`` bytes (entries
+shaped like Claude Code's: the envelope, prompts, assistant text, tool calls
+with commands and paths, tool results of 1-8 KB; words drawn from a
+20,000-word Zipf vocabulary; each session carries a unique ticket number) plus
+the real corpus (``tests/corpus/claude-code``), all in the page cache. Figures:
+- build: the index from scratch in this process (the indexer's code,
+  ``Store.catch_up`` over every file), MB of transcript per second; and the
+  same through the daemon (``sessiond reindex --all``, its indexer at nice 19);
+- size: index file bytes against transcript bytes;
+- queries (words, phrases, a prefix; rare to very common): a ``Search`` request
+  through a running daemon (p50/p99 over ``--runs`` rounds of every query),
+  the whole ``sessiond search --all --json`` process (median of 5), and the
+  same query by ``grep -rilF`` and ``rg -ilF`` over the files (the phrase as a
+  fixed string: files that contain it; median of 3), and once by the CLI's own
+  scan fallback;
+- appends: ``bench/append_load.py --text`` (1 KB entries of words) with the
+  index on and off, same run.
+Writes bench/results/search.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import benchlib
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CWD = "/home/dev/search-project"
+
+
+def vocabulary(n: int = 20000) -> list[str]:
+    rng = random.Random(7)
+    return ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 11))) for _ in range(n)]
+
+
+def paragraphs(vocab: list[str], count: int, rng: random.Random) -> list[str]:
+    weights = [1 / (i + 1) for i in range(len(vocab))]
+    out = []
+    for _ in range(count):
+        out.append(" ".join(rng.choices(vocab, weights=weights, k=rng.randint(20, 120))))
+    return out
+
+
+def generate_one(args: tuple) -> int:
+    path, sid, i, size, paras, seed = args
+    rng = random.Random(seed)
+    lines = []
+    parent = None
+    total = 0
+    n = 0
+
+    def env(kind: str, message: dict) -> dict:
+        nonlocal parent, n
+        u = str(uuid.UUID(int=rng.getrandbits(128)))
+        n += 1
+        e = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": CWD, "sessionId": sid,
+             "version": "2.1.17", "gitBranch": "main", "type": kind, "message": message, "uuid": u,
+             "timestamp": f"2026-0{1 + i % 9}-{10 + n % 18:02d}T10:{n % 60:02d}:00.000Z"}
+        parent = u
+        return e
+
+    first = f"Ticket ZX{i:05d}: {rng.choice(paras)}"
+    while total < size:
+        k = len(lines) % 4
+        if k == 0:
+            msg = {"role": "user", "content": first if not lines else rng.choice(paras)}
+            e = env("user", msg)
+        elif k == 1:
+            e = env("assistant", {"id": f"msg_{rng.getrandbits(48):x}", "type": "message", "role": "assistant",
+                                  "model": "claude-x", "content": [{"type": "text", "text": " ".join(rng.choices(paras, k=3))}],
+                                  "usage": {"input_tokens": 10, "output_tokens": 200, "cache_read_input_tokens": 5000}})
+        elif k == 2:
+            cmd = rng.choice(["git status", "pytest -q tests", "rg parser src", "ls -la", "make build"])
+            e = env("assistant", {"id": f"msg_{rng.getrandbits(48):x}", "type": "message", "role": "assistant",
+                                  "model": "claude-x", "content": [{"type": "tool_use", "id": f"toolu_{n}", "name": "Bash",
+                                                                    "input": {"command": cmd, "description": rng.choice(paras)[:60]}}]})
+        else:
+            body = "\n".join(rng.choices(paras, k=rng.randint(2, 12)))
+            e = env("user", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n - 1}", "content": body}]})
+            e["toolUseResult"] = {"stdout": body, "stderr": "", "interrupted": False}
+        line = json.dumps(e, separators=(",", ":"))
+        lines.append(line)
+        total += len(line) + 1
+    lines.append(json.dumps({"type": "custom-title", "customTitle": f"Work item {i}", "sessionId": sid}))
+    Path(path).write_text("\n".join(lines) + "\n")
+    return total
+
+
+def generate(root: Path, sessions: int, size: int) -> int:
+    from multiprocessing import Pool
+
+    from sessiond.protocol.transcript.paths import sanitize
+
+    project = root / "projects" / sanitize(CWD)
+    project.mkdir(parents=True)
+    rng = random.Random(1)
+    paras = paragraphs(vocabulary(), 3000, rng)
+    jobs = []
+    for i in range(sessions):
+        sid = str(uuid.UUID(int=rng.getrandbits(128)))
+        jobs.append((str(project / f"{sid}.jsonl"), sid, i, size, paras, i))
+    with Pool(os.cpu_count() or 2) as pool:
+        total = sum(pool.imap_unordered(generate_one, jobs, chunksize=64))
+    corpus = root / "projects" / "-home-dev-corpus"
+    corpus.mkdir()
+    for f in sorted((REPO / "tests" / "corpus" / "claude-code").glob("*.jsonl")):
+        if "__agent-" not in f.name:
+            shutil.copy(f, corpus / f"{uuid.uuid4()}.jsonl")
+            total += f.stat().st_size
+    return total
+
+
+def transcript_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in (root / "projects").rglob("*.jsonl"))
+
+
+def build_in_process(root: Path, index: Path) -> tuple[float, int]:
+    sys.path.insert(0, str(REPO))
+    from sessiond.daemon.index.store import Store
+    from sessiond.protocol.search.files import transcripts
+
+    t = time.perf_counter()
+    store = Store(root, index)
+    n = 0
+    for i, tr in enumerate(transcripts(root)):
+        n += store.catch_up(tr.path)
+        if i % 200 == 199:
+            store.commit()
+    store.optimize()
+    store.close()
+    return time.perf_counter() - t, n
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=10_000)
+    ap.add_argument("--size", type=int, default=200_000)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--skip-append", action="store_true")
+    ap.add_argument("--reindex", action="store_true", help="also time `reindex --all` through the daemon (its indexer runs at nice 19)")
+    ap.add_argument("--append-total", type=int, default=48_000)
+    ap.add_argument("--append-clients", default="1,4,16")
+    ap.add_argument("--out", default=str(HERE / "results" / "search.json"))
+    args = ap.parse_args()
+
+    from sessiond.client.connection import Client
+    from sessiond.protocol.wire import messages as m
+
+    base = Path(tempfile.mkdtemp(prefix="sds-", dir="/tmp"))
+    os.chmod(base, 0o700)
+    root = base / "root"
+    out: dict = {"sessions": args.sessions, "size": args.size}
+    try:
+        t = time.perf_counter()
+        generate(root, args.sessions, args.size)
+        nbytes = transcript_bytes(root)
+        out["transcript_bytes"] = nbytes
+        print(f"generated {nbytes / 1e9:.2f} GB in {time.perf_counter() - t:.0f}s", flush=True)
+        for p in (root / "projects").rglob("*.jsonl"):  # into the page cache, like the listing bench
+            with open(p, "rb") as f:
+                while f.read(1 << 22):
+                    pass
+        index = root / ".sessiond-search.sqlite3"
+        secs, read = build_in_process(root, index)
+        size = sum(os.path.getsize(f"{index}{s}") for s in ("", "-wal") if os.path.exists(f"{index}{s}"))
+        out["load_average"] = os.getloadavg()
+        out["build"] = {"seconds": secs, "mb_per_s": read / secs / 1e6, "index_bytes": size, "index_ratio": size / nbytes}
+        print(f"build: {secs:.1f}s, {read / secs / 1e6:.1f} MB/s; index {size / 1e6:.0f} MB = {100 * size / nbytes:.1f}% of transcripts", flush=True)
+
+        queries = {
+            "distinctive phrase (1 session)": '"ticket zx04242"' if args.sessions > 4242 else '"ticket zx00042"',
+            "real-corpus phrase": '"make this project installable"',
+            "rare word": vocabulary()[15000],
+            "two words": f"{vocabulary()[300]} {vocabulary()[900]}",
+            "prefix": vocabulary()[2000][:4] + "*",
+            "tool command phrase": '"git status"',
+            "very common word": vocabulary()[0],
+        }
+        out["queries"] = queries
+        sock = base / "run" / "s.sock"
+        cfg = base / "config.toml"
+        cfg.write_text("")
+        env = {**os.environ, "SESSIOND_CONFIG": str(cfg)}
+        proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root),
+                                 "serve", "--log-level", "warning"], env=env, stdin=subprocess.DEVNULL)
+        sock.parent.mkdir(mode=0o700, exist_ok=True)
+        from sessiond.client.autostart import socket_answers
+
+        while not socket_answers(sock):
+            time.sleep(0.05)
+        rows = {}
+        with Client(sock, autostart=False, timeout=600).connect() as c:
+            c.call(m.Search(id=c.next_id(), query="warmup", all=True))  # the daemon's start-up re-stat done
+            per: dict[str, list[float]] = {k: [] for k in queries}
+            hits: dict[str, int] = {}
+            for _ in range(args.runs):
+                for name, q in queries.items():
+                    t = time.perf_counter()
+                    r = c.call(m.Search(id=c.next_id(), query=q, all=True, limit=20))
+                    per[name].append(time.perf_counter() - t)
+                    hits[name] = len(r.hits)
+        cli_env = {**os.environ, "SESSIOND_SOCKET": str(sock), "SESSIOND_ROOT": str(root)}
+        for name, q in queries.items():
+            cli = []
+            for _ in range(5):
+                t = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "sessiond.client.cli", "search", "--all", "--json", "--", q],
+                               env=cli_env, check=True, capture_output=True)
+                cli.append(time.perf_counter() - t)
+            needle = q.strip('"').rstrip("*")
+            scans = {}
+            for tool, cmd in (("grep", ["grep", "-rilF", "--", needle, str(root / "projects")]),
+                              ("rg", ["rg", "-ilF", "--no-messages", "--", needle, str(root / "projects")])):
+                if shutil.which(cmd[0]) is None:
+                    continue
+                ts = []
+                for _ in range(3):
+                    t = time.perf_counter()
+                    subprocess.run(cmd, capture_output=True)
+                    ts.append(time.perf_counter() - t)
+                scans[tool] = statistics.median(ts)
+            d50 = statistics.median(per[name])
+            rows[name] = {"query": q, "hits": hits[name], "daemon_p50_ms": d50 * 1000, "daemon_p99_ms": pct(per[name], 0.99) * 1000,
+                          "cli_p50_ms": statistics.median(cli) * 1000,
+                          **{f"{k}_ms": v * 1000 for k, v in scans.items()},
+                          **{f"vs_{k}": v / d50 for k, v in scans.items()}}
+            print(json.dumps({name: rows[name]}), flush=True)
+        # the CLI's own scan fallback, on the same files (a root without an index)
+        os.makedirs(base / "noindex", exist_ok=True)
+        os.symlink(root / "projects", base / "noindex" / "projects")
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "sessiond.client.cli", "search", "--all", "--json", "--", queries["rare word"]],
+                           env={**cli_env, "SESSIOND_SOCKET": str(sock) + ".none", "SESSIOND_ROOT": str(base / "noindex")},
+                           capture_output=True)
+        out["scan_fallback_s"] = time.perf_counter() - t
+        out["scan_fallback_note"] = r.stderr.decode().strip()
+        out["queries_table"] = rows
+        if args.reindex:
+            t = time.perf_counter()
+            with Client(sock, autostart=False, timeout=3600).connect() as c:
+                done = c.call(m.Reindex(id=c.next_id(), all=True))
+            took = time.perf_counter() - t
+            out["reindex_daemon"] = {"seconds": took, "mb_per_s": done.bytes / took / 1e6, "files": done.files}
+            print(f"reindex through the daemon: {out['reindex_daemon']}", flush=True)
+        proc.terminate()
+        proc.wait(timeout=120)
+    finally:
+        subprocess.run(["rm", "-rf", str(base)])
+    if not args.skip_append:
+        out["append"] = append_on_off(args)
+    Path(args.out).parent.mkdir(exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(json.dumps(out, indent=1))
+
+
+def append_on_off(args) -> dict:
+    """bench/append_load.py --text with the index on and off, in turns."""
+    res: dict = {}
+    base = Path(tempfile.mkdtemp(prefix="sdc-", dir="/tmp"))
+    try:
+        for state in ("off", "on", "off", "on"):
+            cfg = base / f"{state}.toml"
+            cfg.write_text(f"search_index = {'true' if state == 'on' else 'false'}\n")
+            outp = base / f"{state}-{len(res.get(state, []))}.json"
+            subprocess.run([sys.executable, str(HERE / "append_load.py"), "--text", "--clients", args.append_clients,
+                            "--levels", "queued,written", "--total", str(args.append_total), "--runs", "1", "--chart", "",
+                            "--out", str(outp)], env={**os.environ, "SESSIOND_CONFIG": str(cfg)}, check=True)
+            res.setdefault(state, []).append(json.loads(outp.read_text()))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return res
+
+
+if __name__ == "__main__":
+    main()

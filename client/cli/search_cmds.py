@@ -1,0 +1,211 @@
+"""search and reindex: ranked full-text search of every conversation.
+
+``search`` asks a running daemon (which keeps the index current); with none it
+reads the index itself, read-only, and with no index either it scans the files
+and says so. Reading never starts a daemon. ``reindex`` rebuilds the index in
+the daemon (starting one unless --no-autostart), showing progress on a tty.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import threading
+import time
+from pathlib import Path
+
+import click
+import msgspec
+
+from sessiond.protocol.locations import default_root
+
+from . import Context, cli
+from .output import age, clip, size
+
+BOLD = "\x1b[1;33m"
+DIM = "\x1b[2m"
+RESET = "\x1b[0m"
+
+
+def _scope(obj: Context, root: Path, cwd: str | None, all_projects: bool) -> list[Path] | None:
+    from sessiond.protocol.transcript import lookup
+    from sessiond.protocol.transcript.paths import check_cwd
+
+    if all_projects:
+        return None
+    where = os.path.abspath(cwd) if cwd else os.getcwd()
+    check_cwd(where)
+    return lookup.listing_dirs(root, where)
+
+
+@cli.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("--cwd", default=None, help="Project directory (default: the current directory).")
+@click.option("--all", "all_projects", is_flag=True, help="Search every project.")
+@click.option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True, help="At most N sessions.")
+@click.option("--since", default=None, help="Only entries since DATE (2026-01-31, an ISO date-time, or 3d / 12h / 2w ago).")
+@click.option("--role", type=click.Choice(["user", "assistant", "tool"]), default=None, help="Only prompts, answers, or tool calls and results.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of hits, best first.")
+@click.pass_obj
+def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: bool, limit: int, since: str | None,
+           role: str | None, as_json: bool) -> None:
+    """Find conversations: words (all must match), "quoted phrases", prefix*.
+
+    The best-matching entry of each session is shown, best sessions first."""
+    from sessiond.protocol.search import query as q
+
+    text = " ".join(query)
+    try:
+        q.parse(text)
+        since_iso = q.parse_since(since)
+    except q.QueryError as exc:
+        raise click.UsageError(str(exc)) from None
+    root = obj.root or default_root()
+    dirs = _scope(obj, root, cwd, all_projects)
+    projects = None if dirs is None else [d.name for d in dirs]
+    hits, note = _from_daemon(obj, text, dirs, limit, since_iso, role)
+    if hits is None:
+        hits, note = _offline(root, text, projects, limit, since_iso, role)
+    if note:
+        click.echo(f"sessiond: {note}", err=True)
+    if as_json:
+        out = [{k: v for k, v in msgspec.to_builtins(h).items() if k != "highlights"} | {"highlights": h.highlights}
+               for h in hits]
+        click.echo(msgspec.json.encode(out))
+        return
+    if not hits:
+        click.echo("no matches" + ("" if all_projects else f" in {cwd or os.getcwd()} (--all searches every project)"), err=True)
+        sys.exit(1)
+    tty = sys.stdout.isatty()
+    here = os.path.realpath(cwd or os.getcwd())
+    now = time.time()
+    for h in hits:
+        title = clip(h.title or "(untitled)", 70)
+        where = f"{h.project}"
+        side = f"  [subagent {h.agentId}]" if h.agentId else ("  [sidechain]" if h.sidechain else "")
+        info = f"{where} · {age(now, h.timestamp)} · {h.role}{side}"
+        click.echo(f"\x1b[1m{title}{RESET}  {DIM}{info}{RESET}" if tty else f"{title}  {info}")
+        click.echo("    " + _highlight(h.snippet, h.highlights, tty))
+        resume = f"sessiond resume {h.sessionId}"
+        if h.cwd and os.path.realpath(h.cwd) != here:
+            resume = f"cd {shlex.quote(h.cwd)} && {resume}"
+        click.echo(f"    {DIM if tty else ''}{resume}{RESET if tty else ''}")
+
+
+def _highlight(snippet: str, spans: list[tuple[int, int]], tty: bool) -> str:
+    """One line; the matches in bold on a terminal."""
+    if not tty:
+        return " ".join(snippet.split())
+    out, pos = [], 0
+    for a, b in spans:
+        out += [snippet[pos:a], BOLD, snippet[a:b], RESET]
+        pos = b
+    out.append(snippet[pos:])
+    return " ".join("".join(out).split())
+
+
+def _from_daemon(obj: Context, text: str, dirs: list[Path] | None, limit: int, since: str | None, role: str | None):
+    """(hits, note) from a running daemon of this root, or (None, None)."""
+    from sessiond.protocol.wire import messages as m
+    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
+
+    if dirs is not None and not dirs:
+        return [], None
+    try:
+        with obj.client(autostart=False) as client:
+            if obj.root is not None and os.path.realpath(client.status().root) != os.path.realpath(obj.root):
+                return None, None
+            resp = client.call(m.Search(id=client.next_id(), query=text, dirs=[str(d) for d in dirs or []],
+                                        all=dirs is None, limit=limit, since=since, role=role))
+    except DaemonUnavailable:
+        return None, None
+    except RemoteError as exc:
+        if exc.code == "not_found":  # the index is off there
+            return None, None
+        raise
+    note = None if resp.caughtUp else "the indexer is behind: the newest lines may be missing"  # type: ignore[union-attr]
+    return resp.hits, note  # type: ignore[union-attr]
+
+
+def _offline(root: Path, text: str, projects: list[str] | None, limit: int, since: str | None, role: str | None):
+    import sqlite3
+
+    from sessiond.protocol.search import query as q
+    from sessiond.protocol.search.scan import scan
+    from sessiond.protocol.search.schema import index_path
+
+    if projects is not None and not projects:
+        return [], None
+    path = index_path(root, _configured_index())
+    if path.exists():
+        try:
+            conn = q.open_read_only(path)
+            try:
+                return q.run(conn, root, text, projects=projects, limit=limit, since=since, role=role), None
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            reason = f"the search index {path} is unreadable ({exc})"
+    else:
+        reason = "no search index yet"
+    return scan(root, text, projects=projects, limit=limit, since=since, role=role), f"{reason}: scanned the files (start the daemon to index them)"
+
+
+def _configured_index() -> Path | None:
+    from sessiond.protocol.locations import _from_config_file
+
+    value = _from_config_file("search_index_path")
+    return Path(value) if value else None
+
+
+@cli.command()
+@click.option("--cwd", default=None, help="Project directory (default: the current directory).")
+@click.option("--all", "all_projects", is_flag=True, help="Rebuild the whole index.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: files, bytes, seconds.")
+@click.pass_obj
+def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None:
+    """Rebuild the search index from the files (the project's, or --all)."""
+    from sessiond.protocol.wire import messages as m
+
+    root = obj.root or default_root()
+    dirs = _scope(obj, root, cwd, all_projects)
+    if dirs is not None and not dirs:
+        raise click.ClickException(f"no sessions for {cwd or os.getcwd()} (--all rebuilds every project)")
+    with obj.client() as client:
+        if obj.root is not None and os.path.realpath(client.status().root) != os.path.realpath(obj.root):
+            raise click.ClickException(f"the daemon on {obj.socket} serves another root ({client.status().root})")
+        stop = threading.Event()
+        watcher = None
+        if sys.stderr.isatty() and not as_json:
+            watcher = threading.Thread(target=_show_progress, args=(obj, stop), daemon=True)
+            watcher.start()
+        try:
+            resp = client.call(m.Reindex(id=client.next_id(), dirs=[str(d) for d in dirs or []], all=dirs is None))
+        finally:
+            stop.set()
+            if watcher is not None:
+                watcher.join(timeout=2)
+    if as_json:
+        click.echo(msgspec.json.encode(resp))
+        return
+    mbs = resp.bytes / 1e6 / resp.seconds if resp.seconds else 0  # type: ignore[union-attr]
+    click.echo(f"indexed {resp.files} files, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]
+
+
+def _show_progress(obj: Context, stop: threading.Event) -> None:
+    """Poll the daemon's status on a second connection and draw a counter."""
+    shown = False
+    try:
+        with obj.client(autostart=False) as client:
+            while not stop.wait(0.2):
+                idx = client.status().index or {}
+                total = int(idx.get("reindexTotalBytes") or 0)
+                if total:
+                    done = int(idx.get("reindexDoneBytes") or 0)
+                    click.echo(f"\rindexing {size(done)} / {size(total)} ({100 * done // total}%)", err=True, nl=False)
+                    shown = True
+    except Exception:
+        pass
+    if shown:
+        click.echo("\r" + " " * 50 + "\r", err=True, nl=False)

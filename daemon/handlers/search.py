@@ -1,0 +1,117 @@
+"""Search and Reindex: asked of the indexer, answered from the index.
+
+A search first waits (at most ``CATCH_UP_TIMEOUT``) for the indexer to have
+looked at everything written before it and re-stated its scope, then runs the
+query in a worker thread on a read-only connection; a slow indexer makes the
+answer say ``caughtUp: false``, never makes it fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from typing import TYPE_CHECKING
+
+from sessiond.protocol.search import query
+from sessiond.protocol.transcript.listing import project_dirs
+from sessiond.protocol.transcript.paths import projects_dir
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import SessiondError, bad_request, permission_denied
+
+if TYPE_CHECKING:
+    from ..connection import Connection
+
+CATCH_UP_TIMEOUT = 5.0
+_readers = threading.local()
+
+
+def _scope(conn: Connection, dirs: list[str], all_projects: bool) -> list[str] | None:
+    """Project dir names of the request (None: every project), each checked to
+    be a project dir of this daemon's root."""
+    if all_projects:
+        return None
+    base = os.path.realpath(projects_dir(conn.daemon.settings.root))
+    names = []
+    for d in dirs:
+        if "\x00" in d or os.path.dirname(os.path.realpath(d)) != base:
+            raise permission_denied(f"{d!r} is not a project directory of this daemon's root")
+        names.append(os.path.basename(os.path.realpath(d)))
+    return names
+
+
+def _link(conn: Connection):
+    link = conn.daemon.index
+    if link is None:
+        raise SessiondError("the search index is off in this daemon's configuration (search_index = false)", code="not_found")
+    return link
+
+
+def handle_search(conn: Connection, req: m.Search) -> None:
+    link = _link(conn)
+    projects = _scope(conn, req.dirs, req.all)
+    try:
+        query.parse(req.query)
+        query.check_role(req.role)
+        if req.since is not None:
+            query.parse_since(req.since)
+    except query.QueryError as exc:
+        raise bad_request(str(exc)) from None
+    if not 1 <= req.limit <= query.MAX_LIMIT:
+        raise bad_request(f"limit must be between 1 and {query.MAX_LIMIT}")
+    conn.daemon.loop.create_task(_search(conn, link, req, projects))
+    return None
+
+
+async def _search(conn: Connection, link, req: m.Search, projects: list[str] | None) -> None:
+    daemon = conn.daemon
+    caught_up = await link.caught_up(projects, CATCH_UP_TIMEOUT)
+    try:
+        hits = await daemon.loop.run_in_executor(None, _run, daemon.settings.root, link.index, req, projects)
+    except sqlite3.Error as exc:
+        conn.reply(m.Error(id=req.id, code="io_error", message=f"search index unreadable: {exc}"))
+        return
+    except Exception as exc:  # never a crashed connection
+        conn.reply(m.Error(id=req.id, code="internal", message=f"search failed: {exc}"))
+        return
+    conn.reply(m.Searched(id=req.id, hits=hits, caughtUp=caught_up))
+
+
+def _run(root, index, req: m.Search, projects: list[str] | None) -> list[query.Hit]:
+    """The query on this worker thread's read-only connection, opened again
+    when the file is another one (``reindex --all`` starts a new file)."""
+    try:
+        ino = os.stat(index).st_ino
+    except FileNotFoundError:
+        return []
+    reader = getattr(_readers, "conn", None)
+    if reader is None or getattr(_readers, "key", None) != (index, ino):
+        if reader is not None:
+            reader.close()
+        reader = _readers.conn = query.open_read_only(index)
+        _readers.key = (index, ino)
+    try:
+        return query.run(reader, root, req.query, projects=projects, limit=req.limit,
+                         since=query.parse_since(req.since), role=req.role)
+    except sqlite3.DatabaseError:
+        _readers.conn = None  # damaged or being replaced: open it again next time
+        reader.close()
+        raise
+
+
+def handle_reindex(conn: Connection, req: m.Reindex) -> None:
+    link = _link(conn)
+    projects = _scope(conn, req.dirs, req.all)
+    if projects is not None and not projects:
+        raise bad_request("reindex: give project dirs or all")
+
+    async def run() -> None:
+        done = await link.reindex(projects)
+        if done is None:
+            conn.reply(m.Error(id=req.id, code="io_error", message="the search indexer stopped during the reindex"))
+        else:
+            conn.reply(m.Reindexed(id=req.id, files=done.files, bytes=done.bytes, seconds=done.seconds))
+
+    conn.daemon.loop.create_task(run())
+    return None

@@ -1,0 +1,243 @@
+"""The daemon's side of the indexer: a writer observer and a child process.
+
+``observe`` (a ``Writer`` observer, on the event loop, on every write) only
+notes the path; once per loop pass the noted paths go to the indexer process
+in one pipe write. It never waits: when the pipe is full (the indexer is
+behind) paths stay in a set (at most one entry per file, so bounded by the
+files written) and are sent when it drains; the indexer reads the bytes from
+the files themselves, from the offset it reached. Foreign writers are found by
+the indexer's re-stats (one before each search of a scope not re-stated in
+``index_refresh`` seconds, one of everything every 30 s and at start); an
+inotify follower can call ``look`` with what it sees.
+
+A search waits (bounded) for the indexer to have looked at everything noted
+before it, so a search after an acknowledged write finds it. The child is
+restarted after a crash, with a backoff; its state is in the index itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sessiond.protocol.search.schema import index_path  # noqa: F401  (the daemon's one import of the index's place)
+
+from .pipe import Done, FromWorker, Look, Progress, Reindex, Rescan, Splitter, Stop, frame
+
+log = logging.getLogger("sessiond")
+
+PIPE_HIGH = 1 << 20
+"""Bytes of unsent messages above which noted paths wait in the set instead."""
+RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+STOP_TIMEOUT = 10.0
+
+
+class _Protocol(asyncio.SubprocessProtocol):
+    def __init__(self, link: IndexLink) -> None:
+        self.link = link
+        self.split = Splitter(FromWorker)
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            for msg in self.split.feed(data):
+                self.link._answer(msg)
+
+    def process_exited(self) -> None:
+        self.link._exited()
+
+
+class IndexLink:
+    def __init__(self, loop: asyncio.AbstractEventLoop, root: Path, index: Path, refresh: float) -> None:
+        self.loop = loop
+        self.root = root
+        self.index = index
+        self.refresh = refresh
+        self.transport: asyncio.SubprocessTransport | None = None
+        self.stdin: asyncio.WriteTransport | None = None
+        self.noted: dict[str, None] = {}
+        self._send_scheduled = False
+        self._retry: asyncio.TimerHandle | None = None
+        self._token = 0
+        self._waiting: dict[int, asyncio.Future] = {}
+        self.progress: dict[int, tuple[int, int]] = {}
+        self.reindexing: set[int] = set()
+        self._looks_sent = 0  # Look messages sent so far
+        self._looks_done = 0  # of those, how many the indexer has answered past
+        self._asked_at: dict[int, int] = {}
+        self.restarts = 0
+        self.started_at = 0.0
+        self.stopping = False
+        self._exit: asyncio.Future | None = None
+
+    # --------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        # A new indexer first catches up with what changed while none ran (and
+        # what a dead one had not answered for): the next search waits for it.
+        self._looks_sent += 1
+        self._exit = self.loop.create_future()
+        self.started_at = time.monotonic()
+        self.transport, _ = await self.loop.subprocess_exec(
+            lambda: _Protocol(self), sys.executable, "-m", "sessiond.daemon.index.worker", str(self.root), str(self.index),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, start_new_session=True, close_fds=True,
+        )
+        self.stdin = self.transport.get_pipe_transport(0)  # type: ignore[assignment]
+        log.info("search indexer started (pid %d, index %s)", self.transport.get_pid(), self.index)
+        if self.noted:
+            self._schedule_send()
+
+    def _exited(self) -> None:
+        code = self.transport.get_returncode() if self.transport else None
+        self.transport = self.stdin = None
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_result(None)
+        self._waiting.clear()
+        if self._exit is not None and not self._exit.done():
+            self._exit.set_result(code)
+        if self.stopping:
+            return
+        delay = RESTART_BACKOFF[min(self.restarts, len(RESTART_BACKOFF) - 1)]
+        if time.monotonic() - self.started_at > 60:
+            delay = RESTART_BACKOFF[0]
+        self.restarts += 1
+        log.error("search indexer exited (status %s); restarting it in %.1fs", code, delay)
+        self.loop.call_later(delay, lambda: None if self.stopping else self.loop.create_task(self._restart()))
+
+    async def _restart(self) -> None:
+        try:
+            await self.start()
+        except OSError as exc:
+            log.error("search indexer could not start: %s", exc)
+            self._exited()
+
+    async def close(self) -> None:
+        """Stop the indexer (it commits what it did); bounded by STOP_TIMEOUT."""
+        self.stopping = True
+        transport = self.transport
+        if transport is None or self._exit is None:
+            return
+        self._send(Stop())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._exit), STOP_TIMEOUT)
+        except asyncio.TimeoutError:
+            log.warning("search indexer did not stop in %.0fs: killed (it resumes from its last commit)", STOP_TIMEOUT)
+            transport.kill()
+        transport.close()
+
+    # --------------------------------------------------------------- following
+
+    def observe(self, path: Path, lines: list[bytes], size: int) -> None:
+        """Writer observer: note the file; it is sent at the end of the pass."""
+        self.noted[str(path)] = None
+        if not self._send_scheduled:
+            self._schedule_send()
+
+    def look(self, paths: list[str]) -> None:
+        """Files some other watcher saw change (or vanish)."""
+        for p in paths:
+            self.noted[p] = None
+        if not self._send_scheduled:
+            self._schedule_send()
+
+    def _schedule_send(self) -> None:
+        self._send_scheduled = True
+        self.loop.call_soon(self._send_noted)
+
+    def _send_noted(self) -> None:
+        self._send_scheduled = False
+        if not self.noted or self.stdin is None or self.stdin.is_closing():
+            return
+        if self.stdin.get_write_buffer_size() > PIPE_HIGH:  # the indexer is behind: keep them here
+            if self._retry is None:
+                self._retry = self.loop.call_later(0.05, self._retry_send)
+            return
+        paths, self.noted = list(self.noted), {}
+        self._send(Look(paths=paths))
+
+    def _retry_send(self) -> None:
+        self._retry = None
+        self._send_noted()
+
+    def _send(self, msg) -> bool:
+        if self.stdin is None or self.stdin.is_closing():
+            return False
+        self.stdin.write(frame(msg))
+        if isinstance(msg, Look):
+            self._looks_sent += 1
+        return True
+
+    # ------------------------------------------------------------------ asking
+
+    def _answer(self, msg) -> None:
+        if isinstance(msg, Progress):
+            self.progress[msg.token] = (msg.done, msg.total)
+            return
+        self.progress.pop(msg.token, None)
+        self._looks_done = max(self._looks_done, self._asked_at.pop(msg.token, 0))
+        fut = self._waiting.pop(msg.token, None)
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+
+    def _ask(self, make) -> asyncio.Future:
+        self._token += 1
+        token = self._token
+        fut = self.loop.create_future()
+        self._send_noted()  # what was written before the question comes before it
+        if self.noted and self.stdin is not None:  # over the high mark: send them anyway, the question needs them
+            paths, self.noted = list(self.noted), {}
+            self._send(Look(paths=paths))
+        if not self._send(make(token)):
+            fut.set_result(None)
+            return fut
+        self._asked_at[token] = self._looks_sent
+        self._waiting[token] = fut
+        return fut
+
+    async def caught_up(self, projects: list[str] | None, timeout: float) -> bool:
+        """Wait until the indexer has looked at every file written before now;
+        ``projects`` are re-stated if that was not done in the last ``refresh``
+        s: before the answer when ``refresh`` is 0, else in the background (a
+        re-stat of 10,000 files costs ~100 ms; the answer need not wait for it).
+        False when it did not answer within ``timeout`` (or is not running)."""
+        self._send_noted()
+        if self.refresh > 0 and not self.noted and self._looks_done == self._looks_sent and self.transport is not None:
+            # nothing written since the indexer last answered: no need to wait for it
+            self._send(Rescan(token=0, projects=projects, max_age=self.refresh, wait=False))
+            return True
+        fut = self._ask(lambda t: Rescan(token=t, projects=projects, max_age=self.refresh, wait=self.refresh == 0))
+        try:
+            return await asyncio.wait_for(fut, timeout) is not None
+        except asyncio.TimeoutError:
+            return False
+
+    async def reindex(self, projects: list[str] | None) -> Done | None:
+        """Rebuild ``projects`` (None: the whole index); None if the indexer died."""
+        fut = self._ask(lambda t: Reindex(token=t, projects=projects))
+        token = self._token
+        self.reindexing.add(token)
+        try:
+            return await fut
+        finally:
+            self.reindexing.discard(token)
+            self.progress.pop(token, None)
+
+    def status(self) -> dict[str, str | int | float | bool | None]:
+        done = total = 0
+        for d, t in self.progress.values():
+            done, total = done + d, total + t
+        return {
+            "running": self.transport is not None,
+            "pid": self.transport.get_pid() if self.transport is not None else None,
+            "path": str(self.index),
+            "restarts": self.restarts,
+            "notedFiles": len(self.noted),
+            "reindexing": bool(self.reindexing),
+            "reindexDoneBytes": done,
+            "reindexTotalBytes": total,
+        }

@@ -1,0 +1,296 @@
+"""The index's write side: bring one file's rows up to date with the file.
+
+``catch_up(path)`` is the only way rows change: it stats the file, and
+* indexes the whole lines after the offset it reached last time (a line still
+  being written waits for its newline),
+* starts the file over when it is not the file indexed before (another inode),
+  is shorter than what was indexed, or no longer has the bytes it had just
+  before that offset (rewritten in place),
+* drops it when it is gone or not a regular file.
+So it does not matter who wrote a file, or whether we were told about each
+write: the file is the queue, and any event only says "look at F again".
+Every batch of lines commits together with the offset it reaches, so a crash
+of the indexer loses work, never consistency.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import zlib
+from pathlib import Path
+
+from sessiond.protocol.transcript.appendfile import ensure_dir
+from sessiond.protocol.transcript.regular import open_regular
+from sessiond.protocol.search.extract import TAG, TITLE, SUMMARY, extract
+from sessiond.protocol.search.files import describe
+from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions
+
+log = logging.getLogger("sessiond.index")
+
+READ_CHUNK = 8 * 1024 * 1024
+TAIL_SUM = 256
+"""Bytes before the indexed offset whose CRC tells a file rewritten in place."""
+_TITLE_COLUMN = {"custom-title": "custom_title", "ai-title": "ai_title", "tag": "tag", "summary": "summary"}
+
+
+class FileRow:
+    __slots__ = ("id", "path", "project", "session", "agent", "dev", "ino", "indexed", "tailsum", "size", "mtime_ns",
+                 "cwd", "first_prompt", "custom_title", "ai_title", "summary", "tag", "last_ts")
+
+    COLUMNS = __slots__
+
+
+def open_index(path: Path) -> sqlite3.Connection:
+    """The index for writing, created when missing and rebuilt (empty) when it
+    is damaged or of another schema version: it is a cache of the files."""
+    for attempt in range(2):
+        try:
+            conn = _connect(path)
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if version is None:
+                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+                conn.commit()
+            elif version[0] != SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(f"schema {version[0]}, not {SCHEMA_VERSION}")
+            return conn
+        except sqlite3.DatabaseError as exc:
+            if attempt:
+                raise
+            log.warning("search index %s unusable (%s): rebuilding it from the transcripts", path, exc)
+            try:
+                conn.close()
+            except Exception:
+                pass
+            remove_index(path)
+    raise AssertionError("unreachable")
+
+
+def remove_index(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    ensure_dir(path.parent)  # a fresh root: the daemon has not written anything yet
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)  # 0600 whatever the umask
+    os.fchmod(fd, 0o600)
+    os.close(fd)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    connect_functions(conn)
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # takes effect on a new file only: free pages can be given back
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")  # a lost tail after a power cut is re-indexed from the files
+    conn.execute("BEGIN")
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
+    for ddl in DDL:
+        conn.execute(ddl)
+    conn.execute("COMMIT")
+    return conn
+
+
+class Store:
+    """The write connection and the catch-up of files; one thread uses it."""
+
+    def __init__(self, root: Path, path: Path) -> None:
+        self.root = root
+        self.path = path
+        self.conn = open_index(path)
+        self.next_id = (self.conn.execute("SELECT max(id) FROM doc_info").fetchone()[0] or 0) + 1
+        self.in_tx = False
+        self.bytes_read = 0
+        self.docs_added = 0
+
+    # ---------------------------------------------------------------- transactions
+
+    def begin(self) -> None:
+        if not self.in_tx:
+            self.conn.execute("BEGIN")
+            self.in_tx = True
+
+    def commit(self) -> None:
+        if self.in_tx:
+            self.conn.execute("COMMIT")
+            self.in_tx = False
+
+    def close(self) -> None:
+        self.commit()
+        self.conn.close()
+
+    def optimize(self) -> None:
+        """Merge the FTS5 segments into one (smaller, faster to query) and give
+        the pages that frees back to the file system (a quarter of the file)."""
+        self.commit()
+        self.conn.execute("INSERT INTO docs (docs) VALUES ('optimize')")
+        self.conn.executescript("PRAGMA incremental_vacuum;")  # steps until done (execute() frees one page)
+
+    # ------------------------------------------------------------------------ rows
+
+    def row(self, path: str) -> FileRow | None:
+        r = self.conn.execute(f"SELECT id, {', '.join(FileRow.COLUMNS[1:])} FROM files WHERE path = ?", (path,)).fetchone()
+        if r is None:
+            return None
+        row = FileRow()
+        for k, v in zip(FileRow.COLUMNS, r):
+            setattr(row, k, v)
+        return row
+
+    def rows_of(self, projects: list[str] | None) -> dict[str, tuple[int, int, int, int, int]]:
+        """``path -> (dev, ino, size, mtime_ns, indexed)`` of the files indexed in ``projects``."""
+        if projects is None:
+            cur = self.conn.execute("SELECT path, dev, ino, size, mtime_ns, indexed FROM files")
+        else:
+            cur = self.conn.execute(
+                f"SELECT path, dev, ino, size, mtime_ns, indexed FROM files WHERE project IN ({','.join('?' * len(projects))})",
+                projects)
+        return {r[0]: r[1:] for r in cur}
+
+    def drop(self, path: str) -> bool:
+        r = self.conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
+        if r is None:
+            return False
+        self.begin()
+        self._delete_docs(r[0])
+        self.conn.execute("DELETE FROM files WHERE id = ?", (r[0],))
+        return True
+
+    def drop_projects(self, projects: list[str]) -> None:
+        self.begin()
+        for (fid,) in self.conn.execute(
+                f"SELECT id FROM files WHERE project IN ({','.join('?' * len(projects))})", projects).fetchall():
+            self._delete_docs(fid)
+            self.conn.execute("DELETE FROM files WHERE id = ?", (fid,))
+
+    def _delete_docs(self, fid: int) -> None:
+        # external content: FTS5 reads the old text through the view to unindex it, so doc_info goes second
+        self.conn.execute("DELETE FROM docs WHERE rowid IN (SELECT id FROM doc_info WHERE file = ?)", (fid,))
+        self.conn.execute("DELETE FROM doc_info WHERE file = ?", (fid,))
+
+    # -------------------------------------------------------------------- catch-up
+
+    def catch_up(self, path: str) -> int:
+        """Bring ``path`` up to date; returns the bytes read."""
+        try:
+            fd = open_regular(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:  # gone, or a FIFO, a symlink, a directory: not a transcript to index
+            self.drop(path)
+            return 0
+        try:
+            return self._catch_up(fd, path, os.fstat(fd))
+        finally:
+            os.close(fd)
+
+    def _catch_up(self, fd: int, path: str, st: os.stat_result) -> int:
+        row = self.row(path)
+        if row is None:
+            what = describe(self.root, path)
+            if what is None:
+                return 0
+            row = self._new_row(path, *what)
+        elif (row.dev, row.ino) != (st.st_dev, st.st_ino) or st.st_size < row.indexed or not self._tail_matches(fd, row):
+            self._reset(row)
+        elif st.st_size == row.size and st.st_mtime_ns == row.mtime_ns:
+            return 0
+        row.dev, row.ino = st.st_dev, st.st_ino
+        start = row.indexed
+        n = self._index_lines(fd, row, st.st_size)
+        row.size, row.mtime_ns = st.st_size, st.st_mtime_ns
+        self._save(row)
+        return n - start if n > start else 0
+
+    def _new_row(self, path: str, project: str, session: str, agent: str | None) -> FileRow:
+        row = FileRow()
+        for k in FileRow.COLUMNS:
+            setattr(row, k, None)
+        row.path, row.project, row.session, row.agent = path, project, session, agent
+        row.dev = row.ino = row.indexed = row.tailsum = row.size = row.mtime_ns = 0
+        self.begin()
+        row.id = self.conn.execute("INSERT INTO files (path, project, session, agent) VALUES (?, ?, ?, ?)",
+                                   (path, project, session, agent)).lastrowid
+        return row
+
+    def _reset(self, row: FileRow) -> None:
+        self.begin()
+        self._delete_docs(row.id)
+        for k in ("cwd", "first_prompt", "custom_title", "ai_title", "summary", "tag", "last_ts"):
+            setattr(row, k, None)
+        row.indexed = row.tailsum = row.size = row.mtime_ns = 0
+
+    def _tail_matches(self, fd: int, row: FileRow) -> bool:
+        start = max(0, row.indexed - TAIL_SUM)
+        return zlib.crc32(os.pread(fd, row.indexed - start, start)) == row.tailsum
+
+    def _save(self, row: FileRow) -> None:
+        self.begin()
+        cols = FileRow.COLUMNS[5:]
+        self.conn.execute(f"UPDATE files SET {', '.join(c + ' = ?' for c in cols)} WHERE id = ?",
+                          [getattr(row, c) for c in cols] + [row.id])
+
+    def _index_lines(self, fd: int, row: FileRow, size: int) -> int:
+        """Index the whole lines in ``[row.indexed, size)``; returns the offset reached."""
+        pos = row.indexed
+        carry = b""
+        while pos + len(carry) < size:
+            want = min(READ_CHUNK, size - pos - len(carry))
+            data = os.pread(fd, want, pos + len(carry))
+            if not data:
+                break
+            self.bytes_read += len(data)
+            buf = carry + data if carry else data
+            end = buf.rfind(b"\n")
+            if end < 0:
+                carry = buf
+                continue
+            self._index_block(row, buf, end + 1, pos)
+            pos += end + 1
+            carry = buf[end + 1:]
+            row.indexed = pos
+        if row.indexed:
+            start = max(0, row.indexed - TAIL_SUM)
+            row.tailsum = zlib.crc32(os.pread(fd, row.indexed - start, start))
+        return row.indexed
+
+    def _index_block(self, row: FileRow, buf: bytes, end: int, base: int) -> None:
+        docs = []
+        infos = []
+        nid = self.next_id
+        sidechain_file = row.agent is not None
+        at = base
+        for line in buf[:end].split(b"\n"):
+            pos = at
+            at += len(line) + 1
+            if not line:
+                continue
+            got = extract(line)
+            if got is None:
+                continue
+            if got.timestamp and (row.last_ts is None or got.timestamp > row.last_ts):
+                row.last_ts = got.timestamp
+            if row.cwd is None and got.cwd:
+                row.cwd = got.cwd
+            if row.first_prompt is None and got.prompt and not got.sidechain:
+                row.first_prompt = got.prompt
+            skip_title = False
+            for kind, value in got.titles.items():
+                col = _TITLE_COLUMN[kind]
+                if getattr(row, col) == value:
+                    skip_title = True  # a re-append of the current value: nothing new to find
+                setattr(row, col, value)
+            ts = got.timestamp or row.last_ts
+            for doc in got.docs:
+                if skip_title and doc.role in (TITLE, TAG, SUMMARY):
+                    continue
+                docs.append((nid, doc.text))
+                infos.append((nid, row.id, got.uuid, ts, doc.role, int(got.sidechain or sidechain_file), pos,
+                              compress_text(doc.text)))
+                nid += 1
+        if docs:
+            self.begin()
+            self.conn.executemany("INSERT INTO doc_info (id, file, uuid, ts, role, sidechain, pos, ztext) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", infos)
+            self.conn.executemany("INSERT INTO docs (rowid, text) VALUES (?, ?)", docs)
+            self.next_id = nid
+            self.docs_added += len(docs)

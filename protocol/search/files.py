@@ -1,0 +1,90 @@
+"""Which files are transcripts, for the indexer's re-stat and the offline scan.
+
+A project dir holds ``<session>.jsonl`` main transcripts and, under
+``<session>/subagents/`` (and ``…/workflows/<run>/``), ``agent-<id>.jsonl``
+files; the session of an agent file is its parent's, so a hit there points
+at the conversation it belongs to. Only regular files count; symlinks are
+never followed (a planted link cannot make us read outside the root).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..remote import REL_RE, file_ref
+from ..transcript.paths import is_session_id, projects_dir
+
+
+class Transcript:
+    __slots__ = ("path", "project", "session", "agent", "st")
+
+    def __init__(self, path: str, project: str, session: str, agent: str | None, st: os.stat_result) -> None:
+        self.path = path
+        self.project = project
+        self.session = session
+        self.agent = agent
+        self.st = st
+
+
+def describe(root: Path, path: str | Path) -> tuple[str, str, str | None] | None:
+    """``(project dir name, session id, agent id or None)`` of a transcript path
+    under ``root``, or None when it is not one."""
+    ref = file_ref(projects_dir(root), Path(path))
+    if ref is None:
+        return None
+    m = REL_RE.fullmatch(ref.rel)
+    assert m is not None
+    return ref.project, ref.session.lower(), m["agent"]
+
+
+def _regular(entry: os.DirEntry) -> os.stat_result | None:
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def _agents(d: str, project: str, session: str, depth: int = 0) -> Iterator[Transcript]:
+    try:
+        it = os.scandir(d)
+    except OSError:
+        return
+    with it:
+        for e in it:
+            if e.name.startswith("agent-") and e.name.endswith(".jsonl"):
+                st = _regular(e)
+                if st is not None:
+                    yield Transcript(e.path, project, session, e.name[6:-6], st)
+            elif depth < 2 and e.is_dir(follow_symlinks=False) and (depth == 1 or e.name == "workflows"):
+                yield from _agents(e.path, project, session, depth + 1)
+
+
+def transcripts(root: Path, projects: list[str] | None = None) -> Iterator[Transcript]:
+    """Every transcript of ``projects`` (dir names; None: every project)."""
+    base = projects_dir(root)
+    if projects is None:
+        try:
+            with os.scandir(base) as it:
+                projects = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except OSError:
+            return
+    for project in projects:
+        d = base / project
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            entries = list(it)
+        for e in entries:
+            name = e.name
+            if name.endswith(".jsonl") and is_session_id(name[:-6]):
+                st = _regular(e)
+                if st is not None:
+                    yield Transcript(e.path, project, name[:-6].lower(), None, st)
+            elif is_session_id(name) and e.is_dir(follow_symlinks=False):
+                yield from _agents(os.path.join(e.path, "subagents"), project, name.lower())

@@ -1,0 +1,244 @@
+"""Queries: what a user types, how it becomes an FTS5 query, and the hits.
+
+A query is words and "quoted phrases"; every one must match (AND); a word
+ending in ``*`` matches as a prefix. Everything else is taken literally: each
+word is quoted before it reaches FTS5, so ``AND``, ``NEAR(``, ``-`` or a colon
+in a path are plain text, never syntax (a query can never be an FTS5 error).
+
+A hit is a session, not a line: the best-ranked entry of each session (BM25)
+stands for it, so twenty hits are twenty conversations. A hit in a subagent
+file points at its parent session (``sessionId``, ``path``) and says which
+agent file matched (``agentId``, ``file``, ``sidechain``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from ..transcript.paths import projects_dir
+from .extract import ASSISTANT, TOOL, USER
+
+FILTER_ROLES: Final = (USER, ASSISTANT, TOOL)
+MAX_LIMIT: Final = 1000
+MAX_QUERY: Final = 1000
+"""Characters of a query; terms beyond are ignored (a query is typed, not a file)."""
+MARK_START: Final = "\x02"
+MARK_END: Final = "\x03"
+
+
+class QueryError(ValueError):
+    """A query that cannot be run (empty, a bad date, a bad role)."""
+
+
+class Term(msgspec.Struct, frozen=True):
+    words: tuple[str, ...]
+    """One word, or the words of a phrase."""
+    prefix: bool = False
+
+
+class Hit(msgspec.Struct, kw_only=True):
+    """One matching session; ``msgspec.to_builtins`` of it is a ``search --json`` item."""
+
+    sessionId: str
+    project: str
+    path: str
+    title: str | None
+    uuid: str | None
+    timestamp: str | None
+    role: str
+    snippet: str
+    score: float
+    highlights: list[tuple[int, int]] = []
+    """``[start, end)`` character ranges of ``snippet`` that matched."""
+    sidechain: bool = False
+    agentId: str | None = None
+    file: str
+    """The transcript that matched (the subagent file for a sidechain hit)."""
+    cwd: str | None = None
+
+
+class SearchResult(msgspec.Struct, kw_only=True):
+    hits: list[Hit]
+    source: str
+    """``index``, ``daemon`` or ``scan``: where the answer came from."""
+    note: str | None = None
+
+
+_TOKEN = re.compile(r'"([^"]*)"?|(\S+)')
+_WORD = re.compile(r"[^\W_]+")
+
+
+def words_of(text: str) -> list[str]:
+    """Words as the tokenizer sees them (unicode61: letters and digits)."""
+    return _WORD.findall(text)
+
+
+def parse(text: str) -> list[Term]:
+    """Terms of a query; ``QueryError`` when nothing searchable is left."""
+    terms: list[Term] = []
+    for m in _TOKEN.finditer(text[:MAX_QUERY]):
+        if m.group(1) is not None:
+            words = tuple(w for w in words_of(m.group(1)))
+            if words:
+                terms.append(Term(words))
+            continue
+        raw = m.group(2)
+        prefix = raw.endswith("*")
+        words = tuple(words_of(raw))
+        if words:
+            terms.append(Term(words, prefix=prefix and raw.rstrip("*")[-1:].isalnum()))
+    if not terms:
+        raise QueryError(f"nothing to search for in {text!r}: give words or \"a phrase\"")
+    return terms
+
+
+def fts_expression(terms: list[Term]) -> str:
+    """The FTS5 MATCH string: each term a quoted phrase, ANDed."""
+    parts = []
+    for t in terms:
+        phrase = '"' + " ".join(t.words) + '"'
+        parts.append(phrase + ("*" if t.prefix else ""))
+    return " AND ".join(parts)
+
+
+def parse_since(value: str | None, now: datetime | None = None) -> str | None:
+    """``YYYY-MM-DD``, an ISO date-time, or ``N[mhdw]`` ago, as the ISO UTC string
+    entries carry (``2026-01-02T03:04:05.000Z``), which compares as text."""
+    if value is None:
+        return None
+    v = value.strip()
+    rel = re.fullmatch(r"(\d{1,6})\s*([mhdw])", v)
+    if rel:
+        n, unit = int(rel.group(1)), rel.group(2)
+        delta = {"m": timedelta(minutes=n), "h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+        when = (now or datetime.now(timezone.utc)) - delta
+    else:
+        try:
+            when = datetime.fromisoformat(v.replace("Z", "+00:00"))
+        except ValueError:
+            raise QueryError(f"--since {value!r}: give a date (2026-01-31), a date-time, or an age (3d, 12h, 2w)") from None
+        if when.tzinfo is None:
+            when = when.astimezone()  # a date the user typed is in their time zone
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def check_role(role: str | None) -> None:
+    if role is not None and role not in FILTER_ROLES:
+        raise QueryError(f"--role {role!r}: one of {', '.join(FILTER_ROLES)}")
+
+
+def split_marks(snippet: str) -> tuple[str, list[tuple[int, int]]]:
+    """A snippet with FTS5's marks → the plain text and the marked ranges."""
+    out: list[str] = []
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    start = None
+    for part in re.split(f"([{MARK_START}{MARK_END}])", snippet):
+        if part == MARK_START:
+            start = pos
+        elif part == MARK_END:
+            if start is not None:
+                spans.append((start, pos))
+            start = None
+        else:
+            out.append(part)
+            pos += len(part)
+    return "".join(out), spans
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that can only read (``mode=ro``): never writes, never creates."""
+    from .schema import connect_functions, read_only_uri
+
+    conn = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
+    conn.execute("PRAGMA query_only = 1")
+    connect_functions(conn)
+    return conn
+
+
+def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] | None = None, limit: int = 20,
+        since: str | None = None, role: str | None = None) -> list[Hit]:
+    """The best ``limit`` sessions for ``text`` in ``projects`` (dir names; None:
+    every project), best first."""
+    check_role(role)
+    expr = fts_expression(parse(text))
+    limit = max(1, min(limit, MAX_LIMIT))
+    where = []
+    args: list = [expr]
+    if projects is not None:
+        if not projects:
+            return []
+        where.append(f"f.project IN ({','.join('?' * len(projects))})")
+        args += projects
+    if role is not None:
+        where.append("i.role = ?")
+        args.append(role)
+    if since is not None:
+        where.append("i.ts >= ?")
+        args.append(since)
+    filters = f"WHERE {' AND '.join(where)}" if where else ""
+    sql = f"""
+        WITH r AS MATERIALIZED (SELECT rowid AS id, bm25(docs) AS score FROM docs WHERE docs MATCH ?),
+        ranked AS (
+            SELECT r.score, r.id, f.project, f.session, ROW_NUMBER() OVER (
+                PARTITION BY f.project, f.session ORDER BY r.score, f.path, i.pos, i.role) AS n
+            FROM r JOIN doc_info i ON i.id = r.id JOIN files f ON f.id = i.file
+            {filters})
+        SELECT score, id, project, session FROM ranked WHERE n = 1 ORDER BY score, session, project LIMIT ?"""
+    best = conn.execute(sql, [*args, limit]).fetchall()
+    hits = []
+    base = projects_dir(root)
+    for score, rowid, project, session in best:
+        row = conn.execute(
+            """SELECT snippet(docs, 0, ?, ?, '…', 24), i.uuid, i.ts, i.role, i.sidechain, f.path, f.agent, f.cwd
+               FROM docs JOIN doc_info i ON i.id = docs.rowid JOIN files f ON f.id = i.file
+               WHERE docs MATCH ? AND docs.rowid = ?""", (MARK_START, MARK_END, expr, rowid)).fetchone()
+        if row is None:  # the indexer replaced it between the two statements
+            continue
+        snip, uuid, ts, doc_role, sidechain, file, agent, cwd = row
+        plain, spans = split_marks(snip)
+        title, main_cwd = session_title(conn, project, session)
+        main = base / project / f"{session}.jsonl"
+        if title is None:
+            title = lite_title(main)
+        hits.append(Hit(sessionId=session, project=project, path=str(main),
+                        title=title, uuid=uuid, timestamp=ts, role=doc_role, snippet=plain, highlights=spans,
+                        score=round(-score, 6), sidechain=bool(sidechain), agentId=agent, file=file,
+                        cwd=main_cwd or cwd))
+    return hits
+
+
+def lite_title(path: Path) -> str | None:
+    """The listing's title from the file itself (a slash command, say), for a
+    session whose indexed entries name none."""
+    from ..transcript.lite import read_lite
+
+    try:
+        info = read_lite(path)
+    except OSError:
+        return None
+    return info.title or info.first_prompt
+
+
+def session_title(conn: sqlite3.Connection, project: str, session: str) -> tuple[str | None, str | None]:
+    """The title the listing shows (custom title, else AI title, else summary,
+    else first prompt) and the cwd, from the session's files."""
+    rows = conn.execute(
+        "SELECT custom_title, ai_title, summary, first_prompt, cwd, agent IS NULL FROM files "
+        "WHERE project = ? AND session = ? ORDER BY agent IS NOT NULL, id", (project, session)).fetchall()
+    for pick in range(4):
+        for r in rows:
+            if r[5] and r[pick]:
+                return r[pick], r[4]
+    cwd = next((r[4] for r in rows if r[4]), None)
+    for pick in range(4):
+        for r in rows:
+            if r[pick]:
+                return r[pick], cwd
+    return None, cwd

@@ -1,0 +1,269 @@
+"""`sessiond search` / `reindex` against a real daemon and its indexer process:
+the daemon's own writes, foreign writers, shrinking, replaced and deleted files,
+restarts, the offline paths, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sessiond.protocol.transcript.paths import agent_file, project_dir
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import RemoteError
+from tests.helpers import assistant, line, main_path, user, wait_until
+
+CWD = "/work/searched"
+OTHER = "/work/elsewhere"
+
+
+@pytest.fixture
+def sd(fresh_config, daemon_factory):
+    return daemon_factory().start()
+
+
+def write(d, sid: str, *entries: dict, cwd: str = CWD, agent: str | None = None) -> None:
+    with d.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written", agent=agent,
+                        entries=[line(e) for e in entries]))
+
+
+def search(d, *args: str) -> list[dict]:
+    return json.loads(d.cli("search", *args, "--json").stdout)
+
+
+def test_a_written_entry_is_found_at_once_with_every_field(sd):
+    sid = str(uuid.uuid4())
+    u = str(uuid.uuid4())
+    write(sd, sid, user("how do I rotate the flux capacitor keys?", cwd=CWD),
+          assistant("Rotate them with the quarterly zebrafish procedure.", uid=u, cwd=CWD, timestamp="2026-03-04T05:06:07.000Z"))
+    hits = search(sd, "zebrafish", "--cwd", CWD)
+    assert len(hits) == 1
+    h = hits[0]
+    assert h["sessionId"] == sid and h["uuid"] == u and h["role"] == "assistant"
+    assert h["path"] == str(main_path(sd.root, CWD, sid)) and h["file"] == h["path"]
+    assert h["project"] == project_dir(sd.root, CWD).name
+    assert h["title"] == "how do I rotate the flux capacitor keys?"
+    assert h["timestamp"] == "2026-03-04T05:06:07.000Z" and h["score"] > 0 and h["sidechain"] is False
+    a, b = h["highlights"][0]
+    assert h["snippet"][a:b].lower() == "zebrafish"
+    human = sd.cli("search", "zebrafish", "--cwd", CWD).stdout.decode()
+    assert "how do I rotate the flux capacitor keys?" in human and "zebrafish" in human
+    assert f"sessiond resume {sid}" in human
+
+
+def test_scope_roles_since_phrases_and_prefixes(sd):
+    here, there = str(uuid.uuid4()), str(uuid.uuid4())
+    write(sd, here, user("please grep the lighthouse logs", timestamp="2025-01-01T00:00:00.000Z"),
+          {"type": "assistant", "uuid": str(uuid.uuid4()), "timestamp": "2025-01-01T00:00:01.000Z",
+           "message": {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash",
+                                                          "input": {"command": "rg lighthouse /var/log/beacon"}}]}})
+    write(sd, there, user("lighthouse keeper rota", timestamp="2026-06-01T00:00:00.000Z"), cwd=OTHER)
+    assert [h["sessionId"] for h in search(sd, "lighthouse", "--cwd", CWD)] == [here]
+    assert {h["sessionId"] for h in search(sd, "lighthouse", "--all")} == {here, there}
+    tool = search(sd, "beacon", "--cwd", CWD, "--role", "tool")
+    assert [(h["sessionId"], h["role"]) for h in tool] == [(here, "tool")]
+    assert search(sd, "beacon", "--cwd", CWD, "--role", "user") == []
+    assert [h["sessionId"] for h in search(sd, "lighthouse", "--all", "--since", "2026-01-01")] == [there]
+    assert search(sd, '"keeper lighthouse"', "--all") == []
+    assert [h["sessionId"] for h in search(sd, '"lighthouse keeper"', "--all")] == [there]
+    assert [h["sessionId"] for h in search(sd, "lightho*", "--cwd", OTHER)] == [there]
+    # FTS5 syntax in a query is plain text: never an error
+    for q in ("AND", "NEAR(", "lighthouse OR", "col:lighthouse", '"unclosed', "-x", "^a"):
+        sd.cli("search", "--all", "--json", "--", q)
+
+
+def test_a_subagent_hit_points_at_its_parent_and_is_marked(sd):
+    sid = str(uuid.uuid4())
+    write(sd, sid, user("main prompt about ducks"))
+    write(sd, sid, {**user("subagent digs into the marmalade factory"), "isSidechain": True, "agentId": "a1"}, agent="a1")
+    hits = search(sd, "marmalade", "--cwd", CWD)
+    assert len(hits) == 1
+    h = hits[0]
+    assert h["sessionId"] == sid and h["sidechain"] is True and h["agentId"] == "a1"
+    assert h["path"] == str(main_path(sd.root, CWD, sid))
+    assert h["file"] == str(agent_file(project_dir(sd.root, CWD), sid, "a1"))
+    assert h["title"] == "main prompt about ducks"
+    assert "[subagent a1]" in sd.cli("search", "marmalade", "--cwd", CWD).stdout.decode()
+
+
+def test_titles_tags_and_summaries_are_searchable(sd):
+    sid = str(uuid.uuid4())
+    write(sd, sid, user("hello"), {"type": "custom-title", "customTitle": "Quokka migration", "sessionId": sid},
+          {"type": "tag", "tag": "wombat", "sessionId": sid}, {"type": "summary", "summary": "Ported the numbat", "leafUuid": "x"})
+    for word, role in (("quokka", "title"), ("wombat", "tag"), ("numbat", "summary")):
+        hits = search(sd, word, "--cwd", CWD)
+        assert [(h["sessionId"], h["role"], h["title"]) for h in hits] == [(sid, role, "Quokka migration")]
+
+
+def test_foreign_appends_truncation_replacement_and_deletion_are_followed(sd):
+    sid = str(uuid.uuid4())
+    write(sd, sid, user("first words about armadillos"))
+    path = main_path(sd.root, CWD, sid)
+    with open(path, "ab") as f:  # another writer (Claude Code itself, the fallback)
+        f.write(line(assistant("a foreign pangolin appears")) + b"\n" + b'{"type":"user","message":{"role":"user","content":"half a li')
+    assert [h["sessionId"] for h in search(sd, "pangolin", "--cwd", CWD)] == [sid]
+    assert search(sd, "li", "--cwd", CWD) == []  # a line without its newline is not indexed yet
+    with open(path, "ab") as f:
+        f.write(b'ne of capybaras"}}\n')
+    assert [h["sessionId"] for h in search(sd, "capybaras", "--cwd", CWD)] == [sid]
+    # shrunk: cut back to the first line only
+    data = path.read_bytes()
+    os.truncate(path, data.index(b"\n") + 1)
+    assert search(sd, "pangolin", "--cwd", CWD) == []
+    assert [h["sessionId"] for h in search(sd, "armadillos", "--cwd", CWD)] == [sid]
+    # replaced by another file (new inode)
+    tmp = path.with_suffix(".new")
+    tmp.write_bytes(line(user("replaced with okapi notes")) + b"\n")
+    os.replace(tmp, path)
+    assert search(sd, "armadillos", "--cwd", CWD) == []
+    assert [h["sessionId"] for h in search(sd, "okapi", "--cwd", CWD)] == [sid]
+    # rewritten in place to the same size or longer: the bytes before the offset changed
+    same = line(user("rewritten with tapir notes")) + b"\n"
+    with open(path, "r+b") as f:
+        f.write(same)
+    assert search(sd, "okapi", "--cwd", CWD) == []
+    assert [h["sessionId"] for h in search(sd, "tapir", "--cwd", CWD)] == [sid]
+    path.unlink()
+    assert search(sd, "tapir", "--cwd", CWD) == []
+
+
+def test_what_changed_while_no_daemon_ran_is_indexed_at_start(fresh_config, daemon_factory):
+    d = daemon_factory().start()
+    sid = str(uuid.uuid4())
+    write(d, sid, user("before the restart: gazelle"))
+    assert d.stop() == 0
+    path = main_path(d.root, CWD, sid)
+    with open(path, "ab") as f:
+        f.write(line(assistant("while it was down: impala")) + b"\n")
+    other = main_path(d.root, CWD, str(uuid.uuid4()))
+    other.write_bytes(line(user("a new file: springbok")) + b"\n")
+    d.start()
+    assert [h["sessionId"] for h in search(d, "impala", "--cwd", CWD)] == [sid]
+    assert [h["file"] for h in search(d, "springbok", "--cwd", CWD)] == [str(other)]
+    assert [h["sessionId"] for h in search(d, "gazelle", "--cwd", CWD)] == [sid]
+
+
+def test_without_a_daemon_the_index_is_read_and_without_one_the_files_are_scanned(fresh_config, daemon_factory):
+    d = daemon_factory().start()
+    sid = str(uuid.uuid4())
+    write(d, sid, user("offline search for the word heliotrope"), assistant("heliotrope is a colour"))
+    online = search(d, "heliotrope", "--cwd", CWD)
+    assert d.stop() == 0
+    index = d.root / ".sessiond-search.sqlite3"
+    before = index.read_bytes()
+    offline = d.cli("--no-autostart", "search", "heliotrope", "--cwd", CWD, "--json")
+    assert json.loads(offline.stdout) == online and offline.stderr == b""
+    assert index.read_bytes() == before  # read-only
+    assert not d.socket.exists()  # reading never starts a daemon
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{index}{suffix}").unlink(missing_ok=True)
+    scanned = d.cli("search", "heliotrope", "--cwd", CWD, "--json")
+    hits = json.loads(scanned.stdout)
+    assert [(h["sessionId"], h["uuid"], h["role"]) for h in hits] == [(online[0]["sessionId"], online[0]["uuid"], online[0]["role"])]
+    assert b"scanned the files" in scanned.stderr
+    assert "heliotrope" in hits[0]["snippet"]
+
+
+def test_reindex_rebuilds_the_same_answers(sd):
+    sids = [str(uuid.uuid4()) for _ in range(3)]
+    for i, sid in enumerate(sids):
+        write(sd, sid, user(f"reindex me {i} kumquat"), assistant("kumquat " * (i + 1)))
+    before = search(sd, "kumquat", "--cwd", CWD)
+    out = sd.cli("reindex", "--cwd", CWD).stdout.decode()
+    assert out.startswith("indexed 3 files")
+    assert search(sd, "kumquat", "--cwd", CWD) == before
+    done = json.loads(sd.cli("reindex", "--all", "--json").stdout)
+    assert done["files"] == 3 and done["bytes"] > 0
+    assert search(sd, "kumquat", "--cwd", CWD) == before
+    late = str(uuid.uuid4())  # searches read the rebuilt file, not the one it replaced
+    write(sd, late, user("kumquat after the rebuild"))
+    for _ in range(4):  # every worker thread's reader
+        assert late in {h["sessionId"] for h in search(sd, "kumquat", "--cwd", CWD)}
+
+
+def test_a_killed_indexer_is_restarted_and_catches_up(sd):
+    sid = str(uuid.uuid4())
+    write(sd, sid, user("before the crash: narwhal"))
+    with sd.client() as c:
+        child = c.status().index
+    assert child is not None and child["running"] is True
+    os.kill(child["pid"], signal.SIGKILL)
+    write(sd, sid, assistant("after the crash: beluga"))
+
+    def restarted() -> bool:
+        with sd.client() as c:
+            st = c.status().index
+        return bool(st and st["running"] and st["restarts"] >= 1 and st["pid"] != child["pid"])
+
+    wait_until(restarted, "the indexer to be restarted")
+    assert [h["sessionId"] for h in search(sd, "beluga", "--cwd", CWD)] == [sid]
+    assert [h["sessionId"] for h in search(sd, "narwhal", "--cwd", CWD)] == [sid]
+
+
+def test_bad_queries_are_one_line_errors(sd):
+    for args in (["   "], ['""'], ["x", "--since", "yesterday-ish"], ["x", "--role", "robot"], ["x", "--limit", "0"]):
+        r = sd.cli("search", *args, "--cwd", CWD, check=False)
+        assert r.returncode == 2 and b"Traceback" not in r.stderr, r.stderr
+    with sd.client() as c:
+        for req in (m.Search(id=c.next_id(), query="***"), m.Search(id=c.next_id(), query="x", role="robot"),
+                    m.Search(id=c.next_id(), query="x", limit=0), m.Search(id=c.next_id(), query="x", since="nope")):
+            with pytest.raises(RemoteError) as e:
+                c.call(req)
+            assert e.value.code == "bad_request"
+        with pytest.raises(RemoteError) as e:
+            c.call(m.Search(id=c.next_id(), query="x", dirs=["/etc"]))
+        assert e.value.code == "permission_denied"
+        assert c.status().pid  # the connection and the daemon are fine
+    r = sd.cli("search", "nothing-matches-this", "--cwd", CWD, check=False)
+    assert r.returncode == 1 and b"no matches" in r.stderr
+
+
+def test_with_the_index_off_search_scans_and_says_so(short_tmp, monkeypatch, daemon_factory):
+    cfg = short_tmp / "off.toml"
+    cfg.write_text("search_index = false\n")
+    monkeypatch.setenv("SESSIOND_CONFIG", str(cfg))
+    d = daemon_factory().start()
+    sid = str(uuid.uuid4())
+    write(d, sid, user("no index for the ocelot"))
+    r = d.cli("search", "ocelot", "--cwd", CWD, "--json")
+    assert [h["sessionId"] for h in json.loads(r.stdout)] == [sid] and b"scanned" in r.stderr
+    assert not (d.root / ".sessiond-search.sqlite3").exists()
+    with d.client() as c:
+        assert c.status().index is None
+
+
+def test_the_catalogs_re_stat_feeds_the_indexer(short_tmp, monkeypatch, daemon_factory):
+    cfg = short_tmp / "lazy.toml"
+    cfg.write_text("search_refresh_s = 3600\n")  # searches never re-stat: only the catalog can tell the indexer
+    monkeypatch.setenv("SESSIOND_CONFIG", str(cfg))
+    d = daemon_factory().start()
+    for word in ("cassowary", "emu"):  # the daemon's own writes are found at once, whatever the setting
+        sid = str(uuid.uuid4())
+        write(d, sid, user(f"a session the daemon wrote: {word}"))
+        assert [h["sessionId"] for h in search(d, word, "--cwd", CWD)] == [sid]
+    d.cli("list", "--cwd", CWD)  # the catalog knows the project now
+    other = main_path(d.root, CWD, str(uuid.uuid4()))
+    other.write_bytes(line(user("written by someone else: quetzal")) + b"\n")
+
+    def found() -> bool:
+        d.cli("list", "--cwd", CWD)  # a list older than 2 s re-stats the project in the background
+        return [h["file"] for h in search(d, "quetzal", "--cwd", CWD)] == [str(other)]
+
+    wait_until(found, "the catalog's re-stat to reach the index", timeout=20, every=0.5)
+
+
+def test_a_fifo_or_a_symlink_named_like_a_transcript_is_never_read(sd, short_tmp):
+    sid = str(uuid.uuid4())
+    write(sd, sid, user("a real one about axolotls"))
+    project = main_path(sd.root, CWD, sid).parent
+    os.mkfifo(project / f"{uuid.uuid4()}.jsonl")  # a plain open would block forever
+    outside = short_tmp / "outside.jsonl"
+    outside.write_bytes(line(user("secret axolotls outside the root")) + b"\n")
+    os.symlink(outside, project / f"{uuid.uuid4()}.jsonl")
+    assert [h["sessionId"] for h in search(sd, "axolotls", "--cwd", CWD)] == [sid]
+    assert [h["sessionId"] for h in json.loads(sd.cli("--no-autostart", "search", "axolotls", "--cwd", CWD, "--json").stdout)] == [sid]
