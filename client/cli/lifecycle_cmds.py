@@ -52,7 +52,7 @@ def _entry_line(e) -> str:
 @click.argument("sessions", nargs=-1, required=True, metavar="ID...")
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--force", is_flag=True, help="Also a session a client is writing right now.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The trashed entries as a JSON array.")
 @click.pass_obj
 def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as_json: bool) -> None:
     """Move sessions (transcript, subagent files, meta files) into the trash."""
@@ -106,7 +106,7 @@ def trash(ctx: click.Context, as_json: bool) -> None:
 @trash.command("empty")
 @click.option("--older-than", default=None, help="Only sessions trashed longer ago than this (30d, 12h...).")
 @click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="What was (or would be) deleted, as a JSON array.")
 @click.pass_obj
 def trash_empty(obj: Context, older_than: str | None, dry_run: bool, as_json: bool) -> None:
     """Delete what is in the trash, for good (the only command that deletes)."""
@@ -126,7 +126,7 @@ def trash_empty(obj: Context, older_than: str | None, dry_run: bool, as_json: bo
 
 @cli.command()
 @click.argument("session", metavar="ID")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The restored entry as JSON.")
 @click.pass_obj
 def restore(obj: Context, session: str, as_json: bool) -> None:
     """Put a trashed session back where it was, byte for byte."""
@@ -156,7 +156,7 @@ def _scope(obj: Context, cwd: str | None, all_projects: bool) -> list[Path] | No
 @click.option("--all", "all_projects", is_flag=True, help="Every project.")
 @click.option("--dry-run", is_flag=True, help="Print what --yes would move, change nothing.")
 @click.option("--yes", is_flag=True, help="Move them to the trash.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="What was (or would be) moved, as JSON.")
 @click.pass_obj
 def prune(obj: Context, older_than: str, larger_than: str | None, cwd: str | None, all_projects: bool,
           dry_run: bool, yes: bool, as_json: bool) -> None:
@@ -199,7 +199,7 @@ def prune(obj: Context, older_than: str, larger_than: str | None, cwd: str | Non
 @cli.command()
 @click.option("--cwd", default=None, help="The project (default: the current directory's).")
 @click.option("--all", "all_projects", is_flag=True, help="Every project.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Bytes per project and per session as JSON.")
 @click.pass_obj
 def du(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None:
     """Bytes per project and per session, subagent files included."""
@@ -240,7 +240,7 @@ def _metadata_command(name: str, value: str, kind: str, field: str, help_text: s
     @click.argument("session", metavar="ID")
     @click.argument(value)
     @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
-    @click.option("--json", "as_json", is_flag=True)
+    @click.option("--json", "as_json", is_flag=True, help="The session and the file written, as JSON.")
     @click.pass_obj
     def command(obj: Context, session: str, cwd: str | None, as_json: bool, **args: str) -> None:
         text = args[value]

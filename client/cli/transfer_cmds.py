@@ -61,7 +61,8 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
 @cli.command()
 @click.argument("session", metavar="ID|PATH")
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "html", "jsonl"]), default="markdown", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html", "jsonl"]), default="markdown", show_default=True,
+              help="Markdown or one self-contained HTML file of the conversation, or its original JSONL lines.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to FILE (default: stdout).")
 @click.pass_obj
 def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path | None) -> None:
