@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.transcript.paths import check_inside, is_session_id
-from sessiond.protocol.transcript.regular import NotRegularFile, open_regular
+from sessiond.protocol.transcript.safeopen import StoreRoot, UnsafePath
 from sessiond.protocol.transcript.spoolfile import header_line, read_spool, spool_dir, spool_path
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
@@ -144,9 +144,9 @@ class Spool:
             if not name.endswith(".jsonl") or not is_session_id(name[:-6]):
                 continue
             path = spool_dir(self.root) / name
-            read = read_spool(path)
+            read = read_spool(self.writer.root, path)
             if read is None:
-                why = _not_a_spool(path)
+                why = _not_a_spool(self.writer.root, path)
                 if why is None:  # created, then killed before its first write: nothing was acknowledged
                     os.unlink(path)
                 else:
@@ -173,14 +173,14 @@ class Spool:
         return q
 
 
-def _not_a_spool(path: Path) -> str | None:
+def _not_a_spool(store: StoreRoot, path: Path) -> str | None:
     """Why a file ``read_spool`` refused is kept; None when it holds no whole
     line (the header and the first entries go in one write, so nothing of it
     was ever acknowledged as written) and may go. Opened like every reader
-    (``open_regular``): a FIFO there must not block the start."""
+    (``StoreRoot.open``): a FIFO there must not block the start."""
     try:
-        fd = open_regular(path)
-    except NotRegularFile as exc:
+        fd = store.open(path, os.O_RDONLY)
+    except UnsafePath as exc:
         return exc.strerror
     except OSError as exc:
         return f"cannot read it: {exc.strerror or exc}"

@@ -206,3 +206,23 @@ def test_a_spool_directory_symlinked_out_of_the_root_is_not_replayed(daemon_fact
     assert [e["type"] for e in read_entries(main_path(d.root, CWD, sid))] == ["user"]
     assert planted.exists() and torn.exists()
     assert "outside the store root" in d.log_text()
+
+
+def test_the_fallback_neither_reads_nor_deletes_a_spool_outside_the_root(daemon_factory, short_tmp):
+    """The direct writer read the spool through a symlinked spool directory
+    (entries from outside the root put into the transcript) and then unlinked
+    the file out there."""
+    d = daemon_factory()
+    outside = short_tmp / "outside"
+    outside.mkdir()
+    sid = str(uuid.uuid4())
+    planted = outside / f"{sid}.jsonl"
+    planted.write_bytes(header_line(d.root, main_path(d.root, CWD, sid).parent, CWD) + b"\n"
+                        + line({"type": "custom-title", "customTitle": "planted"}) + b"\n")
+    d.root.mkdir(parents=True)
+    spool_dir(d.root).symlink_to(outside)
+    msg = user("direct")
+    d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sid, input=line(msg) + b"\n",
+          env={"SESSIOND_SOCKET": str(short_tmp / "none" / "s.sock")})
+    assert read_entries(main_path(d.root, CWD, sid)) == [msg]
+    assert planted.exists()
