@@ -7,6 +7,7 @@ Daemon A and daemon B have different roots (two "machines") and the same
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 from sessiond.protocol.transcript.paths import project_dir
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import RemoteError
-from tests.helpers import assistant, line, user
+from tests.helpers import assistant, line, main_path, user
 
 from .conftest import mirror_status, tree, wait_for, wait_mirrored
 
@@ -311,3 +312,21 @@ def test_sighup_applies_what_the_running_mirror_reads_and_names_the_rest(daemon_
         with pytest.raises(RemoteError) as refused:
             c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=[line(user("one"))]))
         assert refused.value.code == "mirror_unavailable"
+
+
+def test_push_skips_an_agent_file_that_is_a_fifo(daemon_factory, mirror_config, short_tmp):
+    """The mirror read files with a blocking open: a FIFO named like an agent
+    file hung ``push`` (and the daemon's catch-up of lagging files) forever."""
+    cfg = mirror_config()
+    env = {"SESSIOND_CONFIG": str(cfg)}
+    a = daemon_factory(name="a").start()  # no mirror
+    cwd, sid = str(short_tmp), str(uuid.uuid4())
+    with a.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written",
+                        entries=[line(user("hello")), line(user("side", isSidechain=True, agentId="x1"))]))
+    a.stop()
+    agents = main_path(a.root, cwd, sid).parent / sid / "subagents"
+    os.mkfifo(agents / "agent-fifo.jsonl", 0o600)
+    pushed = a.cli("push", sid, "--cwd", cwd, "--json", env=env, timeout=60)
+    assert json.loads(pushed.stdout)["files"] == 2
+    assert b"agent-fifo.jsonl" in pushed.stderr and b"not a regular file" in pushed.stderr
