@@ -31,6 +31,7 @@ from sessiond.protocol.remote import (
     whole_lines_size,
 )
 from sessiond.protocol.transcript.paths import projects_dir
+from sessiond.protocol.transcript.regular import NotRegularFile
 from sessiond.protocol.wire.errors import SessiondError
 
 from sessiond.common.config import MirrorSettings
@@ -165,6 +166,9 @@ class Mirror:
         try:
             size = whole_lines_size(path)
         except FileNotFoundError:
+            return None
+        except NotRegularFile as exc:
+            log.warning("mirror: %s: %s; not mirrored", path, exc.strerror)
             return None
         f = self.files.get(path) or self._track(path)
         if f is None:
