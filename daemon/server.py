@@ -33,6 +33,7 @@ from .activation import activated_socket
 from .bounds import Bounds
 from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
+from .trash import Lifecycle
 from .index.link import IndexLink, index_path
 from .connection import Connection
 from .notify import Notifier
@@ -75,6 +76,7 @@ class Daemon:
         self.tails = Tails(self.registry, self.fair)
         self.catalog = Catalog(settings.root, loop, self.fair)
         self.writer.observers.append(self.catalog.written)
+        self.lifecycle = Lifecycle(self)
         self.mirror = None
         if settings.mirror is not None:  # nats-py is an optional extra: import only then
             from sessiond.common.mirror import STATE_FILE, Mirror
@@ -264,6 +266,10 @@ async def _run(settings: Settings, flags: dict) -> int:
         loop.add_signal_handler(signal.SIGHUP, daemon.reload_config)
         for why in early:
             daemon.request_shutdown(why)
+        try:
+            daemon.lifecycle.start()  # an rm/restore a kill interrupted: finished or undone before serving
+        except (OSError, SessiondError) as exc:
+            log.error("trash recovery failed: %s", exc)
         daemon.registry.spool.replay(daemon.registry)  # before the first request: a resend must meet what was held
         server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
         log.info(

@@ -74,7 +74,7 @@ class SessionState:
     __slots__ = (
         "id", "project", "path", "materialized", "pending", "pending_bytes",
         "metadata", "dirty_since_meta", "side_uuids", "main", "agents", "clients",
-        "last_active", "loading", "load_error", "cwd", "scans", "agent_errors",
+        "last_active", "loading", "load_error", "cwd", "scans", "agent_errors", "gone",
     )
 
     def __init__(self, session_id: str, project: Path, writer: Writer) -> None:
@@ -100,6 +100,9 @@ class SessionState:
         self.cwd: str | None = None  # the last cwd a request named, already checked
         self.side_uuids = UuidSet()
         self.main = Target(writer.queue(self.path), UuidSet(), None)
+        self.gone = False
+        """Its files were moved away (trash): nothing may be written for it any more,
+        not even the exit cleanup of a client still attached."""
 
     def apply_scan(self, scan: SessionScan) -> None:
         """What an existing transcript tells: dedup sets, chain end, metadata."""
@@ -164,6 +167,9 @@ class Registry(Readiness):
         self.sessions: dict[str, SessionState] = {}
         self.spool = Spool(settings.root, writer)
         Readiness.__init__(self)
+        self.unavailable: dict[str, SessiondError] = {}
+        """Sessions no request may touch, and why: in the trash, or being moved or
+        imported right now (see ``daemon/trash.py``)."""
 
     def get(self, session_id: str, cwd: str) -> SessionState:
         """The session's state, created on first use. A session keeps the project
@@ -197,6 +203,9 @@ class Registry(Readiness):
         return self._ready(state)
 
     def _create(self, session_id: str, project: Path) -> SessionState:
+        refused = self.unavailable.get(session_id)
+        if refused is not None:
+            raise refused
         self._check(paths.session_file(project, session_id))
         if len(self.sessions) >= self.settings.max_sessions:
             now = time.monotonic()
@@ -535,6 +544,8 @@ class Registry(Readiness):
         Returns the main queue when something was re-appended, so a Close can
         answer only once that is written (SPEC 3.3: the re-append is a sync path).
         """
+        if state.gone:
+            return None
         if state.materialized:
             if state.dirty_since_meta and state.metadata:
                 self.writer.enqueue(state.main.queue, self.metadata_lines(state))
@@ -556,6 +567,16 @@ class Registry(Readiness):
             state.main.cursor = None
             state.dirty_since_meta = False
         return None
+
+    def evict_for_move(self, state: SessionState) -> list[FileQueue]:
+        """Take a session out of memory for good (its files are about to move):
+        later requests for it start afresh (or are refused, see ``unavailable``).
+        Returns its queues, to be closed once written. Never called for a
+        session holding entries before its first message (``daemon/trash.py``)."""
+        state.gone = True
+        if self.sessions.get(state.id) is state:
+            del self.sessions[state.id]
+        return [t.queue for t in state.targets()]
 
     def sweep(self, now: float, idle_for: float | None = None) -> int:
         """Forget sessions nobody used for ``idle_for`` (``idle_evict``): their

@@ -90,6 +90,11 @@ class DaemonProc:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"daemon did not start: {self.log.read_text()}")
             time.sleep(0.01)
+        # A connect succeeds as soon as the socket listens, before the daemon has
+        # settled what a kill left (trash recovery, spool replay): started means
+        # serving, so wait for an answer.
+        with self.client() as c:
+            c.status()
         return self
 
     @property

@@ -298,11 +298,28 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
                         _tail_entry(line, numbered, as_json, bad)
                     sys.stdout.flush()  # a pipe reader sees each entry as it comes
                     offset += end
-                elif os.path.getsize(path) < offset:  # truncated or replaced: start over
+                elif os.fstat(f.fileno()).st_size < offset:  # truncated in place: start over
+                    offset = numbered = 0
+                elif _replaced(f.fileno(), path):  # another file at the path now: follow it, like tail -F
+                    fresh = open_regular(path)
+                    os.dup2(fresh, f.fileno())  # the with block still closes it
+                    os.close(fresh)
+                    f.seek(0, os.SEEK_END)  # nothing buffered of the old file survives the seek below
                     offset = numbered = 0
                 time.sleep(interval)
         except KeyboardInterrupt:
             _tail_verdict(path, b"x", 1, bad)
+
+
+def _replaced(fd: int, path: Path) -> bool:
+    """Whether ``path`` now names another file than ``fd`` (renamed over,
+    deleted and recreated); a path with no file yet is waited for."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
 
 
 def _tail_entry(line: bytes, number: int, as_json: bool, bad: list[int]) -> bool:

@@ -33,9 +33,13 @@ BUSY: Final = "busy"
 ``daemon/bounds.py``) or its client's share of the read pool (too much work
 waiting). Nothing of the request was accepted; retry later."""
 
+CONFLICT: Final = "conflict"
+"""A lifecycle operation refused because it would overwrite or disturb something:
+a restore whose path exists again, an ``rm`` of a session a client is writing."""
+
 CODES: Final = frozenset(
     {BAD_REQUEST, NOT_FOUND, TOO_LARGE, PERMISSION_DENIED, IO_ERROR, SHUTTING_DOWN, VERSION_MISMATCH, INTERNAL,
-     MIRROR_UNAVAILABLE, BUSY}
+     MIRROR_UNAVAILABLE, BUSY, CONFLICT}
 )
 
 
@@ -109,3 +113,7 @@ def permission_denied(message: str) -> SessiondError:
 
 def busy(message: str) -> SessiondError:
     return SessiondError(message, code=BUSY)
+
+
+def conflict(message: str) -> SessiondError:
+    return SessiondError(message, code=CONFLICT)

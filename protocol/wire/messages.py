@@ -13,8 +13,11 @@ from typing import Annotated, Literal, Union
 
 import msgspec
 
+from ..transcript.importer import FileResult, SessionSource
 from ..search.query import Hit
 from ..transcript.session_info import SessionInfo
+from ..transcript.usage import Usage as UsageReport
+from ..trash import TrashEntry
 
 PROTOCOL_VERSION = 1
 """Major version: peers with different values refuse each other in the handshake."""
@@ -148,6 +151,50 @@ class Shutdown(_Message):
     id: int
 
 
+# Lifecycle (SPEC 9): file operations the daemon performs itself, so its
+# sessions, catalog and open files learn of them at once.
+
+
+class Trash(_Message):
+    """Move a session (its transcript at ``path``, its ``<id>/`` dir) into the
+    trash. Refused (``conflict``) while clients are attached, unless ``force``."""
+
+    id: int
+    session: str
+    path: str
+    force: bool = False
+    reason: str = "rm"
+
+
+class Restore(_Message):
+    id: int
+    session: str
+
+
+class EmptyTrash(_Message):
+    id: int
+    older_than: float | None = None
+    """Seconds: only entries trashed longer ago than this."""
+    dry_run: bool = False
+
+
+class Import(_Message):
+    """Copy one session's files into the store, each byte for byte."""
+
+    id: int
+    source: SessionSource
+    catalog_only: bool = False
+    """The source is the store itself: nothing to copy, the catalog learns of it."""
+
+
+class Usage(_Message):
+    """Bytes per project and per session (subagent files included)."""
+
+    id: int
+    dirs: list[str] = []
+    all: bool = False
+
+
 class Search(_Message):
     """Full-text search of the index (SPEC 8): words and "phrases", best sessions first."""
 
@@ -170,7 +217,8 @@ class Reindex(_Message):
     all: bool = False
 
 
-Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown, Search, Reindex]
+Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown,
+                Trash, Restore, EmptyTrash, Import, Usage, Search, Reindex]
 
 
 # ---------------------------------------------------------------------- responses
@@ -269,6 +317,24 @@ class Error(_Message):
     message: str
 
 
+class TrashChanged(_Message):
+    """The trash entries a Trash, Restore or EmptyTrash moved or deleted."""
+
+    id: int
+    entries: list[TrashEntry]
+
+
+class Imported(_Message):
+    id: int
+    session: str
+    files: list[FileResult]
+
+
+class UsageResult(_Message):
+    id: int
+    usage: UsageReport
+
+
 class Searched(_Message):
     id: int
     hits: list[Hit]
@@ -284,4 +350,5 @@ class Reindexed(_Message):
     seconds: float
 
 
-Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error, Searched, Reindexed]
+Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error,
+                 TrashChanged, Imported, UsageResult, Searched, Reindexed]
