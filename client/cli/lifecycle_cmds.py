@@ -59,9 +59,12 @@ def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as
     from sessiond.protocol.transcript.paths import check_session_id
 
     ids = [check_session_id(sid) for sid in sessions]  # canonical: lower case, no braces
-    locs = [(sid, _find(obj, sid, cwd)) for sid in ids]  # all found before anything moves
     moved, failed = [], 0
     with _ops(obj) as ops:
+        if ops.client is not None:  # what was just acknowledged may not have its file yet
+            for sid in ids:
+                ops.client.flush(sid)
+        locs = [(sid, _find(obj, sid, cwd)) for sid in ids]  # all found before anything moves
         for sid, loc in locs:
             try:
                 entry = ops.trash(sid, Path(loc.path), force=force)
