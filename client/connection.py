@@ -12,6 +12,7 @@ import itertools
 import os
 import socket
 import stat
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,14 +124,23 @@ class Client(Endpoint):
 
     def _dial(self) -> socket.socket:
         check_socket_owner(self.socket_path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(str(self.socket_path))
-        except BaseException:
-            sock.close()
-            raise
-        return sock
+        deadline = time.monotonic() + self.timeout
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(str(self.socket_path))
+                return sock
+            except BlockingIOError:
+                # EAGAIN: the daemon's listen backlog is full (a storm of
+                # connections it has not accepted yet), not a dead daemon.
+                sock.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+            except BaseException:
+                sock.close()
+                raise
 
     def close(self) -> None:
         if self._sock is not None:

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -29,13 +30,16 @@ from sessiond.common import config as config_mod
 
 from . import memory
 from .activation import activated_socket
+from .bounds import Bounds
 from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
+from .trash import Lifecycle
 from .index.link import IndexLink, index_path
-from .connection import Connection, Outbox
+from .connection import Connection
 from .leases import Leases
 from .watchers import Watchers
 from .notify import Notifier
+from .outbox import Outbox
 from .sessions import Registry
 from .tails import Tails
 from .workers import SWITCH_INTERVAL, FairShare, read_pool
@@ -63,13 +67,18 @@ class Daemon:
         self.writer = Writer(loop, settings, self.stats)
         self.outbox = Outbox(loop)
         self.writer.after_pass = self.outbox.flush
+        # Connections get the fds the transcript LRU leaves, less a few for the
+        # socket, lock, log, watches and directories.
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.bounds = Bounds(settings, fds_for_clients=nofile - self.writer.max_open - min(64, nofile // 8))
         self.reads = read_pool(loop, settings.read_threads)
         self.fair = FairShare(loop, self.reads, settings.read_threads, settings.expensive_per_client,
                               settings.max_expensive_waiting)
-        self.registry = Registry(settings, self.writer, self.fair)
+        self.registry = Registry(settings, self.writer, self.fair, self.bounds)
         self.tails = Tails(self.registry, self.fair)
         self.catalog = Catalog(settings.root, loop, self.fair)
         self.writer.observers.append(self.catalog.written)
+        self.lifecycle = Lifecycle(self)
         self.mirror = None
         if settings.mirror is not None:  # nats-py is an optional extra: import only then
             from sessiond.common.mirror import STATE_FILE, Mirror
@@ -264,6 +273,10 @@ async def _run(settings: Settings, flags: dict) -> int:
         loop.add_signal_handler(signal.SIGHUP, daemon.reload_config)
         for why in early:
             daemon.request_shutdown(why)
+        try:
+            daemon.lifecycle.start()  # an rm/restore a kill interrupted: finished or undone before serving
+        except (OSError, SessiondError) as exc:
+            log.error("trash recovery failed: %s", exc)
         daemon.registry.spool.replay(daemon.registry)  # before the first request: a resend must meet what was held
         server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
         log.info(
@@ -272,9 +285,9 @@ async def _run(settings: Settings, flags: dict) -> int:
         )
         if daemon.mirror is not None:
             daemon.mirror.start()
+        notifier.ready(daemon.status_line())  # serving: the indexer process starts beside it
         if daemon.index is not None:
             await daemon.index.start()
-        notifier.ready(daemon.status_line())
         await daemon.stopped
         if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start
             await daemon.mirror.close()

@@ -400,7 +400,16 @@ def _poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda
                 show(line, "")
             sys.stdout.flush()  # a pipe reader sees each entry as it comes
             offset += end
-        elif os.path.getsize(path) < offset:
+        elif os.fstat(f.fileno()).st_size < offset:  # truncated in place: start over
+            offset = 0
+            restart()
+        elif _replaced(f.fileno(), path):  # another file at the path now: follow it, like tail -F
+            from sessiond.protocol.transcript.regular import open_regular
+
+            fresh = open_regular(path)
+            os.dup2(fresh, f.fileno())  # the caller's with block still closes it
+            os.close(fresh)
+            f.seek(0, os.SEEK_END)  # nothing buffered of the old file survives the seek below
             offset = 0
             restart()
         time.sleep(interval)
@@ -443,6 +452,17 @@ def _follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) ->
                 show(line, prefix)
             sys.stdout.flush()  # a pipe reader sees each entry as it comes
     return True
+
+
+def _replaced(fd: int, path: Path) -> bool:
+    """Whether ``path`` now names another file than ``fd`` (renamed over,
+    deleted and recreated); a path with no file yet is waited for."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
 
 
 def _tail_entry(line: bytes, number: int, as_json: bool, bad: list[int]) -> bool:

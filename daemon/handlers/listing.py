@@ -20,19 +20,25 @@ if TYPE_CHECKING:
     from ..connection import Connection
 
 
+def requested_dirs(daemon, dirs: list[str], all_projects: bool) -> list[str]:
+    """The project dirs a request names (every one with ``all``), each checked
+    to be a project dir of this daemon's root."""
+    base = os.path.realpath(projects_dir(daemon.settings.root))
+    if all_projects:
+        return [str(d) for d in project_dirs(daemon.settings.root)]
+    out = []
+    for d in dirs:
+        if "\x00" in d or os.path.dirname(os.path.realpath(d)) != base:
+            raise permission_denied(f"{d!r} is not a project directory of this daemon's root")
+        out.append(os.path.realpath(d))
+    return out
+
+
 def handle_list(conn: Connection, req: m.List) -> None:
     daemon = conn.daemon
     if req.limit is not None and req.limit < 0 or req.offset < 0:
         raise bad_request("limit and offset must not be negative")
-    base = os.path.realpath(projects_dir(daemon.settings.root))
-    if req.all:
-        dirs = [str(d) for d in project_dirs(daemon.settings.root)]
-    else:
-        dirs = []
-        for d in req.dirs:
-            if "\x00" in d or os.path.dirname(os.path.realpath(d)) != base:
-                raise permission_denied(f"{d!r} is not a project directory of this daemon's root")
-            dirs.append(os.path.realpath(d))
+    dirs = requested_dirs(daemon, req.dirs, req.all)
     fut = daemon.fair.submit(partial(daemon.catalog.page, encoded=True), dirs, req.limit, req.offset, owner=conn.id)
 
     def done(f) -> None:

@@ -31,7 +31,13 @@ INTERNAL: Final = "internal"
 MIRROR_UNAVAILABLE: Final = "mirror_unavailable"
 """An append refused because the required remote mirror cannot take it (SPEC 6)."""
 BUSY: Final = "busy"
-"""A request refused because its client is over a bound (too much work waiting): retry later."""
+"""A request refused because a bound is full: a daemon-wide memory budget (see
+``daemon/bounds.py``) or its client's share of the read pool (too much work
+waiting). Nothing of the request was accepted; retry later."""
+
+CONFLICT: Final = "conflict"
+"""A lifecycle operation refused because it would overwrite or disturb something:
+a restore whose path exists again, an ``rm`` of a session a client is writing."""
 
 SESSION_BUSY: Final = "session_busy"
 """Chain entries (or a lease claim) for a session another client holds (SPEC 7);
@@ -41,7 +47,7 @@ LEASE_LOST: Final = "lease_lost"
 
 CODES: Final = frozenset(
     {BAD_REQUEST, NOT_FOUND, TOO_LARGE, PERMISSION_DENIED, IO_ERROR, SHUTTING_DOWN, VERSION_MISMATCH, INTERNAL,
-     MIRROR_UNAVAILABLE, BUSY, SESSION_BUSY, LEASE_LOST}
+     MIRROR_UNAVAILABLE, BUSY, CONFLICT, SESSION_BUSY, LEASE_LOST}
 )
 
 
@@ -136,3 +142,7 @@ def permission_denied(message: str) -> SessiondError:
 
 def busy(message: str) -> SessiondError:
     return SessiondError(message, code=BUSY)
+
+
+def conflict(message: str) -> SessiondError:
+    return SessiondError(message, code=CONFLICT)

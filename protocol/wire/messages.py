@@ -9,13 +9,16 @@ JSON bytes, one object each; the daemon writes them unchanged.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
 import msgspec
 
+from ..transcript.importer import FileResult, SessionSource
 from ..search.query import Hit
 from ..lease import LeaseHolder
 from ..transcript.session_info import SessionInfo
+from ..transcript.usage import Usage as UsageReport
+from ..trash import TrashEntry
 
 PROTOCOL_VERSION = 1
 """Major version: peers with different values refuse each other in the handshake."""
@@ -25,6 +28,17 @@ Durability = Literal["queued", "written", "durable"]
 or written and fdatasync'ed."""
 
 DURABILITIES: tuple[str, ...] = ("queued", "written", "durable")
+
+MAX_BATCH_ENTRIES = 100_000
+"""Entries one Append or Record may carry. msgspec checks an array's announced
+length before it builds a single element, so a frame of millions of tiny
+entries (each a Python object some 20x its wire size) is refused for what it
+weighs on the wire, not decoded into gigabytes."""
+
+MAX_LIST_DIRS = 4096
+"""Project dirs one List may name (a repository's worktrees are a handful)."""
+
+Entries = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
 
 
 class _Message(msgspec.Struct, tag_field="op", tag=True, omit_defaults=True, forbid_unknown_fields=False):
@@ -60,7 +74,7 @@ class Append(_Message):
     id: int
     session: str
     cwd: str
-    entries: list[bytes]
+    entries: Entries
     durability: Durability = "queued"
     agent: str | None = None
     """Route every entry of the batch to this agent's transcript."""
@@ -84,7 +98,7 @@ class Record(_Message):
     id: int
     session: str
     cwd: str
-    messages: list[bytes]
+    messages: Entries
     parent: str | None = None
     durability: Durability = "queued"
     agent: str | None = None
@@ -153,7 +167,7 @@ class List(_Message):
     """Sessions of some project dirs (or every project), newest first."""
 
     id: int
-    dirs: list[str] = []
+    dirs: Annotated[list[str], msgspec.Meta(max_length=MAX_LIST_DIRS)] = []
     all: bool = False
     limit: int | None = None
     offset: int = 0
@@ -182,6 +196,50 @@ class Shutdown(_Message):
     id: int
 
 
+# Lifecycle (SPEC 9): file operations the daemon performs itself, so its
+# sessions, catalog and open files learn of them at once.
+
+
+class Trash(_Message):
+    """Move a session (its transcript at ``path``, its ``<id>/`` dir) into the
+    trash. Refused (``conflict``) while clients are attached, unless ``force``."""
+
+    id: int
+    session: str
+    path: str
+    force: bool = False
+    reason: str = "rm"
+
+
+class Restore(_Message):
+    id: int
+    session: str
+
+
+class EmptyTrash(_Message):
+    id: int
+    older_than: float | None = None
+    """Seconds: only entries trashed longer ago than this."""
+    dry_run: bool = False
+
+
+class Import(_Message):
+    """Copy one session's files into the store, each byte for byte."""
+
+    id: int
+    source: SessionSource
+    catalog_only: bool = False
+    """The source is the store itself: nothing to copy, the catalog learns of it."""
+
+
+class Usage(_Message):
+    """Bytes per project and per session (subagent files included)."""
+
+    id: int
+    dirs: list[str] = []
+    all: bool = False
+
+
 class Search(_Message):
     """Full-text search of the index (SPEC 8): words and "phrases", best sessions first."""
 
@@ -204,8 +262,8 @@ class Reindex(_Message):
     all: bool = False
 
 
-Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown, Search, Reindex,
-              Subscribe, Unsubscribe]
+Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown,
+                Trash, Restore, EmptyTrash, Import, Usage, Search, Reindex, Subscribe, Unsubscribe]
 
 
 # ---------------------------------------------------------------------- responses
@@ -288,6 +346,10 @@ class StatusResult(_Message):
     """The remote mirror's state (servers, connected, lag), when one is configured."""
     spooledBytes: int = 0
     """Bytes of entries held before their session's first message, on disk in the spool."""
+    pendingBytes: int = 0
+    """Bytes of pre-message entries held across all sessions (in memory, beside the spool)."""
+    budgets: dict[str, dict[str, int]] | None = None
+    """Every memory budget: ``{name: {"used": n, "limit": n}}`` (daemon/bounds.py)."""
     workers: dict[str, int] | None = None
     """The read pool's fair share: threads, jobs running and waiting, requests refused ``busy``."""
     memory: dict[str, int] | None = None
@@ -340,6 +402,24 @@ class Error(_Message):
     """Who holds the session, for ``session_busy`` and ``lease_lost``."""
 
 
+class TrashChanged(_Message):
+    """The trash entries a Trash, Restore or EmptyTrash moved or deleted."""
+
+    id: int
+    entries: list[TrashEntry]
+
+
+class Imported(_Message):
+    id: int
+    session: str
+    files: list[FileResult]
+
+
+class UsageResult(_Message):
+    id: int
+    usage: UsageReport
+
+
 class Searched(_Message):
     id: int
     hits: list[Hit]
@@ -355,5 +435,5 @@ class Reindexed(_Message):
     seconds: float
 
 
-Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error, Searched, Reindexed,
-                 Subscribed, Entries, Unsubscribed]
+Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error,
+                 TrashChanged, Imported, UsageResult, Searched, Reindexed, Subscribed, Entries, Unsubscribed]
