@@ -38,7 +38,7 @@ weighs on the wire, not decoded into gigabytes."""
 MAX_LIST_DIRS = 4096
 """Project dirs one List may name (a repository's worktrees are a handful)."""
 
-Entries = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
+EntryBatch = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
 
 
 class _Message(msgspec.Struct, tag_field="op", tag=True, omit_defaults=True, forbid_unknown_fields=False):
@@ -74,7 +74,7 @@ class Append(_Message):
     id: int
     session: str
     cwd: str
-    entries: Entries
+    entries: EntryBatch
     durability: Durability = "queued"
     agent: str | None = None
     """Route every entry of the batch to this agent's transcript."""
@@ -98,7 +98,7 @@ class Record(_Message):
     id: int
     session: str
     cwd: str
-    messages: Entries
+    messages: EntryBatch
     parent: str | None = None
     durability: Durability = "queued"
     agent: str | None = None
