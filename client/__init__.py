@@ -18,10 +18,12 @@ if TYPE_CHECKING:
     from .connection import Client
     from .fallback import direct_append
     from .session import Session
+    from sessiond.protocol.wire.errors import LeaseLost, SessionBusy
 
-_HOMES = {"AsyncClient": ".async_client", "Client": ".connection", "Session": ".session", "direct_append": ".fallback"}
+_HOMES = {"AsyncClient": ".async_client", "Client": ".connection", "Session": ".session", "direct_append": ".fallback",
+          "LeaseLost": "sessiond.protocol.wire.errors", "SessionBusy": "sessiond.protocol.wire.errors"}
 
-__all__ = ["AsyncClient", "Client", "Session", "direct_append"]
+__all__ = ["AsyncClient", "Client", "LeaseLost", "Session", "SessionBusy", "direct_append"]
 
 
 def __getattr__(name: str) -> Any:

@@ -12,13 +12,24 @@ import itertools
 import os
 import socket
 import stat
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessiond.protocol.locations import check_private_dir, default_root, default_socket
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, RemoteError, UnsafeSocketDir, VersionMismatch
+from sessiond.protocol.wire.errors import (
+    LEASE_LOST,
+    SESSION_BUSY,
+    DaemonUnavailable,
+    LeaseLost,
+    ProtocolError,
+    RemoteError,
+    SessionBusy,
+    UnsafeSocketDir,
+    VersionMismatch,
+)
 from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, decode_response, encode
 
 if TYPE_CHECKING:
@@ -46,6 +57,10 @@ def raise_for(resp: m.Response) -> m.Response:
     if isinstance(resp, m.Error):
         if resp.code == "version_mismatch":
             raise VersionMismatch(resp.message)
+        if resp.code == LEASE_LOST:
+            raise LeaseLost(resp.message, holder=resp.holder)
+        if resp.code == SESSION_BUSY:
+            raise SessionBusy(resp.message, holder=resp.holder)
         raise RemoteError(resp.message, code=resp.code)
     return resp
 
@@ -109,14 +124,23 @@ class Client(Endpoint):
 
     def _dial(self) -> socket.socket:
         check_socket_owner(self.socket_path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(str(self.socket_path))
-        except BaseException:
-            sock.close()
-            raise
-        return sock
+        deadline = time.monotonic() + self.timeout
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(str(self.socket_path))
+                return sock
+            except BlockingIOError:
+                # EAGAIN: the daemon's listen backlog is full (a storm of
+                # connections it has not accepted yet), not a dead daemon.
+                sock.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+            except BaseException:
+                sock.close()
+                raise
 
     def close(self) -> None:
         if self._sock is not None:

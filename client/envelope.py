@@ -19,6 +19,7 @@ from typing import Any
 
 from sessiond.protocol import __version__
 from sessiond.protocol.transcript.entries import TRANSCRIPT_TYPES
+from sessiond.protocol.transcript.regular import open_regular
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ENVELOPE_ORDER = ("isSidechain", "agentId", "userType", "cwd", "sessionId", "version", "gitBranch")
@@ -75,15 +76,15 @@ def git_branch(cwd: str) -> str | None:
         dotgit = directory / ".git"
         try:
             if dotgit.is_dir():
-                head = (dotgit / "HEAD").read_text()
+                head = _read_small(dotgit / "HEAD")
             elif dotgit.is_file():
-                text = dotgit.read_text().strip()
+                text = _read_small(dotgit).strip()
                 if not text.startswith("gitdir:"):
                     return None
                 gitdir = Path(text[len("gitdir:") :].strip())
                 if not gitdir.is_absolute():
                     gitdir = directory / gitdir
-                head = (gitdir / "HEAD").read_text()
+                head = _read_small(gitdir / "HEAD")
             else:
                 continue
         except OSError:
@@ -92,6 +93,16 @@ def git_branch(cwd: str) -> str | None:
         prefix = "ref: refs/heads/"
         return head[len(prefix) :] if head.startswith(prefix) else "HEAD"
     return None
+
+
+def _read_small(path: Path) -> str:
+    """The start of a git pointer file, opened like every reader
+    (``open_regular``): a FIFO or a device there must not hang a ``record``."""
+    fd = open_regular(path)
+    try:
+        return os.read(fd, 4096).decode(errors="replace")
+    finally:
+        os.close(fd)
 
 
 def stamp(

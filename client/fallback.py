@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgspec
 
+from sessiond.protocol.trash import trashed_ids
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, tail_lines
 from sessiond.protocol.transcript.entries import MATERIALIZING_TYPES, decode_header, try_header
@@ -31,6 +32,9 @@ class FallbackResult(msgspec.Struct):
     undelivered: int = 0
     """Entries not written because a daemon is alive but did not answer: writing
     beside a stalled daemon could put them before entries it still holds."""
+    trashed: int = 0
+    """Entries of a session that is in the trash: refused as the daemon refuses
+    them, so an rm is never undone by a late writer recreating the file."""
 
 
 def direct_append(
@@ -49,6 +53,8 @@ def direct_append(
     daemon does for a resend."""
     project = paths.project_dir(root, cwd)
     main = paths.session_file(project, session_id)
+    if session_id in trashed_ids(root):
+        return FallbackResult(trashed=len(lines))
     by_file: dict[Path, list[tuple[str | None, bool, bytes]]] = {}
     for line in lines:
         header = decode_header(line)
@@ -63,8 +69,10 @@ def direct_append(
                 if not any(mat for _, mat, _ in items):
                     result.dropped += len(items)
                     continue
-                spooled = spool_path(root, session_id)
-                items = _held_by_a_daemon(spooled, items) + items
+                held = _held_by_a_daemon(store, spool_path(root, session_id), items)
+                if held is not None:  # a spool file of ours (none, or one out of the root, is left alone)
+                    spooled = spool_path(root, session_id)
+                    items = held + items
             _append(store, path, items, resend, result)
     if spooled is not None:
         try:
@@ -74,13 +82,15 @@ def direct_append(
     return result
 
 
-def _held_by_a_daemon(spooled: Path, items: list[tuple[str | None, bool, bytes]]) -> list[tuple[str | None, bool, bytes]]:
+def _held_by_a_daemon(store: StoreRoot, spooled: Path,
+                      items: list[tuple[str | None, bool, bytes]]) -> list[tuple[str | None, bool, bytes]] | None:
     """Entries a daemon that is gone held for this session before its first
     message (its spool file), that ``items`` does not carry again: they go first,
-    as that daemon would have written them."""
-    read = read_spool(spooled)
+    as that daemon would have written them. None when there is no spool file
+    to read (missing, not one, or out of the root)."""
+    read = read_spool(store, spooled)
     if read is None:
-        return []
+        return None
     lines = {line for _, _, line in items}
     uuids = {u for u, _, _ in items if u is not None}
     out = []

@@ -27,7 +27,8 @@ from sessiond.protocol.transcript.paths import check_session_id
 from sessiond.protocol.transcript.recording import chain_messages
 from sessiond.protocol.transcript.reencode import encode_entry
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError, UnsafeSocketDir
+from sessiond.protocol.lease import LeaseHolder
+from sessiond.protocol.wire.errors import DaemonUnavailable, LeaseLost, SessionBusy, SessiondError, UnsafeSocketDir
 
 from .batching import request_overhead, split
 from .connection import Client
@@ -71,6 +72,7 @@ class Session:
         version: str = __version__,
         durability: m.Durability = "queued",
         reconnect_timeout: float = 10.0,
+        lease: bool = True,
     ) -> None:
         self.client = client
         self.id = check_session_id(session_id) if session_id else str(uuidlib.uuid4())
@@ -93,14 +95,34 @@ class Session:
         self._unconfirmed_bytes = 0
         self._lost = False
         self.closed = False
+        self.lease = lease
+        """Every request claims (or keeps) the session's lease (SPEC 7): while
+        another client holds it, chain entries raise ``SessionBusy``. False for
+        tools that only add metadata or import files."""
+        self.lease_lost: LeaseLost | None = None
+        """Set once the session was taken over from this client: its chain
+        entries are refused from then on, here before they are even sent."""
 
     # ------------------------------------------------------------------- writing
 
     def encode(self, message: dict[str, Any]) -> bytes:
         return encode_entry(stamp(message, session_id=self.id, cwd=self.cwd, agent=self.agent, version=self.version, clock=self.clock))
 
+    def claim(self, take_over: bool = False) -> LeaseHolder | None:
+        """Hold the session now rather than from the first entry (an agent about
+        to resume it): ``SessionBusy`` names the holder when another client has
+        it. ``take_over`` moves the lease here on purpose: once this returns,
+        everything the old holder had acknowledged is in the file, ready to be
+        loaded, and the old holder's further chain entries are refused."""
+        resp = self._deliver(lambda: self.client.call(
+            m.Open(id=self.client.next_id(), session=self.id, cwd=self.cwd, lease=True, take_over=take_over)))
+        self.lease_lost = None
+        return resp.holder  # type: ignore[union-attr]
+
     def record(self, messages: list[dict[str, Any]], durability: m.Durability | None = None) -> str | None:
         """Record the new tail of the conversation; returns the chain's last uuid."""
+        if self.lease_lost is not None:
+            raise LeaseLost(str(self.lease_lost), holder=self.lease_lost.holder)
         lines = [self.encode(msg) for msg in messages]
         resp = self._send(True, lines, durability)
         if resp is not None:
@@ -157,9 +179,9 @@ class Session:
         level = durability or batch.durability or self.durability
         if batch.is_record:
             return m.Record(id=rid, session=self.id, cwd=self.cwd, messages=batch.lines, parent=batch.parent,
-                            durability=level, agent=self.agent, run=self.run, resend=resend)
+                            durability=level, agent=self.agent, run=self.run, resend=resend, lease=self.lease)
         return m.Append(id=rid, session=self.id, cwd=self.cwd, entries=batch.lines, durability=level,
-                        agent=self.agent, run=self.run, resend=resend)
+                        agent=self.agent, run=self.run, resend=resend, lease=self.lease)
 
     def _send(self, is_record: bool, lines: list[bytes], durability: m.Durability | None) -> m.Appended | None:
         """Queue ``lines`` as one request, or several when one frame cannot hold
@@ -198,7 +220,11 @@ class Session:
                     batch = self._unsent[0]
                     if not batch.sent:
                         batch.parent, batch.sent = self.hint, True
-                    resp = self.client.call(self._request(batch, None, resend > 0))
+                    try:
+                        resp = self.client.call(self._request(batch, None, resend > 0))
+                    except SessionBusy as exc:
+                        self._refused(exc)
+                        raise
                     resend -= 1
                     assert isinstance(resp, m.Appended)
                     self._count(resp)
@@ -227,6 +253,16 @@ class Session:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
+
+    def _refused(self, exc: SessionBusy) -> None:
+        """The first unsent batch was refused for the lease: it is never to be
+        written (not resent, not by the fallback). After a take-over, what was
+        acknowledged before it is in the file already (the take-over wrote it)."""
+        self._unsent.pop(0)
+        if isinstance(exc, LeaseLost):
+            self.lease_lost = exc
+            self._unconfirmed.clear()
+            self._unconfirmed_bytes = 0
 
     def _count(self, resp: m.Appended) -> None:
         self.accepted += resp.accepted

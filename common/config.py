@@ -21,6 +21,10 @@ from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME
 
 FsyncPolicy = Literal["never", "interval", "always"]
 LogLevel = Literal["debug", "info", "warning", "error"]
+BUDGETS = ("max_queued_bytes", "max_pending_bytes", "max_inflight_bytes", "max_inflight_requests", "max_output_bytes",
+           "max_output_total_bytes", "max_partial_bytes", "max_pending_total_bytes", "max_parked_requests", "max_clients",
+           "max_sessions")
+"""Memory budgets (daemon/bounds.py): positive integers, same name in the file."""
 RELOADABLE = ("flush_interval", "fsync", "group_sync", "log_level")
 MIRROR_RELOADABLE = ("required", "ack_timeout", "queue_bytes", "shutdown_flush")
 """Mirror keys the running mirror reads at each use; the others (where and how it
@@ -71,12 +75,39 @@ class Settings(msgspec.Struct, kw_only=True):
     """Cap of one session's pre-materialization buffer."""
     max_inflight_bytes: int = 64 * 1024 * 1024
     """Request bytes one connection may have awaiting a written/durable answer."""
+    max_inflight_requests: int = 1024
+    """Requests one connection may have awaiting an answer owed later; beyond,
+    it is not read until answers go out."""
+    max_output_bytes: int = 4 * 1024 * 1024
+    """Answers one connection may have waiting to be sent (a client that does
+    not read them): beyond, it is not read until its socket drains."""
+    max_output_total_bytes: int = 256 * 1024 * 1024
+    """Answers left unread by clients that stopped reading, over all
+    connections: past it, the newest such client is disconnected."""
+    max_partial_bytes: int = 256 * 1024 * 1024
+    """Bytes of frames still being received, over all connections: beyond, a
+    big frame waits (unread) until it fits."""
+    max_pending_total_bytes: int = 256 * 1024 * 1024
+    """Pre-message entries held over all sessions: beyond, ``busy``."""
+    max_parked_requests: int = 65536
+    """Requests waiting for a file scan, over all connections: beyond, ``busy``."""
+    max_sessions: int = 16384
+    """Sessions held in memory (each a few KB): at the budget, idle ones are
+    evicted at once; when none is idle, a new session gets ``busy``."""
+    max_clients: int = 4096
+    """Connections served at once: beyond, a newcomer gets ``busy``."""
     rate_bytes: float = 128 * 1024 * 1024
     """Bytes per second one connection may send (0: no limit); over it, it is
     read more slowly, never refused."""
     rate_burst: float = 256 * 1024 * 1024
     frame_timeout: float = 30.0
     """Seconds a client may stay inside a frame before it is cut off."""
+    lease_grace: float = 10.0
+    """After a start, how long a lease the previous daemon granted waits for its
+    holder to reconnect before anyone else may claim the session (SPEC 7)."""
+    watch_buffer_bytes: int = 4 * 1024 * 1024
+    """Entries pushed to a watcher and not yet read by it; beyond, that watcher
+    skips ahead (told how many bytes) instead of the daemon holding more."""
     max_open_files: int = 0
     """Transcript fds kept open at once (LRU); 0: half the fd limit."""
     path_recheck: float = 1.0
@@ -156,7 +187,18 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     expensive_per_client: int | None = None
     max_expensive_waiting: int | None = None
     idle_evict_s: float | None = None
+    lease_grace_s: float | None = None
+    watch_buffer_bytes: int | None = None
     mirror: MirrorFileConfig | None = None
+    max_inflight_bytes: int | None = None
+    max_inflight_requests: int | None = None
+    max_output_bytes: int | None = None
+    max_output_total_bytes: int | None = None
+    max_partial_bytes: int | None = None
+    max_pending_total_bytes: int | None = None
+    max_parked_requests: int | None = None
+    max_clients: int | None = None
+    max_sessions: int | None = None
     search_index: bool | None = None
     search_index_path: str | None = None
     search_refresh_s: float | None = None
@@ -231,6 +273,9 @@ def build(flags: dict[str, Any], path: Path | None = None, environ: dict[str, st
     merged.update({k: v for k, v in flags.items() if v is not None})
     settings = Settings(config_file=path)  # kept even while missing: a SIGHUP reads it once it exists
     apply(settings, merged)
+    if settings.max_partial_bytes < settings.max_frame:
+        raise ConfigError(f"max_partial_bytes: must be at least max_frame_bytes ({settings.max_frame}), "
+                          f"got {settings.max_partial_bytes}")
     return settings
 
 
@@ -259,7 +304,7 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
             if value < 1024:
                 raise ConfigError(f"max_frame_bytes: must be at least 1024, got {value}")
             put("max_frame", value)
-        elif key in ("max_queued_bytes", "max_pending_bytes"):
+        elif key in BUDGETS:
             if value < 1:
                 raise ConfigError(f"{key}: must be positive, got {value}")
             put(key, value)
@@ -286,6 +331,14 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
         elif key == "follow_max_watches":
             if value < 0:
                 raise ConfigError(f"follow_max_watches: must not be negative, got {value}")
+            put(key, value)
+        elif key == "lease_grace_s":
+            if value < 0:
+                raise ConfigError(f"lease_grace_s: must not be negative, got {value}")
+            put("lease_grace", float(value))
+        elif key == "watch_buffer_bytes":
+            if value < 1024:
+                raise ConfigError(f"watch_buffer_bytes: must be at least 1024, got {value}")
             put(key, value)
         elif key == "mirror":
             put("mirror", mirror_settings(value))

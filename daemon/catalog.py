@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -136,6 +137,37 @@ class Catalog:
             elif (f := project.files.get(str(path))) is not None:
                 f.mtime_ns, f.lite = time.time_ns(), None
             project.order = None
+
+    def forget(self, path: Path) -> None:
+        """A session file left its project (trashed): gone from listings at once."""
+        with self.lock:
+            project = self.projects.get(str(path.parent))
+            if project is not None and project.files.pop(str(path), None) is not None:
+                project.order = None
+        self._keys.pop(path, None)
+
+    def learn(self, path: Path) -> None:
+        """A session file appeared or changed behind the writer (restored,
+        imported): listed at once, its lite info read on the next page."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return self.forget(path)
+        with self.lock:
+            project = self.projects.get(str(path.parent))
+            if project is None:
+                return
+            f = project.files.get(str(path))
+            if f is None:
+                f = project.files[str(path)] = _File(0, 0)
+            f.mtime_ns, f.size, f.lite = st.st_mtime_ns, st.st_size, None
+            project.order = None
+
+    def main_stats(self, dirs: list[str]) -> list[tuple[str, int, int]]:
+        """(path, size, mtime_ns) of every session file of ``dirs`` (for ``du``)."""
+        projects = [self._project(d) for d in dirs]
+        with self.lock:
+            return [(path, f.size, f.mtime_ns) for p in projects for path, f in p.files.items()]
 
     # ------------------------------------------------------------------ scanning
 

@@ -6,6 +6,13 @@ place that knows. Frames are split by the shared ``FrameBuffer``; the first fram
 must be ``Hello``. Responses are collected and written once per event-loop pass,
 so a pipelining client gets its acks in one write. A connection that goes away
 without ``Close`` gets the same exit cleanup as one that says goodbye.
+
+What a connection may make the daemon hold is bounded (``bounds.py``): its
+partial frame is charged to the daemon-wide partial-frame budget as it arrives
+(a big one waits, unread, until it fits); answers it does not read stop it from
+being read and from being served (``pause_writing``/``resume_writing``), and so
+do too many answers still owed. Frames already split off but not yet served
+wait in a backlog of at most one read's worth.
 """
 
 from __future__ import annotations
@@ -16,13 +23,15 @@ import logging
 import os
 import socket
 import struct
+from collections import deque
 from typing import TYPE_CHECKING
 
 from sessiond.protocol import __version__
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
+from sessiond.protocol.wire.errors import BAD_REQUEST, BUSY, FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
 from sessiond.protocol.wire.framing import FrameBuffer, decode_request, encode, request_id_of
 
+from .bounds import ADMIT, REFUSE, PartialCharge
 from .handlers import dispatch
 from .limits import ThrottleLog, TokenBucket
 
@@ -34,6 +43,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("sessiond")
 _ids = itertools.count(1)
 _UCRED = struct.Struct("3i")
+HOLDING = frozenset({"output", "inflight"})
+"""Pauses that also stop serving frames already read, not only reading more."""
 
 
 def peer_uid(sock: socket.socket) -> int | None:
@@ -47,34 +58,6 @@ def peer_uid(sock: socket.socket) -> int | None:
         return None
 
 
-class Outbox:
-    """Connections with answers to send, each written once per loop pass: by
-    the writer's end-of-pass hook when the answers came from a drain (no extra
-    loop iteration), else by one ``call_soon`` for all of them."""
-
-    __slots__ = ("loop", "pending", "scheduled")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.pending: list[Connection] = []
-        self.scheduled = False
-
-    def add(self, conn: Connection) -> None:
-        self.pending.append(conn)
-        if not self.scheduled:
-            self.scheduled = True
-            self.loop.call_soon(self.flush)
-
-    def flush(self) -> None:
-        self.scheduled = False
-        pending, self.pending = self.pending, []
-        for conn in pending:
-            try:
-                conn._flush_out()
-            except Exception:  # a bug: the other connections still get their answers
-                log.exception("%s: internal error sending answers", conn.peer)
-
-
 class Connection(asyncio.Protocol):
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
@@ -82,10 +65,19 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.frames = FrameBuffer(daemon.settings.max_frame)
         self.greeted = False
+        self.pid = 0
+        self.client_name = ""
         self.sessions: dict[str, SessionState] = {}
         self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._out_soft = daemon.settings.max_output_bytes // 2
+        """Answers collected in this pass past which no more requests are served
+        until they are sent (the transport's own buffer has the other half)."""
         self._out_scheduled = False
         self._pauses: set[str] = set()
+        self._holding = False  # a pause in HOLDING is on
+        self._backlog: deque[bytes | memoryview] = deque()
+        self._partial = PartialCharge(daemon.bounds)
         self.closing = False
         settings = daemon.settings
         self.peer = f"client {self.id}"
@@ -106,6 +98,15 @@ class Connection(asyncio.Protocol):
             self._send_now(m.Error(id=0, code="permission_denied", message="this daemon serves only its own user"))
             self.close()
             return
+        try:
+            self.daemon.bounds.check_clients(len(self.daemon.connections))
+        except SessiondError as exc:
+            log.warning("refused a connection: %s", exc)
+            self._send_now(m.Error(id=0, code=exc.code, message=exc.message))
+            self.close()
+            return
+        high = self.daemon.settings.max_output_bytes // 2
+        self.transport.set_write_buffer_limits(high=high, low=high // 4)
         self.daemon.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -116,10 +117,22 @@ class Connection(asyncio.Protocol):
             self._send_now(m.Error(id=0, code=exc.code, message=exc.message))
             self.close()
             return
-        for body in bodies:
+        if self._backlog:
+            self._backlog.extend(bodies)
+            self._serve_backlog()
+        else:
+            for i, body in enumerate(bodies):
+                if self.closing:
+                    return
+                if self._holding or self._out_bytes >= self._out_soft:
+                    self._backlog.extend(bodies[i:])
+                    self._pause("backlog")
+                    break
+                self._handle(body)
+        if self._partial.charged or self.frames.pending:
+            self._charge_partial(bool(bodies))
             if self.closing:
                 return
-            self._handle(body)
         if self._stall is not None or self.frames.pending:
             self._watch_stall(bool(bodies))
         if self._bucket is not None:
@@ -138,25 +151,98 @@ class Connection(asyncio.Protocol):
         if not self._pauses and self.transport is not None:
             self.transport.pause_reading()
         self._pauses.add(reason)
+        if reason in HOLDING:
+            self._holding = True
 
     def _unpause(self, reason: str) -> None:
         if reason not in self._pauses:
             return
         self._pauses.discard(reason)
+        if reason in HOLDING:
+            self._holding = not HOLDING.isdisjoint(self._pauses)
+            if self._backlog and not self._holding:
+                self.daemon.loop.call_soon(self._serve_backlog)
         if not self._pauses and self.transport is not None and not self.closing:
             self.transport.resume_reading()
 
+    def pause_writing(self) -> None:
+        """The transport holds more unsent answers than its high-water mark: a
+        client that does not read gets nothing more served or read; past the
+        daemon-wide budget of such answers, it is disconnected."""
+        self._pause("output")
+        if not self.daemon.bounds.stopped_reading(self) and self.transport is not None:
+            log.warning("%s does not read its answers (%d bytes unsent) and clients like it hold more than %d "
+                        "bytes: disconnected", self.peer, self.output_bytes, self.daemon.settings.max_output_total_bytes)
+            self.closing = True
+            self.transport.abort()
+
+    def resume_writing(self) -> None:
+        self.daemon.bounds.reading_again(self)
+        self._unpause("output")
+
+    def _serve_backlog(self) -> None:
+        """Serve frames read earlier, until a holding pause or the output budget
+        stops it again; read again once they are all served."""
+        backlog = self._backlog
+        while backlog and not self.closing:
+            if self._holding or self._out_bytes >= self._out_soft:
+                return
+            self._handle(backlog.popleft())
+        self._unpause("backlog")
+
+    def _charge_partial(self, progressed: bool) -> None:
+        """Charge the frame being received to the daemon-wide budget; a big one
+        that does not fit waits, unread, its stall clock stopped."""
+        waiting = "partial" in self._pauses
+        verdict = self._partial.update(self.frames, progressed, waiting)
+        if verdict == ADMIT:
+            if waiting:
+                self.daemon.bounds.forget_partial(self)
+                self._unpause("partial")
+            return
+        bounds, limit = self.daemon.bounds, self.daemon.settings.max_partial_bytes
+        if verdict == REFUSE:
+            log.warning("%s: refused a %d-byte frame: frames being received already hold %d of %d bytes",
+                        self.peer, self.frames.announced, bounds.partial_bytes, limit)
+            self._send_now(m.Error(id=0, code=BUSY, message=(
+                f"the daemon is receiving {bounds.partial_bytes} bytes of frames already (budget {limit}); retry later")))
+            self.close()
+        elif not waiting:
+            log.info("%s: a %d-byte frame waits for the partial-frame budget (%d of %d bytes in use)",
+                     self.peer, self.frames.announced, bounds.partial_bytes, limit)
+            self._pause("partial")
+            bounds.wait_partial(self)
+            if self._stall is not None:
+                self._stall.cancel()
+                self._stall = None
+
+    def retry_partial(self) -> bool:
+        if self.closing:
+            return True  # gone: let the next waiter have its turn
+        self._charge_partial(False)
+        if "partial" in self._pauses:
+            return False
+        self._watch_stall(True)
+        return True
+
     def _watch_stall(self, progressed: bool) -> None:
         """A client that stops in the middle of a frame is cut off after
-        ``frame_timeout``: it would otherwise hold its buffer forever."""
+        ``frame_timeout``: it would otherwise hold its buffer forever. The clock
+        does not run while the daemon itself holds the frame back."""
         if progressed and self._stall is not None:
             self._stall.cancel()
             self._stall = None
-        if self.frames.pending and self._stall is None:
+        if self.frames.pending and self._stall is None and "partial" not in self._pauses:
             self._stall = self.daemon.loop.call_later(self.daemon.settings.frame_timeout, self._stalled)
 
     def _stalled(self) -> None:
         self._stall = None
+        if self._pauses and "output" not in self._pauses:
+            # Not read by the daemon's own choice (a budget, the rate limit, a
+            # full queue): the client is not the one stalling. One that does
+            # not read its answers is.
+            self._watch_stall(False)
+            return
         if self.frames.pending and not self.closing:
             log.warning("%s stalled inside a frame (%d bytes) for %.0f s; closing", self.peer, self.frames.pending, self.daemon.settings.frame_timeout)
             self._send_now(m.Error(id=0, code="bad_request", message="timed out inside a frame"))
@@ -171,14 +257,20 @@ class Connection(asyncio.Protocol):
         self.closing = True
         if self._stall is not None:
             self._stall.cancel()
+        self._backlog.clear()
+        self._partial.release()
+        self.daemon.bounds.forget_partial(self)
+        self.daemon.bounds.reading_again(self)
         self.daemon.connections.discard(self)
         for sid in list(self.sessions):
             self.detach(sid, dropped=True)
+        self.daemon.leases.release_all(self.id)
+        self.daemon.watchers.drop_connection(self)
         self.transport = None
 
     # -------------------------------------------------------------------- requests
 
-    def _handle(self, body: bytes) -> None:
+    def _handle(self, body: bytes | memoryview) -> None:
         try:
             req = decode_request(body)
         except ProtocolError as exc:
@@ -187,6 +279,12 @@ class Connection(asyncio.Protocol):
         if not self.greeted:
             self._greet(req)
             return
+        if req.id in self._inflight:
+            # Its answer could not be told from the earlier one's, and it would
+            # escape the in-flight budget: refuse it, the earlier one stands.
+            self.reply(m.Error(id=req.id, code=BAD_REQUEST,
+                               message=f"request id {req.id} is still awaiting its answer on this connection"))
+            return
         self._run(req, len(body))
 
     def _run(self, req: m.Request, size: int) -> None:
@@ -194,7 +292,9 @@ class Connection(asyncio.Protocol):
         try:
             resp = dispatch(self, req)
         except SessiondError as exc:
-            resp = m.Error(id=req.id, code=exc.code, message=exc.message)
+            resp = m.Error(id=req.id, code=exc.code, message=exc.message, holder=getattr(exc, "holder", None))
+        except RecursionError:  # an entry nested deeper than any decoder goes: bad input, not a bug
+            resp = m.Error(id=req.id, code=BAD_REQUEST, message="an entry is nested too deeply")
         except Exception as exc:  # a bug: report it, keep serving everyone else
             log.exception("%s: internal error on %s", self.peer, type(req).__name__)
             self.daemon.stats.errors += 1
@@ -206,7 +306,8 @@ class Connection(asyncio.Protocol):
             # connection may have in flight.
             self._inflight[req.id] = size
             self._inflight_bytes += size
-            if self._inflight_bytes > self.daemon.settings.max_inflight_bytes:
+            settings = self.daemon.settings
+            if self._inflight_bytes > settings.max_inflight_bytes or len(self._inflight) > settings.max_inflight_requests:
                 self._pause("inflight")
 
     def redispatch(self, req: m.Request) -> None:
@@ -229,6 +330,7 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         self.greeted = True
+        self.pid, self.client_name = req.pid, req.client
         self.peer = f"client {self.id} ({req.client or 'unnamed'}, pid {req.pid})"
         self._throttle_log.client = self.peer
         self.reply(m.Welcome(id=req.id, protocol_version=m.PROTOCOL_VERSION, daemon_version=__version__, pid=os.getpid(),
@@ -238,12 +340,14 @@ class Connection(asyncio.Protocol):
 
     def attach(self, state: SessionState) -> None:
         if state.id not in self.sessions:
+            self.daemon.bounds.check_attached(len(self.sessions))
             self.sessions[state.id] = state
             self.daemon.registry.attach(state, self.id)
 
     def detach(self, session_id: str, dropped: bool = False) -> FileQueue | None:
         """Leave a session (``dropped``: the connection went away without a
         Close); returns the queue of an exit-cleanup re-append."""
+        self.daemon.leases.release(session_id, self.id)
         state = self.sessions.pop(session_id, None)
         if state is None:
             return None
@@ -258,9 +362,14 @@ class Connection(asyncio.Protocol):
         owed = self._inflight.pop(resp.id, None)
         if owed is not None:
             self._inflight_bytes -= owed
-            if "inflight" in self._pauses and self._inflight_bytes <= self.daemon.settings.max_inflight_bytes // 2:
-                self._unpause("inflight")
-        self._out.append(encode(resp))
+            if "inflight" in self._pauses:
+                settings = self.daemon.settings
+                if (self._inflight_bytes <= settings.max_inflight_bytes // 2
+                        and len(self._inflight) <= settings.max_inflight_requests // 2):
+                    self._unpause("inflight")
+        frame = encode(resp)
+        self._out.append(frame)
+        self._out_bytes += len(frame)
         if not self._out_scheduled:
             self._out_scheduled = True
             self.daemon.outbox.add(self)
@@ -269,7 +378,20 @@ class Connection(asyncio.Protocol):
         self._out_scheduled = False
         if self._out and self.transport is not None:
             out, self._out = self._out, []
+            self._out_bytes = 0
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if self._backlog and not self._holding and not self.closing:
+                self.daemon.loop.call_soon(self._serve_backlog)
+
+    @property
+    def output_bytes(self) -> int:
+        """Answers made and not yet taken by the client."""
+        pending = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return self._out_bytes + pending
+
+    def budget_use(self) -> tuple[int, int, int, int]:
+        """(output bytes, in-flight requests, in-flight bytes, partial frame bytes)."""
+        return self.output_bytes, len(self._inflight), self._inflight_bytes, self.frames.pending
 
     def _send_now(self, resp: m.Response) -> None:
         self._out.append(encode(resp))

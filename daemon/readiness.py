@@ -25,6 +25,7 @@ from sessiond.protocol.wire.errors import SessiondError, io_error
 
 if TYPE_CHECKING:
     from sessiond.common.config import Settings
+    from .bounds import Bounds
     from .sessions import SessionState
     from .writer import Writer
 
@@ -49,6 +50,8 @@ class Readiness:
     sessions: dict[str, SessionState]
     settings: Settings
     writer: Writer
+    bounds: Bounds
+    """Every request parked here counts against ``max_parked_requests``."""
 
     def __init__(self) -> None:
         self.loads_in_flight = 0
@@ -82,6 +85,7 @@ class Readiness:
                 fut = self.writer.loop.run_in_executor(None, self._resolve_cwd, session_id, cwd)
                 fut.add_done_callback(lambda f: self._cwd_resolved(session_id, f))
             if waiting is not None:
+                self.bounds.park()
                 waiting.append(partial(resume, *args))
                 return None
         state = self.get(session_id, cwd)
@@ -97,6 +101,7 @@ class Readiness:
 
     def _cwd_resolved(self, session_id: str, fut) -> None:
         waiting = self._resolving.pop(session_id)
+        self.bounds.unpark(len(waiting))
         exc = fut.exception()
         if exc is None and session_id not in self.sessions:
             try:
@@ -176,6 +181,7 @@ class Readiness:
         state.scans -= 1
         if not state.scans:
             waiting, state.loading = state.loading or [], None
+            self.bounds.unpark(len(waiting))
             for resume in waiting:
                 resume()
         self._load_done()
@@ -184,6 +190,7 @@ class Readiness:
         self.loads_in_flight -= 1
         if not self.loads_in_flight:
             after, self._after_loads = self._after_loads, []
+            self.bounds.unpark(len(after))
             for resume in after:
                 resume()
 
@@ -192,6 +199,7 @@ class Readiness:
         it is. Arguments rather than a closure: every append asks, nearly none waits."""
         if state.loading is None:
             return False
+        self.bounds.park()
         state.loading.append(partial(resume, *args))
         return True
 
@@ -200,6 +208,7 @@ class Readiness:
         every append that arrived before it); False when none is."""
         if not self.loads_in_flight:
             return False
+        self.bounds.park()
         self._after_loads.append(partial(resume, *args))
         return True
 

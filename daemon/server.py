@@ -15,6 +15,7 @@ import errno
 import fcntl
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -29,12 +30,17 @@ from sessiond.common import config as config_mod
 
 from . import memory
 from .activation import activated_socket
+from .bounds import Bounds
 from sessiond.common.config import ConfigError, Settings
 from .catalog import Catalog
+from .trash import Lifecycle
 from .index.link import IndexLink, index_path
 from .follow import Follower
-from .connection import Connection, Outbox
+from .connection import Connection
+from .leases import Leases
+from .watchers import Watchers
 from .notify import Notifier
+from .outbox import Outbox
 from .sessions import Registry
 from .tails import Tails
 from .workers import SWITCH_INTERVAL, FairShare, read_pool
@@ -62,13 +68,18 @@ class Daemon:
         self.writer = Writer(loop, settings, self.stats)
         self.outbox = Outbox(loop)
         self.writer.after_pass = self.outbox.flush
+        # Connections get the fds the transcript LRU leaves, less a few for the
+        # socket, lock, log, watches and directories.
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.bounds = Bounds(settings, fds_for_clients=nofile - self.writer.max_open - min(64, nofile // 8))
         self.reads = read_pool(loop, settings.read_threads)
         self.fair = FairShare(loop, self.reads, settings.read_threads, settings.expensive_per_client,
                               settings.max_expensive_waiting)
-        self.registry = Registry(settings, self.writer, self.fair)
+        self.registry = Registry(settings, self.writer, self.fair, self.bounds)
         self.tails = Tails(self.registry, self.fair)
         self.catalog = Catalog(settings.root, loop, self.fair)
         self.writer.observers.append(self.catalog.written)
+        self.lifecycle = Lifecycle(self)
         self.mirror = None
         if settings.mirror is not None:  # nats-py is an optional extra: import only then
             from sessiond.common.mirror import STATE_FILE, Mirror
@@ -82,6 +93,10 @@ class Daemon:
             self.writer.observers.append(self.index.observe)
             index = self.index
             self.catalog.changed = lambda paths: loop.call_soon_threadsafe(index.look, paths)
+        self.leases = Leases(loop, settings.root, settings.lease_grace)
+        self.watchers = Watchers(self)
+        self.writer.observers.append(self.watchers.written)
+        self.writer.gone_observers.append(self.watchers.gone)
         # Foreign writers (Claude Code itself): their complete lines go to the
         # same observers; the follower sees the daemon's own writes first, so
         # it never reports them again.
@@ -158,6 +173,7 @@ class Daemon:
             self.registry.exit_cleanup(state)
         self.writer.drain_everything()
         self.writer.close()
+        self.leases.freeze()
         for conn in list(self.connections):
             conn.close()
         log.info(
@@ -269,6 +285,10 @@ async def _run(settings: Settings, flags: dict) -> int:
         loop.add_signal_handler(signal.SIGHUP, daemon.reload_config)
         for why in early:
             daemon.request_shutdown(why)
+        try:
+            daemon.lifecycle.start()  # an rm/restore a kill interrupted: finished or undone before serving
+        except (OSError, SessiondError) as exc:
+            log.error("trash recovery failed: %s", exc)
         daemon.registry.spool.replay(daemon.registry)  # before the first request: a resend must meet what was held
         await daemon.follower.start()  # before serving: an append after ready is followed
         server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
@@ -278,9 +298,9 @@ async def _run(settings: Settings, flags: dict) -> int:
         )
         if daemon.mirror is not None:
             daemon.mirror.start()
+        notifier.ready(daemon.status_line())  # serving: the indexer process starts beside it
         if daemon.index is not None:
             await daemon.index.start()
-        notifier.ready(daemon.status_line())
         await daemon.stopped
         daemon.follower.close()
         if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start

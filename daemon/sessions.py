@@ -40,6 +40,7 @@ from sessiond.protocol.wire.errors import SessiondError, bad_request, too_large
 
 from sessiond.common.config import Settings
 
+from .bounds import Bounds
 from .compaction import Compactor
 from .readiness import Readiness
 from .spool import Spool
@@ -73,7 +74,7 @@ class SessionState:
     __slots__ = (
         "id", "project", "path", "materialized", "pending", "pending_bytes",
         "metadata", "dirty_since_meta", "side_uuids", "main", "agents", "clients",
-        "last_active", "loading", "load_error", "cwd", "scans", "agent_errors",
+        "last_active", "loading", "load_error", "cwd", "scans", "agent_errors", "gone",
     )
 
     def __init__(self, session_id: str, project: Path, writer: Writer) -> None:
@@ -99,6 +100,9 @@ class SessionState:
         self.cwd: str | None = None  # the last cwd a request named, already checked
         self.side_uuids = UuidSet()
         self.main = Target(writer.queue(self.path), UuidSet(), None)
+        self.gone = False
+        """Its files were moved away (trash): nothing may be written for it any more,
+        not even the exit cleanup of a client still attached."""
 
     def apply_scan(self, scan: SessionScan) -> None:
         """What an existing transcript tells: dedup sets, chain end, metadata."""
@@ -149,7 +153,8 @@ class Routed:
 
 
 class Registry(Readiness):
-    def __init__(self, settings: Settings, writer: Writer, fair: FairShare | None = None) -> None:
+    def __init__(self, settings: Settings, writer: Writer, fair: FairShare | None = None,
+                 bounds: Bounds | None = None) -> None:
         self.settings = settings
         self.writer = writer
         self.fair = fair
@@ -157,9 +162,14 @@ class Registry(Readiness):
         (None: the loop's default executor)."""
         self.compactor = Compactor(fair) if fair is not None else None
         """Packs dedup sets in the background (None: they stay unpacked)."""
+        self.bounds = bounds or Bounds(settings)
+        self._full_sweep_at = 0.0
         self.sessions: dict[str, SessionState] = {}
         self.spool = Spool(settings.root, writer)
         Readiness.__init__(self)
+        self.unavailable: dict[str, SessiondError] = {}
+        """Sessions no request may touch, and why: in the trash, or being moved or
+        imported right now (see ``daemon/trash.py``)."""
 
     def get(self, session_id: str, cwd: str) -> SessionState:
         """The session's state, created on first use. A session keeps the project
@@ -193,7 +203,16 @@ class Registry(Readiness):
         return self._ready(state)
 
     def _create(self, session_id: str, project: Path) -> SessionState:
+        refused = self.unavailable.get(session_id)
+        if refused is not None:
+            raise refused
         self._check(paths.session_file(project, session_id))
+        if len(self.sessions) >= self.settings.max_sessions:
+            now = time.monotonic()
+            if now - self._full_sweep_at >= 1.0:  # a scan of every session: at most once a second
+                self._full_sweep_at = now
+                self.sweep(now, idle_for=0.0)  # idle ones first: their files are the truth
+            self.bounds.check_sessions(len(self.sessions))
         state = self.sessions[session_id] = SessionState(session_id, project, self.writer)
         self._load(state)
         return state
@@ -214,6 +233,7 @@ class Registry(Readiness):
         state = self.sessions.get(session_id) or self._create(session_id, project)
         state.cwd = cwd
         if state.loading is not None:  # a big transcript: reconcile once it is scanned
+            self.bounds.parked += 1  # acknowledged before the restart: counted like any parked request, never refused
             state.loading.append(partial(self._restore_into, state, lines))
             return
         if state.load_error is not None:
@@ -231,6 +251,7 @@ class Registry(Readiness):
                     state.metadata[header.type] = line
                 state.pending.append(line)
                 state.pending_bytes += len(line)
+                self.bounds.pending_changed(len(line))  # acknowledged before the restart: counted, never refused
             self.spool.adopt(state, state.pending_bytes)
             return
         present = head_lines(state.path, sum(map(len, lines)) + RESEND_WINDOW)
@@ -414,6 +435,7 @@ class Registry(Readiness):
                 )
             if extra and not any(h.type in MATERIALIZING_TYPES for h, _ in batch) and state.main in targets:
                 self.spool.prepare(state)  # entries will be held: their spool file first, or refuse it all
+            self.bounds.check_pending(extra)
         out = Routed()
         main = state.main
         per_target: dict[int, tuple[Target, list[bytes]]] = {}
@@ -463,12 +485,14 @@ class Registry(Readiness):
                 held = []  # this batch's held entries go straight into the new file with it
                 main_lines.extend(state.pending)
                 main_lines.append(line)
+                self.bounds.pending_changed(-state.pending_bytes)
                 state.pending = []
                 state.pending_bytes = 0
             else:
                 state.pending.append(line)
                 state.pending_bytes += len(line)
                 held.append(line)
+                self.bounds.pending_changed(len(line))
         out.accepted = accepted
         out.duplicates = duplicates
         if held:
@@ -520,6 +544,8 @@ class Registry(Readiness):
         Returns the main queue when something was re-appended, so a Close can
         answer only once that is written (SPEC 3.3: the re-append is a sync path).
         """
+        if state.gone:
+            return None
         if state.materialized:
             if state.dirty_since_meta and state.metadata:
                 self.writer.enqueue(state.main.queue, self.metadata_lines(state))
@@ -531,6 +557,7 @@ class Registry(Readiness):
             # for a duplicate and a discarded title is never re-appended.
             log.info("session %s closed without a message: %d pending entries, no file", state.id, len(state.pending))
             self.spool.release(state, None)
+            self.bounds.pending_changed(-state.pending_bytes)
             state.pending = []
             state.pending_bytes = 0
             state.metadata.clear()
@@ -541,16 +568,28 @@ class Registry(Readiness):
             state.dirty_since_meta = False
         return None
 
-    def sweep(self, now: float) -> int:
-        """Forget sessions nobody uses: their files are the truth and are rescanned
-        on next use. How many were forgotten."""
+    def evict_for_move(self, state: SessionState) -> list[FileQueue]:
+        """Take a session out of memory for good (its files are about to move):
+        later requests for it start afresh (or are refused, see ``unavailable``).
+        Returns its queues, to be closed once written. Never called for a
+        session holding entries before its first message (``daemon/trash.py``)."""
+        state.gone = True
+        if self.sessions.get(state.id) is state:
+            del self.sessions[state.id]
+        return [t.queue for t in state.targets()]
+
+    def sweep(self, now: float, idle_for: float | None = None) -> int:
+        """Forget sessions nobody used for ``idle_for`` (``idle_evict``): their
+        files are the truth and are rescanned on next use. Held entries are
+        kept for their client for ``idle_evict`` whatever ``idle_for`` says. How many were forgotten."""
+        idle_for = self.settings.idle_evict if idle_for is None else idle_for
         self.spool.sweep()
         gone = 0
         for sid, state in list(self.sessions.items()):
             if (state.pending and not state.clients and not state.materialized and state.loading is None
                     and now - state.last_active > self.settings.idle_evict):
                 self.exit_cleanup(state)  # held for a client that never came back: no message, no file
-            if state.idle and now - state.last_active > self.settings.idle_evict:
+            if state.idle and not state.pending and now - state.last_active >= idle_for:
                 for target in state.targets():
                     self.writer.forget(target.queue)
                 del self.sessions[sid]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.transcript.paths import check_inside, is_session_id
+from sessiond.protocol.transcript.safeopen import StoreRoot, UnsafePath
 from sessiond.protocol.transcript.spoolfile import header_line, read_spool, spool_dir, spool_path
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
@@ -131,20 +132,25 @@ class Spool:
         """Hold again what a previous daemon spooled (called before serving);
         the number of sessions found."""
         try:
+            check_inside(self.root, spool_dir(self.root))  # a planted symlink: nothing read or deleted out there
             names = sorted(os.listdir(spool_dir(self.root)))
         except (FileNotFoundError, NotADirectoryError):
+            return 0
+        except SessiondError as exc:
+            log.error("not replaying held entries: %s", exc.message)
             return 0
         found = 0
         for name in names:
             if not name.endswith(".jsonl") or not is_session_id(name[:-6]):
                 continue
             path = spool_dir(self.root) / name
-            read = read_spool(path)
+            read = read_spool(self.writer.root, path)
             if read is None:
-                if _never_written(path):  # created, then killed before its first write: nothing was acknowledged
+                why = _not_a_spool(self.writer.root, path)
+                if why is None:  # created, then killed before its first write: nothing was acknowledged
                     os.unlink(path)
                 else:
-                    log.warning("ignoring %s: not a spool file", path)
+                    log.warning("ignoring %s: %s", path, why)
                 continue
             header, lines = read
             sid = name[:-6]
@@ -167,11 +173,16 @@ class Spool:
         return q
 
 
-def _never_written(path: Path) -> bool:
-    """No whole line in the file: the header and the first entries go in one
-    write, so nothing of it was ever acknowledged as written."""
+def _not_a_spool(store: StoreRoot, path: Path) -> str | None:
+    """Why a file ``read_spool`` refused is kept; None when it holds no whole
+    line (the header and the first entries go in one write, so nothing of it
+    was ever acknowledged as written) and may go. Opened like every reader
+    (``StoreRoot.open``): a FIFO there must not block the start."""
     try:
-        with open(path, "rb") as f:
-            return b"\n" not in f.read(1 << 20)
-    except OSError:
-        return False
+        fd = store.open(path, os.O_RDONLY)
+    except UnsafePath as exc:
+        return exc.strerror
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    with os.fdopen(fd, "rb") as f:
+        return None if b"\n" not in f.read(1 << 20) else "not a spool file"

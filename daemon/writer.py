@@ -606,6 +606,17 @@ class Writer:
         self._close_fd(q)
         self.queues.pop(q.path, None)
 
+    def release(self, q: FileQueue) -> None:
+        """Close a queue's file and drop the queue whatever its sync state (its
+        file is moving away: an fd still open would write into the moved file,
+        or reopen would recreate it). A sync in flight keeps its fd until done."""
+        if q.timer is not None:
+            q.timer.cancel()
+            q.timer = None
+        self._close_fd(q)
+        if self.queues.get(q.path) is q:
+            del self.queues[q.path]
+
     def drain_everything(self) -> None:
         """Shutdown: write every queue, then make every written file durable,
         blocking, and close the files. Waiters are answered. What cannot be

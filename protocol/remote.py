@@ -27,6 +27,7 @@ from pathlib import Path
 import msgspec
 
 from .transcript.appendfile import whole_lines_end
+from .transcript.regular import open_regular
 
 HDR_PROJECT = "Sessiond-Project"
 HDR_FILE = "Sessiond-File"
@@ -102,7 +103,7 @@ def cut_at_line(data: bytes, more_follows: bool) -> bytes:
 
 
 def read_range(path: Path, start: int, length: int) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    fd = open_regular(path, os.O_RDONLY | os.O_NOFOLLOW)  # a FIFO swapped in must not block the loop
     try:
         out = []
         while length > 0:
@@ -120,7 +121,7 @@ def read_range(path: Path, start: int, length: int) -> bytes:
 def whole_lines_size(path: Path) -> int:
     """The file's size up to its last newline: a torn tail (a writer that died
     mid-line) is never published; the next append moves it aside."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    fd = open_regular(path, os.O_RDONLY | os.O_NOFOLLOW)  # a FIFO swapped in must not block the loop
     try:
         return whole_lines_end(fd, os.fstat(fd).st_size)
     finally:

@@ -55,10 +55,11 @@ class DaemonProc:
         env["SESSIOND_SOCKET"] = str(self.socket)
         return env
 
-    def start(self, *args: str, nofile: int | None = None, fsize: int | None = None, wrap: list[str] | None = None) -> DaemonProc:
+    def start(self, *args: str, nofile: int | None = None, fsize: int | None = None, wrap: list[str] | None = None,
+              address_space: int | None = None) -> DaemonProc:
         """Start the daemon; ``nofile`` caps its fd limit, ``fsize`` the largest
-        file it may write (RLIMIT_FSIZE), ``wrap`` runs it under a command
-        (strace for fault injection)."""
+        file it may write (RLIMIT_FSIZE), ``address_space`` its memory
+        (RLIMIT_AS), ``wrap`` runs it under a command (strace for fault injection)."""
         self.socket.parent.mkdir(mode=0o700, exist_ok=True)
         extra = list(args) or self.args
 
@@ -69,6 +70,8 @@ class DaemonProc:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
             if fsize is not None:
                 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+            if address_space is not None:
+                resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
 
         env = self.env
         if wrap:  # a traced daemon: strace -f would follow (and inject faults into) the search indexer's process too
@@ -87,6 +90,11 @@ class DaemonProc:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"daemon did not start: {self.log.read_text()}")
             time.sleep(0.01)
+        # A connect succeeds as soon as the socket listens, before the daemon has
+        # settled what a kill left (trash recovery, spool replay): started means
+        # serving, so wait for an answer.
+        with self.client() as c:
+            c.status()
         return self
 
     @property

@@ -27,8 +27,11 @@ COMMAND_MODULES = {
     "append": "write_cmds", "record": "write_cmds",
     "list": "read_cmds", "check": "read_cmds", "repair": "read_cmds",
     "show": "resume_cmds", "resume": "resume_cmds", "continue": "resume_cmds", "fork": "resume_cmds",
-    "tail": "resume_cmds",
+    "tail": "resume_cmds", "watch": "resume_cmds",
     "pull": "mirror_cmds", "push": "mirror_cmds",
+    "rm": "lifecycle_cmds", "trash": "lifecycle_cmds", "restore": "lifecycle_cmds", "prune": "lifecycle_cmds",
+    "du": "lifecycle_cmds", "rename": "lifecycle_cmds", "tag": "lifecycle_cmds",
+    "import": "transfer_cmds", "export": "transfer_cmds",
     "search": "search_cmds", "reindex": "search_cmds",
 }
 """Which module of this package defines each command: a run imports only the
@@ -130,5 +133,3 @@ def quiet_stdout() -> None:
 
 def main() -> None:
     cli(prog_name="sessiond")
-
-

@@ -132,6 +132,13 @@ def status(obj: Context, as_json: bool) -> None:
     click.echo(f"  root      {st.root}")
     click.echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {st.clients} clients")
     click.echo(f"  queued    {st.queuedEntries} entries, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
+    if st.budgets:
+        b = st.budgets
+        click.echo("  budgets   " + ", ".join(
+            f"{label} {size(b[key]['used'])}/{size(b[key]['limit'])}" if unit else f"{label} {b[key]['used']}/{b[key]['limit']}"
+            for label, key, unit in (("pending", "pendingBytes", True), ("queued", "queuedBytes", True),
+                                     ("frames", "partialBytes", True), ("clients", "clients", False),
+                                     ("parked", "parkedRequests", False)) if key in b))
     click.echo(f"  written   {st.writes} writes, {size(st.bytesWritten)}, {st.fsyncs} fsyncs, {st.errors} errors")
     click.echo(f"  config    flush interval {cfg.get('flushIntervalMs')} ms, fsync {cfg.get('fsync')}")
     if st.mirror:

@@ -325,7 +325,15 @@ def session_files(root: Path, session: str, cwd: str | None) -> list[Path]:
         raise not_found(f"no session {session} under {root}")
     main = Path(loc.path)
     agents = sorted((main.parent / session / "subagents").rglob("agent-*.jsonl"))
-    return [p for p in [main, *agents] if file_ref(projects_dir(root), p) is not None]
+    files = []
+    for p in [main, *agents]:
+        if file_ref(projects_dir(root), p) is None:
+            continue
+        if not p.is_file():  # a FIFO or a device named like an agent file: never read (the mirror refuses it too)
+            click.echo(f"sessiond: {p}: skipped, not a regular file", err=True)
+            continue
+        files.append(p)
+    return files
 
 
 async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:

@@ -84,6 +84,8 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
     }
     if show_project:
         columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", 28) for s in sessions]
+    if any(s.live for s in sessions):  # written by a client right now (SPEC 7): who
+        columns["LIVE"] = [f"pid {s.live['pid']}" if s.live else "" for s in sessions]
     columns["ID"] = [s.sessionId for s in sessions]
     widths = {name: max(len(name), *map(len, cells)) for name, cells in columns.items()}
 

@@ -138,25 +138,41 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, all_entries:
     report_skipped(path, result.skippedLines)
 
 
+def _live_options(f):
+    f = click.option("--fork", "fork_it", is_flag=True,
+                     help="Leave the session alone (even if live) and fork it: prints the new session id.")(f)
+    return click.option("--take-over", is_flag=True,
+                        help="Take the session from the client writing it: its acknowledged entries are written "
+                             "first, and it is refused from then on.")(f)
+
+
 @cli.command()
 @click.argument("session_id", metavar="ID")
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
 @view_options
+@_live_options
 @click.pass_obj
-def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
-    """Resume a session: show it and make the daemon adopt its file."""
+def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool,
+           take_over: bool, fork_it: bool) -> None:
+    """Resume a session: show it and make the daemon adopt its file.
+
+    Exit 4 when another client is writing it (the session is live): stderr names
+    its pid; --take-over takes it, --fork continues in a copy."""
     from sessiond.protocol.transcript.paths import check_session_id
 
-    _resume(obj, check_session_id(session_id), cwd, as_json, all_entries=all_entries, pager=not no_pager)
+    _resume(obj, check_session_id(session_id), cwd, as_json, take_over, fork_it, all_entries=all_entries,
+            pager=not no_pager)
 
 
 @cli.command("continue")
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
 @view_options
+@_live_options
 @click.pass_obj
-def continue_cmd(obj: Context, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
+def continue_cmd(obj: Context, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool, take_over: bool,
+                 fork_it: bool) -> None:
     """Resume the most recent session of the project."""
     from sessiond.protocol.transcript import listing, lookup
 
@@ -165,13 +181,30 @@ def continue_cmd(obj: Context, cwd: str | None, as_json: bool, all_entries: bool
     latest = listing.list_sessions(dirs, limit=1) if dirs else []
     if not latest:
         raise not_found(f"no session to continue in {where}")
-    _resume(obj, latest[0].sessionId, where, as_json, all_entries=all_entries, pager=not no_pager)
+    _resume(obj, latest[0].sessionId, where, as_json, take_over, fork_it, all_entries=all_entries, pager=not no_pager)
 
 
-def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, **view) -> None:
+EXIT_BUSY = 4
+"""``resume``/``continue`` of a session another client is writing."""
+
+
+def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_over: bool = False,
+            fork_it: bool = False, **view) -> None:
+    """Flush, adopt, load. This process only loads: it checks that nobody holds
+    the session (exit 4) rather than claim it; the agent that goes on writing
+    claims it. ``take_over`` takes it from its holder and leaves it free for
+    that agent; the daemon answers once the old holder's acknowledged entries
+    are in the file, so the load sees all of them, and the old holder is
+    refused from then on. ``fork_it`` leaves it alone and forks it."""
     from sessiond.protocol.transcript.resume import load_transcript
     from sessiond.protocol.wire import messages as m
+    from sessiond.protocol.wire.errors import SessionBusy
 
+    if take_over and fork_it:
+        raise click.UsageError("--take-over and --fork exclude each other")
+    if fork_it:  # fork flushes the session first: its acknowledged entries are in the copy
+        click.get_current_context().invoke(fork, target=session_id, cwd=cwd, as_json=as_json)
+        return
     with obj.client() as client:
         # Flush before the lookup: a session whose first entries were only just
         # acknowledged (even as `queued`) may not have its file yet.
@@ -181,9 +214,18 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, **vie
             hint = loc.resume_hint()
             click.echo(f"sessiond: session {session_id} belongs to another project; run:\n  {hint}", err=True)
             sys.exit(1)
+        try:
+            client.call(m.Adopt(id=client.next_id(), session=session_id, path=str(path), take_over=take_over,
+                                refuse_live=True))
+        except SessionBusy as exc:
+            holder = exc.holder
+            who = holder.describe() if holder is not None else "another client"
+            click.echo(f"sessiond: session {session_id} is live: written by {who}.\n"
+                       f"  sessiond resume {session_id} --take-over   # take it (that client is refused from then on)\n"
+                       f"  sessiond resume {session_id} --fork        # continue in a copy", err=True)
+            sys.exit(EXIT_BUSY)
         result = load_transcript(path)
         refuse_unusable(path, result)
-        client.call(m.Adopt(id=client.next_id(), session=session_id, path=str(path)))
     _print(result, as_json, **view)
 
 
@@ -263,11 +305,10 @@ def fork_entries(path: Path, chain: list[str]) -> list[dict]:
 def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, as_json: bool, interval: float) -> None:
     """The last entries of a transcript, and with -f the new ones as they arrive.
 
-    Reads the file (whole lines only: a line still being written is waited for),
-    so it follows any writer, the daemon or not. Exit 1 when the file is empty
-    or not a transcript, or when shown lines were unreadable (one summary)."""
-    import time
-
+    -f streams from the daemon when one runs (as it writes them), else follows
+    the file (whole lines only: a line still being written is waited for).
+    Exit 1 when the file is empty or not a transcript, or when shown lines were
+    unreadable (one summary)."""
     from sessiond.protocol.transcript.regular import open_regular
 
     path, _ = locate(obj, target, cwd)
@@ -288,21 +329,140 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
             return
         sys.stdout.flush()
         try:
-            while True:
-                f.seek(offset)
-                more = f.read()
-                end = more.rfind(b"\n") + 1
-                if end:
-                    for line in more[:end].splitlines():
-                        numbered += 1
-                        _tail_entry(line, numbered, as_json, bad)
-                    sys.stdout.flush()  # a pipe reader sees each entry as it comes
-                    offset += end
-                elif os.path.getsize(path) < offset:  # truncated or replaced: start over
-                    offset = numbered = 0
-                time.sleep(interval)
+            counter = [numbered]
+
+            def shown_one(line: bytes, prefix: str) -> None:
+                counter[0] += 1
+                _tail_entry(line, counter[0], as_json, bad)
+
+            def restart() -> None:
+                counter[0] = 0
+
+            if not _follow_daemon(obj, path, offset, shown_one, agents=False):
+                _poll_file(f, path, offset, interval, shown_one, restart)
+            _tail_verdict(path, b"x", 1, bad)
         except KeyboardInterrupt:
             _tail_verdict(path, b"x", 1, bad)
+
+
+@cli.command()
+@click.argument("session_id", metavar="ID")
+@click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
+@click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True, help="Turns to show first.")
+@click.option("--json", "as_json", is_flag=True, help="Raw entries, one JSON object per line.")
+@click.option("--agents", is_flag=True, help="Also the session's subagent files.")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=0.2, hidden=True)
+@click.pass_obj
+def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: bool, agents: bool, interval: float) -> None:
+    """The conversation as it happens: the last N turns, then each new entry.
+
+    Streams from the daemon as it writes (Ctrl-C stops); with no daemon running,
+    follows the file instead."""
+    from sessiond.protocol.transcript.entries import try_header
+    from sessiond.protocol.transcript.paths import check_session_id
+    from sessiond.protocol.transcript.regular import open_regular
+
+    path, _ = locate(obj, check_session_id(session_id), cwd)
+    with os.fdopen(open_regular(path), "rb") as f:
+        data = f.read()
+    whole = data[: data.rfind(b"\n") + 1]
+    turns = [line for line in whole.splitlines()
+             if (h := try_header(line)) is not None and h.type in ("user", "assistant") and not h.isSidechain]
+    for line in turns[-count:] if count else []:
+        _print_entry(line, as_json)
+    sys.stdout.flush()
+
+    def show_one(line: bytes, prefix: str) -> None:
+        _print_entry(line, as_json, prefix)
+
+    offset = len(whole)
+    try:
+        if _follow_daemon(obj, path, offset, show_one, agents=agents):
+            return
+        with os.fdopen(open_regular(path), "rb") as f:  # no daemon: follow the file
+            _poll_file(f, path, offset, interval, show_one)
+    except KeyboardInterrupt:
+        return
+
+
+def _poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda: None) -> None:
+    """Follow ``path`` (open as ``f``) from ``offset`` by polling, for when no
+    daemon runs: whole lines only (a line still being written is waited for);
+    a file that shrank (truncated or replaced) starts over."""
+    import time
+
+    while True:
+        f.seek(offset)
+        more = f.read()
+        end = more.rfind(b"\n") + 1
+        if end:
+            for line in more[:end].splitlines():
+                show(line, "")
+            sys.stdout.flush()  # a pipe reader sees each entry as it comes
+            offset += end
+        elif os.fstat(f.fileno()).st_size < offset:  # truncated in place: start over
+            offset = 0
+            restart()
+        elif _replaced(f.fileno(), path):  # another file at the path now: follow it, like tail -F
+            from sessiond.protocol.transcript.regular import open_regular
+
+            fresh = open_regular(path)
+            os.dup2(fresh, f.fileno())  # the caller's with block still closes it
+            os.close(fresh)
+            f.seek(0, os.SEEK_END)  # nothing buffered of the old file survives the seek below
+            offset = 0
+            restart()
+        time.sleep(interval)
+
+
+def _follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> bool:
+    """Print (``show(line, prefix)``) what the daemon writes to ``path`` from
+    ``offset`` on, as it writes it. False when no daemon can stream this file
+    (none runs, or the file is not a session transcript under its root): the
+    caller polls the file instead."""
+    from sessiond.protocol.transcript.paths import is_session_id
+    from sessiond.protocol.wire import messages as m
+    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
+
+    from ..watch import subscribe
+
+    if not is_session_id(path.stem):
+        return False
+    try:
+        client = obj.client(autostart=False).connect()
+    except DaemonUnavailable:
+        return False
+    with client:
+        req = m.Subscribe(id=client.next_id(), session=path.stem, path=str(path.absolute()), offset=offset, agents=agents)
+        try:
+            stream = subscribe(client, req)
+            next(stream)  # Subscribed
+        except (RemoteError, DaemonUnavailable):
+            return False
+        main = f"{path.stem}.jsonl"
+        for frame in stream:
+            if isinstance(frame, m.Unsubscribed):
+                click.echo(f"sessiond: the transcript went away ({frame.reason})", err=True)
+                return True
+            if frame.skipped:
+                click.echo(f"sessiond: {frame.skipped} bytes of {frame.file} skipped (this terminal read too slowly)",
+                           err=True)
+            prefix = "" if frame.file == main else f"[{Path(frame.file).stem}] "
+            for line in frame.lines:
+                show(line, prefix)
+            sys.stdout.flush()  # a pipe reader sees each entry as it comes
+    return True
+
+
+def _replaced(fd: int, path: Path) -> bool:
+    """Whether ``path`` now names another file than ``fd`` (renamed over,
+    deleted and recreated); a path with no file yet is waited for."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
 
 
 def _tail_entry(line: bytes, number: int, as_json: bool, bad: list[int]) -> bool:
@@ -326,7 +486,7 @@ def _tail_verdict(path: Path, data: bytes, shown: int, bad: list[int]) -> None:
         sys.exit(1)
 
 
-def _print_entry(line: bytes, as_json: bool) -> bool:
+def _print_entry(line: bytes, as_json: bool, prefix: str = "") -> bool:
     """Print one entry; False (nothing printed) when the line is not one."""
     from sessiond.protocol.transcript.entries import decode_object
 
@@ -344,10 +504,10 @@ def _print_entry(line: bytes, as_json: bool) -> bool:
     if kind in ("user", "assistant"):
         body = render_blocks((e.get("message") or {}).get("content"))
         first, *rest = body or [""]
-        click.echo(f"{when} {kind:15} {one_line(first, 200)}")
+        click.echo(f"{prefix}{when} {kind:15} {one_line(first, 200)}")
         for extra in rest:
             click.echo(f"{'':32} {one_line(extra, 200)}")
     else:
         detail = next((e[k] for k in ("customTitle", "aiTitle", "lastPrompt", "summary", "tag", "mode", "subtype", "content") if e.get(k)), "")
-        click.echo(f"{when} {kind:15} {one_line(str(detail), 160)}".rstrip())
+        click.echo(f"{prefix}{when} {kind:15} {one_line(str(detail), 160)}".rstrip())
     return True

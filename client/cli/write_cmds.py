@@ -154,6 +154,8 @@ def append(obj: Context, cwd: str, session: str, agent: str | None, run: str | N
         batch = list(lines)
         lines.refuse_if_empty()
         res = direct_append(obj.root or default_root(), cwd, session, batch, agent=agent, run=run)
+        if res.trashed:
+            raise SessiondError(f"session {session} is in the trash (sessiond restore {session} brings it back)", code="not_found")
         click.echo(f"sessiond: {exc}; wrote directly to the files", err=True)
         _report(as_json, session, res.written, res.duplicates, lines.skipped, direct=True, dropped=res.dropped)
         _finish(lines, res.dropped)

@@ -31,6 +31,7 @@ from sessiond.protocol.remote import (
     whole_lines_size,
 )
 from sessiond.protocol.transcript.paths import projects_dir
+from sessiond.protocol.transcript.regular import NotRegularFile
 from sessiond.protocol.wire.errors import SessiondError
 
 from sessiond.common.config import MirrorSettings
@@ -186,12 +187,24 @@ class Mirror:
             size = whole_lines_size(path)
         except FileNotFoundError:
             return None
+        except NotRegularFile as exc:
+            log.warning("mirror: %s: %s; not mirrored", path, exc.strerror)
+            return None
         f = self.files.get(path) or self._track(path)
         if f is None:
             return None
         f.size = max(f.size, size)
         self._schedule(f)
         return f
+
+    def forget(self, path: Path) -> None:
+        """Stop tracking a file that moved away (trash) or changed behind the
+        writer (import): seen again, it is resolved against the stream like any
+        file first seen at an offset > 0."""
+        f = self.files.pop(path, None)
+        if f is not None:
+            self.backlog.drop(f)
+            self._work.pop(f, None)
 
     def _schedule(self, f: TrackedFile) -> None:
         self._work[f] = None

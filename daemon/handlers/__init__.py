@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import ProtocolError
 
-from . import admin, append, flush, listing, search, session
+from . import admin, append, flush, lifecycle, listing, search, session, watch
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -41,10 +41,24 @@ def dispatch(conn: Connection, req: m.Request) -> m.Response | None:
             return admin.handle_status(conn, req)
         case m.Shutdown():
             return admin.handle_shutdown(conn, req)
+        case m.Trash():
+            return lifecycle.handle_trash(conn, req)
+        case m.Restore():
+            return lifecycle.handle_restore(conn, req)
+        case m.EmptyTrash():
+            return lifecycle.handle_empty_trash(conn, req)
+        case m.Import():
+            return lifecycle.handle_import(conn, req)
+        case m.Usage():
+            return lifecycle.handle_usage(conn, req)
         case m.Search():
             return search.handle_search(conn, req)
         case m.Reindex():
             return search.handle_reindex(conn, req)
+        case m.Subscribe():
+            return watch.handle_subscribe(conn, req)
+        case m.Unsubscribe():
+            return watch.handle_unsubscribe(conn, req)
         case m.Hello():
             raise ProtocolError("Hello may only be sent once, first")
     raise ProtocolError(f"unsupported request {type(req).__name__}")

@@ -38,10 +38,15 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         errors=stats.errors,
         config=d.settings.public(),
         mirror=d.mirror.status() if d.mirror is not None else None,
+        pendingBytes=d.bounds.pending_bytes,
+        budgets=d.bounds.report(len(d.connections), len(registry.sessions), writer.queued_bytes,
+                                [c.budget_use() for c in d.connections]),
         workers={**d.fair.status(), "syncThreads": d.writer.sync_slots},
         memory=memory.status(registry),
         index=d.index.status() if d.index is not None else None,
         follow=d.follower.status(),
+        live=d.leases.live(),
+        watchers=d.watchers.count,
     )
 
 

@@ -9,6 +9,7 @@ from sessiond.protocol.transcript.recording import Cursor, chain_messages
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError
 
+from ..leases import is_chain
 from .completion import after_all
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
         return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
+    daemon.leases.guard(state.id, conn, req.lease, lambda: is_chain(headers, req.agent))
     conn.attach(state)
     recent = None
     if req.resend:
@@ -49,6 +51,7 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
         return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)
+    daemon.leases.guard(state.id, conn, req.lease, lambda: is_chain(headers, req.agent))
     conn.attach(state)
     batch = list(zip(headers, req.messages))
     targets = registry.resolve(state, batch, req.agent, req.run)

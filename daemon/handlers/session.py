@@ -13,6 +13,8 @@ from sessiond.protocol.transcript.safeopen import error_for
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, not_found
 
+from .completion import after_all
+
 if TYPE_CHECKING:
     from ..connection import Connection
 
@@ -25,8 +27,28 @@ def handle_open(conn: Connection, req: m.Open) -> m.Response | None:
     state = daemon.registry.ready(req.session, req.cwd, conn.redispatch, req)
     if state is None:
         return None
+    holder = daemon.leases.claim(state.id, conn, req.take_over) if req.lease or req.take_over else None
     conn.attach(state)
-    return m.Opened(id=req.id, session=state.id, path=str(state.path), materialized=state.materialized)
+    result = m.Opened(id=req.id, session=state.id, path=str(state.path), materialized=state.materialized, holder=holder)
+    return result if not req.take_over else _after_written(conn, state, result)
+
+
+def _after_written(conn: Connection, state, result: m.Response) -> None:
+    """Answer once everything accepted for the session so far (from any client,
+    the old holder's acknowledged entries above all) is in its files: a take-over
+    reads the file right after this answer."""
+    queues = [t.queue for t in state.targets()]
+    spooled = conn.daemon.registry.spool.queue_of(state.id)
+    if spooled is not None:
+        queues.append(spooled)
+
+    def done(err: SessiondError | None) -> None:
+        conn.reply(result if err is None else m.Error(id=result.id, code=err.code, message=err.message))
+
+    waiter = after_all(len(queues), done)
+    for q in queues:
+        conn.daemon.writer.when_written(q, waiter)
+    return None
 
 
 def handle_close(conn: Connection, req: m.Close) -> m.Response | None:
@@ -94,9 +116,17 @@ def handle_adopt(conn: Connection, req: m.Adopt) -> m.Response | None:
     state = registry.adopt(sid, path.parent)
     if registry.when_loaded(state, conn.redispatch, req):
         return None
+    if req.lease:
+        daemon.leases.claim(state.id, conn, req.take_over)
+    elif req.take_over:
+        daemon.leases.take_away(state.id, conn)
+    elif req.refuse_live:
+        daemon.leases.refuse_if_held(state.id, conn)
     conn.attach(state)
     count = registry.reappend_metadata(state)
     result = m.Adopted(id=req.id, session=sid, path=str(state.path), reappended=count)
+    if req.take_over:
+        return _after_written(conn, state, result)
     if not count:
         return result
 

@@ -4,7 +4,8 @@ each change reported as a :class:`Repair` (``show --json``'s ``repairs``).
 The file is never touched; only the returned messages are. Kinds:
 
 - ``reordered``: a response's entries and the results answering it were moved
-  together (order.py), ``detail`` says how many;
+  together (order.py), ``detail`` says how many; or a user turn's tool_results
+  moved to its start (text or a prompt before them, which the API refuses);
 - ``lone_surrogate``: lone UTF-16 surrogates in the message's strings became U+FFFD;
 - ``empty_text_dropped``: empty or whitespace-only text blocks, which the API
   rejects, were dropped from the message;
@@ -176,6 +177,41 @@ def _drop_orphan_results(msgs: list[dict[str, Any]], indices: list[int], offered
     return emptied
 
 
+def _result_rank(m: dict[str, Any]) -> int:
+    """0: only tool_results; 1: tool_results, then other content; 2: the rest."""
+    blocks = content_blocks(m) if m.get("type") == "user" else None
+    if not blocks or block_type(blocks[0]) != "tool_result":
+        return 2
+    return 0 if all(block_type(b) == "tool_result" for b in blocks) else 1
+
+
+def _results_first(msgs: list[dict[str, Any]], indices: list[int], repairs: list[Repair]) -> list[dict[str, Any]]:
+    """The API wants a user turn that answers calls to START with its
+    tool_results ("tool_result blocks must come first"): an entry holding text
+    before its results, or a prompt typed while the tools ran (an entry before
+    the results' entries, in versions that do not say which call a result
+    answers, so order.py cannot tell), is moved after them. Only the order
+    changes; ``msgs`` is copied when it does."""
+    moved = 0
+    for i in indices:
+        blocks = content_blocks(msgs[i]) if msgs[i].get("type") == "user" else None
+        ordered = sorted(blocks, key=lambda b: block_type(b) != "tool_result") if blocks else blocks
+        if ordered != blocks:
+            msgs[i]["message"]["content"] = ordered
+            moved += 1
+    entries = [msgs[i] for i in indices]
+    ranked = sorted(entries, key=_result_rank)
+    if ranked != entries:
+        msgs = list(msgs)
+        for i, m in zip(indices, ranked):
+            msgs[i] = m
+        moved += 1
+    if moved:
+        first = msgs[indices[0]]
+        repairs.append(Repair("reordered", first.get("uuid"), "tool_results moved to the start of the user turn answering the calls"))
+    return msgs
+
+
 def synthetic_result(call: dict[str, Any], tool_id: str) -> dict[str, Any]:
     """The error result answering ``tool_id`` of the assistant entry ``call``
     (deterministic: loading twice gives the same message)."""
@@ -196,6 +232,8 @@ def pair_tool_results(msgs: list[dict[str, Any]], repairs: list[Repair]) -> list
         if role == "user":
             prev = ts[k - 1] if k else None
             offered = {t for t, _ in _uses(msgs, prev[1])} if prev and prev[0] == "assistant" else set()
+            if offered:
+                msgs = _results_first(msgs, indices, repairs)
             dropped |= _drop_orphan_results(msgs, indices, offered, repairs)
             continue
         uses = _uses(msgs, indices)

@@ -35,3 +35,6 @@ class SessionInfo(msgspec.Struct):
     """User and assistant messages: counted when the whole file is in the head
     window, else Claude Code's count at its last turn (``turn_duration``) when
     the tail window has one; None when neither says."""
+    live: dict[str, str | int] | None = None
+    """``{pid, client, since}`` of the client writing it now (SPEC 7); only a
+    running daemon knows, so offline listings say null."""

@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 
 from .paths import check_session_id
-from .regular import open_regular
+from .safeopen import StoreRoot
 
 SPOOL_DIR = ".sessiond-spool"
 
@@ -49,12 +49,13 @@ def header_line(root: Path, project: Path, cwd: str) -> bytes:
     return msgspec.json.encode(SpoolHeader(spool=1, project=os.path.relpath(project, root), cwd=cwd))
 
 
-def read_spool(path: Path) -> tuple[SpoolHeader, list[bytes]] | None:
+def read_spool(store: StoreRoot, path: Path) -> tuple[SpoolHeader, list[bytes]] | None:
     """The header and the whole held lines of a spool file; a torn last line
     (never acknowledged as written) is left out. None when the file is not a
-    spool (no valid header) or not a regular file."""
+    spool (no valid header), not a regular file, or reached only through a
+    symlink out of the root (opened through ``store`` like every store file)."""
     try:
-        fd = open_regular(path)
+        fd = store.open(path, os.O_RDONLY)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:

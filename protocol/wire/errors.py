@@ -8,6 +8,8 @@
     ├── DaemonUnavailable         no daemon answers on the socket (client side)
     │   └── UnsafeSocketDir       the socket's directory or lock is not ours alone
     └── RemoteError(code)         the daemon answered with an ``Error`` frame
+        └── SessionBusy           another client holds the session (``holder``)
+            └── LeaseLost         this client held it and it was taken over
 
 The daemon turns a raised ``SessiondError`` into an ``Error{id, code, message}``
 frame; the client turns that frame back into ``RemoteError``; the CLI turns any of
@@ -29,11 +31,23 @@ INTERNAL: Final = "internal"
 MIRROR_UNAVAILABLE: Final = "mirror_unavailable"
 """An append refused because the required remote mirror cannot take it (SPEC 6)."""
 BUSY: Final = "busy"
-"""A request refused because its client is over a bound (too much work waiting): retry later."""
+"""A request refused because a bound is full: a daemon-wide memory budget (see
+``daemon/bounds.py``) or its client's share of the read pool (too much work
+waiting). Nothing of the request was accepted; retry later."""
+
+CONFLICT: Final = "conflict"
+"""A lifecycle operation refused because it would overwrite or disturb something:
+a restore whose path exists again, an ``rm`` of a session a client is writing."""
+
+SESSION_BUSY: Final = "session_busy"
+"""Chain entries (or a lease claim) for a session another client holds (SPEC 7);
+the error carries the holder."""
+LEASE_LOST: Final = "lease_lost"
+"""Chain entries from a client whose lease was taken over: never written."""
 
 CODES: Final = frozenset(
     {BAD_REQUEST, NOT_FOUND, TOO_LARGE, PERMISSION_DENIED, IO_ERROR, SHUTTING_DOWN, VERSION_MISMATCH, INTERNAL,
-     MIRROR_UNAVAILABLE, BUSY}
+     MIRROR_UNAVAILABLE, BUSY, CONFLICT, SESSION_BUSY, LEASE_LOST}
 )
 
 
@@ -84,6 +98,27 @@ class UnsafeSocketDir(DaemonUnavailable):
 class RemoteError(SessiondError):
     """An ``Error`` frame from the daemon; ``code`` is one of ``CODES``."""
 
+    holder = None
+    """The session's holder, for ``session_busy`` and ``lease_lost``."""
+
+
+class SessionBusy(RemoteError):
+    """Another client holds the session; ``holder`` (a ``LeaseHolder``) says who.
+    Raised by the daemon too, which turns ``holder`` into the frame's."""
+
+    code = SESSION_BUSY
+
+    def __init__(self, message: str, *, holder: object = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.holder = holder
+
+
+class LeaseLost(SessionBusy):
+    """This client's lease was taken over on purpose: what it sends from now on is
+    refused, never written into the new holder's chain."""
+
+    code = LEASE_LOST
+
 
 def bad_request(message: str) -> SessiondError:
     return SessiondError(message, code=BAD_REQUEST)
@@ -107,3 +142,7 @@ def permission_denied(message: str) -> SessiondError:
 
 def busy(message: str) -> SessiondError:
     return SessiondError(message, code=BUSY)
+
+
+def conflict(message: str) -> SessiondError:
+    return SessiondError(message, code=CONFLICT)

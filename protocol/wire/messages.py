@@ -9,12 +9,16 @@ JSON bytes, one object each; the daemon writes them unchanged.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
 import msgspec
 
+from ..transcript.importer import FileResult, SessionSource
 from ..search.query import Hit
+from ..lease import LeaseHolder
 from ..transcript.session_info import SessionInfo
+from ..transcript.usage import Usage as UsageReport
+from ..trash import TrashEntry
 
 PROTOCOL_VERSION = 1
 """Major version: peers with different values refuse each other in the handshake."""
@@ -24,6 +28,17 @@ Durability = Literal["queued", "written", "durable"]
 or written and fdatasync'ed."""
 
 DURABILITIES: tuple[str, ...] = ("queued", "written", "durable")
+
+MAX_BATCH_ENTRIES = 100_000
+"""Entries one Append or Record may carry. msgspec checks an array's announced
+length before it builds a single element, so a frame of millions of tiny
+entries (each a Python object some 20x its wire size) is refused for what it
+weighs on the wire, not decoded into gigabytes."""
+
+MAX_LIST_DIRS = 4096
+"""Project dirs one List may name (a repository's worktrees are a handful)."""
+
+EntryBatch = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
 
 
 class _Message(msgspec.Struct, tag_field="op", tag=True, omit_defaults=True, forbid_unknown_fields=False):
@@ -46,6 +61,11 @@ class Open(_Message):
     id: int
     session: str
     cwd: str
+    lease: bool = False
+    """Claim the session's lease (SPEC 7): refused with ``session_busy`` while
+    another client holds it."""
+    take_over: bool = False
+    """Take the lease from its holder on purpose (see ``Adopt.take_over``)."""
 
 
 class Append(_Message):
@@ -54,7 +74,7 @@ class Append(_Message):
     id: int
     session: str
     cwd: str
-    entries: list[bytes]
+    entries: EntryBatch
     durability: Durability = "queued"
     agent: str | None = None
     """Route every entry of the batch to this agent's transcript."""
@@ -64,6 +84,8 @@ class Append(_Message):
     """A client resending after losing its daemon: an entry WITHOUT a uuid is
     dropped if a byte-identical line is already near the end of its file (the
     lost daemon may have written it). Entries with a uuid are always deduped."""
+    lease: bool = False
+    """Claim (or keep) the session's lease with this batch; see ``Open.lease``."""
 
 
 class Record(_Message):
@@ -76,12 +98,13 @@ class Record(_Message):
     id: int
     session: str
     cwd: str
-    messages: list[bytes]
+    messages: EntryBatch
     parent: str | None = None
     durability: Durability = "queued"
     agent: str | None = None
     run: str | None = None
     resend: bool = False
+    lease: bool = False
 
 
 class SetAgentMeta(_Message):
@@ -102,13 +125,49 @@ class Adopt(_Message):
     id: int
     session: str
     path: str
+    lease: bool = False
+    """Claim the lease as well (``session_busy`` while another client holds it)."""
+    take_over: bool = False
+    """Take the lease from its holder on purpose: the old holder's acknowledged
+    entries are written before the answer (so a load after it sees them), and
+    its later chain entries get ``lease_lost``. With ``lease`` the lease moves to
+    this connection; without, it is left free for the next claimant (the CLI's
+    ``resume --take-over``, which only loads)."""
+    refuse_live: bool = False
+    """``session_busy`` if another client holds the session, without claiming
+    it (the CLI's ``resume``: it checks, the agent after it claims)."""
+
+
+class Subscribe(_Message):
+    """Stream a session's entries as they are written (answers: ``Subscribed``,
+    then ``Entries`` frames with this request's id until ``Unsubscribed``).
+
+    Where to start: ``offset`` (a byte offset of the main transcript), else the
+    ``last`` N entries, else the current end. ``path`` names the main transcript
+    when the client found it (another project dir); else ``cwd`` does."""
+
+    id: int
+    session: str
+    cwd: str | None = None
+    path: str | None = None
+    offset: int | None = None
+    last: int | None = None
+    agents: bool = False
+    """Also every agent (subagent) file of the session, from its current end
+    (new ones from their start)."""
+
+
+class Unsubscribe(_Message):
+    id: int
+    subscription: int
+    """The ``id`` of the Subscribe to cancel."""
 
 
 class List(_Message):
     """Sessions of some project dirs (or every project), newest first."""
 
     id: int
-    dirs: list[str] = []
+    dirs: Annotated[list[str], msgspec.Meta(max_length=MAX_LIST_DIRS)] = []
     all: bool = False
     limit: int | None = None
     offset: int = 0
@@ -137,6 +196,50 @@ class Shutdown(_Message):
     id: int
 
 
+# Lifecycle (SPEC 9): file operations the daemon performs itself, so its
+# sessions, catalog and open files learn of them at once.
+
+
+class Trash(_Message):
+    """Move a session (its transcript at ``path``, its ``<id>/`` dir) into the
+    trash. Refused (``conflict``) while clients are attached, unless ``force``."""
+
+    id: int
+    session: str
+    path: str
+    force: bool = False
+    reason: str = "rm"
+
+
+class Restore(_Message):
+    id: int
+    session: str
+
+
+class EmptyTrash(_Message):
+    id: int
+    older_than: float | None = None
+    """Seconds: only entries trashed longer ago than this."""
+    dry_run: bool = False
+
+
+class Import(_Message):
+    """Copy one session's files into the store, each byte for byte."""
+
+    id: int
+    source: SessionSource
+    catalog_only: bool = False
+    """The source is the store itself: nothing to copy, the catalog learns of it."""
+
+
+class Usage(_Message):
+    """Bytes per project and per session (subagent files included)."""
+
+    id: int
+    dirs: list[str] = []
+    all: bool = False
+
+
 class Search(_Message):
     """Full-text search of the index (SPEC 8): words and "phrases", best sessions first."""
 
@@ -159,7 +262,8 @@ class Reindex(_Message):
     all: bool = False
 
 
-Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown, Search, Reindex]
+Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown,
+                Trash, Restore, EmptyTrash, Import, Usage, Search, Reindex, Subscribe, Unsubscribe]
 
 
 # ---------------------------------------------------------------------- responses
@@ -180,6 +284,8 @@ class Opened(_Message):
     session: str
     path: str
     materialized: bool
+    holder: LeaseHolder | None = None
+    """The lease, when this connection claimed it."""
 
 
 class Adopted(_Message):
@@ -240,21 +346,81 @@ class StatusResult(_Message):
     """The remote mirror's state (servers, connected, lag), when one is configured."""
     spooledBytes: int = 0
     """Bytes of entries held before their session's first message, on disk in the spool."""
+    pendingBytes: int = 0
+    """Bytes of pre-message entries held across all sessions (in memory, beside the spool)."""
+    budgets: dict[str, dict[str, int]] | None = None
+    """Every memory budget: ``{name: {"used": n, "limit": n}}`` (daemon/bounds.py)."""
     workers: dict[str, int] | None = None
     """The read pool's fair share: threads, jobs running and waiting, requests refused ``busy``."""
     memory: dict[str, int] | None = None
     """RSS, and the uuids held for dedup (how many, how many not packed yet, bytes of the packed ones)."""
     index: dict[str, str | int | float | bool | None] | None = None
     """The search indexer's state, when the index is on."""
+    live: list[LeaseHolder] = []
+    """Sessions held by a writing client (SPEC 7)."""
+    watchers: int = 0
+    """Subscriptions streaming entries to clients."""
     follow: dict[str, int] | None = None
     """The follower of foreign writers: files followed, inotify watches held,
     dirs re-stat'ed instead, lines and bytes passed on."""
+
+
+class Subscribed(_Message):
+    id: int
+    session: str
+    path: str
+    offset: int
+    """Where the stream of the main transcript starts."""
+
+
+class Entries(_Message):
+    """Lines of one file of a subscribed session, pushed as they are written
+    (``id``: the Subscribe's). ``file`` is the path relative to the session's
+    project dir (``<id>.jsonl`` or ``<id>/subagents/agent-<a>.jsonl``); the
+    lines occupy the bytes from ``offset`` on, one newline after each."""
+
+    id: int
+    file: str
+    offset: int
+    lines: list[bytes]
+    skipped: int = 0
+    """Bytes before ``offset`` this watcher did not get: it read too slowly and
+    skipped ahead rather than make the daemon hold them."""
+    reset: bool = False
+    """The file was replaced or truncated: ``offset`` counts from its new start."""
+
+
+class Unsubscribed(_Message):
+    """The stream ended: cancelled (``Unsubscribe``), or the file went away."""
+
+    id: int
+    reason: str
 
 
 class Error(_Message):
     id: int
     code: str
     message: str
+    holder: LeaseHolder | None = None
+    """Who holds the session, for ``session_busy`` and ``lease_lost``."""
+
+
+class TrashChanged(_Message):
+    """The trash entries a Trash, Restore or EmptyTrash moved or deleted."""
+
+    id: int
+    entries: list[TrashEntry]
+
+
+class Imported(_Message):
+    id: int
+    session: str
+    files: list[FileResult]
+
+
+class UsageResult(_Message):
+    id: int
+    usage: UsageReport
 
 
 class Searched(_Message):
@@ -272,4 +438,5 @@ class Reindexed(_Message):
     seconds: float
 
 
-Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error, Searched, Reindexed]
+Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error,
+                 TrashChanged, Imported, UsageResult, Searched, Reindexed, Subscribed, Entries, Unsubscribed]

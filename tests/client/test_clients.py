@@ -21,7 +21,7 @@ import sys, uuid
 from sessiond.client import Client, Session
 tag, n, sid, cwd = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 with Client() as c:
-    s = Session(c, sid, cwd)
+    s = Session(c, sid, cwd, lease=False)  # two holders would be refused (tests/live): opted out
     for i in range(n):
         s.record([{"type": "user", "message": {"content": f"{tag}-{i}"}}], durability="queued" if i % 3 else "written")
     s.close()

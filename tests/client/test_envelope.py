@@ -60,3 +60,19 @@ def test_the_agent_supplies_the_envelope_version(daemon):
     versions = [e["version"] for e in read_entries(main_path(daemon.root, CWD, sid)) if "uuid" in e]
     assert versions == ["2.1.170", "9.9.9"]
     assert [e["version"] for e in read_entries(main_path(daemon.root, CWD, sid2)) if "uuid" in e] == ["1.0.98"]
+
+
+def test_a_fifo_at_git_head_does_not_hang_record(daemon, tmp_path):
+    """The branch for the envelope was read with a plain blocking read: a FIFO
+    (or a device) at ``.git/HEAD`` of the cwd hung ``record`` forever."""
+    import os
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    os.mkfifo(repo / ".git" / "HEAD", 0o600)
+    sid = str(uuidlib.uuid4())
+    msg = {"type": "user", "message": {"role": "user", "content": "hi"}}
+    daemon.cli("record", "--cwd", str(repo), "--session", sid, input=json.dumps(msg).encode() + b"\n", timeout=20)
+    daemon.cli("flush", timeout=20)
+    [entry] = read_entries(main_path(daemon.root, str(repo), sid))
+    assert entry["message"] == msg["message"] and "gitBranch" not in entry

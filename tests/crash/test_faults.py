@@ -396,7 +396,7 @@ import sys
 from sessiond.client import Client, Session
 tag, sid, cwd = sys.argv[1], sys.argv[2], sys.argv[3]
 with Client() as c:
-    s = Session(c, sid, cwd)
+    s = Session(c, sid, cwd, lease=False)  # sixteen writers of one session: they opt out of the lease
     for i in range(60):
         s.record([{"type": "user", "message": {"content": f"{tag}-{i}-" + "x" * 3000}}])
     s.close()

@@ -126,7 +126,7 @@ def test_resume_sees_everything_acknowledged_by_a_concurrent_writer(daemon):
 
     def writer() -> None:
         with daemon.client() as c:
-            s = Session(c, sid, CWD)
+            s = Session(c, sid, CWD, lease=False)  # a writer that does not hold it (a holder: exit 4, tests/live)
             while not stop.is_set():
                 acked.append(s.record([{"type": "user", "message": {"content": "tick"}}]))  # acked as queued
                 started.set()
@@ -154,7 +154,7 @@ def test_resume_of_a_session_whose_file_is_still_being_created(daemon_factory):
                   "-e", "inject=mkdir,mkdirat:delay_enter=500000"])
     sid = str(uuid.uuid4())
     with d.client() as c:
-        Session(c, sid, CWD).record([{"type": "user", "message": {"content": "first"}}])  # acked as queued
+        Session(c, sid, CWD, lease=False).record([{"type": "user", "message": {"content": "first"}}])  # acked as queued
         out = json.loads(d.cli("resume", sid, "--cwd", CWD, "--json").stdout)
     assert [m["message"]["content"] for m in out["messages"]] == ["first"]
 
@@ -197,3 +197,38 @@ def test_show_reports_the_repairs_it_made(daemon_factory):
     assert set(out["repairs"][0]) == {"kind", "uuid", "detail"}
     human = d.cli("show", str(path)).stdout.decode()
     assert f"{len(out['repairs'])} repair(s) so the model API accepts it: reordered" in human
+
+
+def test_tail_follows_a_transcript_replaced_at_its_path(tmp_path):
+    """``tail -f`` kept reading the descriptor of the file it opened: when the
+    path was replaced (a rename over it, a delete and a new file, as the daemon
+    recreates a moved transcript) by a shorter file, it printed the OLD file
+    again from its start and never the new one's entries."""
+    import os
+    import select
+    import subprocess
+    import sys
+
+    path = tmp_path / f"{uuid.uuid4()}.jsonl"
+    path.write_bytes(b"".join(line(user(f"old {i}")) + b"\n" for i in range(5)))
+    p = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "tail", "-f", "-n", "1", str(path), "--interval", "0.05"],
+                         stdout=subprocess.PIPE)
+
+    def next_line() -> str:
+        ready, _, _ = select.select([p.stdout], [], [], 20)
+        assert ready, "tail -f printed nothing within 20 s"
+        return p.stdout.readline().decode()
+
+    try:
+        assert "old 4" in next_line()
+        fresh = tmp_path / "fresh"
+        fresh.write_bytes(line(user("new 1")) + b"\n")
+        os.replace(fresh, path)
+        assert "new 1" in next_line()
+        with open(path, "ab") as f:
+            f.write(line(assistant("new 2")) + b"\n")
+        assert "new 2" in next_line()
+    finally:
+        p.terminate()
+        p.wait(timeout=20)
+        p.stdout.close()

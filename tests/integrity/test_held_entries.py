@@ -3,6 +3,8 @@ other: ``written``/``durable`` mean in (synced to) the session's spool file, a
 daemon SIGKILL loses none of them, the session's transcript gets them first and
 the spool goes away; a session that never materializes leaves no transcript."""
 
+import os
+import stat
 import uuid
 
 import pytest
@@ -20,7 +22,7 @@ def test_held_entries_survive_a_daemon_sigkill(daemon_factory):
     sid = str(uuid.uuid4())
     attachment = {"type": "attachment", "uuid": str(uuid.uuid4()), "attachment": {"type": "hook", "content": "ctx"}}
     with d.client() as c:
-        s = Session(c, sid, CWD)
+        s = Session(c, sid, CWD, lease=False)  # a holder would keep the session from the CLI below for the grace period
         s.set_title("Kept title")
         s.set_tag("kept-tag")
         s.set_mode("coordinator")
@@ -162,3 +164,65 @@ def test_a_planted_spool_symlink_is_refused_and_changes_nothing(daemon, short_tm
         c.call(m.Record(id=c.next_id(), session=sid, cwd=CWD, messages=[line(user("q"))], durability="written"))
     assert [e["type"] for e in read_entries(main_path(daemon.root, CWD, sid))] == ["user"]
     assert list(outside.iterdir()) == []
+
+
+def test_a_fifo_in_the_spool_directory_does_not_wedge_the_start(daemon_factory):
+    """Replay opened what ``read_spool`` refused with a plain blocking open to
+    see whether it was ever written: a FIFO named ``<uuid>.jsonl`` there kept
+    the daemon from serving and from honouring SIGTERM."""
+    d = daemon_factory()
+    spool_dir(d.root).mkdir(parents=True, mode=0o700)
+    fifo = spool_path(d.root, str(uuid.uuid4()))
+    os.mkfifo(fifo, 0o600)
+    d.start()
+    sid = str(uuid.uuid4())
+    with d.client(timeout=10.0) as c:
+        assert c.status().pendingEntries == 0
+        c.call(m.Record(id=c.next_id(), session=sid, cwd=CWD, messages=[line(user("q"))], durability="written"))
+    assert d.stop() == 0
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # skipped and left alone
+    assert "not a regular file" in d.log_text()
+
+
+def test_a_spool_directory_symlinked_out_of_the_root_is_not_replayed(daemon_factory, short_tmp):
+    """Replay read (and deleted) spool files through a planted symlink: entries
+    from outside the root went into a transcript, and a file there was removed."""
+    d = daemon_factory()
+    outside = short_tmp / "outside"
+    outside.mkdir()
+    sid = str(uuid.uuid4())
+    project = main_path(d.root, CWD, sid).parent
+    planted = outside / f"{sid}.jsonl"
+    planted.write_bytes(header_line(d.root, project, CWD) + b"\n" + line({"type": "custom-title", "customTitle": "planted"}) + b"\n")
+    torn = outside / f"{uuid.uuid4()}.jsonl"
+    torn.write_bytes(b"not a line of anything")  # what a kill before the first write leaves: replay deletes those
+    d.root.mkdir(parents=True)
+    spool_dir(d.root).symlink_to(outside)
+    d.start()
+    with d.client() as c:
+        assert c.status().pendingEntries == 0
+        c.call(m.Record(id=c.next_id(), session=sid, cwd=CWD, messages=[line(user("q"))], durability="written"))
+    assert d.stop() == 0
+    assert [e["type"] for e in read_entries(main_path(d.root, CWD, sid))] == ["user"]
+    assert planted.exists() and torn.exists()
+    assert "outside the store root" in d.log_text()
+
+
+def test_the_fallback_neither_reads_nor_deletes_a_spool_outside_the_root(daemon_factory, short_tmp):
+    """The direct writer read the spool through a symlinked spool directory
+    (entries from outside the root put into the transcript) and then unlinked
+    the file out there."""
+    d = daemon_factory()
+    outside = short_tmp / "outside"
+    outside.mkdir()
+    sid = str(uuid.uuid4())
+    planted = outside / f"{sid}.jsonl"
+    planted.write_bytes(header_line(d.root, main_path(d.root, CWD, sid).parent, CWD) + b"\n"
+                        + line({"type": "custom-title", "customTitle": "planted"}) + b"\n")
+    d.root.mkdir(parents=True)
+    spool_dir(d.root).symlink_to(outside)
+    msg = user("direct")
+    d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sid, input=line(msg) + b"\n",
+          env={"SESSIOND_SOCKET": str(short_tmp / "none" / "s.sock")})
+    assert read_entries(main_path(d.root, CWD, sid)) == [msg]
+    assert planted.exists()

@@ -7,6 +7,7 @@ Daemon A and daemon B have different roots (two "machines") and the same
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 from sessiond.protocol.transcript.paths import project_dir
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import RemoteError
-from tests.helpers import assistant, line, user
+from tests.helpers import assistant, line, main_path, user
 
 from .conftest import mirror_status, tree, wait_for, wait_mirrored
 
@@ -189,15 +190,20 @@ def test_the_first_writer_is_flagged_when_another_machine_took_the_session_over(
     assert tree(c.root) == tree(b.root)  # the stream follows the machine that took over, unmixed
 
 
-def test_push_backfills_a_session_written_without_the_mirror(daemon_factory, mirror_config, short_tmp):
-    cfg = mirror_config()
-    env = {"SESSIOND_CONFIG": str(cfg)}
-    a = daemon_factory(name="a").start()  # no mirror
+def _written_without_the_mirror(daemon_factory, short_tmp, entries: list[dict]):
+    """A session written by a daemon with no mirror (stopped again): the daemon, its cwd and id."""
+    a = daemon_factory(name="a").start()
     cwd, sid = str(short_tmp), str(uuid.uuid4())
     with a.client() as c:
-        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written",
-                        entries=[line(user("hello")), line(assistant("hi")), line(user("side", isSidechain=True, agentId="x1"))]))
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written", entries=[line(e) for e in entries]))
     a.stop()
+    return a, cwd, sid
+
+
+def test_push_backfills_a_session_written_without_the_mirror(daemon_factory, mirror_config, short_tmp):
+    env = {"SESSIOND_CONFIG": str(mirror_config())}
+    a, cwd, sid = _written_without_the_mirror(
+        daemon_factory, short_tmp, [user("hello"), assistant("hi"), user("side", isSidechain=True, agentId="x1")])
     pushed = json.loads(a.cli("push", sid, "--cwd", cwd, "--json", env=env).stdout)
     assert pushed["files"] == 2 and pushed["bytesPublished"] == sum(len(v) for v in tree(a.root).values())
     again = json.loads(a.cli("push", sid, "--cwd", cwd, "--json", env=env).stdout)
@@ -311,3 +317,40 @@ def test_sighup_applies_what_the_running_mirror_reads_and_names_the_rest(daemon_
         with pytest.raises(RemoteError) as refused:
             c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=[line(user("one"))]))
         assert refused.value.code == "mirror_unavailable"
+
+
+def test_a_session_trashed_while_the_mirror_lags_is_mirrored_whole_after_its_restore(daemon_factory, mirror_config, nats_server, short_tmp):
+    cfg = mirror_config(queue_bytes=4096)  # the lag is beyond memory: the mirror would read it back from the file
+    env = {"SESSIOND_CONFIG": str(cfg)}
+    a = daemon_factory(name="a").start("--config", str(cfg))
+    cwd, sid = str(short_tmp), str(uuid.uuid4())
+    wait_for(lambda: mirror_status(a)["connected"], what="the mirror to connect")
+    with a.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written",
+                        entries=[line(user("hello")), line(user("side", isSidechain=True, agentId="x1"))]))
+        wait_mirrored(a)
+        nats_server.kill()  # the mirror now lags behind what follows
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written", entries=[line(assistant("while down " + "x" * 20_000))]))
+    a.cli("rm", sid, "--cwd", cwd)
+    nats_server.start()
+    wait_mirrored(a)  # back, with the session's files in the trash: nothing to read back
+    a.cli("restore", sid)
+    with a.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, durability="written", entries=[line(user("after"))]))
+    wait_mirrored(a)
+    assert mirror_status(a)["diverged"] == 0
+    b = daemon_factory(name="b")
+    b.cli("pull", sid, "--cwd", cwd, env=env)
+    assert tree(b.root) == tree(a.root)  # nothing the trash held back is missing remotely
+
+
+def test_push_skips_an_agent_file_that_is_a_fifo(daemon_factory, mirror_config, short_tmp):
+    """The mirror read files with a blocking open: a FIFO named like an agent
+    file hung ``push`` (and the daemon's catch-up of lagging files) forever."""
+    env = {"SESSIOND_CONFIG": str(mirror_config())}
+    a, cwd, sid = _written_without_the_mirror(daemon_factory, short_tmp, [user("hello"), user("side", isSidechain=True, agentId="x1")])
+    agents = main_path(a.root, cwd, sid).parent / sid / "subagents"
+    os.mkfifo(agents / "agent-fifo.jsonl", 0o600)
+    pushed = a.cli("push", sid, "--cwd", cwd, "--json", env=env, timeout=60)
+    assert json.loads(pushed.stdout)["files"] == 2
+    assert b"agent-fifo.jsonl" in pushed.stderr and b"not a regular file" in pushed.stderr

@@ -64,3 +64,50 @@ def test_each_frame_is_a_new_buffer():
     a = encode(m.Status(id=1))
     b = encode(m.Status(id=2))
     assert a != b and decode_request(a[4:]) == m.Status(id=1)
+
+
+def test_a_big_frame_is_held_once_and_its_id_found_without_building_it():
+    """A frame received in pieces is handed out as the buffer itself (never a
+    second copy), and a malformed one's id is read without decoding its body."""
+    import tracemalloc
+
+    n = 8 * 1024 * 1024
+    head = b"\x83\xa2op\xa6Append\xa2id\xcd\x1e\x61\xa1x"  # {"op": "Append", "id": 7777, "x": [[], [], ...]}
+    body = head + b"\xdd" + struct.pack(">I", n) + b"\x90" * n
+    stream = struct.pack(">I", len(body)) + body
+    buf = FrameBuffer(16 * 1024 * 1024)
+    for i in range(0, len(stream) - 65536, 65536):
+        assert buf.feed(stream[i : i + 65536]) == []
+    assert buf.announced == len(body)
+    tracemalloc.start()
+    try:
+        (got,) = buf.feed(stream[i + 65536 :])
+        assert bytes(got[:16]) == body[:16] and len(got) == len(body)
+        copied = tracemalloc.get_traced_memory()[1] - 16
+        with pytest.raises(ProtocolError):
+            decode_request(got)
+        assert request_id_of(got) == 7777
+        decoded = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert copied < n // 8, f"the body was copied ({copied} bytes)"
+    assert decoded < n // 8, f"finding the id built the body ({decoded} bytes)"
+    assert buf.pending == 0 and buf.announced == 0
+
+
+def test_deep_nesting_is_a_protocol_error_not_a_recursion_error():
+    deep = b"\x91" * 100_000 + b"\xc0"
+    request = b"\x83\xa2op\xa6Status\xa2id\x01\xa1x" + deep  # {"op": "Status", "id": 1, "x": [[[...]]]}
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        decode_request(request)
+    assert request_id_of(request) == 0  # the id decoder meets the nesting too: the answer goes with id 0
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        decode_response(b"\x83\xa2op\xa4Done\xa2id\x01\xa1x" + deep)
+
+
+def test_a_batch_past_the_entry_cap_is_refused_before_it_is_built():
+    count = m.MAX_BATCH_ENTRIES + 1
+    head = msgspec.msgpack.encode({"op": "Append", "id": 1, "session": "s", "cwd": "/"})
+    body = b"\x85" + head[1:] + b"\xa7entries\xdd" + struct.pack(">I", count) + b"\xc4\x00" * count
+    with pytest.raises(ProtocolError, match="length <= 100000"):
+        decode_request(body)

@@ -180,3 +180,41 @@ def test_chaotic_files_resume_api_valid(conv):
         assert violations(load_transcript(path).messages) == []
         ordered = [e.uuid for e in resolve_chain(path, skip_threshold=float("inf")).chain]
         assert Counter(ordered) == Counter(walked_and_spliced(path))
+
+
+def _streamed(tmp_path: Path, *user_contents: object, source: bool = False) -> Path:
+    """A prompt, a response calling t1, then user entries with ``user_contents``
+    (the one holding t1's result names its call only when ``source``), then a reply."""
+    import json
+
+    lines = [{"type": "user", "uuid": "u0", "parentUuid": None, "message": {"role": "user", "content": "go"}},
+             {"type": "assistant", "uuid": "a1", "parentUuid": "u0",
+              "message": {"id": "m1", "role": "assistant", "content": [tool_use("t1")]}}]
+    for n, content in enumerate(user_contents):
+        entry = {"type": "user", "uuid": f"r{n}", "parentUuid": lines[-1]["uuid"], "message": {"role": "user", "content": content}}
+        if source and isinstance(content, list):
+            entry["sourceToolAssistantUUID"] = "a1"
+        lines.append(entry)
+    lines.append({"type": "assistant", "uuid": "a2", "parentUuid": lines[-1]["uuid"],
+                  "message": {"id": "m2", "role": "assistant", "content": [text("done")]}})
+    for i, entry in enumerate(lines):
+        entry.update(sessionId=SID, timestamp=f"2025-01-01T00:00:{i:02d}.000Z")
+    path = tmp_path / f"{SID}.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    return path
+
+
+def test_a_user_turn_answering_calls_starts_with_its_results(tmp_path):
+    """The API refuses a user turn whose tool_results come after other content
+    ("tool_result blocks must come first"). Resume left two such turns as they
+    were: an entry with text before its result, and a prompt typed while the
+    tool ran written before the result's entry by a version that does not name
+    the call a result answers (order.py cannot move what it cannot pair)."""
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
+    for path in (_streamed(tmp_path, [text("note"), result]),
+                 _streamed(tmp_path, "typed while it ran", [result])):
+        resumed = load_transcript(path)
+        assert violations(resumed.messages) == []
+        assert "reordered" in [r.kind for r in resumed.repairs]
+        written = [line.split('"uuid": "')[1].split('"')[0] for line in path.read_text().splitlines()]
+        assert sorted(m["uuid"] for m in resumed.messages) == sorted(written)  # nothing dropped: only moved

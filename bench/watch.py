@@ -1,0 +1,163 @@
+"""Watching: what watchers cost the writer, and how soon they see an entry.
+
+    python bench/watch.py [--entries 16000] [--batch 16] [--watchers 0,1,10] [--runs 3]
+
+One writer appends 1 KB entries to one session in batches, each acknowledged
+``written``, through the real client library; 0, 1 or 10 watcher processes
+``Subscribe`` to that session (from its end) and read everything. Measured in the
+same run for every watcher count: the writer's entries/s, the daemon's CPU per
+entry, and, per batch, the time from the writer getting its ``written`` ack to
+each watcher receiving the batch's last entry (CLOCK_MONOTONIC is one clock for
+every process; a negative figure means the push arrived before the ack), and
+how many entries each watcher got and how many bytes watchers skipped (a watcher
+that reads more slowly than the writer writes skips ahead rather than make the
+daemon hold its backlog).
+Medians over ``--runs`` runs; writes bench/results/watch.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import benchlib
+
+from sessiond.client.connection import Client
+from sessiond.client.watch import subscribe
+from sessiond.protocol.wire import messages as m
+
+HERE = Path(__file__).resolve().parent
+CWD = "/home/dev/watched"
+
+
+def watcher(sock: str, session: str, out: str) -> None:
+    """A watcher process: the receipt time of every entry it got, by its ``n``,
+    and the bytes it skipped; it stops at the end offset the bench sends on stdin."""
+    import threading
+
+    client = Client(sock, autostart=False, name="bench-watcher").connect()
+    got: dict[int, float] = {}
+    skipped = 0
+    target: list[int] = []
+    stream = subscribe(client, m.Subscribe(id=client.next_id(), session=session, cwd=CWD))
+    next(stream)
+    threading.Thread(target=lambda: target.append(int(sys.stdin.readline())), daemon=True).start()
+    print("subscribed", flush=True)
+    for frame in stream:
+        if isinstance(frame, m.Entries):
+            now = time.monotonic()
+            skipped += frame.skipped
+            for line in frame.lines:
+                at = line.rfind(b'"n": ')
+                if at > 0:
+                    got[int(line[at + 5:-1])] = now
+            position = frame.offset + sum(len(x) + 1 for x in frame.lines)
+            if target and position >= target[0]:
+                break
+    Path(out).write_text(json.dumps({"got": got, "skipped": skipped}))
+
+
+def one_run(base: Path, watchers: int, entries: int, batch: int) -> dict:
+    sock, root = base / "run" / "s.sock", base / "root"
+    daemon = benchlib.start_daemon(sock, root)
+    try:
+        session = str(uuid.uuid4())
+        pad = "x" * 900
+        lines = [json.dumps({"type": "user", "uuid": str(uuid.uuid4()), "message": {"role": "user", "content": pad},
+                             "n": i}).encode() for i in range(entries)]
+        with Client(sock, autostart=False) as c:  # the file exists before anyone subscribes
+            c.call(m.Append(id=c.next_id(), session=session, cwd=CWD, entries=[b'{"type":"tag","tag":"bench"}'],
+                            durability="written"))
+        outs = [base / f"w{i}.json" for i in range(watchers)]
+        procs = [subprocess.Popen([sys.executable, __file__, "--watcher", str(sock), session, str(o)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for o in outs]
+        for p in procs:
+            assert p.stdout.readline().strip() == "subscribed"
+        acks: list[float] = []
+        with Client(sock, autostart=False) as c:
+            cpu0 = benchlib.cpu_seconds(daemon.pid)
+            t0 = time.perf_counter()
+            for i in range(0, entries, batch):
+                c.call(m.Append(id=c.next_id(), session=session, cwd=CWD, entries=lines[i:i + batch], durability="written"))
+                acks.append(time.monotonic())
+            elapsed = time.perf_counter() - t0
+            cpu = benchlib.cpu_seconds(daemon.pid) - cpu0
+        end = next((root / "projects").rglob(f"{session}.jsonl")).stat().st_size
+        lat: list[float] = []
+        skipped = received = 0
+        for p in procs:
+            p.stdin.write(f"{end}\n")
+            p.stdin.flush()
+        if procs:  # one more line, so a watcher that had everything already wakes up and sees where it is
+            time.sleep(0.2)
+            with Client(sock, autostart=False) as c:
+                c.call(m.Append(id=c.next_id(), session=session, cwd=CWD, entries=[b'{"type":"tag","tag":"end"}'],
+                                durability="written"))
+        for p, o in zip(procs, outs):
+            p.wait(timeout=300)
+            result = json.loads(o.read_text())
+            got = {int(k): v for k, v in result["got"].items()}
+            skipped += result["skipped"]
+            received += len(got)
+            for k, ack in enumerate(acks):
+                last = min(k * batch + batch, entries) - 1
+                if last in got:
+                    lat.append((got[last] - ack) * 1000)
+        return {"entries_per_s": entries / elapsed, "cpu_us_per_entry": cpu / entries * 1e6,
+                "received": received / watchers if watchers else None, "skipped_bytes": skipped,
+                "p50_ms": statistics.median(lat) if lat else None,
+                "p99_ms": statistics.quantiles(lat, n=100)[98] if len(lat) >= 100 else None}
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--entries", type=int, default=16000)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--watchers", default="0,1,10")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", default=str(HERE / "results" / "watch.json"))
+    ap.add_argument("--watcher", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.watcher:
+        watcher(*args.watcher)
+        return
+    levels = [int(x) for x in args.watchers.split(",")]
+    runs: dict[int, list[dict]] = {n: [] for n in levels}
+    for _ in range(args.runs):
+        for n in levels:  # interleaved: each round measures every level on the same machine state
+            with tempfile.TemporaryDirectory(prefix="sdw-", dir="/tmp") as tmp:
+                runs[n].append(one_run(Path(tmp), n, args.entries, args.batch))
+    base = statistics.median(r["entries_per_s"] for r in runs[levels[0]])
+    rows = []
+    for n in levels:
+        row = {"watchers": n}
+        for key in ("entries_per_s", "cpu_us_per_entry", "p50_ms", "p99_ms", "received", "skipped_bytes"):
+            values = [r[key] for r in runs[n] if r[key] is not None]
+            row[key] = round(statistics.median(values), 3) if values else None
+        row["vs_no_watcher"] = round(row["entries_per_s"] / base, 2)
+        rows.append(row)
+    Path(args.out).write_text(json.dumps({"entries": args.entries, "batch": args.batch, "runs": args.runs, "rows": rows},
+                                         indent=1) + "\n")
+    print("| watchers | entries/s | vs 0 watchers | daemon CPU µs/entry | ack → watcher p50 ms | p99 ms | entries each watcher got | bytes skipped |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        p50 = "—" if r["p50_ms"] is None else f"{r['p50_ms']:.2f}"
+        p99 = "—" if r["p99_ms"] is None else f"{r['p99_ms']:.2f}"
+        got = "—" if r["received"] is None else f"{r['received']:,.0f}"
+        print(f"| {r['watchers']} | {r['entries_per_s']:,.0f} | {r['vs_no_watcher']:.2f}x | {r['cpu_us_per_entry']:.1f} | {p50} | {p99} "
+              f"| {got} | {r['skipped_bytes']:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Bringing sessions in and taking them out: import, export (SPEC 9)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+import msgspec
+
+from sessiond.protocol.locations import default_root
+
+from . import Context, cli
+from .output import Progress
+
+
+@cli.command("import")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: counts, sessions, skipped paths.")
+@click.pass_obj
+def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
+    """Copy existing sessions in, every file as it is (default ~/.claude/projects).
+
+    PATH is a projects dir, a project dir or session .jsonl files. Running it
+    again imports only what is new; a copy that differs is reported, never
+    overwritten. Exit 1 when something could not be imported."""
+    from sessiond.protocol.transcript import importer
+
+    from ..lifecycle import Lifecycle
+
+    sources = list(paths) or [Path.home() / ".claude" / "projects"]
+    sessions, skipped = importer.plan(sources)
+    counts = dict.fromkeys(importer.STATUSES, 0)
+    counts["unreadable"] += len(skipped)
+    report = []
+    progress = Progress(len(sessions), "importing sessions")
+    progress.THRESHOLD = 1  # an import copies whole files: worth a counter from the first
+    with Lifecycle(obj.root or default_root(), obj.socket) as ops:
+        for source, results in ops.import_sessions(sessions, progress.step):
+            status = importer.session_status(results)
+            counts[status] += 1
+            report.append({"project": source.project, "session": source.session, "status": status, "files": results})
+            if status in ("diverged", "unreadable", "busy") and not as_json:
+                progress.done()
+                for r in results:
+                    if r.status == status:
+                        click.echo(f"sessiond: {status}: {source.project}/{r.rel}: {r.error}", err=True)
+    progress.done()
+    for path in skipped:
+        if not as_json:
+            click.echo(f"sessiond: unreadable: {path}: not a session file (or a symlink)", err=True)
+    if as_json:
+        click.echo(msgspec.json.encode({"counts": counts, "sessions": report, "skipped": skipped}))
+    else:
+        click.echo(", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "busy") + f" ({len(sessions)} sessions)")
+    if counts["diverged"] or counts["unreadable"] or counts["busy"]:
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.argument("session", metavar="ID|PATH")
+@click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html", "jsonl"]), default="markdown", show_default=True,
+              help="Markdown or one self-contained HTML file of the conversation, or its original JSONL lines.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to FILE (default: stdout).")
+@click.pass_obj
+def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path | None) -> None:
+    """The conversation as Markdown or one self-contained HTML page; jsonl: the
+    transcript's original lines."""
+    from sessiond.protocol.transcript.appendfile import whole_lines_end
+
+    from .resume_cmds import locate
+
+    path, _ = locate(obj, session, cwd)
+    _flush(obj, path)
+    if fmt == "jsonl":
+        with open(path, "rb") as f:
+            data = f.read()
+            data = data[: whole_lines_end(f.fileno(), len(data))]
+    else:
+        from sessiond.protocol.transcript import export as ex
+
+        exported = ex.load_export(path)
+        data = (ex.to_html(exported) if fmt == "html" else ex.to_markdown(exported)).encode()
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)  # transcripts are private
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, output)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    click.echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
+
+
+def _flush(obj: Context, path: Path) -> None:
+    """Everything a running daemon accepted for the session is in the file
+    before it is read (never starts a daemon)."""
+    from sessiond.protocol.transcript.paths import is_session_id
+    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
+
+    sid = path.name[:-6] if path.name.endswith(".jsonl") else ""
+    if not is_session_id(sid):
+        return
+    try:
+        with obj.client(autostart=False) as client:
+            client.flush(sid)
+    except (DaemonUnavailable, RemoteError):
+        pass

@@ -1,0 +1,173 @@
+"""Lifecycle operations (SPEC 9) from a client: through the daemon when one runs,
+else directly on the files with the very functions the daemon uses.
+
+Why both: the daemon must learn of a move at once (its open files, sessions and
+catalog), so when it runs it does the work; when none runs nobody holds
+anything, and the CLI does the same file operations under the same locks,
+after finishing or undoing whatever a killed operation left (``trash_recovery.recover``).
+A daemon that is alive but does not answer is never worked around: it may still
+hold files open.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from sessiond.protocol import trash, trash_recovery
+from sessiond.protocol.locations import daemon_holds_lock
+from sessiond.protocol.transcript import importer
+from sessiond.protocol.transcript.appendfile import locked_append, open_append
+from sessiond.protocol.transcript.listing import project_dirs, session_candidates
+from sessiond.protocol.transcript.usage import Usage, usage
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
+
+from .connection import Client
+
+
+class Lifecycle:
+    """One CLI run's view of the store: ``client`` when a daemon serves ``root``."""
+
+    def __init__(self, root: Path, socket: Path, *, timeout: float = 120.0) -> None:
+        self.root = Path(root)
+        self.client: Client | None = None
+        try:
+            client = Client(socket, root=root, autostart=False, timeout=timeout, name="sessiond-cli").connect()
+        except DaemonUnavailable:
+            if daemon_holds_lock(socket):
+                raise DaemonUnavailable(f"a daemon holds {socket} but does not answer; not touching its files") from None
+            client = None
+        if client is not None and os.path.realpath(client.status().root) != os.path.realpath(self.root):
+            client.close()  # a daemon of another store: these files are not its business
+            client = None
+        self.client = client
+        if client is None:
+            trash_recovery.recover(self.root)
+
+    def __enter__(self) -> Lifecycle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.client is not None:
+            self.client.close()
+
+    @property
+    def direct(self) -> bool:
+        return self.client is None
+
+    def _call(self, req: m.Request) -> m.Response:
+        assert self.client is not None
+        return self.client.call(req)
+
+    # --------------------------------------------------------------------- trash
+
+    def trash(self, session: str, path: Path, *, force: bool = False, reason: str = "rm") -> trash.TrashEntry:
+        if self.client is not None:
+            resp = self._call(m.Trash(id=self.client.next_id(), session=session, path=str(path), force=force, reason=reason))
+            return resp.entries[0]  # type: ignore[union-attr]
+        return trash.trash_session(self.root, path, reason=reason)
+
+    def restore(self, session: str) -> trash.TrashEntry:
+        if self.client is not None:
+            return self._call(m.Restore(id=self.client.next_id(), session=session)).entries[0]  # type: ignore[union-attr]
+        return trash.restore_session(self.root, session)
+
+    def empty(self, older_than: float | None, dry_run: bool) -> list[trash.TrashEntry]:
+        if self.client is not None:
+            resp = self._call(m.EmptyTrash(id=self.client.next_id(), older_than=older_than, dry_run=dry_run))
+            return resp.entries  # type: ignore[union-attr]
+        return trash.empty_trash(self.root, older_than=older_than, dry_run=dry_run)
+
+    # -------------------------------------------------------------------- import
+
+    def import_sessions(self, sources: Iterable[importer.SessionSource],
+                        progress: Callable[[], None] = lambda: None) -> Iterator[tuple[importer.SessionSource, list[importer.FileResult]]]:
+        """Each session's file results, in order, as they complete."""
+        sources = list(sources)
+        if self.client is None:
+            trashed = trash.trashed_ids(self.root)
+            for s in sources:
+                if s.session in trashed:
+                    results = [importer.FileResult(rel=f.rel, status="busy", error="the session is in the trash")
+                               for f in s.files]
+                elif importer.inside_store(self.root, s):
+                    results = [importer.FileResult(rel=f.rel, status="unchanged") for f in s.files]
+                else:
+                    results = importer.import_session(self.root, s)
+                progress()
+                yield s, results
+            return
+        client = self.client
+        reqs = [m.Import(id=client.next_id(), source=s, catalog_only=importer.inside_store(self.root, s)) for s in sources]
+        window = 4
+        for i in range(0, len(reqs), window):  # a few in flight: the daemon copies one at a time anyway
+            chunk = reqs[i : i + window]
+            for req in chunk:
+                client.send(req)
+            for req in chunk:
+                resp = client.receive(req.id)
+                if isinstance(resp, m.Error):
+                    raise SessiondError(resp.message, code=resp.code)
+                progress()
+                yield req.source, resp.files  # type: ignore[union-attr]
+
+    # ---------------------------------------------------------------------- usage
+
+    def usage(self, dirs: list[Path] | None) -> Usage:
+        """``dirs`` None: every project."""
+        if self.client is not None:
+            req = m.Usage(id=self.client.next_id(), dirs=[str(d) for d in dirs or []], all=dirs is None)
+            return self._call(req).usage  # type: ignore[union-attr]
+        scan = project_dirs(self.root) if dirs is None else dirs
+        return usage((path, size, mtime) for mtime, path, size in session_candidates(scan, stat=True))
+
+    # ------------------------------------------------------------------ metadata
+
+    def set_metadata(self, session: str, path: Path, cwd: str, entry: bytes) -> None:
+        """Append one metadata entry (custom title, tag) on the synchronous path:
+        answered once it is on disk (SPEC 3.3)."""
+        if self.client is not None:
+            client = self.client
+            client.call(m.Adopt(id=client.next_id(), session=session, path=str(path)))
+            client.call(m.Append(id=client.next_id(), session=session, cwd=cwd, entries=[entry], durability="durable"))
+            client.call(m.Close(id=client.next_id(), session=session))
+            return
+        if not path.is_file():
+            raise SessiondError(f"no transcript at {path}", code="not_found")
+        fd, _ = open_append(path)
+        try:
+            locked_append(fd, path, entry + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def parse_age(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``2w``, ``45s`` (or plain seconds) in seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    t = text.strip().lower()
+    try:
+        if t and t[-1] in units:
+            value = float(t[:-1]) * units[t[-1]]
+        else:
+            value = float(t)
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 30d, 12h, 90m)") from None
+    if value < 0:
+        raise ValueError(f"a duration cannot be negative: {text!r}")
+    return value
+
+
+def parse_size(text: str) -> int:
+    """``500K``, ``10M``, ``1.5G``, ``2GB`` (binary units) or plain bytes."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except (ValueError, IndexError):
+        raise ValueError(f"not a size: {text!r} (use e.g. 500K, 10M, 1G)") from None
+    if value < 0:
+        raise ValueError(f"a size cannot be negative: {text!r}")
+    return int(value)

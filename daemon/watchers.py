@@ -1,0 +1,346 @@
+"""Subscriptions: a session's entries streamed to watchers as they are written.
+
+A ``Subscribe`` gets ``Subscribed``, then ``Entries`` frames (its own request id)
+with the lines of the main transcript, and of the session's agent files when
+asked, in file order, each byte once, until ``Unsubscribe``, the connection's
+end, or its main file going away (``Unsubscribed``).
+
+Live lines come from the write observers (``Writer.observers``: every write of
+the daemon, and what the follower of foreign writers reports through
+``Writer.publish``): nothing is read back from disk for them. Where a watcher
+starts in the past (a byte offset, the last N entries), or the lines it is told
+about do not start where it stands (a gap: a write it was not told about), the
+missing bytes are read from the file in the read pool (the watcher's
+connection's fair share of it, ``workers.py``), ``READ_CHUNK`` at a time,
+while live lines wait for the reads to catch up.
+
+A watcher never grows the daemon's memory: while its connection holds more
+than ``watch_buffer_bytes`` of answers it has not read, the lines meant for it
+are dropped and counted, and its next frame says how many bytes it skipped
+(``Entries.skipped``); the file stays the truth to read them from.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sessiond.protocol.transcript.regular import open_regular
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import TOO_LARGE, SessiondError, bad_request
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+log = logging.getLogger("sessiond")
+
+READ_CHUNK = 1024 * 1024
+"""Bytes of a file read at once when a watcher catches up."""
+LAST_WINDOW = 8 * 1024 * 1024
+"""How far back from the end ``last`` looks for its entries."""
+SKIP_RECHECK = 0.1
+"""A watcher that skipped is looked at again this often, to tell it so once it reads."""
+MAX_PER_CONNECTION = 64
+MAX_TOTAL = 4096
+"""Subscriptions one connection, and all of them together, may hold."""
+
+
+class Cursor:
+    """Where one watcher stands in one file."""
+
+    __slots__ = ("sub", "path", "rel", "pos", "reading", "seen_end", "skipped", "reset")
+
+    def __init__(self, sub: Subscription, path: Path, rel: str, pos: int) -> None:
+        self.sub = sub
+        self.path = path
+        self.rel = rel
+        self.pos = pos
+        self.reading = False
+        """A catch-up read is in flight: live lines wait for it."""
+        self.seen_end = pos
+        """The furthest file end the observers reported meanwhile."""
+        self.skipped = 0
+        self.reset = False
+
+
+class Subscription:
+    __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended", "recheck")
+
+    def __init__(self, rid: int, conn: Connection, session: str, main: Path, agents: bool) -> None:
+        self.id = rid
+        self.conn = conn
+        self.session = session
+        self.main = main
+        self.session_dir = main.with_suffix("")
+        self.agents = agents
+        self.cursors: dict[Path, Cursor] = {}
+        self.ended = False
+        self.recheck = False
+
+
+def unsent(conn: Connection) -> int:
+    """Answers made for ``conn`` and not yet taken by its client."""
+    transport = conn.transport
+    return (transport.get_write_buffer_size() if transport is not None else 0) + sum(map(len, conn._out))
+
+
+def agent_session_dir(path: Path) -> Path | None:
+    """``<project>/<id>`` for an agent file (``<id>/subagents/agent-x.jsonl`` or
+    ``<id>/subagents/workflows/<run>/agent-x.jsonl``), else None."""
+    if not path.name.startswith("agent-"):
+        return None
+    for up in (path.parent, path.parent.parent.parent):
+        if up.name == "subagents":
+            return up.parent
+    return None
+
+
+class Watchers:
+    def __init__(self, daemon) -> None:
+        self.daemon = daemon
+        self.loop = daemon.loop
+        self.by_path: dict[Path, list[Cursor]] = {}
+        self.by_dir: dict[Path, list[Subscription]] = {}
+        self.subs: dict[tuple[int, int], Subscription] = {}
+
+    @property
+    def count(self) -> int:
+        return len(self.subs)
+
+    # ------------------------------------------------------------ subscribing
+
+    def subscribe(self, conn: Connection, req: m.Subscribe, main: Path) -> m.Subscribed:
+        if (conn.id, req.id) in self.subs:
+            raise bad_request(f"subscription {req.id} already exists on this connection")
+        mine = sum(1 for cid, _ in self.subs if cid == conn.id)
+        if mine >= MAX_PER_CONNECTION or len(self.subs) >= MAX_TOTAL:
+            raise SessiondError(f"too many subscriptions ({mine} on this connection, {len(self.subs)} in all; "
+                                f"budgets {MAX_PER_CONNECTION} and {MAX_TOTAL})", code=TOO_LARGE)
+        if req.offset is not None and req.offset < 0 or req.last is not None and req.last < 0:
+            raise bad_request("offset and last must not be negative")
+        sub = Subscription(req.id, conn, req.session, main, req.agents)
+        self.subs[(conn.id, req.id)] = sub
+        size = _size(main)
+        start = size if req.offset is None else min(req.offset, size)
+        cursor = self._add(sub, main, start)
+        if req.last is not None and req.offset is None:
+            try:
+                fut = self.daemon.fair.submit(_read_last, main, req.last, size, owner=conn.id)
+            except SessiondError:  # its share of the read pool is full (busy): refused whole
+                del self.subs[(conn.id, req.id)]
+                self._remove(sub)
+                raise
+            cursor.reading = True
+            fut.add_done_callback(lambda f: self._read_done(cursor, f))
+        elif start < size:
+            self._catch_up(cursor)
+        if req.agents:
+            self.by_dir.setdefault(sub.session_dir, []).append(sub)
+            for path in _agent_files(sub.session_dir):
+                self._add(sub, path, _size(path))
+        return m.Subscribed(id=req.id, session=req.session, path=str(main), offset=cursor.pos)
+
+    def _add(self, sub: Subscription, path: Path, pos: int) -> Cursor:
+        rel = os.path.relpath(path, sub.main.parent)
+        cursor = sub.cursors[path] = Cursor(sub, path, rel, pos)
+        self.by_path.setdefault(path, []).append(cursor)
+        return cursor
+
+    def unsubscribe(self, conn: Connection, rid: int, reason: str) -> bool:
+        sub = self.subs.pop((conn.id, rid), None)
+        if sub is None:
+            return False
+        self._remove(sub)
+        conn.reply(m.Unsubscribed(id=rid, reason=reason))
+        return True
+
+    def _remove(self, sub: Subscription) -> None:
+        sub.ended = True
+        for path, cursor in sub.cursors.items():
+            cursors = self.by_path.get(path)
+            if cursors is not None:
+                cursors.remove(cursor)
+                if not cursors:
+                    del self.by_path[path]
+        subs = self.by_dir.get(sub.session_dir)
+        if subs is not None and sub in subs:
+            subs.remove(sub)
+            if not subs:
+                del self.by_dir[sub.session_dir]
+
+    def drop_connection(self, conn: Connection) -> None:
+        for key in [k for k in self.subs if k[0] == conn.id]:
+            self._remove(self.subs.pop(key))
+
+    # ------------------------------------------------------------- observers
+
+    def written(self, path: Path, lines: list[bytes], end: int) -> None:
+        """The write observer: ``lines`` are in ``path`` now, ending at ``end``."""
+        cursors = self.by_path.get(path)
+        if cursors is None:
+            if not self.by_dir:
+                return
+            session_dir = agent_session_dir(path)
+            subs = self.by_dir.get(session_dir) if session_dir is not None else None
+            if not subs:
+                return
+            for sub in list(subs):  # a new agent file (or one not seen before): from its start
+                self._add(sub, path, 0)
+            cursors = self.by_path[path]
+        start = end - sum(map(len, lines)) - len(lines)
+        for cursor in list(cursors):
+            self._deliver(cursor, lines, start, end)
+
+    def gone(self, path: Path) -> None:
+        """What was reported of ``path`` no longer stands (deleted, replaced,
+        truncated): a watcher of a main file that is gone is ended, others
+        start the file over."""
+        for cursor in list(self.by_path.get(path, ())):
+            sub = cursor.sub
+            if not path.exists() and path == sub.main:
+                self.unsubscribe(sub.conn, sub.id, "gone")
+                continue
+            cursor.pos = cursor.seen_end = 0
+            cursor.reset = True
+
+    def _deliver(self, cursor: Cursor, lines: list[bytes], start: int, end: int) -> None:
+        if end > cursor.seen_end:
+            cursor.seen_end = end
+        if cursor.reading or end <= cursor.pos:
+            return  # a read in flight covers it, or it was had already
+        if start > cursor.pos:
+            self._catch_up(cursor)  # a write we were not told of: read the gap
+            return
+        if start < cursor.pos:  # partly had already: only the rest
+            skip = 0
+            while skip < len(lines) and start < cursor.pos:
+                start += len(lines[skip]) + 1
+                skip += 1
+            lines = lines[skip:]
+        self._send(cursor, lines, start, end)
+
+    def _send(self, cursor: Cursor, lines: list[bytes], start: int, end: int) -> None:
+        sub = cursor.sub
+        conn = sub.conn
+        if conn.transport is None or sub.ended:
+            return
+        if unsent(conn) > self.daemon.settings.watch_buffer_bytes:
+            cursor.skipped += end - cursor.pos
+            cursor.pos = end
+            if not sub.recheck:
+                sub.recheck = True
+                self.loop.call_later(SKIP_RECHECK, self._tell_skipped, sub)
+            return
+        conn.reply(m.Entries(id=sub.id, file=cursor.rel, offset=start, lines=lines, skipped=cursor.skipped,
+                             reset=cursor.reset))
+        cursor.pos = end
+        cursor.skipped = 0
+        cursor.reset = False
+
+    def _tell_skipped(self, sub: Subscription) -> None:
+        """A watcher that skipped learns it as soon as it reads again, even if
+        nothing more is written."""
+        sub.recheck = False
+        if sub.ended or sub.conn.transport is None:
+            return
+        if unsent(sub.conn) > self.daemon.settings.watch_buffer_bytes:
+            sub.recheck = True
+            self.loop.call_later(SKIP_RECHECK, self._tell_skipped, sub)
+            return
+        for cursor in sub.cursors.values():
+            if cursor.skipped and not cursor.reading:
+                self._send(cursor, [], cursor.pos, cursor.pos)
+
+    # ---------------------------------------------------------------- reading
+
+    def _catch_up(self, cursor: Cursor) -> None:
+        if cursor.reading or cursor.sub.ended:
+            return
+        if unsent(cursor.sub.conn) > self.daemon.settings.watch_buffer_bytes:
+            self.loop.call_later(SKIP_RECHECK, self._catch_up, cursor)  # it reads slowly: wait, hold nothing
+            return
+        try:  # the watcher's connection's fair share of the read pool
+            fut = self.daemon.fair.submit(_read_from, cursor.path, cursor.pos, owner=cursor.sub.conn.id)
+        except SessiondError:  # its share is full (busy): try again shortly, holding nothing
+            self.loop.call_later(SKIP_RECHECK, self._catch_up, cursor)
+            return
+        cursor.reading = True
+        fut.add_done_callback(lambda f: self._read_done(cursor, f))
+
+    def _read_done(self, cursor: Cursor, fut) -> None:
+        cursor.reading = False
+        if cursor.sub.ended:
+            return
+        exc = fut.exception()
+        if exc is not None:
+            if isinstance(exc, FileNotFoundError) and cursor.path == cursor.sub.main:
+                self.unsubscribe(cursor.sub.conn, cursor.sub.id, "gone")
+            else:
+                log.warning("watching %s: %s", cursor.path, exc)
+            return
+        start, lines, end, more = fut.result()
+        if start < cursor.pos:  # what ``last`` found before where the cursor stood
+            cursor.pos = start
+        if lines:
+            self._send(cursor, lines, start, end)
+        else:
+            cursor.pos = max(cursor.pos, end)
+        if more or cursor.seen_end > cursor.pos:
+            self._catch_up(cursor)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _agent_files(session_dir: Path) -> list[Path]:
+    base = session_dir / "subagents"
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.rglob("agent-*.jsonl") if p.is_file())
+
+
+def _read_from(path: Path, offset: int) -> tuple[int, list[bytes], int, bool]:
+    """Whole lines of ``path`` from ``offset`` (worker thread), at most
+    ``READ_CHUNK`` bytes: (offset, lines, end of the last whole line, more left)."""
+    fd = open_regular(path)
+    try:
+        data = os.pread(fd, READ_CHUNK, offset)
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    whole = data[: data.rfind(b"\n") + 1]
+    if not whole and len(data) == READ_CHUNK:  # one line longer than a chunk: read it whole
+        fd = open_regular(path)
+        try:
+            data = os.pread(fd, size - offset, offset)
+        finally:
+            os.close(fd)
+        whole = data[: data.rfind(b"\n") + 1]
+    end = offset + len(whole)
+    return offset, whole.split(b"\n")[:-1], end, end < size and len(data) >= READ_CHUNK
+
+
+def _read_last(path: Path, count: int, size: int) -> tuple[int, list[bytes], int, bool]:
+    """The last ``count`` whole lines of ``path`` up to ``size`` (worker thread)."""
+    if count <= 0 or size == 0:
+        return size, [], size, False
+    fd = open_regular(path)
+    try:
+        base = max(0, size - LAST_WINDOW)
+        data = os.pread(fd, size - base, base)
+    finally:
+        os.close(fd)
+    whole = data[: data.rfind(b"\n") + 1]
+    lines = whole.split(b"\n")[:-1]
+    if base > 0 and lines:
+        lines = lines[1:]  # the first one may be cut by the window
+    lines = lines[-count:]
+    end = base + len(whole)
+    start = end - sum(map(len, lines)) - len(lines)
+    return start, lines, end, False

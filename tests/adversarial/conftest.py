@@ -1,0 +1,100 @@
+"""A real daemon under a memory bound, small budgets, and what every attack checks.
+
+Each attack runs against a daemon process started with RLIMIT_AS (a backstop:
+past it an allocation fails instead of the machine swapping) and budgets small
+enough that growing past them shows in its peak RSS (VmHWM in /proc). After the
+attack a well-behaved client must still get its durable appends and its status
+answered within a generous timeout, the daemon must still run, every budget in
+``status --json`` must hold, and its peak RSS must stay under its fresh RSS plus
+the sum of its budgets plus a small constant.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sessiond.protocol.wire import messages as m
+from tests.conftest import DaemonProc
+from tests.helpers import line, main_path, read_entries, user
+
+from .attacks import MiB, peak_rss
+
+CWD = "/work/adversary"
+BUDGETS = {
+    "max_frame_bytes": 4 * MiB,
+    "max_partial_bytes": 16 * MiB,
+    "max_output_bytes": 1 * MiB,
+    "max_pending_bytes": 1 * MiB,
+    "max_pending_total_bytes": 8 * MiB,
+    "max_queued_bytes": 16 * MiB,
+    "max_inflight_bytes": 8 * MiB,
+}
+GLOBAL_BUDGETS = ("max_partial_bytes", "max_pending_total_bytes", "max_queued_bytes")
+SLACK = 48 * MiB
+"""The small constant: the interpreter's own growth under load (connection
+objects, answers being encoded, one frame's decoded copy, allocator slack)."""
+ADDRESS_SPACE = 1024 * MiB
+
+
+class Bounded:
+    """A daemon under a memory bound, and the checks every attack ends with."""
+
+    def __init__(self, d: DaemonProc) -> None:
+        self.d = d
+        self.fresh_rss = peak_rss(d.pid)
+        self.kept: list[tuple[str, dict]] = []  # (session, entry) acknowledged as durable
+
+    @property
+    def rss_bound(self) -> int:
+        return self.fresh_rss + sum(BUDGETS[k] for k in GLOBAL_BUDGETS) + BUDGETS["max_frame_bytes"] + SLACK
+
+    def status(self) -> m.StatusResult:
+        with self.d.client() as c:
+            return c.status()
+
+    def victim_appends(self, n: int = 3) -> None:
+        """A well-behaved client: durable appends acknowledged (the client's
+        timeout is the bound on how long that may take)."""
+        sid = str(uuid.uuid4())
+        with self.d.client(timeout=30.0) as c:
+            for i in range(n):
+                entry = user(f"victim {i}")
+                c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(entry)], durability="durable"))
+                self.kept.append((sid, entry))
+
+    def check(self) -> m.StatusResult:
+        """Alive, serving, inside every budget, nothing acknowledged lost."""
+        assert self.d.proc is not None and self.d.proc.poll() is None, f"daemon died: {self.d.log_text()[-2000:]}"
+        self.victim_appends()
+        st = self.status()
+        assert st.budgets is not None
+        for name, use in st.budgets.items():
+            if name in ("outputBytes", "frameBytes"):  # one answer or read may pass a per-connection budget
+                assert use["used"] <= use["limit"] + MiB, (name, use)
+            elif name == "partialBytes":  # a waiting frame holds what it had read when it was stopped
+                assert use["used"] <= use["limit"] + use.get("waiting", 0) * MiB, (name, use)
+            else:
+                assert use["used"] <= use["limit"], (name, use)
+        peak = peak_rss(self.d.pid)
+        assert peak <= self.rss_bound, f"peak RSS {peak / MiB:.0f} MiB over the bound {self.rss_bound / MiB:.0f} MiB"
+        by_session: dict[str, list[dict]] = {}
+        for sid, entry in self.kept:
+            by_session.setdefault(sid, []).append(entry)
+        for sid, entries in by_session.items():
+            written = read_entries(main_path(self.d.root, CWD, sid))
+            assert [e for e in written if e.get("uuid") in {x["uuid"] for x in entries}] == entries
+        return st
+
+
+@pytest.fixture
+def bounded(daemon_factory, short_tmp: Path) -> Iterator[Bounded]:
+    cfg = short_tmp / "budgets.toml"
+    cfg.write_text("".join(f"{k} = {v}\n" for k, v in BUDGETS.items()) + "frame_timeout_s = 20\nlog_level = \"info\"\n")
+    d = daemon_factory().start("--config", str(cfg), "--log-level", "info", address_space=ADDRESS_SPACE)
+    b = Bounded(d)
+    yield b
+    assert d.proc is not None and d.proc.poll() is None, "the daemon did not survive the attack"

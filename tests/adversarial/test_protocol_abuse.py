@@ -1,0 +1,185 @@
+"""Protocol abuse: reused ids, msgpack extension types, and fuzzing at the frame,
+message and entry level. The daemon answers every bad frame with a typed error
+(never ``internal``), keeps serving everyone, and loses nothing acknowledged."""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.framing import FrameBuffer, encode
+from tests.helpers import line, main_path, read_entries, user
+
+from .attacks import MiB, frame, msgpack, raw_conn, read_answers
+from .conftest import CWD, Bounded
+
+FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+                derandomize=True)
+SENTINEL = 2**40
+OPS = [cls.__name__ for cls in m.Request.__args__ if cls is not m.Shutdown]  # type: ignore[attr-defined]
+
+
+def answers_until_sentinel(s: socket.socket) -> list[m.Response]:
+    """Everything the daemon answers up to a Status sent after the attack."""
+    s.sendall(encode(m.Status(id=SENTINEL)))
+    frames = FrameBuffer(64 * MiB)
+    out: list[m.Response] = []
+    while not out or not (isinstance(out[-1], m.StatusResult) and out[-1].id == SENTINEL):
+        out.extend(read_answers(s, 1, frames))
+    return out
+
+
+def no_internal(answers: list[m.Response]) -> None:
+    bad = [a for a in answers if isinstance(a, m.Error) and a.code == "internal"]
+    assert not bad, bad
+
+
+def test_a_reused_request_id_is_refused_while_the_first_is_owed(bounded: Bounded):
+    sid = str(uuid.uuid4())
+    first, second = user("first"), user("second")
+    s = raw_conn(bounded.d.socket)
+    s.sendall(encode(m.Append(id=5, session=sid, cwd=CWD, entries=[line(first)], durability="durable"))
+              + encode(m.Append(id=5, session=sid, cwd=CWD, entries=[line(second)], durability="durable")))
+    refused, ack = read_answers(s, 2)
+    assert isinstance(refused, m.Error) and refused.code == "bad_request" and "still awaiting" in refused.message
+    assert isinstance(ack, m.Appended) and ack.id == 5
+    # Once answered, the id may be used again; answered-at-once requests may share one freely.
+    s.sendall(encode(m.Append(id=5, session=sid, cwd=CWD, entries=[line(second)], durability="written")))
+    assert isinstance(read_answers(s, 1)[0], m.Appended)
+    s.sendall(encode(m.Status(id=6)) + encode(m.Status(id=6)))
+    assert [type(a) for a in read_answers(s, 2)] == [m.StatusResult, m.StatusResult]
+    s.close()
+    assert read_entries(main_path(bounded.d.root, CWD, sid)) == [first, second]
+    bounded.check()
+
+
+EXT = msgspec.msgpack.Ext
+
+
+@pytest.mark.parametrize("body", [
+    msgpack(EXT(1, b"x")),
+    msgpack({"op": EXT(1, b"Status"), "id": 1}),
+    msgpack({"op": "Status", "id": EXT(-1, b"\x00" * 4)}),  # the timestamp extension
+    msgpack({"op": "Append", "id": 2, "session": str(uuid.uuid4()), "cwd": CWD, "entries": [EXT(5, b"{}")]}),
+    msgpack({"op": "Append", "id": 3, "session": EXT(127, b"\xff" * 300), "cwd": CWD, "entries": []}),
+    msgpack({"op": "List", "id": 4, "dirs": [EXT(2, b"")] * 3}),
+    msgpack({"op": "Status", "id": 6, "extra": EXT(9, b"\x00" * 100_000)}),  # skipped: an unknown field
+], ids=["top", "op", "timestamp-id", "entry", "session", "dirs", "unknown-field"])
+def test_msgpack_extension_types_are_bad_requests(bounded: Bounded, body: bytes):
+    s = raw_conn(bounded.d.socket)
+    s.sendall(frame(body))
+    answers = answers_until_sentinel(s)
+    no_internal(answers)
+    assert len(answers) == 2
+    assert isinstance(answers[0], m.Error) and answers[0].code == "bad_request" or isinstance(answers[0], m.StatusResult)
+    s.close()
+    bounded.check()
+
+
+def test_fuzzed_byte_streams(bounded: Bounded):
+    """Frame level: arbitrary bytes, cut anywhere, after a valid Hello."""
+
+    @FUZZ
+    @given(st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=6))
+    def attack(chunks: list[bytes]) -> None:
+        s = raw_conn(bounded.d.socket, timeout=60)
+        try:
+            for chunk in chunks:
+                s.sendall(chunk)
+            s.shutdown(socket.SHUT_WR)
+            frames = FrameBuffer(64 * MiB)
+            while data := s.recv(1 << 16):
+                for body in frames.feed(data):
+                    answer = msgspec.msgpack.decode(body, type=m.Response)
+                    assert not (isinstance(answer, m.Error) and answer.code == "internal"), answer
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the daemon closed on a bad frame header: allowed
+        finally:
+            s.close()
+
+    attack()
+    bounded.check()
+
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**64 - 1), st.floats(),
+    st.text(max_size=20), st.binary(max_size=20),
+    st.builds(EXT, st.integers(min_value=-128, max_value=127), st.binary(max_size=8)),
+)
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                      max_leaves=12)
+FIELDS = ["id", "session", "cwd", "entries", "messages", "durability", "agent", "run", "resend", "parent", "dirs",
+          "all", "limit", "offset", "path", "meta", "protocol_version"]
+
+
+def test_fuzzed_messages(bounded: Bounded):
+    """Message level: every request type with fields of any msgpack type."""
+
+    @FUZZ
+    @given(st.sampled_from(OPS), st.dictionaries(st.sampled_from(FIELDS), values, max_size=6))
+    def attack(op: str, fields: dict) -> None:
+        s = raw_conn(bounded.d.socket, timeout=60)  # a generous bound: this machine is shared
+        try:
+            s.sendall(frame(msgpack({"op": op, **fields})))
+            no_internal(answers_until_sentinel(s))
+        finally:
+            s.close()
+
+    attack()
+    bounded.check()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=15,
+)
+header_fields = st.fixed_dictionaries({}, optional={
+    "type": st.sampled_from(["user", "assistant", "system", "summary", "custom-title", "attachment", "x"]) | json_values,
+    "uuid": st.uuids().map(str) | json_values,
+    "parentUuid": st.none() | st.uuids().map(str) | json_values,
+    "isSidechain": st.booleans() | json_values,
+    "agentId": st.sampled_from(["a1", "../x", "", "a" * 300]) | json_values,
+    "subtype": st.sampled_from(["compact_boundary", "turn_duration"]) | json_values,
+    "message": json_values,
+})
+entries = st.one_of(
+    st.tuples(header_fields, st.dictionaries(st.text(max_size=8), json_values, max_size=3)).map(
+        lambda t: json.dumps({**t[1], **t[0]}).encode()),
+    st.binary(max_size=60),
+)
+
+
+def test_fuzzed_entries(bounded: Bounded):
+    """Entry level: appends of arbitrary entries; whatever is accepted is written
+    as whole JSON lines, everything else is a typed error."""
+    sessions: list[str] = []
+
+    @FUZZ
+    @given(st.lists(entries, min_size=1, max_size=5), st.sampled_from(["queued", "written"]), st.booleans())
+    def attack(batch: list[bytes], durability: str, record: bool) -> None:
+        sid = str(uuid.uuid4())
+        sessions.append(sid)
+        s = raw_conn(bounded.d.socket, timeout=60)  # a generous bound: this machine's disk is shared
+        try:
+            req = (m.Record(id=1, session=sid, cwd=CWD, messages=batch, durability=durability) if record  # type: ignore[arg-type]
+                   else m.Append(id=1, session=sid, cwd=CWD, entries=batch, durability=durability))  # type: ignore[arg-type]
+            s.sendall(encode(req))
+            no_internal(answers_until_sentinel(s))
+        finally:
+            s.close()
+
+    attack()
+    with bounded.d.client() as c:
+        c.flush()
+    for path in bounded.d.root.rglob("*.jsonl"):
+        for row in read_entries(path):  # whole lines, each one JSON object
+            assert isinstance(row, dict)
+    bounded.check()

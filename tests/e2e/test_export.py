@@ -1,0 +1,151 @@
+"""export: Markdown, one self-contained HTML file checked in a real headless
+Chromium (a screenshot that is not blank, no network request), jsonl = the
+original lines."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+import uuid
+import zlib
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import assistant, line, main_path, user
+from tests.lifecycle_tree import build
+
+CWD = "/work/project"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _session(d) -> str:
+    sid = str(uuid.uuid4())
+    msg_id = "msg_1"
+    entries = [
+        {"type": "custom-title", "customTitle": "Fix <the> parser & friends", "sessionId": sid},
+        user("Why does the parser choke on `{}`?", timestamp="2025-03-04T10:00:00.000Z"),
+        {**assistant("", timestamp="2025-03-04T10:00:05.000Z"), "message": {"role": "assistant", "id": msg_id, "content": [
+            {"type": "thinking", "thinking": "SECRET-THOUGHT: the lexer drops braces"}]}},
+        {**assistant("", timestamp="2025-03-04T10:00:06.000Z"), "message": {"role": "assistant", "id": msg_id, "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/src/lexer.py"}}]}},
+        user("", timestamp="2025-03-04T10:00:07.000Z", message={"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "TOOL-OUTPUT: def lex(): ..."}]}),
+        assistant("The lexer drops braces; fixed in lex().", timestamp="2025-03-04T10:01:00.000Z"),
+        {**assistant("subagent says hi", timestamp="2025-03-04T10:00:30.000Z"), "isSidechain": True, "agentId": "helper1"},
+    ]
+    parent = None
+    for e in entries[1:-1]:  # one chain, as an agent records it
+        e["parentUuid"], parent = parent, e["uuid"]
+    d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sid, input=b"\n".join(line(e) for e in entries))
+    return sid
+
+
+def test_markdown_and_jsonl_exports(daemon_factory, short_tmp):
+    d = daemon_factory()
+    sid = _session(d)
+    md = d.cli("export", sid, "--cwd", CWD).stdout.decode()
+    assert md.startswith("# Fix <the> parser & friends\n")
+    assert "2025-03-04 10:00:00" in md and "2025-03-04 10:01:00" in md
+    assert "<details><summary>Thinking</summary>" in md and "SECRET-THOUGHT" in md
+    assert "Tool call: Read" in md and "TOOL-OUTPUT" in md
+    assert "[helper1](#subagent-helper1)" in md and "subagent says hi" in md
+    out = short_tmp / "s.jsonl"
+    d.cli("export", sid, "--cwd", CWD, "--format", "jsonl", "-o", str(out))
+    assert out.read_bytes() == main_path(d.root, CWD, sid).read_bytes()
+    assert out.stat().st_mode & 0o077 == 0
+
+
+def _pixels(png: bytes) -> tuple[int, int, list[bytes]]:
+    """Rows of an 8-bit RGB/RGBA PNG, unfiltered (enough to tell a blank page)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", 0
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        data = png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", data[:10])
+            assert depth == 8 and color in (2, 6)
+            bpp = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += data
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev = [], bytes(stride)
+    for y in range(height):
+        f, row = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = row[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                row[i] = (row[i] + a) & 255
+            elif f == 2:
+                row[i] = (row[i] + b) & 255
+            elif f == 3:
+                row[i] = (row[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(row))
+        prev = row
+    return width, height, rows
+
+
+def _browse(page: Path, out: Path) -> tuple[bytes, list[str]]:
+    """Screenshot of ``page`` in headless Chromium, and the URLs the page itself
+    asked for (the browser's own background requests left out)."""
+    net = out / "net.json"
+    shot = out / "shot.png"
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+                    "--disable-background-networking", f"--user-data-dir={out / 'profile'}", "--window-size=900,900",
+                    f"--log-net-log={net}", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    events = json.loads(net.read_text())["events"]
+    asked = {e["params"]["url"] for e in events
+             if "url" in e.get("params", {}) and e["params"].get("initiator", "not an origin") != "not an origin"}
+    return shot.read_bytes(), sorted(u for u in asked if not u.startswith("file:"))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
+def test_html_export_renders_in_a_real_browser_without_the_network(daemon_factory, short_tmp):
+    d = daemon_factory()
+    tree = build(short_tmp / "src")
+    d.cli("import", str(tree.projects))
+    sid = tree.with_agents  # a real transcript with subagents
+    page = short_tmp / "export.html"
+    d.cli("export", sid, "--format", "html", "-o", str(page))
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<details" in text and 'href="#subagent-' in text
+    links = set(re.findall(r'href="#([^"]+)"', text))
+    assert links and links <= set(re.findall(r'id="([^"]+)"', text))  # every subagent link lands somewhere
+    assert len(links) == len(list((tree.sessions[sid].parent / sid / "subagents").glob("agent-*.jsonl")))
+    png, asked = _browse(page, short_tmp)
+    assert asked == []
+    width, height, rows = _pixels(png)
+    colours = {row[i : i + 3] for row in rows[::7] for i in range(0, len(row), 21)}
+    assert len(colours) > 20, "the screenshot is (nearly) blank"
+    # The check itself can fail: a page that loads something is caught.
+    bad = short_tmp / "bad.html"
+    bad.write_text('<html><body><img src="http://127.0.0.1:9/x.png"></body></html>')
+    assert _browse(bad, short_tmp / "b")[1] == ["http://127.0.0.1:9/x.png"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
+def test_html_export_escapes_what_the_transcript_says(daemon_factory, short_tmp):
+    d = daemon_factory()
+    sid = _session(d)
+    page = short_tmp / "p.html"
+    d.cli("export", sid, "--cwd", CWD, "--format", "html", "-o", str(page))
+    text = page.read_text()
+    assert "Fix &lt;the&gt; parser &amp; friends" in text and "<the>" not in text
+    assert '<details class="thinking"><summary>Thinking</summary>' in text
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          f"--user-data-dir={short_tmp / 'profile'}", "--dump-dom", page.as_uri()],
+                         capture_output=True, timeout=120, check=True).stdout.decode()
+    assert "<title>Fix &lt;the&gt; parser &amp; friends</title>" in dom
+    assert dom.count("<details") == text.count("<details") >= 3
