@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ..transcript.lite import classify_text
+from ..transcript.prompts import classify_text
 
 TOOL_TEXT_MAX: Final = 2000
 """Characters kept of one tool result or one tool input."""
