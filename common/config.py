@@ -2,33 +2,23 @@
 
 The file is ``$XDG_CONFIG_HOME/sessiond/config.toml`` (or ``SESSIOND_CONFIG``), read
 with msgspec's TOML support into a Struct that forbids unknown keys, so a typo or
-a bad value is one clear error naming the key. SIGHUP re-reads it and applies
-what can change at run time (``RELOADABLE``, and ``MIRROR_RELOADABLE`` in the
-``[mirror]`` table) and names the rest as applied at the next start.
+a bad value is one clear error naming the key; each key's bounds and conversion
+are in ``config_keys``. SIGHUP re-reads it (``reload``) and applies what can
+change at run time, naming the rest as applied at the next start.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from sessiond.protocol.locations import config_path, default_root, default_socket
 from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME
 
-FsyncPolicy = Literal["never", "interval", "always"]
-LogLevel = Literal["debug", "info", "warning", "error"]
-BUDGETS = ("max_queued_bytes", "max_pending_bytes", "max_inflight_bytes", "max_inflight_requests", "max_output_bytes",
-           "max_output_total_bytes", "max_partial_bytes", "max_pending_total_bytes", "max_parked_requests", "max_clients",
-           "max_sessions")
-"""Memory budgets (daemon/bounds.py): positive integers, same name in the file."""
-RELOADABLE = ("flush_interval", "fsync", "group_sync", "log_level")
-MIRROR_RELOADABLE = ("required", "ack_timeout", "queue_bytes", "shutdown_flush")
-"""Mirror keys the running mirror reads at each use; the others (where and how it
-connects, the stream and subjects its state refers to) need a restart."""
+from .config_keys import KEYS, MIRROR_KEYS, FileConfig, FsyncPolicy, Key, LogLevel, MirrorFileConfig
 
 
 class ConfigError(Exception):
@@ -153,58 +143,6 @@ class Settings(msgspec.Struct, kw_only=True):
         }
 
 
-class MirrorFileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """The keys of the ``[mirror]`` table (``servers`` is required there)."""
-
-    servers: list[str] | None = None
-    stream: str | None = None
-    subject_prefix: str | None = None
-    credentials: str | None = None
-    required: bool | None = None
-    replicas: int | None = None
-    queue_bytes: int | None = None
-    ack_timeout_s: float | None = None
-    shutdown_flush_s: float | None = None
-
-
-class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """The keys a config file may set (all optional)."""
-
-    root: str | None = None
-    socket: str | None = None
-    flush_interval_ms: float | None = None
-    fsync: FsyncPolicy | None = None
-    group_sync: bool | None = None
-    log_level: LogLevel | None = None
-    max_frame_bytes: int | None = None
-    max_queued_bytes: int | None = None
-    max_pending_bytes: int | None = None
-    rate_limit_bytes: float | None = None
-    rate_burst_bytes: float | None = None
-    frame_timeout_s: float | None = None
-    path_recheck_s: float | None = None
-    read_threads: int | None = None
-    expensive_per_client: int | None = None
-    max_expensive_waiting: int | None = None
-    idle_evict_s: float | None = None
-    lease_grace_s: float | None = None
-    watch_buffer_bytes: int | None = None
-    mirror: MirrorFileConfig | None = None
-    max_inflight_bytes: int | None = None
-    max_inflight_requests: int | None = None
-    max_output_bytes: int | None = None
-    max_output_total_bytes: int | None = None
-    max_partial_bytes: int | None = None
-    max_pending_total_bytes: int | None = None
-    max_parked_requests: int | None = None
-    max_clients: int | None = None
-    max_sessions: int | None = None
-    search_index: bool | None = None
-    search_index_path: str | None = None
-    search_refresh_s: float | None = None
-    follow_max_watches: int | None = None
-
-
 ENV = {
     "SESSIOND_ROOT": "root",
     "SESSIOND_SOCKET": "socket",
@@ -279,82 +217,26 @@ def build(flags: dict[str, Any], path: Path | None = None, environ: dict[str, st
     return settings
 
 
-def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
-    """Set ``values`` (file-key names) on ``settings``; returns what changed."""
+def _land(target: Any, keys: dict[str, Key], values: dict[str, Any], prefix: str = "") -> list[str]:
+    """Check and set ``values`` (file-key names) on ``target``, in order; the
+    first bad one is a ConfigError naming its key. Returns the attributes that
+    changed."""
     changed = []
-
-    def put(attr: str, value: Any) -> None:
-        if getattr(settings, attr) != value:
-            setattr(settings, attr, value)
-            changed.append(attr)
-
-    for key, value in values.items():
-        if key == "root":
-            root = Path(os.path.expanduser(value))
-            if root.exists() and not root.is_dir():
-                raise ConfigError(f"root: {root} is not a directory")
-            put("root", root)
-        elif key == "socket":
-            put("socket", Path(os.path.expanduser(value)))
-        elif key == "flush_interval_ms":
-            if not 0 <= value <= 60_000:
-                raise ConfigError(f"flush_interval_ms: must be between 0 and 60000, got {value}")
-            put("flush_interval", value / 1000)
-        elif key == "max_frame_bytes":
-            if value < 1024:
-                raise ConfigError(f"max_frame_bytes: must be at least 1024, got {value}")
-            put("max_frame", value)
-        elif key in BUDGETS:
-            if value < 1:
-                raise ConfigError(f"{key}: must be positive, got {value}")
-            put(key, value)
-        elif key in ("rate_limit_bytes", "rate_burst_bytes"):
-            if value < 0:
-                raise ConfigError(f"{key}: must not be negative, got {value}")
-            put("rate_bytes" if key == "rate_limit_bytes" else "rate_burst", float(value))
-        elif key == "frame_timeout_s":
-            if value <= 0:
-                raise ConfigError(f"frame_timeout_s: must be positive, got {value}")
-            put("frame_timeout", float(value))
-        elif key == "path_recheck_s":
-            if value < 0:
-                raise ConfigError(f"path_recheck_s: must not be negative, got {value}")
-            put("path_recheck", float(value))
-        elif key in ("read_threads", "expensive_per_client", "max_expensive_waiting"):
-            if not 1 <= value <= 1024:
-                raise ConfigError(f"{key}: must be between 1 and 1024, got {value}")
-            put(key, value)
-        elif key == "idle_evict_s":
-            if value < 0:
-                raise ConfigError(f"idle_evict_s: must not be negative, got {value}")
-            put("idle_evict", float(value))
-        elif key == "follow_max_watches":
-            if value < 0:
-                raise ConfigError(f"follow_max_watches: must not be negative, got {value}")
-            put(key, value)
-        elif key == "lease_grace_s":
-            if value < 0:
-                raise ConfigError(f"lease_grace_s: must not be negative, got {value}")
-            put("lease_grace", float(value))
-        elif key == "watch_buffer_bytes":
-            if value < 1024:
-                raise ConfigError(f"watch_buffer_bytes: must be at least 1024, got {value}")
-            put(key, value)
-        elif key == "mirror":
-            put("mirror", mirror_settings(value))
-        elif key == "search_index_path":
-            put("search_index_path", Path(os.path.expanduser(value)))
-        elif key == "search_refresh_s":
-            if value < 0:
-                raise ConfigError(f"search_refresh_s: must not be negative, got {value}")
-            put("search_refresh", float(value))
-        else:
-            put(key, value)
+    for name, value in values.items():
+        key = keys.get(name) or Key(name)
+        why = key.check(value)
+        if why is not None:
+            raise ConfigError(f"{prefix}{name}: {why}")
+        value = key.convert(value)
+        if getattr(target, key.attr) != value:
+            setattr(target, key.attr, value)
+            changed.append(key.attr)
     return changed
 
 
-_STREAM_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
+    """Set ``values`` (file-key names) on ``settings``; returns what changed."""
+    return _land(settings, _SETTINGS_KEYS, values)
 
 
 def mirror_settings(cfg: MirrorFileConfig) -> MirrorSettings:
@@ -365,71 +247,9 @@ def mirror_settings(cfg: MirrorFileConfig) -> MirrorSettings:
         if "://" not in url or not url.split("://", 1)[1]:
             raise ConfigError(f"mirror.servers: {url!r} is not a URL like nats://host:4222")
     out = MirrorSettings(servers=list(cfg.servers))
-    if cfg.stream is not None:
-        if not _STREAM_RE.fullmatch(cfg.stream):
-            raise ConfigError(f"mirror.stream: must match [A-Za-z0-9_-]{{1,64}}, got {cfg.stream!r}")
-        out.stream = cfg.stream
-    if cfg.subject_prefix is not None:
-        # Subjects are dot-separated tokens: each token of the prefix must be a
-        # plain word (no wildcards, spaces or empty tokens).
-        if not all(_TOKEN_RE.fullmatch(t) for t in cfg.subject_prefix.split(".")):
-            raise ConfigError(f"mirror.subject_prefix: must be dot-separated [A-Za-z0-9_-] tokens, got {cfg.subject_prefix!r}")
-        out.subject_prefix = cfg.subject_prefix
-    if cfg.credentials is not None:
-        out.credentials = Path(os.path.expanduser(cfg.credentials))
-    if cfg.required is not None:
-        out.required = cfg.required
-    if cfg.replicas is not None:
-        if not 1 <= cfg.replicas <= 5:
-            raise ConfigError(f"mirror.replicas: must be between 1 and 5, got {cfg.replicas}")
-        out.replicas = cfg.replicas
-    if cfg.queue_bytes is not None:
-        if cfg.queue_bytes < 0:
-            raise ConfigError(f"mirror.queue_bytes: must not be negative, got {cfg.queue_bytes}")
-        out.queue_bytes = cfg.queue_bytes
-    for key, attr in (("ack_timeout_s", "ack_timeout"), ("shutdown_flush_s", "shutdown_flush")):
-        value = getattr(cfg, key)
-        if value is not None:
-            if value <= 0:
-                raise ConfigError(f"mirror.{key}: must be positive, got {value}")
-            setattr(out, attr, float(value))
+    values = {k: v for k, v in msgspec.structs.asdict(cfg).items() if v is not None and k != "servers"}
+    _land(out, MIRROR_KEYS, values, "mirror.")
     return out
 
 
-class Reloaded(msgspec.Struct):
-    """What a SIGHUP did: the keys applied, as (name, before, after), and the
-    keys that differ in the file but only take effect at the next start."""
-
-    applied: list[tuple[str, Any, Any]]
-    at_restart: list[str]
-
-
-def reload(settings: Settings, flags: dict[str, Any]) -> Reloaded:
-    """SIGHUP: re-read the file (flags and env still win), apply the keys that can
-    change at run time, and name the others that changed, which cannot."""
-    fresh = build(flags, settings.config_file or config_path(), required=False)
-    before = {k: getattr(settings, k) for k in RELOADABLE}
-    names = apply(settings, {
-        "flush_interval_ms": fresh.flush_interval * 1000,
-        "fsync": fresh.fsync,
-        "group_sync": fresh.group_sync,
-        "log_level": fresh.log_level,
-    })
-    out = Reloaded([(k, before[k], getattr(settings, k)) for k in names], [])
-    skip = {*RELOADABLE, "config_file", "mirror"}
-    out.at_restart = [k for k in Settings.__struct_fields__
-                      if k not in skip and getattr(fresh, k) != getattr(settings, k)]
-    old, new = settings.mirror, fresh.mirror
-    if (old is None) != (new is None):
-        out.at_restart.append("mirror")
-    elif old is not None and new is not None:
-        for k in MirrorSettings.__struct_fields__:
-            was, now = getattr(old, k), getattr(new, k)
-            if was == now:
-                continue
-            if k in MIRROR_RELOADABLE:
-                setattr(old, k, now)  # the running mirror holds this very object
-                out.applied.append((f"mirror.{k}", was, now))
-            else:
-                out.at_restart.append(f"mirror.{k}")
-    return out
+_SETTINGS_KEYS: dict[str, Key] = {**KEYS, "mirror": Key("mirror", convert=mirror_settings)}

@@ -26,12 +26,12 @@ from sessiond.protocol import __version__
 from sessiond.protocol.locations import check_private_dir, lock_path, open_private_file
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
 
-from sessiond.common import config as config_mod
 
 from . import memory
 from .activation import activated_socket
 from .bounds import Bounds
 from sessiond.common.config import ConfigError, Settings
+from sessiond.common.reload import reload as reload_settings
 from .catalog import Catalog
 from .trash import Lifecycle
 from .index.link import IndexLink, index_path
@@ -136,7 +136,7 @@ class Daemon:
     def reload_config(self) -> None:
         """SIGHUP: apply what can change at run time and say so in the log."""
         try:
-            done = config_mod.reload(self.settings, self.flags)
+            done = reload_settings(self.settings, self.flags)
         except ConfigError as exc:
             log.error("SIGHUP: config not reloaded: %s", exc)
             return

@@ -38,7 +38,8 @@ def _mirror_settings(obj: Context, config_path: Path | None, servers: tuple[str,
     """(settings, root): the daemon's [mirror] table, ``--server`` overriding its servers."""
     import msgspec
 
-    from sessiond.common.config import ConfigError, MirrorFileConfig, build, mirror_settings
+    from sessiond.common.config import ConfigError, build, mirror_settings
+    from sessiond.common.config_keys import MirrorFileConfig
 
     try:
         settings = build({"root": str(obj.root) if obj.root else None}, config_path)
