@@ -9,7 +9,6 @@ daemon when one serves the root, else works on the files directly
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -17,9 +16,10 @@ import click
 import msgspec
 
 from sessiond.protocol.locations import default_root
-from sessiond.protocol.wire.errors import SessiondError, not_found
+from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
+from .locate import find, where
 from .output import clip, size
 
 
@@ -29,19 +29,9 @@ def _ops(obj: Context):
     return Lifecycle(obj.root or default_root(), obj.socket)
 
 
-def _where(cwd: str | None) -> str:
-    return os.path.abspath(cwd) if cwd else os.getcwd()
-
-
 def _find(obj: Context, session: str, cwd: str | None):
     """The session's location in the store, or not_found."""
-    from sessiond.protocol.transcript import lookup
-
-    root = obj.root or default_root()
-    loc = lookup.find_session(root, session, _where(cwd))
-    if loc is None:
-        raise not_found(f"no session {session} under {root}")
-    return loc
+    return find(obj.root or default_root(), session, cwd)
 
 
 def _entry_line(e) -> str:
@@ -149,7 +139,7 @@ def _scope(obj: Context, cwd: str | None, all_projects: bool) -> list[Path] | No
 
     if all_projects:
         return None
-    return lookup.listing_dirs(obj.root or default_root(), _where(cwd))
+    return lookup.listing_dirs(obj.root or default_root(), where(cwd))
 
 
 @cli.command()
@@ -232,7 +222,7 @@ def _set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> s
     session = check_session_id(session)
     loc = _find(obj, session, cwd)
     with _ops(obj) as ops:
-        ops.set_metadata(session, Path(loc.path), loc.cwd or _where(cwd), msgspec.json.encode(entry))
+        ops.set_metadata(session, Path(loc.path), loc.cwd or where(cwd), msgspec.json.encode(entry))
     return loc.path
 
 

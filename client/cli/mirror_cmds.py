@@ -318,13 +318,11 @@ def hydrate_missing(obj: Context, session_id: str, timeout: float = 60.0) -> Pat
 def session_files(root: Path, session: str, cwd: str | None) -> list[Path]:
     """The local files of a session: its transcript and every agent transcript."""
     from sessiond.protocol.remote import file_ref
-    from sessiond.protocol.transcript import lookup
     from sessiond.protocol.transcript.paths import projects_dir
 
-    loc = lookup.find_session(root, session, os.path.abspath(cwd) if cwd else os.getcwd())
-    if loc is None:
-        raise not_found(f"no session {session} under {root}")
-    main = Path(loc.path)
+    from .locate import find
+
+    main = Path(find(root, session, cwd).path)
     agents = sorted((main.parent / session / "subagents").rglob("agent-*.jsonl"))
     files = []
     for p in [main, *agents]:

@@ -1,4 +1,4 @@
-"""show, resume, continue and fork (SPEC 4).
+"""show, resume, continue and fork (SPEC 4); tail and watch.
 
 ``show`` reads the file itself and never needs a daemon. ``resume`` and
 ``continue`` first ask the daemon to flush the session (so everything already
@@ -7,7 +7,8 @@ later appends go to it and its metadata is re-appended at EOF. A session of
 another repository is not resumed in place: the command to run there is printed.
 ``fork`` copies the resumed chain into a new session id; the old file is untouched.
 A session id that is not local is pulled from the remote mirror first, when one
-is configured (the same as ``sessiond pull``).
+is configured (the same as ``sessiond pull``). ``tail`` and ``watch`` print a
+transcript's last entries and, with ``following``, the new ones as they come.
 """
 
 from __future__ import annotations
@@ -20,45 +21,12 @@ from pathlib import Path
 import click
 
 from sessiond.protocol.locations import default_root
-from sessiond.protocol.wire.errors import SessiondError, bad_request, not_found
+from sessiond.protocol.wire.errors import SessiondError, not_found
 
 from . import Context, cli
-from .output import echo_json, local_time, skipped_lines
-
-
-def _where(cwd: str | None) -> str:
-    from sessiond.protocol.transcript.paths import check_cwd
-
-    where = os.path.abspath(cwd) if cwd else os.getcwd()
-    check_cwd(where)
-    return where
-
-
-def locate(obj: Context, target: str, cwd: str | None):
-    """(path, location or None) for an id or a path."""
-    from sessiond.protocol.transcript import lookup
-    from sessiond.protocol.transcript.paths import check_session_id, is_session_id
-
-    if not is_session_id(target) or os.sep in target or target.endswith(".jsonl"):
-        path = Path(target)
-        if not path.is_file():
-            if path.exists():
-                from sessiond.protocol.transcript.regular import describe
-
-                raise bad_request(f"{target} is not a regular file ({describe(path.stat().st_mode)})")
-            raise not_found(f"no transcript file {target}")
-        return path.absolute(), None
-    target = check_session_id(target)  # one canonical form: upper case or braces find the same file
-    root = obj.root or default_root()
-    loc = lookup.find_session(root, target, _where(cwd))
-    if loc is None:
-        from .mirror_cmds import hydrate_missing
-
-        if hydrate_missing(obj, target) is not None:  # not local: pulled from the mirror
-            loc = lookup.find_session(root, target, _where(cwd))
-    if loc is None:
-        raise not_found(f"no session {target} under {root}")
-    return Path(loc.path), loc
+from .following import follow_daemon, poll_file, print_entry
+from .locate import locate, where
+from .output import echo_json, skipped_lines
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True) -> None:
@@ -176,12 +144,12 @@ def continue_cmd(obj: Context, cwd: str | None, as_json: bool, all_entries: bool
     """Resume the most recent session of the project."""
     from sessiond.protocol.transcript import listing, lookup
 
-    where = _where(cwd)
-    dirs = lookup.listing_dirs(obj.root or default_root(), where)
+    here = where(cwd)
+    dirs = lookup.listing_dirs(obj.root or default_root(), here)
     latest = listing.list_sessions(dirs, limit=1) if dirs else []
     if not latest:
-        raise not_found(f"no session to continue in {where}")
-    _resume(obj, latest[0].sessionId, where, as_json, take_over, fork_it, all_entries=all_entries, pager=not no_pager)
+        raise not_found(f"no session to continue in {here}")
+    _resume(obj, latest[0].sessionId, here, as_json, take_over, fork_it, all_entries=all_entries, pager=not no_pager)
 
 
 EXIT_BUSY = 4
@@ -253,7 +221,7 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
         new_id = str(uuidlib.uuid4())
         # --cwd says where the fork works: its project dir, and the cwd its entries
         # record (so list and resume there find it in place). Else the original's.
-        session_cwd = _where(cwd) if cwd else (loc.cwd if loc is not None and loc.cwd else None) or entries[0].get("cwd") or _where(None)
+        session_cwd = where(cwd) if cwd else (loc.cwd if loc is not None and loc.cwd else None) or entries[0].get("cwd") or where(None)
         for e in entries:
             e["sessionId"] = new_id
             if cwd:
@@ -338,8 +306,8 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
             def restart() -> None:
                 counter[0] = 0
 
-            if not _follow_daemon(obj, path, offset, shown_one, agents=False):
-                _poll_file(f, path, offset, interval, shown_one, restart)
+            if not follow_daemon(obj, path, offset, shown_one, agents=False):
+                poll_file(f, path, offset, interval, shown_one, restart)
             _tail_verdict(path, b"x", 1, bad)
         except KeyboardInterrupt:
             _tail_verdict(path, b"x", 1, bad)
@@ -369,107 +337,27 @@ def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: b
     turns = [line for line in whole.splitlines()
              if (h := try_header(line)) is not None and h.type in ("user", "assistant") and not h.isSidechain]
     for line in turns[-count:] if count else []:
-        _print_entry(line, as_json)
+        print_entry(line, as_json)
     sys.stdout.flush()
 
     def show_one(line: bytes, prefix: str) -> None:
-        _print_entry(line, as_json, prefix)
+        print_entry(line, as_json, prefix)
 
     offset = len(whole)
     try:
-        if _follow_daemon(obj, path, offset, show_one, agents=agents):
+        if follow_daemon(obj, path, offset, show_one, agents=agents):
             return
         with os.fdopen(open_regular(path), "rb") as f:  # no daemon: follow the file
-            _poll_file(f, path, offset, interval, show_one)
+            poll_file(f, path, offset, interval, show_one)
     except KeyboardInterrupt:
         return
-
-
-def _poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda: None) -> None:
-    """Follow ``path`` (open as ``f``) from ``offset`` by polling, for when no
-    daemon runs: whole lines only (a line still being written is waited for);
-    a file that shrank (truncated or replaced) starts over."""
-    import time
-
-    while True:
-        f.seek(offset)
-        more = f.read()
-        end = more.rfind(b"\n") + 1
-        if end:
-            for line in more[:end].splitlines():
-                show(line, "")
-            sys.stdout.flush()  # a pipe reader sees each entry as it comes
-            offset += end
-        elif os.fstat(f.fileno()).st_size < offset:  # truncated in place: start over
-            offset = 0
-            restart()
-        elif _replaced(f.fileno(), path):  # another file at the path now: follow it, like tail -F
-            from sessiond.protocol.transcript.regular import open_regular
-
-            fresh = open_regular(path)
-            os.dup2(fresh, f.fileno())  # the caller's with block still closes it
-            os.close(fresh)
-            f.seek(0, os.SEEK_END)  # nothing buffered of the old file survives the seek below
-            offset = 0
-            restart()
-        time.sleep(interval)
-
-
-def _follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> bool:
-    """Print (``show(line, prefix)``) what the daemon writes to ``path`` from
-    ``offset`` on, as it writes it. False when no daemon can stream this file
-    (none runs, or the file is not a session transcript under its root): the
-    caller polls the file instead."""
-    from sessiond.protocol.transcript.paths import is_session_id
-    from sessiond.protocol.wire import messages as m
-    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
-
-    from ..watch import subscribe
-
-    if not is_session_id(path.stem):
-        return False
-    try:
-        client = obj.client(autostart=False).connect()
-    except DaemonUnavailable:
-        return False
-    with client:
-        req = m.Subscribe(id=client.next_id(), session=path.stem, path=str(path.absolute()), offset=offset, agents=agents)
-        try:
-            stream = subscribe(client, req)
-            next(stream)  # Subscribed
-        except (RemoteError, DaemonUnavailable):
-            return False
-        main = f"{path.stem}.jsonl"
-        for frame in stream:
-            if isinstance(frame, m.Unsubscribed):
-                click.echo(f"sessiond: the transcript went away ({frame.reason})", err=True)
-                return True
-            if frame.skipped:
-                click.echo(f"sessiond: {frame.skipped} bytes of {frame.file} skipped (this terminal read too slowly)",
-                           err=True)
-            prefix = "" if frame.file == main else f"[{Path(frame.file).stem}] "
-            for line in frame.lines:
-                show(line, prefix)
-            sys.stdout.flush()  # a pipe reader sees each entry as it comes
-    return True
-
-
-def _replaced(fd: int, path: Path) -> bool:
-    """Whether ``path`` now names another file than ``fd`` (renamed over,
-    deleted and recreated); a path with no file yet is waited for."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(fd)
-    return (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
 
 
 def _tail_entry(line: bytes, number: int, as_json: bool, bad: list[int]) -> bool:
     """Print one line; an unreadable one is only counted (one summary at the end)."""
     if not line.strip():
         return False
-    if _print_entry(line, as_json):
+    if print_entry(line, as_json):
         return True
     bad.append(number)
     return False
@@ -484,30 +372,3 @@ def _tail_verdict(path: Path, data: bytes, shown: int, bad: list[int]) -> None:
     if bad:
         click.echo(f"sessiond: {skipped_lines(bad)} of {path}: unreadable", err=True)
         sys.exit(1)
-
-
-def _print_entry(line: bytes, as_json: bool, prefix: str = "") -> bool:
-    """Print one entry; False (nothing printed) when the line is not one."""
-    from sessiond.protocol.transcript.entries import decode_object
-
-    from .transcript_view import one_line, render_blocks
-
-    e = decode_object(line)  # a lone surrogate reads as U+FFFD, as everywhere
-    if e is None:
-        return False
-    if as_json:
-        click.echo(line.decode("utf-8", "replace"))
-        return True
-    kind = e.get("type", "?")
-    stamp = e.get("timestamp")
-    when = (local_time(stamp) if isinstance(stamp, str) else "").ljust(16)
-    if kind in ("user", "assistant"):
-        body = render_blocks((e.get("message") or {}).get("content"))
-        first, *rest = body or [""]
-        click.echo(f"{prefix}{when} {kind:15} {one_line(first, 200)}")
-        for extra in rest:
-            click.echo(f"{'':32} {one_line(extra, 200)}")
-    else:
-        detail = next((e[k] for k in ("customTitle", "aiTitle", "lastPrompt", "summary", "tag", "mode", "subtype", "content") if e.get(k)), "")
-        click.echo(f"{prefix}{when} {kind:15} {one_line(str(detail), 160)}".rstrip())
-    return True

@@ -70,7 +70,7 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
     transcript's original lines."""
     from sessiond.protocol.transcript.appendfile import whole_lines_end
 
-    from .resume_cmds import locate
+    from .locate import locate
 
     path, _ = locate(obj, session, cwd)
     _flush(obj, path)

@@ -1,0 +1,127 @@
+"""Following a transcript as it is written (``tail -f``, ``watch``), one entry
+per line.
+
+Why its own module: a live view has its own sources and rules, apart from
+the commands that load a whole conversation: the daemon's ``Subscribe`` stream
+when a daemon writes the file, else polling the file for whole lines (a line
+still being written is waited for), starting over when the file shrank or
+another file took its path, like ``tail -F``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from . import Context
+from .output import local_time
+
+
+def poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda: None) -> None:
+    """Follow ``path`` (open as ``f``) from ``offset`` by polling, for when no
+    daemon runs: whole lines only (a line still being written is waited for);
+    a file that shrank (truncated or replaced) starts over."""
+    import time
+
+    while True:
+        f.seek(offset)
+        more = f.read()
+        end = more.rfind(b"\n") + 1
+        if end:
+            for line in more[:end].splitlines():
+                show(line, "")
+            sys.stdout.flush()  # a pipe reader sees each entry as it comes
+            offset += end
+        elif os.fstat(f.fileno()).st_size < offset:  # truncated in place: start over
+            offset = 0
+            restart()
+        elif _replaced(f.fileno(), path):  # another file at the path now: follow it, like tail -F
+            from sessiond.protocol.transcript.regular import open_regular
+
+            fresh = open_regular(path)
+            os.dup2(fresh, f.fileno())  # the caller's with block still closes it
+            os.close(fresh)
+            f.seek(0, os.SEEK_END)  # nothing buffered of the old file survives the seek below
+            offset = 0
+            restart()
+        time.sleep(interval)
+
+
+def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> bool:
+    """Print (``show(line, prefix)``) what the daemon writes to ``path`` from
+    ``offset`` on, as it writes it. False when no daemon can stream this file
+    (none runs, or the file is not a session transcript under its root): the
+    caller polls the file instead."""
+    from sessiond.protocol.transcript.paths import is_session_id
+    from sessiond.protocol.wire import messages as m
+    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
+
+    from ..watch import subscribe
+
+    if not is_session_id(path.stem):
+        return False
+    try:
+        client = obj.client(autostart=False).connect()
+    except DaemonUnavailable:
+        return False
+    with client:
+        req = m.Subscribe(id=client.next_id(), session=path.stem, path=str(path.absolute()), offset=offset, agents=agents)
+        try:
+            stream = subscribe(client, req)
+            next(stream)  # Subscribed
+        except (RemoteError, DaemonUnavailable):
+            return False
+        main = f"{path.stem}.jsonl"
+        for frame in stream:
+            if isinstance(frame, m.Unsubscribed):
+                click.echo(f"sessiond: the transcript went away ({frame.reason})", err=True)
+                return True
+            if frame.skipped:
+                click.echo(f"sessiond: {frame.skipped} bytes of {frame.file} skipped (this terminal read too slowly)",
+                           err=True)
+            prefix = "" if frame.file == main else f"[{Path(frame.file).stem}] "
+            for line in frame.lines:
+                show(line, prefix)
+            sys.stdout.flush()  # a pipe reader sees each entry as it comes
+    return True
+
+
+def _replaced(fd: int, path: Path) -> bool:
+    """Whether ``path`` now names another file than ``fd`` (renamed over,
+    deleted and recreated); a path with no file yet is waited for."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
+
+
+def print_entry(line: bytes, as_json: bool, prefix: str = "") -> bool:
+    """Print one entry; False (nothing printed) when the line is not one."""
+    from sessiond.protocol.transcript.entries import decode_object
+
+    from .transcript_view import one_line, render_blocks
+
+    e = decode_object(line)  # a lone surrogate reads as U+FFFD, as everywhere
+    if e is None:
+        return False
+    if as_json:
+        click.echo(line.decode("utf-8", "replace"))
+        return True
+    kind = e.get("type", "?")
+    stamp = e.get("timestamp")
+    when = (local_time(stamp) if isinstance(stamp, str) else "").ljust(16)
+    if kind in ("user", "assistant"):
+        body = render_blocks((e.get("message") or {}).get("content"))
+        first, *rest = body or [""]
+        click.echo(f"{prefix}{when} {kind:15} {one_line(first, 200)}")
+        for extra in rest:
+            click.echo(f"{'':32} {one_line(extra, 200)}")
+    else:
+        detail = next((e[k] for k in ("customTitle", "aiTitle", "lastPrompt", "summary", "tag", "mode", "subtype", "content") if e.get(k)), "")
+        click.echo(f"{prefix}{when} {kind:15} {one_line(str(detail), 160)}".rstrip())
+    return True
