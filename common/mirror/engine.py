@@ -1,82 +1,58 @@
 """The Mirror: a writer observer feeding a publishing pump (see the package
 docstring for the design).
 
-Why it exists: this is the one place that holds the mirror's moving state (the
-tracked files, the work queue, the connection, the counters) and runs the
-pump: connect, resolve a file's remote end, publish its next range, advance
-its watermark on the ack, start over from the watermarks on a failure. The
-pieces with a narrow interface live next to it: ``tracking`` (one file's
-watermarks), ``backlog`` (written bytes held in memory, cutting a range),
-``waiters`` (required mode's durable acks), ``statefile`` (what the next run
-catches up), ``jetstream`` (the wire: connection, stream, acks).
+Why it exists: this is what the daemon (and ``push``) holds: the tracked
+files and their work queue, fed by the writer's observers (``observe``,
+``gone``), the required-mode hooks into appends (``check_session``,
+``confirming``), the status figures, start and close, and the state file the
+next run catches up from. What it runs, the connection and the publishing,
+is its base ``Pump`` (``pump``). The pieces with a narrow interface live next
+to it: ``tracking`` (one file's watermarks), ``backlog`` (written bytes held
+in memory, cutting a range), ``waiters`` (required mode's durable acks),
+``statefile`` (what the next run catches up), ``jetstream`` (the wire:
+connection, stream, acks).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
-from sessiond.protocol.remote import (
-    HDR_OFFSET,
-    file_ref,
-    read_range,
-    whole_lines_size,
-)
+from sessiond.common.config import MirrorSettings
+from sessiond.protocol.remote import file_ref, whole_lines_size
 from sessiond.protocol.transcript.paths import projects_dir
 from sessiond.protocol.transcript.regular import NotRegularFile
 from sessiond.protocol.wire.errors import SessiondError
 
-from sessiond.common.config import MirrorSettings
-from .backlog import Backlog
-from .jetstream import (
-    HDR_EXPECTED_SEQ,
-    HDR_MSG_ID,
-    WRONG_LAST_SEQUENCE,
-    AckInbox,
-    MirrorFailure,
-    connect,
-    ensure_stream,
-    mirror_error,
-    remote_end,
-    require_client,
-)
 from . import waiters
+from .backlog import Backlog
+from .jetstream import mirror_error, require_client
+from .pump import Pump
 from .statefile import RECOVERY_SLACK, load_state, recently_written, save_state
 from .tracking import TrackedFile
 
 log = logging.getLogger("sessiond")
 
-DISCONNECTED = "disconnected with acknowledgements outstanding"
-
-MAX_MESSAGE = 256 * 1024
-"""Largest range in one message (also kept under the server's max_payload)."""
-HEADER_ROOM = 8 * 1024
-MAX_INFLIGHT_BYTES = 16 * 1024 * 1024
-MAX_INFLIGHT_MSGS = 2048
-RETRY_MIN, RETRY_MAX = 0.1, 5.0
-TICK = 0.5
-"""The pump's housekeeping period: ack timeouts, waiter deadlines, eviction."""
-STATE_EVERY = 2.0
-"""How often the state file is rewritten while files lag (a rename costs ~0.5 ms)."""
 IDLE_EVICT = 30.0
+"""Seconds a fully mirrored file stays tracked after its last write."""
 CLEAN_REMEMBERED = 10_000
+"""Evicted files whose mirrored size is remembered (their next write then
+needs no question to the stream)."""
+
 
 # --------------------------------------------------------------------- the mirror
 
 
-class Mirror:
+class Mirror(Pump):
     """Publishes what the Writer writes; see the module docstring."""
 
     def __init__(self, cfg: MirrorSettings, root: Path, loop: asyncio.AbstractEventLoop, *,
                  state_file: Path | None = None, name: str = "sessiond", forever: bool = True) -> None:
+        super().__init__(loop)
         self.cfg = cfg
         self.forever = forever
         self.projects = projects_dir(root)
@@ -88,33 +64,14 @@ class Mirror:
         self._clean: OrderedDict[Path, tuple[int, int]] = OrderedDict()  # evicted, mirrored: path -> (size, last_seq)
         self._work: dict[TrackedFile, None] = {}  # ordered set: files with something to do
         self._busy: set[TrackedFile] = set()  # files with acks outstanding or waiters
-        self._wake = asyncio.Event()
-        self._acked_evt = asyncio.Event()
-        self._fail: BaseException | None = None
-        self.nc: Any = None
-        self.js: Any = None
-        self.ready = False  # connected and the stream checked
-        self.failing = False  # a publish failed; cleared by the next acknowledgement
-        self.epoch = 0
         self.backlog = Backlog(cfg)
-        self.inflight_bytes = 0
-        self.inflight_msgs = 0
-        self.published = 0
-        self.published_bytes = 0
         self.errors = 0
         self.last_error: str | None = None
         self.broken_sessions: dict[str, str] = {}
-        self._task: asyncio.Task | None = None
         self._recovery: asyncio.Task | None = None
-        self._closing = False
         self._state_dirty = False
         self._state_saved = 0.0
-        self._housekept = 0.0
-        self._last_log = ("", 0.0)
-        self._max_message = MAX_MESSAGE
-        self.acks = AckInbox(loop)
         require_client()
-
     # ------------------------------------------------------------- observing
 
     def observe(self, path: Path, lines: list[bytes], size: int) -> None:
@@ -354,268 +311,6 @@ class Mirror:
                 await asyncio.wait_for(self.nc.close(), 2.0)
             except Exception:
                 pass
-
-    # ------------------------------------------------------------------ pump
-
-    async def _run(self) -> None:
-        delay = RETRY_MIN
-        while not self._closing:
-            published = self.published
-            try:
-                await self._connect()
-                await self._pump()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._failed(exc)
-            if self.published != published:
-                delay = RETRY_MIN
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX)
-
-    async def _connect(self) -> None:
-        if self.nc is None or self.nc.is_closed:
-            self.ready = False
-            nc = await connect(
-                self.cfg, self.name, forever=self.forever, error_cb=self._nats_error,
-                disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
-            )
-            try:
-                self.js = nc.jetstream(timeout=self.cfg.ack_timeout)
-                await self.acks.subscribe(nc)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    await nc.close()  # half set up: the next attempt starts from a new connection
-                raise
-            self.nc = nc
-            log.info("mirror: connected to %s", self.nc.connected_url.netloc if self.nc.connected_url else self.cfg.servers)
-        await self._wait_connected()
-        if not self.ready:
-            await ensure_stream(self.js, self.cfg)
-            self._max_message = max(4096, min(MAX_MESSAGE, (self.nc.max_payload or MAX_MESSAGE) - HEADER_ROOM))
-            self.ready = True
-            self.last_error = None
-
-    async def _nats_error(self, exc: Exception) -> None:
-        """Connection attempts that fail (the server is down): shown in status."""
-        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        if not self.healthy:
-            self.last_error = why
-        now = time.monotonic()
-        if why != self._last_log[0] or now - self._last_log[1] > 30:
-            log.warning("mirror: nats: %s", why)
-            self._last_log = (why, now)
-
-    async def _disconnected(self) -> None:
-        if not self._closing:
-            log.warning("mirror: disconnected from NATS; writes go on locally and are caught up later")
-            self.errors += 1
-            self.last_error = "disconnected from NATS"
-            self._fail_waiters("disconnected from NATS")
-            self._wake.set()
-
-    async def _reconnected(self) -> None:
-        log.info("mirror: reconnected to NATS")
-        self._wake.set()
-
-    async def _wait_connected(self) -> None:
-        while not self.nc.is_connected:
-            if self.nc.is_closed:
-                raise MirrorFailure("connection closed")
-            self._wake.clear()
-            self._housekeeping()
-            try:
-                await asyncio.wait_for(self._wake.wait(), TICK)
-            except asyncio.TimeoutError:
-                pass
-
-    async def _pump(self) -> None:
-        while not self._closing:
-            if self._fail is not None:
-                raise self._fail
-            if not self.nc.is_connected:
-                if self.inflight_msgs:
-                    # Unacknowledged ranges may or may not have arrived: resend from
-                    # the watermark after the reconnect (a range that did arrive is
-                    # refused by its expected sequence and recognised by _resolve).
-                    raise MirrorFailure(DISCONNECTED)
-                self.ready = False
-                await self._wait_connected()
-                raise MirrorFailure("reconnected")  # check the stream again, then go on
-            f = next(iter(self._work), None)
-            if f is None:
-                if not self.inflight_msgs:
-                    self.failing = False  # everything handed over was acknowledged
-                self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), TICK)
-                except asyncio.TimeoutError:
-                    pass
-                self._housekeeping()
-                continue
-            if f.broken or (f.resolved and f.sent >= f.size):
-                del self._work[f]
-                continue
-            if not f.resolved:
-                await self._resolve(f)  # on an error f stays queued
-                continue
-            if f.inflight:
-                # One range in flight per file (each expects the previous one's
-                # sequence); meanwhile its writes pile up into the next, bigger
-                # range: ack-clocked batching. Its ack reschedules it.
-                del self._work[f]
-                continue
-            if self.inflight_bytes >= MAX_INFLIGHT_BYTES or self.inflight_msgs >= MAX_INFLIGHT_MSGS:
-                self._acked_evt.clear()
-                try:
-                    await asyncio.wait_for(self._acked_evt.wait(), TICK)
-                except asyncio.TimeoutError:
-                    pass
-                self._housekeeping()
-                continue
-            del self._work[f]
-            start = f.sent
-            try:
-                data = self.backlog.take(f, self._max_message)
-            except OSError as exc:
-                self._break(f, f"cannot read it back: {exc.strerror or exc}")
-                continue
-            if not data:
-                continue
-            end = start + len(data)
-            epoch = self.epoch
-            headers = dict(f.headers)
-            headers[HDR_OFFSET] = str(start)
-            headers[HDR_EXPECTED_SEQ] = str(f.last_seq)
-            headers[HDR_MSG_ID] = f"{f.subject}:{start}-{end}:{zlib.crc32(data):08x}"
-            fut = await self.acks.publish(f.subject, data, headers)
-            if epoch != self.epoch:  # a failure reset everything meanwhile
-                fut.cancel()
-                continue
-            f.sent = end
-            f.inflight.append((end, fut, self.loop.time(), len(data)))
-            self._busy.add(f)
-            self.inflight_bytes += len(data)
-            self.inflight_msgs += 1
-            fut.add_done_callback(lambda fu, f=f, epoch=epoch: self._acked(f, epoch, fu))
-
-    async def _resolve(self, f: TrackedFile) -> None:
-        """Where does the stream's copy of ``f`` end? Catch up from there."""
-        end, last_start, last, seq = await remote_end(self.js, self.cfg.stream, f.subject)
-        try:
-            local_size = os.stat(f.path).st_size
-        except FileNotFoundError:
-            self._break(f, "the file is gone")
-            return
-        if end > local_size:
-            self._break(f, f"the stream holds {end} bytes of it, the local file {local_size}: the session was written on another machine")
-            return
-        if last and read_range(f.path, last_start, len(last)) != last:
-            self._break(f, f"the local file differs from the stream's copy at offset {last_start}")
-            return
-        f.acked = f.sent = end
-        f.last_seq = seq
-        f.resolved = True
-        self.failing = False
-        self._state_dirty = True
-        if end < f.size:
-            log.info("mirror: %s: the stream has %d of its %d bytes; catching up from there", f.path.name, end, f.size)
-
-    def _acked(self, f: TrackedFile, epoch: int, fut: asyncio.Future) -> None:
-        if fut.cancelled():
-            return
-        exc = fut.exception()
-        if epoch != self.epoch:
-            return
-        if exc is not None:
-            if getattr(exc, "err_code", None) == WRONG_LAST_SEQUENCE:
-                self._lost_track(f)
-            elif self._fail is None:
-                self._fail = exc
-            self._wake.set()
-            return
-        inflight = f.inflight
-        while inflight and inflight[0][1].done():
-            end, head, _, size = inflight[0]
-            if head.cancelled() or head.exception() is not None:
-                break
-            inflight.popleft()
-            self.failing = False
-            f.acked = end
-            f.last_seq = head.result()
-            self.inflight_bytes -= size
-            self.inflight_msgs -= 1
-            self.published += 1
-            self.published_bytes += size
-        self._acked_evt.set()
-        self._state_dirty = True
-        if f.waiters:
-            waiters.release(f)
-        if not inflight and not f.waiters:
-            self._busy.discard(f)
-        if f.sent < f.size and not inflight:
-            self._schedule(f)
-
-    def _lost_track(self, f: TrackedFile) -> None:
-        """The stream's last range of ``f`` is not the one we expected: our own
-        range that arrived unacknowledged, or another machine's. Ask the stream
-        again (``_resolve`` tells them apart by comparing bytes)."""
-        for _, fut, _, size in f.inflight:
-            fut.cancel()
-            self.inflight_bytes -= size
-            self.inflight_msgs -= 1
-        f.inflight.clear()
-        f.sent = f.acked
-        f.resolved = False
-        self._schedule(f)
-
-    def _failed(self, exc: BaseException) -> None:
-        """Forget everything in flight; the pump restarts from the watermarks."""
-        self.epoch += 1
-        self._fail = None
-        self.ready = False  # the stream is checked again before going on
-        reconnected = isinstance(exc, MirrorFailure) and str(exc) == "reconnected"
-        if not reconnected:
-            self.failing = True
-            if str(exc) != DISCONNECTED:  # counted by _disconnected already
-                self.errors += 1
-            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            self.last_error = why
-            now = time.monotonic()
-            if why != self._last_log[0] or now - self._last_log[1] > 30:
-                log.warning("mirror: %s; retrying (writes go on locally)", why)
-                self._last_log = (why, now)
-        for f in list(self._busy):
-            for _, fut, _, _ in f.inflight:
-                fut.cancel()  # frees the client's pending-ack slots
-            f.inflight.clear()
-        for f in self.files.values():
-            if f.broken:
-                continue
-            if f.resolved and f.sent > f.acked:
-                f.sent = f.acked
-            if not f.resolved or f.sent < f.size:
-                self._schedule(f)
-        self.inflight_bytes = self.inflight_msgs = 0
-        if not reconnected:
-            self._fail_waiters(self.last_error or "")
-        self._busy = {f for f in self._busy if f.waiters}
-
-    def _housekeeping(self) -> None:
-        now = self.loop.time()
-        if now - self._housekept < TICK:
-            return
-        self._housekept = now
-        for f in list(self._busy):
-            if f.inflight and now - f.inflight[0][2] > self.cfg.ack_timeout:
-                if self._fail is None:
-                    self._fail = MirrorFailure(f"no acknowledgement from JetStream within {self.cfg.ack_timeout:g}s")
-            if f.waiters:
-                waiters.expire(f, now, f"written locally, but the mirror did not confirm it within {3 * self.cfg.ack_timeout:g}s")
-        if self._state_dirty and now - self._state_saved >= STATE_EVERY:
-            self._state_saved = now
-            self._save_state()
-        self._evict()
 
     def _evict(self) -> None:
         """Forget files that are fully mirrored and idle (remember their size, so
