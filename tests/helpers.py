@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
+import sys
+import time
 import uuid as uuidlib
 from pathlib import Path
 
@@ -76,3 +81,40 @@ def remove_deep(base: Path) -> None:
         parent = fds.pop()
         os.rmdir("d", dir_fd=parent)
         os.close(parent)
+
+
+class CliProcess:
+    """A ``sessiond`` command that runs until it is stopped (``tail -f``,
+    ``watch``): its output read line by line, each read with a timeout, and the
+    process killed and reaped at the end of the ``with`` block."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], env=env, bufsize=0,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._buf = b""
+
+    def line(self, timeout: float = 20.0) -> bytes:
+        """The next line it prints (with its newline); fails after ``timeout``
+        seconds without one, or when the process ends first."""
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise AssertionError(f"{self.proc.args[3:]} printed no whole line within {timeout:g}s (so far {self._buf!r})")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise AssertionError(f"{self.proc.args[3:]} exited ({self.proc.wait(timeout)}) before printing a line: "
+                                     f"{self.proc.stderr.read().decode(errors='replace')}")
+            self._buf += chunk
+        head, _, self._buf = self._buf.partition(b"\n")
+        return head + b"\n"
+
+    def __enter__(self) -> CliProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=20)
+        self.proc.stdout.close()
+        self.proc.stderr.close()

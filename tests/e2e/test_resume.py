@@ -15,7 +15,7 @@ from sessiond.client import Session
 from sessiond.protocol.transcript.paths import MAX_SANITIZED, sanitize
 from sessiond.protocol.wire import messages as m
 from tests.conftest import CORPUS
-from tests.helpers import assistant, line, main_path, read_entries, user
+from tests.helpers import CliProcess, assistant, line, main_path, read_entries, user
 
 CWD = "/work/resumed"
 EXPECTED = Path(__file__).resolve().parents[1] / "protocol" / "resume" / "expected"
@@ -160,9 +160,6 @@ def test_resume_of_a_session_whose_file_is_still_being_created(daemon_factory):
 
 
 def test_tail_shows_the_last_entries_and_follows_new_ones(daemon):
-    import subprocess
-    import sys
-
     sid = str(uuid.uuid4())
     with daemon.client() as c:
         c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
@@ -171,18 +168,12 @@ def test_tail_shows_the_last_entries_and_follows_new_ones(daemon):
     assert [x.split()[-1] for x in last2] == ["3", "4"]
     raw = daemon.cli("tail", sid, "--cwd", CWD, "-n", "1", "--json").stdout
     assert json.loads(raw)["message"]["content"] == "old 4"
-    p = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "tail", "-f", "-n", "1", sid, "--cwd", CWD, "--interval", "0.05"],
-                         env=daemon.env, stdout=subprocess.PIPE)
-    try:
-        assert "old 4" in p.stdout.readline().decode()  # it has read the file: now follow
+    with CliProcess("tail", "-f", "-n", "1", sid, "--cwd", CWD, "--interval", "0.05", env=daemon.env) as tail:
+        assert "old 4" in tail.line().decode()  # it has read the file: now follow
         with daemon.client() as c:
             c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written", entries=[line(assistant("fresh reply"))]))
-        got = p.stdout.readline().decode()
+        got = tail.line().decode()
         assert "assistant" in got and "fresh reply" in got
-    finally:
-        p.terminate()
-        p.wait(timeout=20)
-        p.stdout.close()
 
 
 def test_show_reports_the_repairs_it_made(daemon_factory):
@@ -205,30 +196,15 @@ def test_tail_follows_a_transcript_replaced_at_its_path(tmp_path):
     recreates a moved transcript) by a shorter file, it printed the OLD file
     again from its start and never the new one's entries."""
     import os
-    import select
-    import subprocess
-    import sys
 
     path = tmp_path / f"{uuid.uuid4()}.jsonl"
     path.write_bytes(b"".join(line(user(f"old {i}")) + b"\n" for i in range(5)))
-    p = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "tail", "-f", "-n", "1", str(path), "--interval", "0.05"],
-                         stdout=subprocess.PIPE)
-
-    def next_line() -> str:
-        ready, _, _ = select.select([p.stdout], [], [], 20)
-        assert ready, "tail -f printed nothing within 20 s"
-        return p.stdout.readline().decode()
-
-    try:
-        assert "old 4" in next_line()
+    with CliProcess("tail", "-f", "-n", "1", str(path), "--interval", "0.05") as tail:
+        assert b"old 4" in tail.line()
         fresh = tmp_path / "fresh"
         fresh.write_bytes(line(user("new 1")) + b"\n")
         os.replace(fresh, path)
-        assert "new 1" in next_line()
+        assert b"new 1" in tail.line()
         with open(path, "ab") as f:
             f.write(line(assistant("new 2")) + b"\n")
-        assert "new 2" in next_line()
-    finally:
-        p.terminate()
-        p.wait(timeout=20)
-        p.stdout.close()
+        assert b"new 2" in tail.line()

@@ -104,13 +104,19 @@ def test_takeover_under_load(daemon, agents):
     assert len(chain) == len(set(chain))
 
 
-def test_daemon_restart_gives_the_lease_back_to_its_holder(daemon, agents):
+def _held_across_a_restart(daemon, agents):
+    """Agent ``a`` holds a new session and has written to it; the daemon is
+    killed and started again; agent ``b`` comes for the same session."""
     sid = str(uuid.uuid4())
     a = agents(daemon, sid, CWD)
     a.ask("record before the restart")
     daemon.kill()
     daemon.start()
-    b = agents(daemon, sid, CWD)
+    return sid, a, agents(daemon, sid, CWD)
+
+
+def test_daemon_restart_gives_the_lease_back_to_its_holder(daemon, agents):
+    sid, a, b = _held_across_a_restart(daemon, agents)
     refused = b.ask("record grab it")
     assert refused.get("busy", {}).get("pid") == a.pid and refused["busy"]["reconnecting"], (refused, daemon.log_text())
     assert "ok" in a.ask("record after the restart")  # its resend path reclaims it
@@ -156,12 +162,7 @@ def test_cli_resume_exit_4_take_over_and_fork(daemon, agents):
 
 
 def test_a_take_over_during_the_restart_grace_wins_over_the_returning_holder(daemon, agents):
-    sid = str(uuid.uuid4())
-    a = agents(daemon, sid, CWD)
-    a.ask("record before the restart")
-    daemon.kill()
-    daemon.start()
-    b = agents(daemon, sid, CWD)
+    sid, a, b = _held_across_a_restart(daemon, agents)
     assert b.ask("takeover")["ok"]["pid"] == b.pid  # on purpose: allowed while the lease waits for its holder
     assert b.ask("record mine now")["ok"]
     assert a.ask("record back again")["busy"]["pid"] == b.pid  # the returning holder is refused, nothing written

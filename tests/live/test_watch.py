@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import uuid
 
@@ -15,7 +13,7 @@ import msgspec
 from sessiond.client.watch import subscribe
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
-from tests.helpers import main_path, wait_until
+from tests.helpers import CliProcess, main_path, wait_until
 
 CWD = "/work/proj"
 
@@ -146,19 +144,12 @@ def test_a_watcher_that_does_not_read_skips_ahead_and_the_daemon_holds_no_more(d
 def test_tail_follow_streams_from_the_daemon(daemon):
     sid = str(uuid.uuid4())
     _start(daemon, sid)
-    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "tail", "-f", "--json", "-n", "0", sid,
-                             "--cwd", CWD], env=daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with CliProcess("tail", "-f", "--json", "-n", "0", sid, "--cwd", CWD, env=daemon.env) as tail:
         with daemon.client() as c:
             wait_until(lambda: c.status().watchers == 1, "tail -f to subscribe")
             entry = _entry(7)
             c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[entry], durability="written"))
-        assert proc.stdout.readline().rstrip(b"\n") == entry
-    finally:
-        proc.kill()
-        proc.wait(timeout=20)
-        proc.stdout.close()
-        proc.stderr.close()
+        assert tail.line().rstrip(b"\n") == entry
 
 
 def test_watch_shows_the_last_turns_then_new_entries(daemon):
@@ -166,23 +157,16 @@ def test_watch_shows_the_last_turns_then_new_entries(daemon):
     with daemon.client() as c:
         c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
                         entries=[_entry(i) for i in range(5)] + [b'{"type":"tag","tag":"t"}']))
-    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "watch", sid, "-n", "2", "--cwd", CWD],
-                            env=daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert b"m3" in proc.stdout.readline() and b"m4" in proc.stdout.readline()
+    with CliProcess("watch", sid, "-n", "2", "--cwd", CWD, env=daemon.env) as watch:
+        assert b"m3" in watch.line() and b"m4" in watch.line()
         with daemon.client() as c:
             wait_until(lambda: c.status().watchers == 1, "watch to subscribe")
             c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[_entry(99)], durability="written"))
         # The session's metadata may be re-appended (its writer left) before m99: new lines too.
-        later = [proc.stdout.readline() for _ in range(1)]
+        later = [watch.line()]
         while b"m99" not in later[-1] and len(later) < 5:
-            later.append(proc.stdout.readline())
+            later.append(watch.line())
         assert b"m99" in later[-1] and all(b"tag" in x for x in later[:-1]), later
-    finally:
-        proc.kill()
-        proc.wait(timeout=20)
-        proc.stdout.close()
-        proc.stderr.close()
 
 
 def test_the_stream_ends_when_the_file_goes_away(daemon):
