@@ -261,11 +261,18 @@ async def _newest_project(js, cfg, session: str) -> tuple[str, str, int]:
     return best[1], best[2], counts[best[1]]
 
 
+def _where_the_mirror_is(f):
+    """pull's and push's options naming the mirror (else the config file's)."""
+    f = click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+                     help="Config file with the [mirror] section.")(f)
+    return click.option("--server", "servers", multiple=True,
+                        help="NATS URL (default: [mirror] servers of the config file).")(f)
+
+
 @cli.command()
 @click.argument("session_ids", metavar="ID...", nargs=-1, required=True)
 @click.option("--cwd", default=None, help="Put it in this project's dir (default: the dir it was written in).")
-@click.option("--server", "servers", multiple=True, help="NATS URL (default: [mirror] servers of the config file).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Config file with the [mirror] section.")
+@_where_the_mirror_is
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds for the whole pull.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per session pulled, one per line.")
 @click.pass_obj
@@ -370,8 +377,7 @@ async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:
 @cli.command()
 @click.argument("session_id", metavar="ID")
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
-@click.option("--server", "servers", multiple=True, help="NATS URL (default: [mirror] servers of the config file).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Config file with the [mirror] section.")
+@_where_the_mirror_is
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds for the whole push.")
 @click.option("--json", "as_json", is_flag=True, help="What was published as one JSON object.")
 @click.pass_obj
