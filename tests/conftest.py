@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,13 +28,21 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@contextmanager
+def _short_dir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
+    os.chmod(d, 0o700)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.fixture
 def short_tmp() -> Iterator[Path]:
     """A 0700 dir with a short path: Unix socket paths must stay under ~104 bytes."""
-    d = Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
-    os.chmod(d, 0o700)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+    with _short_dir() as d:
+        yield d
 
 
 class DaemonProc:
@@ -176,3 +185,19 @@ def daemon_factory(short_tmp: Path) -> Iterator:
 @pytest.fixture
 def daemon(daemon_factory) -> DaemonProc:
     return daemon_factory().start()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon() -> Iterator[DaemonProc]:
+    """One daemon for a whole module, for tests that only add sessions of their
+    own (a fresh session id each) and never stop, kill or reconfigure it: a
+    start costs about a second on a loaded machine, a session id nothing."""
+    with _short_dir() as base:
+        d = DaemonProc(base)
+        try:
+            yield d.start()
+        finally:
+            try:
+                d.stop()
+            except Exception:
+                d.kill()
