@@ -29,7 +29,8 @@ def anyio_backend() -> str:
 
 
 @contextmanager
-def _short_dir() -> Iterator[Path]:
+def short_dir() -> Iterator[Path]:
+    """``short_tmp`` for any scope."""
     d = Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
     os.chmod(d, 0o700)
     try:
@@ -41,7 +42,7 @@ def _short_dir() -> Iterator[Path]:
 @pytest.fixture
 def short_tmp() -> Iterator[Path]:
     """A 0700 dir with a short path: Unix socket paths must stay under ~104 bytes."""
-    with _short_dir() as d:
+    with short_dir() as d:
         yield d
 
 
@@ -192,12 +193,17 @@ def shared_daemon() -> Iterator[DaemonProc]:
     """One daemon for a whole module, for tests that only add sessions of their
     own (a fresh session id each) and never stop, kill or reconfigure it: a
     start costs about a second on a loaded machine, a session id nothing."""
-    with _short_dir() as base:
-        d = DaemonProc(base)
+    with short_dir() as base, stopped_after(DaemonProc(base)) as d:
+        yield d.start()
+
+
+@contextmanager
+def stopped_after(d: DaemonProc) -> Iterator[DaemonProc]:
+    """``d``, stopped (killed if a stop fails) when the block ends."""
+    try:
+        yield d
+    finally:
         try:
-            yield d.start()
-        finally:
-            try:
-                d.stop()
-            except Exception:
-                d.kill()
+            d.stop()
+        except Exception:
+            d.kill()
