@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from sessiond.client.autostart import socket_answers
 from sessiond.client.connection import Client
@@ -21,6 +22,8 @@ from sessiond.client.connection import Client
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "corpus" / "claude-code"  # real transcripts carried with the tests (see SOURCES.md)
 START_TIMEOUT = 15.0
+
+settings.register_profile("ci", max_examples=400)  # tests.helpers.THOROUGH_PROFILE: see examples()
 
 
 @pytest.fixture
