@@ -21,13 +21,13 @@ def recorded(shared_daemon: DaemonProc) -> tuple[str, str]:
     """A session holding u1 <- a1 (main) and an agent transcript, acknowledged
     only as queued: ``--parent`` must find them all the same."""
     sid = str(uuidlib.uuid4())
-    with shared_daemon.client() as c:
-        s = Session(c, sid, CWD)
+    with shared_daemon.client() as c:  # no lease: the CLI after it must never find the session held
+        s = Session(c, sid, CWD, lease=False)
         s.record([user("question", "u1"), assistant("answer", "a1")])
-        side = Session(c, sid, CWD, agent="helper")
+        side = Session(c, sid, CWD, agent="helper", lease=False)
         side.record([user("sub task", "s1"), assistant("sub answer", "s2")])
-        s.close()
-        side.close()
+        s.close(timeout=30.0)
+        side.close(timeout=30.0)
     return sid, "a1"
 
 
