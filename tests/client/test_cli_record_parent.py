@@ -45,6 +45,7 @@ def test_a_parent_of_the_session_is_chained_after(shared_daemon, recorded):
     sid, parent = recorded
     r = _record(shared_daemon, sid, "u1", text="a branch off the question")
     assert r.returncode == 0, r.stderr
+    _flushed(shared_daemon, sid)
     entries = read_entries(main_path(shared_daemon.root, CWD, sid))
     assert [e.get("parentUuid") for e in entries if e.get("type") == "user"][-1] == "u1"
 
@@ -72,6 +73,7 @@ def test_with_agent_the_parent_must_be_in_the_agent_transcript(shared_daemon, re
     assert side.read_bytes() == before
     r = _record(shared_daemon, sid, "s2", "--agent", "helper", text="sub follow-up")
     assert r.returncode == 0, r.stderr
+    _flushed(shared_daemon, sid)  # record answers once accepted (queued): written after a flush
     assert read_entries(side)[-1]["parentUuid"] == "s2"
 
 
