@@ -10,9 +10,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from sessiond.client.autostart import socket_answers
 from sessiond.client.connection import Client
@@ -21,19 +23,30 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "corpus" / "claude-code"  # real transcripts carried with the tests (see SOURCES.md)
 START_TIMEOUT = 15.0
 
+settings.register_profile("ci", max_examples=400)  # tests.helpers.THOROUGH_PROFILE: see examples()
+
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
 
 
+@contextmanager
+def short_dir() -> Iterator[Path]:
+    """``short_tmp`` for any scope."""
+    d = Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
+    os.chmod(d, 0o700)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.fixture
 def short_tmp() -> Iterator[Path]:
     """A 0700 dir with a short path: Unix socket paths must stay under ~104 bytes."""
-    d = Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
-    os.chmod(d, 0o700)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+    with short_dir() as d:
+        yield d
 
 
 class DaemonProc:
@@ -176,3 +189,24 @@ def daemon_factory(short_tmp: Path) -> Iterator:
 @pytest.fixture
 def daemon(daemon_factory) -> DaemonProc:
     return daemon_factory().start()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon() -> Iterator[DaemonProc]:
+    """One daemon for a whole module, for tests that only add sessions of their
+    own (a fresh session id each) and never stop, kill or reconfigure it: a
+    start costs about a second on a loaded machine, a session id nothing."""
+    with short_dir() as base, stopped_after(DaemonProc(base)) as d:
+        yield d.start()
+
+
+@contextmanager
+def stopped_after(d: DaemonProc) -> Iterator[DaemonProc]:
+    """``d``, stopped (killed if a stop fails) when the block ends."""
+    try:
+        yield d
+    finally:
+        try:
+            d.stop()
+        except Exception:
+            d.kill()

@@ -118,3 +118,23 @@ class CliProcess:
         self.proc.wait(timeout=20)
         self.proc.stdout.close()
         self.proc.stderr.close()
+
+
+THOROUGH_PROFILE = "ci"
+"""``--hypothesis-profile=ci`` (or ``SESSIOND_TEST_THOROUGH=1``): every property
+test at its full example count, for CI, which has the time."""
+
+
+def examples(full: int) -> int:
+    """The example count of a property test that dominates the suite's run time:
+    ``full`` in the thorough run, a quarter of it (at least 25) in ``make test``
+    on a developer's machine (these few tests were half the protocol tests' time).
+    Each run draws new examples, so the quick runs add up to coverage too; CI
+    runs the full counts."""
+    import os
+
+    from hypothesis import settings
+
+    thorough = os.environ.get("SESSIOND_TEST_THOROUGH") == "1" or \
+        settings.default.max_examples >= settings.get_profile(THOROUGH_PROFILE).max_examples
+    return full if thorough else max(25, full // 4)

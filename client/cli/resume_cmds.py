@@ -277,40 +277,41 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
     the file (whole lines only: a line still being written is waited for).
     Exit 1 when the file is empty or not a transcript, or when shown lines were
     unreadable (one summary)."""
+    from sessiond.protocol.transcript.lastlines import last_lines, line_numbers
     from sessiond.protocol.transcript.regular import open_regular
 
     path, _ = locate(obj, target, cwd)
-    bad: list[int] = []
-    shown = 0
     with os.fdopen(open_regular(path), "rb") as f:
-        data = f.read()
-        whole = data[: data.rfind(b"\n") + 1]
-        offset = len(whole)
-        lines = whole.splitlines()
-        first = max(0, len(lines) - count) if count else len(lines)
-        for number, line in enumerate(lines[first:], first + 1):
-            shown += _tail_entry(line, number, as_json, bad)
-        numbered = len(lines)
+        window = last_lines(f.fileno(), count)  # read from the end: memory is the lines shown, not the file
+        unreadable = [line.offset for line in window.lines if not print_entry(line.data, as_json)]
+        shown = len(window.lines) - len(unreadable)
+        bad = line_numbers(f.fileno(), unreadable)  # counted only when one is reported
+        offset = window.end
         if not follow:
             if count:
-                _tail_verdict(path, data, shown, bad)
+                _tail_verdict(path, window.blank, shown, bad)
             return
         sys.stdout.flush()
         try:
-            counter = [numbered]
+            counter = [0]
+            base: list[int | None] = [None]  # lines before ``offset``: counted at the first unreadable new line
 
             def shown_one(line: bytes, prefix: str) -> None:
                 counter[0] += 1
-                _tail_entry(line, counter[0], as_json, bad)
+                if not line.strip() or print_entry(line, as_json):
+                    return
+                if base[0] is None:
+                    base[0] = line_numbers(f.fileno(), [offset])[0] - 1
+                bad.append(base[0] + counter[0])
 
             def restart() -> None:
-                counter[0] = 0
+                counter[0], base[0] = 0, 0
 
             if not follow_daemon(obj, path, offset, shown_one, agents=False):
                 poll_file(f, path, offset, interval, shown_one, restart)
-            _tail_verdict(path, b"x", 1, bad)
+            _tail_verdict(path, False, 1, bad)
         except KeyboardInterrupt:
-            _tail_verdict(path, b"x", 1, bad)
+            _tail_verdict(path, False, 1, bad)
 
 
 @cli.command()
@@ -353,18 +354,8 @@ def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: b
         return
 
 
-def _tail_entry(line: bytes, number: int, as_json: bool, bad: list[int]) -> bool:
-    """Print one line; an unreadable one is only counted (one summary at the end)."""
-    if not line.strip():
-        return False
-    if print_entry(line, as_json):
-        return True
-    bad.append(number)
-    return False
-
-
-def _tail_verdict(path: Path, data: bytes, shown: int, bad: list[int]) -> None:
-    if not data.strip():
+def _tail_verdict(path: Path, blank: bool, shown: int, bad: list[int]) -> None:
+    if blank:
         raise SessiondError(f"{path} is empty: no transcript entries", code="bad_request")
     if not shown:
         what = f"none of its last {len(bad)} lines is" if bad else "it has no whole line, let alone"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, Any
 
 import click
@@ -229,7 +230,7 @@ def _report(as_json: bool, session: str, accepted: int, duplicates: int, skipped
 
 @cli.command()
 @session_input("Record into this agent's (sidechain) transcript.")
-@click.option("--parent", default=None, help="Chain after this uuid instead of the session's last message.")
+@click.option("--parent", default=None, help="Chain after this uuid (a message of the session) instead of its last message.")
 @click.option("--agent-version", default=None, metavar="VERSION",
               help="The envelope's `version` for messages without one (default: sessiond's).")
 def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str | None, agent_version: str | None,
@@ -248,6 +249,8 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
     check_cwd(cwd)
     session = check_session_id(session)
     with obj.client() as client:
+        if parent is not None:
+            _refuse_dangling(obj, client, session, cwd, agent, parent)
         overhead = request_overhead(m.Record(id=0, session=session, cwd=cwd, messages=[], agent=agent))
         cap = client.max_frame_bytes
         lines = EntryReader(source, overhead + ENVELOPE_ROOM + len(cwd), cap)  # the envelope stamped on each message
@@ -271,3 +274,33 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
     else:
         click.echo(f"{s.accepted} messages recorded in session {session} ({s.duplicates} already there); last {s.hint}")
     _finish(lines, s.pending)
+
+
+def _refuse_dangling(obj: Context, client, session: str, cwd: str, agent: str | None, parent: str) -> None:
+    """Refuse a ``--parent`` that is no message of the session (or of the agent's
+    transcript with ``--agent``): chaining onto it would write a dangling parent,
+    the very gap resume has to bridge. Checked in the file after a flush (so
+    everything acknowledged is in it), streaming: only lines holding the uuid's
+    bytes are decoded, and memory stays one line whatever the file's size."""
+    from sessiond.protocol.transcript.entries import is_chain_participant, try_header
+    from sessiond.protocol.transcript.jsonl import iter_lines
+    from sessiond.protocol.transcript.lookup import find_session
+    from sessiond.protocol.transcript.paths import agent_file
+
+    client.flush(session)
+    loc = find_session(obj.root or default_root(), session, cwd, search_all=False)
+    where = f"agent {agent} of session {session}" if agent else f"session {session}"
+    if loc is not None:
+        path = agent_file(Path(loc.project_dir), session, agent) if agent else Path(loc.path)
+        needle = parent.encode()
+        try:
+            for line in iter_lines(path):
+                if needle in line:
+                    header = try_header(line)
+                    if header is not None and header.uuid == parent and is_chain_participant(header) \
+                            and (agent is not None or not header.isSidechain):
+                        return
+        except FileNotFoundError:
+            pass
+    raise SessiondError(f"--parent {parent} is not a message of {where}: recording after it would "
+                        "leave a dangling parent link", code="not_found")

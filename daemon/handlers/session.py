@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from sessiond.protocol.transcript import paths
-from sessiond.protocol.transcript.safeopen import error_for
+from sessiond.protocol.transcript.safeopen import StoreRoot, UnsafePath, error_for
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request, io_error, not_found
 
@@ -110,6 +111,7 @@ def handle_adopt(conn: Connection, req: m.Adopt) -> m.Response | None:
         daemon.writer.root.check(path)  # inside the root, no symlink on the way, a regular file if anything
     except OSError as exc:
         raise error_for(exc, f"checking {path.name}") from None
+    _check_main_transcript(daemon.writer.root, path)
     if not path.is_file():
         raise not_found(f"no transcript at {req.path}")
     registry = daemon.registry
@@ -135,3 +137,29 @@ def handle_adopt(conn: Connection, req: m.Adopt) -> m.Response | None:
 
     daemon.writer.when_written(state.main.queue, done)
     return None
+
+
+_PROJECTS = paths.projects_dir(Path()).name
+
+
+def _check_main_transcript(root: StoreRoot, path: Path) -> None:
+    """Adopt binds a session to the file its later appends go to, so only a
+    session's main transcript qualifies: ``<root>/projects/<project>/<sid>.jsonl``,
+    where listing and lookup find sessions. Anything else inside the root (a
+    held-entries spool file, a trashed copy, a subagent dir, a file straight in
+    ``projects/``) would have the daemon append to a file nobody resumes, or
+    resurrect a trashed session behind the trash's back. Checked as named and
+    as it resolves, so a symlinked project dir cannot point into the trash."""
+    where = _below_root(root, path)
+    real = _below_root(root, Path(os.path.realpath(path)))
+    for parts in (where, real):
+        if parts is None or len(parts) != 3 or parts[0] != _PROJECTS:
+            raise bad_request(f"{path} is not a session transcript of the store: Adopt takes "
+                              f"{paths.projects_dir(root.path)}/<project>/<session-id>.jsonl")
+
+
+def _below_root(root: StoreRoot, path: Path) -> list[str] | None:
+    try:
+        return root.parts(path)
+    except UnsafePath:
+        return None

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sessiond.protocol.wire import messages as m
-from tests.conftest import DaemonProc
+from tests.conftest import DaemonProc, short_dir, stopped_after
 from tests.helpers import line, main_path, read_entries, user
 
 from .attacks import MiB, peak_rss
@@ -90,11 +90,27 @@ class Bounded:
         return st
 
 
+def start_bounded(d: DaemonProc, base: Path) -> Bounded:
+    """``d`` started under the small budgets and the address-space backstop."""
+    cfg = base / "budgets.toml"
+    cfg.write_text("".join(f"{k} = {v}\n" for k, v in BUDGETS.items()) + "frame_timeout_s = 20\nlog_level = \"info\"\n")
+    d.start("--config", str(cfg), "--log-level", "info", address_space=ADDRESS_SPACE)
+    return Bounded(d)
+
+
 @pytest.fixture
 def bounded(daemon_factory, short_tmp: Path) -> Iterator[Bounded]:
-    cfg = short_tmp / "budgets.toml"
-    cfg.write_text("".join(f"{k} = {v}\n" for k, v in BUDGETS.items()) + "frame_timeout_s = 20\nlog_level = \"info\"\n")
-    d = daemon_factory().start("--config", str(cfg), "--log-level", "info", address_space=ADDRESS_SPACE)
-    b = Bounded(d)
+    b = start_bounded(daemon_factory(), short_tmp)
+    d = b.d
     yield b
     assert d.proc is not None and d.proc.poll() is None, "the daemon did not survive the attack"
+
+
+@pytest.fixture(scope="module")
+def shared_bounded() -> Iterator[Bounded]:
+    """One bounded daemon for a module whose attacks each end in ``check`` (alive,
+    serving, every budget held, everything acknowledged so far still there), so
+    the next attack starts from a daemon known sound. Peak RSS is a high-water
+    mark: each attack is checked against the bound with all before it counted."""
+    with short_dir() as base, stopped_after(DaemonProc(base)) as d:
+        yield start_bounded(d, base)

@@ -26,6 +26,13 @@ SENTINEL = 2**40
 OPS = [cls.__name__ for cls in m.Request.__args__ if cls is not m.Shutdown]  # type: ignore[attr-defined]
 
 
+@pytest.fixture
+def bounded(shared_bounded: Bounded) -> Bounded:
+    """One bounded daemon for the module (each attack ends in ``check``)."""
+    yield shared_bounded
+    assert shared_bounded.d.proc is not None and shared_bounded.d.proc.poll() is None, "the daemon did not survive the attack"
+
+
 def answers_until_sentinel(s: socket.socket) -> list[m.Response]:
     """Everything the daemon answers up to a Status sent after the attack."""
     s.sendall(encode(m.Status(id=SENTINEL)))

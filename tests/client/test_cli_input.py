@@ -19,6 +19,13 @@ CWD = "/work/project"
 
 
 @pytest.fixture
+def daemon(shared_daemon: DaemonProc) -> DaemonProc:
+    """One daemon for the module: every test here writes sessions of its own
+    and leaves the daemon as it found it."""
+    return shared_daemon
+
+
+@pytest.fixture
 def junk(short_tmp: Path) -> dict[str, Path]:
     """Files a person might hand to the CLI by mistake."""
     text = short_tmp / "passwd"

@@ -17,6 +17,13 @@ from tests.conftest import CORPUS, DaemonProc, run_cli
 from tests.helpers import main_path, read_entries
 
 BRIDGED = CORPUS / "entireio__cli__29-38d5d1ba71-0-full.jsonl"
+
+
+@pytest.fixture
+def daemon(shared_daemon: DaemonProc) -> DaemonProc:
+    """One daemon for the module: every test here writes sessions of its own
+    and leaves the daemon as it found it."""
+    return shared_daemon
 """A Claude Code file with two dangling parents that resume bridges."""
 
 

@@ -15,10 +15,19 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CORPUS, DaemonProc
 
 LONG = CORPUS / "blackgirlbytes__planetfall-seed-signalkit__07-d253ca52d8-3-full.jsonl"
 ESC = b"\x1b["
+
+
+@pytest.fixture
+def daemon(shared_daemon: DaemonProc) -> DaemonProc:
+    """One daemon for the module: every test here writes sessions of its own
+    and leaves the daemon as it found it."""
+    return shared_daemon
 
 
 def in_terminal(args: list[str], env: dict, rows: int = 24, cols: int = 100, timeout: float = 60) -> tuple[int, bytes]:

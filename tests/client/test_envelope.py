@@ -5,11 +5,21 @@ from __future__ import annotations
 import json
 import uuid as uuidlib
 
+import pytest
+
 from sessiond.client import Session
 from sessiond.client.envelope import Clock, stamp
+from tests.conftest import DaemonProc
 from tests.helpers import main_path, read_entries
 
 CWD = "/tmp/envelope-test"
+
+
+@pytest.fixture
+def daemon(shared_daemon: DaemonProc) -> DaemonProc:
+    """One daemon for the module: every test here writes sessions of its own
+    and leaves the daemon as it found it."""
+    return shared_daemon
 
 
 def _messages(n: int) -> list[dict]:

@@ -12,9 +12,18 @@ from sessiond.client import Client, Session
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import RemoteError
 from sessiond.protocol.wire.framing import encode
+from tests.conftest import DaemonProc
 from tests.helpers import assistant, line, main_path, read_entries, user
 
 CWD = "/work/project"
+
+
+@pytest.fixture
+def daemon(shared_daemon: DaemonProc) -> DaemonProc:
+    """One daemon for the module: every test here writes sessions of its own
+    and leaves the daemon as it found it (the one
+    that stops the daemon has its own)."""
+    return shared_daemon
 
 
 def append(c, sid, entries, **kw):
@@ -110,7 +119,8 @@ def test_hundreds_of_agent_files_under_a_low_fd_limit(daemon_factory):
         assert len(read_entries(sub / f"agent-ag{i}.jsonl")) == 2
 
 
-def test_no_direct_writes_beside_a_stalled_daemon(daemon):
+def test_no_direct_writes_beside_a_stalled_daemon(daemon_factory):
+    daemon = daemon_factory().start()  # stopped with SIGSTOP: a daemon of its own
     sid = str(uuid.uuid4())
     c = Client(daemon.socket, root=daemon.root, autostart=False, timeout=1.0)
     s = Session(c, sid, CWD)
@@ -137,7 +147,7 @@ def test_requests_for_a_big_file_wait_for_its_scan_in_order(daemon):
     Flush sent after them waits for them."""
     sid = str(uuid.uuid4())
     path = main_path(daemon.root, CWD, sid)
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     old = [user(f"old {i} " + "p" * 1000) for i in range(6000)]  # ~6.5 MB
     path.write_bytes(b"".join(line(e) + b"\n" for e in old))
     new = [user("new 1"), user("new 2")]

@@ -9,16 +9,25 @@ import pytest
 
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import RemoteError
+from tests.conftest import DaemonProc
 from tests.helpers import assistant, line, main_path, read_entries, user
 
 CWD = "/work/project"
+
+
+@pytest.fixture
+def daemon(shared_daemon: DaemonProc) -> DaemonProc:
+    """One daemon for the module: these tests write sessions of their own; the
+    ones that look at the whole root or restart the daemon start their own."""
+    return shared_daemon
 
 
 def append(c, sid, entries, **kw):
     return c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(e) for e in entries], **kw))
 
 
-def test_session_without_a_message_leaves_no_file(daemon):
+def test_session_without_a_message_leaves_no_file(daemon_factory):
+    daemon = daemon_factory().start()
     sid = str(uuid.uuid4())
     with daemon.client() as c:
         append(c, sid, [{"type": "custom-title", "customTitle": "x"}, {"type": "tag", "tag": "t"}], durability="written")
@@ -67,7 +76,8 @@ def test_duplicate_uuids_are_dropped_but_sidechains_may_share_them(daemon):
     assert read_entries(agent_file) == [side]
 
 
-def test_dedup_survives_a_daemon_restart(daemon):
+def test_dedup_survives_a_daemon_restart(daemon_factory):
+    daemon = daemon_factory().start()
     sid = str(uuid.uuid4())
     a, b = user("one"), assistant("two")
     with daemon.client() as c:
@@ -100,7 +110,8 @@ def test_sidechains_route_to_agent_and_workflow_files_without_creating_the_main_
     assert stat.S_IMODE((sub / "agent-a1.meta.json").stat().st_mode) == 0o600
 
 
-def test_a_bad_entry_refuses_the_whole_batch_and_the_daemon_goes_on(daemon):
+def test_a_bad_entry_refuses_the_whole_batch_and_the_daemon_goes_on(daemon_factory):
+    daemon = daemon_factory().start()
     sid = str(uuid.uuid4())
     good = user("fine")
     with daemon.client() as c:

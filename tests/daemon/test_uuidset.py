@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from sessiond.daemon import uuidset
 from sessiond.daemon.uuidset import UuidSet
+from tests.helpers import examples
 
 canonical = st.uuids().map(str)
 variants = st.one_of(
@@ -31,7 +32,7 @@ op = st.tuples(st.sampled_from(["add", "update", "contains", "disjoint", "clear"
                st.lists(st.integers(min_value=0, max_value=59), max_size=12))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(pool, st.lists(op, max_size=40), st.integers(min_value=1, max_value=8))
 def test_behaves_as_a_set(strings, ops, pack_min):
     old_min, uuidset.PACK_MIN = uuidset.PACK_MIN, pack_min  # pack often: every path runs

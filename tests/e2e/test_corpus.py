@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from tests.conftest import CORPUS
 from tests.helpers import main_path, read_entries
 
 FILES = sorted(p for p in CORPUS.glob("*.jsonl"))
+CLIENTS = 4
 
 
 def parsed_lines(path: Path) -> list[dict]:
@@ -84,11 +86,17 @@ def session_for(path: Path) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, path.name))
 
 
+@pytest.mark.timeout(300)  # 43 CLI processes and a restart: over a minute on a loaded 2-core machine
 def test_every_corpus_file_round_trips_through_sessiond_append(daemon):
     expectations = {}
-    for i, path in enumerate(FILES):
+
+    def append(i: int, path: Path):
+        return daemon.cli("append", "--cwd", f"/corpus/{i}", "--session", session_for(path), "--json", str(path), check=False)
+
+    with ThreadPoolExecutor(CLIENTS) as pool:  # a few CLI processes at once: each its own session
+        outs = list(pool.map(append, range(len(FILES)), FILES))
+    for i, (path, out) in enumerate(zip(FILES, outs)):
         cwd, sid = f"/corpus/{i}", session_for(path)
-        out = daemon.cli("append", "--cwd", cwd, "--session", sid, "--json", str(path), check=False)
         entries = parsed_lines(path)
         expected = expected_layout(entries)
         expectations[path.name] = (cwd, sid, expected)

@@ -4,10 +4,14 @@ Every corpus chain (the entries a resume selects, in file order) is stripped of 
 envelope and parent links, recorded through a real daemon in several calls, and
 each written ``parentUuid`` compared with the original's, resolved through the
 progress entries the original had in between (sessiond does not record progress).
+Files with no chain (bookkeeping alone) and the empty file are tested for what
+holds for them instead: nothing linked, nothing left on disk, a one-line refusal.
+One daemon serves the module (each file records into a session of its own).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid as uuidlib
 
@@ -25,8 +29,10 @@ STRIPPED = ("parentUuid", "logicalParentUuid", "sessionId", "cwd", "userType", "
 BATCH = 7  # several record calls: the hint between them must carry the cursor
 
 
+@functools.cache
 def original_chain(path):
-    """The chain's entries as the file has them, in file order, and the file's links."""
+    """The chain's entries as the file has them, in file order, and the file's links
+    (parsed once per file: collection sorts the files by it, the test reuses it)."""
     resolved = resolve_chain(path, skip_threshold=float("inf"))
     picked = sorted((e for e in resolved.chain if e.type != "progress"), key=lambda e: e.index)
     entries = [json.loads(e.raw) for e in picked]
@@ -68,11 +74,30 @@ def through_progress(parent, progress):
     return parent
 
 
-@pytest.mark.parametrize("path", [p for p in CORPUS_FILES if p.stat().st_size], ids=lambda p: p.name[:60])
-def test_recorded_links_are_claude_codes(daemon, path):
+EMPTY = [p for p in CORPUS_FILES if not p.stat().st_size]
+WITH_CHAIN = [p for p in CORPUS_FILES if p not in EMPTY and original_chain(p)[0]]
+WITHOUT_CHAIN = [p for p in CORPUS_FILES if p not in EMPTY and not original_chain(p)[0]]
+"""Files of bookkeeping alone (a summary, file-history snapshots): no message to link."""
+
+
+def test_the_corpus_has_files_of_every_kind():
+    """The split is over real files: no kind may silently become empty, and none is lost."""
+    assert len(WITH_CHAIN) >= 30 and len(WITHOUT_CHAIN) >= 2 and EMPTY
+    assert len(WITH_CHAIN) + len(WITHOUT_CHAIN) + len(EMPTY) == len(CORPUS_FILES)
+
+
+@pytest.mark.parametrize("path", EMPTY, ids=lambda p: p.name[:60])
+def test_an_empty_file_is_refused_as_input(shared_daemon, path):
+    sid = str(uuidlib.uuid4())
+    r = shared_daemon.cli("record", "--cwd", CWD, "--session", sid, input=path.read_bytes(), check=False)
+    assert (r.returncode, r.stderr) == (1, b"sessiond: stdin has no entries (it is empty); nothing written\n")
+    assert not main_path(shared_daemon.root, CWD, sid).exists()
+
+
+@pytest.mark.parametrize("path", WITH_CHAIN, ids=lambda p: p.name[:60])
+def test_recorded_links_are_claude_codes(shared_daemon, path):
+    daemon = shared_daemon
     entries, progress, sidechain = original_chain(path)
-    if not entries:
-        pytest.skip("no chain")
     sid = str(uuidlib.uuid4())
     agent = entries[0].get("agentId") if sidechain else None
     with daemon.client() as c:
@@ -102,6 +127,26 @@ def test_recorded_links_are_claude_codes(daemon, path):
             wrong.append((i, e["uuid"], e.get("type"), field, want, have))
     assert wrong == []
     assert compared >= 0.9 * (len(entries) - 1)
+
+
+@pytest.mark.parametrize("path", WITHOUT_CHAIN, ids=lambda p: p.name[:60])
+def test_a_file_without_messages_records_no_link_and_leaves_no_transcript(shared_daemon, path):
+    """What holds for them: recording their entries links nothing (no hint comes
+    back), holds them all (lazy materialization, SPEC 3.2), and a session closed
+    with no message leaves no transcript; the CLI says so and exits 1."""
+    daemon = shared_daemon
+    entries = [json.loads(raw) for raw in path.read_bytes().splitlines() if raw.strip()]
+    sid = str(uuidlib.uuid4())
+    with daemon.client() as c:
+        s = Session(c, sid, CWD)
+        assert s.record([{k: v for k, v in e.items() if k not in STRIPPED} for e in entries]) is None
+        assert s.pending == len(entries)
+        s.flush()
+        s.close()
+    assert not main_path(daemon.root, CWD, sid).exists()
+    r = daemon.cli("record", "--cwd", CWD, "--session", sid, input=path.read_bytes(), check=False)
+    assert r.returncode == 1 and b"no file was written" in r.stderr and r.stderr.count(b"\n") == 1, r.stderr
+    assert not main_path(daemon.root, CWD, sid).exists()
 
 
 def _block(uid: str, response: str, block: dict) -> dict:

@@ -14,10 +14,17 @@ import pytest
 from sessiond.client import Session
 from sessiond.protocol.transcript.paths import MAX_SANITIZED, sanitize
 from sessiond.protocol.wire import messages as m
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, DaemonProc
 from tests.helpers import CliProcess, assistant, line, main_path, read_entries, user
 
 CWD = "/work/resumed"
+
+
+@pytest.fixture
+def daemon(shared_daemon: DaemonProc) -> DaemonProc:
+    """One daemon for the module: every test here writes sessions of its own
+    and leaves the daemon as it found it."""
+    return shared_daemon
 EXPECTED = Path(__file__).resolve().parents[1] / "protocol" / "resume" / "expected"
 
 
@@ -91,7 +98,9 @@ def test_a_session_of_another_project_prints_the_command_to_run(daemon):
     assert b"cd /elsewhere/repo" in shown.stderr and b"there" in shown.stdout
 
 
-def test_continue_resumes_the_most_recent_session(daemon):
+def test_continue_resumes_the_most_recent_session(daemon_factory):
+    """A daemon of its own: "most recent of the project" must not see other tests' sessions."""
+    daemon = daemon_factory().start()
     sids = [str(uuid.uuid4()) for _ in range(2)]
     with daemon.client() as c:
         for i, sid in enumerate(sids):

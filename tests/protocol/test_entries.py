@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from sessiond.protocol.transcript.entries import decode_header, decode_headers
 from sessiond.protocol.wire.errors import SessiondError
+from tests.helpers import examples
 
 
 def test_header_fields():
@@ -81,7 +82,7 @@ entry = st.one_of(
 )
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.lists(entry, max_size=6))
 def test_batch_decode_equals_per_line_decode(lines):
     try:

@@ -17,6 +17,7 @@ from sessiond.protocol.transcript.loader import load_entries
 from sessiond.protocol.transcript.relink import apply_compaction, apply_snips
 from sessiond.protocol.transcript.resume import load_transcript, resolve_chain
 from tests.conftest import CORPUS
+from tests.helpers import examples
 
 from .api_rule import split_responses, turns, violations
 from .build import SID, Conv, text, thinking, tool_use
@@ -164,13 +165,13 @@ def _check(conv: Conv) -> None:
         assert_api_valid(path)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conv=streamed())
 def test_generated_streams_resume_api_valid(conv):
     _check(conv)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conv=transcripts())
 def test_chaotic_files_resume_api_valid(conv):
     """Branches, snips, dangling parents, reused uuids, results of random calls: even

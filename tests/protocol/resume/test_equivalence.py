@@ -23,6 +23,7 @@ from sessiond.protocol.transcript.chainentry import Entry
 from sessiond.protocol.transcript.loader import load_entries
 from sessiond.protocol.transcript.resume import resolve_chain
 from tests.conftest import CORPUS
+from tests.helpers import examples
 
 from . import reference
 from .build import SID, Conv, text
@@ -110,7 +111,7 @@ def assert_same(path: Path, skip_threshold: float, chunk: int) -> None:
     assert resolved_view(new_r) == resolved_view(old_r)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     conv=transcripts(),
     damage=st.lists(st.tuples(st.integers(0, 40), st.sampled_from(DAMAGE)), max_size=6),

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from sessiond.protocol.transcript.resume import load_transcript, resolve_chain, subagent_ids
 from tests.conftest import CORPUS
+from tests.helpers import examples
 
 from .build import SID, Conv, text, thinking, tool_use
 
@@ -257,7 +258,7 @@ def transcripts(draw) -> Conv:
     return conv
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conv=transcripts(), chunk=st.sampled_from([8, 64, 1 << 20]))
 def test_skip_path_equals_full_load(conv, chunk):
     with tempfile.TemporaryDirectory() as d:
