@@ -4,46 +4,15 @@ machine A's root, the daemon (only reading) mirrors it, and machine B's
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 from sessiond.protocol.transcript.paths import project_dir
 from sessiond.protocol.wire import messages as m
-from tests.conftest import CORPUS
+from tests.follow.foreign import Foreign, corpus_lines
 from tests.helpers import line, user
 
 from .conftest import mirror_status, tree, wait_for
-
-WRITER = Path(__file__).with_name("foreign_writer.py")
-
-
-class Foreign:
-    """The stand-in Claude Code process."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(WRITER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def do(self, op: str, path: Path, **kw) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"op": op, "path": str(path), **kw}) + "\n")
-        self.proc.stdin.flush()
-        assert self.proc.stdout.readline().strip() == "ok"
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=10)
-        self.proc.stdout.close()
-
-
-def corpus_lines(n: int) -> list[str]:
-    text = sorted(CORPUS.glob("*.jsonl"))[0].read_text()
-    lines = [x + "\n" for x in text.splitlines()]
-    assert len(lines) >= n
-    return lines[:n]
 
 
 def pulled(b, cfg: Path, sid: str) -> dict[str, bytes]:
