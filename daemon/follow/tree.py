@@ -8,12 +8,17 @@ project dirs cost a handful of watches, plus one per session that has
 subagents. Watches are bounded (``follow_max_watches``): a directory past the bound,
 or one the kernel refuses (the user's ``max_user_watches`` is shared), is
 re-stat'ed every ``POLL_EVERY`` instead, and so is every file after an event
-queue overflow. An event only marks a file dirty; a worker thread reads what
-is new (``reading.read_new``) and the loop hands the complete lines to the
-writer's observers through ``Writer.publish`` (the catalog, the mirror, the
-index, the watchers: one interface for both writers). A file that shrank, was
-replaced or rewritten goes to ``Writer.published_gone`` first and is then
-re-read from 0. The follower only reads: it never writes a followed file.
+queue overflow. An event only marks a file dirty; the events of ``COALESCE``
+seconds make one pass, in which a worker thread reads what is new in each
+dirty file once (``reading.read_new``) and the loop hands each file's complete
+lines to the writer's observers in one ``Writer.publish`` (the catalog, the
+mirror, the index, the watchers: one interface for both writers). A file that
+shrank, was replaced or rewritten goes to ``Writer.published_gone`` first and
+is then re-read from 0. The follower only reads: it never writes a followed file.
+
+The start walk records, per file, the whole-lines end it read; events that
+arrive while it runs wait for it, so every byte written after a file was read
+is passed on, once, and none before it.
 
 The daemon's own writes reach the observers from the writer; the follower is
 the first writer observer and moves its offset past them, so nothing is
@@ -25,13 +30,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import zlib
 from collections.abc import Callable
 from pathlib import Path
+
+import msgspec
 
 from sessiond.protocol.transcript.paths import projects_dir
 
 from .. import inotify
-from .reading import FileState, Found, read_new, start_state
+from .reading import FINGERPRINT, Budget, FileState, Found, own_bytes, read_new, start_state
 
 log = logging.getLogger("sessiond")
 
@@ -39,6 +47,12 @@ MAX_FILES = 200_000
 MAX_DEPTH = 5
 """projects/<project>/<session>/subagents/<run>: deeper dirs are not transcripts."""
 POLL_EVERY = 1.0
+COALESCE = 0.005
+"""Events this close together are read in one pass: a writer appending line by
+line costs one thread hop and one publish per file per pass, not per line."""
+REHASH_PER_S = 64 * 1024 * 1024
+"""Bytes of followed prefixes re-hashed per second at most, on average (a
+file rewritten over and over cannot make the follower read without end)."""
 DIR_MASK = (inotify.IN_MODIFY | inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MOVED_FROM
             | inotify.IN_DELETE | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR)
 
@@ -63,6 +77,15 @@ class Follower:
         self.dirty: set[Path] = set()
         self.lines_followed = 0
         self.bytes_followed = 0
+        self.bytes_known = 0
+        """Bytes the start walk found in the files (known, not passed on)."""
+        self.bytes_rehashed = 0
+        self.resets = 0
+        self._walking = False
+        self._early: set[Path] | None = None
+        """Files events named during the start walk, before it had their state."""
+        self._tokens = float(REHASH_PER_S)
+        self._tokens_at = loop.time()
         self._fd: int | None = None
         self._busy = False
         self._closed = False
@@ -79,8 +102,22 @@ class Follower:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
-        found = await self.loop.run_in_executor(None, self._walk, self.projects, 0, False)
+        self._walking, self._early = True, set()
+        try:
+            found = await self.loop.run_in_executor(None, self._walk, self.projects, 0, False)
+        finally:
+            self._walking, early, self._early = False, self._early, None
         self._merge(found, old=True)
+        early = early or set()
+        if self.projects in early:  # the queue overflowed during the walk: every file may have grown
+            early.discard(self.projects)
+            self.dirty.update(self.files)
+        for path in early:  # written while the walk ran: from what it read, or from 0 if it came after
+            if path not in self.files and len(self.files) < MAX_FILES:
+                self.files[path] = FileState()
+            if path in self.files:
+                self.dirty.add(path)
+        self._kick()
         self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
 
     def _walk(self, d: Path, depth: int, new: bool) -> list[tuple[Path, FileState | None]]:
@@ -129,7 +166,9 @@ class Follower:
             if path in self.files or state is None or len(self.files) >= MAX_FILES:
                 continue
             self.files[path] = state
-            if not old:
+            if old:
+                self.bytes_known += state.offset
+            else:
                 self.dirty.add(path)
         self._kick()
 
@@ -141,21 +180,28 @@ class Follower:
         state = self.files.get(path)
         if state is not None and size <= state.offset:
             return  # lines the follower itself published
-        n = len(lines) + sum(len(line) for line in lines)
-        start = size - n
+        mine = own_bytes(lines)
+        start = size - len(mine)
         if state is None:
             if len(self.files) < MAX_FILES and path.is_relative_to(self.projects):
-                self.files[path] = FileState(size)
+                self.files[path] = (FileState(size, tail=mine[-FINGERPRINT:], head=mine[:FINGERPRINT], crc=zlib.crc32(mine),
+                                              hashed=True, size=size, own=True) if start == 0
+                                    else FileState(size, size=size, own=True))
             return
         if state.offset < start:
             try:
-                found = read_new(path, FileState(state.offset, state.ino, state.dev, state.tail, state.head))
+                found = read_new(path, msgspec.structs.replace(state))
             except OSError:
                 found = None
             if found is not None and found.reset is None and found.end <= start:
                 self._apply(path, state, found)
-        state.offset = size
-        state.tail = b""  # not read back: the next read does not compare
+        if state.offset == start:  # the bytes before ours are the ones followed: the fingerprints go on
+            state.crc = zlib.crc32(mine, state.crc)
+            state.tail = (state.tail + mine)[-FINGERPRINT:]
+        else:  # not read back: the next read does not compare, the prefix is hashed anew
+            state.hashed, state.tail = False, b""
+        state.offset = state.size = size
+        state.own = True
         self.dirty.discard(path)
 
     # ------------------------------------------------------------------ events
@@ -171,6 +217,8 @@ class Follower:
         for wd, mask, name in pending:
             if mask & inotify.IN_Q_OVERFLOW:
                 self.dirty.update(self.files)
+                if self._early is not None:  # events were lost during the walk: read every file it finds
+                    self._early.add(self.projects)
                 continue
             d = self.dirs.get(wd)
             if d is None:
@@ -198,6 +246,9 @@ class Follower:
             if not path.name.endswith(".jsonl"):
                 continue
             if path not in self.files:
+                if self._early is not None:  # the start walk may have it: it decides where it starts
+                    self._early.add(path)
+                    continue
                 if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MODIFY) and len(self.files) < MAX_FILES:
                     self.files[path] = FileState()
                 else:
@@ -231,7 +282,7 @@ class Follower:
         dirs = set(self.polled)
         if self._fd is None:
             dirs.add(self.projects)
-        known = {p: (s.offset, s.ino) for p, s in self.files.items() if p.parent in dirs}
+        known = {p: (s.size, s.ino, s.mtime_ns) for p, s in self.files.items() if p.parent in dirs}
         seen = self.watched | self.polled
 
         def scan() -> tuple[list[Path], list[tuple[Path, FileState | None]]]:
@@ -255,8 +306,7 @@ class Follower:
                         st = e.stat(follow_symlinks=False)
                     except (OSError, ValueError):
                         continue
-                    off, ino = known.get(p, (-1, 0))
-                    if st.st_size != off or st.st_ino != ino:
+                    if known.get(p) != (st.st_size, st.st_ino, st.st_mtime_ns):  # grew, replaced or touched
                         changed.append(p)
             return changed, new
 
@@ -286,11 +336,15 @@ class Follower:
     async def _pass(self) -> None:
         """Read every dirty file in a worker thread, then apply on the loop."""
         try:
+            await asyncio.sleep(COALESCE)  # the events of the next few ms join this pass
             while self.dirty and not self._closed:
                 batch = {p: self.files[p] for p in self.dirty if p in self.files}
                 self.dirty.clear()
-                snap = {p: FileState(s.offset, s.ino, s.dev, s.tail, s.head) for p, s in batch.items()}
-                results = await self.loop.run_in_executor(None, _read_all, snap)
+                snap = {p: msgspec.structs.replace(s) for p, s in batch.items()}
+                budget = Budget(self._refill())
+                results = await self.loop.run_in_executor(None, _read_all, snap, budget)
+                self._tokens -= budget.used
+                self.bytes_rehashed += budget.used
                 for path, found in results:
                     state = self.files.get(path)
                     if state is None or state.offset != snap[path].offset:
@@ -299,17 +353,30 @@ class Follower:
         finally:
             self._busy = False
 
+    def _refill(self) -> float:
+        """The re-hash budget of this pass: ``REHASH_PER_S``, at most a second's worth saved."""
+        now = self.loop.time()
+        self._tokens = min(float(REHASH_PER_S), self._tokens + (now - self._tokens_at) * REHASH_PER_S)
+        self._tokens_at = now
+        return self._tokens
+
     def _apply(self, path: Path, state: FileState, found: Found) -> None:
         if found.reset is not None:
             _call(self.gone, path)
             if found.reset == "deleted":
                 self.files.pop(path, None)
                 return
+            self.resets += 1
             log.info("followed file %s %s: read again from the start", path, found.reset)
-            state.offset, state.ino, state.dev, state.tail, state.head = 0, found.ino, found.dev, b"", b""
+            self.files[path] = FileState(0, found.ino, found.dev)
             self.dirty.add(path)
             return
+        if found.deferred:  # to be re-hashed when the budget allows: nothing else moved
+            self.loop.call_later(POLL_EVERY, self._look_again, path)
+            return
         state.ino, state.dev = found.ino, found.dev
+        state.size, state.mtime_ns, state.ctime_ns, state.own = found.size, found.mtime_ns, found.ctime_ns, False
+        state.crc, state.hashed = found.crc, found.hashed
         if found.lines:
             state.offset, state.tail = found.end, found.tail
             if len(found.head) > len(state.head):
@@ -319,6 +386,11 @@ class Follower:
             _call(self.publish, path, found.lines, found.end)
         if found.more and found.lines:  # no progress (a half line): wait for the next event
             self.dirty.add(path)
+
+    def _look_again(self, path: Path) -> None:
+        if path in self.files:
+            self.dirty.add(path)
+            self._kick()
 
     # ------------------------------------------------------------------ closing
 
@@ -342,14 +414,15 @@ class Follower:
 
     def status(self) -> dict[str, int]:
         return {"files": len(self.files), "watches": len(self.dirs), "polled_dirs": len(self.polled),
-                "lines": self.lines_followed, "bytes": self.bytes_followed}
+                "lines": self.lines_followed, "bytes": self.bytes_followed, "known_bytes": self.bytes_known,
+                "rehashed_bytes": self.bytes_rehashed, "resets": self.resets}
 
 
-def _read_all(snap: dict[Path, FileState]) -> list[tuple[Path, Found]]:
+def _read_all(snap: dict[Path, FileState], budget: Budget) -> list[tuple[Path, Found]]:
     out = []
     for path, state in snap.items():
         try:
-            out.append((path, read_new(path, state)))
+            out.append((path, read_new(path, state, budget)))
         except OSError as exc:
             log.debug("cannot read followed file %s: %s", path, exc)
     return out
