@@ -32,6 +32,8 @@ MAX_READ = 8 * 1024 * 1024
 MAX_LINE = 256 * 1024 * 1024
 """Except a single line longer than that: read up to this much to find its end."""
 HASH_CHUNK = 1024 * 1024
+START_HASH = 64 * 1024
+"""A file found at start with at most this much in whole lines is hashed by the walk."""
 
 
 class FileState(msgspec.Struct):
@@ -168,26 +170,45 @@ def prefix_crc(fd: int, n: int) -> int:
     return crc
 
 
-def start_state(path: Path) -> FileState | None:
+def start_state(path: Path, known: int) -> FileState | None:
     """The state of a file that exists when following starts: its whole lines
-    are known (what is in the file as the walk reads it), what comes after is
-    followed. Its prefix is hashed later, the first time it grows or is touched."""
+    within the first ``known`` bytes (its size when the walk looked, before
+    the watch) are known; what comes after is followed. A prefix of up to
+    ``START_HASH`` is hashed now, a longer one the first time the file grows
+    or is touched."""
     try:
         fd = open_regular(path)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        size = st.st_size
-        chunk = os.pread(fd, min(size, 64 * 1024), max(0, size - 64 * 1024)) if size else b""
+        size = min(known, st.st_size)  # shorter now: the first read finds it shrank
+        end = whole_end(fd, size)
+        if end <= START_HASH:
+            prefix = os.pread(fd, end, 0) if end else b""
+            head, tail, crc, hashed = prefix[:FINGERPRINT], prefix[-FINGERPRINT:], zlib.crc32(prefix), True
+        else:
+            head, tail = os.pread(fd, FINGERPRINT, 0), os.pread(fd, FINGERPRINT, end - FINGERPRINT)
+            crc, hashed = 0, False
     finally:
         os.close(fd)
-    end = size - len(chunk) + chunk.rfind(b"\n") + 1 if b"\n" in chunk else (0 if size <= len(chunk) else size)
-    body_end = end - (size - len(chunk))
-    head = chunk[:min(end, FINGERPRINT)] if size <= len(chunk) else b""
-    return FileState(end, st.st_ino, st.st_dev, chunk[max(0, body_end - FINGERPRINT):body_end], head,
-                     crc=zlib.crc32(chunk[:body_end]) if size <= len(chunk) else 0, hashed=size <= len(chunk),
-                     size=size, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
+    return FileState(end, st.st_ino, st.st_dev, tail, head, crc=crc, hashed=hashed,
+                     size=st.st_size, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
+
+
+def whole_end(fd: int, size: int) -> int:
+    """Where the whole lines of the first ``size`` bytes end: after the last
+    newline (looked for back to ``MAX_LINE``; a file with none that near is
+    taken whole, as a line that long is not a transcript's)."""
+    pos = size
+    while pos > 0 and size - pos < MAX_LINE:
+        n = min(START_HASH, pos)
+        chunk = os.pread(fd, n, pos - n)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            return pos - n + i + 1
+        pos -= n
+    return 0 if pos == 0 else size
 
 
 def own_bytes(lines: list[bytes]) -> bytes:

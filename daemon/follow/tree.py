@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import stat
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -107,7 +108,7 @@ class Follower:
             found = await self.loop.run_in_executor(None, self._walk, self.projects, 0, False)
         finally:
             self._walking, early, self._early = False, self._early, None
-        self._merge(found, old=True)
+        self._merge(found)
         early = early or set()
         if self.projects in early:  # the queue overflowed during the walk: every file may have grown
             early.discard(self.projects)
@@ -120,15 +121,23 @@ class Follower:
         self._kick()
         self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
 
-    def _walk(self, d: Path, depth: int, new: bool) -> list[tuple[Path, FileState | None]]:
-        """Watch ``d`` and the dirs beneath; the state of each transcript in them
-        (existing files at their whole-lines end, or from 0 when ``new``). Worker thread."""
-        out: list[tuple[Path, FileState | None]] = []
+    def _walk(self, d: Path, depth: int, new: bool) -> list[tuple[Path, FileState | None, bool]]:
+        """Watch ``d`` and the dirs beneath; per transcript in them, its state
+        and whether it is to be read now. Worker thread.
+
+        At start (not ``new``) a dir's files are sized *before* its watch is
+        taken: those sizes are what is known. A byte written after that
+        either comes before the watch (the file is then longer than its size
+        when it is read: read now) or after it (an event): followed either way,
+        and nothing the sizes cover is passed on. A file that appeared between
+        the sizing and the listing is read from 0; in a ``new`` dir, all are."""
+        out: list[tuple[Path, FileState | None, bool]] = []
         if depth == 0 and not d.is_dir():
             self._watch(d.parent, False)  # the root: to see projects/ appear
             if d.parent not in self.watched:
                 self.polled.add(d)  # re-stat'ed until it appears, then walked
             return out
+        sizes = {} if new else _sizes(d)
         self._watch(d, True)
         try:
             entries = list(os.scandir(d))
@@ -141,7 +150,12 @@ class Follower:
                         out += self._walk(Path(e.path), depth + 1, new)
                 elif e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
                     p = Path(e.path)
-                    out.append((p, FileState() if new else start_state(p)))
+                    known = sizes.get(e.name)
+                    if known is None:
+                        out.append((p, FileState(), True))
+                    else:
+                        state = start_state(p, known)
+                        out.append((p, state, state is not None and state.size > known))
             except OSError:
                 continue
         return out
@@ -161,14 +175,13 @@ class Follower:
         if polled_fallback:
             self.polled.add(d)
 
-    def _merge(self, found: list[tuple[Path, FileState | None]], old: bool) -> None:
-        for path, state in found:
+    def _merge(self, found: list[tuple[Path, FileState | None, bool]]) -> None:
+        for path, state, now in found:
             if path in self.files or state is None or len(self.files) >= MAX_FILES:
                 continue
             self.files[path] = state
-            if old:
-                self.bytes_known += state.offset
-            else:
+            self.bytes_known += state.offset
+            if now:
                 self.dirty.add(path)
         self._kick()
 
@@ -269,7 +282,7 @@ class Follower:
 
         async def walk() -> None:
             found = await self.loop.run_in_executor(None, self._walk, path, max(depth, 1), True)
-            self._merge(found, old=False)
+            self._merge(found)
 
         self.loop.create_task(walk())
 
@@ -285,9 +298,9 @@ class Follower:
         known = {p: (s.size, s.ino, s.mtime_ns) for p, s in self.files.items() if p.parent in dirs}
         seen = self.watched | self.polled
 
-        def scan() -> tuple[list[Path], list[tuple[Path, FileState | None]]]:
+        def scan() -> tuple[list[Path], list[tuple[Path, FileState | None, bool]]]:
             changed: list[Path] = []
-            new: list[tuple[Path, FileState | None]] = []
+            new: list[tuple[Path, FileState | None, bool]] = []
             for d in dirs:
                 try:
                     entries = list(os.scandir(d))
@@ -313,7 +326,7 @@ class Follower:
         async def run() -> None:
             try:
                 changed, new = await self.loop.run_in_executor(None, scan)
-                self._merge(new, old=False)
+                self._merge(new)
                 for p in changed:
                     if p not in self.files and len(self.files) < MAX_FILES:
                         self.files[p] = FileState()
@@ -416,6 +429,24 @@ class Follower:
         return {"files": len(self.files), "watches": len(self.dirs), "polled_dirs": len(self.polled),
                 "lines": self.lines_followed, "bytes": self.bytes_followed, "known_bytes": self.bytes_known,
                 "rehashed_bytes": self.bytes_rehashed, "resets": self.resets}
+
+
+def _sizes(d: Path) -> dict[str, int]:
+    """The size of each transcript in ``d`` now (what the start walk takes as known)."""
+    out: dict[str, int] = {}
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        return out
+    for e in entries:
+        if e.name.endswith(".jsonl"):
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                out[e.name] = st.st_size
+    return out
 
 
 def _read_all(snap: dict[Path, FileState], budget: Budget) -> list[tuple[Path, Found]]:
