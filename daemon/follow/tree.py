@@ -2,10 +2,9 @@
 
 Why: most transcripts are written by the agents, not through the daemon; the
 catalog, the mirror (and the index and watchers) must see those appends live.
-One inotify watch per *directory* of the project tree (``IN_MODIFY`` and
-friends name the file), never per file: 10,000 sessions in a handful of
-project dirs cost a handful of watches, plus one per session that has
-subagents. Watches are bounded (``follow_max_watches``): a directory past the bound,
+One inotify watch per *directory* of the project tree (``watches``), never per
+file: 10,000 sessions in a handful of project dirs cost a handful of watches,
+plus one per session that has subagents. Watches are bounded (``follow_max_watches``): a directory past the bound,
 or one the kernel refuses (the user's ``max_user_watches`` is shared), is
 re-stat'ed every ``POLL_EVERY`` instead, and so is every file after an event
 queue overflow. An event only marks a file dirty; the events of ``COALESCE``
@@ -16,9 +15,9 @@ mirror, the index, the watchers: one interface for both writers). A file that
 shrank, was replaced or rewritten goes to ``Writer.published_gone`` first and
 is then re-read from 0. The follower only reads: it never writes a followed file.
 
-The start walk records, per file, the whole-lines end it read; events that
-arrive while it runs wait for it, so every byte written after a file was read
-is passed on, once, and none before it.
+The start walk takes, per file, what was in it when the walk sized its dir
+(``Watches.walk``); events that arrive while it runs wait for it, so every
+byte written after that is passed on, once, and none before it.
 
 The daemon's own writes reach the observers from the writer; the follower is
 the first writer observer and moves its offset past them, so nothing is
@@ -30,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import stat
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -40,23 +38,18 @@ import msgspec
 from sessiond.protocol.transcript.paths import projects_dir
 
 from .. import inotify
-from .reading import FINGERPRINT, Budget, FileState, Found, own_bytes, read_new, start_state
+from .reading import FINGERPRINT, Budget, FileState, Found, own_bytes, read_new
+from .watches import POLL_EVERY, Watches
 
 log = logging.getLogger("sessiond")
 
 MAX_FILES = 200_000
-MAX_DEPTH = 5
-"""projects/<project>/<session>/subagents/<run>: deeper dirs are not transcripts."""
-POLL_EVERY = 1.0
 COALESCE = 0.005
 """Events this close together are read in one pass: a writer appending line by
 line costs one thread hop and one publish per file per pass, not per line."""
 REHASH_PER_S = 64 * 1024 * 1024
 """Bytes of followed prefixes re-hashed per second at most, on average (a
 file rewritten over and over cannot make the follower read without end)."""
-DIR_MASK = (inotify.IN_MODIFY | inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MOVED_FROM
-            | inotify.IN_DELETE | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR)
-
 Publish = Callable[[Path, list[bytes], int], None]
 Gone = Callable[[Path], None]
 
@@ -66,15 +59,12 @@ class Follower:
 
     def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, publish: Publish, gone: Gone,
                  max_watches: int = 8192) -> None:
-        self.max_watches = max_watches
         self.projects = projects_dir(root)
+        self.tree = Watches(self.projects, max_watches)
         self.loop = loop
         self.publish = publish
         self.gone = gone
         self.files: dict[Path, FileState] = {}
-        self.dirs: dict[int, Path] = {}  # wd -> dir
-        self.watched: set[Path] = set()
-        self.polled: set[Path] = set()  # dirs without a watch: re-stat'ed
         self.dirty: set[Path] = set()
         self.lines_followed = 0
         self.bytes_followed = 0
@@ -87,7 +77,6 @@ class Follower:
         """Files events named during the start walk, before it had their state."""
         self._tokens = float(REHASH_PER_S)
         self._tokens_at = loop.time()
-        self._fd: int | None = None
         self._busy = False
         self._closed = False
         self._poll: asyncio.TimerHandle | None = None
@@ -95,17 +84,12 @@ class Follower:
     # ------------------------------------------------------------------ start
 
     async def start(self) -> None:
-        try:
-            self._fd = inotify.open_fd()
-            self.loop.add_reader(self._fd, self._read_events)
-        except (OSError, NotImplementedError) as exc:
-            log.info("no inotify (%s): foreign writes are found by a re-stat every %.0f s", exc, POLL_EVERY)
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+        fd = self.tree.open()
+        if fd is not None:
+            self.loop.add_reader(fd, self._read_events)
         self._walking, self._early = True, set()
         try:
-            found = await self.loop.run_in_executor(None, self._walk, self.projects, 0, False)
+            found = await self.loop.run_in_executor(None, self.tree.walk, self.projects, 0, False)
         finally:
             self._walking, early, self._early = False, self._early, None
         self._merge(found)
@@ -121,61 +105,8 @@ class Follower:
         self._kick()
         self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
 
-    def _walk(self, d: Path, depth: int, new: bool) -> list[tuple[Path, FileState | None, bool]]:
-        """Watch ``d`` and the dirs beneath; per transcript in them, its state
-        and whether it is to be read now. Worker thread.
-
-        At start (not ``new``) a dir's files are sized *before* its watch is
-        taken: those sizes are what is known. A byte written after that
-        either comes before the watch (the file is then longer than its size
-        when it is read: read now) or after it (an event): followed either way,
-        and nothing the sizes cover is passed on. A file that appeared between
-        the sizing and the listing is read from 0; in a ``new`` dir, all are."""
-        out: list[tuple[Path, FileState | None, bool]] = []
-        if depth == 0 and not d.is_dir():
-            self._watch(d.parent, False)  # the root: to see projects/ appear
-            if d.parent not in self.watched:
-                self.polled.add(d)  # re-stat'ed until it appears, then walked
-            return out
-        sizes = {} if new else _sizes(d)
-        self._watch(d, True)
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            return out
-        for e in entries:
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    if depth < MAX_DEPTH:
-                        out += self._walk(Path(e.path), depth + 1, new)
-                elif e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
-                    p = Path(e.path)
-                    known = sizes.get(e.name)
-                    if known is None:
-                        out.append((p, FileState(), True))
-                    else:
-                        state = start_state(p, known)
-                        out.append((p, state, state is not None and state.size > known))
-            except OSError:
-                continue
-        return out
-
-    def _watch(self, d: Path, polled_fallback: bool) -> None:
-        if d in self.watched:
-            return
-        if self._fd is not None and len(self.dirs) < self.max_watches:
-            try:
-                wd = inotify.add_watch(self._fd, os.fsencode(d), DIR_MASK)  # type: ignore[misc]
-            except OSError as exc:
-                log.warning("cannot watch %s (%s): it is re-stat'ed every %.0f s", d, exc.strerror or exc, POLL_EVERY)
-            else:
-                self.dirs[wd] = d
-                self.watched.add(d)
-                return
-        if polled_fallback:
-            self.polled.add(d)
-
     def _merge(self, found: list[tuple[Path, FileState | None, bool]]) -> None:
+        """Take what a walk found (files already followed stay as they are)."""
         for path, state, now in found:
             if path in self.files or state is None or len(self.files) >= MAX_FILES:
                 continue
@@ -220,9 +151,9 @@ class Follower:
     # ------------------------------------------------------------------ events
 
     def _read_events(self) -> None:
-        assert self._fd is not None
+        assert self.tree.fd is not None
         try:
-            pending = inotify.read_events(self._fd)
+            pending = inotify.read_events(self.tree.fd)
         except OSError as exc:
             log.error("reading inotify events failed: %s; foreign writes are re-stat'ed", exc)
             self.close_watches()
@@ -233,17 +164,11 @@ class Follower:
                 if self._early is not None:  # events were lost during the walk: read every file it finds
                     self._early.add(self.projects)
                 continue
-            d = self.dirs.get(wd)
+            d = self.tree.dirs.get(wd)
             if d is None:
                 continue
             if mask & (inotify.IN_IGNORED | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF):
-                del self.dirs[wd]
-                self.watched.discard(d)
-                if not mask & inotify.IN_IGNORED and self._fd is not None:
-                    try:  # a moved dir keeps its watch: its new path is walked anew
-                        inotify.rm_watch(self._fd, wd)  # type: ignore[misc]
-                    except OSError:
-                        pass
+                self.tree.forget(wd, mask)
                 continue
             if not name:
                 continue
@@ -270,18 +195,12 @@ class Follower:
         self._kick()
 
     def _new_dir(self, path: Path) -> None:
-        try:
-            depth = len(path.relative_to(self.projects).parts)
-        except ValueError:
-            if path == self.projects:
-                depth = 0
-            else:
-                return
-        if depth > MAX_DEPTH:
+        depth = self.tree.depth(path)
+        if depth is None:
             return
 
         async def walk() -> None:
-            found = await self.loop.run_in_executor(None, self._walk, path, max(depth, 1), True)
+            found = await self.loop.run_in_executor(None, self.tree.walk, path, max(depth, 1), True)
             self._merge(found)
 
         self.loop.create_task(walk())
@@ -292,40 +211,14 @@ class Follower:
         dirs beneath them are walked."""
         if self._closed:
             return
-        dirs = set(self.polled)
-        if self._fd is None:
+        dirs = set(self.tree.polled)
+        if self.tree.fd is None:
             dirs.add(self.projects)
         known = {p: (s.size, s.ino, s.mtime_ns) for p, s in self.files.items() if p.parent in dirs}
-        seen = self.watched | self.polled
-
-        def scan() -> tuple[list[Path], list[tuple[Path, FileState | None, bool]]]:
-            changed: list[Path] = []
-            new: list[tuple[Path, FileState | None, bool]] = []
-            for d in dirs:
-                try:
-                    entries = list(os.scandir(d))
-                except OSError:
-                    continue
-                for e in entries:
-                    p = Path(e.path)
-                    try:
-                        if e.is_dir(follow_symlinks=False):
-                            depth = len(p.relative_to(self.projects).parts)
-                            if p not in seen and depth <= MAX_DEPTH:
-                                new += self._walk(p, depth, True)
-                            continue
-                        if not e.name.endswith(".jsonl"):
-                            continue
-                        st = e.stat(follow_symlinks=False)
-                    except (OSError, ValueError):
-                        continue
-                    if known.get(p) != (st.st_size, st.st_ino, st.st_mtime_ns):  # grew, replaced or touched
-                        changed.append(p)
-            return changed, new
 
         async def run() -> None:
             try:
-                changed, new = await self.loop.run_in_executor(None, scan)
+                changed, new = await self.loop.run_in_executor(None, self.tree.scan_polled, dirs, known)
                 self._merge(new)
                 for p in changed:
                     if p not in self.files and len(self.files) < MAX_FILES:
@@ -408,16 +301,12 @@ class Follower:
     # ------------------------------------------------------------------ closing
 
     def close_watches(self) -> None:
-        if self._fd is not None:
+        if self.tree.fd is not None:
             try:
-                self.loop.remove_reader(self._fd)
+                self.loop.remove_reader(self.tree.fd)
             except (RuntimeError, ValueError):
                 pass
-            os.close(self._fd)
-            self._fd = None
-        self.polled.update(self.watched)
-        self.dirs.clear()
-        self.watched.clear()
+        self.tree.close()
 
     def close(self) -> None:
         self._closed = True
@@ -426,27 +315,9 @@ class Follower:
         self.close_watches()
 
     def status(self) -> dict[str, int]:
-        return {"files": len(self.files), "watches": len(self.dirs), "polled_dirs": len(self.polled),
+        return {"files": len(self.files), "watches": len(self.tree.dirs), "polled_dirs": len(self.tree.polled),
                 "lines": self.lines_followed, "bytes": self.bytes_followed, "known_bytes": self.bytes_known,
                 "rehashed_bytes": self.bytes_rehashed, "resets": self.resets}
-
-
-def _sizes(d: Path) -> dict[str, int]:
-    """The size of each transcript in ``d`` now (what the start walk takes as known)."""
-    out: dict[str, int] = {}
-    try:
-        entries = list(os.scandir(d))
-    except OSError:
-        return out
-    for e in entries:
-        if e.name.endswith(".jsonl"):
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                out[e.name] = st.st_size
-    return out
 
 
 def _read_all(snap: dict[Path, FileState], budget: Budget) -> list[tuple[Path, Found]]:

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 from sessiond.daemon.follow import Follower
+from sessiond.daemon.follow.watches import Watches
 from sessiond.protocol.wire import messages as m
 from tests.helpers import wait_until
 
@@ -91,21 +92,22 @@ def test_a_line_written_as_the_walk_reaches_its_dir_is_passed_on_once(short_tmp)
         with open(target, "ab") as f:
             f.write(line + b"\n")
 
-    class Racing(Follower):
-        """The follower, with a foreign write at the two moments that matter."""
+    class Racing(Watches):
+        """The follower's watches, with a foreign write at the two moments that matter."""
 
-        def _watch(self, d: Path, polled_fallback: bool) -> None:
+        def watch(self, d: Path, polled_fallback: bool) -> None:
             if d == target.parent:
                 append(fresh[0])
-            super()._watch(d, polled_fallback)
+            super().watch(d, polled_fallback)
             if d == target.parent:
                 append(fresh[1])
 
     async def run() -> tuple[list[bytes], dict[str, int]]:
         published: list[bytes] = []
         loop = asyncio.get_running_loop()
-        follower = Racing(root, loop, lambda path, lines, end: published.extend(lines) if path == target else None,
-                          lambda path: None)
+        follower = Follower(root, loop, lambda path, lines, end: published.extend(lines) if path == target else None,
+                            lambda path: None)
+        follower.tree = Racing(follower.projects, follower.tree.max_watches)
         try:
             await follower.start()
             async with asyncio.timeout(20):
