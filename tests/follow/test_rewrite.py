@@ -8,43 +8,13 @@ from __future__ import annotations
 
 import uuid
 
-from sessiond.client.watch import subscribe
 from sessiond.protocol.transcript.paths import project_dir
 from sessiond.protocol.wire import messages as m
 from tests.helpers import wait_until
 
-from .foreign import Foreign, corpus_lines
-from .test_watch_foreign import Frames, raw
+from .foreign import Foreign, Frames, corpus_lines, follow_status, followed, middle_rewrite, raw
 
 CWD = "/work/rewritten"
-
-
-def follow_status(d) -> dict[str, int]:
-    with d.client() as c:
-        return c.status().follow
-
-
-def followed(d, path) -> None:
-    """Wait until the follower itself passed on all of ``path`` (a watcher's own
-    catch-up read does not say so), and the kernel's file clock moved past its
-    last write: a same-size rewrite in that same tick keeps the times, which is
-    the case the README says is not noticed."""
-    size = path.stat().st_size
-    wait_until(lambda: (lambda f: f["bytes"] + f["known_bytes"])(follow_status(d)) >= size, "the follower to have the file")
-    probe = path.parent.parent / "clock-probe"
-
-    def ticked() -> bool:
-        probe.write_bytes(b"x")
-        return probe.stat().st_mtime_ns > path.stat().st_mtime_ns
-
-    wait_until(ticked, "the file clock to move on")
-    probe.unlink()
-
-
-def middle_rewrite(text: list[str]) -> tuple[int, str]:
-    """(offset, data): a same-size change inside the second line, far from both ends."""
-    at = len(text[0].encode()) + 10
-    return at, "Z" * 8
 
 
 def check_rewrite_found(d, w: Foreign, path, lines: list[str]) -> None:

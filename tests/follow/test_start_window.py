@@ -16,7 +16,7 @@ from sessiond.daemon.follow.watches import Watches
 from sessiond.protocol.wire import messages as m
 from tests.helpers import wait_until
 
-from .test_watch_foreign import Frames
+from .foreign import Frames
 
 LOOPER = Path(__file__).with_name("looping_writer.py")
 LINE = json.dumps({"type": "user", "message": {"role": "user", "content": "already there"}}).encode() + b"\n"

@@ -12,61 +12,14 @@ import sys
 import threading
 import uuid
 
-from sessiond.client.watch import subscribe
 from sessiond.protocol.transcript.paths import project_dir
 from sessiond.protocol.wire import messages as m
 from tests.helpers import wait_until
 
-from .foreign import Foreign, corpus_lines
+from .foreign import Foreign, Frames, by_file, corpus_lines, raw
 
 CWD = "/work/claude-typed"
 END = json.dumps({"type": "system", "subtype": "end-of-test", "uuid": str(uuid.uuid4())}) + "\n"
-
-
-class Frames:
-    """The Entries frames of one subscription, read on a thread (the stream blocks)."""
-
-    def __init__(self, client, req: m.Subscribe) -> None:
-        self.stream = subscribe(client, req)
-        self.subscribed = next(self.stream)
-        self.frames: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        try:
-            for frame in self.stream:
-                self.frames.put(frame)
-        except Exception as exc:  # the socket closed at the end of the test
-            self.frames.put(exc)
-
-    def until(self, *last: tuple[str, bytes], timeout: float = 20.0) -> list[m.Entries]:
-        """Every frame up to those that carry each (file, line) of ``last``
-        (files are read in no set order between them)."""
-        got: list[m.Entries] = []
-        waiting = set(last)
-        while waiting:
-            frame = self.frames.get(timeout=timeout)
-            assert isinstance(frame, m.Entries), frame
-            got.append(frame)
-            waiting -= {(frame.file, x) for x in frame.lines}
-        return got
-
-
-def by_file(frames: list[m.Entries]) -> dict[str, list[bytes]]:
-    """Each file's lines, checking that every frame starts where the one before ended."""
-    lines: dict[str, list[bytes]] = {}
-    ends: dict[str, int] = {}
-    for f in frames:
-        assert not f.skipped and not f.reset, f
-        if f.file in ends:
-            assert f.offset == ends[f.file], (f.file, f.offset, ends[f.file])
-        ends[f.file] = f.offset + sum(len(x) + 1 for x in f.lines)
-        lines.setdefault(f.file, []).extend(f.lines)
-    return lines
-
-
-def raw(text: list[str]) -> list[bytes]:
-    return [x.rstrip("\n").encode() for x in text]
 
 
 def test_a_watcher_sees_a_foreign_writers_lines_whole_in_order_once(daemon):

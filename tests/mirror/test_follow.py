@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sessiond.protocol.transcript.paths import project_dir
 from sessiond.protocol.wire import messages as m
-from tests.follow.foreign import Foreign, corpus_lines
+from tests.follow.foreign import Foreign, corpus_lines, followed, middle_rewrite
 from tests.helpers import line, user
 
 from .conftest import mirror_status, tree, wait_for
@@ -152,3 +152,31 @@ def test_without_watches_the_restat_follows_and_a_rewrite_in_place_diverges(daem
     with a.client() as c:
         follow = c.status().follow
     assert follow is not None and follow["watches"] == 0 and follow["polled_dirs"] >= 3, follow
+
+
+def test_a_same_size_rewrite_in_the_middle_diverges(daemon_factory, mirror_config, short_tmp):
+    """The change no fingerprint of the edges shows (found by the running hash):
+    the file is marked diverged and B keeps the copy that was true."""
+    cfg = mirror_config()
+    a = daemon_factory(name="a").start("--config", str(cfg))
+    b = daemon_factory(name="b")
+    wait_for(lambda: mirror_status(a)["connected"], what="the mirror to connect")
+    lines = corpus_lines(4, skip=3)
+    sid = str(uuid.uuid4())
+    project = a.root / "projects" / "-home-someone-mid"
+    path = project / f"{sid}.jsonl"
+    rel = f"{project.name}/{sid}.jsonl"
+    with Foreign() as w:
+        for x in lines[:3]:
+            w.do("append", path, data=x)
+        good = path.read_bytes()
+        wait_for(lambda: pulled(b, cfg, sid).get(rel) == good, timeout=20, interval=0.3, what="the session on B")
+        followed(a, path)
+        at, data = middle_rewrite(lines)
+        w.do("overwrite", path, data=data, offset=at)
+        st = wait_for(lambda: (lambda s: s if s["diverged"] >= 1 else None)(mirror_status(a)),
+                      what="the rewritten file to be marked diverged")
+        assert "rewritten" in (st["lastError"] or "")
+        w.do("append", path, data=lines[3])
+        wait_for(lambda: mirror_status(a)["lagBytes"] == 0, what="nothing left to publish")
+    assert pulled(b, cfg, sid)[rel] == good
