@@ -72,7 +72,6 @@ class Follower:
         """Bytes the start walk found in the files (known, not passed on)."""
         self.bytes_rehashed = 0
         self.resets = 0
-        self._walking = False
         self._early: set[Path] | None = None
         """Files events named during the start walk, before it had their state."""
         self._tokens = float(REHASH_PER_S)
@@ -87,11 +86,11 @@ class Follower:
         fd = self.tree.open()
         if fd is not None:
             self.loop.add_reader(fd, self._read_events)
-        self._walking, self._early = True, set()
+        self._early = set()
         try:
             found = await self.loop.run_in_executor(None, self.tree.walk, self.projects, 0, False)
         finally:
-            self._walking, early, self._early = False, self._early, None
+            early, self._early = self._early, None
         self._merge(found)
         early = early or set()
         if self.projects in early:  # the queue overflowed during the walk: every file may have grown
