@@ -8,7 +8,7 @@ plus one per session that has subagents. Watches are bounded (``follow_max_watch
 or one the kernel refuses (the user's ``max_user_watches`` is shared), is
 re-stat'ed every ``POLL_EVERY`` instead, and so is every file after an event
 queue overflow. An event only marks a file dirty; the events of ``COALESCE``
-seconds make one pass, in which a worker thread reads what is new in each
+seconds after a pass make the next one, in which a worker thread reads what is new in each
 dirty file once (``reading.read_new``) and the loop hands each file's complete
 lines to the writer's observers in one ``Writer.publish`` (the catalog, the
 mirror, the index, the watchers: one interface for both writers). A file that
@@ -45,8 +45,10 @@ log = logging.getLogger("sessiond")
 
 MAX_FILES = 200_000
 COALESCE = 0.005
-"""Events this close together are read in one pass: a writer appending line by
-line costs one thread hop and one publish per file per pass, not per line."""
+"""An event this soon after the last pass waits this long for the ones that
+follow it, to be read in one pass with them: a writer appending line by line
+costs one thread hop and one publish per file per pass, not per line, and the
+first line after a quiet spell is still read at once."""
 REHASH_PER_S = 64 * 1024 * 1024
 """Bytes of followed prefixes re-hashed per second at most, on average (a
 file rewritten over and over cannot make the follower read without end)."""
@@ -77,6 +79,7 @@ class Follower:
         self._tokens = float(REHASH_PER_S)
         self._tokens_at = loop.time()
         self._busy = False
+        self._last_pass = -1.0
         self._closed = False
         self._poll: asyncio.TimerHandle | None = None
 
@@ -241,7 +244,8 @@ class Follower:
     async def _pass(self) -> None:
         """Read every dirty file in a worker thread, then apply on the loop."""
         try:
-            await asyncio.sleep(COALESCE)  # the events of the next few ms join this pass
+            if self.loop.time() - self._last_pass < COALESCE:  # a writer at work: the next few ms join this pass
+                await asyncio.sleep(COALESCE)
             while self.dirty and not self._closed:
                 batch = {p: self.files[p] for p in self.dirty if p in self.files}
                 self.dirty.clear()
@@ -257,6 +261,7 @@ class Follower:
                     self._apply(path, state, found)
         finally:
             self._busy = False
+            self._last_pass = self.loop.time()
 
     def _refill(self) -> float:
         """The re-hash budget of this pass: ``REHASH_PER_S``, at most a second's worth saved."""
