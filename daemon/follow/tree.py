@@ -4,11 +4,12 @@ Why: most transcripts are written by the agents, not through the daemon; the
 catalog, the mirror (and the index and watchers) must see those appends live.
 One inotify watch per *directory* of the project tree (``watches``), never per
 file: 10,000 sessions in a handful of project dirs cost a handful of watches,
-plus one per session that has subagents. Watches are bounded (``follow_max_watches``): a directory past the bound,
-or one the kernel refuses (the user's ``max_user_watches`` is shared), is
-re-stat'ed every ``POLL_EVERY`` instead, and so is every file after an event
-queue overflow. An event only marks a file dirty; the events of ``COALESCE``
-seconds after a pass make the next one, in which a worker thread reads what is new in each
+plus one per session that has subagents. Watches are bounded
+(``follow_max_watches``): a directory past the bound, or one the kernel
+refuses (the user's ``max_user_watches`` is shared), is re-stat'ed every
+``POLL_EVERY`` instead, and so is every file after an event queue overflow.
+An event only marks a file dirty; the events of ``COALESCE`` seconds after a
+pass make the next one, in which a worker thread reads what is new in each
 dirty file once (``reading.read_new``) and the loop hands each file's complete
 lines to the writer's observers in one ``Writer.publish`` (the catalog, the
 mirror, the index, the watchers: one interface for both writers). A file that
