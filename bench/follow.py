@@ -16,6 +16,12 @@ follows every file.
 
     python bench/follow.py                     # 1, 100, 1000 files; 3 runs each
     python bench/follow.py --files 100 --runs 1 --seconds 3
+    mkdir -p /tmp/base/sessiond && git archive main | tar -x -C /tmp/base/sessiond
+    python bench/follow.py --baseline /tmp/base  # each run beside one of that code's daemon
+
+With ``--baseline DIR`` (a directory holding a ``sessiond`` package) every run
+of this code's daemon is interleaved with one of the baseline's, under the same
+load, and both medians are reported.
 
 Prints a table (median of runs) and writes bench/results/follow.json.
 """
@@ -106,7 +112,8 @@ async def collect(url: str, stream: str, prefix: str, lags: list[float], ready: 
     await nc.close()
 
 
-def one_run(files: int, seconds: float, rate: int, port: int) -> dict:
+def one_run(files: int, seconds: float, rate: int, port: int, code: str | None = None) -> dict:
+    """One run; ``code``: a directory whose ``sessiond`` the daemon runs instead of this one."""
     base = Path(tempfile.mkdtemp(prefix="sdf-", dir="/tmp"))
     os.chmod(base, 0o700)
     tag = base.name.replace("-", "").replace("_", "")
@@ -116,7 +123,16 @@ def one_run(files: int, seconds: float, rate: int, port: int) -> dict:
     sock, root = base / "run" / "s.sock", base / "root"
     project = root / "projects" / "-bench-follow"
     project.mkdir(parents=True)
-    daemon = start_daemon(sock, root, "--config", str(cfg))
+    saved = os.environ.get("PYTHONPATH")
+    if code is not None:
+        os.environ["PYTHONPATH"] = code
+    try:
+        daemon = start_daemon(sock, root, "--config", str(cfg))
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
     lags: list[float] = []
     try:
         deadline = time.monotonic() + 15
@@ -215,17 +231,28 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rate", type=int, default=1000, help="lines per second, over all files (~1 KB each)")
     ap.add_argument("--no-watch-cost", action="store_true")
+    ap.add_argument("--baseline", help="a directory holding a sessiond package: its runs interleaved with these")
     args = ap.parse_args()
     nats_base = Path(tempfile.mkdtemp(prefix="sdfn-", dir="/tmp"))
     nats, port = start_nats(nats_base)
-    results: dict = {"rate_lines_per_s": args.rate, "seconds": args.seconds, "runs": args.runs, "files": {}}
+    results: dict = {"rate_lines_per_s": args.rate, "seconds": args.seconds, "runs": args.runs, "files": {},
+                     "load_average": os.getloadavg()}
+    if args.baseline:
+        results["baseline"] = {}
     try:
         for files in args.files:
-            runs = [one_run(files, args.seconds, args.rate, port) for _ in range(args.runs)]
-            med = {k: statistics.median(r[k] for r in runs) for k in ("p50_ms", "p99_ms", "cpu_s_per_mb")}
-            results["files"][str(files)] = {"median": med, "runs": runs}
-            print(f"{files:>5} files: lag p50 {med['p50_ms']:.1f} ms  p99 {med['p99_ms']:.1f} ms  "
-                  f"daemon CPU {med['cpu_s_per_mb'] * 1000:.0f} ms/MB", flush=True)
+            runs, base = [], []
+            for _ in range(args.runs):
+                if args.baseline:
+                    base.append(one_run(files, args.seconds, args.rate, port, code=args.baseline))
+                runs.append(one_run(files, args.seconds, args.rate, port))
+            for name, got, into in (("baseline", base, results.get("baseline")), ("this", runs, results["files"])):
+                if not got:
+                    continue
+                med = {k: statistics.median(r[k] for r in got) for k in ("p50_ms", "p99_ms", "cpu_s_per_mb")}
+                into[str(files)] = {"median": med, "runs": got}
+                print(f"{files:>5} files ({name}): lag p50 {med['p50_ms']:.1f} ms  p99 {med['p99_ms']:.1f} ms  "
+                      f"daemon CPU {med['cpu_s_per_mb'] * 1000:.0f} ms/MB", flush=True)
     finally:
         nats.terminate()
         nats.wait(timeout=30)
@@ -234,6 +261,7 @@ def main() -> None:
         wc = results["watch_cost"] = watch_cost()
         print(f"watch cost: {wc['sessions']} sessions, {wc['files']} files followed, {wc['watches']} inotify watches, "
               f"RSS {wc['rss_mb']:.0f} MB (empty root: {wc['rss_empty_root_mb']:.0f} MB), all followed {wc['ready_s']:.1f} s after start")
+    results["load_average_after"] = os.getloadavg()
     out = HERE / "results" / "follow.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {out}")

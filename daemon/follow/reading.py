@@ -3,14 +3,22 @@
 Why a separate piece: this is the only code that decides what counts as new
 (the bytes after the last newline the follower passed on) and whether the file
 under the path is still the one it was following (same inode, not shorter, the
-bytes just before the offset unchanged). It runs in a worker thread and
-touches no daemon state: it gets a snapshot of a file's state and returns what
-it found, which the loop applies only if the state did not move meanwhile.
+bytes already passed on unchanged). It runs in a worker thread and touches no
+daemon state: it gets a snapshot of a file's state and returns what it found,
+which the loop applies only if the state did not move meanwhile.
+
+A rewrite in place is looked for two ways. Every read compares the first 64
+bytes and the 64 before the offset (cheap, catches a file rewritten from the
+start and then grown). And the follower keeps a running CRC-32 of the bytes
+it passed on (it reads them anyway): a look that finds the file no longer but
+its mtime or ctime moved (a write that did not append) re-reads the prefix and
+compares, within the re-hash budget the caller grants (``Budget``).
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 
 import msgspec
@@ -23,10 +31,13 @@ MAX_READ = 8 * 1024 * 1024
 """At most this much is read per file per pass; the rest comes next pass."""
 MAX_LINE = 256 * 1024 * 1024
 """Except a single line longer than that: read up to this much to find its end."""
+HASH_CHUNK = 1024 * 1024
+START_HASH = 64 * 1024
+"""A file found at start with at most this much in whole lines is hashed by the walk."""
 
 
 class FileState(msgspec.Struct):
-    """What the follower passed on of one file."""
+    """What the follower passed on of one file, and how the file looked then."""
 
     offset: int = 0
     """Bytes [0, offset) were passed on (they end with a newline, or offset is 0)."""
@@ -35,8 +46,21 @@ class FileState(msgspec.Struct):
     tail: bytes = b""
     """The last bytes before ``offset``, to notice a rewrite in place."""
     head: bytes = b""
-    """The first bytes of the file, for the same reason (a rewrite that keeps
-    both and the size, changing only the middle, is not noticed)."""
+    """The first bytes of the file, for the same reason."""
+    crc: int = 0
+    """CRC-32 of bytes [0, offset) when ``hashed``."""
+    hashed: bool = False
+    """False until the prefix was hashed: a file found at start (its bytes are
+    hashed the first time it grows or is touched, within the budget) or one
+    the daemon wrote into without the follower reading the bytes before."""
+    size: int = 0
+    mtime_ns: int = 0
+    ctime_ns: int = 0
+    """The file's size and times at the last look: a look with the same size
+    and other times is a write that did not append."""
+    own: bool = False
+    """The last change seen was the daemon's own write (its times are not
+    known): the next look takes the file's times without re-hashing."""
 
 
 class Found(msgspec.Struct):
@@ -52,9 +76,34 @@ class Found(msgspec.Struct):
     reset: str | None = None
     """Set when the file is not the one followed: shrank, replaced, rewritten, gone."""
     more: bool = False
+    crc: int = 0
+    hashed: bool = False
+    size: int = 0
+    mtime_ns: int = 0
+    ctime_ns: int = 0
+    deferred: bool = False
+    """The file needs its prefix re-hashed and the budget is spent: look again later."""
 
 
-def read_new(path: Path, state: FileState) -> Found:
+class Budget:
+    """Bytes the worker may re-hash in one pass (it may overdraw by one file,
+    which the follower pays back before it grants more)."""
+
+    __slots__ = ("left", "used")
+
+    def __init__(self, left: float) -> None:
+        self.left = left
+        self.used = 0
+
+    def take(self, n: int) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= n
+        self.used += n
+        return True
+
+
+def read_new(path: Path, state: FileState, budget: Budget | None = None) -> Found:
     try:
         fd = open_regular(path)
     except FileNotFoundError:
@@ -66,6 +115,22 @@ def read_new(path: Path, state: FileState) -> Found:
         if st.st_size < state.offset:
             return Found(0, 0, [], st.st_ino, st.st_dev, b"",
                          reset=f"shrank (followed to {state.offset} bytes, now {st.st_size})")
+        look = dict(size=st.st_size, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
+        crc, hashed = state.crc, state.hashed
+        touched = (st.st_size == state.size and not state.own and state.offset
+                   and (st.st_mtime_ns, st.st_ctime_ns) != (state.mtime_ns, state.ctime_ns))
+        if touched or (not hashed and st.st_size > state.offset and state.offset):
+            # A write that did not append (or a prefix never hashed): hash what was passed on.
+            if budget is None or not budget.take(state.offset):
+                if touched:
+                    return Found(state.offset, state.offset, [], st.st_ino, st.st_dev, state.tail, state.head,
+                                 crc=crc, hashed=hashed, deferred=True,
+                                 size=state.size, mtime_ns=state.mtime_ns, ctime_ns=state.ctime_ns)
+            else:
+                now = prefix_crc(fd, state.offset)
+                if hashed and now != crc:
+                    return Found(0, 0, [], st.st_ino, st.st_dev, b"", reset="rewritten in place")
+                crc, hashed = now, True
         back = len(state.tail)
         avail = st.st_size - state.offset
         want = min(avail, MAX_READ) + back
@@ -86,23 +151,66 @@ def read_new(path: Path, state: FileState) -> Found:
     end = state.offset + cut
     tail = (state.tail + whole)[-FINGERPRINT:] if cut else state.tail
     head = head[:end] if end < len(head) else head  # only bytes passed on are a fingerprint
-    return Found(state.offset, end, lines, st.st_ino, st.st_dev, tail, head, more=st.st_size - state.offset > MAX_READ)
+    if hashed or state.offset == 0:
+        crc, hashed = zlib.crc32(whole, crc), True
+    return Found(state.offset, end, lines, st.st_ino, st.st_dev, tail, head, crc=crc, hashed=hashed,
+                 more=st.st_size - state.offset > MAX_READ, **look)
 
 
-def start_state(path: Path) -> FileState | None:
+def prefix_crc(fd: int, n: int) -> int:
+    """CRC-32 of the first ``n`` bytes of ``fd`` (a file shorter than that is
+    caught before: it shrank)."""
+    crc, pos = 0, 0
+    while pos < n:
+        chunk = os.pread(fd, min(HASH_CHUNK, n - pos), pos)
+        if not chunk:
+            break
+        crc = zlib.crc32(chunk, crc)
+        pos += len(chunk)
+    return crc
+
+
+def start_state(path: Path, known: int) -> FileState | None:
     """The state of a file that exists when following starts: its whole lines
-    are old news (``push`` mirrors them), what comes after is followed."""
+    within the first ``known`` bytes (its size when the walk looked, before
+    the watch) are known; what comes after is followed. A prefix of up to
+    ``START_HASH`` is hashed now, a longer one the first time the file grows
+    or is touched."""
     try:
         fd = open_regular(path)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        size = st.st_size
-        chunk = os.pread(fd, min(size, 64 * 1024), max(0, size - 64 * 1024)) if size else b""
+        size = min(known, st.st_size)  # shorter now: the first read finds it shrank
+        end = whole_end(fd, size)
+        if end <= START_HASH:
+            prefix = os.pread(fd, end, 0) if end else b""
+            head, tail, crc, hashed = prefix[:FINGERPRINT], prefix[-FINGERPRINT:], zlib.crc32(prefix), True
+        else:
+            head, tail = os.pread(fd, FINGERPRINT, 0), os.pread(fd, FINGERPRINT, end - FINGERPRINT)
+            crc, hashed = 0, False
     finally:
         os.close(fd)
-    end = size - len(chunk) + chunk.rfind(b"\n") + 1 if b"\n" in chunk else (0 if size <= len(chunk) else size)
-    body_end = end - (size - len(chunk))
-    head = chunk[:min(end, FINGERPRINT)] if size <= len(chunk) else b""
-    return FileState(end, st.st_ino, st.st_dev, chunk[max(0, body_end - FINGERPRINT):body_end], head)
+    return FileState(end, st.st_ino, st.st_dev, tail, head, crc=crc, hashed=hashed,
+                     size=st.st_size, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
+
+
+def whole_end(fd: int, size: int) -> int:
+    """Where the whole lines of the first ``size`` bytes end: after the last
+    newline (looked for back to ``MAX_LINE``; a file with none that near is
+    taken whole, as a line that long is not a transcript's)."""
+    pos = size
+    while pos > 0 and size - pos < MAX_LINE:
+        n = min(START_HASH, pos)
+        chunk = os.pread(fd, n, pos - n)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            return pos - n + i + 1
+        pos -= n
+    return 0 if pos == 0 else size
+
+
+def own_bytes(lines: list[bytes]) -> bytes:
+    return b"".join(line + b"\n" for line in lines)
+

@@ -2,18 +2,23 @@
 
 Why: most transcripts are written by the agents, not through the daemon; the
 catalog, the mirror (and the index and watchers) must see those appends live.
-One inotify watch per *directory* of the project tree (``IN_MODIFY`` and
-friends name the file), never per file: 10,000 sessions in a handful of
-project dirs cost a handful of watches, plus one per session that has
-subagents. Watches are bounded (``follow_max_watches``): a directory past the bound,
-or one the kernel refuses (the user's ``max_user_watches`` is shared), is
-re-stat'ed every ``POLL_EVERY`` instead, and so is every file after an event
-queue overflow. An event only marks a file dirty; a worker thread reads what
-is new (``reading.read_new``) and the loop hands the complete lines to the
-writer's observers through ``Writer.publish`` (the catalog, the mirror, the
-index, the watchers: one interface for both writers). A file that shrank, was
-replaced or rewritten goes to ``Writer.published_gone`` first and is then
-re-read from 0. The follower only reads: it never writes a followed file.
+One inotify watch per *directory* of the project tree (``watches``), never per
+file: 10,000 sessions in a handful of project dirs cost a handful of watches,
+plus one per session that has subagents. Watches are bounded
+(``follow_max_watches``): a directory past the bound, or one the kernel
+refuses (the user's ``max_user_watches`` is shared), is re-stat'ed every
+``POLL_EVERY`` instead, and so is every file after an event queue overflow.
+An event only marks a file dirty; the events of ``COALESCE`` seconds after a
+pass make the next one, in which a worker thread reads what is new in each
+dirty file once (``reading.read_new``) and the loop hands each file's complete
+lines to the writer's observers in one ``Writer.publish`` (the catalog, the
+mirror, the index, the watchers: one interface for both writers). A file that
+shrank, was replaced or rewritten goes to ``Writer.published_gone`` first and
+is then re-read from 0. The follower only reads: it never writes a followed file.
+
+The start walk takes, per file, what was in it when the walk sized its dir
+(``Watches.walk``); events that arrive while it runs wait for it, so every
+byte written after that is passed on, once, and none before it.
 
 The daemon's own writes reach the observers from the writer; the follower is
 the first writer observer and moves its offset past them, so nothing is
@@ -25,23 +30,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import zlib
 from collections.abc import Callable
 from pathlib import Path
+
+import msgspec
 
 from sessiond.protocol.transcript.paths import projects_dir
 
 from .. import inotify
-from .reading import FileState, Found, read_new, start_state
+from .reading import FINGERPRINT, Budget, FileState, Found, own_bytes, read_new
+from .watches import POLL_EVERY, Watches
 
 log = logging.getLogger("sessiond")
 
 MAX_FILES = 200_000
-MAX_DEPTH = 5
-"""projects/<project>/<session>/subagents/<run>: deeper dirs are not transcripts."""
-POLL_EVERY = 1.0
-DIR_MASK = (inotify.IN_MODIFY | inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MOVED_FROM
-            | inotify.IN_DELETE | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR)
-
+COALESCE = 0.005
+"""An event this soon after the last pass waits this long for the ones that
+follow it, to be read in one pass with them: a writer appending line by line
+costs one thread hop and one publish per file per pass, not per line, and the
+first line after a quiet spell is still read at once."""
+REHASH_PER_S = 64 * 1024 * 1024
+"""Bytes of followed prefixes re-hashed per second at most, on average (a
+file rewritten over and over cannot make the follower read without end)."""
 Publish = Callable[[Path, list[bytes], int], None]
 Gone = Callable[[Path], None]
 
@@ -51,85 +62,60 @@ class Follower:
 
     def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, publish: Publish, gone: Gone,
                  max_watches: int = 8192) -> None:
-        self.max_watches = max_watches
         self.projects = projects_dir(root)
+        self.tree = Watches(self.projects, max_watches)
         self.loop = loop
         self.publish = publish
         self.gone = gone
         self.files: dict[Path, FileState] = {}
-        self.dirs: dict[int, Path] = {}  # wd -> dir
-        self.watched: set[Path] = set()
-        self.polled: set[Path] = set()  # dirs without a watch: re-stat'ed
         self.dirty: set[Path] = set()
         self.lines_followed = 0
         self.bytes_followed = 0
-        self._fd: int | None = None
+        self.bytes_known = 0
+        """Bytes the start walk found in the files (known, not passed on)."""
+        self.bytes_rehashed = 0
+        self.resets = 0
+        self._early: set[Path] | None = None
+        """Files events named during the start walk, before it had their state."""
+        self._tokens = float(REHASH_PER_S)
+        self._tokens_at = loop.time()
         self._busy = False
+        self._last_pass = -1.0
         self._closed = False
         self._poll: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ start
 
     async def start(self) -> None:
+        fd = self.tree.open()
+        if fd is not None:
+            self.loop.add_reader(fd, self._read_events)
+        self._early = set()
         try:
-            self._fd = inotify.open_fd()
-            self.loop.add_reader(self._fd, self._read_events)
-        except (OSError, NotImplementedError) as exc:
-            log.info("no inotify (%s): foreign writes are found by a re-stat every %.0f s", exc, POLL_EVERY)
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-        found = await self.loop.run_in_executor(None, self._walk, self.projects, 0, False)
-        self._merge(found, old=True)
+            found = await self.loop.run_in_executor(None, self.tree.walk, self.projects, 0, False)
+        finally:
+            early, self._early = self._early, None
+        self._merge(found)
+        early = early or set()
+        if self.projects in early:  # the queue overflowed during the walk: every file may have grown
+            early.discard(self.projects)
+            self.dirty.update(self.files)
+        for path in early:  # written while the walk ran: from what it read, or from 0 if it came after
+            if path not in self.files and len(self.files) < MAX_FILES:
+                self.files[path] = FileState()
+            if path in self.files:
+                self.dirty.add(path)
+        self._kick()
         self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
 
-    def _walk(self, d: Path, depth: int, new: bool) -> list[tuple[Path, FileState | None]]:
-        """Watch ``d`` and the dirs beneath; the state of each transcript in them
-        (existing files at their whole-lines end, or from 0 when ``new``). Worker thread."""
-        out: list[tuple[Path, FileState | None]] = []
-        if depth == 0 and not d.is_dir():
-            self._watch(d.parent, False)  # the root: to see projects/ appear
-            if d.parent not in self.watched:
-                self.polled.add(d)  # re-stat'ed until it appears, then walked
-            return out
-        self._watch(d, True)
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            return out
-        for e in entries:
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    if depth < MAX_DEPTH:
-                        out += self._walk(Path(e.path), depth + 1, new)
-                elif e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
-                    p = Path(e.path)
-                    out.append((p, FileState() if new else start_state(p)))
-            except OSError:
-                continue
-        return out
-
-    def _watch(self, d: Path, polled_fallback: bool) -> None:
-        if d in self.watched:
-            return
-        if self._fd is not None and len(self.dirs) < self.max_watches:
-            try:
-                wd = inotify.add_watch(self._fd, os.fsencode(d), DIR_MASK)  # type: ignore[misc]
-            except OSError as exc:
-                log.warning("cannot watch %s (%s): it is re-stat'ed every %.0f s", d, exc.strerror or exc, POLL_EVERY)
-            else:
-                self.dirs[wd] = d
-                self.watched.add(d)
-                return
-        if polled_fallback:
-            self.polled.add(d)
-
-    def _merge(self, found: list[tuple[Path, FileState | None]], old: bool) -> None:
-        for path, state in found:
+    def _merge(self, found: list[tuple[Path, FileState | None, bool]]) -> None:
+        """Take what a walk found (files already followed stay as they are)."""
+        for path, state, now in found:
             if path in self.files or state is None or len(self.files) >= MAX_FILES:
                 continue
             self.files[path] = state
-            if not old:
+            self.bytes_known += state.offset
+            if now:
                 self.dirty.add(path)
         self._kick()
 
@@ -141,29 +127,36 @@ class Follower:
         state = self.files.get(path)
         if state is not None and size <= state.offset:
             return  # lines the follower itself published
-        n = len(lines) + sum(len(line) for line in lines)
-        start = size - n
+        mine = own_bytes(lines)
+        start = size - len(mine)
         if state is None:
             if len(self.files) < MAX_FILES and path.is_relative_to(self.projects):
-                self.files[path] = FileState(size)
+                self.files[path] = (FileState(size, tail=mine[-FINGERPRINT:], head=mine[:FINGERPRINT], crc=zlib.crc32(mine),
+                                              hashed=True, size=size, own=True) if start == 0
+                                    else FileState(size, size=size, own=True))
             return
         if state.offset < start:
             try:
-                found = read_new(path, FileState(state.offset, state.ino, state.dev, state.tail, state.head))
+                found = read_new(path, msgspec.structs.replace(state))
             except OSError:
                 found = None
             if found is not None and found.reset is None and found.end <= start:
                 self._apply(path, state, found)
-        state.offset = size
-        state.tail = b""  # not read back: the next read does not compare
+        if state.offset == start:  # the bytes before ours are the ones followed: the fingerprints go on
+            state.crc = zlib.crc32(mine, state.crc)
+            state.tail = (state.tail + mine)[-FINGERPRINT:]
+        else:  # not read back: the next read does not compare, the prefix is hashed anew
+            state.hashed, state.tail = False, b""
+        state.offset = state.size = size
+        state.own = True
         self.dirty.discard(path)
 
     # ------------------------------------------------------------------ events
 
     def _read_events(self) -> None:
-        assert self._fd is not None
+        assert self.tree.fd is not None
         try:
-            pending = inotify.read_events(self._fd)
+            pending = inotify.read_events(self.tree.fd)
         except OSError as exc:
             log.error("reading inotify events failed: %s; foreign writes are re-stat'ed", exc)
             self.close_watches()
@@ -171,18 +164,14 @@ class Follower:
         for wd, mask, name in pending:
             if mask & inotify.IN_Q_OVERFLOW:
                 self.dirty.update(self.files)
+                if self._early is not None:  # events were lost during the walk: read every file it finds
+                    self._early.add(self.projects)
                 continue
-            d = self.dirs.get(wd)
+            d = self.tree.dirs.get(wd)
             if d is None:
                 continue
             if mask & (inotify.IN_IGNORED | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF):
-                del self.dirs[wd]
-                self.watched.discard(d)
-                if not mask & inotify.IN_IGNORED and self._fd is not None:
-                    try:  # a moved dir keeps its watch: its new path is walked anew
-                        inotify.rm_watch(self._fd, wd)  # type: ignore[misc]
-                    except OSError:
-                        pass
+                self.tree.forget(wd, mask)
                 continue
             if not name:
                 continue
@@ -198,6 +187,9 @@ class Follower:
             if not path.name.endswith(".jsonl"):
                 continue
             if path not in self.files:
+                if self._early is not None:  # the start walk may have it: it decides where it starts
+                    self._early.add(path)
+                    continue
                 if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MODIFY) and len(self.files) < MAX_FILES:
                     self.files[path] = FileState()
                 else:
@@ -206,19 +198,13 @@ class Follower:
         self._kick()
 
     def _new_dir(self, path: Path) -> None:
-        try:
-            depth = len(path.relative_to(self.projects).parts)
-        except ValueError:
-            if path == self.projects:
-                depth = 0
-            else:
-                return
-        if depth > MAX_DEPTH:
+        depth = self.tree.depth(path)
+        if depth is None:
             return
 
         async def walk() -> None:
-            found = await self.loop.run_in_executor(None, self._walk, path, max(depth, 1), True)
-            self._merge(found, old=False)
+            found = await self.loop.run_in_executor(None, self.tree.walk, path, max(depth, 1), True)
+            self._merge(found)
 
         self.loop.create_task(walk())
 
@@ -228,42 +214,15 @@ class Follower:
         dirs beneath them are walked."""
         if self._closed:
             return
-        dirs = set(self.polled)
-        if self._fd is None:
+        dirs = set(self.tree.polled)
+        if self.tree.fd is None:
             dirs.add(self.projects)
-        known = {p: (s.offset, s.ino) for p, s in self.files.items() if p.parent in dirs}
-        seen = self.watched | self.polled
-
-        def scan() -> tuple[list[Path], list[tuple[Path, FileState | None]]]:
-            changed: list[Path] = []
-            new: list[tuple[Path, FileState | None]] = []
-            for d in dirs:
-                try:
-                    entries = list(os.scandir(d))
-                except OSError:
-                    continue
-                for e in entries:
-                    p = Path(e.path)
-                    try:
-                        if e.is_dir(follow_symlinks=False):
-                            depth = len(p.relative_to(self.projects).parts)
-                            if p not in seen and depth <= MAX_DEPTH:
-                                new += self._walk(p, depth, True)
-                            continue
-                        if not e.name.endswith(".jsonl"):
-                            continue
-                        st = e.stat(follow_symlinks=False)
-                    except (OSError, ValueError):
-                        continue
-                    off, ino = known.get(p, (-1, 0))
-                    if st.st_size != off or st.st_ino != ino:
-                        changed.append(p)
-            return changed, new
+        known = {p: (s.size, s.ino, s.mtime_ns) for p, s in self.files.items() if p.parent in dirs}
 
         async def run() -> None:
             try:
-                changed, new = await self.loop.run_in_executor(None, scan)
-                self._merge(new, old=False)
+                changed, new = await self.loop.run_in_executor(None, self.tree.scan_polled, dirs, known)
+                self._merge(new)
                 for p in changed:
                     if p not in self.files and len(self.files) < MAX_FILES:
                         self.files[p] = FileState()
@@ -286,11 +245,16 @@ class Follower:
     async def _pass(self) -> None:
         """Read every dirty file in a worker thread, then apply on the loop."""
         try:
+            if self.loop.time() - self._last_pass < COALESCE:  # a writer at work: the next few ms join this pass
+                await asyncio.sleep(COALESCE)
             while self.dirty and not self._closed:
                 batch = {p: self.files[p] for p in self.dirty if p in self.files}
                 self.dirty.clear()
-                snap = {p: FileState(s.offset, s.ino, s.dev, s.tail, s.head) for p, s in batch.items()}
-                results = await self.loop.run_in_executor(None, _read_all, snap)
+                snap = {p: msgspec.structs.replace(s) for p, s in batch.items()}
+                budget = Budget(self._refill())
+                results = await self.loop.run_in_executor(None, _read_all, snap, budget)
+                self._tokens -= budget.used
+                self.bytes_rehashed += budget.used
                 for path, found in results:
                     state = self.files.get(path)
                     if state is None or state.offset != snap[path].offset:
@@ -298,6 +262,14 @@ class Follower:
                     self._apply(path, state, found)
         finally:
             self._busy = False
+            self._last_pass = self.loop.time()
+
+    def _refill(self) -> float:
+        """The re-hash budget of this pass: ``REHASH_PER_S``, at most a second's worth saved."""
+        now = self.loop.time()
+        self._tokens = min(float(REHASH_PER_S), self._tokens + (now - self._tokens_at) * REHASH_PER_S)
+        self._tokens_at = now
+        return self._tokens
 
     def _apply(self, path: Path, state: FileState, found: Found) -> None:
         if found.reset is not None:
@@ -305,11 +277,17 @@ class Follower:
             if found.reset == "deleted":
                 self.files.pop(path, None)
                 return
+            self.resets += 1
             log.info("followed file %s %s: read again from the start", path, found.reset)
-            state.offset, state.ino, state.dev, state.tail, state.head = 0, found.ino, found.dev, b"", b""
+            self.files[path] = FileState(0, found.ino, found.dev)
             self.dirty.add(path)
             return
+        if found.deferred:  # to be re-hashed when the budget allows: nothing else moved
+            self.loop.call_later(POLL_EVERY, self._look_again, path)
+            return
         state.ino, state.dev = found.ino, found.dev
+        state.size, state.mtime_ns, state.ctime_ns, state.own = found.size, found.mtime_ns, found.ctime_ns, False
+        state.crc, state.hashed = found.crc, found.hashed
         if found.lines:
             state.offset, state.tail = found.end, found.tail
             if len(found.head) > len(state.head):
@@ -320,19 +298,20 @@ class Follower:
         if found.more and found.lines:  # no progress (a half line): wait for the next event
             self.dirty.add(path)
 
+    def _look_again(self, path: Path) -> None:
+        if path in self.files:
+            self.dirty.add(path)
+            self._kick()
+
     # ------------------------------------------------------------------ closing
 
     def close_watches(self) -> None:
-        if self._fd is not None:
+        if self.tree.fd is not None:
             try:
-                self.loop.remove_reader(self._fd)
+                self.loop.remove_reader(self.tree.fd)
             except (RuntimeError, ValueError):
                 pass
-            os.close(self._fd)
-            self._fd = None
-        self.polled.update(self.watched)
-        self.dirs.clear()
-        self.watched.clear()
+        self.tree.close()
 
     def close(self) -> None:
         self._closed = True
@@ -341,15 +320,16 @@ class Follower:
         self.close_watches()
 
     def status(self) -> dict[str, int]:
-        return {"files": len(self.files), "watches": len(self.dirs), "polled_dirs": len(self.polled),
-                "lines": self.lines_followed, "bytes": self.bytes_followed}
+        return {"files": len(self.files), "watches": len(self.tree.dirs), "polled_dirs": len(self.tree.polled),
+                "lines": self.lines_followed, "bytes": self.bytes_followed, "known_bytes": self.bytes_known,
+                "rehashed_bytes": self.bytes_rehashed, "resets": self.resets}
 
 
-def _read_all(snap: dict[Path, FileState]) -> list[tuple[Path, Found]]:
+def _read_all(snap: dict[Path, FileState], budget: Budget) -> list[tuple[Path, Found]]:
     out = []
     for path, state in snap.items():
         try:
-            out.append((path, read_new(path, state)))
+            out.append((path, read_new(path, state, budget)))
         except OSError as exc:
             log.debug("cannot read followed file %s: %s", path, exc)
     return out

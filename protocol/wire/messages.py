@@ -362,7 +362,8 @@ class StatusResult(_Message):
     """Subscriptions streaming entries to clients."""
     follow: dict[str, int] | None = None
     """The follower of foreign writers: files followed, inotify watches held,
-    dirs re-stat'ed instead, lines and bytes passed on."""
+    dirs re-stat'ed instead, lines and bytes passed on, bytes known at start,
+    bytes re-hashed to look for rewrites, files read again from 0 (resets)."""
 
 
 class Subscribed(_Message):

@@ -4,46 +4,15 @@ machine A's root, the daemon (only reading) mirrors it, and machine B's
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 from sessiond.protocol.transcript.paths import project_dir
 from sessiond.protocol.wire import messages as m
-from tests.conftest import CORPUS
+from tests.follow.foreign import Foreign, corpus_lines, followed, middle_rewrite
 from tests.helpers import line, user
 
 from .conftest import mirror_status, tree, wait_for
-
-WRITER = Path(__file__).with_name("foreign_writer.py")
-
-
-class Foreign:
-    """The stand-in Claude Code process."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(WRITER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def do(self, op: str, path: Path, **kw) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"op": op, "path": str(path), **kw}) + "\n")
-        self.proc.stdin.flush()
-        assert self.proc.stdout.readline().strip() == "ok"
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=10)
-        self.proc.stdout.close()
-
-
-def corpus_lines(n: int) -> list[str]:
-    text = sorted(CORPUS.glob("*.jsonl"))[0].read_text()
-    lines = [x + "\n" for x in text.splitlines()]
-    assert len(lines) >= n
-    return lines[:n]
 
 
 def pulled(b, cfg: Path, sid: str) -> dict[str, bytes]:
@@ -183,3 +152,31 @@ def test_without_watches_the_restat_follows_and_a_rewrite_in_place_diverges(daem
     with a.client() as c:
         follow = c.status().follow
     assert follow is not None and follow["watches"] == 0 and follow["polled_dirs"] >= 3, follow
+
+
+def test_a_same_size_rewrite_in_the_middle_diverges(daemon_factory, mirror_config, short_tmp):
+    """The change no fingerprint of the edges shows (found by the running hash):
+    the file is marked diverged and B keeps the copy that was true."""
+    cfg = mirror_config()
+    a = daemon_factory(name="a").start("--config", str(cfg))
+    b = daemon_factory(name="b")
+    wait_for(lambda: mirror_status(a)["connected"], what="the mirror to connect")
+    lines = corpus_lines(4, skip=3)
+    sid = str(uuid.uuid4())
+    project = a.root / "projects" / "-home-someone-mid"
+    path = project / f"{sid}.jsonl"
+    rel = f"{project.name}/{sid}.jsonl"
+    with Foreign() as w:
+        for x in lines[:3]:
+            w.do("append", path, data=x)
+        good = path.read_bytes()
+        wait_for(lambda: pulled(b, cfg, sid).get(rel) == good, timeout=20, interval=0.3, what="the session on B")
+        followed(a, path)
+        at, data = middle_rewrite(lines)
+        w.do("overwrite", path, data=data, offset=at)
+        st = wait_for(lambda: (lambda s: s if s["diverged"] >= 1 else None)(mirror_status(a)),
+                      what="the rewritten file to be marked diverged")
+        assert "rewritten" in (st["lastError"] or "")
+        w.do("append", path, data=lines[3])
+        wait_for(lambda: mirror_status(a)["lagBytes"] == 0, what="nothing left to publish")
+    assert pulled(b, cfg, sid)[rel] == good

@@ -5,7 +5,7 @@ Reads one JSON command per stdin line and answers "ok" on stdout once done:
   {"op": "append", "path": P, "data": TEXT}   one plain write (may end mid-line)
   {"op": "truncate", "path": P, "size": N}
   {"op": "replace", "path": P, "data": TEXT}   a new file renamed over P (new inode)
-  {"op": "overwrite", "path": P, "data": TEXT}  written at offset 0 of the same inode
+  {"op": "overwrite", "path": P, "data": TEXT, "offset": N}  written at offset N (default 0) of the same inode
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def main() -> None:
         elif cmd["op"] == "overwrite":
             fd = os.open(path, os.O_WRONLY)
             try:
-                os.pwrite(fd, cmd["data"].encode(), 0)
+                os.pwrite(fd, cmd["data"].encode(), cmd.get("offset", 0))
             finally:
                 os.close(fd)
         print("ok", flush=True)
