@@ -5,9 +5,18 @@ costs a few microseconds a uuid, as much as the rest of an append. So appends
 only add to each set's ``recent`` part, and packing happens as a background job
 in the read pool: for every set of a session that has had no request for
 ``QUIET_S`` (checked by the registry's sweep), and for a set that is still busy
-once its ``recent`` part reaches ``HOT_MAX`` uuids (about 1 MB). The job builds
-the packed state from a snapshot; the loop swaps it in (``UuidSet.adopt``), so
-nothing is ever locked and the loop never waits for it.
+once its ``recent`` part reaches ``HOT_MIN`` uuids and an eighth of its packed
+part (``HOT_MAX`` at most). The job builds the packed state from a snapshot
+(a copy of the packed part: packing a busy set in steps of an eighth of it
+copies each record about eight times in all, not once per ``HOT_MIN``); the
+loop swaps it in (``UuidSet.adopt``), so nothing is ever locked and the loop
+never waits for it.
+
+Why packing starts early: unpacked uuids are 85-byte strings in pymalloc's
+arenas, and an arena is returned to the system only once every block in it is
+free. 8,192 strings held per busy session over a big load spread the heap over
+twice the arenas, and the few long-lived objects allocated meanwhile (a
+session's state, a file's watch) kept them after the strings were packed.
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("sessiond")
 
 QUIET_S = 2.0
-HOT_MAX = 8192
+HOT_MIN = 1024
+HOT_MAX = 32768
 SHRINK_AFTER = 65536
 
 
@@ -62,7 +72,8 @@ class Compactor:
 
     def hot(self, uuids: UuidSet) -> None:
         """After an append: a busy set whose unpacked part grew large."""
-        if len(uuids.recent) >= HOT_MAX:
+        n = len(uuids.recent)
+        if n >= HOT_MIN and n >= min(HOT_MAX, uuids.packed >> 3):
             self.compact(uuids)
 
     def quiet(self, state: SessionState, now: float) -> None:
