@@ -37,6 +37,10 @@ log = logging.getLogger("sessiond")
 QUIET_S = 2.0
 HOT_MIN = 1024
 HOT_MAX = 32768
+BACKLOG_MAX = 65536
+"""Uuids in packing jobs not done yet beyond which a busy set is packed on the
+spot instead (about 6 MB of strings held): a load faster than the read pool
+packs is slowed down rather than left to fill the heap with strings."""
 SHRINK_AFTER = 65536
 
 
@@ -44,19 +48,30 @@ class Compactor:
     def __init__(self, fair: FairShare) -> None:
         self.fair = fair
         self.jobs = 0
+        self.backlog = 0  # uuids in the jobs not done yet
+        self.inline = 0  # sets packed on the spot because the backlog was full
         self.packed_since_shrink = 0
 
-    def compact(self, uuids: UuidSet) -> None:
-        """Start packing ``uuids``' recent part, unless it is small or already being packed."""
+    def compact(self, uuids: UuidSet, busy: bool = False) -> None:
+        """Start packing ``uuids``' recent part, unless it is small or already
+        being packed. ``busy``: a set being appended to, packed on the spot
+        when the jobs are behind (a quiet one waits for the next sweep)."""
         if uuids.packing or len(uuids.recent) < PACK_MIN:
+            return
+        if self.backlog >= BACKLOG_MAX:
+            if busy:
+                self.inline += 1
+                uuids.pack()
             return
         items, generation = list(uuids.recent), uuids.generation
         uuids.packing = True
         self.jobs += 1
+        self.backlog += len(items)
         fut = self.fair.submit(uuids.packed_with, items, owner=BACKGROUND)
 
         def done(f) -> None:
             self.jobs -= 1
+            self.backlog -= len(items)
             if f.cancelled() or f.exception() is not None:
                 uuids.packing = False
                 if not f.cancelled():
@@ -74,7 +89,7 @@ class Compactor:
         """After an append: a busy set whose unpacked part grew large."""
         n = len(uuids.recent)
         if n >= HOT_MIN and n >= min(HOT_MAX, uuids.packed >> 3):
-            self.compact(uuids)
+            self.compact(uuids, busy=True)
 
     def quiet(self, state: SessionState, now: float) -> None:
         """From the sweep: a session without requests for a while."""

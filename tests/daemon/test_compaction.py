@@ -104,3 +104,49 @@ def test_dedup_is_exact_after_packing_eviction_and_reload(daemon_factory, short_
         assert (reloaded.accepted, reloaded.duplicates) == (1, 3000)
     lines = [e for e in read_entries(main_path(d.root, CWD, sid)) if e.get("type") == "user"]
     assert len(lines) == 3001 and len({e["uuid"] for e in lines}) == 3001
+
+
+def test_a_busy_set_is_packed_on_the_spot_when_packing_falls_behind():
+    """Uuids waiting in packing jobs are bounded (``BACKLOG_MAX``): past it a
+    busy set is packed at once instead of queueing its strings, and the sets
+    queued before are packed once the pool is free; dedup is exact for all."""
+    import asyncio
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sessiond.daemon import compaction
+    from sessiond.daemon.uuidset import UuidSet
+    from sessiond.daemon.workers import BACKGROUND, FairShare
+
+    loop = asyncio.new_event_loop()
+    pool = ThreadPoolExecutor(1)
+    gate = threading.Event()
+    try:
+        fair = FairShare(loop, pool, 1, 1, 8)
+        fair.submit(gate.wait, 30, owner=BACKGROUND)  # the pool is busy: jobs only queue
+        packer = compaction.Compactor(fair)
+        per_set = compaction.HOT_MIN + 100
+        queued = -(-compaction.BACKLOG_MAX // per_set)  # jobs until the backlog is full
+        sets = [UuidSet() for _ in range(queued + 3)]
+        held = []
+        for s in sets:
+            ids = {str(uuid.uuid4()) for _ in range(per_set)}
+            held.append(ids)
+            s.add_new(ids)
+            packer.hot(s)
+        assert packer.backlog <= compaction.BACKLOG_MAX + per_set
+        assert packer.inline == 3 and all(s.packed == per_set and not s.recent for s in sets[-3:])
+        gate.set()
+
+        async def drained() -> None:
+            while packer.jobs:
+                await asyncio.sleep(0.01)
+        loop.run_until_complete(asyncio.wait_for(drained(), 60))
+        assert packer.backlog == 0
+        for s, ids in zip(sets, held):
+            assert s.packed == per_set and not s.recent
+            assert all(u in s for u in ids) and s.isdisjoint({str(uuid.uuid4()) for _ in range(50)})
+    finally:
+        gate.set()
+        pool.shutdown(wait=True)
+        loop.close()
