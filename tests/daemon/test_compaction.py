@@ -82,6 +82,7 @@ def test_packed_uuids_take_little_memory(daemon_factory, short_tmp):
         wait_until(all_packed, "every set to be packed", timeout=60, every=0.2)
         mem = c.status().memory
         assert mem["packedUuidBytes"] / mem["uuids"] <= 36  # 24 of record, ~3 of filter, spare capacity
+        assert (mem["packingBacklog"], mem["packedInline"]) == (0, 0)  # nothing waits; nothing was packed on the loop
 
 
 def test_dedup_is_exact_after_packing_eviction_and_reload(daemon_factory, short_tmp):
