@@ -11,8 +11,11 @@ and the RSS is taken with every session still open (``just loaded``), and again 
 packing of the quiet sessions' dedup sets is done (``loaded``). The client
 then closes them and leaves; once ``status`` shows no session in memory and
 the RSS has settled, ``evicted`` is taken. ``bytes/uuid`` is (loaded - idle) /
-entries appended: everything a held entry costs, its dedup uuid mostly. The
-table gives the median over runs. Writes bench/results/footprint.json.
+entries appended: everything a held entry costs, its dedup uuid mostly.
+``CPU/entry`` is the daemon's user+sys CPU from the first append until the
+background packing is done, per entry appended (what an entry costs in all,
+packing included). The table gives the median over runs. Writes
+bench/results/footprint.json.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ def one_run(base: Path, sessions: int, entries: int, batch: int) -> dict:
         idle = rss(daemon.pid)
         ids = [str(uuid.uuid4()) for _ in range(sessions)]
         t = time.perf_counter()
+        cpu_before = benchlib.cpu_seconds(daemon.pid)
         with Client(sock, autostart=False, timeout=120) as c:
             def appends():
                 for sid in ids:
@@ -89,6 +93,7 @@ def one_run(base: Path, sessions: int, entries: int, batch: int) -> dict:
                 if mem is None or mem["uuidsUnpacked"] <= mem["uuids"] // 100:
                     break
                 time.sleep(0.5)
+            cpu_used = benchlib.cpu_seconds(daemon.pid) - cpu_before
             loaded = settled_rss(daemon.pid)
             held = c.status().memory
             for sid in ids:
@@ -106,7 +111,8 @@ def one_run(base: Path, sessions: int, entries: int, batch: int) -> dict:
         shutil.rmtree(run, ignore_errors=True)
     n = sessions * entries
     return {"fresh": fresh, "idle": idle, "just_loaded": just_loaded, "loaded": loaded, "evicted": evicted, "sessions_left": left,
-            "bytes_per_uuid": (loaded - idle) / n, "memory_reported": held, "load_s": loaded_after}
+            "bytes_per_uuid": (loaded - idle) / n, "memory_reported": held, "load_s": loaded_after,
+            "cpu_us_per_entry": cpu_used / n * 1e6}
 
 
 def main() -> None:
@@ -127,14 +133,15 @@ def main() -> None:
             print(f"run {r + 1}: fresh {res['fresh'] / 2**20:.1f} MB, idle {res['idle'] / 2**20:.1f} MB, "
                   f"loaded {res['just_loaded'] / 2**20:.1f} MB -> {res['loaded'] / 2**20:.1f} MB packed, evicted {res['evicted'] / 2**20:.1f} MB "
                   f"({res['sessions_left']} sessions left), {res['bytes_per_uuid']:.1f} bytes/uuid, "
-                  f"load {res['load_s']:.1f} s", flush=True)
+                  f"load {res['load_s']:.1f} s, CPU {res['cpu_us_per_entry']:.1f} us/entry", flush=True)
         med = {k: statistics.median(r[k] for r in runs)
-               for k in ("fresh", "idle", "just_loaded", "loaded", "evicted", "bytes_per_uuid")}
-        print("\n| RSS fresh | idle | just loaded (1M uuids) | loaded, packed | after eviction | eviction vs fresh | bytes per uuid |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
+               for k in ("fresh", "idle", "just_loaded", "loaded", "evicted", "bytes_per_uuid", "cpu_us_per_entry")}
+        print("\n| RSS fresh | idle | just loaded (1M uuids) | loaded, packed | after eviction | eviction vs fresh | bytes per uuid | CPU per entry |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         print(f"| {med['fresh'] / 2**20:.1f} MB | {med['idle'] / 2**20:.1f} MB | {med['just_loaded'] / 2**20:.1f} MB | "
               f"{med['loaded'] / 2**20:.1f} MB | "
-              f"{med['evicted'] / 2**20:.1f} MB | {med['evicted'] / med['fresh']:.2f}x | {med['bytes_per_uuid']:.1f} |")
+              f"{med['evicted'] / 2**20:.1f} MB | {med['evicted'] / med['fresh']:.2f}x | {med['bytes_per_uuid']:.1f} | "
+              f"{med['cpu_us_per_entry']:.1f} us |")
         benchlib.save(args.out, {"args": vars(args), "runs": runs, "median": med})
     finally:
         shutil.rmtree(base, ignore_errors=True)

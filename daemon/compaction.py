@@ -5,9 +5,18 @@ costs a few microseconds a uuid, as much as the rest of an append. So appends
 only add to each set's ``recent`` part, and packing happens as a background job
 in the read pool: for every set of a session that has had no request for
 ``QUIET_S`` (checked by the registry's sweep), and for a set that is still busy
-once its ``recent`` part reaches ``HOT_MAX`` uuids (about 1 MB). The job builds
-the packed state from a snapshot; the loop swaps it in (``UuidSet.adopt``), so
-nothing is ever locked and the loop never waits for it.
+once its ``recent`` part reaches ``HOT_MIN`` uuids and an eighth of its packed
+part (``HOT_MAX`` at most). The job builds the packed state from a snapshot
+(a copy of the packed part: packing a busy set in steps of an eighth of it
+copies each record about eight times in all, not once per ``HOT_MIN``); the
+loop swaps it in (``UuidSet.adopt``), so nothing is ever locked and the loop
+never waits for it.
+
+Why packing starts early: unpacked uuids are 85-byte strings in pymalloc's
+arenas, and an arena is returned to the system only once every block in it is
+free. 8,192 strings held per busy session over a big load spread the heap over
+twice the arenas, and the few long-lived objects allocated meanwhile (a
+session's state, a file's watch) kept them after the strings were packed.
 """
 
 from __future__ import annotations
@@ -26,7 +35,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("sessiond")
 
 QUIET_S = 2.0
-HOT_MAX = 8192
+HOT_MIN = 1024
+HOT_MAX = 32768
+BACKLOG_MAX = 65536
+"""Uuids in packing jobs not done yet beyond which a busy set is packed on the
+spot instead (about 6 MB of strings held): a load faster than the read pool
+packs is slowed down rather than left to fill the heap with strings."""
 SHRINK_AFTER = 65536
 
 
@@ -34,19 +48,30 @@ class Compactor:
     def __init__(self, fair: FairShare) -> None:
         self.fair = fair
         self.jobs = 0
+        self.backlog = 0  # uuids in the jobs not done yet
+        self.inline = 0  # sets packed on the spot because the backlog was full
         self.packed_since_shrink = 0
 
-    def compact(self, uuids: UuidSet) -> None:
-        """Start packing ``uuids``' recent part, unless it is small or already being packed."""
+    def compact(self, uuids: UuidSet, busy: bool = False) -> None:
+        """Start packing ``uuids``' recent part, unless it is small or already
+        being packed. ``busy``: a set being appended to, packed on the spot
+        when the jobs are behind (a quiet one waits for the next sweep)."""
         if uuids.packing or len(uuids.recent) < PACK_MIN:
+            return
+        if self.backlog >= BACKLOG_MAX:
+            if busy:
+                self.inline += 1
+                uuids.pack()
             return
         items, generation = list(uuids.recent), uuids.generation
         uuids.packing = True
         self.jobs += 1
+        self.backlog += len(items)
         fut = self.fair.submit(uuids.packed_with, items, owner=BACKGROUND)
 
         def done(f) -> None:
             self.jobs -= 1
+            self.backlog -= len(items)
             if f.cancelled() or f.exception() is not None:
                 uuids.packing = False
                 if not f.cancelled():
@@ -62,8 +87,9 @@ class Compactor:
 
     def hot(self, uuids: UuidSet) -> None:
         """After an append: a busy set whose unpacked part grew large."""
-        if len(uuids.recent) >= HOT_MAX:
-            self.compact(uuids)
+        n = len(uuids.recent)
+        if n >= HOT_MIN and n >= min(HOT_MAX, uuids.packed >> 3):
+            self.compact(uuids, busy=True)
 
     def quiet(self, state: SessionState, now: float) -> None:
         """From the sweep: a session without requests for a while."""

@@ -82,4 +82,8 @@ def status(registry: Registry) -> dict[str, int]:
             uuids += len(s)
             packed += s.nbytes
             recent += len(s.recent) + len(s.other)
-    return {"rssBytes": rss_bytes(), "uuids": uuids, "uuidsUnpacked": recent, "packedUuidBytes": packed}
+    out = {"rssBytes": rss_bytes(), "uuids": uuids, "uuidsUnpacked": recent, "packedUuidBytes": packed}
+    if registry.compactor is not None:
+        out["packingBacklog"] = registry.compactor.backlog
+        out["packedInline"] = registry.compactor.inline
+    return out

@@ -1,23 +1,31 @@
-"""The dedup set of one transcript file, held in about 35 bytes per uuid.
+"""The dedup set of one transcript file, held in about 30 bytes per uuid.
 
 A ``set`` of uuid strings costs about 145 bytes per uuid (an 85-byte str and
 its share of the hash table): 1M entries in 200 sessions took the daemon from
 28 MB to 172 MB. Here a canonical uuid (36 characters, lowercase hex, dashes at
 8-13-18-23, which is what every agent writes) is packed as a 24-byte record,
 the string's own hash (8 bytes) and its 128 bits (16), appended to one of many
-``bytearray`` buckets chosen by that hash. A one-byte-per-slot filter indexed
-by other bits of the hash (4-16 slots a uuid) rules out most new uuids at once;
-the rest search their bucket for the hash bytes (``bytearray.find``, no object
-made per entry searched) and compare the 16 bytes only on a match. Nothing is
-sorted or merged: a uuid is packed once, and its record moves only when the
-buckets grow (8x steps).
+``bytearray`` buckets chosen by that hash. A bitmap filter indexed by other
+bits of the hash (8-32 bits a uuid) rules out most new uuids at once; the rest
+search their bucket for the hash bytes (``bytearray.find``, no object made per
+entry searched) and compare the 16 bytes only on a match. Nothing is sorted or
+merged: a uuid is packed once, and its record moves only when the buckets grow
+(4x steps).
+
+Buckets hold 32-128 records on average (0.8-3 KB): a buffer over 512 bytes
+comes from malloc, not from pymalloc's arenas. Buckets of 8-64 records (what 8x
+steps gave) were small-object allocations; 1M packed uuids then filled 26 MB of
+pymalloc arenas, and an arena goes back to the system only once every block in
+it is free: one long-lived object allocated during a big load kept its arena,
+so an idle daemon stayed at 2.5x its fresh RSS after every session was evicted.
+Malloc's free pages go back with ``malloc_trim`` (``daemon/memory.py``).
 
 New uuids first go into a plain set (``recent``), so an append stays a few C
 set operations. Packing costs a few microseconds a uuid, so it is not done on
 the append path: ``packed_with`` builds the packed state of a snapshot of
 ``recent`` (meant for a worker thread: it only reads this set) and ``adopt``
 swaps it in on the loop; ``daemon/compaction.py`` does that for sessions gone
-quiet, and for a busy set once ``recent`` reaches ``HOT_MAX``. Only past
+quiet, and for a busy set once ``recent`` grows past ``compaction.HOT_MIN``. Only past
 ``SYNC_MAX`` (nobody compacting it) does an add pack on the spot. Anything else a client calls a uuid (legacy
 formats, uppercase, any string) stays in a plain set of its own (``other``), so
 membership is exactly that of a set of strings: this set is what makes resends
@@ -29,8 +37,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from itertools import repeat
-from collections import deque
 from operator import and_, methodcaller, rshift
+from sys import getsizeof
 
 PACK_MIN = 128
 """Fewer unpacked uuids than this are not worth a packing job."""
@@ -38,10 +46,11 @@ SYNC_MAX = 1 << 17
 """Unpacked uuids at which an add packs at once (about 17 MB): a bound, not the
 usual way (see ``compaction``)."""
 RECORD = 24  # 8 bytes of the string's hash, 16 of the uuid
-PER_BUCKET = 64  # records per bucket, on average, before the buckets grow 8x
+PER_BUCKET = 128  # records per bucket, on average, before the buckets grow
+BUCKET_GROWTH = 4
 FILTER_SHIFT = 24  # the filter takes the hash's bits from here, the buckets its low bits
+FILTER_MIN_BITS = 8  # filter bits per packed uuid below which the filter grows (to 16-32 a uuid)
 _HEX = frozenset("0123456789abcdef")
-_consume = deque(maxlen=0).extend
 _hash_bytes = methodcaller("to_bytes", 8, "little", signed=True)
 
 
@@ -92,7 +101,7 @@ class UuidSet:
         self.buckets: list[bytearray] = [bytearray()]
         self.packed = 0
         self.filter = bytearray(1)
-        self.fmask = 0  # one empty slot: every lookup misses
+        self.fmask = 0  # bits of the filter, less one; one clear bit: every lookup misses
         self.generation = 0  # bumped by clear(): a packing job started before is dropped
         self.packing = False  # a packing job of this set is in flight
         if items:
@@ -116,7 +125,8 @@ class UuidSet:
 
     def _packed(self, u: str) -> bool:
         h = hash(u)
-        if not self.filter[(h >> FILTER_SHIFT) & self.fmask]:
+        slot = (h >> FILTER_SHIFT) & self.fmask
+        if not self.filter[slot >> 3] >> (slot & 7) & 1:
             return False
         bucket = self.buckets[h & (len(self.buckets) - 1)]
         pattern = _hash_bytes(h)
@@ -138,7 +148,8 @@ class UuidSet:
         if not self.packed:
             return []
         f, mask = self.filter, self.fmask
-        return [u for u in items if f[(hash(u) >> FILTER_SHIFT) & mask] and isinstance(u, str)]
+        return [u for u in items
+                if isinstance(u, str) and f[(slot := (hash(u) >> FILTER_SHIFT) & mask) >> 3] >> (slot & 7) & 1]
 
     def isdisjoint(self, items: Iterable[str]) -> bool:
         items = items if isinstance(items, (set, frozenset)) else set(items)
@@ -161,8 +172,9 @@ class UuidSet:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the packed part: records, filter, bucket objects."""
-        return self.packed * RECORD + len(self.filter) + 64 * len(self.buckets)
+        """Bytes the packed part takes: its buckets and filter as allocated
+        (objects and spare capacity included), the bucket list."""
+        return sum(map(getsizeof, self.buckets)) + getsizeof(self.filter) + getsizeof(self.buckets)
 
     # ---------------------------------------------------------------- changes
 
@@ -251,30 +263,33 @@ class UuidSet:
         self._mark(hashes)
 
     def _mark(self, hashes: list[int]) -> None:
-        _consume(map(self.filter.__setitem__, map(and_, map(rshift, hashes, repeat(FILTER_SHIFT)), repeat(self.fmask)),
-                     repeat(1)))
+        f = self.filter
+        for slot in map(and_, map(rshift, hashes, repeat(FILTER_SHIFT)), repeat(self.fmask)):
+            f[slot >> 3] |= 1 << (slot & 7)
 
     def _grow(self, n: int) -> None:
-        """Buckets and filter for ``n`` packed uuids. The buckets grow 8x when
-        their average passes ``PER_BUCKET`` (every record placed again); the
-        filter grows 4x when it would hold fewer than 4 slots a uuid (only its
-        slots set again): both rarely, so a uuid is moved about once."""
+        """Buckets and filter for ``n`` packed uuids. The buckets grow 4x when
+        their average passes ``PER_BUCKET`` (every record placed again: a
+        uuid moves a third of a time more in all; doubling cost a busy set,
+        packed in steps, a quarter more CPU); the filter grows to 16-32 bits a
+        uuid when it would hold fewer than ``FILTER_MIN_BITS`` (only its bits
+        set again)."""
         count = len(self.buckets)
         while n > PER_BUCKET * count:
-            count *= 8
-        size = len(self.filter)
-        if 4 * n > size:
-            size = 1 << max(6, (8 * n - 1).bit_length())
+            count *= BUCKET_GROWTH
+        bits = 8 * len(self.filter)
+        if FILTER_MIN_BITS * n > bits:
+            bits = 1 << max(9, (2 * FILTER_MIN_BITS * n - 1).bit_length())
         if count != len(self.buckets):
             old = self.buckets
             self.buckets = [bytearray() for _ in range(count)]
-            self.filter = bytearray(size)
-            self.fmask = size - 1
+            self.filter = bytearray(bits // 8)
+            self.fmask = bits - 1
             for bucket in old:
                 self._insert(_hashes_of(bucket), bucket)
-        elif size != len(self.filter):
-            self.filter = bytearray(size)
-            self.fmask = size - 1
+        elif bits != 8 * len(self.filter):
+            self.filter = bytearray(bits // 8)
+            self.fmask = bits - 1
             for bucket in self.buckets:
                 self._mark(_hashes_of(bucket))
 

@@ -37,3 +37,117 @@ def test_a_quiet_sessions_uuids_are_packed_and_still_deduplicated(daemon_factory
         assert (fresh.accepted, fresh.duplicates) == (1, 0)
         assert c.status().memory["uuids"] == 602
     assert len(read_entries(main_path(d.root, CWD, sid))) == 602
+
+
+def _append(c, sid, lines):
+    return c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=lines, durability="written"))
+
+
+def test_a_busy_sessions_uuids_are_packed_while_it_is_still_written(daemon):
+    """A session that never goes quiet (an agent recording all afternoon) is
+    packed in steps once its unpacked uuids pass ``HOT_MIN``: its strings do not
+    pile up in the heap until it stops."""
+    sid = str(uuid.uuid4())
+    entries = [line(user(f"m{i}")) for i in range(2500)]
+    with daemon.client() as c:
+        for i in range(0, len(entries), 100):
+            assert _append(c, sid, entries[i:i + 100]).accepted == 100
+
+        def packed_while_busy() -> bool:
+            assert _append(c, sid, [line(user("still busy"))]).accepted == 1  # the session is never quiet
+            mem = c.status().memory
+            return mem["uuidsUnpacked"] < 1024 and mem["packedUuidBytes"] > 0
+        wait_until(packed_while_busy, "a busy session's uuids to be packed", timeout=30, every=0.2)
+        again = _append(c, sid, entries[::5])
+        assert (again.accepted, again.duplicates) == (0, len(entries[::5]))
+
+
+def test_packed_uuids_take_little_memory(daemon_factory, short_tmp):
+    """``memory.packedUuidBytes`` is what the packed sets take as allocated
+    (objects and spare capacity too): a bound on it per uuid held."""
+    cfg = short_tmp / "c.toml"
+    cfg.write_text("idle_evict_s = 60\n")
+    d = daemon_factory("--config", str(cfg)).start()
+    sids = [str(uuid.uuid4()) for _ in range(4)]
+    with d.client() as c:
+        for sid in sids:
+            lines = [line(user(f"m{i}")) for i in range(5000)]
+            answers = c.pipeline(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=lines[i:i + 250])
+                                 for i in range(0, len(lines), 250))
+            assert sum(a.accepted for a in answers) == 5000
+
+        def all_packed() -> bool:
+            mem = c.status().memory
+            return mem["uuids"] == 20_000 and mem["uuidsUnpacked"] == 0
+        wait_until(all_packed, "every set to be packed", timeout=60, every=0.2)
+        mem = c.status().memory
+        assert mem["packedUuidBytes"] / mem["uuids"] <= 36  # 24 of record, ~3 of filter, spare capacity
+        assert (mem["packingBacklog"], mem["packedInline"]) == (0, 0)  # nothing waits; nothing was packed on the loop
+
+
+def test_dedup_is_exact_after_packing_eviction_and_reload(daemon_factory, short_tmp):
+    cfg = short_tmp / "c.toml"
+    cfg.write_text("idle_evict_s = 2\n")
+    d = daemon_factory("--config", str(cfg)).start()
+    sid = str(uuid.uuid4())
+    entries = [line(user(f"m{i}")) for i in range(3000)]
+    with d.client() as c:
+        for i in range(0, len(entries), 250):
+            assert _append(c, sid, entries[i:i + 250]).accepted == 250
+        wait_until(lambda: c.status().memory["uuidsUnpacked"] == 0, "the session to be packed", timeout=30, every=0.2)
+        packed = _append(c, sid, entries[1::3])
+        assert (packed.accepted, packed.duplicates) == (0, 1000)
+        c.call(m.Close(id=c.next_id(), session=sid))
+        wait_until(lambda: not c.status().sessions, "the session to be evicted", timeout=30, every=0.2)
+        assert c.status().memory["uuids"] == 0
+        new = line(user("after eviction"))
+        reloaded = _append(c, sid, [*entries, new])  # the file is scanned again
+        assert (reloaded.accepted, reloaded.duplicates) == (1, 3000)
+    lines = [e for e in read_entries(main_path(d.root, CWD, sid)) if e.get("type") == "user"]
+    assert len(lines) == 3001 and len({e["uuid"] for e in lines}) == 3001
+
+
+def test_a_busy_set_is_packed_on_the_spot_when_packing_falls_behind():
+    """Uuids waiting in packing jobs are bounded (``BACKLOG_MAX``): past it a
+    busy set is packed at once instead of queueing its strings, and the sets
+    queued before are packed once the pool is free; dedup is exact for all."""
+    import asyncio
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sessiond.daemon import compaction
+    from sessiond.daemon.uuidset import UuidSet
+    from sessiond.daemon.workers import BACKGROUND, FairShare
+
+    loop = asyncio.new_event_loop()
+    pool = ThreadPoolExecutor(1)
+    gate = threading.Event()
+    try:
+        fair = FairShare(loop, pool, 1, 1, 8)
+        fair.submit(gate.wait, 30, owner=BACKGROUND)  # the pool is busy: jobs only queue
+        packer = compaction.Compactor(fair)
+        per_set = compaction.HOT_MIN + 100
+        queued = -(-compaction.BACKLOG_MAX // per_set)  # jobs until the backlog is full
+        sets = [UuidSet() for _ in range(queued + 3)]
+        held = []
+        for s in sets:
+            ids = {str(uuid.uuid4()) for _ in range(per_set)}
+            held.append(ids)
+            s.add_new(ids)
+            packer.hot(s)
+        assert packer.backlog <= compaction.BACKLOG_MAX + per_set
+        assert packer.inline == 3 and all(s.packed == per_set and not s.recent for s in sets[-3:])
+        gate.set()
+
+        async def drained() -> None:
+            while packer.jobs:
+                await asyncio.sleep(0.01)
+        loop.run_until_complete(asyncio.wait_for(drained(), 60))
+        assert packer.backlog == 0
+        for s, ids in zip(sets, held):
+            assert s.packed == per_set and not s.recent
+            assert all(u in s for u in ids) and s.isdisjoint({str(uuid.uuid4()) for _ in range(50)})
+    finally:
+        gate.set()
+        pool.shutdown(wait=True)
+        loop.close()
