@@ -357,9 +357,15 @@ class Connection(asyncio.Protocol):
 
     def reply(self, resp: m.Response) -> None:
         """Queue a response; all responses of one loop pass go out in one write."""
+        if self.transport is not None:
+            self.reply_encoded(resp.id, encode(resp))
+
+    def reply_encoded(self, rid: int, frame: bytes) -> None:
+        """Queue the answer to request ``rid``, already encoded (a List page
+        made in a worker: the loop does not touch its bytes)."""
         if self.transport is None:
             return
-        owed = self._inflight.pop(resp.id, None)
+        owed = self._inflight.pop(rid, None)
         if owed is not None:
             self._inflight_bytes -= owed
             if "inflight" in self._pauses:
@@ -367,7 +373,6 @@ class Connection(asyncio.Protocol):
                 if (self._inflight_bytes <= settings.max_inflight_bytes // 2
                         and len(self._inflight) <= settings.max_inflight_requests // 2):
                     self._unpause("inflight")
-        frame = encode(resp)
         self._out.append(frame)
         self._out_bytes += len(frame)
         if not self._out_scheduled:
