@@ -1,8 +1,8 @@
 """Fairness: a victim client's durable appends while another client floods the
 daemon with expensive requests, against the same victim unflooded, same run.
 
-    python bench/fairness.py [--runs 5] [--appends 300] [--kinds list,resend,scan]
-                             [--sessions 3000] [--scan-files 48] [--scan-mb 5]
+    python bench/fairness.py [--runs 5] [--appends 300] [--kinds list,resend,scan,search]
+                             [--sessions 3000] [--scan-files 48] [--scan-mb 5] [--baseline main]
 
 Each measurement starts a fresh daemon on a fresh copy-free root (the files are
 generated once). The victim is one connection appending one ~1 KB entry at a
@@ -13,11 +13,16 @@ flood is one other connection keeping ``--window`` requests in flight:
 - ``resend``: ``Append(resend=True)`` of an entry without a uuid to a session
   whose file is 2 MB (each needs its file's 1 MiB tail read);
 - ``scan``: ``Open`` of existing ``--scan-mb`` MB transcripts never opened
-  before (each needs its uuids scanned).
+  before (each needs its uuids scanned);
+- ``search``: ``Search(all=True, limit=100)`` of a word every listed session
+  holds (each ranks thousands of entries), once the index has caught up.
 
 Per run: the victim's p50 and p99 unflooded (``none``) and under each flood; the
 table gives the median over runs of each figure and of the flooded/unflooded
-p99 ratio. Writes bench/results/fairness.json.
+p99 ratio. ``--baseline REV``: the daemon of that revision (``git archive``)
+is measured too, interleaved with this one in every run (each against its own
+unflooded figure), so a before/after shares the machine's load. Writes
+bench/results/fairness.json.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ HERE = Path(__file__).resolve().parent
 CWD = "/home/dev/fair"
 FLOOD_CWD = "/home/dev/flood"
 FILLER = "x" * 900
+SEARCHED = "x*"
+"""The flood's query: the word of every entry's text."""
 
 
 def entry(session: str, **extra) -> bytes:
@@ -97,15 +104,23 @@ def request():
         return m.List(id=rid, all=True)
     if kind == "resend":
         return m.Append(id=rid, session=spec["resend"], cwd=spec["cwd"], entries=[line], resend=True)
+    if kind == "search":
+        return m.Search(id=rid, query=spec["query"], all=True, limit=100)
     sid = next(big, None)
     return None if sid is None else m.Open(id=rid, session=sid, cwd=spec["cwd"])
-outstanding = 1  # the Hello
-sent = 0
-if kind == "list":  # the flood is of warm Lists (the first one reads every session)
-    s.sendall(encode(m.List(id=10**9, all=True)))
+def ask(req):
+    s.sendall(encode(req))
     got = []
     while not got:
         got = frames.feed(s.recv(1 << 22))
+    return decode_response(got[0])
+outstanding = 1  # the Hello
+sent = 0
+if kind == "list":  # the flood is of warm Lists (the first one reads every session)
+    ask(m.List(id=10**9, all=True))
+if kind == "search":  # the flood is of searches of a caught-up index
+    while not getattr(ask(m.Search(id=10**9, query=spec["query"], all=True, limit=1)), "caughtUp", False):
+        pass
 print("ready", flush=True)
 while True:
     while outstanding < window + 1:
@@ -150,14 +165,15 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def measure(root: Path, base: Path, kind: str, spec: dict, appends: int, window: int) -> dict:
+def measure(root: Path, base: Path, kind: str, spec: dict, appends: int, window: int, source: Path | None) -> dict:
     sock = base / f"run-{kind}" / "s.sock"
-    daemon = benchlib.start_daemon(sock, root)
+    daemon = benchlib.start_daemon(sock, root, source=source)
     flooder = None
     try:
         if kind != "none":
             flooder = subprocess.Popen(
-                [sys.executable, "-c", FLOODER, str(sock), kind, str(window), json.dumps({**spec, "cwd": FLOOD_CWD})],
+                [sys.executable, "-c", FLOODER, str(sock), kind, str(window),
+                 json.dumps({**spec, "cwd": FLOOD_CWD, "query": SEARCHED})],
                 stdout=subprocess.PIPE, text=True)
             assert flooder.stdout is not None and flooder.stdout.readline().strip() == "ready"
             time.sleep(0.2)  # the flood is under way before the victim starts
@@ -179,46 +195,53 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--appends", type=int, default=300)
     ap.add_argument("--window", type=int, default=8)
-    ap.add_argument("--kinds", default="list,resend,scan")
+    ap.add_argument("--kinds", default="list,resend,scan,search")
     ap.add_argument("--sessions", type=int, default=3000)
     ap.add_argument("--scan-files", type=int, default=64)
     ap.add_argument("--scan-mb", type=float, default=5.0)
+    ap.add_argument("--baseline", default=None, help="a git revision whose daemon is measured too, interleaved")
     ap.add_argument("--out", default=str(HERE / "results" / "fairness.json"))
     args = ap.parse_args()
     kinds = ["none", *[k for k in args.kinds.split(",") if k]]
     base = Path(tempfile.mkdtemp(prefix="sdfair-", dir="/tmp"))
     os.chmod(base, 0o700)
     try:
+        codes: dict[str, Path | None] = {"this": None}
+        if args.baseline:
+            codes = {args.baseline: benchlib.baseline_tree(args.baseline, base / "baseline"), **codes}
         root = base / "root"
         spec = generate(root, args.sessions, args.scan_files if "scan" in kinds else 0, args.scan_mb)
-        runs: dict[str, list[dict]] = {k: [] for k in kinds}
+        runs: dict[str, dict[str, list[dict]]] = {code: {k: [] for k in kinds} for code in codes}
         for r in range(args.runs):
             for kind in kinds:
-                if kind == "scan" and r:  # each scan run needs files never opened: fresh copies
-                    flood = project_dir(root, FLOOD_CWD)
-                    fresh = []
-                    for sid in spec["big"]:
-                        new = str(uuid.uuid4())
-                        os.rename(session_file(flood, sid), session_file(flood, new))
-                        fresh.append(new)
-                    spec["big"] = fresh
-                res = measure(root, base, kind, spec, args.appends, args.window)
-                runs[kind].append(res)
-                print(f"run {r + 1} {kind:7s} p50 {res['p50']:7.2f} ms  p99 {res['p99']:8.2f} ms  max {res['max']:8.2f} ms"
-                      f"  {res['samples']} samples", flush=True)
+                for code, source in codes.items():
+                    if kind == "scan" and (r or code != next(iter(codes))):  # each scan needs files never opened
+                        flood = project_dir(root, FLOOD_CWD)
+                        fresh = []
+                        for sid in spec["big"]:
+                            new = str(uuid.uuid4())
+                            os.rename(session_file(flood, sid), session_file(flood, new))
+                            fresh.append(new)
+                        spec["big"] = fresh
+                    res = measure(root, base, kind, spec, args.appends, args.window, source)
+                    runs[code][kind].append(res)
+                    print(f"run {r + 1} {code:6s} {kind:7s} p50 {res['p50']:7.2f} ms  p99 {res['p99']:8.2f} ms"
+                          f"  max {res['max']:8.2f} ms  {res['samples']} samples", flush=True)
         table = []
         for kind in kinds:
-            rs = runs[kind]
-            ratio = [rs[i]["p99"] / runs["none"][i]["p99"] for i in range(len(rs))]
-            table.append({"kind": kind, "p50": statistics.median(r["p50"] for r in rs),
-                          "p99": statistics.median(r["p99"] for r in rs),
-                          "max": statistics.median(r["max"] for r in rs),
-                          "p99_ratio": statistics.median(ratio)})
-        print("\n| flood | victim p50 ms | victim p99 ms | worst ms | p99 vs unflooded |")
-        print("|---|---:|---:|---:|---:|")
+            for code in codes:
+                rs, none = runs[code][kind], runs[code]["none"]
+                ratio = [rs[i]["p99"] / none[i]["p99"] for i in range(len(rs))]
+                table.append({"kind": kind, "code": code, "p50": statistics.median(r["p50"] for r in rs),
+                              "p99": statistics.median(r["p99"] for r in rs),
+                              "max": statistics.median(r["max"] for r in rs),
+                              "p99_ratio": statistics.median(ratio)})
+        print(f"\nload average at the end: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+        print("| flood | daemon | victim p50 ms | victim p99 ms | worst ms | p99 vs unflooded |")
+        print("|---|---|---:|---:|---:|---:|")
         for t in table:
-            print(f"| {t['kind']} | {t['p50']:.2f} | {t['p99']:.2f} | {t['max']:.1f} | {t['p99_ratio']:.2f}x |")
-        benchlib.save(args.out, {"args": vars(args), "runs": runs, "table": table})
+            print(f"| {t['kind']} | {t['code']} | {t['p50']:.2f} | {t['p99']:.2f} | {t['max']:.1f} | {t['p99_ratio']:.2f}x |")
+        benchlib.save(args.out, {"args": vars(args), "runs": runs, "table": table, "loadavg": os.getloadavg()})
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

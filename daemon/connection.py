@@ -170,6 +170,7 @@ class Connection(asyncio.Protocol):
         client that does not read gets nothing more served or read; past the
         daemon-wide budget of such answers, it is disconnected."""
         self._pause("output")
+        self.daemon.fair.hold(self.id)  # its expensive requests read already wait too
         if not self.daemon.bounds.stopped_reading(self) and self.transport is not None:
             log.warning("%s does not read its answers (%d bytes unsent) and clients like it hold more than %d "
                         "bytes: disconnected", self.peer, self.output_bytes, self.daemon.settings.max_output_total_bytes)
@@ -178,6 +179,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.daemon.bounds.reading_again(self)
+        self.daemon.fair.release(self.id)
         self._unpause("output")
 
     def _serve_backlog(self) -> None:
@@ -261,6 +263,7 @@ class Connection(asyncio.Protocol):
         self._partial.release()
         self.daemon.bounds.forget_partial(self)
         self.daemon.bounds.reading_again(self)
+        self.daemon.fair.release(self.id)  # what it asked runs out (its answers go nowhere)
         self.daemon.connections.discard(self)
         for sid in list(self.sessions):
             self.detach(sid, dropped=True)
