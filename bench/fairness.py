@@ -2,7 +2,7 @@
 daemon with expensive requests, against the same victim unflooded, same run.
 
     python bench/fairness.py [--runs 5] [--appends 300] [--kinds list,resend,scan,search]
-                             [--sessions 3000] [--scan-files 48] [--scan-mb 5] [--baseline main]
+                             [--sessions 3000] [--scan-files 48] [--scan-mb 5] [--baseline main] [--candidate HEAD]
 
 Each measurement starts a fresh daemon on a fresh copy-free root (the files are
 generated once). The victim is one connection appending one ~1 KB entry at a
@@ -21,7 +21,9 @@ Per run: the victim's p50 and p99 unflooded (``none``) and under each flood; the
 table gives the median over runs of each figure and of the flooded/unflooded
 p99 ratio. ``--baseline REV``: the daemon of that revision (``git archive``)
 is measured too, interleaved with this one in every run (each against its own
-unflooded figure), so a before/after shares the machine's load. Writes
+unflooded figure), so a before/after shares the machine's load;
+``--candidate REV`` measures that revision as "this" instead of the working
+tree (which may then change while it runs). Writes
 bench/results/fairness.json.
 """
 
@@ -200,6 +202,7 @@ def main() -> None:
     ap.add_argument("--scan-files", type=int, default=64)
     ap.add_argument("--scan-mb", type=float, default=5.0)
     ap.add_argument("--baseline", default=None, help="a git revision whose daemon is measured too, interleaved")
+    ap.add_argument("--candidate", default=None, help="a git revision measured as 'this' instead of the working tree")
     ap.add_argument("--out", default=str(HERE / "results" / "fairness.json"))
     args = ap.parse_args()
     kinds = ["none", *[k for k in args.kinds.split(",") if k]]
@@ -207,6 +210,8 @@ def main() -> None:
     os.chmod(base, 0o700)
     try:
         codes: dict[str, Path | None] = {"this": None}
+        if args.candidate:
+            codes = {"this": benchlib.baseline_tree(args.candidate, base / "candidate")}
         if args.baseline:
             codes = {args.baseline: benchlib.baseline_tree(args.baseline, base / "baseline"), **codes}
         root = base / "root"
