@@ -105,9 +105,6 @@ class Settings(msgspec.Struct, kw_only=True):
     lease_grace: float = 10.0
     """After a start, how long a lease the previous daemon granted waits for its
     holder to reconnect before anyone else may claim the session (SPEC 7)."""
-    watch_buffer_bytes: int = 4 * 1024 * 1024
-    """Entries pushed to a watcher and not yet read by it; beyond, that watcher
-    skips ahead (told how many bytes) instead of the daemon holding more."""
     max_open_files: int = 0
     """Transcript fds kept open at once (LRU); 0: half the fd limit."""
     path_recheck: float = 1.0
@@ -188,7 +185,6 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_expensive_waiting: int | None = None
     idle_evict_s: float | None = None
     lease_grace_s: float | None = None
-    watch_buffer_bytes: int | None = None
     mirror: MirrorFileConfig | None = None
     max_inflight_bytes: int | None = None
     max_inflight_requests: int | None = None
@@ -336,10 +332,6 @@ def apply(settings: Settings, values: dict[str, Any]) -> list[str]:
             if value < 0:
                 raise ConfigError(f"lease_grace_s: must not be negative, got {value}")
             put("lease_grace", float(value))
-        elif key == "watch_buffer_bytes":
-            if value < 1024:
-                raise ConfigError(f"watch_buffer_bytes: must be at least 1024, got {value}")
-            put(key, value)
         elif key == "mirror":
             put("mirror", mirror_settings(value))
         elif key == "search_index_path":

@@ -181,6 +181,7 @@ class Connection(asyncio.Protocol):
         self.daemon.bounds.reading_again(self)
         self.daemon.fair.release(self.id)
         self._unpause("output")
+        self.daemon.watchers.drained(self)
 
     def _serve_backlog(self) -> None:
         """Serve frames read earlier, until a holding pause or the output budget
