@@ -379,6 +379,8 @@ class Connection(asyncio.Protocol):
                     self._unpause("inflight")
         self._out.append(frame)
         self._out_bytes += len(frame)
+        if self._out_bytes >= self._out_soft:  # its next expensive job waits until this is sent
+            self.daemon.fair.hold(self.id)
         if not self._out_scheduled:
             self._out_scheduled = True
             self.daemon.outbox.add(self)
@@ -389,6 +391,8 @@ class Connection(asyncio.Protocol):
             out, self._out = self._out, []
             self._out_bytes = 0
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if "output" not in self._pauses:  # the socket took it (else resume_writing releases)
+                self.daemon.fair.release(self.id)
             if self._backlog and not self._holding and not self.closing:
                 self.daemon.loop.call_soon(self._serve_backlog)
 

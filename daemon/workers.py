@@ -165,7 +165,9 @@ class FairShare:
             del self._owners[key]
         else:
             self._enlist(key, o)
-        self._pump()
+        # The next job starts after ``fut``'s callbacks ran: the answer they
+        # queue may fill its owner's output budget, which holds the owner.
+        self.loop.call_soon(self._pump)
 
     def status(self) -> dict[str, int]:
         return {"readThreads": self.threads, "jobsRunning": self.running, "jobsWaiting": self.waiting,
