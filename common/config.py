@@ -23,7 +23,7 @@ FsyncPolicy = Literal["never", "interval", "always"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 BUDGETS = ("max_queued_bytes", "max_pending_bytes", "max_inflight_bytes", "max_inflight_requests", "max_output_bytes",
            "max_output_total_bytes", "max_partial_bytes", "max_pending_total_bytes", "max_parked_requests", "max_clients",
-           "max_sessions")
+           "max_sessions", "max_list_views")
 """Memory budgets (daemon/bounds.py): positive integers, same name in the file."""
 RELOADABLE = ("flush_interval", "fsync", "group_sync", "log_level")
 MIRROR_RELOADABLE = ("required", "ack_timeout", "queue_bytes", "shutdown_flush")
@@ -96,6 +96,10 @@ class Settings(msgspec.Struct, kw_only=True):
     evicted at once; when none is idle, a new session gets ``busy``."""
     max_clients: int = 4096
     """Connections served at once: beyond, a newcomer gets ``busy``."""
+    max_list_views: int = 8
+    """List scopes (sets of project dirs) whose answers are kept ready to patch
+    (``daemon/pages.py``; a few hundred bytes per session each): beyond, the
+    least recently listed is dropped and made anew when it is listed again."""
     rate_bytes: float = 128 * 1024 * 1024
     """Bytes per second one connection may send (0: no limit); over it, it is
     read more slowly, never refused."""
@@ -194,6 +198,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_pending_total_bytes: int | None = None
     max_parked_requests: int | None = None
     max_clients: int | None = None
+    max_list_views: int | None = None
     max_sessions: int | None = None
     search_index: bool | None = None
     search_index_path: str | None = None

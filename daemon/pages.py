@@ -12,8 +12,8 @@ its page and encodes the whole frame, all in the worker and, past the patch, in
 C; the loop only sends the bytes.
 
 The files stay the truth: a view is rebuilt from the catalog whenever the
-catalog's change log no longer reaches back to it, and at most ``MAX_VIEWS``
-scopes are kept (least recently listed go first).
+catalog's change log no longer reaches back to it, and at most
+``max_list_views`` scopes are kept (least recently listed go first).
 """
 
 from __future__ import annotations
@@ -33,9 +33,6 @@ from sessiond.protocol.wire.framing import encode
 
 if TYPE_CHECKING:
     from .catalog import Catalog, _File
-
-MAX_VIEWS = 8
-"""List scopes whose answers are kept (each a few hundred bytes per session)."""
 
 _decode_info = msgspec.msgpack.Decoder(SessionInfo).decode
 _encode = msgspec.msgpack.Encoder().encode
@@ -89,8 +86,9 @@ class _View:
 
 
 class Pages:
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, max_views: int) -> None:
         self.catalog = catalog
+        self.max_views = max_views
         self._views: OrderedDict[tuple[str, ...], _View] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -106,12 +104,18 @@ class Pages:
                 self._mark_live(view, sessions, offset, live)
         return encode(m.Listed(id=rid, sessions=sessions))  # type: ignore[arg-type]  # records, encoded
 
+    def status(self) -> tuple[int, int]:
+        """(scopes kept, sessions they hold)."""
+        with self._lock:
+            views = list(self._views.values())
+        return len(views), sum(len(v.keys) for v in views)
+
     def _view(self, dirs: tuple[str, ...]) -> _View:
         with self._lock:
             view = self._views.get(dirs)
             if view is None:
                 view = self._views[dirs] = _View(dirs)
-                while len(self._views) > MAX_VIEWS:
+                while len(self._views) > self.max_views:
                     self._views.popitem(last=False)
             else:
                 self._views.move_to_end(dirs)

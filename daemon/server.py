@@ -79,7 +79,7 @@ class Daemon:
         self.registry = Registry(settings, self.writer, self.fair, self.bounds)
         self.tails = Tails(self.registry, self.fair)
         self.catalog = Catalog(settings.root, loop, self.fair)
-        self.pages = Pages(self.catalog)
+        self.pages = Pages(self.catalog, settings.max_list_views)
         self.writer.observers.append(self.catalog.written)
         self.lifecycle = Lifecycle(self)
         self.mirror = None
