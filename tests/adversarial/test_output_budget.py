@@ -13,7 +13,7 @@ from tests.helpers import line, main_path, user, wait_until
 
 from .attacks import read_answers
 from .conftest import BUDGETS, CWD, Bounded
-from .test_fairness import Raw, config, write_transcript
+from .test_fairness import Raw, started_with_transcripts, write_transcript
 
 LISTED = 2000
 """Sessions a List answers: each answer ~1.4 MB, past the 1 MiB output budget."""
@@ -100,10 +100,7 @@ def test_a_search_flood_is_one_connections_share_of_the_read_pool(daemon_factory
     """Searches run as their connection's share: one running, at most
     ``max_expensive_waiting`` waiting, the rest refused ``busy`` at once, and
     another client's durable append is served meanwhile."""
-    d = daemon_factory("--config", str(config(short_tmp, read_threads=1, max_expensive_waiting=2)))
-    for _ in range(300):
-        write_transcript(d.root, CWD, 4000)
-    d.start()
+    d = started_with_transcripts(daemon_factory, short_tmp, 300, 4000, read_threads=1, max_expensive_waiting=2)
     flood = Raw(d.socket)
     try:
         def caught_up() -> bool:
