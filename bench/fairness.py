@@ -19,7 +19,9 @@ flood is one other connection keeping ``--window`` requests in flight:
 
 Per run: the victim's p50 and p99 unflooded (``none``) and under each flood; the
 table gives the median over runs of each figure and of the flooded/unflooded
-p99 ratio. ``--baseline REV``: the daemon of that revision (``git archive``)
+p99 ratio, and the daemon's CPU time (user+sys) over the flood divided by the
+flood requests answered meanwhile (the daemon's cost of one, which the
+machine's load does not blur the way it does latencies). ``--baseline REV``: the daemon of that revision (``git archive``)
 is measured too, interleaved with this one in every run (each against its own
 unflooded figure), so a before/after shares the machine's load;
 ``--candidate REV`` measures that revision as "this" instead of the working
@@ -123,6 +125,12 @@ if kind == "list":  # the flood is of warm Lists (the first one reads every sess
 if kind == "search":  # the flood is of searches of a caught-up index
     while not getattr(ask(m.Search(id=10**9, query=spec["query"], all=True, limit=1)), "caughtUp", False):
         pass
+answered = 0
+def report(*_):
+    print("answered", answered, flush=True)
+    os._exit(0)
+import signal
+signal.signal(signal.SIGTERM, report)
 print("ready", flush=True)
 while True:
     while outstanding < window + 1:
@@ -138,14 +146,16 @@ while True:
     for body in frames.feed(data):
         decode_response(body)
         outstanding -= 1
+        answered += 1
     if kind == "scan" and outstanding == 0:
         break
-print("done", sent, flush=True)
 s.close()
+open(spec["done_file"], "w").close()  # the flood is over (the victim stops)
+signal.pause()  # until measured: the count goes out on SIGTERM
 """
 
 
-def victim(sock: Path, n: int, flooder: subprocess.Popen | None) -> list[float]:
+def victim(sock: Path, n: int, flooder: subprocess.Popen | None, done: Path) -> list[float]:
     """Latency (ms) of each of ``n`` durable single-entry appends, stopping
     early (after 30) when the flood is over."""
     sid = str(uuid.uuid4())
@@ -153,7 +163,7 @@ def victim(sock: Path, n: int, flooder: subprocess.Popen | None) -> list[float]:
     with Client(sock, autostart=False, timeout=60) as c:
         c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[entry(sid)], durability="durable"))
         for i in range(n):
-            if i >= 30 and flooder is not None and flooder.poll() is not None:
+            if i >= 30 and flooder is not None and (flooder.poll() is not None or done.exists()):
                 break
             req = m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[entry(sid)], durability="durable")
             t = time.perf_counter()
@@ -170,17 +180,24 @@ def pct(xs: list[float], p: float) -> float:
 def measure(root: Path, base: Path, kind: str, spec: dict, appends: int, window: int, source: Path | None) -> dict:
     sock = base / f"run-{kind}" / "s.sock"
     daemon = benchlib.start_daemon(sock, root, source=source)
+    done = sock.parent / "flood-done"
     flooder = None
     try:
         if kind != "none":
             flooder = subprocess.Popen(
                 [sys.executable, "-c", FLOODER, str(sock), kind, str(window),
-                 json.dumps({**spec, "cwd": FLOOD_CWD, "query": SEARCHED})],
+                 json.dumps({**spec, "cwd": FLOOD_CWD, "query": SEARCHED, "done_file": str(done)})],
                 stdout=subprocess.PIPE, text=True)
             assert flooder.stdout is not None and flooder.stdout.readline().strip() == "ready"
             time.sleep(0.2)  # the flood is under way before the victim starts
-        lat = victim(sock, appends, flooder)
-        still_flooding = flooder is None or flooder.poll() is None
+        cpu = benchlib.cpu_seconds(daemon.pid)
+        lat = victim(sock, appends, flooder, done)
+        cpu = benchlib.cpu_seconds(daemon.pid) - cpu
+        still_flooding = flooder is None or not done.exists()
+        answered = 0
+        if flooder is not None:
+            flooder.terminate()
+            answered = int(flooder.stdout.readline().split()[1])
     finally:
         if flooder is not None:
             flooder.kill()
@@ -189,7 +206,7 @@ def measure(root: Path, base: Path, kind: str, spec: dict, appends: int, window:
             c.shutdown()
         daemon.wait(timeout=60)
     return {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat), "samples": len(lat),
-            "flooded_throughout": still_flooding}
+            "flooded_throughout": still_flooding, "flood_answered": answered, "daemon_cpu_s": cpu}
 
 
 def main() -> None:
@@ -240,12 +257,16 @@ def main() -> None:
                 table.append({"kind": kind, "code": code, "p50": statistics.median(r["p50"] for r in rs),
                               "p99": statistics.median(r["p99"] for r in rs),
                               "max": statistics.median(r["max"] for r in rs),
-                              "p99_ratio": statistics.median(ratio)})
+                              "p99_ratio": statistics.median(ratio),
+                              "cpu_ms_per_answer": statistics.median(
+                                  r["daemon_cpu_s"] * 1000 / r["flood_answered"] if r["flood_answered"] else 0 for r in rs),
+                              "answers_per_s_cpu": statistics.median(r["flood_answered"] / max(r["daemon_cpu_s"], 1e-3)
+                                                                     for r in rs)})
         print(f"\nload average at the end: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
-        print("| flood | daemon | victim p50 ms | victim p99 ms | worst ms | p99 vs unflooded |")
-        print("|---|---|---:|---:|---:|---:|")
+        print("| flood | daemon | victim p50 ms | victim p99 ms | worst ms | p99 vs unflooded | daemon CPU ms per flood answer |")
+        print("|---|---|---:|---:|---:|---:|---:|")
         for t in table:
-            print(f"| {t['kind']} | {t['code']} | {t['p50']:.2f} | {t['p99']:.2f} | {t['max']:.1f} | {t['p99_ratio']:.2f}x |")
+            print(f"| {t['kind']} | {t['code']} | {t['p50']:.2f} | {t['p99']:.2f} | {t['max']:.1f} | {t['p99_ratio']:.2f}x | {t['cpu_ms_per_answer']:.2f} |")
         benchlib.save(args.out, {"args": vars(args), "runs": runs, "table": table, "loadavg": os.getloadavg()})
     finally:
         shutil.rmtree(base, ignore_errors=True)
