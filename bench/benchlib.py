@@ -39,8 +39,10 @@ def baseline_tree(rev: str, into: Path) -> Path:
     a before/after comparison measured in the same run)."""
     pkg = into / "sessiond"
     pkg.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "archive", rev],
-                             check=True, capture_output=True).stdout
+    here = str(Path(__file__).resolve().parent)
+    top = subprocess.run(["git", "-C", here, "rev-parse", "--show-toplevel"], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    archive = subprocess.run(["git", "-C", top, "archive", rev], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(pkg)], input=archive, check=True)
     return into
 

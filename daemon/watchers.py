@@ -288,6 +288,8 @@ class Watchers:
         cursor.reading = False
         if cursor.sub.ended:
             return
+        if fut.cancelled():  # the read pool shut down: the daemon is exiting
+            return
         exc = fut.exception()
         if exc is not None:
             if isinstance(exc, FileNotFoundError) and cursor.path == cursor.sub.main:

@@ -163,11 +163,17 @@ class FairShare:
                 fut.set_exception(exc)
         if not o.waiting and not o.running:
             del self._owners[key]
-        else:
+        elif o.waiting:
+            # Its next job starts after ``fut``'s callbacks ran: the answer
+            # they queue may fill its output budget, which holds the owner.
+            self.loop.call_soon(self._reenlist, key)
+        self._pump()
+
+    def _reenlist(self, key: Hashable) -> None:
+        o = self._owners.get(key)
+        if o is not None:
             self._enlist(key, o)
-        # The next job starts after ``fut``'s callbacks ran: the answer they
-        # queue may fill its owner's output budget, which holds the owner.
-        self.loop.call_soon(self._pump)
+            self._pump()
 
     def status(self) -> dict[str, int]:
         return {"readThreads": self.threads, "jobsRunning": self.running, "jobsWaiting": self.waiting,
