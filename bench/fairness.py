@@ -25,7 +25,10 @@ machine's load does not blur the way it does latencies). ``--baseline REV``: the
 is measured too, interleaved with this one in every run (each against its own
 unflooded figure), so a before/after shares the machine's load;
 ``--candidate REV`` measures that revision as "this" instead of the working
-tree (which may then change while it runs). Writes
+tree (which may then change while it runs). ``--list-cpu``: instead, the
+daemon's CPU time per warm List of every session, one write into the listed
+project before each (what the flood costs the daemon, free of the latencies'
+noise), to bench/results/fairness-list-cpu.json by default. Writes
 bench/results/fairness.json.
 """
 
@@ -209,6 +212,39 @@ def measure(root: Path, base: Path, kind: str, spec: dict, appends: int, window:
             "flooded_throughout": still_flooding, "flood_answered": answered, "daemon_cpu_s": cpu}
 
 
+def list_cpu(root: Path, base: Path, codes: dict[str, Path | None], runs: int, lists: int = 100) -> dict[str, list[float]]:
+    """The daemon's CPU ms per warm ``List(all)``, alone on the machine's
+    clock: ``lists`` rounds of a ``written`` append into the listed project then
+    a List, less the same appends without Lists; per code, per run."""
+    out: dict[str, list[float]] = {code: [] for code in codes}
+    for r in range(runs):
+        for code, source in codes.items():
+            sock = base / f"cpu-{code}-{r}" / "s.sock"
+            daemon = benchlib.start_daemon(sock, root, source=source)
+            try:
+                with Client(sock, autostart=False, timeout=120) as c:
+                    c.call(m.List(id=c.next_id(), all=True))
+                    sid = str(uuid.uuid4())
+
+                    def append() -> None:
+                        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[entry(sid)], durability="written"))
+
+                    t0 = benchlib.cpu_seconds(daemon.pid)
+                    for _ in range(lists):
+                        append()
+                        c.call(m.List(id=c.next_id(), all=True))
+                    t1 = benchlib.cpu_seconds(daemon.pid)
+                    for _ in range(lists):
+                        append()
+                    t2 = benchlib.cpu_seconds(daemon.pid)
+                    c.shutdown()
+            finally:
+                daemon.wait(timeout=60)
+            out[code].append(((t1 - t0) - (t2 - t1)) * 1000 / lists)
+            print(f"run {r + 1} {code:6s} daemon CPU per List {out[code][-1]:.2f} ms", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -220,8 +256,11 @@ def main() -> None:
     ap.add_argument("--scan-mb", type=float, default=5.0)
     ap.add_argument("--baseline", default=None, help="a git revision whose daemon is measured too, interleaved")
     ap.add_argument("--candidate", default=None, help="a git revision measured as 'this' instead of the working tree")
+    ap.add_argument("--list-cpu", action="store_true", help="only the daemon's CPU per List, per code")
     ap.add_argument("--out", default=str(HERE / "results" / "fairness.json"))
     args = ap.parse_args()
+    if args.list_cpu and args.out == ap.get_default("out"):
+        args.out = str(HERE / "results" / "fairness-list-cpu.json")
     kinds = ["none", *[k for k in args.kinds.split(",") if k]]
     base = Path(tempfile.mkdtemp(prefix="sdfair-", dir="/tmp"))
     os.chmod(base, 0o700)
@@ -232,6 +271,14 @@ def main() -> None:
         if args.baseline:
             codes = {args.baseline: benchlib.baseline_tree(args.baseline, base / "baseline"), **codes}
         root = base / "root"
+        if args.list_cpu:
+            generate(root, args.sessions, 0, 0)
+            cpu = list_cpu(root, base, codes, args.runs)
+            print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
+            for code, ms in cpu.items():
+                print(f"| {code} | {statistics.median(ms):.2f} ms |")
+            benchlib.save(args.out, {"args": vars(args), "list_cpu_ms": cpu, "loadavg": os.getloadavg()})
+            return
         spec = generate(root, args.sessions, args.scan_files if "scan" in kinds else 0, args.scan_mb)
         runs: dict[str, dict[str, list[dict]]] = {code: {k: [] for k in kinds} for code in codes}
         for r in range(args.runs):
