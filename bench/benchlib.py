@@ -24,18 +24,35 @@ LEVEL_NAMES = {
 """What each level of append_load is called in its tables and its chart."""
 
 
-def start_daemon(sock: Path, root: Path, *serve_args: str, timeout: float = 20.0) -> subprocess.Popen:
-    """A ``sessiond serve`` on ``sock`` (its dir made 0700) and ``root``, once it answers."""
+def start_daemon(sock: Path, root: Path, *serve_args: str, timeout: float = 20.0,
+                 source: Path | None = None) -> subprocess.Popen:
+    """A ``sessiond serve`` on ``sock`` (its dir made 0700) and ``root``, once it answers.
+    ``source``: a directory holding another ``sessiond`` package (a checkout of
+    the baseline, see ``baseline_tree``) whose daemon runs instead of this one."""
+    env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
     return start_server(sock, [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root),
-                               "serve", "--log-level", "warning", *serve_args], timeout)
+                               "serve", "--log-level", "warning", *serve_args], timeout, env=env)
 
 
-def start_server(sock: Path, cmd: list[str], timeout: float = 20.0) -> subprocess.Popen:
+def baseline_tree(rev: str, into: Path) -> Path:
+    """The repository's ``rev`` unpacked as ``into/sessiond`` (for ``start_daemon(source=)``:
+    a before/after comparison measured in the same run)."""
+    pkg = into / "sessiond"
+    pkg.mkdir(parents=True)
+    here = str(Path(__file__).resolve().parent)
+    top = subprocess.run(["git", "-C", here, "rev-parse", "--show-toplevel"], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    archive = subprocess.run(["git", "-C", top, "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(pkg)], input=archive, check=True)
+    return into
+
+
+def start_server(sock: Path, cmd: list[str], timeout: float = 20.0, env: dict[str, str] | None = None) -> subprocess.Popen:
     """Run ``cmd``, a server of sessiond's wire on ``sock``, until it accepts connections."""
     from sessiond.client.autostart import socket_answers
 
     sock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + timeout
     while not socket_answers(sock):
         if time.monotonic() > deadline or proc.poll() is not None:

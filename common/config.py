@@ -86,6 +86,10 @@ class Settings(msgspec.Struct, kw_only=True):
     evicted at once; when none is idle, a new session gets ``busy``."""
     max_clients: int = 4096
     """Connections served at once: beyond, a newcomer gets ``busy``."""
+    max_list_views: int = 8
+    """List scopes (sets of project dirs) whose answers are kept ready to patch
+    (``daemon/pages.py``; a few hundred bytes per session each): beyond, the
+    least recently listed is dropped and made anew when it is listed again."""
     rate_bytes: float = 128 * 1024 * 1024
     """Bytes per second one connection may send (0: no limit); over it, it is
     read more slowly, never refused."""
@@ -95,9 +99,6 @@ class Settings(msgspec.Struct, kw_only=True):
     lease_grace: float = 10.0
     """After a start, how long a lease the previous daemon granted waits for its
     holder to reconnect before anyone else may claim the session (SPEC 7)."""
-    watch_buffer_bytes: int = 4 * 1024 * 1024
-    """Entries pushed to a watcher and not yet read by it; beyond, that watcher
-    skips ahead (told how many bytes) instead of the daemon holding more."""
     max_open_files: int = 0
     """Transcript fds kept open at once (LRU); 0: half the fd limit."""
     path_recheck: float = 1.0

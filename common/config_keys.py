@@ -24,7 +24,7 @@ FsyncPolicy = Literal["never", "interval", "always"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 BUDGETS = ("max_queued_bytes", "max_pending_bytes", "max_inflight_bytes", "max_inflight_requests", "max_output_bytes",
            "max_output_total_bytes", "max_partial_bytes", "max_pending_total_bytes", "max_parked_requests", "max_clients",
-           "max_sessions")
+           "max_sessions", "max_list_views")
 """Memory budgets (daemon/bounds.py): positive integers, same name in the file."""
 
 
@@ -63,7 +63,6 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_expensive_waiting: int | None = None
     idle_evict_s: float | None = None
     lease_grace_s: float | None = None
-    watch_buffer_bytes: int | None = None
     mirror: MirrorFileConfig | None = None
     max_inflight_bytes: int | None = None
     max_inflight_requests: int | None = None
@@ -73,6 +72,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_pending_total_bytes: int | None = None
     max_parked_requests: int | None = None
     max_clients: int | None = None
+    max_list_views: int | None = None
     max_sessions: int | None = None
     search_index: bool | None = None
     search_index_path: str | None = None
@@ -148,7 +148,6 @@ KEYS: dict[str, Key] = {
     "idle_evict_s": Key("idle_evict", _not_negative, float),
     "follow_max_watches": Key("follow_max_watches", _not_negative),
     "lease_grace_s": Key("lease_grace", _not_negative, float),
-    "watch_buffer_bytes": Key("watch_buffer_bytes", _at_least(1024)),
     "search_index_path": Key("search_index_path", convert=_expand),
     "search_refresh_s": Key("search_refresh", _not_negative, float),
 }

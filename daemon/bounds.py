@@ -19,6 +19,8 @@ acknowledged.
                                               output buffer limit)
     max_clients         connections           busy, connection closed
     max_sessions        sessions in memory    idle ones evicted, then busy
+    max_list_views      List answers kept     the least recently listed is
+                        ready (pages.py)      dropped
     max_partial_bytes   frames being received newcomers' big frames wait, unread
     max_pending_total   pre-message entries   busy (nothing accepted)
     max_parked_requests requests waiting on a busy (nothing accepted)
@@ -245,11 +247,13 @@ class Bounds:
     # ------------------------------------------------------------------ report
 
     def report(self, clients: int, sessions: int, queued_bytes: int,
-               per_connection: list[tuple[int, int, int, int]]) -> dict[str, dict[str, int]]:
+               per_connection: list[tuple[int, int, int, int]],
+               list_views: tuple[int, int] = (0, 0)) -> dict[str, dict[str, int]]:
         """Every budget as ``{"used", "limit"}``; per-connection ones also say
         their ``total`` over all connections (``used`` is the largest one's).
         ``per_connection`` holds (output bytes, in-flight requests, in-flight
-        bytes, partial frame bytes) of each connection."""
+        bytes, partial frame bytes) of each connection; ``list_views`` the List
+        scopes kept ready and the sessions they hold (``pages.py``)."""
         s = self.settings
 
         def per(i: int, limit: int) -> dict[str, int]:
@@ -269,4 +273,5 @@ class Bounds:
                                   "clients": len(self._not_reading)},
             "inflightRequests": per(1, s.max_inflight_requests),
             "inflightBytes": per(2, s.max_inflight_bytes),
+            "listViews": {"used": list_views[0], "limit": s.max_list_views, "sessions": list_views[1]},
         }

@@ -9,9 +9,10 @@ run in the background after an answer when the index is older than
 ``REFRESH_AFTER`` (stale-while-revalidate), still catches what no watch saw.
 The files stay the only truth: the catalog is a cache rebuilt from them at any time.
 
-Page computation runs in a worker thread (a cold full listing reads thousands of
-files); the index is shared with the loop's observer under one lock held only
-for dict operations.
+Pages are made in a worker thread (a cold full listing reads thousands of
+files) by ``daemon/pages.py``, which keeps each answer and patches it with the
+changes every project logs; the index is shared with the loop's observer under
+one lock held only for dict operations.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from pathlib import Path
 
 import msgspec
 
-from sessiond.protocol.transcript.listing import ListStats, session_candidates
-from sessiond.protocol.transcript.lite import LiteInfo, SessionInfo, read_lite
+from sessiond.protocol.transcript.listing import session_candidates
+from sessiond.protocol.transcript.lite import LiteInfo, read_lite
 from sessiond.protocol.transcript.paths import is_session_id
 
 from .workers import BACKGROUND, FairShare
@@ -38,6 +39,8 @@ _encode = msgspec.msgpack.Encoder().encode
 REFRESH_AFTER = 2.0
 MAX_NOTES = 4096
 MAX_KEYS = 10_000
+MAX_LOG = 512
+"""Changes a project remembers; a List answer older than that is made anew."""
 
 
 class _File:
@@ -60,13 +63,24 @@ class _File:
 
 
 class _Project:
-    __slots__ = ("files", "refreshed", "order", "refreshing")
+    __slots__ = ("files", "refreshed", "order", "refreshing", "version", "log")
 
     def __init__(self) -> None:
         self.files: dict[str, _File] = {}
         self.refreshed = 0.0
         self.order: list[tuple[int, str, _File]] | None = None  # newest first; None after a change
         self.refreshing = False
+        self.version = 0
+        self.log: deque[tuple[int, str]] = deque(maxlen=MAX_LOG)
+        """(version, path) of the latest changes: a cached List answer
+        (``daemon/pages.py``) patches what changed since it was made instead
+        of sorting and walking every file again."""
+
+    def changed(self, path: str) -> None:
+        """``path`` changed (written, gone, new); caller holds the lock."""
+        self.order = None
+        self.version += 1
+        self.log.append((self.version, path))
 
 
 class Catalog:
@@ -128,7 +142,7 @@ class Catalog:
             f.mtime_ns = mtime_ns
             f.size = size
             f.lite = None
-            project.order = None
+            project.changed(path)
 
     def gone(self, path: Path) -> None:
         """Gone observer: a session file shrank, was replaced or rewritten (its
@@ -143,7 +157,7 @@ class Catalog:
                 project.files.pop(str(path), None)
             elif (f := project.files.get(str(path))) is not None:
                 f.mtime_ns, f.lite = time.time_ns(), None
-            project.order = None
+            project.changed(str(path))
 
     def forget(self, path: Path) -> None:
         """A session file left its project (trashed): gone from listings at once."""
@@ -151,7 +165,7 @@ class Catalog:
         with self.lock:
             project = self.projects.get(str(path.parent))
             if project is not None and project.files.pop(str(path), None) is not None:
-                project.order = None
+                project.changed(str(path))
         self._keys.pop(path, None)
 
     def learn(self, path: Path) -> None:
@@ -169,7 +183,7 @@ class Catalog:
             if f is None:
                 f = project.files[str(path)] = _File(0, 0)
             f.mtime_ns, f.size, f.lite = st.st_mtime_ns, st.st_size, None
-            project.order = None
+            project.changed(str(path))
 
     def main_stats(self, dirs: list[str]) -> list[tuple[str, int, int]]:
         """(path, size, mtime_ns) of every session file of ``dirs`` (for ``du``)."""
@@ -203,6 +217,8 @@ class Catalog:
                 project.files = files
                 project.refreshed = time.monotonic()
                 project.order = None
+                project.version += 1
+                project.log.clear()  # nothing to patch from: every answer of it is made anew
         return project
 
     def refresh(self, d: str) -> None:
@@ -224,7 +240,8 @@ class Catalog:
             for path in [p for p in project.files if p not in fresh]:
                 del project.files[path]
                 seen.append(path)
-            project.order = None
+            for path in seen:
+                project.changed(path)
             project.refreshed = time.monotonic()
             project.refreshing = False
         if seen and self.changed is not None:
@@ -240,12 +257,12 @@ class Catalog:
             self.loop.call_soon_threadsafe(lambda: self.loop.run_in_executor(None, self.refresh, d))
 
     # ------------------------------------------------------------------- listing
+    # Meant for a worker thread (``daemon/pages.py`` keeps the answers built
+    # from these and patches them with ``changes``).
 
-    def page(self, dirs: list[str], limit: int | None, offset: int, stats: ListStats | None = None,
-             *, encoded: bool = False) -> list[SessionInfo] | list[msgspec.Raw]:
-        """Sessions of ``dirs`` newest first; meant for a worker thread.
-        ``encoded``: each as its msgpack record, ready to go into a ``Listed``."""
-        stats = stats or ListStats()
+    def candidates(self, dirs: list[str]) -> tuple[list[tuple[int, str, _File]], list[int]]:
+        """Every session file of ``dirs`` newest first (``(mtime_ns, path,
+        file)``), and each dir's version they reflect."""
         projects = [(d, self._project(d)) for d in dirs]
         with self.lock:
             self._apply_notes()
@@ -255,33 +272,53 @@ class Catalog:
                     project.order = sorted(((f.mtime_ns, path, f) for path, f in project.files.items()),
                                            key=lambda c: (-c[0], c[1]))
                 candidates += project.order
+            versions = [project.version for _, project in projects]
         if len(projects) > 1:
             candidates.sort(key=lambda c: (-c[0], c[1]))
-        stats.files_seen += len(candidates)
-        out: list = []
-        listed = 0
-        for _, path, f in candidates:
-            if limit is not None and len(out) >= limit:
-                break
-            if f.size == 0:
-                continue
-            lite = f.lite
-            if lite is None:
-                try:
-                    lite = read_lite(path)
-                except OSError:
-                    stats.errors += 1
+        self._refresh_stale(projects)
+        return candidates, versions
+
+    def changes(self, dirs: list[str], versions: list[int]) -> tuple[list[tuple[str, _File | None]], list[int]] | None:
+        """What changed in ``dirs`` since ``versions`` (``candidates``' or an
+        earlier ``changes``'): each changed path with its file now (None: gone
+        from the listing), and the versions now; None when the log does not
+        reach that far back (make the answer anew)."""
+        projects = [(d, self._project(d)) for d in dirs]
+        out: list[tuple[str, _File | None]] = []
+        now: list[int] = []
+        with self.lock:
+            self._apply_notes()
+            for (_, project), seen in zip(projects, versions):
+                now.append(project.version)
+                if project.version == seen:
                     continue
-                stats.files_read += 1
-                with self.lock:
-                    if f.lite is None and (lite.size, lite.mtime_ns) >= (f.size, 0):
-                        f.lite = lite
-            if not lite.listable:
-                stats.skip(lite.state)
-                continue
-            if listed >= offset:
-                out.append(f.record(lite) if encoded else lite.session_info())
-            listed += 1
+                log = project.log
+                if not log or log[0][0] > seen + 1:
+                    return None
+                paths: set[str] = set()
+                for version, path in reversed(log):
+                    if version <= seen:
+                        break
+                    paths.add(path)
+                out += [(path, project.files.get(path)) for path in paths]
+        self._refresh_stale(projects)
+        return out, now
+
+    def record_of(self, path: str, f: _File) -> msgspec.Raw | None:
+        """The listing record of one file (its lite info read when changed
+        since the last read), or None when it is not listed (empty, a
+        sidechain-only or summary-only file). Raises ``OSError`` when the
+        file cannot be read now."""
+        if f.size == 0:
+            return None
+        lite = f.lite
+        if lite is None:
+            lite = read_lite(path)
+            with self.lock:
+                if f.lite is None and (lite.size, lite.mtime_ns) >= (f.size, 0):
+                    f.lite = lite
+        return f.record(lite) if lite.listable else None
+
+    def _refresh_stale(self, projects: list[tuple[str, _Project]]) -> None:
         for d, project in projects:
             self._maybe_refresh(d, project)
-        return out

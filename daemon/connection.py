@@ -170,6 +170,7 @@ class Connection(asyncio.Protocol):
         client that does not read gets nothing more served or read; past the
         daemon-wide budget of such answers, it is disconnected."""
         self._pause("output")
+        self.daemon.fair.hold(self.id)  # its expensive requests read already wait too
         if not self.daemon.bounds.stopped_reading(self) and self.transport is not None:
             log.warning("%s does not read its answers (%d bytes unsent) and clients like it hold more than %d "
                         "bytes: disconnected", self.peer, self.output_bytes, self.daemon.settings.max_output_total_bytes)
@@ -178,7 +179,9 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.daemon.bounds.reading_again(self)
+        self.daemon.fair.release(self.id)
         self._unpause("output")
+        self.daemon.watchers.drained(self)
 
     def _serve_backlog(self) -> None:
         """Serve frames read earlier, until a holding pause or the output budget
@@ -261,6 +264,7 @@ class Connection(asyncio.Protocol):
         self._partial.release()
         self.daemon.bounds.forget_partial(self)
         self.daemon.bounds.reading_again(self)
+        self.daemon.fair.release(self.id)  # what it asked runs out (its answers go nowhere)
         self.daemon.connections.discard(self)
         for sid in list(self.sessions):
             self.detach(sid, dropped=True)
@@ -357,9 +361,15 @@ class Connection(asyncio.Protocol):
 
     def reply(self, resp: m.Response) -> None:
         """Queue a response; all responses of one loop pass go out in one write."""
+        if self.transport is not None:
+            self.reply_encoded(resp.id, encode(resp))
+
+    def reply_encoded(self, rid: int, frame: bytes) -> None:
+        """Queue the answer to request ``rid``, already encoded (a List page
+        made in a worker: the loop does not touch its bytes)."""
         if self.transport is None:
             return
-        owed = self._inflight.pop(resp.id, None)
+        owed = self._inflight.pop(rid, None)
         if owed is not None:
             self._inflight_bytes -= owed
             if "inflight" in self._pauses:
@@ -367,9 +377,10 @@ class Connection(asyncio.Protocol):
                 if (self._inflight_bytes <= settings.max_inflight_bytes // 2
                         and len(self._inflight) <= settings.max_inflight_requests // 2):
                     self._unpause("inflight")
-        frame = encode(resp)
         self._out.append(frame)
         self._out_bytes += len(frame)
+        if self._out_bytes >= self._out_soft:  # its next expensive job waits until this is sent
+            self.daemon.fair.hold(self.id)
         if not self._out_scheduled:
             self._out_scheduled = True
             self.daemon.outbox.add(self)
@@ -380,6 +391,8 @@ class Connection(asyncio.Protocol):
             out, self._out = self._out, []
             self._out_bytes = 0
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if "output" not in self._pauses:  # the socket took it (else resume_writing releases)
+                self.daemon.fair.release(self.id)
             if self._backlog and not self._holding and not self.closing:
                 self.daemon.loop.call_soon(self._serve_backlog)
 

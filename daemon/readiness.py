@@ -172,6 +172,8 @@ class Readiness:
 
     def _scanned(self, state: SessionState, path: Path, apply: Callable[..., None],
                  failed: Callable[[SessiondError], None], fut) -> None:
+        if fut.cancelled():  # the read pool shut down: the daemon is exiting
+            return
         exc = fut.exception()
         if exc is None:
             apply(fut.result())

@@ -41,6 +41,7 @@ from .leases import Leases
 from .watchers import Watchers
 from .notify import Notifier
 from .outbox import Outbox
+from .pages import Pages
 from .sessions import Registry
 from .tails import Tails
 from .workers import SWITCH_INTERVAL, FairShare, read_pool
@@ -78,6 +79,7 @@ class Daemon:
         self.registry = Registry(settings, self.writer, self.fair, self.bounds)
         self.tails = Tails(self.registry, self.fair)
         self.catalog = Catalog(settings.root, loop, self.fair)
+        self.pages = Pages(self.catalog, settings.max_list_views)
         self.writer.observers.append(self.catalog.written)
         self.lifecycle = Lifecycle(self)
         self.mirror = None

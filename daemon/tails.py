@@ -96,6 +96,8 @@ class Tails:
         self.registry.hold(state)
 
         def done(f) -> None:
+            if f.cancelled():  # the read pool shut down: the daemon is exiting
+                return
             exc = f.exception()
             if exc is None:
                 self._ready[id(req)] = {id(t): queued | lines for (t, queued, _), lines in zip(jobs, f.result())}

@@ -14,10 +14,16 @@ missing bytes are read from the file in the read pool (the watcher's
 connection's fair share of it, ``workers.py``), ``READ_CHUNK`` at a time,
 while live lines wait for the reads to catch up.
 
-A watcher never grows the daemon's memory: while its connection holds more
-than ``watch_buffer_bytes`` of answers it has not read, the lines meant for it
-are dropped and counted, and its next frame says how many bytes it skipped
-(``Entries.skipped``); the file stays the truth to read them from.
+A watcher never grows the daemon's memory past its connection's output budget
+(``max_output_bytes``, the one every answer of that connection counts against,
+``bounds.py``): a frame that does not fit beside what the connection has not
+read yet is not made; the cursor stays where the watcher stands and, once the
+client reads again, the rest is read from the file, ``read_chunk`` at a time
+(a quarter of the budget, at most ``READ_CHUNK``; at once when the client
+drained its socket, ``drained``). A slow watcher is fed at its own pace and
+loses nothing; a stalled one costs the daemon its cursor. (It used to have a
+buffer of its own, ``watch_buffer_bytes``, past which lines were dropped and
+counted in ``Entries.skipped``; that is always 0 now.)
 """
 
 from __future__ import annotations
@@ -37,11 +43,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("sessiond")
 
 READ_CHUNK = 1024 * 1024
-"""Bytes of a file read at once when a watcher catches up."""
+"""Bytes of a file read at once when a watcher catches up (at most)."""
+MIN_CHUNK = 4096
+FRAME_OVERHEAD = 128
+"""An ``Entries`` frame's bytes beyond its lines (header, ids, the file name)."""
 LAST_WINDOW = 8 * 1024 * 1024
 """How far back from the end ``last`` looks for its entries."""
-SKIP_RECHECK = 0.1
-"""A watcher that skipped is looked at again this often, to tell it so once it reads."""
+RECHECK = 0.1
+"""A watcher whose connection has no room for its next frame is looked at again this often."""
 MAX_PER_CONNECTION = 64
 MAX_TOTAL = 4096
 """Subscriptions one connection, and all of them together, may hold."""
@@ -50,7 +59,7 @@ MAX_TOTAL = 4096
 class Cursor:
     """Where one watcher stands in one file."""
 
-    __slots__ = ("sub", "path", "rel", "pos", "reading", "seen_end", "skipped", "reset")
+    __slots__ = ("sub", "path", "rel", "pos", "reading", "waiting", "seen_end", "reset")
 
     def __init__(self, sub: Subscription, path: Path, rel: str, pos: int) -> None:
         self.sub = sub
@@ -59,14 +68,15 @@ class Cursor:
         self.pos = pos
         self.reading = False
         """A catch-up read is in flight: live lines wait for it."""
+        self.waiting = False
+        """Its connection had no room: a catch-up is due once it has."""
         self.seen_end = pos
         """The furthest file end the observers reported meanwhile."""
-        self.skipped = 0
         self.reset = False
 
 
 class Subscription:
-    __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended", "recheck")
+    __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended")
 
     def __init__(self, rid: int, conn: Connection, session: str, main: Path, agents: bool) -> None:
         self.id = rid
@@ -77,13 +87,6 @@ class Subscription:
         self.agents = agents
         self.cursors: dict[Path, Cursor] = {}
         self.ended = False
-        self.recheck = False
-
-
-def unsent(conn: Connection) -> int:
-    """Answers made for ``conn`` and not yet taken by its client."""
-    transport = conn.transport
-    return (transport.get_write_buffer_size() if transport is not None else 0) + sum(map(len, conn._out))
 
 
 def agent_session_dir(path: Path) -> Path | None:
@@ -104,6 +107,16 @@ class Watchers:
         self.by_path: dict[Path, list[Cursor]] = {}
         self.by_dir: dict[Path, list[Subscription]] = {}
         self.subs: dict[tuple[int, int], Subscription] = {}
+        budget = daemon.settings.max_output_bytes
+        self.budget = budget
+        self.read_chunk = max(MIN_CHUNK, min(READ_CHUNK, budget // 4))
+
+    def _room(self, conn: Connection, size: int, alone: bool) -> bool:
+        """Does a frame of ``size`` bytes fit in ``conn``'s output budget beside
+        what it has not read? ``alone``: a frame that cannot be made smaller (one
+        line longer than a read) goes when nothing else waits."""
+        used = conn.output_bytes
+        return used + size <= self.budget or alone and used == 0
 
     @property
     def count(self) -> int:
@@ -127,7 +140,7 @@ class Watchers:
         cursor = self._add(sub, main, start)
         if req.last is not None and req.offset is None:
             try:
-                fut = self.daemon.fair.submit(_read_last, main, req.last, size, owner=conn.id)
+                fut = self.daemon.fair.submit(_read_last, main, req.last, size, self.read_chunk, owner=conn.id)
             except SessiondError:  # its share of the read pool is full (busy): refused whole
                 del self.subs[(conn.id, req.id)]
                 self._remove(sub)
@@ -219,52 +232,54 @@ class Watchers:
                 start += len(lines[skip]) + 1
                 skip += 1
             lines = lines[skip:]
-        self._send(cursor, lines, start, end)
+        self._send(cursor, lines, start, end, alone=False)
 
-    def _send(self, cursor: Cursor, lines: list[bytes], start: int, end: int) -> None:
+    def _send(self, cursor: Cursor, lines: list[bytes], start: int, end: int, alone: bool) -> None:
+        """Send ``lines`` (``start``..``end`` of the file, ``start`` where the
+        cursor stands) if they fit the connection's output budget; else the
+        cursor stays and the file is read from there once they can."""
         sub = cursor.sub
         conn = sub.conn
         if conn.transport is None or sub.ended:
             return
-        if unsent(conn) > self.daemon.settings.watch_buffer_bytes:
-            cursor.skipped += end - cursor.pos
-            cursor.pos = end
-            if not sub.recheck:
-                sub.recheck = True
-                self.loop.call_later(SKIP_RECHECK, self._tell_skipped, sub)
+        if not self._room(conn, end - start + 2 * len(lines) + FRAME_OVERHEAD, alone):
+            self._wait(cursor)
             return
-        conn.reply(m.Entries(id=sub.id, file=cursor.rel, offset=start, lines=lines, skipped=cursor.skipped,
-                             reset=cursor.reset))
+        conn.reply(m.Entries(id=sub.id, file=cursor.rel, offset=start, lines=lines, reset=cursor.reset))
         cursor.pos = end
-        cursor.skipped = 0
         cursor.reset = False
-
-    def _tell_skipped(self, sub: Subscription) -> None:
-        """A watcher that skipped learns it as soon as it reads again, even if
-        nothing more is written."""
-        sub.recheck = False
-        if sub.ended or sub.conn.transport is None:
-            return
-        if unsent(sub.conn) > self.daemon.settings.watch_buffer_bytes:
-            sub.recheck = True
-            self.loop.call_later(SKIP_RECHECK, self._tell_skipped, sub)
-            return
-        for cursor in sub.cursors.values():
-            if cursor.skipped and not cursor.reading:
-                self._send(cursor, [], cursor.pos, cursor.pos)
 
     # ---------------------------------------------------------------- reading
 
+    def _wait(self, cursor: Cursor) -> None:
+        """Catch up in ``RECHECK`` (one timer per cursor): it reads slowly, hold nothing."""
+        if not cursor.waiting:
+            cursor.waiting = True
+            self.loop.call_later(RECHECK, self._recheck, cursor)
+
+    def _recheck(self, cursor: Cursor) -> None:
+        cursor.waiting = False
+        self._catch_up(cursor)
+
+    def drained(self, conn: Connection) -> None:
+        """``conn``'s client read its answers (the transport resumed writing):
+        its watchers that had no room go on now, not at their next recheck."""
+        for (cid, _), sub in list(self.subs.items()):
+            if cid == conn.id:
+                for cursor in list(sub.cursors.values()):
+                    if cursor.waiting:
+                        self._recheck(cursor)
+
     def _catch_up(self, cursor: Cursor) -> None:
-        if cursor.reading or cursor.sub.ended:
+        if cursor.reading or cursor.waiting or cursor.sub.ended or cursor.sub.conn.transport is None:
             return
-        if unsent(cursor.sub.conn) > self.daemon.settings.watch_buffer_bytes:
-            self.loop.call_later(SKIP_RECHECK, self._catch_up, cursor)  # it reads slowly: wait, hold nothing
+        if not self._room(cursor.sub.conn, self.read_chunk + FRAME_OVERHEAD, alone=True):
+            self._wait(cursor)
             return
         try:  # the watcher's connection's fair share of the read pool
-            fut = self.daemon.fair.submit(_read_from, cursor.path, cursor.pos, owner=cursor.sub.conn.id)
+            fut = self.daemon.fair.submit(_read_from, cursor.path, cursor.pos, self.read_chunk, owner=cursor.sub.conn.id)
         except SessiondError:  # its share is full (busy): try again shortly, holding nothing
-            self.loop.call_later(SKIP_RECHECK, self._catch_up, cursor)
+            self._wait(cursor)
             return
         cursor.reading = True
         fut.add_done_callback(lambda f: self._read_done(cursor, f))
@@ -272,6 +287,8 @@ class Watchers:
     def _read_done(self, cursor: Cursor, fut) -> None:
         cursor.reading = False
         if cursor.sub.ended:
+            return
+        if fut.cancelled():  # the read pool shut down: the daemon is exiting
             return
         exc = fut.exception()
         if exc is not None:
@@ -283,8 +300,11 @@ class Watchers:
         start, lines, end, more = fut.result()
         if start < cursor.pos:  # what ``last`` found before where the cursor stood
             cursor.pos = start
+        elif start > cursor.pos:  # read from further on than it stands now (reset meanwhile): read again
+            lines = []
+            end = cursor.pos
         if lines:
-            self._send(cursor, lines, start, end)
+            self._send(cursor, lines, start, end, alone=len(lines) == 1)
         else:
             cursor.pos = max(cursor.pos, end)
         if more or cursor.seen_end > cursor.pos:
@@ -305,17 +325,17 @@ def _agent_files(session_dir: Path) -> list[Path]:
     return sorted(p for p in base.rglob("agent-*.jsonl") if p.is_file())
 
 
-def _read_from(path: Path, offset: int) -> tuple[int, list[bytes], int, bool]:
+def _read_from(path: Path, offset: int, chunk: int) -> tuple[int, list[bytes], int, bool]:
     """Whole lines of ``path`` from ``offset`` (worker thread), at most
-    ``READ_CHUNK`` bytes: (offset, lines, end of the last whole line, more left)."""
+    ``chunk`` bytes: (offset, lines, end of the last whole line, more left)."""
     fd = open_regular(path)
     try:
-        data = os.pread(fd, READ_CHUNK, offset)
+        data = os.pread(fd, chunk, offset)
         size = os.fstat(fd).st_size
     finally:
         os.close(fd)
     whole = data[: data.rfind(b"\n") + 1]
-    if not whole and len(data) == READ_CHUNK:  # one line longer than a chunk: read it whole
+    if not whole and len(data) == chunk:  # one line longer than a chunk: read it whole
         fd = open_regular(path)
         try:
             data = os.pread(fd, size - offset, offset)
@@ -323,24 +343,36 @@ def _read_from(path: Path, offset: int) -> tuple[int, list[bytes], int, bool]:
             os.close(fd)
         whole = data[: data.rfind(b"\n") + 1]
     end = offset + len(whole)
-    return offset, whole.split(b"\n")[:-1], end, end < size and len(data) >= READ_CHUNK
+    return offset, whole.split(b"\n")[:-1], end, end < size and len(data) >= chunk
 
 
-def _read_last(path: Path, count: int, size: int) -> tuple[int, list[bytes], int, bool]:
-    """The last ``count`` whole lines of ``path`` up to ``size`` (worker thread)."""
+def _read_last(path: Path, count: int, size: int, chunk: int) -> tuple[int, list[bytes], int, bool]:
+    """Where the last ``count`` whole lines of ``path`` up to ``size`` start,
+    looking back at most ``LAST_WINDOW`` bytes, ``chunk`` at a time (worker
+    thread); the lines themselves are then read forward like any catch-up, so
+    they count against the watcher's output budget like everything else."""
     if count <= 0 or size == 0:
         return size, [], size, False
+    newlines: list[int] = []  # newest first, up to count + 1
+    floor = max(0, size - LAST_WINDOW)
     fd = open_regular(path)
     try:
-        base = max(0, size - LAST_WINDOW)
-        data = os.pread(fd, size - base, base)
+        top = size
+        while top > floor and len(newlines) <= count:
+            base = max(floor, top - chunk)
+            data = os.pread(fd, top - base, base)
+            at = len(data)
+            while len(newlines) <= count and (at := data.rfind(b"\n", 0, at)) >= 0:
+                newlines.append(base + at)
+            top = base
     finally:
         os.close(fd)
-    whole = data[: data.rfind(b"\n") + 1]
-    lines = whole.split(b"\n")[:-1]
-    if base > 0 and lines:
-        lines = lines[1:]  # the first one may be cut by the window
-    lines = lines[-count:]
-    end = base + len(whole)
-    start = end - sum(map(len, lines)) - len(lines)
-    return start, lines, end, False
+    if not newlines:
+        return size, [], size, False
+    if len(newlines) > count:
+        start = newlines[count] + 1
+    elif floor == 0:
+        start = 0
+    else:  # the first line found may be cut by the window
+        start = newlines[-1] + 1
+    return start, [], start, start <= newlines[0]

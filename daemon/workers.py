@@ -18,6 +18,13 @@ flooding the daemon with Lists holds one thread; another client's scan gets the
 next free one instead of queueing behind the flood. Beyond ``max_waiting`` jobs
 waiting for one client, a new one is refused with ``busy``: that bounds what a
 client can make the daemon hold, and it is told so at once.
+
+An owner whose answers pile up unread (its connection's output budget,
+``bounds.py``: the transport paused writing) is *held*: its waiting jobs get no
+thread until it reads again. Without that, the requests read before the pause
+went on being served, and a client that pipelined eight Lists and read slowly
+had eight 2.2 MB answers made and buffered for it, past its budget, at the
+expense of everyone else's share of the CPU.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ class FairShare:
         a scan that a request causes deep in the registry is charged to it."""
         self._owners: dict[Hashable, _Owner] = {}
         self._line: deque[Hashable] = deque()
+        self._held: set[Hashable] = set()
         self.running = 0
         self.refused = 0
 
@@ -94,9 +102,28 @@ class FairShare:
         return fut
 
     def _enlist(self, key: Hashable, o: _Owner) -> None:
-        if o.waiting and o.running < self.per_owner and not o.queued:
+        if o.waiting and o.running < self.per_owner and not o.queued and key not in self._held:
             o.queued = True
             self._line.append(key)
+
+    def hold(self, owner: Hashable) -> None:
+        """Start no more of ``owner``'s jobs (those running finish) until ``release``."""
+        if owner == BACKGROUND or owner in self._held:
+            return
+        self._held.add(owner)
+        o = self._owners.get(owner)
+        if o is not None and o.queued:
+            o.queued = False
+            self._line.remove(owner)
+
+    def release(self, owner: Hashable) -> None:
+        if owner not in self._held:
+            return
+        self._held.discard(owner)
+        o = self._owners.get(owner)
+        if o is not None:
+            self._enlist(owner, o)
+            self._pump()
 
     def _pump(self) -> None:
         while self.running < self.threads and self._line:
@@ -136,13 +163,21 @@ class FairShare:
                 fut.set_exception(exc)
         if not o.waiting and not o.running:
             del self._owners[key]
-        else:
-            self._enlist(key, o)
+        elif o.waiting:
+            # Its next job starts after ``fut``'s callbacks ran: the answer
+            # they queue may fill its output budget, which holds the owner.
+            self.loop.call_soon(self._reenlist, key)
         self._pump()
+
+    def _reenlist(self, key: Hashable) -> None:
+        o = self._owners.get(key)
+        if o is not None:
+            self._enlist(key, o)
+            self._pump()
 
     def status(self) -> dict[str, int]:
         return {"readThreads": self.threads, "jobsRunning": self.running, "jobsWaiting": self.waiting,
-                "busyRefused": self.refused}
+                "busyRefused": self.refused, "heldOwners": len(self._held)}
 
 
 def read_pool(loop: asyncio.AbstractEventLoop, threads: int) -> ThreadPoolExecutor:

@@ -4,6 +4,11 @@ A search first waits (at most ``CATCH_UP_TIMEOUT``) for the indexer to have
 looked at everything written before it and re-stated its scope, then runs the
 query in a worker thread on a read-only connection; a slow indexer makes the
 answer say ``caughtUp: false``, never makes it fail.
+
+A query ranking thousands of entries is as expensive as a List, so it runs as
+the asking connection's fair share of the read pool (``workers.py``): a client
+flooding searches holds one thread, waits behind everyone else's work, and past
+its bound of waiting jobs is answered ``busy``.
 """
 
 from __future__ import annotations
@@ -68,7 +73,12 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
     daemon = conn.daemon
     caught_up = await link.caught_up(projects, CATCH_UP_TIMEOUT)
     try:
-        hits = await daemon.loop.run_in_executor(None, _run, daemon.settings.root, link.index, req, projects)
+        hits = await daemon.fair.submit(_run, daemon.settings.root, link.index, req, projects, owner=conn.id)
+    except SessiondError as exc:  # its share is full: busy
+        conn.reply(m.Error(id=req.id, code=exc.code, message=exc.message))
+        return
+    except asyncio.CancelledError:  # the daemon is exiting
+        return
     except sqlite3.Error as exc:
         conn.reply(m.Error(id=req.id, code="io_error", message=f"search index unreadable: {exc}"))
         return

@@ -76,11 +76,17 @@ def write_transcript(root: Path, cwd: str, size: int) -> str:
     return sid
 
 
+def started_with_transcripts(daemon_factory, tmp: Path, count: int, size: int, **keys):
+    """A daemon with ``keys`` in its config, started over ``count`` existing
+    transcripts of ``size`` bytes in ``CWD``."""
+    d = daemon_factory("--config", str(config(tmp, **keys)))
+    for _ in range(count):
+        write_transcript(d.root, CWD, size)
+    return d.start()
+
+
 def test_a_connection_past_its_share_gets_busy_and_the_others_are_served(daemon_factory, short_tmp):
-    d = daemon_factory("--config", str(config(short_tmp, read_threads=1, max_expensive_waiting=3)))
-    for _ in range(200):
-        write_transcript(d.root, CWD, 2000)
-    d.start()
+    d = started_with_transcripts(daemon_factory, short_tmp, 200, 2000, read_threads=1, max_expensive_waiting=3)
     flood = Raw(d.socket)
     try:
         flood.send([m.List(id=i, all=True) for i in range(1, 41)])

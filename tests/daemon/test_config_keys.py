@@ -25,7 +25,6 @@ TOP = [
     ("idle_evict_s", "-1", "must not be negative, got -1.0", "0", "idle_evict", 0.0),
     ("follow_max_watches", "-1", "must not be negative, got -1", "0", "follow_max_watches", 0),
     ("lease_grace_s", "-1", "must not be negative, got -1.0", "2", "lease_grace", 2.0),
-    ("watch_buffer_bytes", "1000", "must be at least 1024, got 1000", "1024", "watch_buffer_bytes", 1024),
     ("search_refresh_s", "-1", "must not be negative, got -1.0", "0", "search_refresh", 0.0),
     *[(name, "0", "must be positive, got 0", "2000000000", name, 2_000_000_000) for name in BUDGETS],
 ]

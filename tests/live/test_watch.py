@@ -103,9 +103,12 @@ def _rss_kb(pid: int) -> int:
         return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
 
 
-def test_a_watcher_that_does_not_read_skips_ahead_and_the_daemon_holds_no_more(daemon_factory, short_tmp):
+def test_a_watcher_that_does_not_read_is_fed_from_the_file_and_the_daemon_holds_no_more(daemon_factory, short_tmp):
+    """Its frames count against its connection's output budget: past it the
+    daemon makes none, and once the watcher reads it gets every byte, from the
+    file, none skipped."""
     cfg = short_tmp / "config.toml"
-    cfg.write_text("watch_buffer_bytes = 65536\n")
+    cfg.write_text("max_output_bytes = 65536\n")
     daemon = daemon_factory().start("--config", str(cfg))
     sid = str(uuid.uuid4())
     _start(daemon, sid)
@@ -123,22 +126,21 @@ def test_a_watcher_that_does_not_read_skips_ahead_and_the_daemon_holds_no_more(d
         for i in range(40):
             c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
                             entries=[_entry(i * 100 + k, pad=payload) for k in range(100)]))
+        budget = c.status().budgets["outputBytes"]
+    assert budget["total"] <= budget["limit"] == 65536, budget
     grew = _rss_kb(daemon.pid) - before
     assert grew < 20_000, f"the daemon grew {grew} KB for a watcher that does not read"
     end = path.stat().st_size
     frames = FrameBuffer()
-    got = skipped = 0
     position = start
-    while position < end:  # reading now: every byte is either delivered or counted as skipped
+    while position < end:  # reading now: every byte comes, in order, none skipped
         for body in frames.feed(raw.recv(1 << 20)):
             resp = decode_response(body)
             if isinstance(resp, m.Entries):
-                assert resp.offset == position + resp.skipped
-                skipped += resp.skipped
-                got += len(resp.lines)
+                assert resp.offset == position and resp.skipped == 0
                 position = resp.offset + sum(len(x) + 1 for x in resp.lines)
     raw.close()
-    assert skipped > 0 and position == end
+    assert position == end
 
 
 def test_tail_follow_streams_from_the_daemon(daemon):
