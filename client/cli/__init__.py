@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: every run imports this package
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 COMMAND_MODULES = {

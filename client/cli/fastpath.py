@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 
-from . import COMMAND_MODULES, Context, run_guarded
+from . import COMMAND_MODULES, TYPE_CHECKING, Context, run_guarded
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 EXIT_NO_ARGS = 2
 """click's exit for a bare ``sessiond`` (the help on stderr, as for a usage error)."""

@@ -8,7 +8,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from datetime import date, datetime, timezone
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import date
 
 
 def echo(message: str | bytes = "", *, err: bool = False, nl: bool = True) -> None:
@@ -91,6 +94,8 @@ def local_time(iso: str | None, today: date | None = None) -> str:
     """An entry's ISO-8601 UTC timestamp in the local time zone (``TZ``): the time
     alone when it is today, else the date too, so a jump from last year to today
     shows. ``?`` for a missing or unreadable timestamp."""
+    from datetime import datetime, timezone  # imported by what prints a time, not by every run
+
     if not iso:
         return "?"
     try:
@@ -106,6 +111,8 @@ def local_time(iso: str | None, today: date | None = None) -> str:
 
 
 def age(now: float, iso: str | None) -> str:
+    from datetime import datetime
+
     if not iso:
         return "?"
     try:
