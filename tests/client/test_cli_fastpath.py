@@ -247,3 +247,13 @@ def test_broken_pipe_is_quiet_on_the_fast_path(env, daemon: DaemonProc):
         os.close(wr)
         codes.append((p.returncode, p.stderr))
     assert codes[0] == codes[1] == (141, b"")
+
+
+def test_the_wire_messages_do_not_import_what_computes_their_records():
+    """Every client imports the wire messages: the records answers carry
+    (import results, trash manifests, usage) come from ``wire/records.py``,
+    not from the trash, import and usage code (ctypes, shutil, the file helpers)."""
+    code = ("import sys; import sessiond.protocol.wire.messages; "
+            "print(sorted(m for m in sys.modules if m in {'sessiond.protocol.trash', 'sessiond.protocol.transcript.importer', "
+            "'sessiond.protocol.transcript.usage', 'ctypes', 'shutil'}))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout == b"[]\n"
