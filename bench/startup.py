@@ -83,10 +83,10 @@ def main() -> None:
             "append (1 entry)": ([*glob, "append", "--cwd", CWD, "--session", one, "--durability", "written"], "entry"),
             "list --limit 20": ([*glob, "list", "--cwd", CWD, "--limit", "20"], None),
         }
-        for name, (args, feed) in hot.items():
-            commands[f"sessiond {name}"] = ([script, *args], feed)
-        for name, (args, feed) in hot.items():
-            commands[f"click path: {name}"] = ([sys.executable, "-c", CLICK, *args], feed)
+        for name, (argv, feed) in hot.items():
+            commands[f"sessiond {name}"] = ([script, *argv], feed)
+        for name, (argv, feed) in hot.items():
+            commands[f"click path: {name}"] = ([sys.executable, "-c", CLICK, *argv], feed)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         times: dict[str, list[float]] = {name: [] for name in commands}
         cpu: dict[str, list[float]] = {name: [] for name in commands}

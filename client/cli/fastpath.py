@@ -52,6 +52,7 @@ def run_fast(argv: list[str]) -> int | None:
         body = HOT[name](obj, args)
     except (Decline, KeyError):
         return None
+    _import_msgspec_without_typing_extensions()
     try:
         failed = run_guarded(body)
     except KeyboardInterrupt:  # as click's main reports it
@@ -61,6 +62,23 @@ def run_fast(argv: list[str]) -> int | None:
         echo("Aborted!", err=True)
         return 1
     return 0 if failed is None else failed
+
+
+def _import_msgspec_without_typing_extensions() -> None:
+    """Every hot command but ``--help`` speaks msgspec frames, and half of
+    msgspec's import is typing_extensions (itself importing inspect, ast, dis),
+    which msgspec only prefers to ``typing`` when present (its ``_utils`` falls
+    back when the import fails; on Python 3.11+ ``typing`` has all it uses).
+    These commands import nothing else that wants it (no anyio), so it is kept
+    out for msgspec's import only, and importable again afterwards."""
+    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
+        return
+    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # the import system's "not importable"
+    try:
+        import msgspec  # noqa: F401
+    finally:
+        if sys.modules.get("typing_extensions", ...) is None:
+            del sys.modules["typing_extensions"]
 
 
 def _print_help(err: bool) -> int | None:
