@@ -48,9 +48,13 @@ def run_fast(argv: list[str]) -> int | None:
     if argv in ([], ["-h"], ["--help"]):
         return _print_help(err=not argv)
     try:
-        obj, name, args = _split_globals(argv)
-        body = HOT[name](obj, args)
-    except (Decline, KeyError):
+        given, rest = _parse(argv, flags={"--no-autostart"}, values={"--root": _text, "--socket": _text, "--timeout": _seconds},
+                             stop_at_positional=True)
+        command = HOT.get(rest[0]) if rest else None  # no command after the options: click's "Missing command."
+        if command is None:
+            return None
+        body = command(_context(given), rest[1:])
+    except Decline:
         return None
     _import_msgspec_without_typing_extensions()
     try:
@@ -97,25 +101,20 @@ def _print_help(err: bool) -> int | None:
     return EXIT_NO_ARGS if err else 0
 
 
-def _split_globals(argv: list[str]) -> tuple[Context, str, list[str]]:
-    """The global options before the command (then their environment
-    variables), the command's name, and its arguments."""
+def _context(given: dict[str, object]) -> Context:
+    """The global options given before the command, else their environment
+    variables, as the click group builds them."""
     from pathlib import Path
 
     from sessiond.protocol.locations import default_socket
 
-    given, rest = _parse(argv, flags={"--no-autostart"}, values={"--root": _text, "--socket": _text, "--timeout": _seconds},
-                         stop_at_positional=True)
-    if not rest:
-        raise Decline  # options and no command: click's "Missing command."
     root = _given_or_env(given, "--root", "SESSIOND_ROOT", _text)
     socket = _given_or_env(given, "--socket", "SESSIOND_SOCKET", _text)
     no_autostart = _given_or_env(given, "--no-autostart", "SESSIOND_NO_AUTOSTART", _boolean) or False
     timeout = _given_or_env(given, "--timeout", "SESSIOND_TIMEOUT", _seconds)
-    obj = Context(root=Path(root).absolute() if root else None,
-                  socket=(Path(socket) if socket else default_socket()).absolute(),
-                  autostart=not no_autostart, socket_given=socket is not None, timeout=timeout)
-    return obj, rest[0], rest[1:]
+    return Context(root=Path(root).absolute() if root else None,
+                   socket=(Path(socket) if socket else default_socket()).absolute(),
+                   autostart=not no_autostart, socket_given=socket is not None, timeout=timeout)
 
 
 def _status(obj: Context, args: list[str]) -> Callable[[], None]:
