@@ -11,9 +11,11 @@ pay for anyio and asyncio, which only ``AsyncClient`` needs.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (every CLI run imports this package)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .async_client import AsyncClient
     from .connection import Client
     from .fallback import direct_append

@@ -35,7 +35,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
@@ -44,6 +43,7 @@ from .transcript.importer import flat_agents
 from .transcript.usage import tree_stats
 from .transcript.paths import check_inside, check_session_id, is_session_id, projects_dir
 from .wire.errors import bad_request, conflict, not_found
+from .wire.records import TrashedItem, TrashEntry
 
 TRASH_DIR = ".trash"
 MANIFEST = "manifest.json"
@@ -52,32 +52,6 @@ MAX_LOCKED = 64
 """Transcripts of one session whose writers' lock an rm takes while moving them
 (the main one first): a session with thousands of agent files must not run the
 daemon out of descriptors, and a file moved unlocked loses nothing anyway."""
-
-State = Literal["trashing", "trashed", "restoring"]
-
-
-class TrashedItem(msgspec.Struct):
-    path: str
-    """Where it was, relative to the store root (``projects/<dir>/<id>.jsonl``)."""
-    kind: Literal["file", "dir"]
-    bytes: int
-    files: int = 1
-
-
-class TrashEntry(msgspec.Struct):
-    """One trashed session: its manifest, as stored and as ``trash --json`` prints it."""
-
-    name: str
-    session: str
-    project: str
-    trashedAt: str
-    reason: str
-    bytes: int
-    items: list[TrashedItem]
-    files: int = 0
-    state: State = "trashed"
-    version: int = 1
-
 
 def trash_root(root: Path) -> Path:
     return Path(root) / TRASH_DIR

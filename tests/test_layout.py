@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 PACKAGES = {"protocol": "sessiond.protocol", "daemon": "sessiond.daemon", "client": "sessiond.client",
@@ -27,6 +29,7 @@ def modules() -> list[str]:
     return out
 
 
+@pytest.mark.timeout(600)  # some 150 interpreters one after another: minutes on a loaded machine
 def test_every_module_imports_first_in_a_fresh_interpreter():
     code = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
     failures = []

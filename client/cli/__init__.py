@@ -6,20 +6,22 @@ the writing commands autostart one unless ``--no-autostart`` (or
 SESSIOND_NO_AUTOSTART=1) is given, in which case ``append`` falls back to writing
 the files directly. Commands live in small modules by what they touch: the
 daemon's lifecycle, writing, reading.
+
+Importing this package imports no click: the console script's ``main`` first
+tries ``fastpath`` (the hot invocations a hook or a shell prompt runs, parsed by
+hand), and only what it does not fully understand goes to the click group in
+``group`` (``cli``, resolved on first use, for the command modules and tests).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-from pathlib import Path
-from typing import Any
 
-import click
-
-from sessiond.protocol.locations import default_socket
-from sessiond.protocol.wire.errors import SessiondError
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: every run imports this package
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 COMMAND_MODULES = {
     "serve": "daemon_cmds", "start": "daemon_cmds", "stop": "daemon_cmds", "status": "daemon_cmds",
@@ -36,7 +38,7 @@ COMMAND_MODULES = {
 }
 """Which module of this package defines each command: a run imports only the
 one its command needs (``--help`` and completion import them all). A module
-imported below registers its commands as usual."""
+imported registers its commands with the group as usual."""
 
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a shell reports for ``cat`` or ``grep`` when the reader
@@ -64,60 +66,6 @@ class Context:
                       timeout=self.timeout or DEFAULT_TIMEOUT)
 
 
-class CLI(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *COMMAND_MODULES})
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in self.commands and name in COMMAND_MODULES:
-            importlib.import_module(f"{__name__}.{COMMAND_MODULES[name]}")
-        return self.commands.get(name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Each command's whole first sentence, wrapped, where click would cut it
-        at the terminal width with "..." (a newcomer reads this list first)."""
-        rows = [(name, cmd.get_short_help_str(limit=1000)) for name in self.list_commands(ctx)
-                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            try:
-                return super().invoke(ctx)
-            finally:
-                sys.stdout.flush()  # a reader that left shows here, not at exit
-        except BrokenPipeError:
-            quiet_stdout()
-            ctx.exit(EXIT_BROKEN_PIPE)
-        except SessiondError as exc:
-            click.echo(f"sessiond: {exc}", err=True)
-            ctx.exit(1)
-        except (OSError, ValueError) as exc:
-            click.echo(f"sessiond: {exc}", err=True)
-            ctx.exit(1)
-
-
-@click.group(cls=CLI, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--root", type=click.Path(path_type=Path), envvar="SESSIOND_ROOT", help="Store root (default ~/.local/share/sessiond).")
-@click.option("--socket", "socket_path", type=click.Path(path_type=Path), envvar="SESSIOND_SOCKET", help="Daemon socket path.")
-@click.option("--no-autostart", is_flag=True, envvar="SESSIOND_NO_AUTOSTART", help="Never start a daemon on demand.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), envvar="SESSIOND_TIMEOUT", default=None,
-              help="Seconds to wait for the daemon's answer (default 30).")
-@click.version_option(package_name="sessiond")
-@click.pass_context
-def cli(ctx: click.Context, root: Path | None, socket_path: Path | None, no_autostart: bool, timeout: float | None) -> None:
-    """sessiond: one daemon that owns every AI-agent transcript file."""
-    ctx.obj = Context(
-        root=root.absolute() if root else None,
-        socket=(socket_path or default_socket()).absolute(),
-        autostart=not no_autostart,
-        socket_given=socket_path is not None,
-        timeout=timeout,
-    )
-
-
 def quiet_stdout() -> None:
     """The reader of stdout went away (``sessiond tail | head``): point stdout at
     /dev/null so nothing more is tried there, not even at exit, like a Unix tool
@@ -131,5 +79,47 @@ def quiet_stdout() -> None:
         os.close(devnull)
 
 
+def run_guarded(body: Callable[[], object]) -> int | None:
+    """Run a command's body as every command runs, on either path: an expected
+    failure is one ``sessiond: ...`` line on stderr and exit 1, a reader of
+    stdout that went away is a quiet exit 141. Returns the exit code of a
+    failure, None when the body returned."""
+    from sessiond.protocol.wire.errors import SessiondError
+
+    from .output import echo
+
+    try:
+        try:
+            body()
+        finally:
+            sys.stdout.flush()  # a reader that left shows here, not at exit
+    except BrokenPipeError:
+        quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except (SessiondError, OSError, ValueError) as exc:
+        echo(f"sessiond: {exc}", err=True)
+        return 1
+    return None
+
+
+def __getattr__(name: str):
+    """``cli`` and ``CLI`` (the click group) are imported on first use: the
+    command modules' ``from . import cli`` and the tests find them here."""
+    if name in ("cli", "CLI"):
+        from . import group
+
+        return getattr(group, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main() -> None:
+    """The console script: the click-free fast path when it understands the
+    whole command line, else the click group, unchanged."""
+    from .fastpath import run_fast
+
+    code = run_fast(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    from .group import cli
+
     cli(prog_name="sessiond")

@@ -12,7 +12,7 @@ import click
 from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError, UnsafeSocketDir
 
 from . import Context, cli
-from .output import duration, echo_json, size
+from .output import echo_json
 
 
 @cli.command()
@@ -109,42 +109,9 @@ def _alive(pid: int) -> bool:
 @click.pass_obj
 def status(obj: Context, as_json: bool) -> None:
     """Show the running daemon's figures; exit 1 when none runs."""
-    try:
-        with obj.client(autostart=False) as c:
-            st = c.status()
-    except DaemonUnavailable as exc:
-        if as_json:
-            echo_json({"running": False, "socket": str(obj.socket), "error": str(exc)})
-        else:
-            click.echo(f"sessiond: not running ({exc})", err=True)
-        sys.exit(1)
-    import msgspec
+    from .status_report import report_status
 
-    data = msgspec.to_builtins(st)
-    data.pop("op", None)
-    data.pop("id", None)
-    if as_json:
-        echo_json({"running": True, **data})
-        return
-    cfg = st.config
-    click.echo(f"sessiond {st.version}: pid {st.pid}, up {duration(st.uptime)}")
-    click.echo(f"  socket    {st.socket}")
-    click.echo(f"  root      {st.root}")
-    click.echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {st.clients} clients")
-    click.echo(f"  queued    {st.queuedEntries} entries, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
-    if st.budgets:
-        b = st.budgets
-        click.echo("  budgets   " + ", ".join(
-            f"{label} {size(b[key]['used'])}/{size(b[key]['limit'])}" if unit else f"{label} {b[key]['used']}/{b[key]['limit']}"
-            for label, key, unit in (("pending", "pendingBytes", True), ("queued", "queuedBytes", True),
-                                     ("frames", "partialBytes", True), ("clients", "clients", False),
-                                     ("parked", "parkedRequests", False)) if key in b))
-    click.echo(f"  written   {st.writes} writes, {size(st.bytesWritten)}, {st.fsyncs} fsyncs, {st.errors} errors")
-    click.echo(f"  config    flush interval {cfg.get('flushIntervalMs')} ms, fsync {cfg.get('fsync')}")
-    if st.mirror:
-        mr = st.mirror
-        state = "connected" if mr.get("connected") else "DISCONNECTED"
-        click.echo(f"  mirror    {state} to {mr.get('servers')}, " + ", ".join(f"{k} {v}" for k, v in mr.items() if k not in ("servers", "connected")))
+    report_status(obj, as_json)
 
 
 @cli.command()

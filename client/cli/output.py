@@ -1,13 +1,46 @@
-"""Shared pieces of human output: sizes, ages, durations, a progress counter."""
+"""Shared pieces of human output: sizes, ages, durations, a progress counter.
+
+Click-free (the fast path prints through it too): ``echo`` writes what
+``click.echo`` writes for plain text and bytes, so both paths print alike."""
 
 from __future__ import annotations
 
 import os
 import sys
 import time
-from datetime import date, datetime, timezone
 
-import click
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import date
+
+
+def echo(message: str | bytes = "", *, err: bool = False, nl: bool = True) -> None:
+    """One line (or ``nl=False``: a piece) to stdout or stderr, flushed, as
+    ``click.echo`` does for text without styles; bytes go to the binary buffer."""
+    stream = sys.stderr if err else sys.stdout
+    if isinstance(message, bytes):
+        stream.flush()
+        stream.buffer.write(message + b"\n" if nl else message)
+        stream.buffer.flush()
+    else:
+        stream.write(message + "\n" if nl else message)
+        stream.flush()
+
+
+def terminal_columns(fallback: int = 80) -> int:
+    """``shutil.get_terminal_size((fallback, 24)).columns`` (``COLUMNS`` first,
+    then the terminal on stdout), without importing shutil and the compression
+    modules it brings."""
+    try:
+        columns = int(os.environ.get("COLUMNS", 0))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or fallback
 
 
 def echo_json(obj) -> None:
@@ -15,7 +48,7 @@ def echo_json(obj) -> None:
     when a command prints one)."""
     import msgspec
 
-    click.echo(msgspec.json.encode(obj))
+    echo(msgspec.json.encode(obj))
 
 
 def duration(seconds: float) -> str:
@@ -61,6 +94,8 @@ def local_time(iso: str | None, today: date | None = None) -> str:
     """An entry's ISO-8601 UTC timestamp in the local time zone (``TZ``): the time
     alone when it is today, else the date too, so a jump from last year to today
     shows. ``?`` for a missing or unreadable timestamp."""
+    from datetime import datetime, timezone  # imported by what prints a time, not by every run
+
     if not iso:
         return "?"
     try:
@@ -76,6 +111,8 @@ def local_time(iso: str | None, today: date | None = None) -> str:
 
 
 def age(now: float, iso: str | None) -> str:
+    from datetime import datetime
+
     if not iso:
         return "?"
     try:
@@ -112,14 +149,14 @@ class Progress:
         if now - self.last >= 0.1 or done == total:
             self.last = now
             self.shown = True
-            click.echo(f"\r{self.what} {done}/{total}", err=True, nl=False)
+            echo(f"\r{self.what} {done}/{total}", err=True, nl=False)
 
     def step(self) -> None:
         self.update(self.n + 1, self.total)
 
     def done(self) -> None:
         if self.shown:
-            click.echo("\r" + " " * 40 + "\r", err=True, nl=False)
+            echo("\r" + " " * 40 + "\r", err=True, nl=False)
 
     finish = done
 

@@ -1,24 +1,20 @@
-"""Commands that read: list, show, resume, continue, fork, check, repair.
+"""Commands that read: list, check, repair.
 
-Reading is not writing: these never start a daemon (resume and fork talk to one
-only to flush and adopt, or to write the fork).
+Reading is not writing: these never start a daemon. ``list`` is a hot command
+(a shell prompt runs it): its work is in ``session_list``, click-free.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-
-import shutil
-from datetime import datetime
 
 import click
 
 from sessiond.protocol.locations import default_root
 
 from . import Context, cli
-from .output import Progress, clip, echo_json, clip_left, home_relative, local_time, size
+from .output import Progress, echo_json
 
 
 @cli.command("list")
@@ -31,102 +27,9 @@ from .output import Progress, clip, echo_json, clip_left, home_relative, local_t
 @click.pass_obj
 def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int, as_json: bool) -> None:
     """List sessions, newest first, reading only what the page needs."""
-    from sessiond.protocol.transcript import listing, lookup
-    from sessiond.protocol.transcript.paths import check_cwd
+    from .session_list import list_sessions
 
-    root = obj.root or default_root()
-    if all_projects:
-        dirs: list[Path] = []
-    else:
-        where = os.path.abspath(cwd) if cwd else os.getcwd()
-        check_cwd(where)
-        dirs = lookup.listing_dirs(root, where, worktrees=worktrees)
-    sessions = _from_daemon(obj, dirs, all_projects, limit, offset)
-    if sessions is None:  # no daemon: read the files (reading never starts one)
-        progress = Progress.callback("reading sessions") if sys.stdout.isatty() else None
-        if all_projects:
-            sessions = listing.list_all_sessions(root, limit=limit, offset=offset, progress=progress)
-        else:
-            sessions = listing.list_sessions(dirs, limit=limit, offset=offset, progress=progress) if dirs else []
-        if progress is not None:
-            progress.finish()
-    if as_json:
-        echo_json(sessions)
-        return
-    if not sessions:
-        click.echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}"), err=True)
-        return
-    # The terminal's width (or COLUMNS); piped into another program, rows are whole.
-    for row in session_table(sessions, show_project=all_projects, width=shutil.get_terminal_size((UNLIMITED, 24)).columns):
-        click.echo(row)
-
-
-UNLIMITED = 1 << 20
-TITLE_MIN = 16
-DROPPABLE = ("SIZE", "BRANCH", "CREATED", "PROJECT", "LAST ENTRY")
-"""Columns left out, in this order, when the terminal is too narrow for them
-and a title of TITLE_MIN characters; the id (what resume takes) always stays."""
-
-
-def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
-    """A header row and one row per session, fitting ``width`` columns: the
-    title takes what the other columns leave and is what gets cut; on a narrow
-    terminal the DROPPABLE columns go first. Times are the entries' own
-    (created, last entry), local, with the date when not today; the last entry
-    falls back to the file's mtime."""
-    today = datetime.now().astimezone().date()
-    columns: dict[str, list[str]] = {
-        "MSGS": ["-" if s.messageCount is None else str(s.messageCount) for s in sessions],
-        "CREATED": [local_time(s.createdAt, today) for s in sessions],
-        "LAST ENTRY": [local_time(s.lastEntryAt or s.modifiedAt, today) for s in sessions],
-        "SIZE": [size(s.size) for s in sessions],
-        "BRANCH": [clip(s.gitBranch or "-", 20) for s in sessions],
-    }
-    if show_project:
-        columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", 28) for s in sessions]
-    if any(s.live for s in sessions):  # written by a client right now (SPEC 7): who
-        columns["LIVE"] = [f"pid {s.live['pid']}" if s.live else "" for s in sessions]
-    columns["ID"] = [s.sessionId for s in sessions]
-    widths = {name: max(len(name), *map(len, cells)) for name, cells in columns.items()}
-
-    def others() -> int:
-        return sum(widths[n] + 2 for n in columns)
-
-    for name in DROPPABLE:
-        if width - others() >= TITLE_MIN:
-            break
-        columns.pop(name, None)
-    titles = [s.title or "(untitled)" for s in sessions]
-    title_width = max(TITLE_MIN, min(width - others(), max(5, *(len(" ".join(t.split())) for t in titles))))
-    right = {"MSGS", "SIZE"}  # numbers line up on the right
-
-    def row(title: str, cells: dict[str, str]) -> str:
-        parts = [f"{title:<{title_width}}"]
-        parts += [f"{c:>{widths[n]}}" if n in right else f"{c:<{widths[n]}}" for n, c in cells.items()]
-        return "  ".join(parts).rstrip()
-
-    out = [row("TITLE", {n: n for n in columns})]
-    for i, title in enumerate(titles):
-        out.append(row(clip(title, title_width), {n: cells[i] for n, cells in columns.items()}))
-    return out
-
-
-def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int | None, offset: int):
-    """The page from a running daemon's catalog, or None when none runs (or it
-    serves another root)."""
-    from sessiond.protocol.wire import messages as m
-    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
-
-    if not all_projects and not dirs:
-        return []
-    try:
-        with obj.client(autostart=False) as client:
-            if obj.root is not None and os.path.realpath(client.status().root) != os.path.realpath(obj.root):
-                return None
-            resp = client.call(m.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects, limit=limit, offset=offset))
-    except (DaemonUnavailable, RemoteError):
-        return None
-    return resp.sessions  # type: ignore[union-attr]
+    list_sessions(obj, cwd, all_projects, worktrees, limit, offset, as_json)
 
 
 @cli.command()

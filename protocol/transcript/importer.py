@@ -22,41 +22,16 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Literal
-
-import msgspec
 
 from ..wire.errors import bad_request
 from .appendfile import FILE_MODE, append_unlocked, ensure_dir, file_lock, fsync_dir, whole_lines_end, write_all
 from .entries import decode_object
 from .regular import open_regular
 from .paths import check_inside, is_session_id, projects_dir
+from ..wire.records import FileResult, ImportFile, SessionSource, Status
 
-Status = Literal["imported", "grown", "unchanged", "diverged", "unreadable", "busy"]
 STATUSES: tuple[str, ...] = ("imported", "grown", "unchanged", "diverged", "unreadable", "busy")
 CHUNK = 8 * 1024 * 1024
-
-
-class ImportFile(msgspec.Struct):
-    src: str
-    """Absolute path of the source file."""
-    rel: str
-    """Its path inside the project dir: ``<id>.jsonl`` or ``<id>/...``."""
-
-
-class SessionSource(msgspec.Struct):
-    project: str
-    """The project dir name, kept as it is."""
-    session: str
-    files: list[ImportFile]
-
-
-class FileResult(msgspec.Struct):
-    rel: str
-    status: Status
-    bytes: int = 0
-    """Bytes copied into the store."""
-    error: str | None = None
 
 
 def session_status(results: list[FileResult]) -> Status:

@@ -14,34 +14,8 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
-import msgspec
-
 from .importer import flat_agents
-
-
-class SessionUsage(msgspec.Struct):
-    sessionId: str
-    project: str
-    path: str
-    bytes: int
-    files: int
-    lastWrite: str
-    mtime: float
-
-
-class ProjectUsage(msgspec.Struct):
-    project: str
-    bytes: int
-    sessions: int
-    files: int
-
-
-class Usage(msgspec.Struct):
-    bytes: int
-    files: int
-    projects: list[ProjectUsage]
-    sessions: list[SessionUsage]
-    """Largest first."""
+from ..wire.records import ProjectUsage, SessionUsage, Usage
 
 
 def tree_stats(path: Path) -> tuple[int, int, int]:

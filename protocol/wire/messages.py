@@ -13,12 +13,11 @@ from typing import Annotated, Literal, Union
 
 import msgspec
 
-from ..transcript.importer import FileResult, SessionSource
 from ..search.query import Hit
 from ..lease import LeaseHolder
 from ..transcript.session_info import SessionInfo
-from ..transcript.usage import Usage as UsageReport
-from ..trash import TrashEntry
+from .records import FileResult, SessionSource, TrashEntry
+from .records import Usage as UsageReport
 
 PROTOCOL_VERSION = 1
 """Major version: peers with different values refuse each other in the handshake."""

@@ -1,0 +1,61 @@
+"""The click command group: the global options and the lazy command table.
+
+Everything that is not a hot invocation comes here (see ``fastpath``): every
+subcommand's options, usage errors, per-command help, completion. Importing it
+costs about as much as the interpreter's own start, which is why ``main``
+tries the fast path first.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import click
+
+from sessiond.protocol.locations import default_socket
+
+from . import COMMAND_MODULES, Context, run_guarded
+from .toplevel_help import DESCRIPTION, GLOBAL_OPTION_HELP
+
+
+class CLI(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMAND_MODULES:
+            importlib.import_module(f"{__package__}.{COMMAND_MODULES[name]}")
+        return self.commands.get(name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command's whole first sentence, wrapped, where click would cut it
+        at the terminal width with "..." (a newcomer reads this list first)."""
+        rows = [(name, cmd.get_short_help_str(limit=1000)) for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> None:
+        failed = run_guarded(lambda: click.Group.invoke(self, ctx))
+        if failed is not None:
+            ctx.exit(failed)
+
+
+@click.group(cls=CLI, help=DESCRIPTION, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--root", type=click.Path(path_type=Path), envvar="SESSIOND_ROOT", help=GLOBAL_OPTION_HELP["--root"])
+@click.option("--socket", "socket_path", type=click.Path(path_type=Path), envvar="SESSIOND_SOCKET", help=GLOBAL_OPTION_HELP["--socket"])
+@click.option("--no-autostart", is_flag=True, envvar="SESSIOND_NO_AUTOSTART", help=GLOBAL_OPTION_HELP["--no-autostart"])
+@click.option("--timeout", type=click.FloatRange(min=0.1), envvar="SESSIOND_TIMEOUT", default=None,
+              help=GLOBAL_OPTION_HELP["--timeout"])
+@click.version_option(package_name="sessiond")
+@click.pass_context
+def cli(ctx: click.Context, root: Path | None, socket_path: Path | None, no_autostart: bool, timeout: float | None) -> None:
+    ctx.obj = Context(
+        root=root.absolute() if root else None,
+        socket=(socket_path or default_socket()).absolute(),
+        autostart=not no_autostart,
+        socket_given=socket_path is not None,
+        timeout=timeout,
+    )

@@ -1,0 +1,54 @@
+"""``sessiond status``: the running daemon's figures, or exit 1 when none runs.
+
+Click-free: the click command and the fast path both call ``report_status``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sessiond.protocol.wire.errors import DaemonUnavailable
+
+from . import Context
+from .output import duration, echo, echo_json, size
+
+
+def report_status(obj: Context, as_json: bool) -> None:
+    """Print the figures (``--json``: one object with ``running``); a daemon
+    that does not answer is exit 1, never a start."""
+    try:
+        with obj.client(autostart=False) as c:
+            st = c.status()
+    except DaemonUnavailable as exc:
+        if as_json:
+            echo_json({"running": False, "socket": str(obj.socket), "error": str(exc)})
+        else:
+            echo(f"sessiond: not running ({exc})", err=True)
+        sys.exit(1)
+    if as_json:
+        import msgspec
+
+        data = msgspec.to_builtins(st)
+        data.pop("op", None)
+        data.pop("id", None)
+        echo_json({"running": True, **data})
+        return
+    cfg = st.config
+    echo(f"sessiond {st.version}: pid {st.pid}, up {duration(st.uptime)}")
+    echo(f"  socket    {st.socket}")
+    echo(f"  root      {st.root}")
+    echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {st.clients} clients")
+    echo(f"  queued    {st.queuedEntries} entries, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
+    if st.budgets:
+        b = st.budgets
+        echo("  budgets   " + ", ".join(
+            f"{label} {size(b[key]['used'])}/{size(b[key]['limit'])}" if unit else f"{label} {b[key]['used']}/{b[key]['limit']}"
+            for label, key, unit in (("pending", "pendingBytes", True), ("queued", "queuedBytes", True),
+                                     ("frames", "partialBytes", True), ("clients", "clients", False),
+                                     ("parked", "parkedRequests", False)) if key in b))
+    echo(f"  written   {st.writes} writes, {size(st.bytesWritten)}, {st.fsyncs} fsyncs, {st.errors} errors")
+    echo(f"  config    flush interval {cfg.get('flushIntervalMs')} ms, fsync {cfg.get('fsync')}")
+    if st.mirror:
+        mr = st.mirror
+        state = "connected" if mr.get("connected") else "DISCONNECTED"
+        echo(f"  mirror    {state} to {mr.get('servers')}, " + ", ".join(f"{k} {v}" for k, v in mr.items() if k not in ("servers", "connected")))

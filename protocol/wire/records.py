@@ -1,0 +1,98 @@
+"""The records some answers carry: import results, trash manifests, disk usage.
+
+Plain Structs, kept apart from the code that computes them (``importer``,
+``trash``, ``usage``, which import ctypes, shutil, regexes and the file
+helpers): the wire messages name them, and every client, the CLI's quickest
+commands included, imports the wire messages. Those modules import them from
+here under their old names.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+# ------------------------------------------------------------------ import
+
+
+Status = Literal["imported", "grown", "unchanged", "diverged", "unreadable", "busy"]
+
+
+class ImportFile(msgspec.Struct):
+    src: str
+    """Absolute path of the source file."""
+    rel: str
+    """Its path inside the project dir: ``<id>.jsonl`` or ``<id>/...``."""
+
+
+class SessionSource(msgspec.Struct):
+    project: str
+    """The project dir name, kept as it is."""
+    session: str
+    files: list[ImportFile]
+
+
+class FileResult(msgspec.Struct):
+    rel: str
+    status: Status
+    bytes: int = 0
+    """Bytes copied into the store."""
+    error: str | None = None
+
+
+# ------------------------------------------------------------------ trash
+
+
+State = Literal["trashing", "trashed", "restoring"]
+
+
+class TrashedItem(msgspec.Struct):
+    path: str
+    """Where it was, relative to the store root (``projects/<dir>/<id>.jsonl``)."""
+    kind: Literal["file", "dir"]
+    bytes: int
+    files: int = 1
+
+
+class TrashEntry(msgspec.Struct):
+    """One trashed session: its manifest, as stored and as ``trash --json`` prints it."""
+
+    name: str
+    session: str
+    project: str
+    trashedAt: str
+    reason: str
+    bytes: int
+    items: list[TrashedItem]
+    files: int = 0
+    state: State = "trashed"
+    version: int = 1
+
+
+# ------------------------------------------------------------------ usage
+
+
+class SessionUsage(msgspec.Struct):
+    sessionId: str
+    project: str
+    path: str
+    bytes: int
+    files: int
+    lastWrite: str
+    mtime: float
+
+
+class ProjectUsage(msgspec.Struct):
+    project: str
+    bytes: int
+    sessions: int
+    files: int
+
+
+class Usage(msgspec.Struct):
+    bytes: int
+    files: int
+    projects: list[ProjectUsage]
+    sessions: list[SessionUsage]
+    """Largest first."""
