@@ -134,12 +134,12 @@ def transcript_bytes(root: Path) -> int:
 def build_in_process(root: Path, index: Path) -> tuple[float, int]:
     sys.path.insert(0, str(REPO))
     from sessiond.daemon.index.store import Store
-    from sessiond.protocol.search.files import transcripts
+    from sessiond.protocol.search.files import oldest_first, transcripts
 
     t = time.perf_counter()
     store = Store(root, index)
     n = 0
-    for i, tr in enumerate(transcripts(root)):
+    for i, tr in enumerate(oldest_first(transcripts(root))):
         n += store.catch_up(tr.path)
         if i % 200 == 199:
             store.commit()

@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from sessiond.protocol.search.files import transcripts
+from sessiond.protocol.search.files import Transcript, oldest_first, transcripts
 
 from .pipe import Done, Look, Progress, Reindex, Rescan, Splitter, Stop, ToWorker, frame
 from .store import Store, remove_index
@@ -105,15 +105,21 @@ class Worker:
                 return
             projects = None if keys == [None] else keys
         known = self.store.rows_of(projects)
+        changed = []
         for t in transcripts(self.root, projects):
             st = t.st
             row = known.pop(t.path, None)
             if row is None or row[:4] != (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
-                self.todo[t.path] = None
+                changed.append(t)
+        self.queue_oldest_first(changed)
         for path in known:  # indexed, but no longer there
             self.todo[path] = None
         for k in keys:
             self.scanned[k] = now
+
+    def queue_oldest_first(self, found: list[Transcript]) -> None:
+        for t in oldest_first(found):
+            self.todo[t.path] = None
 
     def catch_up_all(self, progress: tuple[int, int] | None = None) -> int:
         """Catch up every file to look at, committing every few MB or half second."""
@@ -150,8 +156,7 @@ class Worker:
             self.store.drop_projects(projects)
             self.store.commit()
         found = list(transcripts(self.root, projects))
-        for t in found:
-            self.todo[t.path] = None
+        self.queue_oldest_first(found)
         total = sum(t.st.st_size for t in found)
         n = self.catch_up_all(progress=(token, total))
         if projects is None:

@@ -23,6 +23,7 @@ import msgspec
 
 from ..transcript.paths import projects_dir
 from .extract import ASSISTANT, TOOL, USER
+from .rank import best_sessions
 
 FILTER_ROLES: Final = (USER, ASSISTANT, TOOL)
 MAX_LIMIT: Final = 1000
@@ -65,9 +66,9 @@ class Hit(msgspec.Struct, kw_only=True):
 
 class SearchResult(msgspec.Struct, kw_only=True):
     hits: list[Hit]
-    source: str
-    """``index``, ``daemon`` or ``scan``: where the answer came from."""
-    note: str | None = None
+    window: int | None = None
+    """Set when the query matched more entries than the ranking window: the
+    hits are the best among the newest ``window`` matches (``rank``)."""
 
 
 _TOKEN = re.compile(r'"([^"]*)"?|(\S+)')
@@ -163,42 +164,21 @@ def open_read_only(path: Path) -> sqlite3.Connection:
 
 
 def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] | None = None, limit: int = 20,
-        since: str | None = None, role: str | None = None) -> list[Hit]:
+        since: str | None = None, role: str | None = None) -> SearchResult:
     """The best ``limit`` sessions for ``text`` in ``projects`` (dir names; None:
     every project), best first."""
     check_role(role)
     expr = fts_expression(parse(text))
     limit = max(1, min(limit, MAX_LIMIT))
-    where = []
-    args: list = [expr]
-    if projects is not None:
-        if not projects:
-            return []
-        where.append(f"f.project IN ({','.join('?' * len(projects))})")
-        args += projects
-    if role is not None:
-        where.append("i.role = ?")
-        args.append(role)
-    if since is not None:
-        where.append("i.ts >= ?")
-        args.append(since)
-    filters = f"WHERE {' AND '.join(where)}" if where else ""
-    sql = f"""
-        WITH r AS MATERIALIZED (SELECT rowid AS id, bm25(docs) AS score FROM docs WHERE docs MATCH ?),
-        ranked AS (
-            SELECT r.score, r.id, f.project, f.session, ROW_NUMBER() OVER (
-                PARTITION BY f.project, f.session ORDER BY r.score, f.path, i.pos, i.role) AS n
-            FROM r JOIN doc_info i ON i.id = r.id JOIN files f ON f.id = i.file
-            {filters})
-        SELECT score, id, project, session FROM ranked WHERE n = 1 ORDER BY score, session, project LIMIT ?"""
-    best = conn.execute(sql, [*args, limit]).fetchall()
+    ranked = best_sessions(conn, expr, projects=projects, role=role, since=since, limit=limit)
     hits = []
     base = projects_dir(root)
-    for score, rowid, project, session in best:
+    for e in ranked.entries:
+        project, session = e.project, e.session
         row = conn.execute(
             """SELECT snippet(docs, 0, ?, ?, '…', 24), i.uuid, i.ts, i.role, i.sidechain, f.path, f.agent, f.cwd
                FROM docs JOIN doc_info i ON i.id = docs.rowid JOIN files f ON f.id = i.file
-               WHERE docs MATCH ? AND docs.rowid = ?""", (MARK_START, MARK_END, expr, rowid)).fetchone()
+               WHERE docs MATCH ? AND docs.rowid = ?""", (MARK_START, MARK_END, expr, e.rowid)).fetchone()
         if row is None:  # the indexer replaced it between the two statements
             continue
         snip, uuid, ts, doc_role, sidechain, file, agent, cwd = row
@@ -209,9 +189,9 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
             title = lite_title(main)
         hits.append(Hit(sessionId=session, project=project, path=str(main),
                         title=title, uuid=uuid, timestamp=ts, role=doc_role, snippet=plain, highlights=spans,
-                        score=round(-score, 6), sidechain=bool(sidechain), agentId=agent, file=file,
+                        score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent, file=file,
                         cwd=main_cwd or cwd))
-    return hits
+    return SearchResult(hits=hits, window=ranked.window)
 
 
 def lite_title(path: Path) -> str | None:

@@ -429,6 +429,9 @@ class Searched(_Message):
     caughtUp: bool = True
     """False when the indexer had not caught up with every write in time: the
     hits may miss the newest lines."""
+    window: int | None = None
+    """Set when the query matched more entries than this: the hits are ranked
+    among the newest ``window`` matching entries (``protocol.search.rank``)."""
 
 
 class Reindexed(_Message):
