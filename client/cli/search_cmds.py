@@ -29,11 +29,11 @@ RESET = "\x1b[0m"
 
 
 def _scope(obj: Context, root: Path, cwd: str | None, all_projects: bool) -> list[Path] | None:
+    if all_projects:
+        return None
     from sessiond.protocol.transcript import lookup
     from sessiond.protocol.transcript.paths import check_cwd
 
-    if all_projects:
-        return None
     where = os.path.abspath(cwd) if cwd else os.getcwd()
     check_cwd(where)
     return lookup.listing_dirs(root, where)

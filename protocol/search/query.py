@@ -14,18 +14,19 @@ agent file matched (``agentId``, ``file``, ``sidechain``).
 from __future__ import annotations
 
 import re
-import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from ..transcript.paths import projects_dir
-from .extract import ASSISTANT, TOOL, USER
+from .hit import FILTER_ROLES, Hit
 from .rank import best_sessions
 
-FILTER_ROLES: Final = (USER, ASSISTANT, TOOL)
+if TYPE_CHECKING:
+    import sqlite3  # the CLI's daemon path never loads the library
+
 MAX_LIMIT: Final = 1000
 MAX_QUERY: Final = 1000
 """Characters of a query; terms beyond are ignored (a query is typed, not a file)."""
@@ -41,27 +42,6 @@ class Term(msgspec.Struct, frozen=True):
     words: tuple[str, ...]
     """One word, or the words of a phrase."""
     prefix: bool = False
-
-
-class Hit(msgspec.Struct, kw_only=True):
-    """One matching session; ``msgspec.to_builtins`` of it is a ``search --json`` item."""
-
-    sessionId: str
-    project: str
-    path: str
-    title: str | None
-    uuid: str | None
-    timestamp: str | None
-    role: str
-    snippet: str
-    score: float
-    highlights: list[tuple[int, int]] = []
-    """``[start, end)`` character ranges of ``snippet`` that matched."""
-    sidechain: bool = False
-    agentId: str | None = None
-    file: str
-    """The transcript that matched (the subagent file for a sidechain hit)."""
-    cwd: str | None = None
 
 
 class SearchResult(msgspec.Struct, kw_only=True):
@@ -155,6 +135,8 @@ def split_marks(snippet: str) -> tuple[str, list[tuple[int, int]]]:
 
 def open_read_only(path: Path) -> sqlite3.Connection:
     """A connection that can only read (``mode=ro``): never writes, never creates."""
+    import sqlite3
+
     from .schema import connect_functions, read_only_uri
 
     conn = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)

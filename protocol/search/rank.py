@@ -22,8 +22,10 @@ small project is not searched by walking every other project's matches.
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+if TYPE_CHECKING:
+    import sqlite3  # the CLI's daemon path never loads the library
 
 WINDOW: Final = 2000
 """Matching entries ranked at most (1-2 µs each to walk, score and group)."""

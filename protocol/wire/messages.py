@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Union
 import msgspec
 
 from ..transcript.importer import FileResult, SessionSource
-from ..search.query import Hit
+from ..search.hit import Hit
 from ..lease import LeaseHolder
 from ..transcript.session_info import SessionInfo
 from ..transcript.usage import Usage as UsageReport
