@@ -191,14 +191,33 @@ class Worker:
         self.store.close()
 
 
+def lower_priority() -> None:
+    """Take only the CPU time the daemon leaves over: nice 19, and the
+    SCHED_IDLE class (a waking daemon preempts it at once). Linux weighs nice
+    values only against the other processes of an autogroup (one per session),
+    so the indexer stays in the daemon's session: in a session of its own, its
+    group weighed as much as the daemon's, and appends with the index on ran at
+    ~60 % of off on 2 cores (bench/search.py). Either setting may be refused
+    (a container, another OS); what is refused is left as it is."""
+    try:
+        os.nice(19)
+    except OSError:
+        pass
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # before any thread: they inherit it
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s sessiond-index[%(process)d] %(levelname)s %(message)s")
     os.umask(0o077)
     try:
-        os.nice(19)  # only what appends leave over
+        os.setpgid(0, 0)  # a terminal's Ctrl-C reaches the daemon only, which stops the indexer cleanly
     except OSError:
         pass
+    lower_priority()
     root, index = Path(argv[0]), Path(argv[1])
     out_fd = os.dup(1)
     os.dup2(2, 1)  # a stray print can never corrupt the answer pipe
