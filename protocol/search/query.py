@@ -5,8 +5,9 @@ ending in ``*`` matches as a prefix. Everything else is taken literally: each
 word is quoted before it reaches FTS5, so ``AND``, ``NEAR(``, ``-`` or a colon
 in a path are plain text, never syntax (a query can never be an FTS5 error).
 
-A hit is a session, not a line: the best-ranked entry of each session (BM25)
-stands for it, so twenty hits are twenty conversations. A hit in a subagent
+A hit is a session, not a line: the best-ranked entry of each session (BM25;
+among the newest matches only, for a very common query: ``rank``) stands for
+it, so twenty hits are twenty conversations. A hit in a subagent
 file points at its parent session (``sessionId``, ``path``) and says which
 agent file matched (``agentId``, ``file``, ``sidechain``).
 """
