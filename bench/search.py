@@ -168,6 +168,17 @@ def generate_and_build(root: Path, args, out: dict) -> None:
     print(f"build: {secs:.1f}s, {read / secs / 1e6:.1f} MB/s; index {size / 1e6:.0f} MB = {100 * size / nbytes:.1f}% of transcripts", flush=True)
 
 
+def scan_fallback(base: Path, root: Path, sock: Path, cli_env: dict, query: str) -> dict:
+    """The CLI's own scan of the files, on the same files (a root without an index)."""
+    os.makedirs(base / "noindex", exist_ok=True)
+    os.symlink(root / "projects", base / "noindex" / "projects")
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "sessiond.client.cli", "search", "--all", "--json", "--", query],
+                       env={**cli_env, "SESSIOND_SOCKET": str(sock) + ".none", "SESSIOND_ROOT": str(base / "noindex")},
+                       capture_output=True)
+    return {"scan_fallback_s": time.perf_counter() - t, "scan_fallback_note": r.stderr.decode().strip()}
+
+
 def pct(values: list[float], p: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * p))]
@@ -184,6 +195,9 @@ def main() -> None:
     ap.add_argument("--append-clients", type=int, default=4)
     ap.add_argument("--append-runs", type=int, default=5, help="runs with the index off, and as many on, interleaved")
     ap.add_argument("--append-only", action="store_true", help="only the appends on against off")
+    ap.add_argument("--scan-runs", type=int, default=3, help="runs of each scan baseline (median)")
+    ap.add_argument("--scan-tools", default="grep,rg", help="which scan baselines (a loaded machine: rg alone)")
+    ap.add_argument("--no-scan-fallback", action="store_true", help="skip timing the CLI's own scan of the files")
     ap.add_argument("--reuse", default=None, metavar="ROOT",
                     help="query a root an earlier run generated and indexed (kept; no build figures)")
     ap.add_argument("--out", default=str(HERE / "results" / "search.json"))
@@ -262,10 +276,10 @@ def main() -> None:
             scans = {}
             for tool, cmd in (("grep", ["grep", "-rilF", "--", needle, str(root / "projects")]),
                               ("rg", ["rg", "-ilF", "--no-messages", "--", needle, str(root / "projects")])):
-                if shutil.which(cmd[0]) is None:
+                if shutil.which(cmd[0]) is None or tool not in args.scan_tools.split(","):
                     continue
                 ts = []
-                for _ in range(3):
+                for _ in range(args.scan_runs):
                     t = time.perf_counter()
                     subprocess.run(cmd, capture_output=True)
                     ts.append(time.perf_counter() - t)
@@ -276,15 +290,8 @@ def main() -> None:
                           **{f"{k}_ms": v * 1000 for k, v in scans.items()},
                           **{f"vs_{k}": v / d50 for k, v in scans.items()}}
             print(json.dumps({name: rows[name]}), flush=True)
-        # the CLI's own scan fallback, on the same files (a root without an index)
-        os.makedirs(base / "noindex", exist_ok=True)
-        os.symlink(root / "projects", base / "noindex" / "projects")
-        t = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "sessiond.client.cli", "search", "--all", "--json", "--", queries["rare word"]],
-                           env={**cli_env, "SESSIOND_SOCKET": str(sock) + ".none", "SESSIOND_ROOT": str(base / "noindex")},
-                           capture_output=True)
-        out["scan_fallback_s"] = time.perf_counter() - t
-        out["scan_fallback_note"] = r.stderr.decode().strip()
+        if not args.no_scan_fallback:
+            out.update(scan_fallback(base, root, sock, cli_env, queries["rare word"]))
         out["queries_table"] = rows
         if args.reindex:
             t = time.perf_counter()
