@@ -1,7 +1,7 @@
 """Search: building the index, its size, queries through the daemon and the CLI,
 against a plain scan of the files, and appends with the indexer on and off.
 
-    python bench/search.py [--sessions 10000] [--size 200000] [--runs 20] [--skip-append]
+    python bench/search.py [--sessions 10000] [--size 200000] [--runs 20] [--skip-append | --append-only]
 
 The store: ``--sessions`` generated sessions of about ``--size`` bytes (entries
 shaped like Claude Code's: the envelope, prompts, assistant text, tool calls
@@ -18,8 +18,9 @@ the real corpus (``tests/corpus/claude-code``), all in the page cache. Figures:
   same query by ``grep -rilF`` and ``rg -ilF`` over the files (the phrase as a
   fixed string: files that contain it; median of 3), and once by the CLI's own
   scan fallback;
-- appends: ``bench/append_load.py --text`` (1 KB entries of words) with the
-  index on and off, same run.
+- appends: ``bench/append_load.py``'s clients (1 KB entries of words) with the
+  index on and off, interleaved runs, medians; entries/s and the daemon's and
+  the indexer's CPU per appended entry (``append_on_off``).
 Writes bench/results/search.json.
 """
 
@@ -29,6 +30,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -134,18 +136,66 @@ def transcript_bytes(root: Path) -> int:
 def build_in_process(root: Path, index: Path) -> tuple[float, int]:
     sys.path.insert(0, str(REPO))
     from sessiond.daemon.index.store import Store
-    from sessiond.protocol.search.files import transcripts
+    from sessiond.protocol.search.files import oldest_first, transcripts
 
     t = time.perf_counter()
     store = Store(root, index)
     n = 0
-    for i, tr in enumerate(transcripts(root)):
+    for i, tr in enumerate(oldest_first(transcripts(root))):
         n += store.catch_up(tr.path)
         if i % 200 == 199:
             store.commit()
     store.optimize()
     store.close()
     return time.perf_counter() - t, n
+
+
+def generate_and_build(root: Path, args, out: dict) -> None:
+    t = time.perf_counter()
+    generate(root, args.sessions, args.size)
+    nbytes = transcript_bytes(root)
+    out["transcript_bytes"] = nbytes
+    print(f"generated {nbytes / 1e9:.2f} GB in {time.perf_counter() - t:.0f}s", flush=True)
+    for p in (root / "projects").rglob("*.jsonl"):  # into the page cache, like the listing bench
+        with open(p, "rb") as f:
+            while f.read(1 << 22):
+                pass
+    index = root / ".sessiond-search.sqlite3"
+    secs, read = build_in_process(root, index)
+    size = sum(os.path.getsize(f"{index}{s}") for s in ("", "-wal") if os.path.exists(f"{index}{s}"))
+    out["build"] = {"seconds": secs, "mb_per_s": read / secs / 1e6, "index_bytes": size, "index_ratio": size / nbytes,
+                    "load_average": os.getloadavg()}
+    print(f"build: {secs:.1f}s, {read / secs / 1e6:.1f} MB/s; index {size / 1e6:.0f} MB = {100 * size / nbytes:.1f}% of transcripts", flush=True)
+
+
+def query_cpu(root: Path, queries: dict[str, str], runs: int = 7) -> dict[str, float]:
+    """CPU milliseconds (median) of each query run in this process on the
+    index (what the daemon's worker thread does, without the wire): the figure
+    a loaded machine does not blur."""
+    from sessiond.protocol.search import query as q
+
+    conn = q.open_read_only(root / ".sessiond-search.sqlite3")
+    out = {}
+    for name, text in queries.items():
+        ts = []
+        for _ in range(runs):
+            t = time.process_time()
+            q.run(conn, root, text, limit=20)
+            ts.append(time.process_time() - t)
+        out[name] = statistics.median(ts) * 1000
+    conn.close()
+    return out
+
+
+def scan_fallback(base: Path, root: Path, sock: Path, cli_env: dict, query: str) -> dict:
+    """The CLI's own scan of the files, on the same files (a root without an index)."""
+    os.makedirs(base / "noindex", exist_ok=True)
+    os.symlink(root / "projects", base / "noindex" / "projects")
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "sessiond.client.cli", "search", "--all", "--json", "--", query],
+                       env={**cli_env, "SESSIOND_SOCKET": str(sock) + ".none", "SESSIOND_ROOT": str(base / "noindex")},
+                       capture_output=True)
+    return {"scan_fallback_s": time.perf_counter() - t, "scan_fallback_note": r.stderr.decode().strip()}
 
 
 def pct(values: list[float], p: float) -> float:
@@ -160,34 +210,38 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--skip-append", action="store_true")
     ap.add_argument("--reindex", action="store_true", help="also time `reindex --all` through the daemon (its indexer runs at nice 19)")
-    ap.add_argument("--append-total", type=int, default=48_000)
-    ap.add_argument("--append-clients", default="1,4,16")
+    ap.add_argument("--append-total", type=int, default=48_000, help="entries per append run")
+    ap.add_argument("--append-clients", type=int, default=4)
+    ap.add_argument("--append-runs", type=int, default=5, help="runs with the index off, and as many on, interleaved")
+    ap.add_argument("--append-only", action="store_true", help="only the appends on against off")
+    ap.add_argument("--scan-runs", type=int, default=3, help="runs of each scan baseline (median)")
+    ap.add_argument("--scan-tools", default="grep,rg", help="which scan baselines (a loaded machine: rg alone)")
+    ap.add_argument("--no-scan-fallback", action="store_true", help="skip timing the CLI's own scan of the files")
+    ap.add_argument("--reuse", default=None, metavar="ROOT",
+                    help="query a root an earlier run generated and indexed (kept; no build figures)")
     ap.add_argument("--out", default=str(HERE / "results" / "search.json"))
     args = ap.parse_args()
+    if args.append_only:
+        out = {"load_average": os.getloadavg(), "append": append_on_off(args)}
+        Path(args.out).parent.mkdir(exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=1))
+        print(json.dumps({k: v for k, v in out["append"].items() if k != "runs"}, indent=1))
+        return
 
     from sessiond.client.connection import Client
     from sessiond.protocol.wire import messages as m
 
     base = Path(tempfile.mkdtemp(prefix="sds-", dir="/tmp"))
     os.chmod(base, 0o700)
-    root = base / "root"
+    root = Path(args.reuse) if args.reuse else base / "root"
     out: dict = {"sessions": args.sessions, "size": args.size}
     try:
-        t = time.perf_counter()
-        generate(root, args.sessions, args.size)
-        nbytes = transcript_bytes(root)
-        out["transcript_bytes"] = nbytes
-        print(f"generated {nbytes / 1e9:.2f} GB in {time.perf_counter() - t:.0f}s", flush=True)
-        for p in (root / "projects").rglob("*.jsonl"):  # into the page cache, like the listing bench
-            with open(p, "rb") as f:
-                while f.read(1 << 22):
-                    pass
-        index = root / ".sessiond-search.sqlite3"
-        secs, read = build_in_process(root, index)
-        size = sum(os.path.getsize(f"{index}{s}") for s in ("", "-wal") if os.path.exists(f"{index}{s}"))
+        if args.reuse:  # a store this script generated and indexed before: the queries only
+            out["reused_store"] = str(root)
+            out["transcript_bytes"] = transcript_bytes(root)
+        else:
+            generate_and_build(root, args, out)
         out["load_average"] = os.getloadavg()
-        out["build"] = {"seconds": secs, "mb_per_s": read / secs / 1e6, "index_bytes": size, "index_ratio": size / nbytes}
-        print(f"build: {secs:.1f}s, {read / secs / 1e6:.1f} MB/s; index {size / 1e6:.0f} MB = {100 * size / nbytes:.1f}% of transcripts", flush=True)
 
         queries = {
             "distinctive phrase (1 session)": '"ticket zx04242"' if args.sessions > 4242 else '"ticket zx00042"',
@@ -221,41 +275,43 @@ def main() -> None:
                     r = c.call(m.Search(id=c.next_id(), query=q, all=True, limit=20))
                     per[name].append(time.perf_counter() - t)
                     hits[name] = len(r.hits)
-        cli_env = {**os.environ, "SESSIOND_SOCKET": str(sock), "SESSIOND_ROOT": str(root)}
+        # the CLI as installed: its modules' bytecode cached (PYTHONDONTWRITEBYTECODE in the environment made
+        # every run compile ~20 modules from source, ~100 ms of CPU that no installed copy pays)
+        cpu_ms = query_cpu(root, queries)
+        cli_env = {**os.environ, "SESSIOND_SOCKET": str(sock), "SESSIOND_ROOT": str(root),
+                   "PYTHONPYCACHEPREFIX": str(base / "pycache")}
+        cli_env.pop("PYTHONDONTWRITEBYTECODE", None)
+        cli_cmd = [sys.executable, "-m", "sessiond.client.cli", "search", "--all", "--json", "--"]
+        subprocess.run(cli_cmd + ["warmup"], env=cli_env, check=True, capture_output=True)
         for name, q in queries.items():
-            cli = []
+            cli, cli_cpu = [], []
             for _ in range(5):
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "sessiond.client.cli", "search", "--all", "--json", "--", q],
-                               env=cli_env, check=True, capture_output=True)
+                subprocess.run(cli_cmd + [q], env=cli_env, check=True, capture_output=True)
                 cli.append(time.perf_counter() - t)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cli_cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
             needle = q.strip('"').rstrip("*")
             scans = {}
             for tool, cmd in (("grep", ["grep", "-rilF", "--", needle, str(root / "projects")]),
                               ("rg", ["rg", "-ilF", "--no-messages", "--", needle, str(root / "projects")])):
-                if shutil.which(cmd[0]) is None:
+                if shutil.which(cmd[0]) is None or tool not in args.scan_tools.split(","):
                     continue
                 ts = []
-                for _ in range(3):
+                for _ in range(args.scan_runs):
                     t = time.perf_counter()
                     subprocess.run(cmd, capture_output=True)
                     ts.append(time.perf_counter() - t)
                 scans[tool] = statistics.median(ts)
             d50 = statistics.median(per[name])
             rows[name] = {"query": q, "hits": hits[name], "daemon_p50_ms": d50 * 1000, "daemon_p99_ms": pct(per[name], 0.99) * 1000,
-                          "cli_p50_ms": statistics.median(cli) * 1000,
+                          "query_cpu_ms": cpu_ms[name], "cli_p50_ms": statistics.median(cli) * 1000, "cli_cpu_ms": statistics.median(cli_cpu) * 1000,
                           **{f"{k}_ms": v * 1000 for k, v in scans.items()},
                           **{f"vs_{k}": v / d50 for k, v in scans.items()}}
             print(json.dumps({name: rows[name]}), flush=True)
-        # the CLI's own scan fallback, on the same files (a root without an index)
-        os.makedirs(base / "noindex", exist_ok=True)
-        os.symlink(root / "projects", base / "noindex" / "projects")
-        t = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "sessiond.client.cli", "search", "--all", "--json", "--", queries["rare word"]],
-                           env={**cli_env, "SESSIOND_SOCKET": str(sock) + ".none", "SESSIOND_ROOT": str(base / "noindex")},
-                           capture_output=True)
-        out["scan_fallback_s"] = time.perf_counter() - t
-        out["scan_fallback_note"] = r.stderr.decode().strip()
+        if not args.no_scan_fallback:
+            out.update(scan_fallback(base, root, sock, cli_env, queries["rare word"]))
         out["queries_table"] = rows
         if args.reindex:
             t = time.perf_counter()
@@ -267,7 +323,7 @@ def main() -> None:
         proc.terminate()
         proc.wait(timeout=120)
     finally:
-        subprocess.run(["rm", "-rf", str(base)])
+        subprocess.run(["rm", "-rf", str(base)])  # a reused root is outside it: kept
     if not args.skip_append:
         out["append"] = append_on_off(args)
     Path(args.out).parent.mkdir(exist_ok=True)
@@ -276,21 +332,73 @@ def main() -> None:
 
 
 def append_on_off(args) -> dict:
-    """bench/append_load.py --text with the index on and off, in turns."""
-    res: dict = {}
-    base = Path(tempfile.mkdtemp(prefix="sdc-", dir="/tmp"))
-    try:
-        for state in ("off", "on", "off", "on"):
-            cfg = base / f"{state}.toml"
-            cfg.write_text(f"search_index = {'true' if state == 'on' else 'false'}\n")
-            outp = base / f"{state}-{len(res.get(state, []))}.json"
-            subprocess.run([sys.executable, str(HERE / "append_load.py"), "--text", "--clients", args.append_clients,
-                            "--levels", "queued,written", "--total", str(args.append_total), "--runs", "1", "--chart", "",
-                            "--out", str(outp)], env={**os.environ, "SESSIOND_CONFIG": str(cfg)}, check=True)
-            res.setdefault(state, []).append(json.loads(outp.read_text()))
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    return res
+    """Appends with the index on and off, interleaved (off, on, off, on, ...),
+    ``--append-runs`` of each: ``append_load.py``'s client processes (``--text``
+    entries of words, batches of 16, ``written``) against a fresh daemon per
+    run. Besides entries/s (noise on a shared machine), the CPU time per
+    appended entry, from /proc: the daemon's, and the indexer's until it has
+    indexed every entry (a Search waits for that), which is not noise."""
+    import argparse as _argparse
+
+    import append_load
+
+    from sessiond.client.connection import Client
+    from sessiond.protocol.wire import messages as m
+
+    wargs = _argparse.Namespace(size=1024, batch=16, window=1, mix=False, text=True)
+    clients = args.append_clients
+    per_client = args.append_total // clients
+    runs: dict[str, list[dict]] = {"off": [], "on": []}
+    for i in range(2 * args.append_runs):
+        state = ("off", "on")[i % 2]
+        base = Path(tempfile.mkdtemp(prefix="sdc-", dir="/tmp"))
+        os.chmod(base, 0o700)
+        cfg = base / "config.toml"
+        cfg.write_text(f"search_index = {'true' if state == 'on' else 'false'}\n")
+        old = os.environ.get("SESSIOND_CONFIG")
+        os.environ["SESSIOND_CONFIG"] = str(cfg)
+        sock = base / "run" / "s.sock"
+        daemon = benchlib.start_daemon(sock, base / "root")
+        try:
+            with Client(sock, autostart=False, timeout=600).connect() as c:
+                indexer = None
+                deadline = time.monotonic() + 60
+                while state == "on" and not indexer:  # the daemon starts its indexer after it listens
+                    indexer = (c.status().index or {}).get("pid")
+                    if time.monotonic() > deadline:
+                        raise SystemExit("the daemon did not start its indexer in 60 s")
+                    time.sleep(0.05)
+                if indexer:
+                    c.call(m.Search(id=c.next_id(), query="warmup", all=True))  # its start-up done
+                procs = append_load.spawn_workers("written", clients, per_client, sock, base, wargs)
+                d0 = benchlib.cpu_seconds(daemon.pid)
+                i0 = benchlib.cpu_seconds(indexer) if indexer else 0.0
+                _, _, wall = append_load.run_workers(procs)
+                d1 = benchlib.cpu_seconds(daemon.pid)
+                t = time.perf_counter()
+                while indexer and not c.call(m.Search(id=c.next_id(), query="warmup", all=True)).caughtUp:
+                    if time.perf_counter() - t > 600:  # each Search waits up to 5 s for the indexer
+                        raise SystemExit("the indexer did not catch up in 10 minutes")
+                caught_up = time.perf_counter() - t
+                i1 = benchlib.cpu_seconds(indexer) if indexer else 0.0
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=60)
+            if old is None:
+                os.environ.pop("SESSIOND_CONFIG", None)
+            else:
+                os.environ["SESSIOND_CONFIG"] = old
+            shutil.rmtree(base, ignore_errors=True)
+        total = clients * per_client
+        row = {"entries_per_s": total / wall, "daemon_cpu_us_per_entry": (d1 - d0) / total * 1e6,
+               "indexer_cpu_us_per_entry": (i1 - i0) / total * 1e6, "indexer_behind_s": caught_up,
+               "load_average": os.getloadavg()[0]}
+        runs[state].append(row)
+        print(f"append {state}: {json.dumps({k: round(v, 2) for k, v in row.items()})}", flush=True)
+    med = {state: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for state, rows in runs.items()}
+    return {"clients": clients, "entries_per_run": clients * per_client, "runs": runs, "median": med,
+            "throughput_on_vs_off": med["on"]["entries_per_s"] / med["off"]["entries_per_s"],
+            "daemon_cpu_on_vs_off": med["on"]["daemon_cpu_us_per_entry"] / med["off"]["daemon_cpu_us_per_entry"]}
 
 
 if __name__ == "__main__":

@@ -29,11 +29,11 @@ RESET = "\x1b[0m"
 
 
 def _scope(obj: Context, root: Path, cwd: str | None, all_projects: bool) -> list[Path] | None:
+    if all_projects:
+        return None
     from sessiond.protocol.transcript import lookup
     from sessiond.protocol.transcript.paths import check_cwd
 
-    if all_projects:
-        return None
     where = os.path.abspath(cwd) if cwd else os.getcwd()
     check_cwd(where)
     return lookup.listing_dirs(root, where)
@@ -124,8 +124,15 @@ def _from_daemon(obj: Context, text: str, dirs: list[Path] | None, limit: int, s
         if exc.code == "not_found":  # the index is off there
             return None, None
         raise
-    note = None if resp.caughtUp else "the indexer is behind: the newest lines may be missing"  # type: ignore[union-attr]
-    return resp.hits, note  # type: ignore[union-attr]
+    notes = [] if resp.caughtUp else ["the indexer is behind: the newest lines may be missing"]  # type: ignore[union-attr]
+    if resp.window:  # type: ignore[union-attr]
+        notes.append(_window_note(resp.window))  # type: ignore[union-attr]
+    return resp.hits, "; ".join(notes) or None  # type: ignore[union-attr]
+
+
+def _window_note(window: int) -> str:
+    return (f"more than {window} entries match: ranked among the newest {window} "
+            "(add a word or a \"phrase\" for the full ranking)")
 
 
 def _offline(root: Path, text: str, projects: list[str] | None, limit: int, since: str | None, role: str | None):
@@ -142,7 +149,8 @@ def _offline(root: Path, text: str, projects: list[str] | None, limit: int, sinc
         try:
             conn = q.open_read_only(path)
             try:
-                return q.run(conn, root, text, projects=projects, limit=limit, since=since, role=role), None
+                found = q.run(conn, root, text, projects=projects, limit=limit, since=since, role=role)
+                return found.hits, _window_note(found.window) if found.window else None
             finally:
                 conn.close()
         except sqlite3.Error as exc:

@@ -73,7 +73,7 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
     daemon = conn.daemon
     caught_up = await link.caught_up(projects, CATCH_UP_TIMEOUT)
     try:
-        hits = await daemon.fair.submit(_run, daemon.settings.root, link.index, req, projects, owner=conn.id)
+        found = await daemon.fair.submit(_run, daemon.settings.root, link.index, req, projects, owner=conn.id)
     except SessiondError as exc:  # its share is full: busy
         conn.reply(m.Error(id=req.id, code=exc.code, message=exc.message))
         return
@@ -85,16 +85,16 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
     except Exception as exc:  # never a crashed connection
         conn.reply(m.Error(id=req.id, code="internal", message=f"search failed: {exc}"))
         return
-    conn.reply(m.Searched(id=req.id, hits=hits, caughtUp=caught_up))
+    conn.reply(m.Searched(id=req.id, hits=found.hits, caughtUp=caught_up, window=found.window))
 
 
-def _run(root, index, req: m.Search, projects: list[str] | None) -> list[query.Hit]:
+def _run(root, index, req: m.Search, projects: list[str] | None) -> query.SearchResult:
     """The query on this worker thread's read-only connection, opened again
     when the file is another one (``reindex --all`` starts a new file)."""
     try:
         ino = os.stat(index).st_ino
     except FileNotFoundError:
-        return []
+        return query.SearchResult(hits=[])
     reader = getattr(_readers, "conn", None)
     if reader is None or getattr(_readers, "key", None) != (index, ino):
         if reader is not None:

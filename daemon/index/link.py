@@ -84,7 +84,10 @@ class IndexLink:
         self.started_at = time.monotonic()
         self.transport, _ = await self.loop.subprocess_exec(
             lambda: _Protocol(self), sys.executable, "-m", "sessiond.daemon.index.worker", str(self.root), str(self.index),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, start_new_session=True, close_fds=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, close_fds=True,
+            # the daemon's session, not one of its own: Linux's autogroups are per session, and only inside the
+            # daemon's does the indexer's low priority make it take only what the daemon leaves over
+            # (worker.lower_priority); it leaves the daemon's process group itself (worker.main)
         )
         self.stdin = self.transport.get_pipe_transport(0)  # type: ignore[assignment]
         log.info("search indexer started (pid %d, index %s)", self.transport.get_pid(), self.index)

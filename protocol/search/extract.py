@@ -21,21 +21,12 @@ from typing import Any, Final
 import msgspec
 
 from ..transcript.prompts import classify_text
+from .hit import ASSISTANT, ROLES, SUMMARY, TAG, TITLE, TOOL, USER  # noqa: F401  (the roles are named there)
 
 TOOL_TEXT_MAX: Final = 2000
 """Characters kept of one tool result or one tool input."""
 TEXT_MAX: Final = 100_000
 """Characters kept of one prompt or one assistant text (a pasted log)."""
-
-USER: Final = "user"
-ASSISTANT: Final = "assistant"
-TOOL: Final = "tool"
-TITLE: Final = "title"
-TAG: Final = "tag"
-SUMMARY: Final = "summary"
-ROLES: Final = (USER, ASSISTANT, TOOL, TITLE, TAG, SUMMARY)
-"""Every role a doc can have; ``--role`` filters on the first three."""
-
 
 class Doc(msgspec.Struct, frozen=True):
     role: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..remote import REL_RE, file_ref
@@ -88,3 +88,11 @@ def transcripts(root: Path, projects: list[str] | None = None) -> Iterator[Trans
                     yield Transcript(e.path, project, name[:-6].lower(), None, st)
             elif is_session_id(name) and e.is_dir(follow_symlinks=False):
                 yield from _agents(os.path.join(e.path, "subagents"), project, name.lower())
+
+
+def oldest_first(found: Iterable[Transcript]) -> list[Transcript]:
+    """Least recently modified first: the order the indexer takes files in, so
+    doc ids grow with time across files too (a reindex gives the newest entries
+    the highest ids, as the daemon's own writes do), which the ranking of very
+    common queries relies on (``rank``: the newest matches first)."""
+    return sorted(found, key=lambda t: (t.st.st_mtime_ns, t.path))

@@ -5,8 +5,9 @@ ending in ``*`` matches as a prefix. Everything else is taken literally: each
 word is quoted before it reaches FTS5, so ``AND``, ``NEAR(``, ``-`` or a colon
 in a path are plain text, never syntax (a query can never be an FTS5 error).
 
-A hit is a session, not a line: the best-ranked entry of each session (BM25)
-stands for it, so twenty hits are twenty conversations. A hit in a subagent
+A hit is a session, not a line: the best-ranked entry of each session (BM25;
+among the newest matches only, for a very common query: ``rank``) stands for
+it, so twenty hits are twenty conversations. A hit in a subagent
 file points at its parent session (``sessionId``, ``path``) and says which
 agent file matched (``agentId``, ``file``, ``sidechain``).
 """
@@ -14,17 +15,19 @@ agent file matched (``agentId``, ``file``, ``sidechain``).
 from __future__ import annotations
 
 import re
-import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from ..transcript.paths import projects_dir
-from .extract import ASSISTANT, TOOL, USER
+from .hit import FILTER_ROLES, Hit
+from .rank import best_sessions
 
-FILTER_ROLES: Final = (USER, ASSISTANT, TOOL)
+if TYPE_CHECKING:
+    import sqlite3  # the CLI's daemon path never loads the library
+
 MAX_LIMIT: Final = 1000
 MAX_QUERY: Final = 1000
 """Characters of a query; terms beyond are ignored (a query is typed, not a file)."""
@@ -42,32 +45,11 @@ class Term(msgspec.Struct, frozen=True):
     prefix: bool = False
 
 
-class Hit(msgspec.Struct, kw_only=True):
-    """One matching session; ``msgspec.to_builtins`` of it is a ``search --json`` item."""
-
-    sessionId: str
-    project: str
-    path: str
-    title: str | None
-    uuid: str | None
-    timestamp: str | None
-    role: str
-    snippet: str
-    score: float
-    highlights: list[tuple[int, int]] = []
-    """``[start, end)`` character ranges of ``snippet`` that matched."""
-    sidechain: bool = False
-    agentId: str | None = None
-    file: str
-    """The transcript that matched (the subagent file for a sidechain hit)."""
-    cwd: str | None = None
-
-
 class SearchResult(msgspec.Struct, kw_only=True):
     hits: list[Hit]
-    source: str
-    """``index``, ``daemon`` or ``scan``: where the answer came from."""
-    note: str | None = None
+    window: int | None = None
+    """Set when the query matched more entries than the ranking window: the
+    hits are the best among the newest ``window`` matches (``rank``)."""
 
 
 _TOKEN = re.compile(r'"([^"]*)"?|(\S+)')
@@ -154,6 +136,8 @@ def split_marks(snippet: str) -> tuple[str, list[tuple[int, int]]]:
 
 def open_read_only(path: Path) -> sqlite3.Connection:
     """A connection that can only read (``mode=ro``): never writes, never creates."""
+    import sqlite3
+
     from .schema import connect_functions, read_only_uri
 
     conn = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
@@ -163,42 +147,21 @@ def open_read_only(path: Path) -> sqlite3.Connection:
 
 
 def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] | None = None, limit: int = 20,
-        since: str | None = None, role: str | None = None) -> list[Hit]:
+        since: str | None = None, role: str | None = None) -> SearchResult:
     """The best ``limit`` sessions for ``text`` in ``projects`` (dir names; None:
     every project), best first."""
     check_role(role)
     expr = fts_expression(parse(text))
     limit = max(1, min(limit, MAX_LIMIT))
-    where = []
-    args: list = [expr]
-    if projects is not None:
-        if not projects:
-            return []
-        where.append(f"f.project IN ({','.join('?' * len(projects))})")
-        args += projects
-    if role is not None:
-        where.append("i.role = ?")
-        args.append(role)
-    if since is not None:
-        where.append("i.ts >= ?")
-        args.append(since)
-    filters = f"WHERE {' AND '.join(where)}" if where else ""
-    sql = f"""
-        WITH r AS MATERIALIZED (SELECT rowid AS id, bm25(docs) AS score FROM docs WHERE docs MATCH ?),
-        ranked AS (
-            SELECT r.score, r.id, f.project, f.session, ROW_NUMBER() OVER (
-                PARTITION BY f.project, f.session ORDER BY r.score, f.path, i.pos, i.role) AS n
-            FROM r JOIN doc_info i ON i.id = r.id JOIN files f ON f.id = i.file
-            {filters})
-        SELECT score, id, project, session FROM ranked WHERE n = 1 ORDER BY score, session, project LIMIT ?"""
-    best = conn.execute(sql, [*args, limit]).fetchall()
+    ranked = best_sessions(conn, expr, projects=projects, role=role, since=since, limit=limit)
     hits = []
     base = projects_dir(root)
-    for score, rowid, project, session in best:
+    for e in ranked.entries:
+        project, session = e.project, e.session
         row = conn.execute(
             """SELECT snippet(docs, 0, ?, ?, '…', 24), i.uuid, i.ts, i.role, i.sidechain, f.path, f.agent, f.cwd
                FROM docs JOIN doc_info i ON i.id = docs.rowid JOIN files f ON f.id = i.file
-               WHERE docs MATCH ? AND docs.rowid = ?""", (MARK_START, MARK_END, expr, rowid)).fetchone()
+               WHERE docs MATCH ? AND docs.rowid = ?""", (MARK_START, MARK_END, expr, e.rowid)).fetchone()
         if row is None:  # the indexer replaced it between the two statements
             continue
         snip, uuid, ts, doc_role, sidechain, file, agent, cwd = row
@@ -209,9 +172,9 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
             title = lite_title(main)
         hits.append(Hit(sessionId=session, project=project, path=str(main),
                         title=title, uuid=uuid, timestamp=ts, role=doc_role, snippet=plain, highlights=spans,
-                        score=round(-score, 6), sidechain=bool(sidechain), agentId=agent, file=file,
+                        score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent, file=file,
                         cwd=main_cwd or cwd))
-    return hits
+    return SearchResult(hits=hits, window=ranked.window)
 
 
 def lite_title(path: Path) -> str | None:

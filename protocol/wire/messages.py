@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Union
 
 import msgspec
 
-from ..search.query import Hit
+from ..search.hit import Hit
 from ..lease import LeaseHolder
 from ..transcript.session_info import SessionInfo
 from .records import FileResult, SessionSource, TrashEntry
@@ -429,6 +429,9 @@ class Searched(_Message):
     caughtUp: bool = True
     """False when the indexer had not caught up with every write in time: the
     hits may miss the newest lines."""
+    window: int | None = None
+    """Set when the query matched more entries than this: the hits are ranked
+    among the newest ``window`` matching entries (``protocol.search.rank``)."""
 
 
 class Reindexed(_Message):

@@ -267,3 +267,24 @@ def test_a_fifo_or_a_symlink_named_like_a_transcript_is_never_read(sd, short_tmp
     os.symlink(outside, project / f"{uuid.uuid4()}.jsonl")
     assert [h["sessionId"] for h in search(sd, "axolotls", "--cwd", CWD)] == [sid]
     assert [h["sessionId"] for h in json.loads(sd.cli("--no-autostart", "search", "axolotls", "--cwd", CWD, "--json").stdout)] == [sid]
+
+
+def _proc_stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()  # fields from the 3rd (state) on
+
+
+def test_the_indexer_takes_only_what_the_daemon_leaves_over(sd):
+    """SCHED_IDLE and nice 19, inside the daemon's session: Linux weighs both
+    only against the processes of the same autogroup (one per session), so an
+    indexer in a session of its own would weigh as much as the daemon. Its own
+    process group: a terminal's Ctrl-C reaches the daemon, which stops it."""
+    with sd.client() as c:
+        pid = c.status().index["pid"]
+    daemon = _proc_stat(sd.proc.pid)
+    wait_until(lambda: _proc_stat(pid)[16] == "19", "the indexer to lower its priority")
+    indexer = _proc_stat(pid)
+    # fields (man 5 proc), counted from state = index 0: pgrp 2, session 3, nice 16, policy 38
+    assert indexer[3] == daemon[3], "the indexer left the daemon's session (and autogroup)"
+    assert indexer[2] == str(pid) != daemon[2]
+    assert int(indexer[38]) == os.SCHED_IDLE
