@@ -21,7 +21,7 @@ from .output import Progress, clip, clip_left, echo, echo_json, home_relative, l
 def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
                   as_json: bool) -> None:
     """Print one page of sessions (``limit`` after the ``offset`` newest)."""
-    from sessiond.protocol.transcript import listing, lookup
+    from sessiond.protocol.transcript import lookup
     from sessiond.protocol.transcript.paths import check_cwd
 
     root = obj.root or default_root()
@@ -33,6 +33,8 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
         dirs = lookup.listing_dirs(root, where, worktrees=worktrees)
     sessions = _from_daemon(obj, dirs, all_projects, limit, offset)
     if sessions is None:  # no daemon: read the files (reading never starts one)
+        from sessiond.protocol.transcript import listing  # the lite reader: only when no daemon answers
+
         progress = Progress.callback("reading sessions") if sys.stdout.isatty() else None
         if all_projects:
             sessions = listing.list_all_sessions(root, limit=limit, offset=offset, progress=progress)

@@ -21,14 +21,11 @@ paths, git state and project memory are elsewhere — so the CLI prints
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
 from pathlib import Path
 
 import msgspec
 
 from ..wire.errors import SessiondError
-from .lite import read_lite
 from .paths import MAX_SANITIZED, canonical_cwd, check_session_id, projects_dir, sanitize
 
 GIT_TIMEOUT = 5.0
@@ -56,6 +53,8 @@ class SessionLocation(msgspec.Struct, frozen=True):
         """``cd <cwd> && sessiond resume <id>`` for a session of another repository."""
         if self.same_repo or not self.cwd:
             return None
+        import shlex
+
         return f"cd {shlex.quote(self.cwd)} && {program} resume {self.session_id}"
 
 
@@ -105,6 +104,8 @@ def git_worktrees(cwd: str, *, timeout: float = GIT_TIMEOUT) -> list[str]:
     """Canonical paths of all worktrees of the repository containing ``cwd``
     (the main one included); [] when it is no repository, git is missing,
     fails or takes longer than ``timeout`` seconds."""
+    import subprocess  # a process only for --worktrees (start-up of every other listing)
+
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
     try:
         out = subprocess.run(
@@ -137,6 +138,8 @@ def _within(path: str, roots: list[str]) -> bool:
 def _session_cwd(path: Path) -> str | None:
     """The cwd recorded at the head of a session file, canonicalised."""
     try:
+        from .lite import read_lite  # a window read, for the sessions whose cwd is asked
+
         cwd = read_lite(path).cwd
     except OSError:
         return None
