@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -52,7 +51,6 @@ import benchlib
 from sessiond.client.connection import Client
 from sessiond.protocol.transcript.paths import project_dir, session_file
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import FrameBuffer, encode
 
 HERE = Path(__file__).resolve().parent
 CWD = "/home/dev/fair"

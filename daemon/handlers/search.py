@@ -20,7 +20,6 @@ import threading
 from typing import TYPE_CHECKING
 
 from sessiond.protocol.search import query
-from sessiond.protocol.transcript.listing import project_dirs
 from sessiond.protocol.transcript.paths import projects_dir
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request, permission_denied

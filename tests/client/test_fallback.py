@@ -1,6 +1,5 @@
 """Writing with no daemon: the direct-append fallback, and interleaving with one."""
 
-import os
 import subprocess
 import sys
 import uuid

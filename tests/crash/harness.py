@@ -21,7 +21,6 @@ What is checked after a run:
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess

@@ -1,8 +1,6 @@
 """Edge cases found in review: atomic batches, discarded buffers, compaction,
 Close ordering, fd limits, stalled daemons."""
 
-import json
-import os
 import signal
 import uuid
 

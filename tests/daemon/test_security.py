@@ -8,7 +8,6 @@ import shutil
 import socket
 import struct
 import subprocess
-import time
 import uuid
 from pathlib import Path
 

@@ -1,6 +1,5 @@
 """Queues, coalescing, durability levels, the flush barrier and shutdown."""
 
-import os
 import signal
 import socket
 import uuid

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import socket
-import struct
 import threading
 import uuid
 
-import msgspec
 
 from sessiond.client.watch import subscribe
 from sessiond.protocol.wire import messages as m

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from sessiond.protocol.transcript.chain import (
     Bridge,
