@@ -78,3 +78,15 @@ def test_tests_and_benches_read_nothing_outside_the_repository():
 
     assert CORPUS.is_relative_to(REPO) and len(list(CORPUS.glob("*.jsonl"))) >= 40
     assert (CORPUS.parent / "SOURCES.md").is_file()
+
+
+def test_every_package_is_in_the_distribution():
+    """A regular (non-editable) install ships only the packages pyproject.toml
+    lists: a package folder missing there (the follower's was) installs a
+    daemon that cannot start."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {".".join([package, *init.parent.relative_to(REPO / folder).parts])
+               for folder, package in PACKAGES.items() for init in (REPO / folder).rglob("__init__.py")}
+    assert on_disk - listed == set(), "packages missing from pyproject.toml [tool.setuptools] packages"
