@@ -219,6 +219,8 @@ def main() -> None:
     ap.add_argument("--no-scan-fallback", action="store_true", help="skip timing the CLI's own scan of the files")
     ap.add_argument("--reuse", default=None, metavar="ROOT",
                     help="query a root an earlier run generated and indexed (kept; no build figures)")
+    ap.add_argument("--keep", default=None, metavar="ROOT",
+                    help="generate and index the store in ROOT and keep it, for later --reuse runs")
     ap.add_argument("--out", default=str(HERE / "results" / "search.json"))
     args = ap.parse_args()
     if args.append_only:
@@ -233,7 +235,7 @@ def main() -> None:
 
     base = Path(tempfile.mkdtemp(prefix="sds-", dir="/tmp"))
     os.chmod(base, 0o700)
-    root = Path(args.reuse) if args.reuse else base / "root"
+    root = Path(args.reuse or args.keep or base / "root")
     out: dict = {"sessions": args.sessions, "size": args.size}
     try:
         if args.reuse:  # a store this script generated and indexed before: the queries only
