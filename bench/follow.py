@@ -191,7 +191,10 @@ def idle_rss() -> float:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def watch_cost(sessions: int = 10_000, projects: int = 100) -> dict:
+def watch_cost(sessions: int = 10_000, projects: int = 100, code: str | None = None, idle_s: float = 10.0) -> dict:
+    """A fresh daemon on a tree of ``sessions``: the watches it holds, its RSS,
+    how soon it follows every file, and its CPU per second once idle (what
+    following costs when nothing is written)."""
     empty = idle_rss()
     base = Path(tempfile.mkdtemp(prefix="sdw-", dir="/tmp"))
     os.chmod(base, 0o700)
@@ -207,7 +210,7 @@ def watch_cost(sessions: int = 10_000, projects: int = 100) -> dict:
             (project / sid / "subagents" / "agent-a1.jsonl").write_bytes(line)
     expected = sessions + (sessions + 9) // 10
     t0 = time.perf_counter()
-    daemon = start_daemon(sock, root, timeout=120)
+    daemon = start_daemon(sock, root, timeout=120, source=Path(code) if code else None)
     try:
         deadline = time.monotonic() + 300
         while (st := status(sock)).follow["files"] < expected:  # the start walk runs after the socket answers
@@ -215,8 +218,13 @@ def watch_cost(sessions: int = 10_000, projects: int = 100) -> dict:
                 raise SystemExit(f"the follower did not find the tree: {st.follow}")
             time.sleep(0.05)
         ready = time.perf_counter() - t0
+        time.sleep(2)  # the start-up's stragglers (catalog, index re-stat) done
+        cpu0 = cpu_seconds(daemon.pid)
+        time.sleep(idle_s)
+        idle = (cpu_seconds(daemon.pid) - cpu0) / idle_s
         out = {"sessions": sessions, "files": st.follow["files"], "watches": st.follow["watches"],
-               "rss_mb": rss_mb(daemon.pid), "rss_empty_root_mb": empty, "ready_s": ready}
+               "rss_mb": rss_mb(daemon.pid), "rss_empty_root_mb": empty, "ready_s": ready,
+               "idle_cpu_ms_per_s": idle * 1000}
     finally:
         daemon.terminate()
         daemon.wait(timeout=60)
@@ -231,6 +239,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rate", type=int, default=1000, help="lines per second, over all files (~1 KB each)")
     ap.add_argument("--no-watch-cost", action="store_true")
+    ap.add_argument("--watch-only", action="store_true", help="only the watch cost (with --baseline: both codes, interleaved)")
+    ap.add_argument("--sessions", type=int, default=10_000, help="sessions of the watch-cost tree")
+    ap.add_argument("--out", default=str(HERE / "results" / "follow.json"))
     ap.add_argument("--baseline", help="a directory holding a sessiond package: its runs interleaved with these")
     args = ap.parse_args()
     nats_base = Path(tempfile.mkdtemp(prefix="sdfn-", dir="/tmp"))
@@ -240,7 +251,7 @@ def main() -> None:
     if args.baseline:
         results["baseline"] = {}
     try:
-        for files in args.files:
+        for files in ([] if args.watch_only else args.files):
             runs, base = [], []
             for _ in range(args.runs):
                 if args.baseline:
@@ -258,11 +269,17 @@ def main() -> None:
         nats.wait(timeout=30)
         shutil.rmtree(nats_base, ignore_errors=True)
     if not args.no_watch_cost:
-        wc = results["watch_cost"] = watch_cost()
-        print(f"watch cost: {wc['sessions']} sessions, {wc['files']} files followed, {wc['watches']} inotify watches, "
-              f"RSS {wc['rss_mb']:.0f} MB (empty root: {wc['rss_empty_root_mb']:.0f} MB), all followed {wc['ready_s']:.1f} s after start")
+        for _ in range(args.runs if args.watch_only else 1):
+            for name, code in ((("baseline", args.baseline),) if args.baseline else ()) + (("this", None),):
+                wc = watch_cost(args.sessions, code=code)
+                results.setdefault("watch_cost_runs", {}).setdefault(name, []).append(wc)
+                print(f"watch cost ({name}): {wc['sessions']} sessions, {wc['files']} files followed, {wc['watches']} inotify "
+                      f"watches, RSS {wc['rss_mb']:.0f} MB (empty root: {wc['rss_empty_root_mb']:.0f} MB), all followed "
+                      f"{wc['ready_s']:.1f} s after start, idle CPU {wc['idle_cpu_ms_per_s']:.1f} ms/s", flush=True)
+        results["watch_cost"] = {name: {k: statistics.median(r[k] for r in got) for k in got[0]}
+                                 for name, got in results["watch_cost_runs"].items()}
     results["load_average_after"] = os.getloadavg()
-    out = HERE / "results" / "follow.json"
+    out = Path(args.out)
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {out}")
 

@@ -217,11 +217,18 @@ class Follower:
         dirs = set(self.tree.polled)
         if self.tree.fd is None:
             dirs.add(self.projects)
-        known = {p: (s.size, s.ino, s.mtime_ns) for p, s in self.files.items() if p.parent in dirs}
+        if not dirs:  # every dir watched (the usual case): nothing to poll, and no pass over every file
+            self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
+            return
+        files = list(self.files.items())  # a C-speed copy: which of them lie in polled dirs is sorted out off the loop
+
+        def scan() -> tuple[list[Path], Found]:
+            known = {p: (s.size, s.ino, s.mtime_ns) for p, s in files if p.parent in dirs}
+            return self.tree.scan_polled(dirs, known)
 
         async def run() -> None:
             try:
-                changed, new = await self.loop.run_in_executor(None, self.tree.scan_polled, dirs, known)
+                changed, new = await self.loop.run_in_executor(None, scan)
                 self._merge(new)
                 for p in changed:
                     if p not in self.files and len(self.files) < MAX_FILES:
