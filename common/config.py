@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from sessiond.protocol.locations import config_path, default_root, default_socket
+from sessiond.protocol.search.budget import DEFAULT_CPU_SECONDS
 from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME
 
 from .config_keys import KEYS, MIRROR_KEYS, FileConfig, FsyncPolicy, Key, LogLevel, MirrorFileConfig
@@ -126,6 +127,8 @@ class Settings(msgspec.Struct, kw_only=True):
     """A search starts a re-stat of its scope (files other writers changed)
     unless one was done this many seconds ago; it runs after the answer. 0:
     before every search's answer."""
+    search_cpu: float = DEFAULT_CPU_SECONDS
+    """CPU seconds one search may use before it is stopped (``bad_request``)."""
     follow_max_watches: int = 8192
     """inotify watches the follower may hold on the project tree's directories
     (one per dir, not per file); past it, dirs are re-stat'ed every second."""

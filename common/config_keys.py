@@ -77,6 +77,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     search_index: bool | None = None
     search_index_path: str | None = None
     search_refresh_s: float | None = None
+    search_cpu_s: float | None = None
     follow_max_watches: int | None = None
 
 
@@ -150,6 +151,7 @@ KEYS: dict[str, Key] = {
     "lease_grace_s": Key("lease_grace", _not_negative, float),
     "search_index_path": Key("search_index_path", convert=_expand),
     "search_refresh_s": Key("search_refresh", _not_negative, float),
+    "search_cpu_s": Key("search_cpu", _positive, float),
 }
 """The keys of ``FileConfig`` that are checked or converted; any other sets the
 attribute of its own name as it is (msgspec already checked its type)."""

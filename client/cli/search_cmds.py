@@ -19,6 +19,7 @@ import click
 import msgspec
 
 from sessiond.protocol.locations import default_root
+from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
 from .output import age, clip, size
@@ -151,6 +152,8 @@ def _offline(root: Path, text: str, projects: list[str] | None, limit: int, sinc
             try:
                 found = q.run(conn, root, text, projects=projects, limit=limit, since=since, role=role)
                 return found.hits, _window_note(found.window) if found.window else None
+            except q.QueryTooCostly as exc:
+                raise SessiondError(str(exc), code="bad_request") from None
             finally:
                 conn.close()
         except sqlite3.Error as exc:

@@ -5,6 +5,10 @@ looked at everything written before it and re-stated its scope, then runs the
 query in a worker thread on a read-only connection; a slow indexer makes the
 answer say ``caughtUp: false``, never makes it fail.
 
+A query runs under a CPU budget (``search_cpu_s``, ``protocol/search/budget.py``):
+one that would rank too much (``a*`` over a big index) is stopped and answered
+``bad_request``, so it never holds a thread for seconds.
+
 A query ranking thousands of entries is as expensive as a List, so it runs as
 the asking connection's fair share of the read pool (``workers.py``): a client
 flooding searches holds one thread, waits behind everyone else's work, and past
@@ -72,11 +76,15 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
     daemon = conn.daemon
     caught_up = await link.caught_up(projects, CATCH_UP_TIMEOUT)
     try:
-        found = await daemon.fair.submit(_run, daemon.settings.root, link.index, req, projects, owner=conn.id)
+        found = await daemon.fair.submit(_run, daemon.settings.root, link.index, req, projects, daemon.settings.search_cpu,
+                                         owner=conn.id)
     except SessiondError as exc:  # its share is full: busy
         conn.reply(m.Error(id=req.id, code=exc.code, message=exc.message))
         return
     except asyncio.CancelledError:  # the daemon is exiting
+        return
+    except query.QueryError as exc:  # it used its CPU budget
+        conn.reply(m.Error(id=req.id, code="bad_request", message=str(exc)))
         return
     except sqlite3.Error as exc:
         conn.reply(m.Error(id=req.id, code="io_error", message=f"search index unreadable: {exc}"))
@@ -87,7 +95,7 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
     conn.reply(m.Searched(id=req.id, hits=found.hits, caughtUp=caught_up, window=found.window))
 
 
-def _run(root, index, req: m.Search, projects: list[str] | None) -> query.SearchResult:
+def _run(root, index, req: m.Search, projects: list[str] | None, cpu_seconds: float) -> query.SearchResult:
     """The query on this worker thread's read-only connection, opened again
     when the file is another one (``reindex --all`` starts a new file)."""
     try:
@@ -102,7 +110,7 @@ def _run(root, index, req: m.Search, projects: list[str] | None) -> query.Search
         _readers.key = (index, ino)
     try:
         return query.run(reader, root, req.query, projects=projects, limit=req.limit,
-                         since=query.parse_since(req.since), role=req.role)
+                         since=query.parse_since(req.since), role=req.role, cpu_seconds=cpu_seconds)
     except sqlite3.DatabaseError:
         _readers.conn = None  # damaged or being replaced: open it again next time
         reader.close()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from ..transcript.paths import projects_dir
+from .budget import DEFAULT_CPU_SECONDS, Budget
 from .hit import FILTER_ROLES, Hit
 from .rank import best_sessions
 
@@ -37,6 +38,15 @@ MARK_END: Final = "\x03"
 
 class QueryError(ValueError):
     """A query that cannot be run (empty, a bad date, a bad role)."""
+
+
+class QueryTooCostly(QueryError):
+    """A query stopped when it had used its CPU budget (``budget.py``)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the query was stopped after {seconds:g} s of CPU: it matches too much to rank "
+                         "(a prefix of one or two letters, or only very common words); "
+                         "give a longer prefix or another word")
 
 
 class Term(msgspec.Struct, frozen=True):
@@ -147,12 +157,26 @@ def open_read_only(path: Path) -> sqlite3.Connection:
 
 
 def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] | None = None, limit: int = 20,
-        since: str | None = None, role: str | None = None) -> SearchResult:
+        since: str | None = None, role: str | None = None, cpu_seconds: float = DEFAULT_CPU_SECONDS) -> SearchResult:
     """The best ``limit`` sessions for ``text`` in ``projects`` (dir names; None:
-    every project), best first."""
+    every project), best first; ``QueryTooCostly`` past ``cpu_seconds``."""
     check_role(role)
     expr = fts_expression(parse(text))
     limit = max(1, min(limit, MAX_LIMIT))
+    import sqlite3
+
+    budget = Budget(conn, cpu_seconds)
+    try:
+        with budget:
+            return _hits(conn, root, expr, projects=projects, limit=limit, since=since, role=role)
+    except sqlite3.OperationalError:
+        if budget.expired:
+            raise QueryTooCostly(cpu_seconds) from None
+        raise
+
+
+def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str] | None, limit: int,
+          since: str | None, role: str | None) -> SearchResult:
     ranked = best_sessions(conn, expr, projects=projects, role=role, since=since, limit=limit)
     hits = []
     base = projects_dir(root)

@@ -26,6 +26,7 @@ TOP = [
     ("follow_max_watches", "-1", "must not be negative, got -1", "0", "follow_max_watches", 0),
     ("lease_grace_s", "-1", "must not be negative, got -1.0", "2", "lease_grace", 2.0),
     ("search_refresh_s", "-1", "must not be negative, got -1.0", "0", "search_refresh", 0.0),
+    ("search_cpu_s", "0", "must be positive, got 0.0", "0.25", "search_cpu", 0.25),
     *[(name, "0", "must be positive, got 0", "2000000000", name, 2_000_000_000) for name in BUDGETS],
 ]
 
