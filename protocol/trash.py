@@ -203,14 +203,23 @@ def session_items(root: Path, main: Path) -> list[TrashedItem]:
     return items
 
 
+def _same_dir(given: Path, projects: Path) -> bool:
+    """Whether ``given`` is the projects dir: as spelled (``..`` taken
+    lexically), else as both resolve (a link to the root). The text test comes
+    first: resolving a path makes one ``lstat`` per component, each as long
+    as the path so far."""
+    return (os.path.normpath(given) == os.path.normpath(projects)
+            or os.path.realpath(given) == os.path.realpath(projects))
+
+
 def check_transcript_path(root: Path, path: Path, session: str) -> Path:
     """A session's main transcript inside ``root``'s projects dir, or a typed error."""
     check_session_id(session)
     path = Path(path)
     projects = projects_dir(Path(root))
-    if (not path.is_absolute() or path.name != f"{session}.jsonl" or path.parent.name.startswith(".")
-            or os.path.realpath(path.parent.parent) != os.path.realpath(projects)):
-        raise bad_request(f"{path} is not the transcript of session {session} in this store")
+    if (not path.is_absolute() or "\x00" in str(path) or path.name != f"{session}.jsonl"
+            or path.parent.name.startswith(".") or not _same_dir(path.parent.parent, projects)):
+        raise bad_request(f"{str(path)[:300]} is not the transcript of session {session} in this store")
     path = projects / path.parent.name / path.name  # spelled from the root, however the caller spelled it
     check_inside(root, path)
     return path

@@ -19,7 +19,7 @@ from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request, conflict
 
 from ..trash import busy, in_trash
-from .listing import requested_dirs
+from .scope import requested_dirs
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -128,8 +128,8 @@ def handle_import(conn: Connection, req: m.Import) -> m.Response | None:
 
 def handle_usage(conn: Connection, req: m.Usage) -> None:
     daemon = conn.daemon
-    dirs = requested_dirs(daemon, req.dirs, req.all)
-    fut = daemon.loop.run_in_executor(None, lambda: usage(daemon.catalog.main_stats(dirs)))
+    fut = daemon.loop.run_in_executor(
+        None, lambda: usage(daemon.catalog.main_stats(requested_dirs(daemon.settings.root, req.dirs, req.all))))
 
     done = _answer(conn, req.id, lambda report: m.UsageResult(id=req.id, usage=report))
 

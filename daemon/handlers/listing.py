@@ -4,30 +4,15 @@ loop only sends the encoded frame."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
-from sessiond.protocol.transcript.listing import project_dirs
-from sessiond.protocol.transcript.paths import projects_dir
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import SessiondError, bad_request, permission_denied
+from sessiond.protocol.wire.errors import SessiondError, bad_request
+
+from .scope import requested_dirs
 
 if TYPE_CHECKING:
     from ..connection import Connection
-
-
-def requested_dirs(daemon, dirs: list[str], all_projects: bool) -> list[str]:
-    """The project dirs a request names (every one with ``all``), each checked
-    to be a project dir of this daemon's root (worker thread: it stats them)."""
-    base = os.path.realpath(projects_dir(daemon.settings.root))
-    if all_projects:
-        return [str(d) for d in project_dirs(daemon.settings.root)]
-    out = []
-    for d in dirs:
-        if "\x00" in d or os.path.dirname(os.path.realpath(d)) != base:
-            raise permission_denied(f"{d!r} is not a project directory of this daemon's root")
-        out.append(os.path.realpath(d))
-    return out
 
 
 def handle_list(conn: Connection, req: m.List) -> None:
@@ -54,5 +39,5 @@ def handle_list(conn: Connection, req: m.List) -> None:
 
 
 def _answer(daemon, req: m.List, live: dict) -> bytes:
-    dirs = requested_dirs(daemon, req.dirs, req.all)
+    dirs = requested_dirs(daemon.settings.root, req.dirs, req.all)
     return daemon.pages.frame(req.id, dirs, req.limit, req.offset, live)

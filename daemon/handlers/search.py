@@ -24,29 +24,16 @@ import threading
 from typing import TYPE_CHECKING
 
 from sessiond.protocol.search import query
-from sessiond.protocol.transcript.paths import projects_dir
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import SessiondError, bad_request, permission_denied
+from sessiond.protocol.wire.errors import SessiondError, bad_request
+
+from .scope import requested_projects
 
 if TYPE_CHECKING:
     from ..connection import Connection
 
 CATCH_UP_TIMEOUT = 5.0
 _readers = threading.local()
-
-
-def _scope(conn: Connection, dirs: list[str], all_projects: bool) -> list[str] | None:
-    """Project dir names of the request (None: every project), each checked to
-    be a project dir of this daemon's root."""
-    if all_projects:
-        return None
-    base = os.path.realpath(projects_dir(conn.daemon.settings.root))
-    names = []
-    for d in dirs:
-        if "\x00" in d or os.path.dirname(os.path.realpath(d)) != base:
-            raise permission_denied(f"{d!r} is not a project directory of this daemon's root")
-        names.append(os.path.basename(os.path.realpath(d)))
-    return names
 
 
 def _link(conn: Connection):
@@ -58,7 +45,6 @@ def _link(conn: Connection):
 
 def handle_search(conn: Connection, req: m.Search) -> None:
     link = _link(conn)
-    projects = _scope(conn, req.dirs, req.all)
     try:
         query.parse(req.query)
         query.check_role(req.role)
@@ -68,6 +54,8 @@ def handle_search(conn: Connection, req: m.Search) -> None:
         raise bad_request(str(exc)) from None
     if not 1 <= req.limit <= query.MAX_LIMIT:
         raise bad_request(f"limit must be between 1 and {query.MAX_LIMIT}")
+    # on the loop: text work and at most one lstat per dir (``scope``), like decoding the request
+    projects = requested_projects(conn.daemon.settings.root, req.dirs, req.all)
     conn.daemon.loop.create_task(_search(conn, link, req, projects))
     return None
 
@@ -119,11 +107,16 @@ def _run(root, index, req: m.Search, projects: list[str] | None, cpu_seconds: fl
 
 def handle_reindex(conn: Connection, req: m.Reindex) -> None:
     link = _link(conn)
-    projects = _scope(conn, req.dirs, req.all)
-    if projects is not None and not projects:
+    if not req.all and not req.dirs:
         raise bad_request("reindex: give project dirs or all")
 
     async def run() -> None:
+        try:
+            projects = await conn.daemon.loop.run_in_executor(None, requested_projects, conn.daemon.settings.root,
+                                                              req.dirs, req.all)
+        except SessiondError as exc:
+            conn.reply(m.Error(id=req.id, code=exc.code, message=exc.message))
+            return
         done = await link.reindex(projects)
         if done is None:
             conn.reply(m.Error(id=req.id, code="io_error", message="the search indexer stopped during the reindex"))

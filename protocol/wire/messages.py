@@ -16,7 +16,7 @@ import msgspec
 from ..search.hit import Hit
 from ..lease import LeaseHolder
 from ..transcript.session_info import SessionInfo
-from .records import FileResult, SessionSource, TrashEntry
+from .records import FileResult, PathText, SessionSource, TrashEntry
 from .records import Usage as UsageReport
 
 PROTOCOL_VERSION = 1
@@ -35,7 +35,10 @@ entries (each a Python object some 20x its wire size) is refused for what it
 weighs on the wire, not decoded into gigabytes."""
 
 MAX_LIST_DIRS = 4096
-"""Project dirs one List may name (a repository's worktrees are a handful)."""
+"""Project dirs one List, Search, Reindex or Usage may name (a repository's
+worktrees are a handful)."""
+
+ProjectDirs = Annotated[list[PathText], msgspec.Meta(max_length=MAX_LIST_DIRS)]
 
 EntryBatch = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
 
@@ -123,7 +126,7 @@ class Adopt(_Message):
 
     id: int
     session: str
-    path: str
+    path: PathText
     lease: bool = False
     """Claim the lease as well (``session_busy`` while another client holds it)."""
     take_over: bool = False
@@ -148,7 +151,7 @@ class Subscribe(_Message):
     id: int
     session: str
     cwd: str | None = None
-    path: str | None = None
+    path: PathText | None = None
     offset: int | None = None
     last: int | None = None
     agents: bool = False
@@ -166,7 +169,7 @@ class List(_Message):
     """Sessions of some project dirs (or every project), newest first."""
 
     id: int
-    dirs: Annotated[list[str], msgspec.Meta(max_length=MAX_LIST_DIRS)] = []
+    dirs: ProjectDirs = []
     all: bool = False
     limit: int | None = None
     offset: int = 0
@@ -205,7 +208,7 @@ class Trash(_Message):
 
     id: int
     session: str
-    path: str
+    path: PathText
     force: bool = False
     reason: str = "rm"
 
@@ -235,7 +238,7 @@ class Usage(_Message):
     """Bytes per project and per session (subagent files included)."""
 
     id: int
-    dirs: list[str] = []
+    dirs: ProjectDirs = []
     all: bool = False
 
 
@@ -244,7 +247,7 @@ class Search(_Message):
 
     id: int
     query: str
-    dirs: list[str] = []
+    dirs: ProjectDirs = []
     all: bool = False
     limit: int = 20
     since: str | None = None
@@ -257,7 +260,7 @@ class Reindex(_Message):
     """Rebuild the search index of some project dirs (or all) from the files."""
 
     id: int
-    dirs: list[str] = []
+    dirs: ProjectDirs = []
     all: bool = False
 
 

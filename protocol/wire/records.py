@@ -9,9 +9,19 @@ here under their old names.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+
+MAX_PATH_CHARS = 4096
+"""Characters of any path a request carries (Linux's PATH_MAX is 4096 bytes):
+the daemon resolves, splits and compares paths, and none of that may cost it
+more than a path's worth of work."""
+
+PathText = Annotated[str, msgspec.Meta(max_length=MAX_PATH_CHARS)]
+
+MAX_IMPORT_FILES = 10_000
+"""Files one session's Import may name (its transcript and its subagents' files)."""
 
 # ------------------------------------------------------------------ import
 
@@ -20,17 +30,17 @@ Status = Literal["imported", "grown", "unchanged", "diverged", "unreadable", "bu
 
 
 class ImportFile(msgspec.Struct):
-    src: str
+    src: PathText
     """Absolute path of the source file."""
-    rel: str
+    rel: PathText
     """Its path inside the project dir: ``<id>.jsonl`` or ``<id>/...``."""
 
 
 class SessionSource(msgspec.Struct):
-    project: str
+    project: PathText
     """The project dir name, kept as it is."""
     session: str
-    files: list[ImportFile]
+    files: Annotated[list[ImportFile], msgspec.Meta(max_length=MAX_IMPORT_FILES)]
 
 
 class FileResult(msgspec.Struct):
