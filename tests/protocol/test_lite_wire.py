@@ -188,6 +188,18 @@ def test_what_the_lite_codec_does_not_handle_is_not_lite(body):
         lite.decode_response(body)
 
 
+def test_a_big_answer_is_left_to_msgspec():
+    info = SessionInfo(sessionId="s" * 36, path="p" * 100, title="t" * 40, firstPrompt=None, lastPrompt=None, customTitle=None,
+                       aiTitle=None, summary=None, tag=None, createdAt=None, modifiedAt="2025-01-01T00:00:00.000Z", size=1,
+                       cwd="/c", gitBranch=None)
+    small = encode(m.Listed(id=1, sessions=[info] * 20))[4:]
+    assert len(lite.decode_response(small).sessions) == 20
+    big = encode(m.Listed(id=1, sessions=[info] * 1000))[4:]
+    assert len(big) > lite.MAX_BODY
+    with pytest.raises(lite.NotLite, match="faster"):
+        lite.decode_response(big)
+
+
 def test_unknown_fields_are_ignored_as_the_structs_ignore_them():
     got = lite.decode_response(msgspec.msgpack.encode({"op": "Done", "id": 4, "later": [1, 2]}))
     assert as_plain(got) == {"id": 4}
