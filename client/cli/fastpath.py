@@ -16,6 +16,11 @@ of the choices, a source file it cannot open), an option given twice, a
 missing required option, an environment variable whose value is not one click
 documents, or shell completion (``_SESSIOND_COMPLETE``). So usage errors,
 per-command help and completion stay click's, word for word.
+
+The commands it runs speak the wire on the lite codec (``protocol/wire/lite.py``:
+no msgspec) wherever their output needs no Struct (``status`` and ``list``
+without ``--json``, ``append`` always); an answer the lite codec does not
+handle runs the command again on msgspec's (``_lite_first``).
 """
 
 from __future__ import annotations
@@ -103,8 +108,9 @@ def _lite_first(obj: Context, lite: bool, run: Callable[[Context], None]) -> Cal
     """The body that runs a command on the lite codec (no msgspec) when
     ``lite``, and again from the start on msgspec's when an answer is one the
     lite codec does not handle (``NotLite``: raised before anything is
-    printed; ``append`` handles its own, having read its input). Off the lite
-    codec, msgspec is imported without typing_extensions first."""
+    printed or read; once ``append`` has read input it handles its own,
+    replaying that input). Off the lite codec, msgspec is imported without
+    typing_extensions first."""
 
     def body() -> None:
         ctx = obj
