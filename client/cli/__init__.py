@@ -49,21 +49,50 @@ class Context:
     """The global options, handed to every command (a plain class: the CLI's
     start-up imports nothing it does not need)."""
 
-    __slots__ = ("root", "socket", "autostart", "socket_given", "timeout")
+    __slots__ = ("root", "socket", "autostart", "socket_given", "timeout", "lite")
 
     def __init__(self, root: Path | None, socket: Path, autostart: bool, socket_given: bool = False,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, lite: bool = False) -> None:
         self.root = root
         self.socket = socket
         self.autostart = autostart
         self.socket_given = socket_given
         self.timeout = timeout
+        self.lite = lite
+        """Speak the wire with the lite codec (``protocol/wire/lite.py``, no
+        msgspec): set by the fast path for what it can print from plain objects;
+        a ``NotLite`` answer turns it off and the command runs again."""
 
     def client(self, autostart: bool | None = None):
+        from sessiond.protocol.wire.codecs import lite_codec, msgspec_codec
+
         from ..connection import DEFAULT_TIMEOUT, Client
 
         return Client(self.socket, root=self.root, autostart=self.autostart if autostart is None else autostart, name="sessiond-cli",
-                      timeout=self.timeout or DEFAULT_TIMEOUT)
+                      timeout=self.timeout or DEFAULT_TIMEOUT, codec=lite_codec() if self.lite else msgspec_codec())
+
+    def without_lite(self) -> Context:
+        """The same options on the msgspec codec: how a command runs again
+        from the start after an answer the lite codec does not handle."""
+        return Context(self.root, self.socket, self.autostart, self.socket_given, self.timeout)
+
+
+def import_msgspec_lean() -> None:
+    """Import msgspec without typing_extensions, unless something already
+    imported either. Half of msgspec's import is typing_extensions (itself
+    importing inspect, ast, dis), which msgspec only prefers to ``typing`` when
+    present (its ``_utils`` falls back when the import fails; on Python 3.11+
+    ``typing`` has all it uses). The fast path's commands import nothing else
+    that wants it (no anyio), so it is kept out for msgspec's import only, and
+    importable again afterwards: called when one of them goes the msgspec way."""
+    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
+        return
+    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # the import system's "not importable"
+    try:
+        import msgspec  # noqa: F401
+    finally:
+        if sys.modules.get("typing_extensions", ...) is None:
+            del sys.modules["typing_extensions"]
 
 
 def quiet_stdout() -> None:

@@ -16,6 +16,11 @@ of the choices, a source file it cannot open), an option given twice, a
 missing required option, an environment variable whose value is not one click
 documents, or shell completion (``_SESSIOND_COMPLETE``). So usage errors,
 per-command help and completion stay click's, word for word.
+
+The commands it runs speak the wire on the lite codec (``protocol/wire/lite.py``:
+no msgspec) wherever their output needs no Struct (``status`` and ``list``
+without ``--json``, ``append`` always); an answer the lite codec does not
+handle runs the command again on msgspec's (``_lite_first``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import COMMAND_MODULES, TYPE_CHECKING, Context, run_guarded
+from . import COMMAND_MODULES, TYPE_CHECKING, Context, import_msgspec_lean, run_guarded
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -56,7 +61,6 @@ def run_fast(argv: list[str]) -> int | None:
         body = command(_context(given), rest[1:])
     except Decline:
         return None
-    _import_msgspec_without_typing_extensions()
     try:
         failed = run_guarded(body)
     except KeyboardInterrupt:  # as click's main reports it
@@ -66,23 +70,6 @@ def run_fast(argv: list[str]) -> int | None:
         echo("Aborted!", err=True)
         return 1
     return 0 if failed is None else failed
-
-
-def _import_msgspec_without_typing_extensions() -> None:
-    """Every hot command but ``--help`` speaks msgspec frames, and half of
-    msgspec's import is typing_extensions (itself importing inspect, ast, dis),
-    which msgspec only prefers to ``typing`` when present (its ``_utils`` falls
-    back when the import fails; on Python 3.11+ ``typing`` has all it uses).
-    These commands import nothing else that wants it (no anyio), so it is kept
-    out for msgspec's import only, and importable again afterwards."""
-    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
-        return
-    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # the import system's "not importable"
-    try:
-        import msgspec  # noqa: F401
-    finally:
-        if sys.modules.get("typing_extensions", ...) is None:
-            del sys.modules["typing_extensions"]
 
 
 def _print_help(err: bool) -> int | None:
@@ -117,28 +104,56 @@ def _context(given: dict[str, object]) -> Context:
                    autostart=not no_autostart, socket_given=socket is not None, timeout=timeout)
 
 
-def _status(obj: Context, args: list[str]) -> Callable[[], None]:
-    given, _ = _parse(args, flags={"--json"}, values={}, max_positional=0)
+def _lite_first(obj: Context, lite: bool, run: Callable[[Context], None]) -> Callable[[], None]:
+    """The body that runs a command on the lite codec (no msgspec) when
+    ``lite``, and again from the start on msgspec's when an answer is one the
+    lite codec does not handle (``NotLite``: raised before anything is
+    printed or read; once ``append`` has read input it handles its own,
+    replaying that input). Off the lite codec, msgspec is imported without
+    typing_extensions first."""
 
     def body() -> None:
-        from .status_report import report_status
+        ctx = obj
+        if lite:
+            from sessiond.protocol.wire.lite import NotLite
 
-        report_status(obj, given.get("--json", False))
+            obj.lite = True
+            try:
+                run(obj)
+                return
+            except NotLite:
+                ctx = obj.without_lite()
+        import_msgspec_lean()
+        run(ctx)
 
     return body
+
+
+def _status(obj: Context, args: list[str]) -> Callable[[], None]:
+    given, _ = _parse(args, flags={"--json"}, values={}, max_positional=0)
+    as_json = given.get("--json", False)
+
+    def run(ctx: Context) -> None:
+        from .status_report import report_status
+
+        report_status(ctx, as_json)
+
+    return _lite_first(obj, not as_json, run)  # --json prints msgspec's own rendering of the Struct
 
 
 def _list(obj: Context, args: list[str]) -> Callable[[], None]:
     given, _ = _parse(args, flags={"--all", "--worktrees", "--json"},
                       values={"--cwd": _text, "--limit": _count(1), "--offset": _count(0)}, max_positional=0)
 
-    def body() -> None:
+    as_json = given.get("--json", False)
+
+    def run(ctx: Context) -> None:
         from .session_list import list_sessions
 
-        list_sessions(obj, given.get("--cwd"), given.get("--all", False), given.get("--worktrees", False),
-                      given.get("--limit"), given.get("--offset", 0), given.get("--json", False))
+        list_sessions(ctx, given.get("--cwd"), given.get("--all", False), given.get("--worktrees", False),
+                      given.get("--limit"), given.get("--offset", 0), as_json)
 
-    return body
+    return _lite_first(obj, not as_json, run)  # --json prints msgspec's own rendering of each session
 
 
 def _append(obj: Context, args: list[str]) -> Callable[[], None]:
@@ -158,13 +173,13 @@ def _append(obj: Context, args: list[str]) -> Callable[[], None]:
         except OSError:
             raise Decline from None  # click names the file and why
 
-    def body() -> None:
+    def run(ctx: Context) -> None:
         from .appending import append_entries
 
-        append_entries(obj, given["--cwd"], given["--session"], given.get("--agent"), given.get("--run"),
+        append_entries(ctx, given["--cwd"], given["--session"], given.get("--agent"), given.get("--run"),
                        given.get("--durability", "queued"), given.get("--json", False), stream)
 
-    return body
+    return _lite_first(obj, True, run)  # --json too: its counts print the same from either codec
 
 
 HOT: dict[str, Callable[[Context, list[str]], Callable[[], None]]] = {"status": _status, "list": _list, "append": _append}

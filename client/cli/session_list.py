@@ -21,7 +21,7 @@ from .output import Progress, clip, clip_left, echo, echo_json, home_relative, l
 def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
                   as_json: bool) -> None:
     """Print one page of sessions (``limit`` after the ``offset`` newest)."""
-    from sessiond.protocol.transcript import lookup
+    from sessiond.protocol.transcript import project_dirs
     from sessiond.protocol.transcript.paths import check_cwd
 
     root = obj.root or default_root()
@@ -30,7 +30,7 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
     else:
         where = os.path.abspath(cwd) if cwd else os.getcwd()
         check_cwd(where)
-        dirs = lookup.listing_dirs(root, where, worktrees=worktrees)
+        dirs = project_dirs.listing_dirs(root, where, worktrees=worktrees)
     sessions = _from_daemon(obj, dirs, all_projects, limit, offset)
     if sessions is None:  # no daemon: read the files (reading never starts one)
         from sessiond.protocol.transcript import listing  # the lite reader: only when no daemon answers
@@ -106,7 +106,6 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
 def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int | None, offset: int):
     """The page from a running daemon's catalog, or None when none runs (or it
     serves another root)."""
-    from sessiond.protocol.wire import messages as m
     from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
 
     if not all_projects and not dirs:
@@ -115,7 +114,7 @@ def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int 
         with obj.client(autostart=False) as client:
             if obj.root is not None and os.path.realpath(client.status().root) != os.path.realpath(obj.root):
                 return None
-            resp = client.call(m.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects, limit=limit, offset=offset))
+            resp = client.call(client.messages.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects, limit=limit, offset=offset))
     except (DaemonUnavailable, RemoteError):
         return None
     return resp.sessions  # type: ignore[union-attr]

@@ -18,7 +18,9 @@ them into one line on stderr. Codes are part of the protocol: never rename one.
 
 from __future__ import annotations
 
-from typing import Final
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the lite client path imports this
+if TYPE_CHECKING:
+    from typing import Final
 
 BAD_REQUEST: Final = "bad_request"
 NOT_FOUND: Final = "not_found"

@@ -16,11 +16,9 @@ import msgspec
 from ..search.hit import Hit
 from ..lease import LeaseHolder
 from ..transcript.session_info import SessionInfo
+from .frames import PROTOCOL_VERSION  # noqa: F401  (m.PROTOCOL_VERSION: what the handshake sends)
 from .records import FileResult, PathText, SessionSource, TrashEntry
 from .records import Usage as UsageReport
-
-PROTOCOL_VERSION = 1
-"""Major version: peers with different values refuse each other in the handshake."""
 
 Durability = Literal["queued", "written", "durable"]
 """When an append is acknowledged: accepted into the queue, written with write(2),

@@ -263,10 +263,11 @@ def test_msgspec_is_imported_without_typing_extensions_and_it_stays_importable()
     """The hot commands import msgspec without typing_extensions (half its
     import cost; msgspec falls back to ``typing``): the frames still decode,
     and typing_extensions is importable afterwards for anything that wants it."""
-    code = ("import sys; from sessiond.client.cli.fastpath import _import_msgspec_without_typing_extensions as lean; lean(); "
+    code = ("import sys; from sessiond.client.cli import import_msgspec_lean as lean; lean(); "
             "print('typing_extensions' in sys.modules); "
             "from sessiond.protocol.wire import messages as m; from sessiond.protocol.wire.framing import encode, decode_response; "
             "r = decode_response(encode(m.Appended(id=3, accepted=2, duplicates=1))[4:]); print(type(r).__name__, r.accepted); "
             "import typing_extensions; print(typing_extensions.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout
     assert out == b"False\nAppended 2\ntyping_extensions\n"
+
