@@ -52,14 +52,15 @@ def poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda:
 
 def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> bool:
     """Print (``show(line, prefix)``) what the daemon writes to ``path`` from
-    ``offset`` on, as it writes it. False when no daemon can stream this file
-    (none runs, or the file is not a session transcript under its root): the
-    caller polls the file instead."""
+    ``offset`` on, as it writes it. False when no daemon streams this file
+    (none runs; or one serves another root, or refuses it, e.g. a file outside
+    its root, which is said on stderr): the caller polls the file instead."""
     from sessiond.protocol.transcript.paths import is_session_id
     from sessiond.protocol.wire import messages as m
     from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
 
     from ..watch import subscribe
+    from .daemon_source import fell_back, other_root, refused, serves
 
     if not is_session_id(path.stem):
         return False
@@ -70,9 +71,15 @@ def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> 
     with client:
         req = m.Subscribe(id=client.next_id(), session=path.stem, path=str(path.absolute()), offset=offset, agents=agents)
         try:
+            if (root := other_root(obj, client)) is not None:
+                fell_back(serves(obj, root), f"following {path} by polling it")
+                return False
             stream = subscribe(client, req)
             next(stream)  # Subscribed
-        except (RemoteError, DaemonUnavailable):
+        except DaemonUnavailable:
+            return False
+        except RemoteError as exc:
+            fell_back(refused(exc), f"following {path} by polling it")
             return False
         main = f"{path.stem}.jsonl"
         for frame in stream:
