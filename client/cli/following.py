@@ -86,9 +86,6 @@ def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> 
             if isinstance(frame, m.Unsubscribed):
                 click.echo(f"sessiond: the transcript went away ({frame.reason})", err=True)
                 return True
-            if frame.skipped:
-                click.echo(f"sessiond: {frame.skipped} bytes of {frame.file} skipped (this terminal read too slowly)",
-                           err=True)
             prefix = "" if frame.file == main else f"[{Path(frame.file).stem}] "
             for line in frame.lines:
                 show(line, prefix)
