@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import select
 import socket
 import threading
 import uuid
@@ -183,3 +185,44 @@ def test_the_stream_ends_when_the_file_goes_away(daemon):
                                                entries=[_entry(1)])) and w.status().watchers == 0,
                        "the watcher to be told the file went away")
         assert next(stream) == m.Unsubscribed(id=req.id, reason="gone")
+
+
+def test_watch_json_agents_names_the_file_of_each_line(daemon):
+    """``watch --json --agents``: each line is the entry with ``sessiondFile``
+    first (its file, relative to the project dir), the entry's bytes after it
+    as written; for people an agent's line starts with its id."""
+    sid = str(uuid.uuid4())
+    _start(daemon, sid)
+    with CliProcess("watch", sid, "-n", "1", "--json", "--agents", "--cwd", CWD, env=daemon.env) as watch:
+        first = json.loads(watch.line())
+        assert first["sessiondFile"] == f"{sid}.jsonl" and first["message"]["content"] == "m-1"  # the last turn
+        with daemon.client() as c:
+            wait_until(lambda: c.status().watchers == 1, "watch to subscribe")
+            side, main = _entry(1, isSidechain=True, agentId="helper"), _entry(2)
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[side], durability="written"))
+            got = watch.line()
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[main], durability="written"))
+            lines = [got]
+            while b'"m2"' not in lines[-1] and len(lines) < 5:  # metadata may be re-appended before it
+                lines.append(watch.line())
+        agent_file = f"{sid}/subagents/agent-helper.jsonl"
+        assert got == b'{"sessiondFile":"' + agent_file.encode() + b'",' + side[1:] + b"\n"  # the rest byte for byte
+        assert json.loads(lines[-1])["sessiondFile"] == f"{sid}.jsonl" and json.loads(lines[-1])["uuid"] == json.loads(main)["uuid"]
+    with CliProcess("watch", sid, "-n", "0", "--agents", "--cwd", CWD, env=daemon.env) as people:
+        with daemon.client() as c:
+            wait_until(lambda: c.status().watchers == 1, "watch to subscribe")
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[_entry(3, isSidechain=True, agentId="helper")],
+                            durability="written"))
+        assert people.line().startswith(b"[helper] ")
+
+
+def test_watch_agents_with_no_daemon_says_it_follows_the_main_transcript_only(daemon_factory):
+    d = daemon_factory()  # never started
+    sid = str(uuid.uuid4())
+    path = main_path(d.root, CWD, sid)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(_entry(0) + b"\n")
+    with CliProcess("--no-autostart", "watch", sid, "-n", "1", "--agents", "--cwd", CWD, env=d.env) as watch:
+        assert b"user" in watch.line()
+        ready, _, _ = select.select([watch.proc.stderr], [], [], 20)
+        assert ready and b"following the main transcript only" in os.read(watch.proc.stderr.fileno(), 4096)
