@@ -53,10 +53,11 @@ def poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda:
 
 def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> bool:
     """Show (``show(line, file)``, ``file`` relative to the project dir as in
-    ``Entries.file``) what the daemon writes to ``path`` from ``offset`` on (and
-    with ``agents`` to the session's agent files), as it writes it. False when no daemon streams this file
-    (none runs; or one serves another root, or refuses it, e.g. a file outside
-    its root, which is said on stderr): the caller polls the file instead."""
+    ``Entries.file``) what the daemon writes to ``path`` from ``offset`` on
+    (with ``agents``, to the session's agent files too), as it writes it.
+    False when no daemon streams this file (none runs; or one serves another
+    root, or refuses it, e.g. a file outside its root, which is said on
+    stderr): the caller polls the file instead."""
     from sessiond.protocol.transcript.paths import is_session_id
     from sessiond.protocol.wire import messages as m
     from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
@@ -91,17 +92,6 @@ def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> 
                 show(line, frame.file)
             sys.stdout.flush()  # a pipe reader sees each entry as it comes
     return True
-
-
-def _with_file(line: bytes, file: str) -> bytes:
-    """``line`` (one JSON object) with ``FILE_KEY: file`` spliced in as its
-    first member: the entry's own bytes are not re-encoded."""
-    import json
-
-    head, brace, rest = line.partition(b"{")
-    member = f"{json.dumps(FILE_KEY)}:{json.dumps(file, ensure_ascii=False)}".encode()
-    empty = rest.lstrip(b" \t\r\n").startswith(b"}")  # {} has no member to put a comma before
-    return head + brace + member + (b"" if empty else b",") + rest
 
 
 def _replaced(fd: int, path: Path) -> bool:
@@ -160,3 +150,14 @@ def print_entry(line: bytes, as_json: bool, file: str | None = None) -> bool:
         detail = next((e[k] for k in ("customTitle", "aiTitle", "lastPrompt", "summary", "tag", "mode", "subtype", "content") if e.get(k)), "")
         click.echo(f"{prefix}{when} {kind:15} {one_line(str(detail), 160)}".rstrip())
     return True
+
+
+def _with_file(line: bytes, file: str) -> bytes:
+    """``line`` (one JSON object) with ``FILE_KEY: file`` spliced in as its
+    first member: the entry's own bytes are not re-encoded."""
+    import json
+
+    head, brace, rest = line.partition(b"{")
+    member = f"{json.dumps(FILE_KEY)}:{json.dumps(file, ensure_ascii=False)}".encode()
+    empty = rest.lstrip(b" \t\r\n").startswith(b"}")  # {} has no member to put a comma before
+    return head + brace + member + (b"" if empty else b",") + rest
