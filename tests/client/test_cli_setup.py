@@ -233,6 +233,7 @@ def test_make_install_cli_puts_sessiond_on_path(short_tmp):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a venv made and filled, then removed: half a minute alone, minutes on a loaded machine
 def test_make_install_of_a_fresh_checkout_prints_no_notices(short_tmp):
     """``make install`` on a fresh clone: a venv, this checkout installed
     editable, and nothing on the terminal but what the machine's own pip
