@@ -6,10 +6,17 @@ STAMP   = $(VENV)/.installed
 
 .PHONY: run test bench crash install install-cli clean
 
+# setuptools reports every editable install of a package-dir layout (ours:
+# sessiond.protocol is protocol/, ...) with an "Editable installation" warning,
+# information only (setuptools.warnings.InformationOnly, pypa/packaging-problems#558):
+# that one is filtered by its text, in the build backend's process; every other
+# warning and error still shows.
+QUIET_BACKEND = PYTHONWARNINGS="ignore:Editable installation:UserWarning"
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(QUIET_BACKEND) $(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -36,7 +43,7 @@ test: $(STAMP)
 ## what the baselines need: redis-server (Debian) and the bench extra.
 bench: $(STAMP)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
-	$(BIN)/pip install -q -e '.[test,bench]'
+	$(QUIET_BACKEND) $(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python bench/append_load.py
 	$(BIN)/python bench/append_load.py --batch 1 --total 12000 --durable-total 4000 --levels queued,written,durable,floor,redis,redis-py --chart "" --out bench/results/append_batch1.json
 	$(BIN)/python bench/append_load.py --mix --clients 1,4,16 --levels written,durable,redis,direct,disk --total 12000 --durable-total 6000 --chart "" --out bench/results/append_mix.json

@@ -9,9 +9,9 @@ same run for every watcher count: the writer's entries/s, the daemon's CPU per
 entry, and, per batch, the time from the writer getting its ``written`` ack to
 each watcher receiving the batch's last entry (CLOCK_MONOTONIC is one clock for
 every process; a negative figure means the push arrived before the ack), and
-how many entries each watcher got and how many bytes watchers skipped (a watcher
-that reads more slowly than the writer writes skips ahead rather than make the
-daemon hold its backlog).
+how many entries each watcher got and how many bytes watchers skipped (a frame
+that starts past where the last one ended; none is expected: a watcher that
+reads more slowly than the writer writes is fed from the file at its own pace).
 Medians over ``--runs`` runs; writes bench/results/watch.json.
 """
 
@@ -39,7 +39,8 @@ CWD = "/home/dev/watched"
 
 def watcher(sock: str, session: str, out: str) -> None:
     """A watcher process: the receipt time of every entry it got, by its ``n``,
-    and the bytes it skipped; it stops at the end offset the bench sends on stdin."""
+    and the bytes it skipped (a frame starting past where the last one ended);
+    it stops at the end offset the bench sends on stdin."""
     import threading
 
     client = Client(sock, autostart=False, name="bench-watcher").connect()
@@ -47,13 +48,14 @@ def watcher(sock: str, session: str, out: str) -> None:
     skipped = 0
     target: list[int] = []
     stream = subscribe(client, m.Subscribe(id=client.next_id(), session=session, cwd=CWD))
-    next(stream)
+    position = next(stream).offset  # Subscribed: where the stream starts
     threading.Thread(target=lambda: target.append(int(sys.stdin.readline())), daemon=True).start()
     print("subscribed", flush=True)
     for frame in stream:
         if isinstance(frame, m.Entries):
             now = time.monotonic()
-            skipped += frame.skipped
+            if not frame.reset:
+                skipped += frame.offset - position
             for line in frame.lines:
                 at = line.rfind(b'"n": ')
                 if at > 0:

@@ -14,9 +14,13 @@ import msgspec
 
 from sessiond.protocol.locations import config_path
 
-from .config import MirrorSettings, Settings, apply, build
+from .config import MirrorSettings, Settings, build
 
 RELOADABLE = ("flush_interval", "fsync", "group_sync", "log_level")
+"""Settings the daemon's parts read at each use (the writer's drain and sync
+policy, the log level): a SIGHUP sets them on the running settings. The one
+list of them: ``reload`` takes their values from the freshly built settings,
+checked and converted as at a start, and names every other changed key."""
 MIRROR_RELOADABLE = ("required", "ack_timeout", "queue_bytes", "shutdown_flush")
 """Mirror keys the running mirror reads at each use; the others (where and how it
 connects, the stream and subjects its state refers to) need a restart."""
@@ -34,28 +38,26 @@ def reload(settings: Settings, flags: dict[str, Any]) -> Reloaded:
     """SIGHUP: re-read the file (flags and env still win), apply the keys that can
     change at run time, and name the others that changed, which cannot."""
     fresh = build(flags, settings.config_file or config_path(), required=False)
-    before = {k: getattr(settings, k) for k in RELOADABLE}
-    names = apply(settings, {
-        "flush_interval_ms": fresh.flush_interval * 1000,
-        "fsync": fresh.fsync,
-        "group_sync": fresh.group_sync,
-        "log_level": fresh.log_level,
-    })
-    out = Reloaded([(k, before[k], getattr(settings, k)) for k in names], [])
-    skip = {*RELOADABLE, "config_file", "mirror"}
-    out.at_restart = [k for k in Settings.__struct_fields__
-                      if k not in skip and getattr(fresh, k) != getattr(settings, k)]
+    out = Reloaded([], [])
+    names = [k for k in Settings.__struct_fields__ if k not in ("config_file", "mirror")]
+    _take(settings, fresh, names, RELOADABLE, "", out)
     old, new = settings.mirror, fresh.mirror
     if (old is None) != (new is None):
         out.at_restart.append("mirror")
-    elif old is not None and new is not None:
-        for k in MirrorSettings.__struct_fields__:
-            was, now = getattr(old, k), getattr(new, k)
-            if was == now:
-                continue
-            if k in MIRROR_RELOADABLE:
-                setattr(old, k, now)  # the running mirror holds this very object
-                out.applied.append((f"mirror.{k}", was, now))
-            else:
-                out.at_restart.append(f"mirror.{k}")
+    elif old is not None and new is not None:  # the running mirror holds ``old``: its keys are set on it
+        _take(old, new, MirrorSettings.__struct_fields__, MIRROR_RELOADABLE, "mirror.", out)
     return out
+
+
+def _take(running: Any, fresh: Any, names, reloadable: tuple[str, ...], prefix: str, out: Reloaded) -> None:
+    """Each of ``names`` that differs in ``fresh``: set on ``running`` when it
+    is ``reloadable`` (into ``out.applied``), else named in ``out.at_restart``."""
+    for k in names:
+        was, now = getattr(running, k), getattr(fresh, k)
+        if was == now:
+            continue
+        if k in reloadable:
+            setattr(running, k, now)
+            out.applied.append((f"{prefix}{k}", was, now))
+        else:
+            out.at_restart.append(f"{prefix}{k}")

@@ -23,7 +23,7 @@ client reads again, the rest is read from the file, ``read_chunk`` at a time
 drained its socket, ``drained``). A slow watcher is fed at its own pace and
 loses nothing; a stalled one costs the daemon its cursor. (It used to have a
 buffer of its own, ``watch_buffer_bytes``, past which lines were dropped and
-counted in ``Entries.skipped``; that is always 0 now.)
+counted in ``Entries.skipped``; nothing is dropped now, and the field is gone.)
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ from .output import local_time
 
 def poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda: None) -> None:
     """Follow ``path`` (open as ``f``) from ``offset`` by polling, for when no
-    daemon runs: whole lines only (a line still being written is waited for);
-    a file that shrank (truncated or replaced) starts over."""
+    daemon runs: whole lines only (a line still being written is waited for),
+    each shown as ``show(line, path.name)``; a file that shrank (truncated or
+    replaced) starts over."""
     import time
 
     while True:
@@ -32,7 +33,7 @@ def poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda:
         end = more.rfind(b"\n") + 1
         if end:
             for line in more[:end].splitlines():
-                show(line, "")
+                show(line, path.name)
             sys.stdout.flush()  # a pipe reader sees each entry as it comes
             offset += end
         elif os.fstat(f.fileno()).st_size < offset:  # truncated in place: start over
@@ -51,15 +52,18 @@ def poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda:
 
 
 def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> bool:
-    """Print (``show(line, prefix)``) what the daemon writes to ``path`` from
-    ``offset`` on, as it writes it. False when no daemon can stream this file
-    (none runs, or the file is not a session transcript under its root): the
-    caller polls the file instead."""
+    """Show (``show(line, file)``, ``file`` relative to the project dir as in
+    ``Entries.file``) what the daemon writes to ``path`` from ``offset`` on
+    (with ``agents``, to the session's agent files too), as it writes it.
+    False when no daemon streams this file (none runs; or one serves another
+    root, or refuses it, e.g. a file outside its root, which is said on
+    stderr): the caller polls the file instead."""
     from sessiond.protocol.transcript.paths import is_session_id
     from sessiond.protocol.wire import messages as m
     from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
 
     from ..watch import subscribe
+    from .daemon_source import fell_back, other_root, refused, serves
 
     if not is_session_id(path.stem):
         return False
@@ -70,21 +74,22 @@ def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> 
     with client:
         req = m.Subscribe(id=client.next_id(), session=path.stem, path=str(path.absolute()), offset=offset, agents=agents)
         try:
+            if (root := other_root(obj, client)) is not None:
+                fell_back(serves(obj, root), f"following {path} by polling it")
+                return False
             stream = subscribe(client, req)
             next(stream)  # Subscribed
-        except (RemoteError, DaemonUnavailable):
+        except DaemonUnavailable:
             return False
-        main = f"{path.stem}.jsonl"
+        except RemoteError as exc:
+            fell_back(refused(exc), f"following {path} by polling it")
+            return False
         for frame in stream:
             if isinstance(frame, m.Unsubscribed):
                 click.echo(f"sessiond: the transcript went away ({frame.reason})", err=True)
                 return True
-            if frame.skipped:
-                click.echo(f"sessiond: {frame.skipped} bytes of {frame.file} skipped (this terminal read too slowly)",
-                           err=True)
-            prefix = "" if frame.file == main else f"[{Path(frame.file).stem}] "
             for line in frame.lines:
-                show(line, prefix)
+                show(line, frame.file)
             sys.stdout.flush()  # a pipe reader sees each entry as it comes
     return True
 
@@ -100,18 +105,38 @@ def _replaced(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
 
 
-def print_entry(line: bytes, as_json: bool, prefix: str = "") -> bool:
-    """Print one entry; False (nothing printed) when the line is not one."""
+FILE_KEY = "sessiondFile"
+"""The key ``watch --json --agents`` puts first in each entry it prints: the
+file the line came from, relative to the project dir (``<id>.jsonl``, or
+``<id>/subagents/agent-<a>.jsonl``, ``<id>/subagents/workflows/<run>/agent-<a>.jsonl``)."""
+
+
+def agent_of(file: str) -> str | None:
+    """The agent id of an agent file's relative path (``agent-<a>.jsonl``), None for the main transcript."""
+    name = Path(file).name
+    return name[len("agent-"):-len(".jsonl")] if "/" in file and name.startswith("agent-") else None
+
+
+def print_entry(line: bytes, as_json: bool, file: str | None = None) -> bool:
+    """Print one entry; False (nothing printed) when the line is not one.
+    ``file`` (its file relative to the project dir, for ``watch --agents``):
+    with ``as_json`` the line gets ``FILE_KEY`` first, the rest of its bytes
+    as they are; for people a line of an agent file starts with ``[<agent>]``."""
     from sessiond.protocol.transcript.entries import decode_object
 
+    from .output import clip
     from .transcript_view import one_line, render_blocks
 
     e = decode_object(line)  # a lone surrogate reads as U+FFFD, as everywhere
     if e is None:
         return False
     if as_json:
+        if file is not None:
+            line = _with_file(line, file)
         click.echo(line.decode("utf-8", "replace"))
         return True
+    agent = agent_of(file) if file is not None else None
+    prefix = f"[{clip(agent, 12)}] " if agent is not None else ""
     kind = e.get("type", "?")
     stamp = e.get("timestamp")
     when = (local_time(stamp) if isinstance(stamp, str) else "").ljust(16)
@@ -125,3 +150,14 @@ def print_entry(line: bytes, as_json: bool, prefix: str = "") -> bool:
         detail = next((e[k] for k in ("customTitle", "aiTitle", "lastPrompt", "summary", "tag", "mode", "subtype", "content") if e.get(k)), "")
         click.echo(f"{prefix}{when} {kind:15} {one_line(str(detail), 160)}".rstrip())
     return True
+
+
+def _with_file(line: bytes, file: str) -> bytes:
+    """``line`` (one JSON object) with ``FILE_KEY: file`` spliced in as its
+    first member: the entry's own bytes are not re-encoded."""
+    import json
+
+    head, brace, rest = line.partition(b"{")
+    member = f"{json.dumps(FILE_KEY)}:{json.dumps(file, ensure_ascii=False)}".encode()
+    empty = rest.lstrip(b" \t\r\n").startswith(b"}")  # {} has no member to put a comma before
+    return head + brace + member + (b"" if empty else b",") + rest

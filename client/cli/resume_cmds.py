@@ -296,7 +296,7 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
             counter = [0]
             base: list[int | None] = [None]  # lines before ``offset``: counted at the first unreadable new line
 
-            def shown_one(line: bytes, prefix: str) -> None:
+            def shown_one(line: bytes, file: str) -> None:
                 counter[0] += 1
                 if not line.strip() or print_entry(line, as_json):
                     return
@@ -319,7 +319,7 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True, help="Turns to show first.")
 @click.option("--json", "as_json", is_flag=True, help="Raw entries, one JSON object per line.")
-@click.option("--agents", is_flag=True, help="Also the session's subagent files.")
+@click.option("--agents", is_flag=True, help="Also the session's subagent files (--json: each entry's file in \"sessiondFile\").")
 @click.option("--interval", type=click.FloatRange(min=0.01), default=0.2, hidden=True)
 @click.pass_obj
 def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: bool, agents: bool, interval: float) -> None:
@@ -338,16 +338,18 @@ def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: b
     turns = [line for line in whole.splitlines()
              if (h := try_header(line)) is not None and h.type in ("user", "assistant") and not h.isSidechain]
     for line in turns[-count:] if count else []:
-        print_entry(line, as_json)
+        print_entry(line, as_json, path.name if agents else None)
     sys.stdout.flush()
 
-    def show_one(line: bytes, prefix: str) -> None:
-        print_entry(line, as_json, prefix)
+    def show_one(line: bytes, file: str) -> None:
+        print_entry(line, as_json, file if agents else None)
 
     offset = len(whole)
     try:
         if follow_daemon(obj, path, offset, show_one, agents=agents):
             return
+        if agents:
+            click.echo("sessiond: --agents needs the daemon's stream: following the main transcript only", err=True)
         with os.fdopen(open_regular(path), "rb") as f:  # no daemon: follow the file
             poll_file(f, path, offset, interval, show_one)
     except KeyboardInterrupt:

@@ -22,6 +22,7 @@ from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
+from .daemon_source import fell_back, other_root, refused, serves
 from .output import age, clip, size
 
 BOLD = "\x1b[1;33m"
@@ -67,7 +68,11 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
     projects = None if dirs is None else [d.name for d in dirs]
     hits, note = _from_daemon(obj, text, dirs, limit, since_iso, role)
     if hits is None:
-        hits, note = _offline(root, text, projects, limit, since_iso, role)
+        why = note  # a daemon that runs but did not answer: said with what was done instead
+        hits, note = _offline(root, text, projects, limit, since_iso, role, daemon_runs=why is not None)
+        if why is not None:
+            fell_back(why, note or "searched the index read-only")
+            note = None
     if note:
         click.echo(f"sessiond: {note}", err=True)
     if as_json:
@@ -107,7 +112,9 @@ def _highlight(snippet: str, spans: list[tuple[int, int]], tty: bool) -> str:
 
 
 def _from_daemon(obj: Context, text: str, dirs: list[Path] | None, limit: int, since: str | None, role: str | None):
-    """(hits, note) from a running daemon of this root, or (None, None)."""
+    """(hits, note) from a running daemon of this root; (None, None) when none
+    runs; (None, why) when one runs but its answer cannot be used (it serves
+    another root, or its index is off), for the caller to say."""
     from sessiond.protocol.wire import messages as m
     from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
 
@@ -115,15 +122,15 @@ def _from_daemon(obj: Context, text: str, dirs: list[Path] | None, limit: int, s
         return [], None
     try:
         with obj.client(autostart=False) as client:
-            if obj.root is not None and os.path.realpath(client.status().root) != os.path.realpath(obj.root):
-                return None, None
+            if (root := other_root(obj, client)) is not None:
+                return None, serves(obj, root)
             resp = client.call(m.Search(id=client.next_id(), query=text, dirs=[str(d) for d in dirs or []],
                                         all=dirs is None, limit=limit, since=since, role=role))
     except DaemonUnavailable:
         return None, None
     except RemoteError as exc:
         if exc.code == "not_found":  # the index is off there
-            return None, None
+            return None, refused(exc)
         raise
     notes = [] if resp.caughtUp else ["the indexer is behind: the newest lines may be missing"]  # type: ignore[union-attr]
     if resp.window:  # type: ignore[union-attr]
@@ -136,7 +143,10 @@ def _window_note(window: int) -> str:
             "(add a word or a \"phrase\" for the full ranking)")
 
 
-def _offline(root: Path, text: str, projects: list[str] | None, limit: int, since: str | None, role: str | None):
+def _offline(root: Path, text: str, projects: list[str] | None, limit: int, since: str | None, role: str | None,
+             daemon_runs: bool = False):
+    """(hits, note) from the index read-only, else from a scan of the files
+    (the note says so, and, when no daemon runs, how to get an index)."""
     import sqlite3
 
     from sessiond.protocol.search import query as q
@@ -160,7 +170,8 @@ def _offline(root: Path, text: str, projects: list[str] | None, limit: int, sinc
             reason = f"the search index {path} is unreadable ({exc})"
     else:
         reason = "no search index yet"
-    return scan(root, text, projects=projects, limit=limit, since=since, role=role), f"{reason}: scanned the files (start the daemon to index them)"
+    hint = "" if daemon_runs else " (start the daemon to index them)"
+    return scan(root, text, projects=projects, limit=limit, since=since, role=role), f"{reason}: scanned the files{hint}"
 
 
 def _configured_index() -> Path | None:

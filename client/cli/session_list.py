@@ -104,17 +104,24 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
 
 
 def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int | None, offset: int):
-    """The page from a running daemon's catalog, or None when none runs (or it
-    serves another root)."""
+    """The page from a running daemon's catalog, or None when none runs, or it
+    serves another root, or it refused the List (the last two said on stderr:
+    the files are read instead)."""
     from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
+
+    from .daemon_source import fell_back, other_root, refused, serves
 
     if not all_projects and not dirs:
         return []
     try:
         with obj.client(autostart=False) as client:
-            if obj.root is not None and os.path.realpath(client.status().root) != os.path.realpath(obj.root):
+            if (root := other_root(obj, client)) is not None:
+                fell_back(serves(obj, root), "listed from the files")
                 return None
             resp = client.call(client.messages.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects, limit=limit, offset=offset))
-    except (DaemonUnavailable, RemoteError):
+    except DaemonUnavailable:
+        return None
+    except RemoteError as exc:
+        fell_back(refused(exc), "listed from the files")
         return None
     return resp.sessions  # type: ignore[union-attr]

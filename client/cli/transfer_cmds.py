@@ -101,9 +101,12 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
 
 def _flush(obj: Context, path: Path) -> None:
     """Everything a running daemon accepted for the session is in the file
-    before it is read (never starts a daemon)."""
+    before it is read (never starts a daemon); a daemon that cannot write it
+    there is said on stderr, and the file is exported as it is."""
     from sessiond.protocol.transcript.paths import is_session_id
     from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
+
+    from .daemon_source import fell_back, refused
 
     sid = path.name[:-6] if path.name.endswith(".jsonl") else ""
     if not is_session_id(sid):
@@ -111,5 +114,7 @@ def _flush(obj: Context, path: Path) -> None:
     try:
         with obj.client(autostart=False) as client:
             client.flush(sid)
-    except (DaemonUnavailable, RemoteError):
+    except DaemonUnavailable:
         pass
+    except RemoteError as exc:
+        fell_back(refused(exc), f"exporting {path} as it is (what the daemon accepted but could not write is not in it)")

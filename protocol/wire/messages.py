@@ -378,15 +378,17 @@ class Entries(_Message):
     """Lines of one file of a subscribed session, pushed as they are written
     (``id``: the Subscribe's). ``file`` is the path relative to the session's
     project dir (``<id>.jsonl`` or ``<id>/subagents/agent-<a>.jsonl``); the
-    lines occupy the bytes from ``offset`` on, one newline after each."""
+    lines occupy the bytes from ``offset`` on, one newline after each. Each
+    frame of a file starts where the last one ended (or at 0 after a
+    ``reset``): a slow watcher is fed from the file at its own pace, never
+    skipped ahead. (A ``skipped`` count of bytes it missed went with the
+    watcher buffer that could drop them; a daemon of before sent it as 0,
+    and the field is ignored when it comes.)"""
 
     id: int
     file: str
     offset: int
     lines: list[bytes]
-    skipped: int = 0
-    """Bytes before ``offset`` this watcher did not get: it read too slowly and
-    skipped ahead rather than make the daemon hold them."""
     reset: bool = False
     """The file was replaced or truncated: ``offset`` counts from its new start."""
 

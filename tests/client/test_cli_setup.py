@@ -232,6 +232,30 @@ def test_make_install_cli_puts_sessiond_on_path(short_tmp):
     assert elsewhere.returncode == 0 and elsewhere.stdout.startswith(b"sessiond, version ")
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a venv made and filled, then removed: half a minute alone, minutes on a loaded machine
+def test_make_install_of_a_fresh_checkout_prints_no_notices(short_tmp):
+    """``make install`` on a fresh clone: a venv, this checkout installed
+    editable, and nothing on the terminal but what the machine's own pip
+    configuration makes pip say (an index location that does not exist):
+    setuptools' "Editable installation" notice is information, not news."""
+    import shutil
+
+    from tests.conftest import REPO
+
+    if not shutil.which("make"):
+        pytest.skip("make not installed")
+    venv = short_tmp / "venv"
+    r = subprocess.run(["make", "-s", "-C", str(REPO), f"VENV={venv}", "install"], capture_output=True, timeout=600,
+                       env={**os.environ, "PYTHON": sys.executable})
+    assert r.returncode == 0, r.stderr
+    said = [x for x in (r.stdout + r.stderr).decode(errors="replace").splitlines()
+            if x.strip() and not (x.startswith("WARNING: Location '") and x.endswith("is neither a file nor a directory."))]
+    assert said == [], said
+    version = subprocess.run([str(venv / "bin" / "sessiond"), "--version"], capture_output=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.startswith(b"sessiond, version ")
+
+
 def test_shell_completion_lists_the_commands(short_tmp):
     """Documented in the README: click's completion, driven by _SESSIOND_COMPLETE."""
     env = {**os.environ, "_SESSIOND_COMPLETE": "bash_complete", "COMP_WORDS": "sessiond sta", "COMP_CWORD": "1"}

@@ -159,6 +159,41 @@ def test_bad_config_stops_serve_with_one_line(daemon_factory, short_tmp):
     assert bad_env.returncode == 2 and b"SESSIOND_FSYNC" in bad_env.stderr
 
 
+RELOAD_VALUES = {"flush_interval": ("flush_interval_ms = 40", 0.04), "fsync": ('fsync = "never"', "never"),
+                 "group_sync": ("group_sync = false", False), "log_level": ('log_level = "warning"', "warning")}
+"""A changed value in the file for each key a SIGHUP applies, as (the file's
+line, the setting's value after it)."""
+
+
+def test_sighup_applies_every_reloadable_key_and_only_those(daemon_factory, short_tmp):
+    """``common/reload.py RELOADABLE`` is the one list of what a SIGHUP applies:
+    each of them is applied, named in the log with its old and new values, and
+    a second SIGHUP of the same file changes nothing."""
+    from sessiond.common.config import Settings
+    from sessiond.common.reload import RELOADABLE
+
+    assert set(RELOAD_VALUES) == set(RELOADABLE)  # a new reloadable key needs its line here
+    cfg = short_tmp / "config.toml"
+    cfg.write_text("")
+    d = daemon_factory().start("--config", str(cfg))
+    cfg.write_text("".join(f"{line}\n" for line, _ in RELOAD_VALUES.values()))
+    d.signal(signal.SIGHUP)
+    wait_until(lambda: "SIGHUP: config reloaded" in d.log_text(), "the reload")
+    logged = next(x for x in d.log_text().splitlines() if "SIGHUP: config reloaded" in x)
+    defaults = Settings()
+    for name, (_, value) in RELOAD_VALUES.items():
+        if name == "log_level":  # every test daemon has --log-level, and a flag wins over the file
+            assert "log_level" not in logged, logged
+            continue
+        assert f"{name} {getattr(defaults, name)} -> {value}" in logged, logged
+    assert "next start" not in d.log_text()
+    with d.client() as c:
+        conf = c.status().config
+        assert (conf["flushIntervalMs"], conf["fsync"], conf["groupSync"]) == (40, "never", False)
+    d.signal(signal.SIGHUP)
+    wait_until(lambda: "SIGHUP: config reloaded, nothing changed" in d.log_text(), "the second reload")
+
+
 def test_sighup_reloads_what_can_change_and_flags_still_win(daemon_factory, short_tmp):
     cfg = short_tmp / "config.toml"
     cfg.write_text('flush_interval_ms = 50\nfsync = "interval"\n')

@@ -149,3 +149,21 @@ def test_html_export_escapes_what_the_transcript_says(daemon_factory, short_tmp)
                          capture_output=True, timeout=120, check=True).stdout.decode()
     assert "<title>Fix &lt;the&gt; parser &amp; friends</title>" in dom
     assert dom.count("<details") == text.count("<details") >= 3
+
+
+def test_export_says_when_the_daemon_could_not_write_what_it_accepted(daemon_factory):
+    """The flush before the read fails (the daemon's writes hit its file size
+    limit): the export is of the file as it is, and says so in one line."""
+    from sessiond.protocol.wire import messages as m
+
+    d = daemon_factory().start(fsize=64 * 1024)
+    cwd, sid = "/home/dev/export-fsize", str(uuid.uuid4())
+    small = [user(f"s{i} " + "a" * 900) for i in range(40)]  # ~38 KB
+    with d.client() as c:
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=[line(e) for e in small], durability="written"))
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=[line(assistant("b" * 40_000))], durability="queued"))
+    r = d.cli("export", sid, "--cwd", cwd, "--format", "jsonl", check=False)
+    err = r.stderr.decode().splitlines()
+    assert r.returncode == 0 and [json.loads(x)["uuid"] for x in r.stdout.splitlines()] == [e["uuid"] for e in small]
+    assert len(err) == 1 and "the daemon answered io_error" in err[0] and "could not write" in err[0], err
+    d.kill()  # the queue still holds the big entry: it can never fit

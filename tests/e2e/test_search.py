@@ -232,6 +232,9 @@ def test_with_the_index_off_search_scans_and_says_so(short_tmp, monkeypatch, dae
     write(d, sid, user("no index for the ocelot"))
     r = d.cli("search", "ocelot", "--cwd", CWD, "--json")
     assert [h["sessionId"] for h in json.loads(r.stdout)] == [sid] and b"scanned" in r.stderr
+    err = r.stderr.decode().splitlines()  # one line: what the daemon said, and what was done instead
+    assert len(err) == 1 and "the daemon answered not_found: the search index is off" in err[0], err
+    assert "start the daemon" not in err[0]  # it runs
     assert not (d.root / ".sessiond-search.sqlite3").exists()
     with d.client() as c:
         assert c.status().index is None

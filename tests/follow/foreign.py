@@ -114,7 +114,7 @@ def by_file(frames: list[m.Entries]) -> dict[str, list[bytes]]:
     lines: dict[str, list[bytes]] = {}
     ends: dict[str, int] = {}
     for f in frames:
-        assert not f.skipped and not f.reset, f
+        assert not f.reset, f
         if f.file in ends:
             assert f.offset == ends[f.file], (f.file, f.offset, ends[f.file])
         ends[f.file] = f.offset + sum(len(x) + 1 for x in f.lines)

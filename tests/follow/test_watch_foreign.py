@@ -72,8 +72,12 @@ def test_the_watch_command_prints_a_foreign_writers_lines_live(daemon):
             w.do("append", main, data=lines[2][7:])
             w.do("append", main, data=lines[4] + END)
             printed: list[bytes] = []
+            files: dict[bytes, str] = {}
             while not {raw([END])[0], raw([lines[3]])[0]} <= set(printed):  # files are read in no set order
-                printed.append(out.get(timeout=20).rstrip(b"\n"))
+                got = out.get(timeout=20).rstrip(b"\n")
+                head, _, rest = got.partition(b",")  # --agents: "sessiondFile" first, then the line as written
+                printed.append(b"{" + rest)
+                files[printed[-1]] = json.loads(head + b"}")["sessiondFile"]
         finally:
             proc.kill()
             proc.wait(timeout=20)
@@ -83,3 +87,4 @@ def test_the_watch_command_prints_a_foreign_writers_lines_live(daemon):
     want_main = raw([lines[1], lines[2], lines[4], END])
     assert [x for x in printed if x in want_main] == want_main  # the main file's lines in order
     assert sorted(printed) == sorted(want_main + raw([lines[3]]))  # and the agent's, each once, nothing else
+    assert {files[x] for x in want_main} == {main.name} and files[raw([lines[3]])[0]] == f"{sid}/subagents/agent-feed.jsonl"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import select
 import socket
 import threading
 import uuid
@@ -31,7 +33,7 @@ def test_a_watcher_sees_every_entry_of_a_concurrent_writer_once_in_order(daemon,
     _start(daemon, sid)
     path = main_path(daemon.root, CWD, sid)
     seen: list[bytes] = []
-    offsets: list[tuple[int, int]] = []
+    offsets: list[tuple[int, int]] = []  # (offset, bytes) of each frame
     client = daemon.client()
     stream = subscribe(client, m.Subscribe(id=client.next_id(), session=sid, cwd=CWD))
     first = next(stream)
@@ -43,7 +45,7 @@ def test_a_watcher_sees_every_entry_of_a_concurrent_writer_once_in_order(daemon,
     def read() -> None:
         for frame in stream:
             if isinstance(frame, m.Entries):
-                offsets.append((frame.offset, frame.skipped))
+                offsets.append((frame.offset, sum(len(x) + 1 for x in frame.lines)))
                 seen.extend(frame.lines)
                 if len(seen) >= 2000:
                     break
@@ -55,7 +57,7 @@ def test_a_watcher_sees_every_entry_of_a_concurrent_writer_once_in_order(daemon,
     assert done.wait(30), f"the watcher got {len(seen)} of 2000 entries"
     client.close()
     assert [json.loads(x)["uuid"] for x in seen] == acked  # every one, once, in order
-    assert all(skipped == 0 for _, skipped in offsets)
+    assert all(a + n == b for (a, n), (b, _) in zip(offsets, offsets[1:]))  # each frame where the last ended
     data = path.read_bytes()
     assert b"".join(x + b"\n" for x in seen) == data[first.offset:first.offset + sum(len(x) + 1 for x in seen)]
 
@@ -135,7 +137,7 @@ def test_a_watcher_that_does_not_read_is_fed_from_the_file_and_the_daemon_holds_
         for body in frames.feed(raw.recv(1 << 20)):
             resp = decode_response(body)
             if isinstance(resp, m.Entries):
-                assert resp.offset == position and resp.skipped == 0
+                assert resp.offset == position  # no byte skipped
                 position = resp.offset + sum(len(x) + 1 for x in resp.lines)
     raw.close()
     assert position == end
@@ -183,3 +185,44 @@ def test_the_stream_ends_when_the_file_goes_away(daemon):
                                                entries=[_entry(1)])) and w.status().watchers == 0,
                        "the watcher to be told the file went away")
         assert next(stream) == m.Unsubscribed(id=req.id, reason="gone")
+
+
+def test_watch_json_agents_names_the_file_of_each_line(daemon):
+    """``watch --json --agents``: each line is the entry with ``sessiondFile``
+    first (its file, relative to the project dir), the entry's bytes after it
+    as written; for people an agent's line starts with its id."""
+    sid = str(uuid.uuid4())
+    _start(daemon, sid)
+    with CliProcess("watch", sid, "-n", "1", "--json", "--agents", "--cwd", CWD, env=daemon.env) as watch:
+        first = json.loads(watch.line())
+        assert first["sessiondFile"] == f"{sid}.jsonl" and first["message"]["content"] == "m-1"  # the last turn
+        with daemon.client() as c:
+            wait_until(lambda: c.status().watchers == 1, "watch to subscribe")
+            side, main = _entry(1, isSidechain=True, agentId="helper"), _entry(2)
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[side], durability="written"))
+            got = watch.line()
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[main], durability="written"))
+            lines = [got]
+            while b'"m2"' not in lines[-1] and len(lines) < 5:  # metadata may be re-appended before it
+                lines.append(watch.line())
+        agent_file = f"{sid}/subagents/agent-helper.jsonl"
+        assert got == b'{"sessiondFile":"' + agent_file.encode() + b'",' + side[1:] + b"\n"  # the rest byte for byte
+        assert json.loads(lines[-1])["sessiondFile"] == f"{sid}.jsonl" and json.loads(lines[-1])["uuid"] == json.loads(main)["uuid"]
+    with CliProcess("watch", sid, "-n", "0", "--agents", "--cwd", CWD, env=daemon.env) as people:
+        with daemon.client() as c:
+            wait_until(lambda: c.status().watchers == 1, "watch to subscribe")
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[_entry(3, isSidechain=True, agentId="helper")],
+                            durability="written"))
+        assert people.line().startswith(b"[helper] ")
+
+
+def test_watch_agents_with_no_daemon_says_it_follows_the_main_transcript_only(daemon_factory):
+    d = daemon_factory()  # never started
+    sid = str(uuid.uuid4())
+    path = main_path(d.root, CWD, sid)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(_entry(0) + b"\n")
+    with CliProcess("--no-autostart", "watch", sid, "-n", "1", "--agents", "--cwd", CWD, env=d.env) as watch:
+        assert b"user" in watch.line()
+        ready, _, _ = select.select([watch.proc.stderr], [], [], 20)
+        assert ready and b"following the main transcript only" in os.read(watch.proc.stderr.fileno(), 4096)

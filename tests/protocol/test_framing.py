@@ -111,3 +111,12 @@ def test_a_batch_past_the_entry_cap_is_refused_before_it_is_built():
     body = b"\x85" + head[1:] + b"\xa7entries\xdd" + struct.pack(">I", count) + b"\xc4\x00" * count
     with pytest.raises(ProtocolError, match="length <= 100000"):
         decode_request(body)
+
+
+def test_an_entries_frame_of_an_older_daemon_with_skipped_decodes_without_it():
+    """``Entries.skipped`` (bytes a slow watcher was skipped past) is gone with
+    the buffer that could drop them; a daemon of before sent it, and a client
+    of now reads such a frame as the lines alone."""
+    old = msgspec.msgpack.encode({"op": "Entries", "id": 3, "file": "s.jsonl", "offset": 10, "lines": [b"{}"], "skipped": 0})
+    assert decode_response(old) == m.Entries(id=3, file="s.jsonl", offset=10, lines=[b"{}"])
+    assert "skipped" not in m.Entries.__struct_fields__
