@@ -56,7 +56,7 @@ def requested_dirs(root: Path, dirs: list[str], all_projects: bool) -> list[str]
         if os.path.islink(path):
             path = os.path.realpath(path)
             if os.path.dirname(path) != real_base:
-                raise permission_denied(f"{d[:200]!r} links out of this daemon's projects directory")
+                raise permission_denied(f"{d[:200]!r} is not a project directory of this daemon's root: it links out of it")
         out[path] = None
     return list(out)
 
