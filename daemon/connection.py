@@ -37,8 +37,8 @@ from .limits import ThrottleLog, TokenBucket
 
 if TYPE_CHECKING:
     from .server import Daemon
-    from .sessions import SessionState
-    from .writer import FileQueue
+    from .session_state import SessionState
+    from .filequeue import FileQueue
 
 log = logging.getLogger("sessiond")
 _ids = itertools.count(1)
