@@ -205,8 +205,8 @@ class Registry(Routing):
     def attach(self, state: SessionState, client: int) -> None:
         state.clients.add(client)
 
-    def detach(self, state: SessionState, client: int, dropped: bool = False) -> FileQueue | None:
-        """Returns the queue holding the exit cleanup's re-append, if it made one.
+    def detach(self, state: SessionState, client: int, dropped: bool = False) -> None:
+        """The client left the session; the last one runs the exit cleanup.
 
         A connection that DROPPED (no Close) from a session still holding
         entries before its first message does not discard them at once: a
@@ -217,25 +217,22 @@ class Registry(Routing):
         if not state.clients:
             if dropped and not state.materialized and state.pending:
                 state.last_active = time.monotonic()
-                return None
-            return self.exit_cleanup(state)
-        return None
+                return
+            self.exit_cleanup(state)
 
-    def exit_cleanup(self, state: SessionState) -> FileQueue | None:
+    def exit_cleanup(self, state: SessionState) -> None:
         """The last client went away (Close, a dropped connection, or shutdown):
         re-append the current metadata at EOF so listing finds it in the tail
-        window, and let go of a pending buffer that never became a file.
-
-        Returns the main queue when something was re-appended, so a Close can
-        answer only once that is written (SPEC 3.3: the re-append is a sync path).
+        window, and let go of a pending buffer that never became a file. (A
+        Close answers once the session's queues, the re-append included, are
+        written: SPEC 3.3, the re-append is a sync path.)
         """
         if state.gone:
-            return None
+            return
         if state.materialized:
             if state.dirty_since_meta and state.metadata:
                 self.writer.enqueue(state.main.queue, self.metadata_lines(state))
                 state.dirty_since_meta = False
-                return state.main.queue
         elif state.pending or state.metadata or state.main.uuids:
             # Nothing of the main transcript reached the disk: forget every trace
             # of the discarded entries, so a later resend of them is not taken
@@ -251,7 +248,6 @@ class Registry(Routing):
             state.main.last = None
             state.main.cursor = None
             state.dirty_since_meta = False
-        return None
 
     def evict_for_move(self, state: SessionState) -> list[FileQueue]:
         """Take a session out of memory for good (its files are about to move):
