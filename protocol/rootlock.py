@@ -65,9 +65,12 @@ def held_message(root: Path, holder: Holder | None) -> str:
 def _open(root: Path) -> int:
     """The lock file, made (and the root with it) when missing; never through a
     symlink, only a regular file (PermissionError naming it otherwise)."""
-    os.makedirs(root, DIR_MODE, exist_ok=True)
     try:
-        return open_regular(lock_file(root), os.O_RDWR | os.O_CREAT)
+        try:
+            return open_regular(lock_file(root), os.O_RDWR | os.O_CREAT)
+        except FileNotFoundError:  # no root yet (only then a mkdir: none on the daemon's loop thread otherwise)
+            os.makedirs(root, DIR_MODE, exist_ok=True)
+            return open_regular(lock_file(root), os.O_RDWR | os.O_CREAT)
     except UnsafePath as exc:
         raise PermissionError(exc.strerror) from None
 
