@@ -139,3 +139,14 @@ def test_a_daemon_waits_for_a_direct_writer_then_serves(daemon_factory, short_tm
         assert c.status().pid == d.pid
     assert json.loads((d.root / ".sessiond.lock").read_bytes())["pid"] == d.pid
     assert os.stat(d.root / ".sessiond.lock").st_mode & 0o777 == 0o600
+
+
+def test_a_symlink_planted_as_the_root_lock_is_refused_in_one_line(daemon_factory, short_tmp):
+    d = daemon_factory()
+    d.root.mkdir(mode=0o700)
+    target = short_tmp / "elsewhere"
+    (d.root / ".sessiond.lock").symlink_to(target)
+    r = serve_once(d)
+    assert r.returncode == 1 and r.stderr.decode().count("\n") == 1
+    assert ".sessiond.lock is a symlink" in r.stderr.decode()
+    assert not target.exists() and not d.socket.exists()
