@@ -338,7 +338,7 @@ class Connection(asyncio.Protocol):
         self.peer = f"client {self.id} ({req.client or 'unnamed'}, pid {req.pid})"
         self._throttle_log.client = self.peer
         self.reply(m.Welcome(id=req.id, protocol_version=m.PROTOCOL_VERSION, daemon_version=__version__, pid=os.getpid(),
-                             max_frame_bytes=self.daemon.settings.max_frame))
+                             max_frame_bytes=self.daemon.settings.max_frame, root=os.path.abspath(self.daemon.settings.root)))
 
     # ------------------------------------------------------------------- sessions
 

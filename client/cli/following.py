@@ -68,7 +68,7 @@ def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> 
     if not is_session_id(path.stem):
         return False
     try:
-        client = obj.client(autostart=False).connect()
+        client = obj.client(autostart=False, other_root_ok=True).connect()
     except DaemonUnavailable:
         return False
     with client:

@@ -114,7 +114,7 @@ def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int 
     if not all_projects and not dirs:
         return []
     try:
-        with obj.client(autostart=False) as client:
+        with obj.client(autostart=False, other_root_ok=True) as client:
             if (root := other_root(obj, client)) is not None:
                 fell_back(serves(obj, root), "listed from the files")
                 return None

@@ -104,7 +104,7 @@ def _flush(obj: Context, path: Path) -> None:
     before it is read (never starts a daemon); a daemon that cannot write it
     there is said on stderr, and the file is exported as it is."""
     from sessiond.protocol.transcript.paths import is_session_id
-    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
+    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError, WrongRoot
 
     from .daemon_source import fell_back, refused
 
@@ -116,5 +116,7 @@ def _flush(obj: Context, path: Path) -> None:
             client.flush(sid)
     except DaemonUnavailable:
         pass
+    except WrongRoot as exc:  # its queues are not this root's
+        fell_back(str(exc), f"exporting {path} as it is")
     except RemoteError as exc:
         fell_back(refused(exc), f"exporting {path} as it is (what the daemon accepted but could not write is not in it)")

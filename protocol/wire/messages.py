@@ -277,6 +277,10 @@ class Welcome(_Message):
     max_frame_bytes: int = 0
     """The daemon's frame cap, so a client splits batches and refuses an entry
     that cannot fit; 0 (an older daemon): the default cap."""
+    root: str = ""
+    """The store root the daemon serves, so a client that names another root
+    (``--root``, ``SESSIOND_ROOT``) learns at once that this daemon's files are
+    not its own and sends it nothing; "" (an older daemon): unknown."""
 
 
 class Opened(_Message):
