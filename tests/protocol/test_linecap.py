@@ -91,3 +91,19 @@ def test_an_unfinished_long_line_is_waited_for(tmp_path: Path, size: int):
         os.close(fd)
     assert [line for s in done for line in s.lines() if len(line) < 100] == [b'{"a":1}', b'{"b":2}']
     assert sum(s.skipped for s in done) == (1 if size > 4 * MiB else 0)
+
+
+def test_iter_lines_stands_an_empty_line_for_one_over_the_cap(tmp_path: Path):
+    """The streaming reader every scan uses: lines around an over-long one
+    come as ever, it comes as b"" (no entry: a damaged line to every reader),
+    and the reader's buffer never grows to hold it."""
+    from sessiond.protocol.transcript.jsonl import iter_lines
+
+    path = tmp_path / "t.jsonl"
+    write_huge(path, b'{"a":1}\n', 64 * MiB + 5, b'{"b":2}\n' + b"y" * (3 * MiB) + b'\n{"c":3}')
+    tracemalloc.start()
+    got = [line if len(line) < 100 else len(line) for line in iter_lines(path, chunk=64 * 1024, max_line=4 * MiB)]
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert got == [b'{"a":1}', b"", b'{"b":2}', 3 * MiB, b'{"c":3}']
+    assert peak < 2 * 3 * MiB + 2 * SCAN_CHUNK, f"peak {peak / MiB:.1f} MiB"  # the 3 MiB line, held and copied once
