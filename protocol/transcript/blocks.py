@@ -142,7 +142,9 @@ def mapped_blocks(mapped: mmap.mmap, fd: int, offset: int, size: int, chunk: int
     last = mapped.rfind(b"\n", offset, size)
     end = last + 1 if last >= 0 else offset
     yield from _split(mapped, memoryview(mapped), offset, end, 0, chunk)
-    if size > end:
+    if size - end > MAX_LINE:
+        yield _OVERLONG  # a last line over the cap: not read
+    elif size > end:
         tail = b"".join(pread_all(fd, size - end, end))
         if tail:
             yield Block(tail, memoryview(tail), 0, len(tail), end)
