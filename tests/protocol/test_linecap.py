@@ -107,3 +107,23 @@ def test_iter_lines_stands_an_empty_line_for_one_over_the_cap(tmp_path: Path):
     tracemalloc.stop()
     assert got == [b'{"a":1}', b"", b'{"b":2}', 3 * MiB, b'{"c":3}']
     assert peak < 2 * 3 * MiB + 2 * SCAN_CHUNK, f"peak {peak / MiB:.1f} MiB"  # the 3 MiB line, held and copied once
+
+
+def test_last_lines_keeps_no_more_than_a_chunk_of_a_line_over_the_cap(tmp_path: Path):
+    """``tail -n`` reads back from the end: a line over the cap among the last
+    lines comes as an empty (unreadable) line at its offset, never joined whole."""
+    from sessiond.protocol.transcript import lastlines
+
+    path = tmp_path / "t.jsonl"
+    write_huge(path, b'{"a":1}\n', 5 * MiB, b'{"b":2}\n{"c":3}\n')
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        tracemalloc.start()
+        window = lastlines.last_lines(fd, 10, max_line=4 * MiB)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    finally:
+        os.close(fd)
+    assert [(x.offset, x.data) for x in window.lines] == [(0, b'{"a":1}'), (8, b""), (8 + 5 * MiB + 1, b'{"b":2}'),
+                                                          (8 + 5 * MiB + 9, b'{"c":3}')]
+    assert peak < 4 * MiB + 2 * SCAN_CHUNK, f"peak {peak / MiB:.1f} MiB"
