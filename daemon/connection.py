@@ -17,8 +17,9 @@ wait in a backlog of at most one read's worth.
 A client may half-close (``shutdown(SHUT_WR)``: ``printf frames | nc -N``, a
 script that pipes a batch): its read EOF ends only the reading. Every frame it
 sent is still served and every answer it is owed (a ``durable`` ack after its
-fsync included) is still written; the connection closes once nothing is owed.
-Its answers stay under the output budget like anyone's.
+fsync included) is still written; the connection closes once nothing is owed
+(a subscription's stream is not an answer owed: it ends with the close). Its
+answers stay under the output budget like anyone's.
 """
 
 from __future__ import annotations

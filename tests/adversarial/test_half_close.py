@@ -88,3 +88,33 @@ def test_a_half_closed_client_that_does_not_read_is_held_to_the_output_budget(bo
     burst = b"".join(encode(m.Status(id=i + 1)) for i in range(attacks.STATUS_BURST))
     assert len(answers) == whole_frames(burst, sent)
     assert bounded.status().clients == 1  # the status call's own: the half-closed one is gone
+
+
+def test_half_closed_clients_that_do_not_read_are_still_cut_off_together(daemon_factory, short_tmp):
+    """Eight non-readers that half-closed: held to max_output_total_bytes
+    together, past it the newest is disconnected as any non-reader is; the
+    ones held get every answer once they read, then the daemon's close."""
+    cfg = short_tmp / "c.toml"
+    cfg.write_text(f"max_output_bytes = {MiB}\nmax_output_total_bytes = {3 * MiB}\n")
+    d = daemon_factory().start("--config", str(cfg), "--log-level", "info")
+    readers = [attacks.pipeline_without_reading(d.socket, 8 * MiB, patience=0.3) for _ in range(8)]
+    for s, _ in readers:
+        s.shutdown(socket.SHUT_WR)
+    with d.client() as c:
+        unread = c.status().budgets["unreadOutputBytes"]
+    assert 0 < unread["used"] <= unread["limit"] and 2 <= unread["clients"] < 8, unread
+    burst = b"".join(encode(m.Status(id=i + 1)) for i in range(attacks.STATUS_BURST))
+    dropped = 0
+    for s, sent in readers:
+        try:
+            answers = read_until_eof(s)
+        except ConnectionResetError:
+            answers = None
+        s.close()
+        if answers is None or len(answers) < whole_frames(burst, sent):
+            dropped += 1  # disconnected: its unread answers are gone
+    assert dropped == 8 - unread["clients"]
+    assert "does not read its answers" in d.log_text()
+    with d.client() as c:
+        st = c.status()
+    assert st.budgets["unreadOutputBytes"]["used"] == 0 and st.clients == 1
