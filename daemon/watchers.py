@@ -356,7 +356,7 @@ def _read_from(path: Path, offset: int, chunk: int, cap: int) -> tuple[Span, boo
         span = read_span(fd, offset, chunk, cap)
     finally:
         os.close(fd)
-    return span, offset < span.end < size
+    return span, offset < span.end < size and size - offset >= chunk  # a full read: more may follow
 
 
 def _read_last(path: Path, count: int, size: int, chunk: int) -> tuple[Span, bool]:

@@ -160,7 +160,7 @@ def read_new(path: Path, state: FileState, budget: Budget | None = None) -> Foun
     if hashed or state.offset == 0:
         crc, hashed = zlib.crc32(whole, crc), True
     return Found(state.offset, end, lines, st.st_ino, st.st_dev, tail, head, crc=crc, hashed=hashed,
-                 more=state.offset < end < st.st_size, skipped=span.skipped, **look)
+                 more=end > state.offset and st.st_size - state.offset > MAX_READ, skipped=span.skipped, **look)
 
 
 def prefix_crc(fd: int, n: int) -> int:
