@@ -42,11 +42,13 @@ def printed_content(line: bytes) -> str:
 
 
 def test_watch_skips_a_line_over_the_daemons_frame_cap_and_goes_on(daemon_factory, short_tmp):
-    """A 10 MB line a foreign writer appends between two entries, on a daemon
-    whose frames carry 4 MiB: the watcher gets the entries on both sides of it
-    and one note of the bytes skipped; the daemon's peak RSS grows by less than
-    twice the line (the follower reads it once; the watcher passes over it a
-    scan chunk at a time)."""
+    """A 32 MB line (under the shared cap, over this daemon's 4 MiB frames) a
+    foreign writer appends between two entries: the watcher gets the entries
+    on both sides of it and one note of the bytes skipped; the daemon's peak
+    RSS grows by the line once plus a constant (the follower reads it once and
+    passes it on uncopied; the watcher passes over it a scan chunk at a time;
+    before, the follower held it four times over and the watch printed nothing
+    after it)."""
     cfg = short_tmp / "small-frames.toml"
     cfg.write_text(f"max_frame_bytes = {4 * MiB}\nmax_partial_bytes = {16 * MiB}\n")
     d = daemon_factory().start("--config", str(cfg))
@@ -57,7 +59,7 @@ def test_watch_skips_a_line_over_the_daemons_frame_cap_and_goes_on(daemon_factor
     with CliProcess("watch", sid, "--cwd", CWD, "--json", "-n", "0", env=d.env) as watch:
         with d.client() as c:
             wait_until(lambda: c.status().watchers == 1, "sessiond watch to subscribe", timeout=30)
-        line = huge(10 * 1000 * 1000)
+        line = huge(32 * 1000 * 1000)
         append(main, entry("first") + line + entry("second"))
         assert printed_content(watch.line()) == "first"
         assert printed_content(watch.line()) == "second"
@@ -68,7 +70,7 @@ def test_watch_skips_a_line_over_the_daemons_frame_cap_and_goes_on(daemon_factor
     assert f"skipped {len(line):,} bytes of {sid}.jsonl" in err, err
     assert err.count("skipped") == 1, err
     grown = peak_rss(d.pid) - fresh
-    assert grown < 2 * len(line), f"the daemon's peak RSS grew {grown / MiB:.1f} MiB for a {len(line) / MiB:.1f} MiB line"
+    assert grown < len(line) + 16 * MiB, f"the daemon's peak RSS grew {grown / MiB:.1f} MiB for a {len(line) / MiB:.1f} MiB line"
 
 
 def test_watch_sends_a_line_longer_than_a_read_but_within_the_cap_whole(daemon):
