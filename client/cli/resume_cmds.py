@@ -327,24 +327,32 @@ def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: b
 
     Streams from the daemon as it writes (Ctrl-C stops); with no daemon running,
     follows the file instead."""
+    from collections import deque
+
     from sessiond.protocol.transcript.entries import try_header
+    from sessiond.protocol.transcript.linecap import read_span
     from sessiond.protocol.transcript.paths import check_session_id
     from sessiond.protocol.transcript.regular import open_regular
 
+    from .following import POLL_READ, skipped_note
+
     path, _ = locate(obj, check_session_id(session_id), cwd)
+    turns: deque[bytes] = deque(maxlen=count)  # memory: the turns shown, not the file
+    offset = 0
     with os.fdopen(open_regular(path), "rb") as f:
-        data = f.read()
-    whole = data[: data.rfind(b"\n") + 1]
-    turns = [line for line in whole.splitlines()
-             if (h := try_header(line)) is not None and h.type in ("user", "assistant") and not h.isSidechain]
-    for line in turns[-count:] if count else []:
+        while (span := read_span(f.fileno(), offset, POLL_READ)).end > offset:
+            if span.skipped:
+                skipped_note(path.name, span.start, span.skipped_bytes)
+            turns.extend(line for line in span.lines() if (h := try_header(line)) is not None
+                         and h.type in ("user", "assistant") and not h.isSidechain)
+            offset = span.end
+    for line in turns if count else []:
         print_entry(line, as_json, path.name if agents else None)
     sys.stdout.flush()
 
     def show_one(line: bytes, file: str) -> None:
         print_entry(line, as_json, file if agents else None)
 
-    offset = len(whole)
     try:
         if follow_daemon(obj, path, offset, show_one, agents=agents):
             return

@@ -26,6 +26,7 @@ from pathlib import Path
 from ..wire.errors import bad_request
 from .appendfile import FILE_MODE, append_unlocked, ensure_dir, file_lock, fsync_dir, whole_lines_end, write_all
 from .entries import decode_object
+from .linecap import MAX_LINE
 from .regular import open_regular
 from .paths import check_inside, is_session_id, projects_dir
 from ..wire.records import FileResult, ImportFile, SessionSource, Status
@@ -266,9 +267,9 @@ def importable_end(fd: int, size: int) -> int:
     """Where a transcript's copy ends: at its end when its last line is whole
     (with or without a newline: Claude Code leaves the last one off), else
     before the fragment a writer is still in the middle of (a later import
-    brings it)."""
+    brings it). A fragment over the line cap is no entry: it is not read."""
     end = whole_lines_end(fd, size)
-    if end < size and decode_object(os.pread(fd, size - end, end)) is not None:
+    if end < size and size - end <= MAX_LINE and decode_object(os.pread(fd, size - end, end)) is not None:
         return size
     return end
 
