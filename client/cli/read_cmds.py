@@ -14,6 +14,7 @@ import click
 from sessiond.protocol.locations import default_root
 
 from . import Context, cli
+from .completion import complete_session
 from .output import Progress, echo_json
 
 
@@ -34,10 +35,11 @@ def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool,
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, path_type=Path))
+@click.argument("targets", nargs=-1, metavar="[ID|PATH]...", shell_complete=complete_session)
 @click.pass_obj
-def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
-    """Report damage in transcripts (default: every one under the root).
+def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
+    """Report damage in transcripts (default: every one under the root; a
+    directory: every transcript in it).
 
     Unhealthy (BAD) means data is lost or confused: a torn last line, unreadable
     lines, duplicate uuids. A warning (WARN) is what resume repairs on the fly
@@ -46,6 +48,7 @@ def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
     from sessiond.protocol.transcript.health import check_file
     from sessiond.protocol.transcript.regular import NotRegularFile
 
+    paths = tuple(_named(obj, t) for t in targets)
     files = _transcripts(paths or ((obj.root or default_root()) / "projects",))
     progress = Progress(len(files), "checking")
     unhealthy = warned = skipped = 0
@@ -100,6 +103,15 @@ def _health_line(h) -> str:
     return f"{tag} {h.path}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
 
 
+def _named(obj: Context, target: str) -> Path:
+    """A file or directory as given, else the transcript a session id or prefix names."""
+    import os
+
+    from .locate import locate
+
+    return Path(target) if os.path.lexists(target) else locate(obj, target, None)[0]
+
+
 def _transcripts(paths) -> list[Path]:
     out: list[Path] = []
     for p in paths:
@@ -112,15 +124,18 @@ def _transcripts(paths) -> list[Path]:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="What was done and what check says afterwards, as one JSON object.")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.pass_obj
-def repair(obj: Context, as_json: bool, path: Path) -> None:
+def repair(obj: Context, as_json: bool, target: str) -> None:
     """Fix what can be fixed without losing a byte (a torn tail goes to FILE.torn).
 
     Safe while the daemon runs (it takes the same lock). Exit 0 when the file is
     healthy afterwards, 1 when problems remain that repair cannot fix."""
     from sessiond.protocol.transcript.health import repair_file
 
+    from .locate import locate
+
+    path, _ = locate(obj, target, None)
     r = repair_file(path)
     if as_json:
         echo_json(r)

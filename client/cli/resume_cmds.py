@@ -25,7 +25,9 @@ from sessiond.protocol.wire.errors import SessiondError, not_found
 
 from . import Context, cli
 from .following import follow_daemon, poll_file, print_entry
-from .locate import locate, where
+from .completion import complete_session
+from .locate import locate, resolve, where
+from .locate import session_id as resolved_id
 from .output import echo_json, skipped_lines
 
 
@@ -85,7 +87,7 @@ def report_skipped(path: Path, skipped: int) -> None:
 
 
 @cli.command()
-@click.argument("target", metavar="ID|PATH")
+@click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
 @view_options
@@ -115,7 +117,7 @@ def _live_options(f):
 
 
 @cli.command()
-@click.argument("session_id", metavar="ID")
+@click.argument("session_id", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
 @view_options
@@ -127,9 +129,7 @@ def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, all_en
 
     Exit 4 when another client is writing it (the session is live): stderr names
     its pid; --take-over takes it, --fork continues in a copy."""
-    from sessiond.protocol.transcript.paths import check_session_id
-
-    _resume(obj, check_session_id(session_id), cwd, as_json, take_over, fork_it, all_entries=all_entries,
+    _resume(obj, resolved_id(obj, session_id), cwd, as_json, take_over, fork_it, all_entries=all_entries,
             pager=not no_pager)
 
 
@@ -198,20 +198,21 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
 
 
 @cli.command()
-@click.argument("target", metavar="ID|PATH")
+@click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Where the fork works: its project dir and recorded cwd (default: the original's).")
 @click.option("--json", "as_json", is_flag=True, help="The new id, the source id, the message count and the cwd as one JSON object.")
 @click.pass_obj
 def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
     """Start a new session seeded with the old one's chain; prints the new id."""
-    from sessiond.protocol.transcript.paths import check_session_id, is_session_id
     from sessiond.protocol.transcript.reencode import encode_entry
     from sessiond.protocol.transcript.resume import load_transcript
     from sessiond.protocol.wire import messages as m
 
     with obj.client() as client:
-        if is_session_id(target):  # acknowledged as queued, it may have no file before the next drain
-            client.flush(check_session_id(target))
+        named = resolve(obj, target)
+        if isinstance(named, str):  # acknowledged as queued, it may have no file before the next drain
+            client.flush(named)
+            target = named
         path, loc = locate(obj, target, cwd)
         result = load_transcript(path)
         refuse_unusable(path, result)
@@ -263,7 +264,7 @@ def fork_entries(path: Path, chain: list[str]) -> list[dict]:
 
 
 @cli.command()
-@click.argument("target", metavar="ID|PATH")
+@click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True, help="Entries to show first.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing entries as they are written (Ctrl-C stops).")
@@ -315,23 +316,26 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
 
 
 @cli.command()
-@click.argument("session_id", metavar="ID")
+@click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True, help="Turns to show first.")
 @click.option("--json", "as_json", is_flag=True, help="Raw entries, one JSON object per line.")
 @click.option("--agents", is_flag=True, help="Also the session's subagent files (--json: each entry's file in \"sessiondFile\").")
 @click.option("--interval", type=click.FloatRange(min=0.01), default=0.2, hidden=True)
 @click.pass_obj
-def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: bool, agents: bool, interval: float) -> None:
+def watch(obj: Context, target: str, cwd: str | None, count: int, as_json: bool, agents: bool, interval: float) -> None:
     """The conversation as it happens: the last N turns, then each new entry.
 
     Streams from the daemon as it writes (Ctrl-C stops); with no daemon running,
-    follows the file instead."""
+    follows the file instead. A session id with no file yet (its first entries
+    still buffered) is waited for."""
     from sessiond.protocol.transcript.entries import try_header
-    from sessiond.protocol.transcript.paths import check_session_id
     from sessiond.protocol.transcript.regular import open_regular
 
-    path, _ = locate(obj, check_session_id(session_id), cwd)
+    try:
+        path = _watched(obj, target, cwd, interval)
+    except KeyboardInterrupt:
+        return
     with os.fdopen(open_regular(path), "rb") as f:
         data = f.read()
     whole = data[: data.rfind(b"\n") + 1]
@@ -354,6 +358,31 @@ def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: b
             poll_file(f, path, offset, interval, show_one)
     except KeyboardInterrupt:
         return
+
+
+def _watched(obj: Context, target: str, cwd: str | None, interval: float) -> Path:
+    """The file ``watch`` follows. A whole session id whose file does not exist
+    yet (the daemon has its first entries but writes a file only once it holds
+    a message, or they were only just queued) is waited for, said once on
+    stderr, rather than refused: ``watch`` is often started before the agent."""
+    import time
+
+    from sessiond.protocol.transcript import lookup
+
+    named = resolve(obj, target)
+    if isinstance(named, Path):
+        return locate(obj, target, cwd)[0]
+    try:
+        return locate(obj, named, cwd)[0]
+    except SessiondError as exc:
+        if exc.code != "not_found":
+            raise
+    root = obj.root or default_root()
+    click.echo(f"sessiond: session {named} has no file yet under {root}; waiting for it (Ctrl-C stops)", err=True)
+    here = where(cwd)
+    while (loc := lookup.find_session(root, named, here)) is None:
+        time.sleep(interval)
+    return Path(loc.path)
 
 
 def _tail_verdict(path: Path, blank: bool, shown: int, bad: list[int]) -> None:
