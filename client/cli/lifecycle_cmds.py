@@ -122,8 +122,9 @@ def trash_empty(obj: Context, older_than: str | None, dry_run: bool, as_json: bo
 @click.option("--json", "as_json", is_flag=True, help="The restored entry as JSON.")
 @click.pass_obj
 def restore(obj: Context, session: str, as_json: bool) -> None:
-    """Put a trashed session back where it was, byte for byte (ID: the whole id
-    or a unique prefix of the trashed ones)."""
+    """Put a trashed session back where it was, byte for byte.
+
+    ID is the whole id or a unique prefix of a trashed session's."""
     from sessiond.protocol.transcript.paths import check_session_id, is_session_id
 
     if is_session_id(session):

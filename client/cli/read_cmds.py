@@ -38,8 +38,11 @@ def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool,
 @click.argument("targets", nargs=-1, metavar="[ID|PATH]...", shell_complete=complete_session)
 @click.pass_obj
 def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
-    """Report damage in transcripts (default: every one under the root; a
-    directory: every transcript in it).
+    """Report damage in transcripts (default: every one under the root).
+
+    Each argument is a session (id, id prefix), a transcript file or a
+    directory (every transcript in it). A file that is no transcript at all
+    (empty, or not one line is an entry) is NOT, and makes the exit 1 too.
 
     Unhealthy (BAD) means data is lost or confused: a torn last line, unreadable
     lines, duplicate uuids. A warning (WARN) is what resume repairs on the fly
@@ -51,7 +54,7 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
     paths = tuple(_named(obj, t) for t in targets)
     files = _transcripts(paths or ((obj.root or default_root()) / "projects",))
     progress = Progress(len(files), "checking")
-    unhealthy = warned = skipped = 0
+    unhealthy = warned = skipped = foreign = 0
     for path in files:
         progress.step()
         try:
@@ -68,17 +71,33 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
             click.echo(f"sessiond: {path}: {exc.strerror or exc}", err=True)
             unhealthy += 1
             continue
-        unhealthy += not h.healthy
+        alien = _not_transcript(h)
+        foreign += alien is not None
+        unhealthy += not h.healthy and alien is None
         warned += h.verdict == "warning"
         if as_json:
             echo_json(h)
+        elif alien is not None:
+            click.echo(f"NOT  {h.path}: not a transcript ({alien})")
         elif h.verdict != "ok" or len(files) == 1:
             click.echo(_health_line(h))
     progress.done()
     if not as_json:
         note = f", {skipped} skipped (not regular files)" if skipped else ""
+        note += f", {foreign} not transcripts" if foreign else ""
         click.echo(f"{len(files) - skipped} files checked, {unhealthy} unhealthy{note}, {warned} with warnings")
-    sys.exit(1 if unhealthy else 0)
+    sys.exit(1 if unhealthy or foreign else 0)
+
+
+def _not_transcript(h) -> str | None:
+    """Why a file is no transcript at all (empty, or not one line is an entry:
+    ``/etc/passwd``), or None. Such a file is not a damaged transcript (BAD):
+    repair has nothing to save in it."""
+    if h.bytes == 0:
+        return "empty"
+    if h.lines and len(h.unparseableLines) >= h.lines:
+        return f"none of its {h.lines} line{'s' if h.lines != 1 else ''} is a transcript entry"
+    return None
 
 
 def _health_line(h) -> str:

@@ -31,10 +31,10 @@ from .locate import session_id as resolved_id
 from .output import echo_json, skipped_lines
 
 
-def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True) -> None:
-    """JSON for programs; for a person the rendered conversation, in colour on
-    a terminal (unless ``NO_COLOR``), through ``$PAGER`` (``less`` by default)
-    when it is longer than the screen."""
+def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "") -> None:
+    """JSON for programs; for a person the rendered conversation (then
+    ``footer``), in colour on a terminal (unless ``NO_COLOR``), through
+    ``$PAGER`` (``less`` by default) when it is longer than the screen."""
     if as_json:
         echo_json(result)
         return
@@ -42,7 +42,7 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
     color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     from .transcript_view import render
 
-    text = render(result, all_entries=all_entries, color=color)
+    text = render(result, all_entries=all_entries, color=color) + (f"\n{footer}" if footer else "")
     import shutil
 
     if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
@@ -73,8 +73,9 @@ def refuse_unusable(path: Path, result) -> None:
     raise SessiondError(f"{path} holds no conversation: {h.lines} entries but no user or assistant message", code="bad_request")
 
 
-def report_skipped(path: Path, skipped: int) -> None:
-    """Lines no reader could use, in one summary line; they make the exit 1."""
+def report_skipped(path: Path, skipped: int, session: str | None = None) -> None:
+    """Lines no reader could use, in one summary line; they make the exit 1. A
+    torn last line (a writer died mid-line) says the command that sets it aside."""
     if not skipped:
         return
     from sessiond.protocol.transcript.health import check_file
@@ -82,7 +83,12 @@ def report_skipped(path: Path, skipped: int) -> None:
     h = check_file(path)
     numbers = h.unparseableLines + ([h.lines] if h.tornTail else [])
     text = skipped_lines(numbers) if len(numbers) == skipped else f"{skipped} line{'s' if skipped != 1 else ''} skipped"
-    click.echo(f"sessiond: {text} of {path}: unreadable", err=True)
+    torn = ""
+    if h.tornTail:
+        import shlex
+
+        torn = f"; the last line is torn (a writer died mid-line): `sessiond repair {session or shlex.quote(str(path))}` moves it to a .torn file"
+    click.echo(f"sessiond: {text} of {path}: unreadable{torn}", err=True)
     sys.exit(1)
 
 
@@ -102,10 +108,27 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, all_entries:
     path, loc = locate(obj, target, cwd)
     result = load_transcript(path)
     refuse_unusable(path, result)
-    if loc is not None and not loc.same_repo:
-        click.echo(f"sessiond: session of another project; to resume it: {loc.resume_hint()}", err=True)
-    _print(result, as_json, all_entries=all_entries, pager=not no_pager)
-    report_skipped(path, result.skippedLines)
+    hint = loc.resume_hint() if loc is not None else None
+    if hint is not None:
+        click.echo(f"sessiond: session of another project; to resume it: {hint}", err=True)
+    stored = _in_store(obj, path)
+    sid = loc.session_id if loc is not None else result.sessionId
+    footer = ""
+    if sid:
+        import shlex
+
+        first = "" if stored else f"sessiond import {shlex.quote(str(path))} && "  # resume finds sessions of the store
+        footer = f"to resume it: {hint or f'{first}sessiond resume {sid}'}"
+    _print(result, as_json, all_entries=all_entries, pager=not no_pager, footer=footer)
+    report_skipped(path, result.skippedLines, sid if stored else None)
+
+
+def _in_store(obj: Context, path: Path) -> bool:
+    """Whether ``path`` is a transcript of the store (what an id finds)."""
+    from sessiond.protocol.transcript.paths import projects_dir
+
+    base = os.path.realpath(projects_dir(obj.root or default_root())) + os.sep
+    return os.path.realpath(path).startswith(base)
 
 
 def _live_options(f):
