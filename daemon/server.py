@@ -34,6 +34,7 @@ from sessiond.common.config import ConfigError, Settings
 from sessiond.common.reload import reload as reload_settings
 from .catalog import Catalog
 from .trash import Lifecycle
+from .handlers.search import readers as search_readers
 from .index.link import IndexLink, index_path
 from .follow import Follower
 from .connection import Connection
@@ -308,6 +309,7 @@ async def _run(settings: Settings, flags: dict) -> int:
         if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start
             await daemon.mirror.close()
         if daemon.index is not None:
+            search_readers.close_all()  # first: the indexer's writer must be the last to close
             await daemon.index.close()
         server.close()
         if inode is not None:

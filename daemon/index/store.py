@@ -118,7 +118,17 @@ class Store:
             self.in_tx = False
 
     def close(self) -> None:
+        """Leave a plain rollback-journal file behind: the WAL checkpointed into
+        it and its ``-wal``/``-shm`` removed, so a CLI that reads the index
+        while no daemon runs (``mode=ro``) creates no side files either (it
+        would make both, and a read-only connection cannot remove them). Busy
+        (a reader still has it open): it stays in WAL mode, which is as good;
+        the next start sets WAL again either way."""
         self.commit()
+        try:
+            self.conn.execute("PRAGMA journal_mode = DELETE")
+        except sqlite3.Error:
+            pass
         self.conn.close()
 
     def optimize(self) -> None:
