@@ -146,7 +146,7 @@ def append_entries(obj: Context, cwd: str, session: str, agent: str | None, run:
     msgspec's codec, with the lines already read replayed."""
     from sessiond.protocol.transcript.paths import check_cwd, check_session_id
 
-    if not os.path.isabs(cwd):  # taken from the current directory, as list and every reader take it
+    if cwd and not os.path.isabs(cwd):  # taken from the current directory, as list and every reader take it
         cwd = os.path.abspath(cwd)
     check_cwd(cwd)
     session = check_session_id(session)

@@ -2,8 +2,8 @@
 
 Why its own module: every command that takes a session completes it the same
 way, from the files alone (completion runs on every Tab: it never talks to or
-starts a daemon). What is typed matches an id by its start or a title anywhere
-in it (case-insensitive); each candidate is the id, with the title as its help
+starts a daemon). What is typed matches an id by its start, else a title
+anywhere in it (case-insensitive); each candidate is the id, with the title as its help
 (zsh and fish show it beside the id). The project of ``--cwd`` (or the current
 directory) comes first, then every other project.
 """
@@ -28,7 +28,9 @@ def _root(ctx: click.Context) -> Path:
 
 
 def complete_session(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    """Session ids of the store matching ``incomplete`` (id prefix or title words)."""
+    """Session ids of the store matching ``incomplete``: by the id's start (only
+    the files so named are read), else by words of the title (every file's
+    windows are read: the slow way, taken only when no id matches)."""
     from sessiond.protocol.transcript import listing, project_dirs
 
     if os.sep in incomplete or incomplete.startswith("."):  # a path is being typed: the shell's own files
@@ -41,15 +43,31 @@ def complete_session(ctx: click.Context, param: click.Parameter, incomplete: str
         mine = []
     rest = [d for d in listing.project_dirs(root) if d not in set(mine)]
     want = incomplete.lower()
+    files = [sorted(listing.session_candidates(dirs), key=lambda c: -c[0]) for dirs in (mine, rest)]
+    by_id = [[c[1] for c in group if os.path.basename(c[1]).lower().startswith(want)] for group in files]
+    if any(by_id) or not want:
+        return _items(by_id, lambda title: True)
+    return _items([[c[1] for c in group] for group in files], lambda title: want in title.lower())
+
+
+def _items(groups: list[list[str]], keep) -> list[CompletionItem]:
+    """One item per listable session of ``groups`` (in order) whose title ``keep``s."""
+    from sessiond.protocol.transcript.lite import read_lite
+
     items: list[CompletionItem] = []
     seen: set[str] = set()
-    for dirs in (mine, rest):
-        for s in listing.list_sessions(dirs) if dirs else []:
-            title = " ".join((s.title or "").split())
-            if s.sessionId in seen or not (s.sessionId.startswith(want) or (want and want in title.lower())):
+    for group in groups:
+        for path in group:
+            sid = os.path.basename(path)[:-6].lower()
+            try:
+                info = read_lite(path)
+            except OSError:
                 continue
-            seen.add(s.sessionId)
-            items.append(CompletionItem(s.sessionId, help=title[:60] or None))
+            title = " ".join((info.title or "").split())
+            if sid in seen or not info.listable or not keep(title):
+                continue
+            seen.add(sid)
+            items.append(CompletionItem(sid, help=title[:60] or None))
             if len(items) >= MAX_ITEMS:
                 return items
     return items

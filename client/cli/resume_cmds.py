@@ -355,24 +355,21 @@ def watch(obj: Context, target: str, cwd: str | None, count: int, as_json: bool,
     from sessiond.protocol.transcript.entries import try_header
     from sessiond.protocol.transcript.regular import open_regular
 
-    try:
+    try:  # Ctrl-C ends a watch at any point, waiting included: exit 0, no "Aborted!"
         path = _watched(obj, target, cwd, interval)
-    except KeyboardInterrupt:
-        return
-    with os.fdopen(open_regular(path), "rb") as f:
-        data = f.read()
-    whole = data[: data.rfind(b"\n") + 1]
-    turns = [line for line in whole.splitlines()
-             if (h := try_header(line)) is not None and h.type in ("user", "assistant") and not h.isSidechain]
-    for line in turns[-count:] if count else []:
-        print_entry(line, as_json, path.name if agents else None)
-    sys.stdout.flush()
+        with os.fdopen(open_regular(path), "rb") as f:
+            data = f.read()
+        whole = data[: data.rfind(b"\n") + 1]
+        turns = [line for line in whole.splitlines()
+                 if (h := try_header(line)) is not None and h.type in ("user", "assistant") and not h.isSidechain]
+        for line in turns[-count:] if count else []:
+            print_entry(line, as_json, path.name if agents else None)
+        sys.stdout.flush()
 
-    def show_one(line: bytes, file: str) -> None:
-        print_entry(line, as_json, file if agents else None)
+        def show_one(line: bytes, file: str) -> None:
+            print_entry(line, as_json, file if agents else None)
 
-    offset = len(whole)
-    try:
+        offset = len(whole)
         if follow_daemon(obj, path, offset, show_one, agents=agents):
             return
         if agents:

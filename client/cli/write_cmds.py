@@ -72,7 +72,7 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
     from ..batching import pack, request_overhead
     from ..session import Session
 
-    if not os.path.isabs(cwd):  # taken from the current directory, as append and list take it
+    if cwd and not os.path.isabs(cwd):  # taken from the current directory, as append and list take it
         cwd = os.path.abspath(cwd)
     check_cwd(cwd)
     session = check_session_id(session)

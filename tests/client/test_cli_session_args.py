@@ -120,4 +120,4 @@ def test_watch_waits_for_a_session_that_has_no_file_yet(daemon: DaemonProc):
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=20)
     assert f"session {sid} has no file yet".encode() in err and b"waiting for it" in err and b"Traceback" not in err, err
-    assert proc.returncode == 0
+    assert proc.returncode == 0, err
