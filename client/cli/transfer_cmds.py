@@ -12,6 +12,7 @@ import msgspec
 from sessiond.protocol.locations import default_root
 
 from . import Context, cli
+from .completion import complete_session
 from .output import Progress
 
 
@@ -59,7 +60,7 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("session", metavar="ID|PATH")
+@click.argument("session", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "html", "jsonl"]), default="markdown", show_default=True,
               help="Markdown or one self-contained HTML file of the conversation, or its original JSONL lines.")
