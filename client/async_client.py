@@ -17,8 +17,8 @@ import msgspec
 from anyio.abc import SocketStream, TaskGroup
 
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError
-from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, decode_response, encode
+from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, WrongRoot
+from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
 
 from .batching import request_overhead, split
 
@@ -51,8 +51,11 @@ class AsyncClient(Endpoint):
         await self._tg.__aenter__()
         self._tg.start_soon(self._reader)
         welcome = await self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
-        self.daemon_pid = welcome.pid  # type: ignore[union-attr]
-        self.max_frame_bytes = welcome.max_frame_bytes or DEFAULT_MAX_FRAME  # type: ignore[union-attr]
+        try:
+            self.welcomed(welcome)  # type: ignore[arg-type]
+        except WrongRoot:
+            await self.__aexit__(None, None, None)
+            raise
         return self
 
     async def _dial(self) -> SocketStream:

@@ -5,7 +5,9 @@ and waits for it. The launcher starts the daemon in its own session with stdio t
 a log file next to the socket, waits until the socket answers (or the daemon
 dies), and exits; the daemon is then re-parented away, so no agent process is left
 with a zombie child or a daemon in its process group. Two clients racing to start
-it are harmless: the second daemon finds the lock taken and exits.
+it are harmless: the second daemon finds the lock taken and exits. A daemon that
+exits because another one, on another socket, serves the root is reported at once
+(its one line names that daemon), not waited for.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from sessiond.protocol.locations import LOG_NAME, check_private_dir, open_private_file
+from sessiond.protocol.locations import LOG_NAME, check_private_dir, daemon_holds_lock, open_private_file
 from sessiond.protocol.wire.errors import DaemonUnavailable, UnsafeSocketDir
 
 START_TIMEOUT = 10.0
-EXIT_ALREADY_RUNNING = 3  # the daemon's exit code when another one owns the socket
+EXIT_ALREADY_RUNNING = 3  # the daemon's exit code when another one owns the socket (or the root)
 EXIT_UNSAFE_DIR = 4  # the launcher's exit code when the socket directory is not ours alone
 
 
@@ -75,7 +77,9 @@ def _launch(sock: Path, root: str, timeout: float) -> int:
         if socket_answers(sock):
             return 0
         code = daemon.poll()
-        if code is not None and code != EXIT_ALREADY_RUNNING:
+        if code is not None and (code != EXIT_ALREADY_RUNNING or not daemon_holds_lock(sock)):
+            # Exit 3 with the socket's lock free: it lost the ROOT to a daemon on
+            # another socket, which will never answer on this one.
             why = _last_line(log_path)
             print(f"the daemon failed to start (exit {code}){': ' + why if why else ''}; log: {log_path}", file=sys.stderr)
             return 1
@@ -94,7 +98,13 @@ def _last_line(path: Path) -> str:
             lines = f.read().decode(errors="replace").strip().splitlines()
     except OSError:
         return ""
-    return lines[-1].removeprefix("sessiond: ") if lines else ""
+    if not lines:
+        return ""
+    last = lines[-1].removeprefix("sessiond: ")
+    stamp = last.find(" sessiond[")  # the log's "<time> sessiond[<pid>] ERROR " prefix: the reason is what follows
+    if stamp >= 0 and "] " in last[stamp:]:
+        last = last[stamp:].split("] ", 1)[1].split(" ", 1)[-1]
+    return last
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from sessiond.protocol.wire.errors import (
     SessionBusy,
     UnsafeSocketDir,
     VersionMismatch,
+    WrongRoot,
 )
 from sessiond.protocol.wire.frames import DEFAULT_MAX_FRAME, FrameBuffer
 
@@ -87,15 +88,39 @@ class Endpoint:
         autostart: bool = True,
         timeout: float = DEFAULT_TIMEOUT,
         name: str = "sessiond-py",
+        other_root_ok: bool = False,
     ) -> None:
         self.socket_path = Path(socket_path) if socket_path else default_socket()
         self.root = Path(root) if root else None
+        self.other_root_ok = other_root_ok
+        """Connect even to a daemon of another root than ``root`` (to stop it, show
+        its status, or tell the user its answer is not used); by default that
+        is ``WrongRoot``, so nothing is ever written into another store."""
+        self.served_root: str | None = None
+        """The root the daemon serves (its Welcome), once connected."""
         self.autostart = autostart
         self.timeout = timeout
         self.name = name
         self.daemon_pid: int | None = None
         self.max_frame_bytes = DEFAULT_MAX_FRAME
         """The daemon's frame cap (from its Welcome): requests are sized to fit."""
+
+    def welcomed(self, welcome: m.Welcome) -> None:
+        """Take in the daemon's Welcome; ``WrongRoot`` when it serves another root
+        than the one this client names (unless ``other_root_ok``)."""
+        self.daemon_pid = welcome.pid
+        self.max_frame_bytes = welcome.max_frame_bytes or DEFAULT_MAX_FRAME
+        self.served_root = welcome.root or None
+        if self.served_root is not None and not self.other_root_ok and not self.serves_own_root():
+            raise WrongRoot(f"the daemon on {self.socket_path} serves {self.served_root}, not {self.root}; "
+                            "nothing sent to it")
+
+    def serves_own_root(self) -> bool:
+        """True unless the daemon is known to serve another root than ``root``
+        (no root named: whatever it serves is this client's)."""
+        if self.root is None or self.served_root is None:
+            return True
+        return os.path.realpath(self.served_root) == os.path.realpath(self.root)
 
 
 class Client(Endpoint):
@@ -138,8 +163,11 @@ class Client(Endpoint):
         m = self.messages
         welcome = self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
         assert isinstance(welcome, m.Welcome)
-        self.daemon_pid = welcome.pid
-        self.max_frame_bytes = welcome.max_frame_bytes or DEFAULT_MAX_FRAME
+        try:
+            self.welcomed(welcome)
+        except WrongRoot:
+            self.close()
+            raise
         return self
 
     def _dial(self) -> _socket.socket:

@@ -6,6 +6,11 @@ follows the daemon's rules: routing of sidechains to agent files, uuid dedup
 against what the file already holds (read under the lock), and lazy
 materialization (a main transcript is not created without a user/assistant
 message).
+
+It is a writer of the root like the daemon, so it holds the root's lock
+(``protocol/rootlock.py``) shared while it writes: while a daemon serves the
+root, on whatever socket, it writes nothing and raises ``RootHeld`` naming that
+daemon; a daemon starting meanwhile waits for it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from pathlib import Path
 
 import msgspec
 
+from sessiond.protocol.rootlock import direct_writer
 from sessiond.protocol.trash import trashed_ids
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, tail_lines
@@ -50,7 +56,14 @@ def direct_append(
     """Write ``lines`` of a session straight into its files. With ``resend`` (the
     lines may have been written by a daemon that died), a line without a uuid is
     skipped when a byte-identical line is already in the last megabyte, as the
-    daemon does for a resend."""
+    daemon does for a resend. ``RootHeld`` (nothing written) while a daemon
+    serves ``root``."""
+    with direct_writer(root, "not writing behind it"):
+        return _direct_append(root, cwd, session_id, lines, agent, run, resend)
+
+
+def _direct_append(root: Path, cwd: str, session_id: str, lines: list[bytes], agent: str | None, run: str | None,
+                   resend: bool) -> FallbackResult:
     project = paths.project_dir(root, cwd)
     main = paths.session_file(project, session_id)
     if session_id in trashed_ids(root):

@@ -6,23 +6,27 @@ catalog), so when it runs it does the work; when none runs nobody holds
 anything, and the CLI does the same file operations under the same locks,
 after finishing or undoing whatever a killed operation left (``trash_recovery.recover``).
 A daemon that is alive but does not answer is never worked around: it may still
-hold files open.
+hold files open. Nor is a daemon of this root on another socket: working directly
+means holding the root's lock (``protocol/rootlock.py``) shared, and when that
+daemon holds it, it is found through its lock and does the work.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 from sessiond.protocol import trash, trash_recovery
 from sessiond.protocol.locations import daemon_holds_lock
+from sessiond.protocol.rootlock import direct_writer
 from sessiond.protocol.transcript import importer
 from sessiond.protocol.transcript.appendfile import locked_append, open_append
 from sessiond.protocol.transcript.listing import project_dirs, session_candidates
 from sessiond.protocol.transcript.usage import Usage, usage
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError
+from sessiond.protocol.wire.errors import DaemonUnavailable, RootHeld, SessiondError
 
 from .connection import Client
 
@@ -33,18 +37,36 @@ class Lifecycle:
     def __init__(self, root: Path, socket: Path, *, timeout: float = 120.0) -> None:
         self.root = Path(root)
         self.client: Client | None = None
+        self._held = ExitStack()
         try:
-            client = Client(socket, root=root, autostart=False, timeout=timeout, name="sessiond-cli").connect()
+            client = Client(socket, root=root, autostart=False, timeout=timeout, name="sessiond-cli",
+                            other_root_ok=True).connect()
         except DaemonUnavailable:
             if daemon_holds_lock(socket):
                 raise DaemonUnavailable(f"a daemon holds {socket} but does not answer; not touching its files") from None
             client = None
-        if client is not None and os.path.realpath(client.status().root) != os.path.realpath(self.root):
+        if client is not None and not client.serves_own_root():
             client.close()  # a daemon of another store: these files are not its business
             client = None
+        if client is None:
+            try:
+                self._held.enter_context(direct_writer(self.root, "not touching its files"))
+            except RootHeld as exc:
+                client = self._root_daemon(exc, timeout)
         self.client = client
         if client is None:
             trash_recovery.recover(self.root)
+
+    def _root_daemon(self, held: RootHeld, timeout: float) -> Client:
+        """The daemon that holds the root (on another socket than ours): it does
+        the work. ``held`` itself when it cannot be reached there."""
+        if held.holder is None:
+            raise held
+        try:
+            return Client(held.holder.socket, root=self.root, autostart=False, timeout=timeout,
+                          name="sessiond-cli").connect()
+        except (DaemonUnavailable, SessiondError):
+            raise held from None
 
     def __enter__(self) -> Lifecycle:
         return self
@@ -52,6 +74,7 @@ class Lifecycle:
     def __exit__(self, *exc: object) -> None:
         if self.client is not None:
             self.client.close()
+        self._held.close()
 
     @property
     def direct(self) -> bool:

@@ -47,6 +47,8 @@ NotifyAccess=main
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=1s
+# Exit 3: another daemon already owns the socket or the store root; a restart cannot help.
+RestartPreventExitStatus=3
 # Shutdown drains every queue and fdatasyncs every file before exiting.
 TimeoutStopSec=60s
 WatchdogSec=30s

@@ -13,6 +13,13 @@ partial frame is charged to the daemon-wide partial-frame budget as it arrives
 being read and from being served (``pause_writing``/``resume_writing``), and so
 do too many answers still owed. Frames already split off but not yet served
 wait in a backlog of at most one read's worth.
+
+A client may half-close (``shutdown(SHUT_WR)``: ``printf frames | nc -N``, a
+script that pipes a batch): its read EOF ends only the reading. Every frame it
+sent is still served and every answer it is owed (a ``durable`` ack after its
+fsync included) is still written; the connection closes once nothing is owed
+(a subscription's stream is not an answer owed: it ends with the close). Its
+answers stay under the output budget like anyone's.
 """
 
 from __future__ import annotations
@@ -85,6 +92,8 @@ class Connection(asyncio.Protocol):
         self._inflight: dict[int, int] = {}  # request id -> bytes, for answers still owed
         self._inflight_bytes = 0
         self._stall: asyncio.TimerHandle | None = None
+        self.read_eof = False
+        """The client half-closed: nothing more to read, answers still owed."""
 
     # ------------------------------------------------------------------- transport
 
@@ -251,9 +260,24 @@ class Connection(asyncio.Protocol):
             self.close()
 
     def eof_received(self) -> bool:
+        """The client will send nothing more; keep the transport open to write
+        what it is owed (``False`` here would close it with answers unsent)."""
         if self.frames.pending:
             log.warning("%s: connection ended inside a frame (%d bytes)", self.peer, self.frames.pending)
-        return False
+        self.read_eof = True
+        if self._stall is not None:  # no more bytes are coming: the frame never completes
+            self._stall.cancel()
+            self._stall = None
+        self._partial.release()
+        self.daemon.bounds.forget_partial(self)
+        self._close_if_done()
+        return True
+
+    def _close_if_done(self) -> None:
+        """After a half-close: close once every frame read is served and every
+        answer owed is made (``close`` sends them first)."""
+        if self.read_eof and not self.closing and not self._backlog and not self._inflight:
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
@@ -337,7 +361,7 @@ class Connection(asyncio.Protocol):
         self.peer = f"client {self.id} ({req.client or 'unnamed'}, pid {req.pid})"
         self._throttle_log.client = self.peer
         self.reply(m.Welcome(id=req.id, protocol_version=m.PROTOCOL_VERSION, daemon_version=__version__, pid=os.getpid(),
-                             max_frame_bytes=self.daemon.settings.max_frame))
+                             max_frame_bytes=self.daemon.settings.max_frame, root=os.path.abspath(self.daemon.settings.root)))
 
     # ------------------------------------------------------------------- sessions
 
@@ -394,6 +418,7 @@ class Connection(asyncio.Protocol):
                 self.daemon.fair.release(self.id)
             if self._backlog and not self._holding and not self.closing:
                 self.daemon.loop.call_soon(self._serve_backlog)
+        self._close_if_done()
 
     @property
     def output_bytes(self) -> int:

@@ -1,7 +1,9 @@
 """The daemon process: socket set-up, the event loop, signals and shutdown.
 
 ``serve(settings)`` owns the lifecycle: take the lock that makes this THE daemon of
-its socket (a live daemon's socket is never stolen; a stale one is replaced), bind
+its socket (a live daemon's socket is never stolen; a stale one is replaced), then
+the one that makes it THE writer of its root (``protocol/rootlock.py``: a second
+daemon on the root, on whatever socket, exits 3 before it binds or writes), bind
 the socket 0600 in a 0700 directory, serve on uvloop when available, and on
 SIGTERM/SIGINT or a Shutdown request stop accepting, run exit cleanup for every
 session, write every queue and make every written file durable (``Writer.drain_everything``),
@@ -23,8 +25,9 @@ import time
 from pathlib import Path
 
 from sessiond.protocol import __version__
+from sessiond.protocol import rootlock
 from sessiond.protocol.locations import check_private_dir, lock_path, open_private_file
-from sessiond.protocol.wire.errors import SHUTTING_DOWN, SessiondError
+from sessiond.protocol.wire.errors import SHUTTING_DOWN, RootHeld, SessiondError
 
 
 from . import memory
@@ -34,6 +37,7 @@ from sessiond.common.config import ConfigError, Settings
 from sessiond.common.reload import reload as reload_settings
 from .catalog import Catalog
 from .trash import Lifecycle
+from .handlers.search import readers as search_readers
 from .index.link import IndexLink, index_path
 from .follow import Follower
 from .connection import Connection
@@ -218,6 +222,15 @@ def take_lock(sock_path: Path) -> int:
     return fd
 
 
+def take_root(root: Path, sock_path: Path) -> int:
+    """Hold the root's lock for the daemon's lifetime (after the socket's, before
+    anything in the root is opened): whoever holds it is the root's one writer."""
+    try:
+        return rootlock.take(root, sock_path)
+    except RootHeld as exc:
+        raise AlreadyRunning(str(exc)) from None
+
+
 def bind_socket(path: Path) -> socket.socket:
     try:
         os.unlink(path)  # we hold the lock: whatever is there is stale
@@ -278,6 +291,11 @@ async def _run(settings: Settings, flags: dict) -> int:
         prepare_socket_dir(settings.socket.parent)
         lock_fd = take_lock(settings.socket)
     try:
+        root_fd = take_root(settings.root, settings.socket)
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    try:
         if adopted is None:
             sock = bind_socket(settings.socket)
             inode = os.stat(settings.socket).st_ino
@@ -309,12 +327,14 @@ async def _run(settings: Settings, flags: dict) -> int:
         if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start
             await daemon.mirror.close()
         if daemon.index is not None:
+            search_readers.close_all()  # first: the indexer's writer must be the last to close
             await daemon.index.close()
         server.close()
         if inode is not None:
             remove_socket(settings.socket, inode)
         await server.wait_closed()
     finally:
+        os.close(root_fd)
         os.close(lock_fd)
         notifier.close()
     if daemon.writer.unwritten_at_exit:

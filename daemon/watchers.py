@@ -23,7 +23,14 @@ client reads again, the rest is read from the file, ``read_chunk`` at a time
 drained its socket, ``drained``). A slow watcher is fed at its own pace and
 loses nothing; a stalled one costs the daemon its cursor. (It used to have a
 buffer of its own, ``watch_buffer_bytes``, past which lines were dropped and
-counted in ``Entries.skipped``; nothing is dropped now, and the field is gone.)
+counted in ``Entries.skipped``; nothing is dropped now.)
+
+The one thing a watcher does not get is a line no frame can carry: longer
+than the shared line cap (``linecap.MAX_LINE``) or than this daemon's frame
+cap. It is passed over (the catch-up read looks for its end holding one scan
+chunk of it, ``linecap.read_span``), the next frame says how many bytes were
+(``Entries.skipped``), and the lines after it come as ever. A line longer than
+one read but under the cap is read once, whole, and sent alone.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessiond.protocol.transcript.linecap import MAX_LINE, Span, read_span
 from sessiond.protocol.transcript.regular import open_regular
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import TOO_LARGE, SessiondError, bad_request
@@ -51,6 +59,9 @@ LAST_WINDOW = 8 * 1024 * 1024
 """How far back from the end ``last`` looks for its entries."""
 RECHECK = 0.1
 """A watcher whose connection has no room for its next frame is looked at again this often."""
+FRAME_SLACK = 4096
+"""What an ``Entries`` frame of one line needs beyond the line (its file name
+may be a few hundred bytes): the longest line sent is the frame cap less this."""
 MAX_PER_CONNECTION = 64
 MAX_TOTAL = 4096
 """Subscriptions one connection, and all of them together, may hold."""
@@ -110,6 +121,8 @@ class Watchers:
         budget = daemon.settings.max_output_bytes
         self.budget = budget
         self.read_chunk = max(MIN_CHUNK, min(READ_CHUNK, budget // 4))
+        self.line_cap = min(MAX_LINE, daemon.settings.max_frame - FRAME_SLACK)
+        """The longest line a frame takes to a watcher; longer ones are skipped."""
 
     def _room(self, conn: Connection, size: int, alone: bool) -> bool:
         """Does a frame of ``size`` bytes fit in ``conn``'s output budget beside
@@ -232,12 +245,16 @@ class Watchers:
                 start += len(lines[skip]) + 1
                 skip += 1
             lines = lines[skip:]
+        if any(len(x) > self.line_cap for x in lines):  # no frame takes it: the catch-up read skips it
+            self._catch_up(cursor)
+            return
         self._send(cursor, lines, start, end, alone=False)
 
-    def _send(self, cursor: Cursor, lines: list[bytes], start: int, end: int, alone: bool) -> None:
+    def _send(self, cursor: Cursor, lines: list[bytes], start: int, end: int, alone: bool, skipped: int = 0) -> None:
         """Send ``lines`` (``start``..``end`` of the file, ``start`` where the
         cursor stands) if they fit the connection's output budget; else the
-        cursor stays and the file is read from there once they can."""
+        cursor stays and the file is read from there once they can.
+        ``skipped``: bytes of over-long lines just before ``start``."""
         sub = cursor.sub
         conn = sub.conn
         if conn.transport is None or sub.ended:
@@ -245,7 +262,7 @@ class Watchers:
         if not self._room(conn, end - start + 2 * len(lines) + FRAME_OVERHEAD, alone):
             self._wait(cursor)
             return
-        conn.reply(m.Entries(id=sub.id, file=cursor.rel, offset=start, lines=lines, reset=cursor.reset))
+        conn.reply(m.Entries(id=sub.id, file=cursor.rel, offset=start, lines=lines, reset=cursor.reset, skipped=skipped))
         cursor.pos = end
         cursor.reset = False
 
@@ -277,7 +294,8 @@ class Watchers:
             self._wait(cursor)
             return
         try:  # the watcher's connection's fair share of the read pool
-            fut = self.daemon.fair.submit(_read_from, cursor.path, cursor.pos, self.read_chunk, owner=cursor.sub.conn.id)
+            fut = self.daemon.fair.submit(_read_from, cursor.path, cursor.pos, self.read_chunk, self.line_cap,
+                                          owner=cursor.sub.conn.id)
         except SessiondError:  # its share is full (busy): try again shortly, holding nothing
             self._wait(cursor)
             return
@@ -297,14 +315,17 @@ class Watchers:
             else:
                 log.warning("watching %s: %s", cursor.path, exc)
             return
-        start, lines, end, more = fut.result()
-        if start < cursor.pos:  # what ``last`` found before where the cursor stood
-            cursor.pos = start
-        elif start > cursor.pos:  # read from further on than it stands now (reset meanwhile): read again
-            lines = []
-            end = cursor.pos
-        if lines:
-            self._send(cursor, lines, start, end, alone=len(lines) == 1)
+        span, more = fut.result()
+        lines, end = span.lines(), span.end
+        if span.offset < cursor.pos:  # what ``last`` found before where the cursor stood
+            cursor.pos = span.offset
+        elif span.offset > cursor.pos:  # read from further on than it stands now (reset meanwhile): read again
+            lines, end = [], cursor.pos
+        if lines or span.skipped and end > cursor.pos:
+            if span.skipped:
+                log.info("watching %s: skipped %d bytes at %d (%d lines longer than %d bytes)",
+                         cursor.path, span.skipped_bytes, span.offset, span.skipped, self.line_cap)
+            self._send(cursor, lines, span.start, end, alone=len(lines) <= 1, skipped=span.skipped_bytes)
         else:
             cursor.pos = max(cursor.pos, end)
         if more or cursor.seen_end > cursor.pos:
@@ -325,34 +346,26 @@ def _agent_files(session_dir: Path) -> list[Path]:
     return sorted(p for p in base.rglob("agent-*.jsonl") if p.is_file())
 
 
-def _read_from(path: Path, offset: int, chunk: int) -> tuple[int, list[bytes], int, bool]:
-    """Whole lines of ``path`` from ``offset`` (worker thread), at most
-    ``chunk`` bytes: (offset, lines, end of the last whole line, more left)."""
+def _read_from(path: Path, offset: int, chunk: int, cap: int) -> tuple[Span, bool]:
+    """Whole lines of ``path`` from ``offset`` (worker thread): at most ``chunk``
+    bytes of them, or one line up to ``cap`` alone; lines over ``cap`` skipped
+    (``linecap.read_span``). The span, and whether more may be left."""
     fd = open_regular(path)
     try:
-        data = os.pread(fd, chunk, offset)
         size = os.fstat(fd).st_size
+        span = read_span(fd, offset, chunk, cap)
     finally:
         os.close(fd)
-    whole = data[: data.rfind(b"\n") + 1]
-    if not whole and len(data) == chunk:  # one line longer than a chunk: read it whole
-        fd = open_regular(path)
-        try:
-            data = os.pread(fd, size - offset, offset)
-        finally:
-            os.close(fd)
-        whole = data[: data.rfind(b"\n") + 1]
-    end = offset + len(whole)
-    return offset, whole.split(b"\n")[:-1], end, end < size and len(data) >= chunk
+    return span, offset < span.end < size and size - offset >= chunk  # a full read: more may follow
 
 
-def _read_last(path: Path, count: int, size: int, chunk: int) -> tuple[int, list[bytes], int, bool]:
+def _read_last(path: Path, count: int, size: int, chunk: int) -> tuple[Span, bool]:
     """Where the last ``count`` whole lines of ``path`` up to ``size`` start,
     looking back at most ``LAST_WINDOW`` bytes, ``chunk`` at a time (worker
     thread); the lines themselves are then read forward like any catch-up, so
     they count against the watcher's output budget like everything else."""
     if count <= 0 or size == 0:
-        return size, [], size, False
+        return Span(size, size, b"", 0), False
     newlines: list[int] = []  # newest first, up to count + 1
     floor = max(0, size - LAST_WINDOW)
     fd = open_regular(path)
@@ -368,11 +381,11 @@ def _read_last(path: Path, count: int, size: int, chunk: int) -> tuple[int, list
     finally:
         os.close(fd)
     if not newlines:
-        return size, [], size, False
+        return Span(size, size, b"", 0), False
     if len(newlines) > count:
         start = newlines[count] + 1
     elif floor == 0:
         start = 0
     else:  # the first line found may be cut by the window
         start = newlines[-1] + 1
-    return start, [], start, start <= newlines[0]
+    return Span(start, start, b"", 0), start <= newlines[0]

@@ -63,13 +63,17 @@ class Context:
         msgspec): set by the fast path for what it can print from plain objects;
         a ``NotLite`` answer turns it off and the command runs again."""
 
-    def client(self, autostart: bool | None = None):
+    def client(self, autostart: bool | None = None, other_root_ok: bool = False):
+        """A client of the daemon on ``--socket``; with ``--root`` given, one that
+        refuses (``WrongRoot``) a daemon of another root unless ``other_root_ok``
+        (a reading command that says so and reads the files, ``status``, ``stop``)."""
         from sessiond.protocol.wire.codecs import lite_codec, msgspec_codec
 
         from ..connection import DEFAULT_TIMEOUT, Client
 
         return Client(self.socket, root=self.root, autostart=self.autostart if autostart is None else autostart, name="sessiond-cli",
-                      timeout=self.timeout or DEFAULT_TIMEOUT, codec=lite_codec() if self.lite else msgspec_codec())
+                      timeout=self.timeout or DEFAULT_TIMEOUT, codec=lite_codec() if self.lite else msgspec_codec(),
+                      other_root_ok=other_root_ok)
 
     def without_lite(self) -> Context:
         """The same options on the msgspec codec: how a command runs again

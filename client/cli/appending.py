@@ -13,6 +13,7 @@ Click-free: the click command and the fast path both call ``append_entries``.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from sessiond.protocol.locations import default_root
@@ -145,6 +146,8 @@ def append_entries(obj: Context, cwd: str, session: str, agent: str | None, run:
     msgspec's codec, with the lines already read replayed."""
     from sessiond.protocol.transcript.paths import check_cwd, check_session_id
 
+    if cwd and not os.path.isabs(cwd):  # taken from the current directory, as list and every reader take it
+        cwd = os.path.abspath(cwd)
     check_cwd(cwd)
     session = check_session_id(session)
     client = obj.client()

@@ -71,7 +71,7 @@ def start(obj: Context) -> None:
 def stop(obj: Context, timeout: float) -> None:
     """Stop the daemon: it drains every queue first. Never starts one."""
     try:
-        client = obj.client(autostart=False).connect()
+        client = obj.client(autostart=False, other_root_ok=True).connect()  # the daemon on this socket, whatever it serves
     except UnsafeSocketDir:
         raise  # not "no daemon": the directory is someone else's (one line, exit 1)
     except DaemonUnavailable:

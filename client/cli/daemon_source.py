@@ -31,7 +31,7 @@ def other_root(obj: Context, client: Client) -> str | None:
     (its files are not this command's), else None."""
     if obj.root is None:
         return None
-    served = client.status().root
+    served = client.served_root or client.status().root  # (an older daemon's Welcome has no root)
     return None if os.path.realpath(served) == os.path.realpath(obj.root) else served
 
 

@@ -5,7 +5,10 @@ Why its own module: a live view has its own sources and rules, apart from
 the commands that load a whole conversation: the daemon's ``Subscribe`` stream
 when a daemon writes the file, else polling the file for whole lines (a line
 still being written is waited for), starting over when the file shrank or
-another file took its path, like ``tail -F``.
+another file took its path, like ``tail -F``. Either way a line longer
+than the shared cap (``linecap.MAX_LINE``; for the daemon's stream, longer
+than its frames carry) is skipped and said so in one line on stderr; what
+follows it is shown as ever.
 """
 
 from __future__ import annotations
@@ -20,22 +23,40 @@ from . import Context
 from .output import local_time
 
 
+POLL_READ = 1024 * 1024
+"""What one look at a polled file reads at most (a longer line: up to the cap)."""
+
+
+def skipped_note(file: str, offset: int, skipped: int, cap: int | None = None) -> None:
+    """The one line saying over-long lines were skipped, ``skipped`` bytes before ``offset`` of ``file``."""
+    from sessiond.protocol.transcript.linecap import MAX_LINE
+
+    click.echo(f"sessiond: skipped {skipped:,} bytes of {file} at byte {offset - skipped:,}: "
+               f"a line longer than {min(cap or MAX_LINE, MAX_LINE):,} bytes", err=True)
+
+
 def poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda: None) -> None:
     """Follow ``path`` (open as ``f``) from ``offset`` by polling, for when no
     daemon runs: whole lines only (a line still being written is waited for),
-    each shown as ``show(line, path.name)``; a file that shrank (truncated or
-    replaced) starts over."""
+    each shown as ``show(line, path.name)``, at most ``POLL_READ`` at a time;
+    a line over the cap is skipped and said so; a file that shrank (truncated
+    or replaced) starts over."""
     import time
 
+    from sessiond.protocol.transcript.linecap import read_span
+
     while True:
-        f.seek(offset)
-        more = f.read()
-        end = more.rfind(b"\n") + 1
-        if end:
-            for line in more[:end].splitlines():
-                show(line, path.name)
+        span = read_span(f.fileno(), offset, POLL_READ)
+        if span.skipped:
+            skipped_note(path.name, span.start, span.skipped_bytes)
+        if span.end > offset:
+            for line in span.lines():
+                if line:
+                    show(line, path.name)
             sys.stdout.flush()  # a pipe reader sees each entry as it comes
-            offset += end
+            offset = span.end
+            if span.data:
+                continue  # there may be more at once: read on before sleeping
         elif os.fstat(f.fileno()).st_size < offset:  # truncated in place: start over
             offset = 0
             restart()
@@ -68,7 +89,7 @@ def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> 
     if not is_session_id(path.stem):
         return False
     try:
-        client = obj.client(autostart=False).connect()
+        client = obj.client(autostart=False, other_root_ok=True).connect()
     except DaemonUnavailable:
         return False
     with client:
@@ -88,6 +109,8 @@ def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> 
             if isinstance(frame, m.Unsubscribed):
                 click.echo(f"sessiond: the transcript went away ({frame.reason})", err=True)
                 return True
+            if frame.skipped:
+                skipped_note(frame.file, frame.offset, frame.skipped, client.max_frame_bytes)
             for line in frame.lines:
                 show(line, frame.file)
             sys.stdout.flush()  # a pipe reader sees each entry as it comes

@@ -19,7 +19,9 @@ from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
-from .locate import find, where
+from .completion import complete_session, complete_trashed
+from .locate import find, id_prefix, one_of, where
+from .locate import session_id as resolved_id
 from .output import clip, size
 
 
@@ -39,16 +41,14 @@ def _entry_line(e) -> str:
 
 
 @cli.command()
-@click.argument("sessions", nargs=-1, required=True, metavar="ID...")
+@click.argument("sessions", nargs=-1, required=True, metavar="ID...", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--force", is_flag=True, help="Also a session a client is writing right now.")
 @click.option("--json", "as_json", is_flag=True, help="The trashed entries as a JSON array.")
 @click.pass_obj
 def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as_json: bool) -> None:
     """Move sessions (transcript, subagent files, meta files) into the trash."""
-    from sessiond.protocol.transcript.paths import check_session_id
-
-    ids = [check_session_id(sid) for sid in sessions]  # canonical: lower case, no braces
+    ids = [resolved_id(obj, sid) for sid in sessions]  # canonical: lower case, no braces; prefixes and paths expanded
     moved, failed = [], 0
     with _ops(obj) as ops:
         if ops.client is not None:  # what was just acknowledged may not have its file yet
@@ -118,14 +118,23 @@ def trash_empty(obj: Context, older_than: str | None, dry_run: bool, as_json: bo
 
 
 @cli.command()
-@click.argument("session", metavar="ID")
+@click.argument("session", metavar="ID", shell_complete=complete_trashed)
 @click.option("--json", "as_json", is_flag=True, help="The restored entry as JSON.")
 @click.pass_obj
 def restore(obj: Context, session: str, as_json: bool) -> None:
-    """Put a trashed session back where it was, byte for byte."""
-    from sessiond.protocol.transcript.paths import check_session_id
+    """Put a trashed session back where it was, byte for byte.
 
-    session = check_session_id(session)
+    ID is the whole id or a unique prefix of a trashed session's."""
+    from sessiond.protocol.transcript.paths import check_session_id, is_session_id
+
+    if is_session_id(session):
+        session = check_session_id(session)
+    else:  # a prefix: of what is in the trash, not of the store
+        from sessiond.protocol import trash as trash_mod
+
+        prefix = id_prefix(session)
+        trashed = {e.session: "" for e in trash_mod.entries(obj.root or default_root()) if e.session.startswith(prefix)}
+        session = one_of(prefix, trashed, "in the trash")
     with _ops(obj) as ops:
         entry = ops.restore(session)
     if as_json:
@@ -217,9 +226,6 @@ def du(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None
 
 def _set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> str:
     """Append ``entry`` to the session's transcript; its path."""
-    from sessiond.protocol.transcript.paths import check_session_id
-
-    session = check_session_id(session)
     loc = _find(obj, session, cwd)
     with _ops(obj) as ops:
         ops.set_metadata(session, Path(loc.path), loc.cwd or where(cwd), msgspec.json.encode(entry))
@@ -230,13 +236,14 @@ def _metadata_command(name: str, value: str, kind: str, field: str, help_text: s
     """``rename`` and ``tag``: one metadata entry, its value the second argument."""
 
     @cli.command(name, help=help_text)
-    @click.argument("session", metavar="ID")
+    @click.argument("session", metavar="ID|PATH", shell_complete=complete_session)
     @click.argument(value)
     @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
     @click.option("--json", "as_json", is_flag=True, help="The session and the file written, as JSON.")
     @click.pass_obj
     def command(obj: Context, session: str, cwd: str | None, as_json: bool, **args: str) -> None:
         text = args[value]
+        session = resolved_id(obj, session)
         if kind == "custom-title" and not text.strip():
             raise click.UsageError("the title is empty")
         path = _set_metadata(obj, session, cwd, {"type": kind, field: text, "sessionId": session})

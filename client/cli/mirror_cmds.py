@@ -28,6 +28,7 @@ import click
 from sessiond.protocol.wire.errors import SessiondError, not_found
 
 from . import Context, cli
+from .completion import complete_session
 from .output import echo_json, size
 
 FLUSH_BYTES = 4 * 1024 * 1024
@@ -375,7 +376,7 @@ async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:
 
 
 @cli.command()
-@click.argument("session_id", metavar="ID")
+@click.argument("session_id", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @_where_the_mirror_is
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds for the whole push.")
@@ -383,9 +384,9 @@ async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:
 @click.pass_obj
 def push(obj: Context, session_id: str, cwd: str | None, servers: tuple[str, ...], config_path: Path | None, timeout: float, as_json: bool) -> None:
     """Backfill a local session into the mirror (only what the stream lacks)."""
-    from sessiond.protocol.transcript.paths import check_session_id
+    from .locate import session_id as resolved_id
 
-    session_id = check_session_id(session_id)
+    session_id = resolved_id(obj, session_id)
     cfg, root = _mirror_settings(obj, config_path, servers)
     paths = session_files(root, session_id, cwd)
     res = _run(backfill(cfg, root, paths, timeout), timeout + 5)

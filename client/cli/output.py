@@ -68,14 +68,63 @@ def size(n: int) -> str:
     return f"{n} B"
 
 
+def cells(text: str) -> int:
+    """The terminal cells ``text`` takes: an East Asian Wide or Fullwidth
+    character (CJK, most emoji) 2, a combining mark or a zero-width one (a
+    variation selector, ZWJ) 0, anything else 1. A table padded by ``len``
+    is misaligned by every Chinese title."""
+    if text.isascii():
+        return len(text)
+    return sum(map(_cell, text))
+
+
+def _cell(ch: str) -> int:
+    import unicodedata  # only for text that is not ASCII
+
+    if ch < "\u0300":  # Latin-1 and below: one cell (controls are not in titles: split() drops them)
+        return 1
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def pad(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded with spaces to ``width`` cells (on the left: ``right``)."""
+    fill = " " * max(0, width - cells(text))
+    return fill + text if right else text + fill
+
+
+def _fit(chars, room: int) -> list[str]:
+    """The leading chars of ``chars`` that fit in ``room`` cells; a wide char
+    that does not fit whole is left out (never half of one), the zero-width
+    marks of a char kept stay with it."""
+    kept: list[str] = []
+    used = 0
+    for ch in chars:
+        w = _cell(ch)
+        if used + w > room:
+            break
+        kept.append(ch)
+        used += w
+    return kept
+
+
 def clip(text: str, width: int) -> str:
+    """``text`` on one line in at most ``width`` cells, cut with "…"."""
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if cells(text) <= width:
+        return text
+    return "".join(_fit(text, width - 1)) + "…"
 
 
 def clip_left(text: str, width: int) -> str:
     """The end of a path is what tells projects apart: cut from the left."""
-    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
+    if cells(text) <= width:
+        return text
+    tail = _fit(reversed(text), width - 1)
+    while tail and _cell(tail[-1]) == 0:  # a mark without its base char: drop it
+        tail.pop()
+    return "…" + "".join(reversed(tail))
 
 
 def home_relative(path: str) -> str:

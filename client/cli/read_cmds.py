@@ -14,6 +14,7 @@ import click
 from sessiond.protocol.locations import default_root
 
 from . import Context, cli
+from .completion import complete_session
 from .output import Progress, echo_json
 
 
@@ -34,10 +35,14 @@ def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool,
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, path_type=Path))
+@click.argument("targets", nargs=-1, metavar="[ID|PATH]...", shell_complete=complete_session)
 @click.pass_obj
-def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
+def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
     """Report damage in transcripts (default: every one under the root).
+
+    Each argument is a session (id, id prefix), a transcript file or a
+    directory (every transcript in it). A file that is no transcript at all
+    (empty, or not one line is an entry) is NOT, and makes the exit 1 too.
 
     Unhealthy (BAD) means data is lost or confused: a torn last line, unreadable
     lines, duplicate uuids. A warning (WARN) is what resume repairs on the fly
@@ -46,9 +51,10 @@ def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
     from sessiond.protocol.transcript.health import check_file
     from sessiond.protocol.transcript.regular import NotRegularFile
 
+    paths = tuple(_named(obj, t) for t in targets)
     files = _transcripts(paths or ((obj.root or default_root()) / "projects",))
     progress = Progress(len(files), "checking")
-    unhealthy = warned = skipped = 0
+    unhealthy = warned = skipped = foreign = 0
     for path in files:
         progress.step()
         try:
@@ -65,17 +71,33 @@ def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
             click.echo(f"sessiond: {path}: {exc.strerror or exc}", err=True)
             unhealthy += 1
             continue
-        unhealthy += not h.healthy
+        alien = _not_transcript(h)
+        foreign += alien is not None
+        unhealthy += not h.healthy and alien is None
         warned += h.verdict == "warning"
         if as_json:
             echo_json(h)
+        elif alien is not None:
+            click.echo(f"NOT  {h.path}: not a transcript ({alien})")
         elif h.verdict != "ok" or len(files) == 1:
             click.echo(_health_line(h))
     progress.done()
     if not as_json:
         note = f", {skipped} skipped (not regular files)" if skipped else ""
+        note += f", {foreign} not transcripts" if foreign else ""
         click.echo(f"{len(files) - skipped} files checked, {unhealthy} unhealthy{note}, {warned} with warnings")
-    sys.exit(1 if unhealthy else 0)
+    sys.exit(1 if unhealthy or foreign else 0)
+
+
+def _not_transcript(h) -> str | None:
+    """Why a file is no transcript at all (empty, or not one line is an entry:
+    ``/etc/passwd``), or None. Such a file is not a damaged transcript (BAD):
+    repair has nothing to save in it."""
+    if h.bytes == 0:
+        return "empty"
+    if h.lines and len(h.unparseableLines) >= h.lines:
+        return f"none of its {h.lines} line{'s' if h.lines != 1 else ''} is a transcript entry"
+    return None
 
 
 def _health_line(h) -> str:
@@ -100,6 +122,15 @@ def _health_line(h) -> str:
     return f"{tag} {h.path}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
 
 
+def _named(obj: Context, target: str) -> Path:
+    """A file or directory as given, else the transcript a session id or prefix names."""
+    import os
+
+    from .locate import locate
+
+    return Path(target) if os.path.lexists(target) else locate(obj, target, None)[0]
+
+
 def _transcripts(paths) -> list[Path]:
     out: list[Path] = []
     for p in paths:
@@ -112,15 +143,18 @@ def _transcripts(paths) -> list[Path]:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="What was done and what check says afterwards, as one JSON object.")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.pass_obj
-def repair(obj: Context, as_json: bool, path: Path) -> None:
+def repair(obj: Context, as_json: bool, target: str) -> None:
     """Fix what can be fixed without losing a byte (a torn tail goes to FILE.torn).
 
     Safe while the daemon runs (it takes the same lock). Exit 0 when the file is
     healthy afterwards, 1 when problems remain that repair cannot fix."""
     from sessiond.protocol.transcript.health import repair_file
 
+    from .locate import locate
+
+    path, _ = locate(obj, target, None)
     r = repair_file(path)
     if as_json:
         echo_json(r)

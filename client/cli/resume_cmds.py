@@ -25,14 +25,16 @@ from sessiond.protocol.wire.errors import SessiondError, not_found
 
 from . import Context, cli
 from .following import follow_daemon, poll_file, print_entry
-from .locate import locate, where
+from .completion import complete_session
+from .locate import locate, resolve, where
+from .locate import session_id as resolved_id
 from .output import echo_json, skipped_lines
 
 
-def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True) -> None:
-    """JSON for programs; for a person the rendered conversation, in colour on
-    a terminal (unless ``NO_COLOR``), through ``$PAGER`` (``less`` by default)
-    when it is longer than the screen."""
+def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "") -> None:
+    """JSON for programs; for a person the rendered conversation (then
+    ``footer``), in colour on a terminal (unless ``NO_COLOR``), through
+    ``$PAGER`` (``less`` by default) when it is longer than the screen."""
     if as_json:
         echo_json(result)
         return
@@ -40,7 +42,7 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
     color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     from .transcript_view import render
 
-    text = render(result, all_entries=all_entries, color=color)
+    text = render(result, all_entries=all_entries, color=color) + (f"\n{footer}" if footer else "")
     import shutil
 
     if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
@@ -71,8 +73,9 @@ def refuse_unusable(path: Path, result) -> None:
     raise SessiondError(f"{path} holds no conversation: {h.lines} entries but no user or assistant message", code="bad_request")
 
 
-def report_skipped(path: Path, skipped: int) -> None:
-    """Lines no reader could use, in one summary line; they make the exit 1."""
+def report_skipped(path: Path, skipped: int, session: str | None = None) -> None:
+    """Lines no reader could use, in one summary line; they make the exit 1. A
+    torn last line (a writer died mid-line) says the command that sets it aside."""
     if not skipped:
         return
     from sessiond.protocol.transcript.health import check_file
@@ -80,12 +83,17 @@ def report_skipped(path: Path, skipped: int) -> None:
     h = check_file(path)
     numbers = h.unparseableLines + ([h.lines] if h.tornTail else [])
     text = skipped_lines(numbers) if len(numbers) == skipped else f"{skipped} line{'s' if skipped != 1 else ''} skipped"
-    click.echo(f"sessiond: {text} of {path}: unreadable", err=True)
+    torn = ""
+    if h.tornTail:
+        import shlex
+
+        torn = f"; the last line is torn (a writer died mid-line): `sessiond repair {session or shlex.quote(str(path))}` moves it to a .torn file"
+    click.echo(f"sessiond: {text} of {path}: unreadable{torn}", err=True)
     sys.exit(1)
 
 
 @cli.command()
-@click.argument("target", metavar="ID|PATH")
+@click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
 @view_options
@@ -100,10 +108,27 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, all_entries:
     path, loc = locate(obj, target, cwd)
     result = load_transcript(path)
     refuse_unusable(path, result)
-    if loc is not None and not loc.same_repo:
-        click.echo(f"sessiond: session of another project; to resume it: {loc.resume_hint()}", err=True)
-    _print(result, as_json, all_entries=all_entries, pager=not no_pager)
-    report_skipped(path, result.skippedLines)
+    hint = loc.resume_hint() if loc is not None else None
+    if hint is not None:
+        click.echo(f"sessiond: session of another project; to resume it: {hint}", err=True)
+    stored = _in_store(obj, path)
+    sid = loc.session_id if loc is not None else result.sessionId
+    footer = ""
+    if sid:
+        import shlex
+
+        first = "" if stored else f"sessiond import {shlex.quote(str(path))} && "  # resume finds sessions of the store
+        footer = f"to resume it: {hint or f'{first}sessiond resume {sid}'}"
+    _print(result, as_json, all_entries=all_entries, pager=not no_pager, footer=footer)
+    report_skipped(path, result.skippedLines, sid if stored else None)
+
+
+def _in_store(obj: Context, path: Path) -> bool:
+    """Whether ``path`` is a transcript of the store (what an id finds)."""
+    from sessiond.protocol.transcript.paths import projects_dir
+
+    base = os.path.realpath(projects_dir(obj.root or default_root())) + os.sep
+    return os.path.realpath(path).startswith(base)
 
 
 def _live_options(f):
@@ -115,7 +140,7 @@ def _live_options(f):
 
 
 @cli.command()
-@click.argument("session_id", metavar="ID")
+@click.argument("session_id", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
 @view_options
@@ -127,9 +152,7 @@ def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, all_en
 
     Exit 4 when another client is writing it (the session is live): stderr names
     its pid; --take-over takes it, --fork continues in a copy."""
-    from sessiond.protocol.transcript.paths import check_session_id
-
-    _resume(obj, check_session_id(session_id), cwd, as_json, take_over, fork_it, all_entries=all_entries,
+    _resume(obj, resolved_id(obj, session_id), cwd, as_json, take_over, fork_it, all_entries=all_entries,
             pager=not no_pager)
 
 
@@ -198,20 +221,21 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
 
 
 @cli.command()
-@click.argument("target", metavar="ID|PATH")
+@click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Where the fork works: its project dir and recorded cwd (default: the original's).")
 @click.option("--json", "as_json", is_flag=True, help="The new id, the source id, the message count and the cwd as one JSON object.")
 @click.pass_obj
 def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
     """Start a new session seeded with the old one's chain; prints the new id."""
-    from sessiond.protocol.transcript.paths import check_session_id, is_session_id
     from sessiond.protocol.transcript.reencode import encode_entry
     from sessiond.protocol.transcript.resume import load_transcript
     from sessiond.protocol.wire import messages as m
 
     with obj.client() as client:
-        if is_session_id(target):  # acknowledged as queued, it may have no file before the next drain
-            client.flush(check_session_id(target))
+        named = resolve(obj, target)
+        if isinstance(named, str):  # acknowledged as queued, it may have no file before the next drain
+            client.flush(named)
+            target = named
         path, loc = locate(obj, target, cwd)
         result = load_transcript(path)
         refuse_unusable(path, result)
@@ -263,7 +287,7 @@ def fork_entries(path: Path, chain: list[str]) -> list[dict]:
 
 
 @cli.command()
-@click.argument("target", metavar="ID|PATH")
+@click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True, help="Entries to show first.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing entries as they are written (Ctrl-C stops).")
@@ -315,37 +339,45 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
 
 
 @cli.command()
-@click.argument("session_id", metavar="ID")
+@click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True, help="Turns to show first.")
 @click.option("--json", "as_json", is_flag=True, help="Raw entries, one JSON object per line.")
 @click.option("--agents", is_flag=True, help="Also the session's subagent files (--json: each entry's file in \"sessiondFile\").")
 @click.option("--interval", type=click.FloatRange(min=0.01), default=0.2, hidden=True)
 @click.pass_obj
-def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: bool, agents: bool, interval: float) -> None:
+def watch(obj: Context, target: str, cwd: str | None, count: int, as_json: bool, agents: bool, interval: float) -> None:
     """The conversation as it happens: the last N turns, then each new entry.
 
     Streams from the daemon as it writes (Ctrl-C stops); with no daemon running,
-    follows the file instead."""
+    follows the file instead. A session id with no file yet (its first entries
+    still buffered) is waited for."""
+    from collections import deque
+
     from sessiond.protocol.transcript.entries import try_header
-    from sessiond.protocol.transcript.paths import check_session_id
+    from sessiond.protocol.transcript.linecap import read_span
     from sessiond.protocol.transcript.regular import open_regular
 
-    path, _ = locate(obj, check_session_id(session_id), cwd)
-    with os.fdopen(open_regular(path), "rb") as f:
-        data = f.read()
-    whole = data[: data.rfind(b"\n") + 1]
-    turns = [line for line in whole.splitlines()
-             if (h := try_header(line)) is not None and h.type in ("user", "assistant") and not h.isSidechain]
-    for line in turns[-count:] if count else []:
-        print_entry(line, as_json, path.name if agents else None)
-    sys.stdout.flush()
+    from .following import POLL_READ, skipped_note
 
-    def show_one(line: bytes, file: str) -> None:
-        print_entry(line, as_json, file if agents else None)
+    try:  # Ctrl-C ends a watch at any point, waiting included: exit 0, no "Aborted!"
+        path = _watched(obj, target, cwd, interval)
+        turns: deque[bytes] = deque(maxlen=count)  # memory: the turns shown, not the file
+        offset = 0
+        with os.fdopen(open_regular(path), "rb") as f:
+            while (span := read_span(f.fileno(), offset, POLL_READ)).end > offset:
+                if span.skipped:
+                    skipped_note(path.name, span.start, span.skipped_bytes)
+                turns.extend(line for line in span.lines() if (h := try_header(line)) is not None
+                             and h.type in ("user", "assistant") and not h.isSidechain)
+                offset = span.end
+        for line in turns if count else []:
+            print_entry(line, as_json, path.name if agents else None)
+        sys.stdout.flush()
 
-    offset = len(whole)
-    try:
+        def show_one(line: bytes, file: str) -> None:
+            print_entry(line, as_json, file if agents else None)
+
         if follow_daemon(obj, path, offset, show_one, agents=agents):
             return
         if agents:
@@ -354,6 +386,31 @@ def watch(obj: Context, session_id: str, cwd: str | None, count: int, as_json: b
             poll_file(f, path, offset, interval, show_one)
     except KeyboardInterrupt:
         return
+
+
+def _watched(obj: Context, target: str, cwd: str | None, interval: float) -> Path:
+    """The file ``watch`` follows. A whole session id whose file does not exist
+    yet (the daemon has its first entries but writes a file only once it holds
+    a message, or they were only just queued) is waited for, said once on
+    stderr, rather than refused: ``watch`` is often started before the agent."""
+    import time
+
+    from sessiond.protocol.transcript import lookup
+
+    named = resolve(obj, target)
+    if isinstance(named, Path):
+        return locate(obj, target, cwd)[0]
+    try:
+        return locate(obj, named, cwd)[0]
+    except SessiondError as exc:
+        if exc.code != "not_found":
+            raise
+    root = obj.root or default_root()
+    click.echo(f"sessiond: session {named} has no file yet under {root}; waiting for it (Ctrl-C stops)", err=True)
+    here = where(cwd)
+    while (loc := lookup.find_session(root, named, here)) is None:
+        time.sleep(interval)
+    return Path(loc.path)
 
 
 def _tail_verdict(path: Path, blank: bool, shown: int, bad: list[int]) -> None:

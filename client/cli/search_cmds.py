@@ -121,7 +121,7 @@ def _from_daemon(obj: Context, text: str, dirs: list[Path] | None, limit: int, s
     if dirs is not None and not dirs:
         return [], None
     try:
-        with obj.client(autostart=False) as client:
+        with obj.client(autostart=False, other_root_ok=True) as client:
             if (root := other_root(obj, client)) is not None:
                 return None, serves(obj, root)
             resp = client.call(m.Search(id=client.next_id(), query=text, dirs=[str(d) for d in dirs or []],
@@ -194,9 +194,7 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
     dirs = _scope(obj, root, cwd, all_projects)
     if dirs is not None and not dirs:
         raise click.ClickException(f"no sessions for {cwd or os.getcwd()} (--all rebuilds every project)")
-    with obj.client() as client:
-        if obj.root is not None and os.path.realpath(client.status().root) != os.path.realpath(obj.root):
-            raise click.ClickException(f"the daemon on {obj.socket} serves another root ({client.status().root})")
+    with obj.client() as client:  # WrongRoot when it serves another root: never reindex that one
         stop = threading.Event()
         watcher = None
         if sys.stderr.isatty() and not as_json:

@@ -15,7 +15,7 @@ from pathlib import Path
 from sessiond.protocol.locations import default_root
 
 from . import Context
-from .output import Progress, clip, clip_left, echo, echo_json, home_relative, local_time, size, terminal_columns
+from .output import Progress, cells, clip, clip_left, echo, echo_json, home_relative, local_time, pad, size, terminal_columns
 
 
 def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
@@ -25,6 +25,10 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
     from sessiond.protocol.transcript.paths import check_cwd
 
     root = obj.root or default_root()
+    if all_projects and cwd is not None:
+        from sessiond.protocol.wire.errors import bad_request
+
+        raise bad_request("--cwd and --all exclude each other: --all lists every project, --cwd one")
     if all_projects:
         dirs: list[Path] = []
     else:
@@ -48,13 +52,17 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
     if not sessions:
         echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}"), err=True)
         return
-    # The terminal's width (or COLUMNS); piped into another program, rows are whole.
+    # The terminal's width (or COLUMNS); piped into another program (no COLUMNS),
+    # rows are whole: no title, branch or project is cut.
     for row in session_table(sessions, show_project=all_projects, width=terminal_columns(UNLIMITED)):
         echo(row)
 
 
 UNLIMITED = 1 << 20
 TITLE_MIN = 16
+BRANCH_MAX = 20
+PROJECT_MAX = 28
+"""On a terminal, the widest branch and project (cut from the left) a row shows."""
 DROPPABLE = ("SIZE", "BRANCH", "CREATED", "PROJECT", "LAST ENTRY")
 """Columns left out, in this order, when the terminal is too narrow for them
 and a title of TITLE_MIN characters; the id (what resume takes) always stays."""
@@ -67,19 +75,21 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
     (created, last entry), local, with the date when not today; the last entry
     falls back to the file's mtime."""
     today = datetime.now().astimezone().date()
+    whole = width >= UNLIMITED  # piped: a program reads the rows, nothing is cut
     columns: dict[str, list[str]] = {
         "MSGS": ["-" if s.messageCount is None else str(s.messageCount) for s in sessions],
         "CREATED": [local_time(s.createdAt, today) for s in sessions],
         "LAST ENTRY": [local_time(s.lastEntryAt or s.modifiedAt, today) for s in sessions],
         "SIZE": [size(s.size) for s in sessions],
-        "BRANCH": [clip(s.gitBranch or "-", 20) for s in sessions],
+        "BRANCH": [clip(s.gitBranch or "-", UNLIMITED if whole else BRANCH_MAX) for s in sessions],
     }
     if show_project:
-        columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", 28) for s in sessions]
+        columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", UNLIMITED if whole else PROJECT_MAX)
+                              for s in sessions]
     if any(s.live for s in sessions):  # written by a client right now (SPEC 7): who
         columns["LIVE"] = [f"pid {s.live['pid']}" if s.live else "" for s in sessions]
     columns["ID"] = [s.sessionId for s in sessions]
-    widths = {name: max(len(name), *map(len, cells)) for name, cells in columns.items()}
+    widths = {name: max(cells(name), *map(cells, column)) for name, column in columns.items()}
 
     def others() -> int:
         return sum(widths[n] + 2 for n in columns)
@@ -89,17 +99,16 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
             break
         columns.pop(name, None)
     titles = [s.title or "(untitled)" for s in sessions]
-    title_width = max(TITLE_MIN, min(width - others(), max(5, *(len(" ".join(t.split())) for t in titles))))
+    title_width = max(TITLE_MIN, min(width - others(), max(5, *(cells(" ".join(t.split())) for t in titles))))
     right = {"MSGS", "SIZE"}  # numbers line up on the right
 
-    def row(title: str, cells: dict[str, str]) -> str:
-        parts = [f"{title:<{title_width}}"]
-        parts += [f"{c:>{widths[n]}}" if n in right else f"{c:<{widths[n]}}" for n, c in cells.items()]
+    def row(title: str, values: dict[str, str]) -> str:
+        parts = [pad(title, title_width)] + [pad(c, widths[n], right=n in right) for n, c in values.items()]
         return "  ".join(parts).rstrip()
 
     out = [row("TITLE", {n: n for n in columns})]
     for i, title in enumerate(titles):
-        out.append(row(clip(title, title_width), {n: cells[i] for n, cells in columns.items()}))
+        out.append(row(clip(title, title_width), {n: column[i] for n, column in columns.items()}))
     return out
 
 
@@ -114,7 +123,7 @@ def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int 
     if not all_projects and not dirs:
         return []
     try:
-        with obj.client(autostart=False) as client:
+        with obj.client(autostart=False, other_root_ok=True) as client:
             if (root := other_root(obj, client)) is not None:
                 fell_back(serves(obj, root), "listed from the files")
                 return None

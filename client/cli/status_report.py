@@ -17,7 +17,7 @@ def report_status(obj: Context, as_json: bool) -> None:
     """Print the figures (``--json``: one object with ``running``); a daemon
     that does not answer is exit 1, never a start."""
     try:
-        with obj.client(autostart=False) as c:
+        with obj.client(autostart=False, other_root_ok=True) as c:  # its root is shown: a status, not this root's store
             st = c.status()
     except DaemonUnavailable as exc:
         if as_json:

@@ -58,18 +58,6 @@ def render_blocks(content: Any) -> list[str]:
     return out
 
 
-def _first_prompt(messages: list[dict]) -> str | None:
-    for msg in messages:
-        if msg.get("type") == "user" and not msg.get("isMeta"):
-            content = (msg.get("message") or {}).get("content")
-            texts = [content] if isinstance(content, str) else [b.get("text", "") for b in content or []
-                                                                 if isinstance(b, dict) and b.get("type") == "text"]
-            text = " ".join(t for t in texts if t.strip())
-            if text.strip() and not text.lstrip().startswith("<"):
-                return one_line(text, 80)
-    return None
-
-
 def _noise(kind: str, msg: dict) -> str:
     if kind == "system":
         return f"·· system: {one_line(str(msg.get('content') or msg.get('subtype') or 'system'), RESULT_MAX)}"
@@ -90,8 +78,9 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False) -> st
         return click.style(text, **style) if color else text
 
     lines: list[str] = []
-    meta = result.metadata
-    title = meta.get("customTitle") or meta.get("aiTitle") or meta.get("summary") or _first_prompt(result.messages) or "(untitled)"
+    from sessiond.protocol.transcript.lite import UNTITLED, session_title
+
+    title = session_title(result.path) or UNTITLED  # the title list, export and search show
     lines.append(paint(f"session {result.sessionId or '?'} — {title}", bold=True))
     lines.append(f"file    {result.path}")
     lines.append("")

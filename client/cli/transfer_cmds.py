@@ -12,6 +12,7 @@ import msgspec
 from sessiond.protocol.locations import default_root
 
 from . import Context, cli
+from .completion import complete_session
 from .output import Progress
 
 
@@ -59,7 +60,7 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("session", metavar="ID|PATH")
+@click.argument("session", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "html", "jsonl"]), default="markdown", show_default=True,
               help="Markdown or one self-contained HTML file of the conversation, or its original JSONL lines.")
@@ -104,7 +105,7 @@ def _flush(obj: Context, path: Path) -> None:
     before it is read (never starts a daemon); a daemon that cannot write it
     there is said on stderr, and the file is exported as it is."""
     from sessiond.protocol.transcript.paths import is_session_id
-    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
+    from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError, WrongRoot
 
     from .daemon_source import fell_back, refused
 
@@ -116,5 +117,7 @@ def _flush(obj: Context, path: Path) -> None:
             client.flush(sid)
     except DaemonUnavailable:
         pass
+    except WrongRoot as exc:  # its queues are not this root's
+        fell_back(str(exc), f"exporting {path} as it is")
     except RemoteError as exc:
         fell_back(refused(exc), f"exporting {path} as it is (what the daemon accepted but could not write is not in it)")

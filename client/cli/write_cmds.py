@@ -7,6 +7,7 @@ that is not transcript entries never "succeeds"). ``append`` is a hot command
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import IO
 
@@ -27,7 +28,7 @@ def session_input(agent_help: str):
 
     def apply(f):
         for deco in reversed([
-            click.option("--cwd", required=True, help="The session's working directory (absolute)."),
+            click.option("--cwd", required=True, help="The session's working directory (relative: from the current one)."),
             click.option("--session", required=True, help="Session id (a UUID)."),
             click.option("--agent", default=None, help=agent_help),
             click.option("--durability", type=click.Choice(DURABILITY_CHOICES), default="queued", show_default=True,
@@ -71,6 +72,8 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
     from ..batching import pack, request_overhead
     from ..session import Session
 
+    if cwd and not os.path.isabs(cwd):  # taken from the current directory, as append and list take it
+        cwd = os.path.abspath(cwd)
     check_cwd(cwd)
     session = check_session_id(session)
     with obj.client() as client:

@@ -23,14 +23,15 @@ from pathlib import Path
 
 import msgspec
 
+from sessiond.protocol.transcript.linecap import MAX_LINE, read_span
 from sessiond.protocol.transcript.regular import open_regular
 
 FINGERPRINT = 64
 """Bytes before the offset kept to notice a file rewritten in place."""
 MAX_READ = 8 * 1024 * 1024
-"""At most this much is read per file per pass; the rest comes next pass."""
-MAX_LINE = 256 * 1024 * 1024
-"""Except a single line longer than that: read up to this much to find its end."""
+"""At most this much is read per file per pass; the rest comes next pass
+(except one line longer than that, up to the shared ``linecap.MAX_LINE``:
+longer ones are passed over, ``linecap.read_span``)."""
 HASH_CHUNK = 1024 * 1024
 START_HASH = 64 * 1024
 """A file found at start with at most this much in whole lines is hashed by the walk."""
@@ -83,6 +84,8 @@ class Found(msgspec.Struct):
     ctime_ns: int = 0
     deferred: bool = False
     """The file needs its prefix re-hashed and the budget is spent: look again later."""
+    skipped: int = 0
+    """Lines over the cap passed over before ``lines`` (``end`` is past them)."""
 
 
 class Budget:
@@ -132,37 +135,44 @@ def read_new(path: Path, state: FileState, budget: Budget | None = None) -> Foun
                     return Found(0, 0, [], st.st_ino, st.st_dev, b"", reset="rewritten in place")
                 crc, hashed = now, True
         back = len(state.tail)
-        avail = st.st_size - state.offset
-        want = min(avail, MAX_READ) + back
-        data = os.pread(fd, want, state.offset - back) if want else b""
-        if avail > MAX_READ and b"\n" not in data[back:]:  # one line longer than a read: up to its end
-            data += os.pread(fd, min(avail, MAX_LINE) - MAX_READ, state.offset + MAX_READ)
+        rewritten = back and os.pread(fd, back, state.offset - back) != state.tail
+        span = read_span(fd, state.offset, MAX_READ) if not rewritten else None
         head = state.head or os.pread(fd, FINGERPRINT, 0)
         if state.head and os.pread(fd, len(state.head), 0) != state.head:
-            data = None
+            span = None
+        tail = state.tail
+        if span is not None and span.end > state.offset:
+            if span.skipped and (hashed or state.offset == 0):  # the CRC covers every byte passed on
+                crc = crc_range(fd, state.offset, span.start, crc)
+            n = min(FINGERPRINT, span.end)
+            tail = span.data[-n:] if len(span.data) >= n else os.pread(fd, n, span.end - n)
     finally:
         os.close(fd)
-    if data is None or data[:back] != state.tail:
+    if span is None:
         return Found(0, 0, [], st.st_ino, st.st_dev, b"", reset="rewritten in place")
-    body = data[back:]
-    cut = body.rfind(b"\n") + 1
-    whole = body[:cut]
-    lines = whole.split(b"\n")[:-1] if cut else []
-    end = state.offset + cut
-    tail = (state.tail + whole)[-FINGERPRINT:] if cut else state.tail
+    whole = span.data
+    if len(whole) > HASH_CHUNK and whole.find(b"\n") == len(whole) - 1:
+        lines: list = [memoryview(whole)[:-1]]  # one long line: passed on without a second copy of it
+    else:
+        lines = span.lines()
+    end = span.end
     head = head[:end] if end < len(head) else head  # only bytes passed on are a fingerprint
     if hashed or state.offset == 0:
         crc, hashed = zlib.crc32(whole, crc), True
     return Found(state.offset, end, lines, st.st_ino, st.st_dev, tail, head, crc=crc, hashed=hashed,
-                 more=st.st_size - state.offset > MAX_READ, **look)
+                 more=end > state.offset and st.st_size - state.offset > MAX_READ, skipped=span.skipped, **look)
 
 
 def prefix_crc(fd: int, n: int) -> int:
     """CRC-32 of the first ``n`` bytes of ``fd`` (a file shorter than that is
     caught before: it shrank)."""
-    crc, pos = 0, 0
-    while pos < n:
-        chunk = os.pread(fd, min(HASH_CHUNK, n - pos), pos)
+    return crc_range(fd, 0, n, 0)
+
+
+def crc_range(fd: int, pos: int, stop: int, crc: int) -> int:
+    """``crc`` continued over bytes [pos, stop) of ``fd``, ``HASH_CHUNK`` at a time."""
+    while pos < stop:
+        chunk = os.pread(fd, min(HASH_CHUNK, stop - pos), pos)
         if not chunk:
             break
         crc = zlib.crc32(chunk, crc)

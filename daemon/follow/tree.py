@@ -36,6 +36,7 @@ from pathlib import Path
 
 import msgspec
 
+from sessiond.protocol.transcript.linecap import MAX_LINE
 from sessiond.protocol.transcript.paths import projects_dir
 
 from .. import inotify
@@ -295,14 +296,18 @@ class Follower:
         state.ino, state.dev = found.ino, found.dev
         state.size, state.mtime_ns, state.ctime_ns, state.own = found.size, found.mtime_ns, found.ctime_ns, False
         state.crc, state.hashed = found.crc, found.hashed
-        if found.lines:
+        moved = found.end > found.start  # lines, or only a line over the cap passed over
+        if moved:
             state.offset, state.tail = found.end, found.tail
             if len(found.head) > len(state.head):
                 state.head = found.head
             self.lines_followed += len(found.lines)
             self.bytes_followed += found.end - found.start
-            _call(self.publish, path, found.lines, found.end)
-        if found.more and found.lines:  # no progress (a half line): wait for the next event
+            if found.skipped:
+                log.warning("followed file %s: passed over %d lines longer than %d bytes", path, found.skipped, MAX_LINE)
+            if found.lines:  # the observers see the lines after a skipped one as a gap, and read it
+                _call(self.publish, path, found.lines, found.end)
+        if found.more and moved:  # no progress (a half line): wait for the next event
             self.dirty.add(path)
 
     def _look_again(self, path: Path) -> None:

@@ -33,7 +33,53 @@ if TYPE_CHECKING:
     from ..connection import Connection
 
 CATCH_UP_TIMEOUT = 5.0
-_readers = threading.local()
+
+
+class Readers:
+    """One read-only connection to the index per read-pool thread, each known
+    here so that a stopping daemon closes them all before the indexer closes
+    its writer: the last connection to close a WAL database checkpoints it and
+    removes its ``-wal`` and ``-shm`` files, which a read-only connection
+    cannot do, so a cleanly stopped daemon leaves only the index file."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.open: set[sqlite3.Connection] = set()
+        self.generation = 0
+
+    def get(self, index, ino: int) -> sqlite3.Connection:
+        """This thread's connection to ``index``, opened again when the file is
+        another one (``reindex --all`` starts a new file) or after ``close_all``."""
+        key = (index, ino, self.generation)
+        reader = getattr(self.local, "conn", None)
+        if reader is None or self.local.key != key:
+            if reader is not None:
+                self.drop(reader)
+            reader = query.open_read_only(index)
+            with self.lock:
+                self.open.add(reader)
+            self.local.conn, self.local.key = reader, key
+        return reader
+
+    def drop(self, reader: sqlite3.Connection) -> None:
+        with self.lock:
+            self.open.discard(reader)
+        self.local.conn = None
+        reader.close()
+
+    def close_all(self) -> None:
+        with self.lock:
+            readers, self.open = self.open, set()
+            self.generation += 1
+        for reader in readers:
+            try:
+                reader.close()
+            except sqlite3.Error:
+                pass
+
+
+readers = Readers()
 
 
 def _link(conn: Connection):
@@ -84,24 +130,17 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
 
 
 def _run(root, index, req: m.Search, projects: list[str] | None, cpu_seconds: float) -> query.SearchResult:
-    """The query on this worker thread's read-only connection, opened again
-    when the file is another one (``reindex --all`` starts a new file)."""
+    """The query on this worker thread's read-only connection."""
     try:
         ino = os.stat(index).st_ino
     except FileNotFoundError:
         return query.SearchResult(hits=[])
-    reader = getattr(_readers, "conn", None)
-    if reader is None or getattr(_readers, "key", None) != (index, ino):
-        if reader is not None:
-            reader.close()
-        reader = _readers.conn = query.open_read_only(index)
-        _readers.key = (index, ino)
+    reader = readers.get(index, ino)
     try:
         return query.run(reader, root, req.query, projects=projects, limit=req.limit,
                          since=query.parse_since(req.since), role=req.role, cpu_seconds=cpu_seconds)
     except sqlite3.DatabaseError:
-        _readers.conn = None  # damaged or being replaced: open it again next time
-        reader.close()
+        readers.drop(reader)  # damaged or being replaced: open it again next time
         raise
 
 

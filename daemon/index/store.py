@@ -22,6 +22,7 @@ import zlib
 from pathlib import Path
 
 from sessiond.protocol.transcript.appendfile import ensure_dir
+from sessiond.protocol.transcript.linecap import MAX_LINE, read_span
 from sessiond.protocol.transcript.regular import open_regular
 from sessiond.protocol.search.extract import TAG, TITLE, SUMMARY, extract
 from sessiond.protocol.search.files import describe
@@ -118,7 +119,17 @@ class Store:
             self.in_tx = False
 
     def close(self) -> None:
+        """Leave a plain rollback-journal file behind: the WAL checkpointed into
+        it and its ``-wal``/``-shm`` removed, so a CLI that reads the index
+        while no daemon runs (``mode=ro``) creates no side files either (it
+        would make both, and a read-only connection cannot remove them). Busy
+        (a reader still has it open): it stays in WAL mode, which is as good;
+        the next start sets WAL again either way."""
         self.commit()
+        try:
+            self.conn.execute("PRAGMA journal_mode = DELETE")
+        except sqlite3.Error:
+            pass
         self.conn.close()
 
     def optimize(self) -> None:
@@ -231,24 +242,23 @@ class Store:
                           [getattr(row, c) for c in cols] + [row.id])
 
     def _index_lines(self, fd: int, row: FileRow, size: int) -> int:
-        """Index the whole lines in ``[row.indexed, size)``; returns the offset reached."""
+        """Index the whole lines from ``row.indexed`` on, ``READ_CHUNK`` of
+        them at a time (up to ``size``, or the end of a line that crosses it);
+        a line over the shared cap is passed over (``linecap.read_span``: it
+        used to be carried, copied onto each next read, until its end came).
+        Returns the offset reached."""
         pos = row.indexed
-        carry = b""
-        while pos + len(carry) < size:
-            want = min(READ_CHUNK, size - pos - len(carry))
-            data = os.pread(fd, want, pos + len(carry))
-            if not data:
-                break
-            self.bytes_read += len(data)
-            buf = carry + data if carry else data
-            end = buf.rfind(b"\n")
-            if end < 0:
-                carry = buf
-                continue
-            self._index_block(row, buf, end + 1, pos)
-            pos += end + 1
-            carry = buf[end + 1:]
-            row.indexed = pos
+        while pos < size:
+            span = read_span(fd, pos, min(READ_CHUNK, size - pos))
+            if span.end == pos:
+                break  # a line without its newline yet
+            self.bytes_read += span.end - pos
+            if span.skipped:
+                log.warning("indexing %s: passed over %d lines longer than %d bytes at %d",
+                            row.path, span.skipped, MAX_LINE, pos)
+            if span.data:
+                self._index_block(row, span.data, len(span.data), span.start)
+            pos = row.indexed = span.end
         if row.indexed:
             start = max(0, row.indexed - TAIL_SUM)
             row.tailsum = zlib.crc32(os.pread(fd, row.indexed - start, start))

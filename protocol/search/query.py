@@ -177,6 +177,8 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
 
 def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str] | None, limit: int,
           since: str | None, role: str | None) -> SearchResult:
+    from ..transcript.lite import session_title as file_title
+
     ranked = best_sessions(conn, expr, projects=projects, role=role, since=since, limit=limit)
     hits = []
     base = projects_dir(root)
@@ -190,27 +192,14 @@ def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str
             continue
         snip, uuid, ts, doc_role, sidechain, file, agent, cwd = row
         plain, spans = split_marks(snip)
-        title, main_cwd = session_title(conn, project, session)
+        indexed, main_cwd = session_title(conn, project, session)
         main = base / project / f"{session}.jsonl"
-        if title is None:
-            title = lite_title(main)
+        title = file_title(main) or indexed  # the title list and show give it; the index's when the file is gone
         hits.append(Hit(sessionId=session, project=project, path=str(main),
                         title=title, uuid=uuid, timestamp=ts, role=doc_role, snippet=plain, highlights=spans,
                         score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent, file=file,
                         cwd=main_cwd or cwd))
     return SearchResult(hits=hits, window=ranked.window)
-
-
-def lite_title(path: Path) -> str | None:
-    """The listing's title from the file itself (a slash command, say), for a
-    session whose indexed entries name none."""
-    from ..transcript.lite import read_lite
-
-    try:
-        info = read_lite(path)
-    except OSError:
-        return None
-    return info.title or info.first_prompt
 
 
 def session_title(conn: sqlite3.Connection, project: str, session: str) -> tuple[str | None, str | None]:

@@ -28,6 +28,8 @@ import mmap
 import os
 from collections.abc import Iterator, Sequence
 
+from .linecap import MAX_LINE, find_newline
+
 
 class Lines:
     """A block of whole lines in a read buffer, for the entries decoded from it.
@@ -85,9 +87,16 @@ def map_file(fd: int, size: int) -> mmap.mmap | None:
         return None
 
 
+_STAND_IN = b"\x00"
+_OVERLONG = Block(_STAND_IN, memoryview(_STAND_IN), 0, 1, 0)  # type: ignore[arg-type]
+"""One line that is no JSON object: what a line over ``linecap.MAX_LINE`` reads as."""
+
+
 def reused_blocks(fd: int, offset: int, chunk: int) -> Iterator[Block]:
     """The file from ``offset`` in blocks that all live in ONE buffer, reused: a
-    block is only valid until the next one is requested."""
+    block is only valid until the next one is requested. A line over the
+    shared cap comes as ``_OVERLONG`` (one damaged line), looked through a scan
+    chunk at a time: the buffer never grows to hold it."""
     buf = _buffer(chunk)
     view = memoryview(buf)
     start = end = 0
@@ -100,7 +109,16 @@ def reused_blocks(fd: int, offset: int, chunk: int) -> Iterator[Block]:
             end -= start
             base += start
             start = 0
-        if end == len(buf):  # one line fills the buffer: grow it
+        if end == len(buf):  # one line fills the buffer: grow it, unless it is over the cap
+            nl = find_newline(fd, base + end, base + MAX_LINE + 1)
+            if nl < 0 and os.fstat(fd).st_size > base + MAX_LINE:
+                yield _OVERLONG  # a damaged line in its place (its number kept), never held
+                nl = find_newline(fd, base + MAX_LINE + 1)
+                if nl < 0:
+                    return
+                base = os.lseek(fd, nl + 1, os.SEEK_SET)
+                end = 0
+                continue
             bigger = _buffer(2 * len(buf))
             bigger[:end] = buf[:end]
             buf, view = bigger, memoryview(bigger)
@@ -124,7 +142,9 @@ def mapped_blocks(mapped: mmap.mmap, fd: int, offset: int, size: int, chunk: int
     last = mapped.rfind(b"\n", offset, size)
     end = last + 1 if last >= 0 else offset
     yield from _split(mapped, memoryview(mapped), offset, end, 0, chunk)
-    if size > end:
+    if size - end > MAX_LINE:
+        yield _OVERLONG  # a last line over the cap: not read
+    elif size > end:
         tail = b"".join(pread_all(fd, size - end, end))
         if tail:
             yield Block(tail, memoryview(tail), 0, len(tail), end)

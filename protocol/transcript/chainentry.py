@@ -37,6 +37,7 @@ from typing import Any, Final
 import msgspec
 
 from .blocks import Block, Lines
+from .linecap import MAX_LINE
 from .entries import COMPACT_BOUNDARY, decode_object, mask_lone_surrogates
 
 
@@ -186,19 +187,20 @@ _BLANK: Final = Entry()
 
 def _scan(buf: mmap.mmap | bytes, start: int, stop: int) -> tuple[array, list[int]]:
     """Where the lines of ``buf[start:stop]`` end (a blank line too), and which of
-    them do not start with ``{`` and end with ``}``: those are never decoded in a batch."""
+    them do not start with ``{`` and end with ``}``, or are longer than the
+    shared cap (``linecap.MAX_LINE``): those are never decoded in a batch."""
     ends: list[int] = []
     odd: list[int] = []
     append = ends.append
     find = buf.find
     s = start
     while (n := find(b"\n", s, stop)) >= 0:
-        if buf[s] != 123 or buf[n - 1] != 125:  # b"{", b"}" (a blank line fails the first)
+        if buf[s] != 123 or buf[n - 1] != 125 or n - s > MAX_LINE:  # b"{", b"}" (a blank line fails the first)
             odd.append(len(ends))
         append(n)
         s = n + 1
     if s < stop:  # the last line of the file, without a newline
-        if buf[s] != 123 or buf[stop - 1] != 125:
+        if buf[s] != 123 or buf[stop - 1] != 125 or stop - s > MAX_LINE:
             odd.append(len(ends))
         append(stop)
     return array("q", ends), odd  # kept with the block: 8 bytes a line, not 40
@@ -265,7 +267,9 @@ def decode_block(block: Block, first: int) -> tuple[list[Entry], Lines]:
             values += _batch(view, ends, start, stop, a, i)
         if i < len(ends):
             s = ends[i - 1] + 1 if i else start
-            if ends[i] > s:
+            if ends[i] - s > MAX_LINE:  # not decoded: a damaged line, like one that is no object
+                values.append(SKIPPED)
+            elif ends[i] > s:
                 values.append(_one(view[s : ends[i]]))
             else:
                 blank = True

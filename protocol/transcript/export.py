@@ -48,20 +48,10 @@ def load_export(path: Path | str) -> Exported:
 
 
 def title_of(resumed: Resumed) -> str:
-    meta = resumed.metadata
-    return meta.get("customTitle") or meta.get("aiTitle") or meta.get("summary") or _first_prompt(resumed) or "(untitled session)"
+    """The session's title as every command shows it (``lite.session_title``)."""
+    from .lite import UNTITLED, session_title
 
-
-def _first_prompt(resumed: Resumed) -> str | None:
-    for msg in resumed.messages:
-        if msg.get("type") == "user" and not msg.get("isMeta"):
-            content = (msg.get("message") or {}).get("content")
-            text = content if isinstance(content, str) else " ".join(
-                b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
-            if text.strip():
-                text = " ".join(text.split())
-                return text if len(text) <= 120 else text[:119] + "…"
-    return None
+    return session_title(resumed.path) or UNTITLED
 
 
 def dates(resumed: Resumed) -> tuple[str | None, str | None]:

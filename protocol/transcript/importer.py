@@ -26,8 +26,9 @@ from pathlib import Path
 from ..wire.errors import bad_request
 from .appendfile import FILE_MODE, append_unlocked, ensure_dir, file_lock, fsync_dir, whole_lines_end, write_all
 from .entries import decode_object
+from .linecap import MAX_LINE
 from .regular import open_regular
-from .paths import check_inside, is_session_id, projects_dir
+from .paths import canonical_cwd, check_inside, is_session_id, projects_dir, sanitize
 from ..wire.records import FileResult, ImportFile, SessionSource, Status
 
 STATUSES: tuple[str, ...] = ("imported", "grown", "unchanged", "diverged", "unreadable", "busy")
@@ -128,6 +129,26 @@ def _is_project_dir(d: Path) -> bool:
         return any(e.name.endswith(".jsonl") or is_session_id(e.name) for e in it)
 
 
+_PROJECT_NAME = re.compile(r"-.*|[A-Za-z]--.*")
+"""What a project dir's name looks like: a sanitized absolute path (``/`` and
+``C:\\`` become ``-`` and ``C--``)."""
+
+
+def _recorded_project(src: Path) -> str:
+    """The project dir of a session file found outside any project dir (``~/torn/
+    <id>.jsonl``): the one its recorded cwd names, where Claude Code keeps it;
+    the folder it was copied into names no project."""
+    from .lite import read_lite
+
+    try:
+        cwd = read_lite(src).cwd
+    except OSError as exc:
+        raise bad_request(f"{src}: {exc.strerror or exc}") from None
+    if not cwd or not os.path.isabs(cwd):
+        raise bad_request(f"{src} is not in a project dir and records no cwd: import the project dir it came from")
+    return sanitize(canonical_cwd(cwd))
+
+
 def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
     """The sessions to import from ``sources``, and the paths that cannot be
     (not a session file, a symlink, not a regular file). A directory holding
@@ -151,6 +172,8 @@ def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
             if session is None:
                 skipped.append(str(src))
             else:
+                if not _PROJECT_NAME.fullmatch(session.project):
+                    session.project = _recorded_project(src)
                 add([session])
         elif src.is_dir():
             if (src / "projects").is_dir() and not _is_project_dir(src):
@@ -266,9 +289,9 @@ def importable_end(fd: int, size: int) -> int:
     """Where a transcript's copy ends: at its end when its last line is whole
     (with or without a newline: Claude Code leaves the last one off), else
     before the fragment a writer is still in the middle of (a later import
-    brings it)."""
+    brings it). A fragment over the line cap is no entry: it is not read."""
     end = whole_lines_end(fd, size)
-    if end < size and decode_object(os.pread(fd, size - end, end)) is not None:
+    if end < size and size - end <= MAX_LINE and decode_object(os.pread(fd, size - end, end)) is not None:
         return size
     return end
 

@@ -14,33 +14,53 @@ from pathlib import Path
 import msgspec
 
 from .entries import REAPPENDED_SET, is_chain_participant, try_header
+from .linecap import MAX_LINE, find_newline
 from .recording import Cursor, advance, settle
 from .regular import open_regular
 
 CHUNK = 1 << 20
 
 
-def iter_line_views(path: Path | str | int, chunk: int = CHUNK) -> Iterator[memoryview]:
+def iter_line_views(path: Path | str | int, chunk: int = CHUNK, max_line: int = MAX_LINE) -> Iterator[memoryview]:
     """Every non-empty line of the file, without its newline, as a memoryview.
 
     A view is only valid until the next one is requested (the buffer is reused):
     copy what you keep. A last line without a newline is yielded too. ``path``
-    may be a descriptor the caller opened (and closes): the daemon opens its
-    files through ``safeopen`` and scans them by descriptor.
+    may be a descriptor the caller opened (and closes), read from where it
+    stands: the daemon opens its files through ``safeopen`` and scans them by
+    descriptor. A line longer than ``max_line`` (``linecap``) is yielded as an
+    EMPTY view, which no reader takes for an entry (it counts as a damaged
+    line): its end is looked for a scan chunk at a time, so the buffer grows
+    to hold a line only once that line's end is known to be within the cap.
     """
     buf = bytearray(chunk)
     view = memoryview(buf)
     owned = not isinstance(path, int)
     fd = open_regular(path) if owned else path
     try:
+        base = os.lseek(fd, 0, os.SEEK_CUR)  # the file offset of buf[0]
         start = end = 0
         while True:
             if start:  # move the incomplete tail to the front
                 view[: end - start] = view[start:end]
                 end -= start
+                base += start
                 start = 0
-            if end == len(buf):  # one line fills the buffer: grow it
-                bigger = bytearray(2 * len(buf))
+            if end == len(buf):  # one line fills the buffer: how long is it?
+                nl = find_newline(fd, base + end, base + max_line + 1)
+                if nl >= 0:
+                    want = nl + 1 - base  # to its newline
+                elif (file_size := os.fstat(fd).st_size) <= base + max_line:
+                    want = file_size - base + 1  # the last line, without a newline: whole
+                else:  # over the cap: yield its stand-in and read on after it
+                    yield view[:0]
+                    nl = find_newline(fd, base + max_line + 1)
+                    if nl < 0:
+                        return  # the file ends inside it
+                    base = os.lseek(fd, nl + 1, os.SEEK_SET)
+                    end = 0
+                    continue
+                bigger = bytearray(want)
                 bigger[:end] = view[:end]
                 buf, view = bigger, memoryview(bigger)
             n = os.readv(fd, [view[end:]])
@@ -59,9 +79,9 @@ def iter_line_views(path: Path | str | int, chunk: int = CHUNK) -> Iterator[memo
             os.close(fd)
 
 
-def iter_lines(path: Path | str | int, chunk: int = CHUNK) -> Iterator[bytes]:
+def iter_lines(path: Path | str | int, chunk: int = CHUNK, max_line: int = MAX_LINE) -> Iterator[bytes]:
     """Every non-empty line as its own bytes (a copy of each view)."""
-    for view in iter_line_views(path, chunk):
+    for view in iter_line_views(path, chunk, max_line):
         yield bytes(view)
 
 

@@ -16,6 +16,8 @@ import os
 
 import msgspec
 
+from .linecap import MAX_LINE
+
 CHUNK = 1 << 16
 
 
@@ -36,12 +38,15 @@ class LastLines(msgspec.Struct, frozen=True):
     file (only then: a file with a line somewhere is not blank)."""
 
 
-def last_lines(fd: int, count: int, chunk: int = CHUNK) -> LastLines:
-    """The last ``count`` non-blank ``\\n``-terminated lines of the open file ``fd``."""
+def last_lines(fd: int, count: int, chunk: int = CHUNK, max_line: int = MAX_LINE) -> LastLines:
+    """The last ``count`` non-blank ``\\n``-terminated lines of the open file ``fd``.
+    A line over ``max_line`` (the shared cap, ``linecap.MAX_LINE``) comes with an empty
+    ``data`` (no entry: an unreadable line), never assembled whole."""
     size = os.fstat(fd).st_size
     end, torn_blank = _last_newline(fd, size, chunk)
     found: list[Line] = []  # newest first
     pieces: list[bytes] = []  # the line being assembled, its last piece first
+    held = 0  # its length so far
     pos = end - 1 if end else 0  # [0, pos) is whole lines joined by newlines
     everything_blank = torn_blank
     while pos > 0 and len(found) < count:
@@ -52,12 +57,16 @@ def last_lines(fd: int, count: int, chunk: int = CHUNK) -> LastLines:
         while len(found) < count:
             nl = block.rfind(b"\n", 0, stop)
             pieces.append(block[nl + 1 : stop])
+            held += stop - nl - 1
+            if held > max_line:  # over the cap: its bytes are not kept
+                pieces[:] = [b"\0"]
             if nl < 0:
                 break
-            everything_blank &= _take(found, pieces, pos + nl + 1)
+            everything_blank &= _take(found, pieces, pos + nl + 1, held > max_line)
+            held = 0
             stop = nl
     if pos == 0 and len(found) < count and pieces:
-        everything_blank &= _take(found, pieces, 0)
+        everything_blank &= _take(found, pieces, 0, held > max_line)
     found.reverse()
     return LastLines(found, end, everything_blank and pos == 0 and len(found) < count)
 
@@ -78,10 +87,14 @@ def line_numbers(fd: int, offsets: list[int], chunk: int = 1 << 20) -> list[int]
     return numbers
 
 
-def _take(found: list[Line], pieces: list[bytes], offset: int) -> bool:
-    """Keep the assembled line if it is not blank; True when it was blank."""
-    data = b"".join(reversed(pieces))
+def _take(found: list[Line], pieces: list[bytes], offset: int, over: bool = False) -> bool:
+    """Keep the assembled line if it is not blank; True when it was blank.
+    ``over``: the line is over the cap, kept as an empty (unreadable) line."""
+    data = b"" if over else b"".join(reversed(pieces))
     pieces.clear()
+    if over:
+        found.append(Line(offset, data))
+        return False
     if not data.strip():
         return True
     found.append(Line(offset, data.removesuffix(b"\r")))

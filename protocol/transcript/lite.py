@@ -110,6 +110,23 @@ class LiteInfo(msgspec.Struct, kw_only=True):
         )
 
 
+UNTITLED: Final = "(untitled)"
+"""What is shown for a session with no title and no prompt."""
+
+
+def session_title(path: str | os.PathLike[str]) -> str | None:
+    """The one title of the session file at ``path``, as ``list``, ``show``,
+    ``export`` and ``search`` show it: ``LiteInfo.title`` (custom title, else AI
+    title, else summary, else the first real prompt, command markup and
+    machinery stripped). Why one function: each command had its own idea (the
+    loaded chain's first user text, tags and all), and a session was called
+    four different things. None when there is none or the file is unreadable."""
+    try:
+        return read_lite(path).title
+    except OSError:
+        return None
+
+
 def iso_utc(ns: int) -> str:
     """``2026-01-31T07:15:51.765Z``: the timestamp format transcripts use."""
     sec, rem = divmod(ns, 1_000_000_000)

@@ -44,6 +44,7 @@ from .blocks import Block, Lines, kept_blocks, map_file, mapped_blocks, pread_al
 from .chainentry import SKIPPED, Entry, decode_block, parse_line
 from .entries import COMPACT_BOUNDARY, TRANSCRIPT_TYPES
 from .jsonl import CHUNK
+from .linecap import MAX_LINE
 from .regular import open_regular
 from .metadata import METADATA_KINDS
 
@@ -106,7 +107,8 @@ def load_entries(
         if size <= skip_threshold:
             return _pass(fd, mapped, size, False, chunk, None).result()
         # The last boundary may be the last line, unterminated: not in the map.
-        tail = _boundary_in(b"".join(pread_all(fd, size - lines_end, lines_end))) if lines_end < size else None
+        tail = (_boundary_in(b"".join(pread_all(fd, size - lines_end, lines_end)))
+                if 0 < size - lines_end <= MAX_LINE else None)  # a last line over the cap is no boundary
         if mapped is None:
             # Not mappable (or not settled): the whole search over bytes read.
             skip_to = tail or (_last_skip_boundary(b"".join(pread_all(fd, lines_end, 0))) if lines_end else None)

@@ -7,6 +7,8 @@
     ├── VersionMismatch           the peers speak different major protocol versions
     ├── DaemonUnavailable         no daemon answers on the socket (client side)
     │   └── UnsafeSocketDir       the socket's directory or lock is not ours alone
+    ├── RootHeld                  a daemon holds the store root's lock (``protocol/rootlock.py``)
+    ├── WrongRoot                 the daemon on the socket serves another root (client side)
     └── RemoteError(code)         the daemon answered with an ``Error`` frame
         └── SessionBusy           another client holds the session (``holder``)
             └── LeaseLost         this client held it and it was taken over
@@ -95,6 +97,27 @@ class UnsafeSocketDir(DaemonUnavailable):
     there. Not retried: waiting does not make it ours."""
 
     code = PERMISSION_DENIED
+
+
+class RootHeld(SessiondError):
+    """The store root's lock is held by a daemon (``holder``: its pid and
+    socket, when it could be read): a second daemon does not start on that root
+    and a direct writer does not write behind it. Not on the wire."""
+
+    code = "root_held"
+
+    def __init__(self, message: str, *, holder: object = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+class WrongRoot(SessiondError):
+    """The daemon on the socket serves another store root than the client
+    named (``--root``, ``SESSIOND_ROOT``): its files are not the client's, so
+    nothing is sent to it. Not retried, not a reason to write directly (the
+    daemon is alive). Not on the wire."""
+
+    code = "wrong_root"
 
 
 class RemoteError(SessiondError):

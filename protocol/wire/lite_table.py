@@ -32,7 +32,7 @@ FIELDS: dict[str, tuple[tuple[str, object], ...]] = {
                ("agent", None), ("run", None), ("resend", False), ("lease", False)),
     "Close": (("id", REQUIRED), ("session", REQUIRED)),
     "Welcome": (("id", REQUIRED), ("protocol_version", REQUIRED), ("daemon_version", REQUIRED), ("pid", REQUIRED),
-                ("max_frame_bytes", 0)),
+                ("max_frame_bytes", 0), ("root", "")),
     "StatusResult": (("id", REQUIRED), ("pid", REQUIRED), ("version", REQUIRED), ("root", REQUIRED), ("socket", REQUIRED),
                      ("uptime", REQUIRED), ("sessions", REQUIRED), ("materialized", REQUIRED), ("clients", REQUIRED),
                      ("queuedEntries", REQUIRED), ("queuedBytes", REQUIRED), ("pendingEntries", REQUIRED), ("writes", REQUIRED),

@@ -277,6 +277,10 @@ class Welcome(_Message):
     max_frame_bytes: int = 0
     """The daemon's frame cap, so a client splits batches and refuses an entry
     that cannot fit; 0 (an older daemon): the default cap."""
+    root: str = ""
+    """The store root the daemon serves, so a client that names another root
+    (``--root``, ``SESSIOND_ROOT``) learns at once that this daemon's files are
+    not its own and sends it nothing; "" (an older daemon): unknown."""
 
 
 class Opened(_Message):
@@ -379,11 +383,9 @@ class Entries(_Message):
     (``id``: the Subscribe's). ``file`` is the path relative to the session's
     project dir (``<id>.jsonl`` or ``<id>/subagents/agent-<a>.jsonl``); the
     lines occupy the bytes from ``offset`` on, one newline after each. Each
-    frame of a file starts where the last one ended (or at 0 after a
-    ``reset``): a slow watcher is fed from the file at its own pace, never
-    skipped ahead. (A ``skipped`` count of bytes it missed went with the
-    watcher buffer that could drop them; a daemon of before sent it as 0,
-    and the field is ignored when it comes.)"""
+    frame of a file starts where the last one ended plus ``skipped`` (or at 0
+    after a ``reset``): a slow watcher is fed from the file at its own pace,
+    never skipped ahead; only a line no frame may carry is passed over."""
 
     id: int
     file: str
@@ -391,6 +393,11 @@ class Entries(_Message):
     lines: list[bytes]
     reset: bool = False
     """The file was replaced or truncated: ``offset`` counts from its new start."""
+    skipped: int = 0
+    """Bytes just before ``offset`` (lines with their newlines) not sent: lines
+    longer than the line cap (``protocol/transcript/linecap.py``) or than a
+    frame of this daemon carries. (0 from a daemon that never skips: the field
+    once counted what a watcher buffer dropped, and was gone for a while.)"""
 
 
 class Unsubscribed(_Message):

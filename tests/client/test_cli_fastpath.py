@@ -202,6 +202,17 @@ def test_list_human_json_and_all(env, daemon: DaemonProc):
         f, _ = same(args, env)
         assert f.code == 0, f.err
     assert len(json.loads(fast(["list", "--cwd", CWD, "--json"], env).out)) == 5
+    f, _ = same(["list", "--all", "--cwd", CWD], env)  # refused alike, not --cwd silently ignored
+    assert f.code == 1 and b"--cwd and --all exclude each other" in f.err
+
+
+def test_list_of_wide_titles_reads_the_same_on_both_paths(env, daemon: DaemonProc):
+    with daemon.client() as c:
+        for title in ("修复解析器中的错误并添加测试用例以覆盖所有边界情况", "日本語のタイトルをテストする", "🎉 party é́"):
+            c.call(c.messages.Append(id=c.next_id(), session=str(uuid.uuid4()), cwd=CWD, entries=entries(title, "ok").splitlines(),
+                                     durability="written"))
+    for columns in ("60", "100", ""):  # "": piped, nothing cut
+        same(["list", "--cwd", CWD], {**env, "COLUMNS": columns})
 
 
 def test_list_without_a_daemon_reads_the_files(env, daemon: DaemonProc, short_tmp):

@@ -5,6 +5,8 @@ fit the terminal (the title is cut, never the id), the project with ``--all``.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -78,3 +80,60 @@ def test_list_of_a_session_written_by_another_program_keeps_its_times(daemon: Da
         f.write(line(later) + b"\n")
     row = daemon.cli("list", "--cwd", CWD, env={"TZ": "UTC", "COLUMNS": "200"}).stdout.decode().splitlines()[1]
     assert "2025-05-01 12:00" in row
+
+
+def _cells(text: str) -> int:
+    """Terminal cells as a terminal draws them (wcwidth's rule for these titles)."""
+    import unicodedata
+
+    return sum(0 if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me", "Cf")
+               else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
+
+
+CJK = ["修复解析器中的错误并添加测试用例以覆盖所有边界情况和异常路径", "日本語のタイトルをテストする：かなカナ漢字まじり文",
+       "emoji 🎉🚀 party with é́ combining marks", "short"]
+
+
+@pytest.mark.parametrize("columns", [70, 100])
+def test_list_aligns_wide_titles_by_terminal_cells(daemon: DaemonProc, columns):
+    """A Chinese or Japanese character takes 2 cells: the columns after the
+    title start at one cell in every row, no row passes the terminal, and a cut
+    never splits a wide character."""
+    sids = [old_session(daemon, CWD, t) for t in CJK]
+    rows = daemon.cli("list", "--cwd", CWD, env={"COLUMNS": str(columns), "TZ": "UTC"}).stdout.decode().splitlines()
+    assert all(_cells(r) <= columns for r in rows), [(_cells(r), r) for r in rows]
+    at = {_cells(r[: r.index(sid)]) for r in rows[1:] for sid in sids if sid in r}
+    assert len(at) == 1 and _cells(rows[0][: rows[0].index("ID")]) in at, rows  # the ID column lines up
+    msgs = {_cells(r[: r.index("  3  ")]) for r in rows[1:]}
+    assert len(msgs) == 1, rows  # and so does every column before it
+    cut = [r for r in rows if "…" in r]
+    assert cut and all("\ufffd" not in r for r in rows)
+    assert any(r.startswith("修复解析器") for r in cut) and any(r.startswith("日本語") for r in cut)
+
+
+def test_list_refuses_cwd_with_all_and_takes_a_relative_cwd_like_append(daemon: DaemonProc, short_tmp):
+    r = daemon.cli("list", "--all", "--cwd", CWD, check=False)  # both paths: tests/client/test_cli_fastpath.py
+    assert r.returncode == 1 and r.stdout == b"" and b"--cwd and --all exclude each other" in r.stderr, r.stderr
+    (short_tmp / "proj").mkdir()
+    sid = str(uuid.uuid4())
+
+    def cli(*args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "sessiond.client.cli", *args], cwd=short_tmp, env=daemon.env,
+                              input=input, capture_output=True, timeout=60, check=True)
+
+    cli("append", "--cwd", "proj", "--session", sid, "--durability", "written", input=line(user("relative")) + b"\n")
+    listed = json.loads(cli("list", "--cwd", "proj", "--json").stdout)
+    assert [s["sessionId"] for s in listed] == [sid]
+    assert main_path(daemon.root, str(short_tmp / "proj"), sid).exists()
+
+
+def test_piped_list_cuts_no_branch_or_project(daemon: DaemonProc):
+    branch = "feature/a-very-long-branch-name-that-is-longer-than-twenty"
+    deep = "/home/dev/" + "/".join(["nested-directory"] * 4) + "/project"
+    sid = str(uuid.uuid4())
+    daemon.cli("append", "--cwd", deep, "--session", sid, "--durability", "written",
+               input=line(user("branchy", cwd=deep, gitBranch=branch)) + b"\n")
+    piped = daemon.cli("list", "--all", env={"COLUMNS": ""}).stdout.decode()
+    assert branch in piped and deep in piped, piped
+    narrow = daemon.cli("list", "--all", env={"COLUMNS": "200"}).stdout.decode()
+    assert branch not in narrow and "…" in narrow  # a terminal still gets the table that fits

@@ -86,18 +86,24 @@ time.sleep(60)
     assert entries[-1] == entries[0]  # exit cleanup re-appended the title
 
 
-def test_fallback_writer_and_daemon_interleave_whole_lines_only(daemon):
+def test_a_foreign_writer_and_daemon_interleave_whole_lines_only(daemon):
+    """A writer beside the daemon (Claude Code itself, ``pull``) taking the same
+    per-file flock: whole lines only. (The fallback itself never writes while a
+    daemon serves the root: tests/client/test_root_clients.py.)"""
     sid = str(uuid.uuid4())
     big = "x" * 200_000  # lines far larger than a pipe buffer or a page
     with daemon.client() as c:
         Session(c, sid, CWD).append(user("seed"), "written")
+    path = main_path(daemon.root, CWD, sid)
     script = f"""
-import json, uuid
+import json, os, uuid
 from pathlib import Path
-from sessiond.client import direct_append
+from sessiond.protocol.transcript.appendfile import locked_append, open_append
 for i in range(40):
     e = {{"type": "user", "uuid": str(uuid.uuid4()), "message": {{"content": "F" + str(i) + "x" * {len(big)}}}}}
-    direct_append(Path({str(daemon.root)!r}), {CWD!r}, {sid!r}, [json.dumps(e).encode()])
+    fd, _ = open_append(Path({str(path)!r}))
+    locked_append(fd, Path({str(path)!r}), json.dumps(e).encode() + b"\\n")
+    os.close(fd)
 """
     p = subprocess.Popen([sys.executable, "-c", script], env=daemon.env)
     with daemon.client() as c:

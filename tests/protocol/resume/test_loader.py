@@ -250,3 +250,48 @@ def test_a_writer_holding_its_lock_too_long_gets_the_file_read_not_mapped(tmp_pa
         assert list(load_entries(path).entries) == ["u1", "a1"]
     finally:
         os.close(writer)
+
+
+def _peak_anon_growth(fn):
+    """``fn()`` and how far the process's peak RSS rose over its RSS before
+    (the peak is reset first: /proc/self/clear_refs)."""
+    from pathlib import Path as P
+
+    def status(key: str) -> int:
+        row = next(r for r in P("/proc/self/status").read_text().splitlines() if r.startswith(key))
+        return int(row.split()[1]) * 1024
+
+    P("/proc/self/clear_refs").write_text("5")
+    before = status("VmRSS:")
+    out = fn()
+    return out, status("VmHWM:") - before
+
+
+@pytest.mark.parametrize("where", ["history", "kept", "torn tail"])
+def test_a_line_over_the_cap_is_one_skipped_line_wherever_it_is(tmp_path, where):
+    """In the history the skip discards (read through its one reused buffer),
+    in the part kept (mapped) or as a torn last line: an over-long line is one
+    skipped line, numbered as a line, never decoded. Read through the buffer
+    or as a tail, it is never held (the peak RSS stays put); in the mapped
+    part its pages are the page cache's, mapped like every kept line."""
+    from sessiond.protocol.transcript.linecap import MAX_LINE
+
+    over = b'{"type":"user","message":{"content":"' + b"z" * MAX_LINE + b'"}}'
+    conv = _compacted()
+    if where == "history":
+        conv.lines.insert(2, over)
+    elif where == "kept":
+        conv.lines.append(over)
+    conv.user("u3")
+    p = conv.write(tmp_path / "t.jsonl")
+    if where == "torn tail":
+        with open(p, "ab") as f:
+            f.write(over)
+    skip, grown = _peak_anon_growth(lambda: load_entries(p, skip_threshold=0))
+    assert list(skip.entries) == ["b1", "s1", "u2", "u3"] and skip.discarded
+    assert skip.skipped == 1 and skip.lines == len(conv.lines) + (where == "torn tail")
+    assert metadata_values(skip.metadata) == {"customTitle": "before", "tag": "old-tag"}
+    if where != "kept":
+        assert grown < 16 << 20, f"peak RSS grew {grown >> 20} MiB"
+    whole = load_entries(p, skip_threshold=float("inf"))
+    assert list(whole.entries) == ["u1", "a1", "t1", "b1", "s1", "u2", "u3"] and whole.skipped == 1
