@@ -6,6 +6,12 @@ daemon out of descriptors: at most ``max_open`` stay open (half the fd limit,
 written one closed first, never one an fdatasync in flight uses (``pinned``).
 A closed file is simply reopened at its next write. Every fd kept here is also
 watched (``pathwatch``), so the writer hears when its path may name another file.
+
+A transcript fd can also be open outside the LRU: a sync job's own descriptor on
+a file the LRU had closed (``_open_to_sync``), or one retired while its
+fdatasync runs. Those are ``borrowed`` and count against ``max_open`` too: under
+load, up to ``sync_slots`` of them on top of a full LRU ran a daemon at a low fd
+limit out of descriptors ("Too many open files" for a new agent file).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ class OpenFiles:
         self.max_open = max_open
         self.watch = watch
         self._lru: OrderedDict[Path, FileQueue] = OrderedDict()
+        self.borrowed = 0
+        """Transcript fds open outside the LRU (a sync job's own, a retired one)."""
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -38,12 +46,20 @@ class OpenFiles:
 
     def make_room(self) -> None:
         """Close the least recently used unpinned files until one more fits."""
-        if len(self._lru) >= self.max_open:
+        if len(self._lru) + self.borrowed >= self.max_open:
             for other in list(self._lru.values()):
                 if not other.pinned:
                     self.close(other)
-                    if len(self._lru) < self.max_open:
+                    if len(self._lru) + self.borrowed < self.max_open:
                         break
+
+    def borrow(self) -> None:
+        """Room for one fd opened outside the LRU; ``give_back`` once it is closed."""
+        self.make_room()
+        self.borrowed += 1
+
+    def give_back(self) -> None:
+        self.borrowed -= 1
 
     def add(self, q: FileQueue) -> None:
         self._lru[q.path] = q
@@ -56,6 +72,7 @@ class OpenFiles:
                 # An fdatasync in flight uses this fd: closing it now could let
                 # the number be reused and the sync land on another file.
                 q.retired = q.fd
+                self.borrowed += 1  # until the sync closes it
             else:
                 os.close(q.fd)
             q.fd = None

@@ -29,24 +29,27 @@ from sessiond.common.config import Settings
 
 from .filequeue import FileQueue, Stats
 from .libc import libc_function
+from .openfiles import OpenFiles
 
 log = logging.getLogger("sessiond")
 
 
 class SyncRounds:
     def __init__(self, loop: asyncio.AbstractEventLoop, settings: Settings, stats: Stats, root: StoreRoot,
-                 queues: dict[Path, FileQueue], max_open: int, drain_soon: Callable[[FileQueue], None]) -> None:
+                 queues: dict[Path, FileQueue], open_files: OpenFiles, drain_soon: Callable[[FileQueue], None]) -> None:
         self.loop = loop
         self.settings = settings
         self.stats = stats
         self.root = root
         self.queues = queues
+        self.open_files = open_files
+        """The writer's fd LRU: a job's own descriptor is borrowed from its budget."""
         """The writer's queues (the same dict): what the ``interval`` timer syncs."""
         self.drain_soon = drain_soon
         """The writer's: a queue whose next sync waiter's entries are not written yet."""
         # fdatasyncs in flight at once: each pins an fd the LRU cannot close, and
         # the disk serializes them anyway.
-        self.slots = max(1, min(8, max_open // 4))
+        self.slots = max(1, min(8, open_files.max_open // 4))
         self.pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="sessiond-sync")
         """The sync jobs' own threads: a durable append never waits behind a
         read (List pages, scans) for a thread (see ``workers``)."""
@@ -165,9 +168,11 @@ class SyncRounds:
                 fd = q.fd
                 q.pinned = True  # the LRU must not close it under the sync
             else:  # the LRU closed it: a descriptor of this job's own, never creating the file
+                self.open_files.borrow()
                 try:
                     fd = _open_to_sync(self.root, q)
                 except OSError as exc:
+                    self.open_files.give_back()
                     for q, target in targets:
                         self._synced_failed(q, target, exc)
                     return
@@ -181,7 +186,7 @@ class SyncRounds:
             self._devices_syncing.add(dev)
         fut = self.loop.run_in_executor(self.pool, call, fd)
         if own_fd:
-            fut.add_done_callback(lambda f: os.close(fd))
+            fut.add_done_callback(lambda f: self._close_own(fd))
         fut.add_done_callback(lambda f: self._synced(targets, dev, call.__name__, f))
 
     def _synced(self, targets: list[tuple[FileQueue, int]], dev: int | None, call: str, fut: asyncio.Future) -> None:
@@ -195,13 +200,17 @@ class SyncRounds:
         for q, target in targets:
             q.syncing = q.pinned = False
             if q.retired is not None:
-                os.close(q.retired)
+                self._close_own(q.retired)
                 q.retired = None
             try:
                 self._sync_done(q, target, exc, call)
             except Exception:  # a bug: the other files of the job still get their answers
                 log.exception("internal error after syncing %s", q.path)
         self._schedule_round()
+
+    def _close_own(self, fd: int) -> None:
+        os.close(fd)
+        self.open_files.give_back()
 
     def _sync_done(self, q: FileQueue, target: int, exc: BaseException | None, call: str) -> None:
         waiters = q.sync_waiters

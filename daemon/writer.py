@@ -72,8 +72,7 @@ class Writer:
         self._recheck: asyncio.TimerHandle | None = None
         self.open_files = OpenFiles(settings.max_open_files or open_files_budget(), self.watch)
         """The descriptors kept open, at most ``max_open`` of them (``openfiles``)."""
-        self.sync = SyncRounds(loop, settings, stats, self.root, self.queues, self.open_files.max_open,
-                               self._drain_soon)
+        self.sync = SyncRounds(loop, settings, stats, self.root, self.queues, self.open_files, self._drain_soon)
         """Every fdatasync and syncfs (``syncs``): ``sync.start(q)`` asks for one."""
 
     # ------------------------------------------------------------------ accepting
@@ -186,6 +185,7 @@ class Writer:
             return q.fd
         if q.in_worker and not create_here:
             return None
+        self.open_files.make_room()  # before the open: the budget holds at every instant
         try:
             fd = self.root.open(q.path, APPEND_FLAGS)
         except FileNotFoundError:
@@ -193,7 +193,6 @@ class Writer:
                 self._create(q)
                 return None
             fd, _ = self.root.open_append(q.path)
-        self.open_files.make_room()
         q.fd = fd
         # Watched from now on; the first write still stats the path once: it
         # may have changed between the open and the watch.
@@ -208,7 +207,7 @@ class Writer:
         return q.fd
 
     def _create(self, q: FileQueue) -> None:
-        q.in_worker = True
+        q.in_worker = True  # not borrowed: the one file thread holds one descriptor at a time
         self.files.submit(create_file, self.root, q.path).add_done_callback(lambda f: self._worker_done(q, f))
 
     def _cut_torn(self, q: FileQueue) -> None:
@@ -216,12 +215,15 @@ class Writer:
         aside (read back, synced) in a worker thread, then write. A default
         pool thread, not the file thread: it waits for the file's lock."""
         q.in_worker = True
+        self.open_files.borrow()  # the job's own descriptor on the file
         q.suspect = True  # the job skips a path that names another file now: the next write stats it
         fut = self.loop.run_in_executor(None, cut_torn_file, self.root, q.path, q.ident)
-        fut.add_done_callback(lambda f: self._worker_done(q, f))
+        fut.add_done_callback(lambda f: self._worker_done(q, f, borrowed=True))
 
-    def _worker_done(self, q: FileQueue, fut: asyncio.Future) -> None:
+    def _worker_done(self, q: FileQueue, fut: asyncio.Future, borrowed: bool = False) -> None:
         q.in_worker = False
+        if borrowed:
+            self.open_files.give_back()
         if self.closed:
             return
         exc = fut.exception()
