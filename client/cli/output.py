@@ -83,17 +83,24 @@ def home_relative(path: str) -> str:
     return "~" + path[len(home):] if home != "/" and (path == home or path.startswith(home + "/")) else path
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 session``, ``2 sessions``, ``0 entries`` (``plural`` when adding an
+    s is wrong): every count the CLI prints for a person goes through here."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def skipped_lines(numbers: list[int], shown: int = 5) -> str:
     """``3 lines skipped (2, 7, 9)``: one summary for any number of bad lines."""
     n = len(numbers)
     listed = ", ".join(map(str, numbers[:shown])) + (", …" if n > shown else "")
-    return f"{n} line{'s' if n != 1 else ''} skipped ({'line' if n == 1 else 'lines'} {listed})"
+    return f"{count(n, 'line')} skipped ({'line' if n == 1 else 'lines'} {listed})"
 
 
-def local_time(iso: str | None, today: date | None = None) -> str:
+def local_time(iso: str | None, today: date | None = None, *, seconds: bool = False) -> str:
     """An entry's ISO-8601 UTC timestamp in the local time zone (``TZ``): the time
     alone when it is today, else the date too, so a jump from last year to today
-    shows. ``?`` for a missing or unreadable timestamp."""
+    shows. ``?`` for a missing or unreadable timestamp. ``seconds``: always the
+    date and the time to the second (an export: a document read on other days)."""
     from datetime import datetime, timezone  # imported by what prints a time, not by every run
 
     if not iso:
@@ -105,6 +112,8 @@ def local_time(iso: str | None, today: date | None = None) -> str:
     if when.tzinfo is None:  # no zone: taken as UTC, as transcripts write it
         when = when.replace(tzinfo=timezone.utc)
     when = when.astimezone()
+    if seconds:
+        return when.strftime("%Y-%m-%d %H:%M:%S")
     if when.date() == (today or datetime.now().astimezone().date()):
         return when.strftime("%H:%M:%S")
     return when.strftime("%Y-%m-%d %H:%M")

@@ -26,7 +26,7 @@ from sessiond.protocol.wire.errors import SessiondError, not_found
 from . import Context, cli
 from .following import follow_daemon, poll_file, print_entry
 from .locate import locate, where
-from .output import echo_json, skipped_lines
+from .output import echo_json, local_time, skipped_lines
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True) -> None:
@@ -187,7 +187,7 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
                                 refuse_live=True))
         except SessionBusy as exc:
             holder = exc.holder
-            who = holder.describe() if holder is not None else "another client"
+            who = holder.describe(local_time) if holder is not None else "another client"
             click.echo(f"sessiond: session {session_id} is live: written by {who}.\n"
                        f"  sessiond resume {session_id} --take-over   # take it (that client is refused from then on)\n"
                        f"  sessiond resume {session_id} --fork        # continue in a copy", err=True)

@@ -13,7 +13,7 @@ import msgspec
 from sessiond.protocol.locations import default_root
 
 from . import Context, cli
-from .output import Progress
+from .output import Progress, count, local_time
 
 
 @cli.command("import")
@@ -54,7 +54,7 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
     if as_json:
         click.echo(msgspec.json.encode({"counts": counts, "sessions": report, "skipped": skipped}))
     else:
-        click.echo(", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "busy") + f" ({len(sessions)} sessions)")
+        click.echo(", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "busy") + f" ({count(len(sessions), 'session')})")
     if counts["diverged"] or counts["unreadable"] or counts["busy"]:
         raise SystemExit(1)
 
@@ -87,7 +87,10 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
         from sessiond.protocol.transcript import export as ex
 
         exported = ex.load_export(path)
-        data = (ex.to_html(exported) if fmt == "html" else ex.to_markdown(exported)).encode()
+        def when(ts) -> str:  # local, with the date: the reader's zone, any day it is read
+            return local_time(ts, seconds=True) if isinstance(ts, str) else ""
+
+        data = (ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)).encode()
     if output is None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()

@@ -6,17 +6,21 @@ real daemon in a temp root."""
 
 from __future__ import annotations
 
+import json
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from tests.conftest import DaemonProc
-from tests.helpers import assistant, line, user
+from tests.helpers import assistant, line, main_path, user
 
 CWD = "/home/dev/safety-project"
 
@@ -39,6 +43,37 @@ def one_line_refusal(r: subprocess.CompletedProcess, *words: str) -> str:
     for w in words:
         assert w in err, err
     return err
+
+
+def in_pty(args: list[str], env: dict, *, answer: bytes, after: bytes, timeout: float = 60) -> tuple[int, bytes]:
+    """Run the CLI on a pty (stdin, stdout, stderr), type ``answer`` once
+    ``after`` shows; (exit status, all it wrote)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, close_fds=True)
+    os.close(slave)
+    out, sent = bytearray(), False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the other side is closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+                if not sent and after in out:
+                    os.write(master, answer)
+                    sent = True
+            elif proc.poll() is not None:
+                break
+        return proc.wait(timeout=max(1.0, deadline - time.monotonic())), bytes(out)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
 
 
 # -- export -o ---------------------------------------------------------------
@@ -107,3 +142,69 @@ def test_ctrl_c_exits_130_quietly(daemon, command):
     assert err == b"" and out == b"", (out, err)
     listed = daemon.cli("list", "--cwd", CWD, "--json").stdout.decode()
     assert sid not in listed
+
+
+# -- trash empty, restore ----------------------------------------------------
+
+def _trash_ids(d: DaemonProc) -> set[str]:
+    return {e["session"] for e in json.loads(d.cli("trash", "--json").stdout)}
+
+
+def test_trash_empty_needs_yes_when_no_one_can_be_asked(daemon_factory):
+    d = daemon_factory().start()
+    sid = session(d)
+    d.cli("rm", sid, "--cwd", CWD)
+    for args in ([], ["--json"], ["--older-than", "0s"]):
+        r = d.cli("trash", "empty", *args, check=False)  # stdin is a pipe: no one to ask
+        assert r.returncode == 2 and b"--yes" in r.stderr and b"Traceback" not in r.stderr, r.stderr
+        assert _trash_ids(d) == {sid}
+    dry = json.loads(d.cli("trash", "empty", "--dry-run", "--json").stdout)
+    done = json.loads(d.cli("trash", "empty", "--yes", "--json").stdout)
+    assert [e["session"] for e in dry["deleted"]] == [e["session"] for e in done["deleted"]] == [sid]
+    assert _trash_ids(d) == set()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("answer", [b"n", b"y"])
+def test_trash_empty_on_a_terminal_lists_and_asks(daemon_factory, answer):
+    d = daemon_factory().start()
+    sid = session(d)
+    d.cli("rm", sid, "--cwd", CWD)
+    status, out = in_pty(["trash", "empty"], d.env, answer=answer + b"\n", after=b"[y/N]")
+    assert b"would delete " + sid.encode() in out and b"for good? [y/N]" in out, out
+    assert b"Traceback" not in out
+    if answer == b"n":
+        assert status == 1 and _trash_ids(d) == {sid}
+    else:
+        assert status == 0 and b"deleted 1 session," in out and _trash_ids(d) == set()
+
+
+def test_restore_says_where_each_file_went_back(daemon, short_tmp):
+    sid = session(daemon)
+    daemon.cli("rm", sid, "--cwd", CWD)
+    out = daemon.cli("trash", "restore", sid).stdout.decode()  # `restore ID` under the trash group too
+    path = main_path(daemon.root, CWD, sid)
+    assert out.startswith(f"restored {sid}") and f"  {path}\n" in out and path.exists(), out
+    missing = daemon.cli("restore", str(uuid.uuid4()), check=False)
+    one_line_refusal(missing, "is not in the trash")
+
+
+def test_times_for_a_person_are_local_and_json_stays_utc(daemon):
+    """Export, the trash list and trash empty show the viewer's zone (the
+    helper list and tail use); --json keeps ISO-8601 UTC."""
+    sid = session(daemon)
+    tokyo = {"TZ": "Asia/Tokyo"}  # UTC+9, no daylight saving
+    md = daemon.cli("export", sid, "--cwd", CWD, "--format", "markdown", env=tokyo).stdout.decode()
+    stamp = json.loads(daemon.cli("export", sid, "--cwd", CWD, "--format", "jsonl").stdout.splitlines()[0])["timestamp"]
+    local = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(timezone(timedelta(hours=9)))
+    assert f"- Started: {local:%Y-%m-%d %H:%M:%S}" in md, md[:300]
+    daemon.cli("rm", sid, "--cwd", CWD)
+    entry = next(e for e in json.loads(daemon.cli("trash", "--json").stdout) if e["session"] == sid)
+    assert entry["trashedAt"].endswith("Z")
+    trashed = datetime.fromisoformat(entry["trashedAt"].replace("Z", "+00:00"))
+    listed = next(r for r in daemon.cli("trash", env=tokyo).stdout.decode().splitlines() if sid in r)
+    want = trashed.astimezone(timezone(timedelta(hours=9)))
+    today = datetime.now(timezone(timedelta(hours=9))).date()
+    assert listed.lstrip().startswith(f"{want:%H:%M:%S}" if want.date() == today else f"{want:%Y-%m-%d %H:%M}"), listed
+    assert " 1 file " in listed, listed  # not "1 files"
+    daemon.cli("restore", sid)
