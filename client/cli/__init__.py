@@ -74,6 +74,22 @@ class Context:
         return Client(self.socket, root=self.root, autostart=self.autostart if autostart is None else autostart, name="sessiond-cli",
                       timeout=self.timeout or DEFAULT_TIMEOUT, codec=lite_codec() if self.lite else msgspec_codec())
 
+    def store_root(self) -> Path:
+        """The root a command that reads the whole store reads (list, search,
+        reindex, trash, du, prune, check). The default root may not exist yet
+        (nothing written: nothing to list), but one given by ``--root`` or
+        ``SESSIOND_ROOT`` that does not exist is a typo or a missing mount:
+        an empty listing with exit 0 would say "no sessions" when the truth is
+        "wrong place", so it is ``not_found``, one line, exit 1."""
+        from sessiond.protocol.locations import default_root
+        from sessiond.protocol.wire.errors import not_found
+
+        if self.root is None:
+            return default_root()
+        if not self.root.is_dir():
+            raise not_found(f"no store at {self.root} (given by --root or SESSIOND_ROOT): no such directory")
+        return self.root
+
     def without_lite(self) -> Context:
         """The same options on the msgspec codec: how a command runs again
         from the start after an answer the lite codec does not handle."""

@@ -82,8 +82,9 @@ def trash(ctx: click.Context, as_json: bool) -> None:
     from sessiond.protocol import trash as trash_mod
 
     obj: Context = ctx.obj
+    root = obj.store_root()
     with _ops(obj):  # with no daemon, an rm or restore a kill interrupted is settled first
-        found = trash_mod.entries(obj.root or default_root())
+        found = trash_mod.entries(root)
     if as_json:
         click.echo(msgspec.json.encode(found))
         return
@@ -111,6 +112,7 @@ def trash_empty(obj: Context, older_than: str | None, dry_run: bool, yes: bool, 
     from ..lifecycle import parse_age
 
     age = parse_age(older_than) if older_than is not None else None
+    obj.store_root()  # a --root that is not there: not "deleted 0 sessions"
     if dry_run and yes:
         raise click.UsageError("say --dry-run (look) or --yes (delete), not both")
     with _ops(obj) as ops:
@@ -162,9 +164,10 @@ def restore(obj: Context, session: str, as_json: bool) -> None:
 def _scope(obj: Context, cwd: str | None, all_projects: bool) -> list[Path] | None:
     from sessiond.protocol.transcript import lookup
 
+    root = obj.store_root()
     if all_projects:
         return None
-    return lookup.listing_dirs(obj.root or default_root(), where(cwd))
+    return lookup.listing_dirs(root, where(cwd))
 
 
 @cli.command()

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import click
 
-from sessiond.protocol.locations import default_root
 
 from . import Context, cli
 from .output import Progress, echo_json
@@ -46,7 +45,7 @@ def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
     from sessiond.protocol.transcript.health import check_file
     from sessiond.protocol.transcript.regular import NotRegularFile
 
-    files = _transcripts(paths or ((obj.root or default_root()) / "projects",))
+    files = _transcripts(paths or (obj.store_root() / "projects",))
     progress = Progress(len(files), "checking")
     unhealthy = warned = skipped = 0
     for path in files:

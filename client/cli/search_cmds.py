@@ -18,7 +18,6 @@ from pathlib import Path
 import click
 import msgspec
 
-from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
@@ -63,7 +62,7 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         since_iso = q.parse_since(since)
     except q.QueryError as exc:
         raise click.UsageError(str(exc)) from None
-    root = obj.root or default_root()
+    root = obj.store_root()
     dirs = _scope(obj, root, cwd, all_projects)
     projects = None if dirs is None else [d.name for d in dirs]
     hits, note = _from_daemon(obj, text, dirs, limit, since_iso, role)
@@ -190,7 +189,7 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
     """Rebuild the search index from the files (the project's, or --all)."""
     from sessiond.protocol.wire import messages as m
 
-    root = obj.root or default_root()
+    root = obj.store_root()
     dirs = _scope(obj, root, cwd, all_projects)
     if dirs is not None and not dirs:
         raise click.ClickException(f"no sessions for {cwd or os.getcwd()} (--all rebuilds every project)")

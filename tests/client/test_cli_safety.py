@@ -208,3 +208,35 @@ def test_times_for_a_person_are_local_and_json_stays_utc(daemon):
     assert listed.lstrip().startswith(f"{want:%H:%M:%S}" if want.date() == today else f"{want:%Y-%m-%d %H:%M}"), listed
     assert " 1 file " in listed, listed  # not "1 files"
     daemon.cli("restore", sid)
+
+
+# -- durations, roots ------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [["trash", "empty", "--older-than", "30", "--dry-run"],
+                                  ["prune", "--older-than", "30", "--dry-run"],
+                                  ["prune", "--older-than", "1.5", "--dry-run"]])
+def test_a_duration_without_a_unit_is_refused_with_the_forms(daemon, args):
+    """``--older-than 30`` was 30 seconds: ``prune --yes`` would have moved every
+    session older than half a minute."""
+    sid = session(daemon)
+    err = one_line_refusal(daemon.cli(*args, check=False), "needs a unit", "30m", "2h", "7d")
+    assert "not a duration" in err
+    assert sid in daemon.cli("list", "--cwd", CWD).stdout.decode()
+
+
+def test_since_without_a_unit_is_refused_with_the_forms(daemon):
+    r = daemon.cli("search", "anything", "--since", "30", check=False)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "needs a unit" in err and "30m" in err and "2026-01-31" in err, err
+
+
+@pytest.mark.parametrize("how", ["--root", "SESSIOND_ROOT"])
+@pytest.mark.parametrize("args", [["list"], ["list", "--all", "--json"], ["search", "x", "--all"], ["reindex", "--all"],
+                                  ["trash"], ["trash", "empty", "--dry-run"], ["du", "--all"], ["prune", "--dry-run"],
+                                  ["check"]])
+def test_a_given_root_that_does_not_exist_is_an_error_not_an_empty_answer(daemon, short_tmp, how, args):
+    nope = short_tmp / "nope"
+    env = {"SESSIOND_ROOT": str(nope)}
+    argv = ["--root", str(nope), *args] if how == "--root" else args
+    one_line_refusal(daemon.cli(*argv, env=env, check=False), f"no store at {nope}")
+    assert not nope.exists()  # and nothing made it
