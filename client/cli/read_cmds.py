@@ -13,7 +13,7 @@ import click
 
 
 from . import Context, cli
-from .output import Progress, echo_json
+from .output import Progress, count, echo_json
 
 
 @cli.command("list")
@@ -32,7 +32,8 @@ def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool,
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: healthy, checked, unhealthy, warnings, skipped, files (one report each), errors.")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, path_type=Path))
 @click.pass_obj
 def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
@@ -48,6 +49,7 @@ def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
     files = _transcripts(paths or (obj.store_root() / "projects",))
     progress = Progress(len(files), "checking")
     unhealthy = warned = skipped = 0
+    reports, errors = [], []
     for path in files:
         progress.step()
         try:
@@ -59,21 +61,27 @@ def check(obj: Context, as_json: bool, paths: tuple[Path, ...]) -> None:
             else:
                 click.echo(f"sessiond: {path}: skipped, {exc.strerror}", err=True)
                 skipped += 1
+            errors.append({"path": str(path), "error": exc.strerror, "skipped": path not in paths})
             continue
         except OSError as exc:
             click.echo(f"sessiond: {path}: {exc.strerror or exc}", err=True)
             unhealthy += 1
+            errors.append({"path": str(path), "error": exc.strerror or str(exc), "skipped": False})
             continue
         unhealthy += not h.healthy
         warned += h.verdict == "warning"
         if as_json:
-            echo_json(h)
+            reports.append(h)
         elif h.verdict != "ok" or len(files) == 1:
             click.echo(_health_line(h))
     progress.done()
-    if not as_json:
+    if as_json:  # one document, whatever the number of files: {healthy, counts, files, errors}
+        echo_json({"healthy": not unhealthy, "checked": len(files) - skipped, "unhealthy": unhealthy,
+                   "warnings": warned, "skipped": skipped, "files": reports, "errors": errors})
+    else:
         note = f", {skipped} skipped (not regular files)" if skipped else ""
-        click.echo(f"{len(files) - skipped} files checked, {unhealthy} unhealthy{note}, {warned} with warnings")
+        click.echo(f"{count(len(files) - skipped, 'file')} checked, {unhealthy} unhealthy{note}, "
+                   f"{warned} with warnings")
     sys.exit(1 if unhealthy else 0)
 
 
@@ -88,13 +96,13 @@ def _health_line(h) -> str:
         problems.append(f"unreadable lines {', '.join(map(str, h.unparseableLines[:5]))}{more} "
                         "(every reader skips them; repair cannot restore them)")
     if h.duplicateUuids:
-        problems.append(f"{len(h.duplicateUuids)} duplicate uuids (two writers, or a bug; resume keeps the last of each)")
+        problems.append(f"{count(len(h.duplicateUuids), 'duplicate uuid')} (two writers, or a bug; resume keeps the last of each)")
     if h.danglingParents:
-        problems.append(f"{len(h.danglingParents)} dangling parents (resume bridges each to the nearest earlier "
+        problems.append(f"{count(len(h.danglingParents), 'dangling parent')} (resume bridges each to the nearest earlier "
                         "message; nothing is lost, nothing to do)")
-    info = f"{h.lines} lines"
+    info = count(h.lines, "line")
     if h.unansweredToolUses:
-        info += f", {len(h.unansweredToolUses)} unanswered tool uses"
+        info += f", {count(len(h.unansweredToolUses), 'unanswered tool use')}"
     tag = {"ok": "ok  ", "warning": "WARN"}.get(h.verdict, "BAD ")
     return f"{tag} {h.path}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
 

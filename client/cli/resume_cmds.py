@@ -31,8 +31,8 @@ from .output import echo_json, local_time, skipped_lines
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True) -> None:
     """JSON for programs; for a person the rendered conversation, in colour on
-    a terminal (unless ``NO_COLOR``), through ``$PAGER`` (``less`` by default)
-    when it is longer than the screen."""
+    a terminal (unless ``NO_COLOR``), through ``$PAGER`` (``less`` by default,
+    ``LESS=FRX`` unless set) when it is longer than the screen."""
     if as_json:
         echo_json(result)
         return
@@ -44,6 +44,10 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
     import shutil
 
     if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
+        # less: quit if it fits (-F), colours through (-R), the screen left as
+        # it was (-X), as git pages; a LESS of the person's own is theirs.
+        # A pager quit early (q) is fine: click drops the broken pipe.
+        os.environ.setdefault("LESS", "FRX")
         click.echo_via_pager(text, color=color)
     else:
         click.echo(text, color=color)

@@ -22,7 +22,7 @@ from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
-from .output import age, clip, size
+from .output import age, clip, count, size
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
@@ -207,11 +207,11 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
             stop.set()
             if watcher is not None:
                 watcher.join(timeout=2)
-    if as_json:
-        click.echo(msgspec.json.encode(resp))
+    if as_json:  # the documented keys, not the wire frame (its "op" and request "id" are the protocol's)
+        click.echo(msgspec.json.encode({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds}))  # type: ignore[union-attr]
         return
     mbs = resp.bytes / 1e6 / resp.seconds if resp.seconds else 0  # type: ignore[union-attr]
-    click.echo(f"indexed {resp.files} files, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]
+    click.echo(f"indexed {count(resp.files, 'file')}, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]
 
 
 def _show_progress(obj: Context, stop: threading.Event) -> None:

@@ -240,3 +240,30 @@ def test_a_given_root_that_does_not_exist_is_an_error_not_an_empty_answer(daemon
     argv = ["--root", str(nope), *args] if how == "--root" else args
     one_line_refusal(daemon.cli(*argv, env=env, check=False), f"no store at {nope}")
     assert not nope.exists()  # and nothing made it
+
+
+# -- one JSON document -------------------------------------------------------------
+
+def test_check_json_is_one_document_for_any_number_of_files(daemon, short_tmp):
+    good = main_path(daemon.root, CWD, session(daemon))
+    bad = short_tmp / "bad.jsonl"
+    bad.write_bytes(line(user("a")) + b"\n{\"torn")
+    fifo = short_tmp / "fifo.jsonl"
+    os.mkfifo(fifo)
+    r = daemon.cli("check", "--json", str(good), str(bad), str(fifo), check=False, timeout=30)
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)  # one document, not one per file
+    assert set(doc) == {"healthy", "checked", "unhealthy", "warnings", "skipped", "files", "errors"}
+    assert doc["healthy"] is False and doc["checked"] == 3 and doc["unhealthy"] == 2
+    assert [f["path"] for f in doc["files"]] == [str(good), str(bad)] and doc["files"][1]["tornTail"]
+    assert [e["path"] for e in doc["errors"]] == [str(fifo)]
+    one = daemon.cli("check", "--json", str(good))
+    assert json.loads(one.stdout)["healthy"] is True and len(one.stdout.splitlines()) == 1
+    human = daemon.cli("check", str(good)).stdout.decode().splitlines()
+    assert human[-1] == "1 file checked, 0 unhealthy, 0 with warnings" and human[0].startswith("ok   ")
+
+
+def test_reindex_json_has_the_documented_keys(daemon):
+    session(daemon)
+    r = json.loads(daemon.cli("reindex", "--cwd", CWD, "--json").stdout)
+    assert set(r) == {"files", "bytes", "seconds"} and r["files"] >= 1  # not the wire frame's op and id
