@@ -19,12 +19,30 @@ def echo(message: str | bytes = "", *, err: bool = False, nl: bool = True) -> No
     ``click.echo`` does for text without styles; bytes go to the binary buffer."""
     stream = sys.stderr if err else sys.stdout
     if isinstance(message, bytes):
-        stream.flush()
-        stream.buffer.write(message + b"\n" if nl else message)
-        stream.buffer.flush()
+        write_all(message + b"\n" if nl else message, stream)
     else:
-        stream.write(message + "\n" if nl else message)
-        stream.flush()
+        text = message + "\n" if nl else message
+        if len(text) > 8192 and hasattr(stream, "buffer"):  # big: see write_all
+            write_all(text.encode(stream.encoding, stream.errors or "strict"), stream)
+        else:
+            stream.write(text)
+            stream.flush()
+
+
+def write_all(data: bytes, stream=None) -> None:
+    """Every byte of ``data`` to ``stream`` (stdout), or ``BrokenPipeError``.
+    One ``buffer.write`` of more than the pipe holds returns a short count,
+    without an error, when the reader leaves mid-write (the kernel's SIGPIPE
+    interrupts it), and ``TextIOWrapper`` ignores that count: ``show --json |
+    head -1`` exited 0 having silently written 64 KiB. Looping makes the next
+    write fail as it should, so the exit is 141 like every other command."""
+    stream = stream or sys.stdout
+    stream.flush()
+    view = memoryview(data)
+    while view:
+        n = stream.buffer.write(view)
+        view = view[n or 0:] if n is not None else view[:0]
+    stream.buffer.flush()
 
 
 def terminal_columns(fallback: int = 80) -> int:

@@ -26,7 +26,7 @@ from sessiond.protocol.wire.errors import SessiondError, not_found
 from . import Context, cli
 from .following import follow_daemon, poll_file, print_entry
 from .locate import locate, where
-from .output import echo_json, local_time, skipped_lines
+from .output import echo, echo_json, local_time, skipped_lines
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True) -> None:
@@ -50,7 +50,7 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
         os.environ.setdefault("LESS", "FRX")
         click.echo_via_pager(text, color=color)
     else:
-        click.echo(text, color=color)
+        echo(text if color else click.unstyle(text))  # echo writes all of it (or a broken pipe)
 
 
 def view_options(f):

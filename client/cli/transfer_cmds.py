@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
 
 import click
@@ -13,7 +12,7 @@ import msgspec
 from sessiond.protocol.locations import default_root
 
 from . import Context, cli
-from .output import Progress, count, local_time
+from .output import Progress, count, local_time, write_all
 
 
 @cli.command("import")
@@ -92,8 +91,7 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
 
         data = (ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)).encode()
     if output is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        write_all(data)  # all of it, or a broken pipe (exit 141)
         return
     write_new(output, data, force)
     click.echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.conftest import DaemonProc
+from tests.conftest import CORPUS, DaemonProc
 from tests.helpers import assistant, line, main_path, user
 
 CWD = "/home/dev/safety-project"
@@ -267,3 +267,30 @@ def test_reindex_json_has_the_documented_keys(daemon):
     session(daemon)
     r = json.loads(daemon.cli("reindex", "--cwd", CWD, "--json").stdout)
     assert set(r) == {"files", "bytes", "seconds"} and r["files"] >= 1  # not the wire frame's op and id
+
+
+# -- a reader that leaves early ----------------------------------------------------
+
+BIG = max((p for p in CORPUS.glob("*.jsonl")), key=lambda p: p.stat().st_size)  # 3 MB: far more than a pipe holds
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args", [["show", str(BIG)], ["export", str(BIG)], ["export", str(BIG), "--format", "html"],
+                                  ["export", str(BIG), "--format", "jsonl"], ["tail", "-n", "5000", str(BIG)]])
+def test_piped_into_head_every_command_stops_with_141_and_says_nothing(daemon, args):
+    """One write of the whole output used to come back short when ``head``
+    left (no error), so show and export exited 0 having written 64 KiB."""
+    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=daemon.env)
+    try:
+        assert proc.stdout.readline()
+        proc.stdout.close()  # as head -1 does
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 141, err
+    finally:
+        proc.stderr.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert err == b"", err
+    whole = daemon.cli(*args).stdout  # read to the end, it is all there
+    assert len(whole) > 100_000  # more than the 64 KiB pipe: the early exit was real
