@@ -45,6 +45,13 @@ def write_all(data: bytes, stream=None) -> None:
     stream.buffer.flush()
 
 
+def colour_on() -> bool:
+    """Whether a command colours its output: stdout is a terminal, ``NO_COLOR``
+    is unset or empty (no-color.org) and ``TERM`` is not ``dumb``. Every
+    command that colours asks here (show, resume, continue, search)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
 def terminal_columns(fallback: int = 80) -> int:
     """``shutil.get_terminal_size((fallback, 24)).columns`` (``COLUMNS`` first,
     then the terminal on stdout), without importing shutil and the compression

@@ -26,7 +26,7 @@ from sessiond.protocol.wire.errors import SessiondError, not_found
 from . import Context, cli
 from .following import follow_daemon, poll_file, print_entry
 from .locate import locate, where
-from .output import echo, echo_json, local_time, skipped_lines
+from .output import colour_on, echo, echo_json, local_time, skipped_lines
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True) -> None:
@@ -37,7 +37,7 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
         echo_json(result)
         return
     tty = sys.stdout.isatty()
-    color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    color = colour_on()
     from .transcript_view import render
 
     text = render(result, all_entries=all_entries, color=color)

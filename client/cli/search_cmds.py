@@ -22,7 +22,7 @@ from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
-from .output import age, clip, count, size
+from .output import age, clip, colour_on, count, size
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
@@ -82,7 +82,7 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
     if not hits:
         click.echo("no matches" + ("" if all_projects else f" in {cwd or os.getcwd()} (--all searches every project)"), err=True)
         sys.exit(1)
-    tty = sys.stdout.isatty()
+    tty = colour_on()  # bold matches and dim details only on a terminal, and not with NO_COLOR
     here = os.path.realpath(cwd or os.getcwd())
     now = time.time()
     for h in hits:

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests.conftest import CORPUS, DaemonProc
-from tests.helpers import assistant, line, main_path, user
+from tests.helpers import assistant, line, main_path, user, wait_until
 
 CWD = "/home/dev/safety-project"
 
@@ -294,3 +294,22 @@ def test_piped_into_head_every_command_stops_with_141_and_says_nothing(daemon, a
     assert err == b"", err
     whole = daemon.cli(*args).stdout  # read to the end, it is all there
     assert len(whole) > 100_000  # more than the 64 KiB pipe: the early exit was real
+
+
+# -- colour ------------------------------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_search_colours_only_a_terminal_without_no_color(daemon):
+    from tests.client.test_cli_terminal import in_terminal
+
+    session(daemon, "the quokkaword is here")
+    wait_until(lambda: daemon.cli("search", "quokkaword", "--cwd", CWD, check=False).returncode == 0, "the index")
+    env = {**daemon.env, "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    status, coloured = in_terminal(["search", "quokkaword", "--cwd", CWD], env)
+    assert status == 0 and b"\x1b[1;33mquokkaword" in coloured, coloured
+    for plain in ({**env, "NO_COLOR": "1"}, {**env, "TERM": "dumb"}):
+        status, out = in_terminal(["search", "quokkaword", "--cwd", CWD], plain)
+        assert status == 0 and b"quokkaword" in out and b"\x1b[" not in out, out
+    piped = daemon.cli("search", "quokkaword", "--cwd", CWD, env={"NO_COLOR": ""}).stdout
+    assert b"quokkaword" in piped and b"\x1b[" not in piped
