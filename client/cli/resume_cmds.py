@@ -26,7 +26,7 @@ from sessiond.protocol.wire.errors import SessiondError, not_found
 from . import Context, cli
 from .following import follow_daemon, poll_file, print_entry
 from .locate import locate, where
-from .output import colour_on, echo, echo_json, local_time, skipped_lines
+from .output import colour_on, count, echo, echo_json, local_time, skipped_lines
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True) -> None:
@@ -83,7 +83,7 @@ def report_skipped(path: Path, skipped: int) -> None:
 
     h = check_file(path)
     numbers = h.unparseableLines + ([h.lines] if h.tornTail else [])
-    text = skipped_lines(numbers) if len(numbers) == skipped else f"{skipped} line{'s' if skipped != 1 else ''} skipped"
+    text = skipped_lines(numbers) if len(numbers) == skipped else f"{count(skipped, 'line')} skipped"
     click.echo(f"sessiond: {text} of {path}: unreadable", err=True)
     sys.exit(1)
 

@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import CORPUS, DaemonProc
 from tests.helpers import assistant, line, main_path, user, wait_until
+from tests.lifecycle_tree import build
 
 CWD = "/home/dev/safety-project"
 
@@ -313,3 +314,44 @@ def test_search_colours_only_a_terminal_without_no_color(daemon):
         assert status == 0 and b"quokkaword" in out and b"\x1b[" not in out, out
     piped = daemon.cli("search", "quokkaword", "--cwd", CWD, env={"NO_COLOR": ""}).stdout
     assert b"quokkaword" in piped and b"\x1b[" not in piped
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("delay", [0.4, 0.8, 1.2])
+def test_ctrl_c_in_an_export_leaves_the_whole_file_or_none(daemon, short_tmp, delay):
+    """Interrupted at some point of an export of a 3 MB session: exit 130 and
+    no file (nor a temp file), or done and the whole export; never half."""
+    out = short_tmp / "big.html"
+    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "export", str(BIG), "--format", "html", "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    # 130; or -SIGINT, a signal that came while the interpreter was exiting
+    # (the shell shows 130 for both); or 0, done before it came.
+    assert proc.returncode in (130, -signal.SIGINT, 0) and b"Traceback" not in err, (proc.returncode, err)
+    if out.exists():
+        assert out.read_bytes().rstrip().endswith(b"</html>") and [p.name for p in short_tmp.iterdir()] == ["big.html"]
+    else:
+        assert proc.returncode != 0 and list(short_tmp.iterdir()) == [] and err == b"", err
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("delay", [0.5, 1.0])
+def test_ctrl_c_in_an_import_leaves_no_half_file(daemon_factory, short_tmp, delay):
+    """Interrupted at some point: exit 130 (or done), and every file in the
+    store is byte for byte its source (an import writes an unlinked O_TMPFILE)."""
+    tree = build(short_tmp / "src")
+    d = daemon_factory()  # no daemon: the CLI copies the files itself
+    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "--no-autostart", "import", str(tree.projects)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=d.env)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (130, -signal.SIGINT, 0) and b"Traceback" not in err, (proc.returncode, err)
+    store = d.root / "projects"
+    copied = {str(p.relative_to(store)): p.read_bytes() for p in store.rglob("*") if p.is_file()} if store.exists() else {}
+    source = tree.files()
+    assert all(source[rel] == data for rel, data in copied.items()), sorted(set(copied) - set(source))
+    if proc.returncode == 0:
+        assert set(copied) >= {rel for rel in source if rel.endswith(".jsonl")}
