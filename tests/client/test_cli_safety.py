@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -133,7 +134,9 @@ def test_ctrl_c_exits_130_quietly(daemon, command):
     proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", command, "--cwd", CWD, "--session", sid, "-"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env)
     try:
-        time.sleep(1.5)  # started and blocked reading stdin (an early signal would be the same KeyboardInterrupt)
+        start = time.monotonic()  # past start-up: blocked reading the pipe (a kernel that hides wchan: 5 s)
+        wait_until(lambda: "pipe" in Path(f"/proc/{proc.pid}/wchan").read_text() or time.monotonic() - start > 5,
+                   "the command to wait on its stdin", timeout=30)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
