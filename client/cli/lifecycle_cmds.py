@@ -211,7 +211,7 @@ def prune(obj: Context, older_than: str, larger_than: str | None, cwd: str | Non
     else:
         verb = "would move" if dry_run else "moved"
         for s in moved:
-            click.echo(f"{verb} {s.sessionId}  {size(s.bytes):>9}  last written {s.lastWrite[:10]}  {clip(s.project, 50)}")
+            click.echo(f"{verb} {s.sessionId}  {size(s.bytes):>9}  last written {local_time(s.lastWrite)}  {clip(s.project, 50)}")
         click.echo(f"{verb} {count(len(moved), 'session')} ({total} bytes, {size(total)}) to the trash")
     if skipped:
         raise SystemExit(1)

@@ -212,6 +212,12 @@ def test_times_for_a_person_are_local_and_json_stays_utc(daemon):
     assert listed.lstrip().startswith(f"{want:%H:%M:%S}" if want.date() == today else f"{want:%Y-%m-%d %H:%M}"), listed
     assert " 1 file " in listed, listed  # not "1 files"
     daemon.cli("restore", sid)
+    dry = json.loads(daemon.cli("prune", "--cwd", CWD, "--older-than", "0s", "--dry-run", "--json").stdout)
+    written = next(s for s in dry["sessions"] if s["sessionId"] == sid)["lastWrite"]
+    when = datetime.fromisoformat(written.replace("Z", "+00:00")).astimezone(timezone(timedelta(hours=9)))
+    human = daemon.cli("prune", "--cwd", CWD, "--older-than", "0s", "--dry-run", env=tokyo).stdout.decode()
+    shown = f"{when:%H:%M:%S}" if when.date() == today else f"{when:%Y-%m-%d %H:%M}"
+    assert f"{sid}" in human and f"last written {shown}" in human, human
 
 
 # -- durations, roots ------------------------------------------------------------
