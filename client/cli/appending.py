@@ -20,7 +20,7 @@ from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire.errors import DaemonUnavailable, EntryTooLarge, SessiondError
 
 from . import Context, import_msgspec_lean
-from .output import echo, echo_json, skipped_lines
+from .output import count, echo, echo_json, skipped_lines
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the lite append never does)
 if TYPE_CHECKING:
@@ -334,11 +334,11 @@ def report(as_json: bool, session: str, accepted: int, duplicates: int, skipped:
             out["dropped"] = dropped
         echo_json(out)
         return
-    note = f"{duplicates} duplicate{'s' if duplicates != 1 else ''} dropped"
+    note = f"{count(duplicates, 'duplicate')} dropped"
     if skipped:
-        note += f", {skipped} invalid line{'s' if skipped != 1 else ''} skipped"
+        note += f", {count(skipped, 'invalid line')} skipped"
     if dropped:
-        note += f", {dropped} entries without a message not written"
+        note += f", {count(dropped, 'entry', 'entries')} without a message not written"
     if pending:
         note += ", none written yet: no message in the session"
-    echo(f"{accepted} entries {'written' if direct else 'accepted'} for session {session} ({note})")
+    echo(f"{count(accepted, 'entry', 'entries')} {'written' if direct else 'accepted'} for session {session} ({note})")

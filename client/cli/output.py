@@ -19,12 +19,37 @@ def echo(message: str | bytes = "", *, err: bool = False, nl: bool = True) -> No
     ``click.echo`` does for text without styles; bytes go to the binary buffer."""
     stream = sys.stderr if err else sys.stdout
     if isinstance(message, bytes):
-        stream.flush()
-        stream.buffer.write(message + b"\n" if nl else message)
-        stream.buffer.flush()
+        write_all(message + b"\n" if nl else message, stream)
     else:
-        stream.write(message + "\n" if nl else message)
-        stream.flush()
+        text = message + "\n" if nl else message
+        if len(text) > 8192 and hasattr(stream, "buffer"):  # big: see write_all
+            write_all(text.encode(stream.encoding, stream.errors or "strict"), stream)
+        else:
+            stream.write(text)
+            stream.flush()
+
+
+def write_all(data: bytes, stream=None) -> None:
+    """Every byte of ``data`` to ``stream`` (stdout), or ``BrokenPipeError``.
+    One ``buffer.write`` of more than the pipe holds returns a short count,
+    without an error, when the reader leaves mid-write (the kernel's SIGPIPE
+    interrupts it), and ``TextIOWrapper`` ignores that count: ``show --json |
+    head -1`` exited 0 having silently written 64 KiB. Looping makes the next
+    write fail as it should, so the exit is 141 like every other command."""
+    stream = stream or sys.stdout
+    stream.flush()
+    view = memoryview(data)
+    while view:
+        n = stream.buffer.write(view)
+        view = view[n or 0:] if n is not None else view[:0]
+    stream.buffer.flush()
+
+
+def colour_on() -> bool:
+    """Whether a command colours its output: stdout is a terminal, ``NO_COLOR``
+    is unset or empty (no-color.org) and ``TERM`` is not ``dumb``. Every
+    command that colours asks here (show, resume, continue, search)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 def terminal_columns(fallback: int = 80) -> int:
@@ -132,17 +157,24 @@ def home_relative(path: str) -> str:
     return "~" + path[len(home):] if home != "/" and (path == home or path.startswith(home + "/")) else path
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 session``, ``2 sessions``, ``0 entries`` (``plural`` when adding an
+    s is wrong): every count the CLI prints for a person goes through here."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def skipped_lines(numbers: list[int], shown: int = 5) -> str:
     """``3 lines skipped (2, 7, 9)``: one summary for any number of bad lines."""
     n = len(numbers)
     listed = ", ".join(map(str, numbers[:shown])) + (", …" if n > shown else "")
-    return f"{n} line{'s' if n != 1 else ''} skipped ({'line' if n == 1 else 'lines'} {listed})"
+    return f"{count(n, 'line')} skipped ({'line' if n == 1 else 'lines'} {listed})"
 
 
-def local_time(iso: str | None, today: date | None = None) -> str:
+def local_time(iso: str | None, today: date | None = None, *, seconds: bool = False) -> str:
     """An entry's ISO-8601 UTC timestamp in the local time zone (``TZ``): the time
     alone when it is today, else the date too, so a jump from last year to today
-    shows. ``?`` for a missing or unreadable timestamp."""
+    shows. ``?`` for a missing or unreadable timestamp. ``seconds``: always the
+    date and the time to the second (an export: a document read on other days)."""
     from datetime import datetime, timezone  # imported by what prints a time, not by every run
 
     if not iso:
@@ -154,6 +186,8 @@ def local_time(iso: str | None, today: date | None = None) -> str:
     if when.tzinfo is None:  # no zone: taken as UTC, as transcripts write it
         when = when.replace(tzinfo=timezone.utc)
     when = when.astimezone()
+    if seconds:
+        return when.strftime("%Y-%m-%d %H:%M:%S")
     if when.date() == (today or datetime.now().astimezone().date()):
         return when.strftime("%H:%M:%S")
     return when.strftime("%Y-%m-%d %H:%M")

@@ -18,12 +18,11 @@ from pathlib import Path
 import click
 import msgspec
 
-from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
-from .output import age, clip, size
+from .output import age, clip, colour_on, count, size
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
@@ -63,7 +62,7 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         since_iso = q.parse_since(since)
     except q.QueryError as exc:
         raise click.UsageError(str(exc)) from None
-    root = obj.root or default_root()
+    root = obj.store_root()
     dirs = _scope(obj, root, cwd, all_projects)
     projects = None if dirs is None else [d.name for d in dirs]
     hits, note = _from_daemon(obj, text, dirs, limit, since_iso, role)
@@ -83,7 +82,7 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
     if not hits:
         click.echo("no matches" + ("" if all_projects else f" in {cwd or os.getcwd()} (--all searches every project)"), err=True)
         sys.exit(1)
-    tty = sys.stdout.isatty()
+    tty = colour_on()  # bold matches and dim details only on a terminal, and not with NO_COLOR
     here = os.path.realpath(cwd or os.getcwd())
     now = time.time()
     for h in hits:
@@ -190,7 +189,7 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
     """Rebuild the search index from the files (the project's, or --all)."""
     from sessiond.protocol.wire import messages as m
 
-    root = obj.root or default_root()
+    root = obj.store_root()
     dirs = _scope(obj, root, cwd, all_projects)
     if dirs is not None and not dirs:
         raise click.ClickException(f"no sessions for {cwd or os.getcwd()} (--all rebuilds every project)")
@@ -206,11 +205,11 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
             stop.set()
             if watcher is not None:
                 watcher.join(timeout=2)
-    if as_json:
-        click.echo(msgspec.json.encode(resp))
+    if as_json:  # the documented keys, not the wire frame (its "op" and request "id" are the protocol's)
+        click.echo(msgspec.json.encode({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds}))  # type: ignore[union-attr]
         return
     mbs = resp.bytes / 1e6 / resp.seconds if resp.seconds else 0  # type: ignore[union-attr]
-    click.echo(f"indexed {resp.files} files, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]
+    click.echo(f"indexed {count(resp.files, 'file')}, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]
 
 
 def _show_progress(obj: Context, stop: threading.Event) -> None:

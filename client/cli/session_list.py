@@ -12,7 +12,6 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from sessiond.protocol.locations import default_root
 
 from . import Context
 from .output import Progress, cells, clip, clip_left, echo, echo_json, home_relative, local_time, pad, size, terminal_columns
@@ -24,7 +23,7 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
     from sessiond.protocol.transcript import project_dirs
     from sessiond.protocol.transcript.paths import check_cwd
 
-    root = obj.root or default_root()
+    root = obj.store_root()
     if all_projects and cwd is not None:
         from sessiond.protocol.wire.errors import bad_request
 
