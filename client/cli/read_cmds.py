@@ -92,7 +92,7 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
                    "errors": errors})
     else:
         note = f", {skipped} skipped (not regular files)" if skipped else ""
-        note += f", {count(len(foreign), 'file')} not transcripts" if foreign else ""
+        note += f", {len(foreign)} not transcripts" if foreign else ""
         click.echo(f"{count(len(files) - skipped, 'file')} checked, {unhealthy} unhealthy{note}, "
                    f"{warned} with warnings")
     sys.exit(1 if unhealthy or foreign else 0)

@@ -263,10 +263,12 @@ def test_check_json_is_one_document_for_any_number_of_files(daemon, short_tmp):
     r = daemon.cli("check", "--json", str(good), str(bad), str(fifo), check=False, timeout=30)
     assert r.returncode == 1
     doc = json.loads(r.stdout)  # one document, not one per file
-    assert set(doc) == {"healthy", "checked", "unhealthy", "warnings", "skipped", "files", "errors"}
+    assert set(doc) == {"healthy", "checked", "unhealthy", "warnings", "skipped", "notTranscripts", "files", "errors"}
     assert doc["healthy"] is False and doc["checked"] == 3 and doc["unhealthy"] == 2
     assert [f["path"] for f in doc["files"]] == [str(good), str(bad)] and doc["files"][1]["tornTail"]
-    assert [e["path"] for e in doc["errors"]] == [str(fifo)]
+    assert [e["path"] for e in doc["errors"]] == [str(fifo)] and doc["notTranscripts"] == []
+    passwd = json.loads(daemon.cli("check", "--json", "/etc/passwd", check=False).stdout)
+    assert passwd["notTranscripts"] == ["/etc/passwd"] and passwd["healthy"] is False and passwd["unhealthy"] == 0
     one = daemon.cli("check", "--json", str(good))
     assert json.loads(one.stdout)["healthy"] is True and len(one.stdout.splitlines()) == 1
     human = daemon.cli("check", str(good)).stdout.decode().splitlines()
