@@ -37,7 +37,7 @@ from typing import Any, Final
 import msgspec
 
 from .blocks import Block, Lines
-from .entries import COMPACT_BOUNDARY, decode_object, mask_lone_surrogates
+from .entries import COMPACT_BOUNDARY, decode_object, readable_copy
 
 
 class MessageHeader(msgspec.Struct, gc=False):
@@ -172,7 +172,7 @@ def parse_line(line: bytes | memoryview) -> Entry | None:
     except msgspec.ValidationError:
         return _lenient(line)
     except msgspec.DecodeError:
-        masked = mask_lone_surrogates(line)
+        masked = readable_copy(line)
         return None if masked is None else parse_line(masked)
     except RecursionError:
         return None
@@ -218,7 +218,7 @@ def _one(line: memoryview) -> Entry:
         e = _lenient(line)  # valid JSON, unexpected shape
         return SKIPPED if e is None else e  # None: not an object at all (an array ...)
     except msgspec.DecodeError:
-        masked = mask_lone_surrogates(line)
+        masked = readable_copy(line)
         if masked is not None:
             return _one(memoryview(masked))  # the header only: raw stays the file's bytes
         return SKIPPED if bytes(line).strip() else _BLANK

@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 
 from .appendfile import TornTail, cut_torn_tail, file_lock
-from .entries import mask_lone_surrogates
+from .entries import readable_copy
 from .jsonl import iter_lines
 from .regular import open_regular
 
@@ -80,7 +80,7 @@ def check_file(path: Path | str) -> Health:
         try:
             e = _decode(raw)
         except msgspec.DecodeError:
-            masked = mask_lone_surrogates(raw)  # JSON.parse reads a lone surrogate: so do we
+            masked = readable_copy(raw)  # JSON.parse reads a lone surrogate: so do we; and a BOM is no damage
             try:
                 if masked is None:
                     raise
