@@ -2,9 +2,24 @@
 (the order inside a response is order.py's).
 
 - Leaf: the latest entry of type user/assistant/system/attachment by ``timestamp``
-  (ISO-8601 UTC strings compare in time order; file order breaks ties, a missing
-  timestamp sorts first). Sidechain entries are not candidates unless the whole file is
-  a subagent transcript (``sidechain_only``). progress and unknown types never are.
+  (file order breaks ties, the later line wins; a missing or unreadable timestamp
+  sorts first), as Claude Code's ``--resume ID`` picks it (``getLastSessionLog``:
+  ``findLatestMessage`` of the non-sidechain messages). Timestamps are compared as
+  times, as its ``Date.parse`` does: one C-level ``max`` over the strings when
+  they all have one fixed-width UTC shape (every file Claude Code writes), parsed
+  otherwise (``2026-01-01T10:00:00+02:00`` is earlier than ``...T09:00:00.000Z``).
+  Then, beyond Claude Code, the leaf is followed DOWN to the newest leaf under it
+  (:func:`_descend`): an entry written after the latest one in the file, hanging
+  off it, with an older timestamp (a clock that stepped back; real case: daaain
+  3680252d, whose root is 12 ms younger than its two children, resumed as one
+  message by Claude Code, as three here), is part of the same conversation, and
+  leaving it out would lose it. The conversation returned therefore always holds
+  Claude Code's, and differs only by what it would lose. Claude Code's ``/resume``
+  picker (``loadFullLog``) takes the newest leaf instead and walks a trailing
+  system or attachment entry back to its message; SPEC 4 keeps them (an
+  attachment at the end is an interrupted turn), so this follows ``--resume``.
+  Sidechain entries are not candidates unless the whole file is a subagent
+  transcript (``sidechain_only``). progress and unknown types never are.
 - Walk: ``parentUuid`` from the leaf until ``null`` or a uuid already walked (cycle
   guard). A parent that is not in the map is DANGLING: instead of ending the
   conversation there, the walk bridges to the nearest earlier (file order) entry that
@@ -29,6 +44,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import defaultdict
+from datetime import datetime
 from functools import partial
 from itertools import islice, takewhile
 from operator import attrgetter, is_not
@@ -52,24 +68,84 @@ class Bridge(msgspec.Struct):
 
 
 def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False) -> Entry | None:
+    """The entry resume walks back from (see the module docstring)."""
+    values = entries.values()
+    latest: Entry | None = None
     try:
         # Usually the latest entry of all is a candidate, found by one C-level max
         # (reversed: max keeps the first of equals, file order wants the last).
-        latest = max(reversed(entries.values()), key=_timestamp)
+        # Strings compare as times when they all have one width and end in Z.
+        latest = max(reversed(values), key=_timestamp)  # one entry: never compared, None possible
+        ts = latest.timestamp
+        if not (type(ts) is str and ts.endswith("Z") and len(set(map(len, map(_timestamp, values)))) == 1):
+            latest = None
     except (TypeError, ValueError):  # a missing timestamp (None), or no entry at all
-        pass
-    else:
-        if latest.type in TRANSCRIPT_TYPES and (sidechain_only or not latest.isSidechain):
-            return latest
+        latest = None
+    if latest is None or latest.type not in TRANSCRIPT_TYPES or not (sidechain_only or not latest.isSidechain):
+        latest = _latest_by_time(values, sidechain_only)
+    return _descend(entries, latest, sidechain_only)
+
+
+def _instant(ts: str | None) -> float:
+    """A timestamp as seconds, the way ``Date.parse`` reads ISO-8601 (no offset:
+    local time); -inf when it is missing or not a date."""
+    if not ts:
+        return float("-inf")
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except (ValueError, OverflowError, OSError):
+        return float("-inf")
+
+
+def _is_candidate(e: Entry, sidechain_only: bool) -> bool:
+    return e.type in TRANSCRIPT_TYPES and (sidechain_only or not e.isSidechain)
+
+
+def _latest_by_time(values, sidechain_only: bool) -> Entry | None:
+    """The latest candidate by parsed time, the later line on a tie."""
     best: Entry | None = None
-    best_ts = ""
-    types = TRANSCRIPT_TYPES
-    for e in entries.values():
-        if e.type in types and (sidechain_only or not e.isSidechain):
-            ts = e.timestamp or ""
-            if best is None or ts >= best_ts:
-                best, best_ts = e, ts
+    best_t = float("-inf")
+    for e in values:
+        if _is_candidate(e, sidechain_only):
+            t = _instant(e.timestamp)
+            if best is None or t >= best_t:
+                best, best_t = e, t
     return best
+
+
+def _descend(entries: dict[str, Entry], latest: Entry | None, sidechain_only: bool) -> Entry | None:
+    """The newest leaf hanging (directly or through progress and other entries)
+    off ``latest`` among the lines after it; ``latest`` itself when none does.
+
+    Only the lines after it are looked at, so the usual file, whose latest
+    entry is its last, costs nothing here: an entry is written after its parent
+    (a child written BEFORE its parent is damage that only the dangling-parent
+    bridge can meet)."""
+    if latest is None:
+        return None
+    after = list(takewhile(partial(is_not, latest), reversed(entries.values())))
+    if not after:
+        return latest
+    below = {latest.uuid}
+    subtree: list[Entry] = []
+    for e in reversed(after):  # file order: a parent comes before its children
+        if e.parentUuid in below and e.uuid not in below:
+            below.add(e.uuid)
+            subtree.append(e)
+    # A candidate is a leaf when nothing under it is one (a progress line
+    # hanging off it, or a sidechain, does not make it an inner node).
+    reaching: set[str] = set()  # uuids with a candidate below them
+    leaves: list[Entry] = []
+    for e in reversed(subtree):  # children before their parents
+        if _is_candidate(e, sidechain_only):
+            if e.uuid not in reaching:
+                leaves.append(e)
+            reaching.add(e.parentUuid)
+        elif e.uuid in reaching:
+            reaching.add(e.parentUuid)
+    if not leaves:
+        return latest
+    return max(leaves, key=lambda e: (_instant(e.timestamp), e.index))
 
 
 class _FileOrder:
