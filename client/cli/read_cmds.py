@@ -93,9 +93,14 @@ def _health_line(h) -> str:
     if h.danglingParents:
         problems.append(f"{len(h.danglingParents)} dangling parents (resume bridges each to the nearest earlier "
                         "message; nothing is lost, nothing to do)")
+    if h.otherSessions:
+        problems.append(f"entries of {len(h.otherSessions)} other session(s) (two writers on one file, or files "
+                        "joined; resume takes this session's own latest message; nothing to do)")
     info = f"{h.lines} lines"
     if h.unansweredToolUses:
         info += f", {len(h.unansweredToolUses)} unanswered tool uses"
+    if h.emptyMessages:
+        info += f", {len(h.emptyMessages)} empty messages (resume leaves them out)"
     tag = {"ok": "ok  ", "warning": "WARN"}.get(h.verdict, "BAD ")
     return f"{tag} {h.path}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
 

@@ -52,7 +52,7 @@ from operator import attrgetter, is_not
 import msgspec
 
 from .entries import TRANSCRIPT_TYPES
-from .chainentry import Entry
+from .chainentry import Entry, session_of
 from .toolblocks import has_tool_result
 
 
@@ -67,8 +67,10 @@ class Bridge(msgspec.Struct):
     missingParent: str
 
 
-def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False) -> Entry | None:
-    """The entry resume walks back from (see the module docstring)."""
+def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False, session: str | None = None) -> Entry | None:
+    """The entry resume walks back from (see the module docstring). ``session``:
+    the session the file is (its name), whose own latest message is the leaf when
+    entries of another session are newer (:func:`_own_session`)."""
     values = entries.values()
     latest: Entry | None = None
     try:
@@ -83,7 +85,20 @@ def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False) -> E
         latest = None
     if latest is None or latest.type not in TRANSCRIPT_TYPES or not (sidechain_only or not latest.isSidechain):
         latest = _latest_by_time(values, sidechain_only)
+    if session is not None and latest is not None and session_of(latest) not in (None, session):
+        latest = _own_session(values, latest, sidechain_only, session)
     return _descend(entries, latest, sidechain_only)
+
+
+def _own_session(values, latest: Entry, sidechain_only: bool, session: str) -> Entry:
+    """The latest message of ``session`` when the file has any (its others, or
+    none, are another session's: two writers on one file, files joined), else
+    ``latest``: a copy under a new name whose entries all keep the old id (Claude
+    Code's older resumes and forks wrote such files) is resumed as it is."""
+    mine = [e for e in values if _is_candidate(e, sidechain_only) and session_of(e) in (None, session)]
+    if not any(session_of(e) == session for e in mine):
+        return latest
+    return _latest_by_time(mine, sidechain_only) or latest
 
 
 def _instant(ts: str | None) -> float:
@@ -156,13 +171,22 @@ class _FileOrder:
         self.positions = [e.index for e in self.order]
 
     def nearest_before(self, at: Entry, seen: set[str], sidechain_only: bool) -> Entry | None:
+        """The nearest earlier entry of ``at``'s own session, else of any: a lost
+        line of one session is not bridged into another's conversation written
+        between (interleaved writers), but a conversation whose earlier part
+        carries an older session id (an older resume's copy) still is."""
+        own = session_of(at)
+        other = None
         i = bisect_left(self.positions, at.index)
         while i > 0:
             i -= 1
             e = self.order[i]
             if e.uuid not in seen and (sidechain_only or not e.isSidechain):
-                return e
-        return None
+                if own is None or session_of(e) in (None, own):
+                    return e
+                if other is None:
+                    other = e
+        return other
 
 
 def walk(

@@ -126,6 +126,34 @@ decoder = msgspec.json.Decoder(Entry)
 """The typed decoder of one line (no fallback: :func:`parse_line` has it)."""
 
 
+class _SessionField(msgspec.Struct, gc=False):
+    sessionId: Any = None
+
+
+_session_decoder = msgspec.json.Decoder(_SessionField)
+
+
+def session_of(e: Entry) -> str | None:
+    """The ``sessionId`` of a transcript message (None: it has none, or it is no
+    string). Not part of :class:`Entry`: one more string decoded on every line
+    would cost every load, and only a file holding two sessions' entries (two
+    writers on one file, files joined by ``cat``) needs it, for a few entries."""
+    raw = e.raw_view
+    if not raw:
+        return None
+    try:
+        value = _session_decoder.decode(raw).sessionId
+    except msgspec.DecodeError:
+        copy = readable_copy(raw)
+        try:
+            value = None if copy is None else _session_decoder.decode(copy).sessionId
+        except (msgspec.DecodeError, RecursionError):
+            return None
+    except RecursionError:
+        return None
+    return value if type(value) is str else None
+
+
 def _typed(value: Any, kind: type) -> Any:
     return value if isinstance(value, kind) and not (kind is int and isinstance(value, bool)) else None
 

@@ -72,7 +72,7 @@ def survey(msgs: list[dict[str, Any]]) -> tuple[list[int], bool]:
             if not content.strip():
                 empty.append(i)
         elif type(content) is list:
-            has_empty = False
+            has_empty = not content  # "content": [] — the API refuses a message with nothing in it
             for b in content:
                 if type(b) is dict:
                     t = b.get("type")
@@ -103,7 +103,8 @@ def drop_empty_text(msgs: list[dict[str, Any]], repairs: list[Repair], empty: li
             continue
         kept = [b for b in content if not _empty_text(b)]
         if not kept:
-            repairs.append(Repair("empty_message_dropped", m.get("uuid"), "only empty text blocks"))
+            why = "only empty text blocks" if content else "no content"
+            repairs.append(Repair("empty_message_dropped", m.get("uuid"), why))
             gone.add(i)
             continue
         repairs.append(Repair("empty_text_dropped", m.get("uuid"), f"{len(content) - len(kept)} block(s)"))
