@@ -23,7 +23,7 @@ from pathlib import Path
 import msgspec
 
 from .appendfile import TornTail, cut_torn_tail, file_lock
-from .entries import readable_copy
+from .entries import decode_object, readable_copy
 from .jsonl import iter_lines
 from .paths import check_session_id, is_session_id
 from .regular import open_regular
@@ -57,6 +57,22 @@ def _nothing_to_send(message: _Message) -> bool:
 
 
 _decode = msgspec.json.Decoder(_Entry).decode
+
+
+def _lenient(raw: bytes) -> _Entry | None:
+    """What fits of an object whose fields have surprising types (a string
+    ``message``, a numeric ``uuid``), as the resume loader reads it; None when
+    the line is no object at all."""
+    obj = decode_object(raw)
+    if obj is None:
+        return None
+    kw = {k: v for k in ("type", "uuid", "parentUuid", "sessionId") if isinstance(v := obj.get(k), str)}
+    side = obj.get("isSidechain")
+    try:
+        message = msgspec.convert(obj.get("message"), _Message) if isinstance(obj.get("message"), dict) else None
+    except msgspec.ValidationError:
+        message = _Message()
+    return _Entry(isSidechain=side if isinstance(side, bool) else None, message=message, **kw)
 
 
 class Health(msgspec.Struct):
@@ -102,6 +118,11 @@ def check_file(path: Path | str) -> Health:
     for lines, raw in enumerate(iter_lines(path), 1):
         try:
             e = _decode(raw)
+        except msgspec.ValidationError:  # one JSON object, a field of a surprising type: readers keep it
+            e = _lenient(raw)
+            if e is None:
+                bad.append(lines)
+                continue
         except msgspec.DecodeError:
             masked = readable_copy(raw)  # JSON.parse reads a lone surrogate: so do we; and a BOM is no damage
             try:
@@ -123,7 +144,7 @@ def check_file(path: Path | str) -> Health:
             parents.append(e.parentUuid)
         if own is not None and e.sessionId and e.sessionId != own and e.uuid is not None:
             others[e.sessionId] = None
-        if e.type in ("user", "assistant") and e.message is not None and e.uuid and _nothing_to_send(e.message):
+        if e.type in ("user", "assistant") and e.uuid and (e.message is None or _nothing_to_send(e.message)):
             empty.append(e.uuid)
         content = e.message.content if e.message is not None else None
         if isinstance(content, list):

@@ -84,6 +84,8 @@ def survey(msgs: list[dict[str, Any]]) -> tuple[list[int], bool]:
                         tools = True
             if has_empty:
                 empty.append(i)
+        else:  # no message, or no content in it: nothing an agent could send
+            empty.append(i)
     return empty, tools
 
 
@@ -95,8 +97,12 @@ def drop_empty_text(msgs: list[dict[str, Any]], repairs: list[Repair], empty: li
     gone = set()
     for i in empty:
         m = msgs[i]
-        message = m["message"]
-        content = message["content"]
+        message = m.get("message")
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is not str and type(content) is not list:
+            repairs.append(Repair("empty_message_dropped", m.get("uuid"), "no message content"))
+            gone.add(i)
+            continue
         if type(content) is str:
             repairs.append(Repair("empty_message_dropped", m.get("uuid"), "whitespace-only text"))
             gone.add(i)

@@ -73,8 +73,9 @@ def resume_and_check(tmp_path: Path, path: Path) -> tuple[dict, dict]:
     messages = resumed["messages"]
     assert violations(messages) == []
     for m in messages:
-        content = m.get("message", {}).get("content") if m["type"] in ("user", "assistant") else "x"
-        assert content, f"{m['uuid']}: empty content"
+        if m["type"] in ("user", "assistant"):
+            message = m.get("message")
+            assert isinstance(message, dict) and message.get("content"), f"{m['uuid']}: nothing to send"
     uses = {b["id"] for m in messages for b in _blocks(m) if b.get("type") == "tool_use"}
     answered = {b["tool_use_id"] for m in messages for b in _blocks(m) if b.get("type") == "tool_result"}
     assert uses <= answered
@@ -155,6 +156,20 @@ def test_an_empty_assistant_message_in_the_middle(tmp_path, content):
     assert "ae" in resumed["chain"] and "ae" not in [m["uuid"] for m in resumed["messages"]]
     assert ("empty_message_dropped", "ae") in [(r["kind"], r["uuid"]) for r in resumed["repairs"]]
     assert report["emptyMessages"] == ["ae"] and report["verdict"] == "ok"
+
+
+@pytest.mark.parametrize("kind", ["user", "assistant"])
+@pytest.mark.parametrize("message", [{"role": "x"}, None, "hello"], ids=["no-content", "null", "a-string"])
+def test_a_message_without_content_is_left_out(tmp_path, kind, message):
+    """No writer makes these; an agent building its request from one would crash
+    or be refused, so resume leaves it out and says so."""
+    entries = conversation()
+    odd = _entry(kind, "ae", "a3", 9, A, message=message)
+    entries[5]["parentUuid"] = "ae"
+    resumed, report = resume_and_check(tmp_path, _file(tmp_path, entries[:5] + [odd] + entries[5:]))
+    assert "ae" not in [m["uuid"] for m in resumed["messages"]]
+    assert ("empty_message_dropped", "ae") in [(r["kind"], r["uuid"]) for r in resumed["repairs"]]
+    assert report["unparseableLines"] == [] and report["emptyMessages"] == ["ae"]  # it was called unreadable
 
 
 def test_interleaved_writes_of_two_sessions(tmp_path):
