@@ -19,13 +19,19 @@
   system or attachment entry back to its message; SPEC 4 keeps them (an
   attachment at the end is an interrupted turn), so this follows ``--resume``.
   Sidechain entries are not candidates unless the whole file is a subagent
-  transcript (``sidechain_only``). progress and unknown types never are.
+  transcript (``sidechain_only``). progress and unknown types never are. In a file
+  named by a session id that another session's writer got into (its entries
+  newer), the leaf is the file's own latest message (``session``; only the
+  leaf's ``sessionId`` is read, and the others' only then: chainentry.session_of).
 - Walk: ``parentUuid`` from the leaf until ``null`` or a uuid already walked (cycle
   guard). A parent that is not in the map is DANGLING: instead of ending the
   conversation there, the walk bridges to the nearest earlier (file order) entry that
   is not a sidechain (unless ``sidechain_only``) and not walked yet, and reports a
   :class:`Bridge`. A dangling parent with nothing earlier to bridge to ends the walk
-  silently. progress entries are walked through (older versions chain through them).
+  silently. The bridge prefers an entry of the dangling entry's own session
+  (interleaved writers: not into the other conversation while its own has an
+  earlier entry), else takes any (an older resume's copy with the old id).
+  progress entries are walked through (older versions chain through them).
 - Parallel tool results: Claude Code writes one content block per entry, and each
   tool_result hangs off the entry holding its tool_use, so one walk passes a single
   branch of a parallel call. For every ``message.id`` group on the chain, the group's
