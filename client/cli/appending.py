@@ -17,6 +17,7 @@ import os
 import sys
 
 from sessiond.protocol.locations import default_root
+from sessiond.protocol.transcript.bom import strip_bom
 from sessiond.protocol.wire.errors import DaemonUnavailable, EntryTooLarge, SessiondError
 
 from . import Context, import_msgspec_lean
@@ -114,9 +115,11 @@ class EntryReader:
 
 
 def entry_line(raw: bytes) -> bytes | None:
-    """One line of the input as it is sent (its line break cut), or None for a
-    blank line, which is skipped (and still counted in the line numbers)."""
-    line = raw.rstrip(b"\r\n")
+    """One line of the input as it is sent (its line break and a leading BOM
+    cut: a file saved on Windows starts with one, and the daemon writes what it
+    is sent), or None for a blank line, which is skipped (and still counted in
+    the line numbers)."""
+    line = strip_bom(raw.rstrip(b"\r\n"))
     return line if line.strip() else None
 
 

@@ -124,9 +124,14 @@ def _health_line(h) -> str:
     if h.danglingParents:
         problems.append(f"{count(len(h.danglingParents), 'dangling parent')} (resume bridges each to the nearest earlier "
                         "message; nothing is lost, nothing to do)")
+    if h.otherSessions:
+        problems.append(f"entries of {count(len(h.otherSessions), 'other session')} (two writers on one file, or files "
+                        "joined; resume takes this session's own latest message; nothing to do)")
     info = count(h.lines, "line")
     if h.unansweredToolUses:
         info += f", {count(len(h.unansweredToolUses), 'unanswered tool use')}"
+    if h.emptyMessages:
+        info += f", {count(len(h.emptyMessages), 'empty message')} (resume leaves them out)"
     tag = {"ok": "ok  ", "warning": "WARN"}.get(h.verdict, "BAD ")
     return f"{tag} {h.path}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
 
