@@ -107,8 +107,7 @@ def test_search_finds_the_words_of_the_bom_line(daemon):
 def test_check_calls_a_bom_file_healthy_and_repair_leaves_it(daemon):
     sid, path, entries = _write_session(daemon)
     out = daemon.cli("check", str(path), "--json")
-    report = json.loads(out.stdout)
-    report = report[0] if isinstance(report, list) else report
+    (report,) = json.loads(out.stdout)["files"]
     assert report["unparseableLines"] == [] and report["danglingParents"] == []
     assert report["verdict"] == "ok"
     before = path.read_bytes()

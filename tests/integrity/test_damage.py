@@ -81,9 +81,10 @@ def resume_and_check(tmp_path: Path, path: Path) -> tuple[dict, dict]:
     assert uses <= answered
     checked = _run(tmp_path, "check", str(path), "--json")
     assert b"Traceback" not in checked.stderr
-    report = json.loads(checked.stdout)
-    report = report[0] if isinstance(report, list) else report
-    assert checked.returncode == (0 if report["healthy"] else 1)
+    document = json.loads(checked.stdout)  # one document: the file's report is its only one
+    assert checked.returncode == (0 if document["healthy"] else 1)
+    (report,) = document["files"]
+    assert report["healthy"] == document["healthy"]
     return resumed, report
 
 
