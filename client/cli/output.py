@@ -93,6 +93,31 @@ def size(n: int) -> str:
     return f"{n} B"
 
 
+_CONTROLS: dict[int, str] | None = None
+
+
+def printable(text: str) -> str:
+    """``text`` with every terminal control shown, not obeyed. A transcript
+    holds whatever a tool printed or a file contained: an escape sequence in a
+    tool result, a prompt or a branch name (ESC [2J clears the screen, an OSC
+    sets the window title or writes the clipboard, a bare CR hides what came
+    before it on the line) must not act on the terminal of whoever reads it.
+    C0 controls other than tab and newline become ``^X`` (ESC is ``^[``), DEL
+    ``^?``; C1 controls (U+0080-U+009F, 8-bit CSI/OSC to some terminals) and
+    the bidirectional embeddings and overrides (which reorder what is shown)
+    ``\\uXXXX``. ``--json`` output is the entries' own text, unchanged."""
+    if text.isprintable():
+        return text
+    global _CONTROLS
+    if _CONTROLS is None:
+        table = {c: f"^{chr(c + 64)}" for c in range(32) if c not in (9, 10)}
+        table[0x7F] = "^?"
+        for c in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)):
+            table[c] = f"\\u{c:04x}"
+        _CONTROLS = table
+    return text.translate(_CONTROLS)
+
+
 def cells(text: str) -> int:
     """The terminal cells ``text`` takes: an East Asian Wide or Fullwidth
     character (CJK, most emoji) 2, a combining mark or a zero-width one (a
@@ -106,7 +131,7 @@ def cells(text: str) -> int:
 def _cell(ch: str) -> int:
     import unicodedata  # only for text that is not ASCII
 
-    if ch < "\u0300":  # Latin-1 and below: one cell (controls are not in titles: split() drops them)
+    if ch < "\u0300":  # Latin-1 and below: one cell (what is printed went through printable())
         return 1
     if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
         return 0
@@ -115,6 +140,7 @@ def _cell(ch: str) -> int:
 
 def pad(text: str, width: int, right: bool = False) -> str:
     """``text`` padded with spaces to ``width`` cells (on the left: ``right``)."""
+    text = printable(text)
     fill = " " * max(0, width - cells(text))
     return fill + text if right else text + fill
 
@@ -136,7 +162,7 @@ def _fit(chars, room: int) -> list[str]:
 
 def clip(text: str, width: int) -> str:
     """``text`` on one line in at most ``width`` cells, cut with "…"."""
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     if cells(text) <= width:
         return text
     return "".join(_fit(text, width - 1)) + "…"
@@ -144,6 +170,7 @@ def clip(text: str, width: int) -> str:
 
 def clip_left(text: str, width: int) -> str:
     """The end of a path is what tells projects apart: cut from the left."""
+    text = printable(text)
     if cells(text) <= width:
         return text
     tail = _fit(reversed(text), width - 1)

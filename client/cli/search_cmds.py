@@ -22,7 +22,7 @@ from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
-from .output import age, clip, colour_on, count, size
+from .output import age, clip, colour_on, count, printable, size
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
@@ -89,24 +89,24 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         title = clip(h.title or "(untitled)", 70)
         where = f"{h.project}"
         side = f"  [subagent {h.agentId}]" if h.agentId else ("  [sidechain]" if h.sidechain else "")
-        info = f"{where} · {age(now, h.timestamp)} · {h.role}{side}"
+        info = printable(f"{where} · {age(now, h.timestamp)} · {h.role}{side}")
         click.echo(f"\x1b[1m{title}{RESET}  {DIM}{info}{RESET}" if tty else f"{title}  {info}")
         click.echo("    " + _highlight(h.snippet, h.highlights, tty))
         resume = f"sessiond resume {h.sessionId}"
         if h.cwd and os.path.realpath(h.cwd) != here:
-            resume = f"cd {shlex.quote(h.cwd)} && {resume}"
+            resume = printable(f"cd {shlex.quote(h.cwd)} && {resume}")
         click.echo(f"    {DIM if tty else ''}{resume}{RESET if tty else ''}")
 
 
 def _highlight(snippet: str, spans: list[tuple[int, int]], tty: bool) -> str:
     """One line; the matches in bold on a terminal."""
     if not tty:
-        return " ".join(snippet.split())
+        return printable(" ".join(snippet.split()))
     out, pos = [], 0
-    for a, b in spans:
-        out += [snippet[pos:a], BOLD, snippet[a:b], RESET]
+    for a, b in spans:  # the spans index the snippet as it is: each piece shown printable, then styled
+        out += [printable(snippet[pos:a]), BOLD, printable(snippet[a:b]), RESET]
         pos = b
-    out.append(snippet[pos:])
+    out.append(printable(snippet[pos:]))
     return " ".join("".join(out).split())
 
 
