@@ -21,7 +21,7 @@ from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
 from .completion import complete_session, complete_trashed
-from .locate import find, id_prefix, one_of, where
+from .locate import find, id_prefix, one_of, project_scope, where
 from .locate import session_id as resolved_id
 from .output import clip, count, local_time, size
 
@@ -171,12 +171,7 @@ def restore(obj: Context, session: str, as_json: bool) -> None:
 
 
 def _scope(obj: Context, cwd: str | None, all_projects: bool) -> list[Path] | None:
-    from sessiond.protocol.transcript import lookup
-
-    root = obj.store_root()
-    if all_projects:
-        return None
-    return lookup.listing_dirs(root, where(cwd))
+    return project_scope(obj.store_root(), cwd, all_projects)
 
 
 @cli.command()

@@ -22,22 +22,12 @@ from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
+from .locate import project_scope
 from .output import age, clip, colour_on, count, printable, size
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
 RESET = "\x1b[0m"
-
-
-def _scope(obj: Context, root: Path, cwd: str | None, all_projects: bool) -> list[Path] | None:
-    if all_projects:
-        return None
-    from sessiond.protocol.transcript import lookup
-    from sessiond.protocol.transcript.paths import check_cwd
-
-    where = os.path.abspath(cwd) if cwd else os.getcwd()
-    check_cwd(where)
-    return lookup.listing_dirs(root, where)
 
 
 @cli.command()
@@ -63,7 +53,7 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
     except q.QueryError as exc:
         raise click.UsageError(str(exc)) from None
     root = obj.store_root()
-    dirs = _scope(obj, root, cwd, all_projects)
+    dirs = project_scope(root, cwd, all_projects)
     projects = None if dirs is None else [d.name for d in dirs]
     hits, note = _from_daemon(obj, text, dirs, limit, since_iso, role)
     if hits is None:
@@ -190,7 +180,7 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
     from sessiond.protocol.wire import messages as m
 
     root = obj.store_root()
-    dirs = _scope(obj, root, cwd, all_projects)
+    dirs = project_scope(root, cwd, all_projects)
     if dirs is not None and not dirs:
         raise click.ClickException(f"no sessions for {cwd or os.getcwd()} (--all rebuilds every project)")
     with obj.client() as client:  # WrongRoot when it serves another root: never reindex that one

@@ -24,10 +24,10 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
     from sessiond.protocol.transcript.paths import check_cwd
 
     root = obj.store_root()
-    if all_projects and cwd is not None:
-        from sessiond.protocol.wire.errors import bad_request
+    if all_projects and cwd is not None:  # refused as every command refuses it (imported only then: list is hot)
+        from .locate import check_scope
 
-        raise bad_request("--cwd and --all exclude each other: --all lists every project, --cwd one")
+        check_scope(cwd, all_projects)
     if all_projects:
         dirs: list[Path] = []
     else:
