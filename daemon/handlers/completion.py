@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from sessiond.protocol.wire.errors import SessiondError
@@ -24,3 +25,21 @@ def after_all(count: int, done: Callable[[SessiondError | None], None]) -> Calla
         state["fired"] = True
         done(None)
     return part
+
+
+def within(loop: asyncio.AbstractEventLoop, seconds: float,
+           done: Callable[[SessiondError | None], None]) -> Callable[[SessiondError | None], None]:
+    """``done`` run once: by the first call of the waiter returned, or with
+    None after ``seconds`` if none came (a disk that hangs holds nothing
+    that only wants to see what was written by then)."""
+    state: dict = {"fired": False}
+
+    def fire(err: SessiondError | None) -> None:
+        if state["fired"]:
+            return
+        state["fired"] = True
+        state["timer"].cancel()
+        done(err)
+
+    state["timer"] = loop.call_later(seconds, fire, None)
+    return fire

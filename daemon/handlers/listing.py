@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request
 
-from .completion import after_all
+from .completion import after_all, within
 from .scope import requested_dirs
 
 if TYPE_CHECKING:
     from ..connection import Connection
+
+WRITE_WAIT = 1.0
+"""Seconds a List waits for the writes accepted before it, at most."""
 
 
 def handle_list(conn: Connection, req: m.List) -> None:
@@ -29,7 +32,8 @@ def handle_list(conn: Connection, req: m.List) -> None:
         return None  # appends parked behind a session's file scan arrived before this List
     queued = [q for q in daemon.writer.queues.values() if q.accepted > q.written]
     if queued:
-        waiter = after_all(len(queued), lambda err: _submit(conn, req))  # a failed write: listed as the files are
+        # a failed write, or none done within WRITE_WAIT (a disk that hangs): listed as the files are
+        waiter = after_all(len(queued), within(daemon.loop, WRITE_WAIT, lambda err: _submit(conn, req)))
         for q in queued:
             daemon.writer.when_written(q, waiter)
         return None
