@@ -2,10 +2,9 @@
 share of it (``workers``) from the answer kept for its scope (``pages``); the
 loop only sends the encoded frame.
 
-A List first waits for what was accepted before it to be written (one drain
-of the files with queued entries, at the end of this loop pass, never a
-sync): the catalog learns of a write when it is made, and ``record`` (queued
-by default) then ``list`` missed the new session about 1 time in 10."""
+A List first waits for what was accepted before it to be written
+(``completion.after_queued_writes``): an agent's ``queued`` append was
+missing from every List made within its 100 ms coalescing window."""
 
 from __future__ import annotations
 
@@ -14,14 +13,11 @@ from typing import TYPE_CHECKING
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request
 
-from .completion import after_all, within
+from .completion import after_queued_writes
 from .scope import requested_dirs
 
 if TYPE_CHECKING:
     from ..connection import Connection
-
-WRITE_WAIT = 1.0
-"""Seconds a List waits for the writes accepted before it, at most."""
 
 
 def handle_list(conn: Connection, req: m.List) -> None:
@@ -30,14 +26,7 @@ def handle_list(conn: Connection, req: m.List) -> None:
         raise bad_request("limit and offset must not be negative")
     if daemon.registry.after_loads(conn.redispatch, req):
         return None  # appends parked behind a session's file scan arrived before this List
-    queued = [q for q in daemon.writer.queues.values() if q.accepted > q.written]
-    if queued:
-        # a failed write, or none done within WRITE_WAIT (a disk that hangs): listed as the files are
-        waiter = after_all(len(queued), within(daemon.loop, WRITE_WAIT, lambda err: _submit(conn, req)))
-        for q in queued:
-            daemon.writer.when_written(q, waiter)
-        return None
-    _submit(conn, req)
+    after_queued_writes(daemon, lambda: _submit(conn, req))
     return None
 
 
