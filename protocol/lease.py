@@ -9,6 +9,7 @@ transcript timestamps.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import msgspec
 
@@ -28,10 +29,13 @@ class LeaseHolder(msgspec.Struct, omit_defaults=True):
     """Held by a client of the previous daemon, kept for it for a grace period
     after a restart until it reconnects."""
 
-    def describe(self) -> str:
+    def describe(self, when: Callable[[str], str] = str) -> str:
+        """Who holds it, since when, last write when; ``when`` renders the
+        ISO-8601 UTC times (the CLI passes its local-time helper; the daemon's
+        log keeps them as they are)."""
         what = f"pid {self.pid} ({self.client or 'unnamed'})" if self.pid else f"{self.client or 'an unnamed client'}"
-        since = f", since {self.since}"
-        last = f", last write {self.lastWrite}" if self.lastWrite else ""
+        since = f", since {when(self.since)}"
+        last = f", last write {when(self.lastWrite)}" if self.lastWrite else ""
         return f"{what}{since}{last}" + (" [reconnecting after a daemon restart]" if self.reconnecting else "")
 
     def live(self) -> dict[str, object]:

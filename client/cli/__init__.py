@@ -44,6 +44,9 @@ EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a shell reports for ``cat`` or ``grep`` when the reader
 of their output (``head``) went away first."""
 
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
+
 
 class Context:
     """The global options, handed to every command (a plain class: the CLI's
@@ -74,6 +77,22 @@ class Context:
         return Client(self.socket, root=self.root, autostart=self.autostart if autostart is None else autostart, name="sessiond-cli",
                       timeout=self.timeout or DEFAULT_TIMEOUT, codec=lite_codec() if self.lite else msgspec_codec(),
                       other_root_ok=other_root_ok)
+
+    def store_root(self) -> Path:
+        """The root a command that reads the whole store reads (list, search,
+        reindex, trash, du, prune, check). The default root may not exist yet
+        (nothing written: nothing to list), but one given by ``--root`` or
+        ``SESSIOND_ROOT`` that does not exist is a typo or a missing mount:
+        an empty listing with exit 0 would say "no sessions" when the truth is
+        "wrong place", so it is ``not_found``, one line, exit 1."""
+        from sessiond.protocol.locations import default_root
+        from sessiond.protocol.wire.errors import not_found
+
+        if self.root is None:
+            return default_root()
+        if not self.root.is_dir():
+            raise not_found(f"no store at {self.root} (given by --root or SESSIOND_ROOT): no such directory")
+        return self.root
 
     def without_lite(self) -> Context:
         """The same options on the msgspec codec: how a command runs again
@@ -116,7 +135,10 @@ def run_guarded(body: Callable[[], object]) -> int | None:
     """Run a command's body as every command runs, on either path: an expected
     failure is one ``sessiond: ...`` line on stderr and exit 1, a reader of
     stdout that went away is a quiet exit 141. Returns the exit code of a
-    failure, None when the body returned."""
+    failure, None when the body returned. Ctrl-C (SIGINT) is a quiet exit
+    130, as for any Unix tool; what the command was writing is cleaned up by
+    the ``finally`` and ``except BaseException`` blocks it unwinds through
+    (an export's temp file, an import's unlinked O_TMPFILE)."""
     from sessiond.protocol.wire.errors import SessiondError
 
     from .output import echo
@@ -129,6 +151,8 @@ def run_guarded(body: Callable[[], object]) -> int | None:
     except BrokenPipeError:
         quiet_stdout()
         return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     except (SessiondError, OSError, ValueError) as exc:
         echo(f"sessiond: {exc}", err=True)
         return 1
@@ -148,11 +172,14 @@ def __getattr__(name: str):
 def main() -> None:
     """The console script: the click-free fast path when it understands the
     whole command line, else the click group, unchanged."""
-    from .fastpath import run_fast
+    try:
+        from .fastpath import run_fast
 
-    code = run_fast(sys.argv[1:])
-    if code is not None:
-        sys.exit(code)
-    from .group import cli
+        code = run_fast(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
+        from .group import cli
 
-    cli(prog_name="sessiond")
+        cli(prog_name="sessiond")
+    except KeyboardInterrupt:  # before or after a command's body (imports, parsing): as quiet
+        sys.exit(EXIT_INTERRUPTED)

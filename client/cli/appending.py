@@ -17,10 +17,11 @@ import os
 import sys
 
 from sessiond.protocol.locations import default_root
+from sessiond.protocol.transcript.bom import strip_bom
 from sessiond.protocol.wire.errors import DaemonUnavailable, EntryTooLarge, SessiondError
 
 from . import Context, import_msgspec_lean
-from .output import echo, echo_json, skipped_lines
+from .output import count, echo, echo_json, skipped_lines
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the lite append never does)
 if TYPE_CHECKING:
@@ -114,9 +115,11 @@ class EntryReader:
 
 
 def entry_line(raw: bytes) -> bytes | None:
-    """One line of the input as it is sent (its line break cut), or None for a
-    blank line, which is skipped (and still counted in the line numbers)."""
-    line = raw.rstrip(b"\r\n")
+    """One line of the input as it is sent (its line break and a leading BOM
+    cut: a file saved on Windows starts with one, and the daemon writes what it
+    is sent), or None for a blank line, which is skipped (and still counted in
+    the line numbers)."""
+    line = strip_bom(raw.rstrip(b"\r\n"))
     return line if line.strip() else None
 
 
@@ -334,11 +337,11 @@ def report(as_json: bool, session: str, accepted: int, duplicates: int, skipped:
             out["dropped"] = dropped
         echo_json(out)
         return
-    note = f"{duplicates} duplicate{'s' if duplicates != 1 else ''} dropped"
+    note = f"{count(duplicates, 'duplicate')} dropped"
     if skipped:
-        note += f", {skipped} invalid line{'s' if skipped != 1 else ''} skipped"
+        note += f", {count(skipped, 'invalid line')} skipped"
     if dropped:
-        note += f", {dropped} entries without a message not written"
+        note += f", {count(dropped, 'entry', 'entries')} without a message not written"
     if pending:
         note += ", none written yet: no message in the session"
-    echo(f"{accepted} entries {'written' if direct else 'accepted'} for session {session} ({note})")
+    echo(f"{count(accepted, 'entry', 'entries')} {'written' if direct else 'accepted'} for session {session} ({note})")

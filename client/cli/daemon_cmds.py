@@ -12,7 +12,7 @@ import click
 from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError, UnsafeSocketDir
 
 from . import Context, cli
-from .output import echo_json
+from .output import count, echo_json
 
 
 @cli.command()
@@ -126,7 +126,7 @@ def flush(obj: Context, session: str | None, durable: bool, as_json: bool) -> No
     if as_json:
         echo_json({"files": res.files, "durable": durable})
     else:
-        click.echo(f"flushed {res.files} file{'s' if res.files != 1 else ''}{' (synced)' if durable else ''}")
+        click.echo(f"flushed {count(res.files, 'file')}{' (synced)' if durable else ''}")
 
 
 def _service_files(obj: Context, kind: str) -> dict[Path, bytes]:

@@ -61,14 +61,7 @@ def run_fast(argv: list[str]) -> int | None:
         body = command(_context(given), rest[1:])
     except Decline:
         return None
-    try:
-        failed = run_guarded(body)
-    except KeyboardInterrupt:  # as click's main reports it
-        from .output import echo
-
-        echo(err=True)
-        echo("Aborted!", err=True)
-        return 1
+    failed = run_guarded(body)  # Ctrl-C included: exit 130, as on click's path
     return 0 if failed is None else failed
 
 

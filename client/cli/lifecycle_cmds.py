@@ -9,6 +9,7 @@ daemon when one serves the root, else works on the files directly
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -20,9 +21,9 @@ from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
 from .completion import complete_session, complete_trashed
-from .locate import find, id_prefix, one_of, where
+from .locate import find, id_prefix, one_of, project_scope, where
 from .locate import session_id as resolved_id
-from .output import clip, size
+from .output import clip, count, local_time, size
 
 
 def _ops(obj: Context):
@@ -37,7 +38,7 @@ def _find(obj: Context, session: str, cwd: str | None):
 
 
 def _entry_line(e) -> str:
-    return f"{e.session}  {size(e.bytes)}, {e.files} file{'s' if e.files != 1 else ''}  ({e.project})"
+    return f"{e.session}  {size(e.bytes)}, {count(e.files, 'file')}  ({e.project})"
 
 
 @cli.command()
@@ -81,8 +82,9 @@ def trash(ctx: click.Context, as_json: bool) -> None:
     from sessiond.protocol import trash as trash_mod
 
     obj: Context = ctx.obj
+    root = obj.store_root()
     with _ops(obj):  # with no daemon, an rm or restore a kill interrupted is settled first
-        found = trash_mod.entries(obj.root or default_root())
+        found = trash_mod.entries(root)
     if as_json:
         click.echo(msgspec.json.encode(found))
         return
@@ -91,30 +93,52 @@ def trash(ctx: click.Context, as_json: bool) -> None:
         return
     for e in found:
         state = "" if e.state == "trashed" else f"  [{e.state}]"
-        click.echo(f"{e.trashedAt[:19].replace('T', ' ')}  {size(e.bytes):>9}  {e.files:>3} files  {e.reason:<5}  "
+        click.echo(f"{local_time(e.trashedAt):>16}  {size(e.bytes):>9}  {count(e.files, 'file', 'files'):>9}  {e.reason:<5}  "
                    f"{e.session}  {clip(e.project, 50)}{state}")
-    click.echo(f"{len(found)} session{'s' if len(found) != 1 else ''}, {size(sum(e.bytes for e in found))}", err=True)
+    click.echo(f"{count(len(found), 'session')}, {size(sum(e.bytes for e in found))}", err=True)
 
 
 @trash.command("empty")
 @click.option("--older-than", default=None, help="Only sessions trashed longer ago than this (30d, 12h...).")
 @click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
+@click.option("--yes", is_flag=True, help="Delete without asking (needed when stdin is not a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="What was (or would be) deleted, as a JSON array.")
 @click.pass_obj
-def trash_empty(obj: Context, older_than: str | None, dry_run: bool, as_json: bool) -> None:
-    """Delete what is in the trash, for good (the only command that deletes)."""
+def trash_empty(obj: Context, older_than: str | None, dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Delete what is in the trash, for good (the only command that deletes).
+
+    Irreversible, so it asks first on a terminal (listing what would go) and
+    needs --yes otherwise; --dry-run lists the same without deleting."""
     from ..lifecycle import parse_age
 
     age = parse_age(older_than) if older_than is not None else None
+    obj.store_root()  # a --root that is not there: not "deleted 0 sessions"
+    if dry_run and yes:
+        raise click.UsageError("say --dry-run (look) or --yes (delete), not both")
     with _ops(obj) as ops:
+        if not dry_run and not yes:
+            if not (sys.stdin.isatty() and sys.stderr.isatty()) or as_json:
+                raise click.UsageError("trash empty deletes for good: say --yes (or --dry-run to see what would go)")
+            if not _confirm_empty(ops.empty(age, True)):
+                raise SystemExit(1)
         gone = ops.empty(age, dry_run)
     if as_json:
         click.echo(msgspec.json.encode({"dryRun": dry_run, "deleted": gone, "bytes": sum(e.bytes for e in gone)}))
         return
     verb = "would delete" if dry_run else "deleted"
     for e in gone:
-        click.echo(f"{verb} {_entry_line(e)} trashed {e.trashedAt[:19].replace('T', ' ')}")
-    click.echo(f"{verb} {len(gone)} session{'s' if len(gone) != 1 else ''}, {size(sum(e.bytes for e in gone))}")
+        click.echo(f"{verb} {_entry_line(e)} trashed {local_time(e.trashedAt)}")
+    click.echo(f"{verb} {count(len(gone), 'session')}, {size(sum(e.bytes for e in gone))}")
+
+
+def _confirm_empty(would: list) -> bool:
+    """The list a live run would delete, on stderr, and the person's yes."""
+    for e in would:
+        click.echo(f"would delete {_entry_line(e)}", err=True)
+    if not would:
+        return True  # nothing to ask about: the live run says "deleted 0 sessions"
+    return click.confirm(f"delete {count(len(would), 'session')} ({size(sum(e.bytes for e in would))}) for good?",
+                         default=False, err=True)
 
 
 @cli.command()
@@ -140,15 +164,14 @@ def restore(obj: Context, session: str, as_json: bool) -> None:
     if as_json:
         click.echo(msgspec.json.encode(entry))
     else:
+        root = obj.root or default_root()
         click.echo(f"restored {_entry_line(entry)}")
+        for item in entry.items:  # where each went back, so it can be found
+            click.echo(f"  {root / item.path}{'/' if item.kind == 'dir' else ''}")
 
 
 def _scope(obj: Context, cwd: str | None, all_projects: bool) -> list[Path] | None:
-    from sessiond.protocol.transcript import lookup
-
-    if all_projects:
-        return None
-    return lookup.listing_dirs(obj.root or default_root(), where(cwd))
+    return project_scope(obj.store_root(), cwd, all_projects)
 
 
 @cli.command()
@@ -192,8 +215,8 @@ def prune(obj: Context, older_than: str, larger_than: str | None, cwd: str | Non
     else:
         verb = "would move" if dry_run else "moved"
         for s in moved:
-            click.echo(f"{verb} {s.sessionId}  {size(s.bytes):>9}  last written {s.lastWrite[:10]}  {clip(s.project, 50)}")
-        click.echo(f"{verb} {len(moved)} session{'s' if len(moved) != 1 else ''} ({total} bytes, {size(total)}) to the trash")
+            click.echo(f"{verb} {s.sessionId}  {size(s.bytes):>9}  last written {local_time(s.lastWrite)}  {clip(s.project, 50)}")
+        click.echo(f"{verb} {count(len(moved), 'session')} ({total} bytes, {size(total)}) to the trash")
     if skipped:
         raise SystemExit(1)
 
@@ -213,14 +236,14 @@ def du(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None
     if as_json:
         click.echo(msgspec.json.encode(report))
         return
-    click.echo(f"{size(report.bytes):>9}  total: {len(report.sessions)} sessions, {report.files} files")
+    click.echo(f"{size(report.bytes):>9}  total: {count(len(report.sessions), 'session')}, {count(report.files, 'file')}")
     for p in report.projects:
-        click.echo(f"{size(p.bytes):>9}  {p.sessions:>5} sessions  {p.project}")
+        click.echo(f"{size(p.bytes):>9}  {count(p.sessions, 'session'):>14}  {p.project}")
     shown = report.sessions if not all_projects else report.sessions[:20]
     if shown:
         click.echo("largest sessions:" if all_projects else "sessions:")
     for s in shown:
-        click.echo(f"{size(s.bytes):>9}  {s.files:>3} files  {s.lastWrite[:10]}  {s.sessionId}"
+        click.echo(f"{size(s.bytes):>9}  {count(s.files, 'file'):>9}  {s.lastWrite[:10]}  {s.sessionId}"
                    + (f"  {clip(s.project, 40)}" if all_projects else ""))
 
 
@@ -258,3 +281,6 @@ _metadata_command("rename", "title", "custom-title", "customTitle",
                   lambda sid, t: f"session {sid} is now titled {t!r}")
 _metadata_command("tag", "tag", "tag", "tag", 'Tag a session (a tag entry, on disk when this returns; "" removes it).',
                   lambda sid, t: f"session {sid} tagged {t!r}" if t else f"session {sid} untagged")
+
+
+trash.add_command(restore)  # `trash restore ID`, beside `trash empty`: the same command under the name people try

@@ -27,6 +27,25 @@ PREFIX_MIN = 4
 _PREFIX = re.compile(r"[0-9a-fA-F][0-9a-fA-F-]{0,35}")
 
 
+def check_scope(cwd: str | None, all_projects: bool) -> None:
+    """``--cwd`` and ``--all`` name two scopes: both given is refused (every
+    command that takes the pair: list, search, reindex, du, prune), never one
+    of them silently ignored."""
+    if all_projects and cwd is not None:
+        raise bad_request("--cwd and --all exclude each other: --all means every project, --cwd one")
+
+
+def project_scope(root: Path, cwd: str | None, all_projects: bool) -> list[Path] | None:
+    """The project dirs a command's ``--cwd``/``--all`` name: None for every
+    project, else the cwd's dirs (``lookup.listing_dirs``)."""
+    check_scope(cwd, all_projects)
+    if all_projects:
+        return None
+    from sessiond.protocol.transcript import lookup
+
+    return lookup.listing_dirs(root, where(cwd))
+
+
 def where(cwd: str | None) -> str:
     """The project dir ``--cwd`` names (default: the current directory), checked
     as the daemon checks a cwd (absolute, no NUL, at most PATH_MAX). A relative

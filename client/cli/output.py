@@ -19,12 +19,37 @@ def echo(message: str | bytes = "", *, err: bool = False, nl: bool = True) -> No
     ``click.echo`` does for text without styles; bytes go to the binary buffer."""
     stream = sys.stderr if err else sys.stdout
     if isinstance(message, bytes):
-        stream.flush()
-        stream.buffer.write(message + b"\n" if nl else message)
-        stream.buffer.flush()
+        write_all(message + b"\n" if nl else message, stream)
     else:
-        stream.write(message + "\n" if nl else message)
-        stream.flush()
+        text = message + "\n" if nl else message
+        if len(text) > 8192 and hasattr(stream, "buffer"):  # big: see write_all
+            write_all(text.encode(stream.encoding, stream.errors or "strict"), stream)
+        else:
+            stream.write(text)
+            stream.flush()
+
+
+def write_all(data: bytes, stream=None) -> None:
+    """Every byte of ``data`` to ``stream`` (stdout), or ``BrokenPipeError``.
+    One ``buffer.write`` of more than the pipe holds returns a short count,
+    without an error, when the reader leaves mid-write (the kernel's SIGPIPE
+    interrupts it), and ``TextIOWrapper`` ignores that count: ``show --json |
+    head -1`` exited 0 having silently written 64 KiB. Looping makes the next
+    write fail as it should, so the exit is 141 like every other command."""
+    stream = stream or sys.stdout
+    stream.flush()
+    view = memoryview(data)
+    while view:
+        n = stream.buffer.write(view)
+        view = view[n or 0:] if n is not None else view[:0]
+    stream.buffer.flush()
+
+
+def colour_on() -> bool:
+    """Whether a command colours its output: stdout is a terminal, ``NO_COLOR``
+    is unset or empty (no-color.org) and ``TERM`` is not ``dumb``. Every
+    command that colours asks here (show, resume, continue, search)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 def terminal_columns(fallback: int = 80) -> int:
@@ -68,6 +93,31 @@ def size(n: int) -> str:
     return f"{n} B"
 
 
+_CONTROLS: dict[int, str] | None = None
+
+
+def printable(text: str) -> str:
+    """``text`` with every terminal control shown, not obeyed. A transcript
+    holds whatever a tool printed or a file contained: an escape sequence in a
+    tool result, a prompt or a branch name (ESC [2J clears the screen, an OSC
+    sets the window title or writes the clipboard, a bare CR hides what came
+    before it on the line) must not act on the terminal of whoever reads it.
+    C0 controls other than tab and newline become ``^X`` (ESC is ``^[``), DEL
+    ``^?``; C1 controls (U+0080-U+009F, 8-bit CSI/OSC to some terminals) and
+    the bidirectional embeddings and overrides (which reorder what is shown)
+    ``\\uXXXX``. ``--json`` output is the entries' own text, unchanged."""
+    if text.isprintable():
+        return text
+    global _CONTROLS
+    if _CONTROLS is None:
+        table = {c: f"^{chr(c + 64)}" for c in range(32) if c not in (9, 10)}
+        table[0x7F] = "^?"
+        for c in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)):
+            table[c] = f"\\u{c:04x}"
+        _CONTROLS = table
+    return text.translate(_CONTROLS)
+
+
 def cells(text: str) -> int:
     """The terminal cells ``text`` takes: an East Asian Wide or Fullwidth
     character (CJK, most emoji) 2, a combining mark or a zero-width one (a
@@ -81,7 +131,7 @@ def cells(text: str) -> int:
 def _cell(ch: str) -> int:
     import unicodedata  # only for text that is not ASCII
 
-    if ch < "\u0300":  # Latin-1 and below: one cell (controls are not in titles: split() drops them)
+    if ch < "\u0300":  # Latin-1 and below: one cell (what is printed went through printable())
         return 1
     if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
         return 0
@@ -90,6 +140,7 @@ def _cell(ch: str) -> int:
 
 def pad(text: str, width: int, right: bool = False) -> str:
     """``text`` padded with spaces to ``width`` cells (on the left: ``right``)."""
+    text = printable(text)
     fill = " " * max(0, width - cells(text))
     return fill + text if right else text + fill
 
@@ -111,7 +162,7 @@ def _fit(chars, room: int) -> list[str]:
 
 def clip(text: str, width: int) -> str:
     """``text`` on one line in at most ``width`` cells, cut with "…"."""
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     if cells(text) <= width:
         return text
     return "".join(_fit(text, width - 1)) + "…"
@@ -119,6 +170,7 @@ def clip(text: str, width: int) -> str:
 
 def clip_left(text: str, width: int) -> str:
     """The end of a path is what tells projects apart: cut from the left."""
+    text = printable(text)
     if cells(text) <= width:
         return text
     tail = _fit(reversed(text), width - 1)
@@ -132,17 +184,24 @@ def home_relative(path: str) -> str:
     return "~" + path[len(home):] if home != "/" and (path == home or path.startswith(home + "/")) else path
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 session``, ``2 sessions``, ``0 entries`` (``plural`` when adding an
+    s is wrong): every count the CLI prints for a person goes through here."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def skipped_lines(numbers: list[int], shown: int = 5) -> str:
     """``3 lines skipped (2, 7, 9)``: one summary for any number of bad lines."""
     n = len(numbers)
     listed = ", ".join(map(str, numbers[:shown])) + (", …" if n > shown else "")
-    return f"{n} line{'s' if n != 1 else ''} skipped ({'line' if n == 1 else 'lines'} {listed})"
+    return f"{count(n, 'line')} skipped ({'line' if n == 1 else 'lines'} {listed})"
 
 
-def local_time(iso: str | None, today: date | None = None) -> str:
+def local_time(iso: str | None, today: date | None = None, *, seconds: bool = False) -> str:
     """An entry's ISO-8601 UTC timestamp in the local time zone (``TZ``): the time
     alone when it is today, else the date too, so a jump from last year to today
-    shows. ``?`` for a missing or unreadable timestamp."""
+    shows. ``?`` for a missing or unreadable timestamp. ``seconds``: always the
+    date and the time to the second (an export: a document read on other days)."""
     from datetime import datetime, timezone  # imported by what prints a time, not by every run
 
     if not iso:
@@ -154,6 +213,8 @@ def local_time(iso: str | None, today: date | None = None) -> str:
     if when.tzinfo is None:  # no zone: taken as UTC, as transcripts write it
         when = when.replace(tzinfo=timezone.utc)
     when = when.astimezone()
+    if seconds:
+        return when.strftime("%Y-%m-%d %H:%M:%S")
     if when.date() == (today or datetime.now().astimezone().date()):
         return when.strftime("%H:%M:%S")
     return when.strftime("%Y-%m-%d %H:%M")

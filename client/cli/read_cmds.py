@@ -11,11 +11,10 @@ from pathlib import Path
 
 import click
 
-from sessiond.protocol.locations import default_root
 
 from . import Context, cli
 from .completion import complete_session
-from .output import Progress, echo_json
+from .output import Progress, count, echo_json
 
 
 @cli.command("list")
@@ -34,7 +33,8 @@ def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool,
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per file, one per line.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: healthy, checked, unhealthy, warnings, skipped, notTranscripts, files (one report each), errors.")
 @click.argument("targets", nargs=-1, metavar="[ID|PATH]...", shell_complete=complete_session)
 @click.pass_obj
 def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
@@ -52,9 +52,10 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
     from sessiond.protocol.transcript.regular import NotRegularFile
 
     paths = tuple(_named(obj, t) for t in targets)
-    files = _transcripts(paths or ((obj.root or default_root()) / "projects",))
+    files = _transcripts(paths or (obj.store_root() / "projects",))
     progress = Progress(len(files), "checking")
-    unhealthy = warned = skipped = foreign = 0
+    unhealthy = warned = skipped = 0
+    reports, errors, foreign = [], [], []
     for path in files:
         progress.step()
         try:
@@ -66,26 +67,34 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
             else:
                 click.echo(f"sessiond: {path}: skipped, {exc.strerror}", err=True)
                 skipped += 1
+            errors.append({"path": str(path), "error": exc.strerror, "skipped": path not in paths})
             continue
         except OSError as exc:
             click.echo(f"sessiond: {path}: {exc.strerror or exc}", err=True)
             unhealthy += 1
+            errors.append({"path": str(path), "error": exc.strerror or str(exc), "skipped": False})
             continue
         alien = _not_transcript(h)
-        foreign += alien is not None
+        if alien is not None:
+            foreign.append(str(h.path))
         unhealthy += not h.healthy and alien is None
         warned += h.verdict == "warning"
         if as_json:
-            echo_json(h)
+            reports.append(h)
         elif alien is not None:
             click.echo(f"NOT  {h.path}: not a transcript ({alien})")
         elif h.verdict != "ok" or len(files) == 1:
             click.echo(_health_line(h))
     progress.done()
-    if not as_json:
+    if as_json:  # one document, whatever the number of files: {healthy, counts, files, errors}
+        echo_json({"healthy": not unhealthy and not foreign, "checked": len(files) - skipped, "unhealthy": unhealthy,
+                   "warnings": warned, "skipped": skipped, "notTranscripts": foreign, "files": reports,
+                   "errors": errors})
+    else:
         note = f", {skipped} skipped (not regular files)" if skipped else ""
-        note += f", {foreign} not transcripts" if foreign else ""
-        click.echo(f"{len(files) - skipped} files checked, {unhealthy} unhealthy{note}, {warned} with warnings")
+        note += f", {len(foreign)} not transcripts" if foreign else ""
+        click.echo(f"{count(len(files) - skipped, 'file')} checked, {unhealthy} unhealthy{note}, "
+                   f"{warned} with warnings")
     sys.exit(1 if unhealthy or foreign else 0)
 
 
@@ -96,7 +105,7 @@ def _not_transcript(h) -> str | None:
     if h.bytes == 0:
         return "empty"
     if h.lines and len(h.unparseableLines) >= h.lines:
-        return f"none of its {h.lines} line{'s' if h.lines != 1 else ''} is a transcript entry"
+        return f"none of its {count(h.lines, 'line')} is a transcript entry"
     return None
 
 
@@ -111,13 +120,18 @@ def _health_line(h) -> str:
         problems.append(f"unreadable lines {', '.join(map(str, h.unparseableLines[:5]))}{more} "
                         "(every reader skips them; repair cannot restore them)")
     if h.duplicateUuids:
-        problems.append(f"{len(h.duplicateUuids)} duplicate uuids (two writers, or a bug; resume keeps the last of each)")
+        problems.append(f"{count(len(h.duplicateUuids), 'duplicate uuid')} (two writers, or a bug; resume keeps the last of each)")
     if h.danglingParents:
-        problems.append(f"{len(h.danglingParents)} dangling parents (resume bridges each to the nearest earlier "
+        problems.append(f"{count(len(h.danglingParents), 'dangling parent')} (resume bridges each to the nearest earlier "
                         "message; nothing is lost, nothing to do)")
-    info = f"{h.lines} lines"
+    if h.otherSessions:
+        problems.append(f"entries of {count(len(h.otherSessions), 'other session')} (two writers on one file, or files "
+                        "joined; resume takes this session's own latest message; nothing to do)")
+    info = count(h.lines, "line")
     if h.unansweredToolUses:
-        info += f", {len(h.unansweredToolUses)} unanswered tool uses"
+        info += f", {count(len(h.unansweredToolUses), 'unanswered tool use')}"
+    if h.emptyMessages:
+        info += f", {count(len(h.emptyMessages), 'empty message')} (resume leaves them out)"
     tag = {"ok": "ok  ", "warning": "WARN"}.get(h.verdict, "BAD ")
     return f"{tag} {h.path}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
 

@@ -28,27 +28,32 @@ from .following import follow_daemon, poll_file, print_entry
 from .completion import complete_session
 from .locate import locate, resolve, where
 from .locate import session_id as resolved_id
-from .output import echo_json, skipped_lines
+from .output import colour_on, count, echo, echo_json, local_time, skipped_lines
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "") -> None:
     """JSON for programs; for a person the rendered conversation (then
     ``footer``), in colour on a terminal (unless ``NO_COLOR``), through
-    ``$PAGER`` (``less`` by default) when it is longer than the screen."""
+    ``$PAGER`` (``less`` by default, ``LESS=FRX`` unless set) when it is longer
+    than the screen."""
     if as_json:
         echo_json(result)
         return
     tty = sys.stdout.isatty()
-    color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    color = colour_on()
     from .transcript_view import render
 
     text = render(result, all_entries=all_entries, color=color) + (f"\n{footer}" if footer else "")
     import shutil
 
     if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
+        # less: quit if it fits (-F), colours through (-R), the screen left as
+        # it was (-X), as git pages; a LESS of the person's own is theirs.
+        # A pager quit early (q) is fine: click drops the broken pipe.
+        os.environ.setdefault("LESS", "FRX")
         click.echo_via_pager(text, color=color)
     else:
-        click.echo(text, color=color)
+        echo(text if color else click.unstyle(text))  # echo writes all of it (or a broken pipe)
 
 
 def view_options(f):
@@ -82,7 +87,7 @@ def report_skipped(path: Path, skipped: int, session: str | None = None) -> None
 
     h = check_file(path)
     numbers = h.unparseableLines + ([h.lines] if h.tornTail else [])
-    text = skipped_lines(numbers) if len(numbers) == skipped else f"{skipped} line{'s' if skipped != 1 else ''} skipped"
+    text = skipped_lines(numbers) if len(numbers) == skipped else f"{count(skipped, 'line')} skipped"
     torn = ""
     if h.tornTail:
         import shlex
@@ -210,7 +215,7 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
                                 refuse_live=True))
         except SessionBusy as exc:
             holder = exc.holder
-            who = holder.describe() if holder is not None else "another client"
+            who = holder.describe(local_time) if holder is not None else "another client"
             click.echo(f"sessiond: session {session_id} is live: written by {who}.\n"
                        f"  sessiond resume {session_id} --take-over   # take it (that client is refused from then on)\n"
                        f"  sessiond resume {session_id} --fork        # continue in a copy", err=True)

@@ -18,27 +18,16 @@ from pathlib import Path
 import click
 import msgspec
 
-from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
-from .output import age, clip, size
+from .locate import project_scope
+from .output import age, clip, colour_on, count, printable, size
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
 RESET = "\x1b[0m"
-
-
-def _scope(obj: Context, root: Path, cwd: str | None, all_projects: bool) -> list[Path] | None:
-    if all_projects:
-        return None
-    from sessiond.protocol.transcript import lookup
-    from sessiond.protocol.transcript.paths import check_cwd
-
-    where = os.path.abspath(cwd) if cwd else os.getcwd()
-    check_cwd(where)
-    return lookup.listing_dirs(root, where)
 
 
 @cli.command()
@@ -63,8 +52,8 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         since_iso = q.parse_since(since)
     except q.QueryError as exc:
         raise click.UsageError(str(exc)) from None
-    root = obj.root or default_root()
-    dirs = _scope(obj, root, cwd, all_projects)
+    root = obj.store_root()
+    dirs = project_scope(root, cwd, all_projects)
     projects = None if dirs is None else [d.name for d in dirs]
     hits, note = _from_daemon(obj, text, dirs, limit, since_iso, role)
     if hits is None:
@@ -83,31 +72,31 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
     if not hits:
         click.echo("no matches" + ("" if all_projects else f" in {cwd or os.getcwd()} (--all searches every project)"), err=True)
         sys.exit(1)
-    tty = sys.stdout.isatty()
+    tty = colour_on()  # bold matches and dim details only on a terminal, and not with NO_COLOR
     here = os.path.realpath(cwd or os.getcwd())
     now = time.time()
     for h in hits:
         title = clip(h.title or "(untitled)", 70)
         where = f"{h.project}"
         side = f"  [subagent {h.agentId}]" if h.agentId else ("  [sidechain]" if h.sidechain else "")
-        info = f"{where} · {age(now, h.timestamp)} · {h.role}{side}"
+        info = printable(f"{where} · {age(now, h.timestamp)} · {h.role}{side}")
         click.echo(f"\x1b[1m{title}{RESET}  {DIM}{info}{RESET}" if tty else f"{title}  {info}")
         click.echo("    " + _highlight(h.snippet, h.highlights, tty))
         resume = f"sessiond resume {h.sessionId}"
         if h.cwd and os.path.realpath(h.cwd) != here:
-            resume = f"cd {shlex.quote(h.cwd)} && {resume}"
+            resume = printable(f"cd {shlex.quote(h.cwd)} && {resume}")
         click.echo(f"    {DIM if tty else ''}{resume}{RESET if tty else ''}")
 
 
 def _highlight(snippet: str, spans: list[tuple[int, int]], tty: bool) -> str:
     """One line; the matches in bold on a terminal."""
     if not tty:
-        return " ".join(snippet.split())
+        return printable(" ".join(snippet.split()))
     out, pos = [], 0
-    for a, b in spans:
-        out += [snippet[pos:a], BOLD, snippet[a:b], RESET]
+    for a, b in spans:  # the spans index the snippet as it is: each piece shown printable, then styled
+        out += [printable(snippet[pos:a]), BOLD, printable(snippet[a:b]), RESET]
         pos = b
-    out.append(snippet[pos:])
+    out.append(printable(snippet[pos:]))
     return " ".join("".join(out).split())
 
 
@@ -190,8 +179,8 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
     """Rebuild the search index from the files (the project's, or --all)."""
     from sessiond.protocol.wire import messages as m
 
-    root = obj.root or default_root()
-    dirs = _scope(obj, root, cwd, all_projects)
+    root = obj.store_root()
+    dirs = project_scope(root, cwd, all_projects)
     if dirs is not None and not dirs:
         raise click.ClickException(f"no sessions for {cwd or os.getcwd()} (--all rebuilds every project)")
     with obj.client() as client:  # WrongRoot when it serves another root: never reindex that one
@@ -206,11 +195,11 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
             stop.set()
             if watcher is not None:
                 watcher.join(timeout=2)
-    if as_json:
-        click.echo(msgspec.json.encode(resp))
+    if as_json:  # the documented keys, not the wire frame (its "op" and request "id" are the protocol's)
+        click.echo(msgspec.json.encode({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds}))  # type: ignore[union-attr]
         return
     mbs = resp.bytes / 1e6 / resp.seconds if resp.seconds else 0  # type: ignore[union-attr]
-    click.echo(f"indexed {resp.files} files, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]
+    click.echo(f"indexed {count(resp.files, 'file')}, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]
 
 
 def _show_progress(obj: Context, stop: threading.Event) -> None:

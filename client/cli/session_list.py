@@ -12,7 +12,6 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from sessiond.protocol.locations import default_root
 
 from . import Context
 from .output import Progress, cells, clip, clip_left, echo, echo_json, home_relative, local_time, pad, size, terminal_columns
@@ -22,20 +21,24 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
                   as_json: bool) -> None:
     """Print one page of sessions (``limit`` after the ``offset`` newest)."""
     from sessiond.protocol.transcript import project_dirs
-    from sessiond.protocol.transcript.paths import check_cwd
+    from sessiond.protocol.transcript.paths import check_cwd, project_dir
 
-    root = obj.root or default_root()
-    if all_projects and cwd is not None:
-        from sessiond.protocol.wire.errors import bad_request
+    root = obj.store_root()
+    if all_projects and cwd is not None:  # refused as every command refuses it (imported only then: list is hot)
+        from .locate import check_scope
 
-        raise bad_request("--cwd and --all exclude each other: --all lists every project, --cwd one")
+        check_scope(cwd, all_projects)
     if all_projects:
         dirs: list[Path] = []
+        asked = dirs
     else:
         where = os.path.abspath(cwd) if cwd else os.getcwd()
         check_cwd(where)
         dirs = project_dirs.listing_dirs(root, where, worktrees=worktrees)
-    sessions = _from_daemon(obj, dirs, all_projects, limit, offset)
+        # No project dir on disk yet: a daemon may have accepted the cwd's first
+        # session and not written it yet; it is asked about the dir it would make.
+        asked = dirs or [project_dir(root, where)]
+    sessions = _from_daemon(obj, asked, all_projects, limit, offset)
     if sessions is None:  # no daemon: read the files (reading never starts one)
         from sessiond.protocol.transcript import listing  # the lite reader: only when no daemon answers
 

@@ -10,7 +10,7 @@ import sys
 from sessiond.protocol.wire.errors import DaemonUnavailable
 
 from . import Context
-from .output import duration, echo, echo_json, size
+from .output import count, duration, echo, echo_json, size
 
 
 def report_status(obj: Context, as_json: bool) -> None:
@@ -37,8 +37,8 @@ def report_status(obj: Context, as_json: bool) -> None:
     echo(f"sessiond {st.version}: pid {st.pid}, up {duration(st.uptime)}")
     echo(f"  socket    {st.socket}")
     echo(f"  root      {st.root}")
-    echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {st.clients} clients")
-    echo(f"  queued    {st.queuedEntries} entries, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
+    echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {count(st.clients, 'client')}")
+    echo(f"  queued    {count(st.queuedEntries, 'entry', 'entries')}, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
     if st.budgets:
         b = st.budgets
         echo("  budgets   " + ", ".join(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .output import local_time
+from .output import count, local_time, printable
 
 TEXT_MAX = 2000
 TOOL_MAX = 160
@@ -18,7 +18,8 @@ RESULT_MAX = 200
 
 
 def shorten(text: str, limit: int) -> str:
-    text = text.strip()
+    """At most ``limit`` characters of ``text``, its controls shown, not obeyed."""
+    text = printable(text.strip())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -81,7 +82,7 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False) -> st
     from sessiond.protocol.transcript.lite import UNTITLED, session_title
 
     title = session_title(result.path) or UNTITLED  # the title list, export and search show
-    lines.append(paint(f"session {result.sessionId or '?'} — {title}", bold=True))
+    lines.append(paint(printable(f"session {result.sessionId or '?'} — {title}"), bold=True))
     lines.append(f"file    {result.path}")
     lines.append("")
     last_turn = None
@@ -112,9 +113,9 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False) -> st
                 hidden[kind] += 1
     lines.append("")
     state = {"none": "turn complete", "interrupted_turn": "interrupted mid-turn", "interrupted_prompt": "last prompt got no answer"}
-    lines.append(f"{len(result.chain)} messages; {state.get(result.interruption, result.interruption)}")
+    lines.append(f"{count(len(result.chain), 'message')}; {state.get(result.interruption, result.interruption)}")
     if result.bridges:
-        lines.append(f"{len(result.bridges)} gap(s) bridged where a parent message was missing")
+        lines.append(f"{count(len(result.bridges), 'gap')} bridged where a parent message was missing")
     if result.repairs:
         kinds = sorted({r.kind for r in result.repairs})
         lines.append(f"{len(result.repairs)} repair(s) so the model API accepts it: {', '.join(kinds)}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import sys
+import stat
 from pathlib import Path
 
 import click
@@ -13,7 +13,7 @@ from sessiond.protocol.locations import default_root
 
 from . import Context, cli
 from .completion import complete_session
-from .output import Progress
+from .output import Progress, count, local_time, write_all
 
 
 @cli.command("import")
@@ -54,7 +54,7 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
     if as_json:
         click.echo(msgspec.json.encode({"counts": counts, "sessions": report, "skipped": skipped}))
     else:
-        click.echo(", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "busy") + f" ({len(sessions)} sessions)")
+        click.echo(", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "busy") + f" ({count(len(sessions), 'session')})")
     if counts["diverged"] or counts["unreadable"] or counts["busy"]:
         raise SystemExit(1)
 
@@ -64,15 +64,19 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "html", "jsonl"]), default="markdown", show_default=True,
               help="Markdown or one self-contained HTML file of the conversation, or its original JSONL lines.")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to FILE (default: stdout).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Write to FILE (default: stdout): a new regular file, or an existing one with --force.")
+@click.option("--force", is_flag=True, help="Replace FILE when it exists (a regular file only).")
 @click.pass_obj
-def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path | None) -> None:
+def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path | None, force: bool) -> None:
     """The conversation as Markdown or one self-contained HTML page; jsonl: the
     transcript's original lines."""
     from sessiond.protocol.transcript.appendfile import whole_lines_end
 
     from .locate import locate
 
+    if output is not None:
+        check_target(output, force)  # before any work: a refusal costs nothing
     path, _ = locate(obj, session, cwd)
     _flush(obj, path)
     if fmt == "jsonl":
@@ -83,21 +87,64 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
         from sessiond.protocol.transcript import export as ex
 
         exported = ex.load_export(path)
-        data = (ex.to_html(exported) if fmt == "html" else ex.to_markdown(exported)).encode()
+        def when(ts) -> str:  # local, with the date: the reader's zone, any day it is read
+            return local_time(ts, seconds=True) if isinstance(ts, str) else ""
+
+        data = (ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)).encode()
     if output is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        write_all(data)  # all of it, or a broken pipe (exit 141)
         return
+    write_new(output, data, force)
+    click.echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
+
+
+def check_target(output: Path, force: bool) -> None:
+    """Refuse an output path that is not a regular file (a symlink, a directory,
+    a FIFO, ``/dev/null`` or any device: replacing one by a rename would destroy
+    it, and writing through one would write somewhere else), or an existing
+    regular file without ``force``, or one in a directory that is not there."""
+    from sessiond.protocol.transcript.regular import describe
+
+    try:
+        st = os.lstat(output)
+    except FileNotFoundError:
+        if not output.absolute().parent.is_dir():
+            raise ValueError(f"cannot write {output}: no directory {output.absolute().parent}") from None
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise ValueError(f"refusing to write {output}: it is a symlink (give the file it points to, or another name)")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"refusing to write {output}: it is {describe(st.st_mode)}, not a regular file")
+    if not force:
+        raise ValueError(f"refusing to overwrite {output}: it exists (--force replaces it)")
+
+
+def write_new(output: Path, data: bytes, force: bool) -> None:
+    """``data`` as the file ``output``, whole or not at all: written to a temp
+    file beside it (0600: transcripts are private), then linked into place
+    (``link`` fails if something took the name meanwhile) or, with ``force``,
+    renamed over the regular file ``check_target`` saw; a failure or a Ctrl-C
+    removes the temp file and leaves ``output`` as it was."""
+    check_target(output, force)
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)  # transcripts are private
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, output)
+            f.flush()
+            os.fsync(f.fileno())
+        if force:
+            check_target(output, force)  # a symlink or a FIFO put there since is not replaced
+            os.replace(tmp, output)
+        else:
+            try:
+                os.link(tmp, output)
+            except FileExistsError:
+                raise ValueError(f"refusing to overwrite {output}: it exists (--force replaces it)") from None
+            os.unlink(tmp)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    click.echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
 
 
 def _flush(obj: Context, path: Path) -> None:

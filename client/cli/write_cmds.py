@@ -18,7 +18,7 @@ from sessiond.protocol.wire.errors import SessiondError
 from . import Context, cli
 from .appending import (BATCH_BYTES, BATCH_ENTRIES, DURABILITY_CHOICES, ENVELOPE_ROOM, EntryReader, append_entries,
                         chain_first, finish)
-from .output import echo, echo_json
+from .output import count, echo, echo_json
 
 __all__ = ["BATCH_BYTES", "BATCH_ENTRIES", "DURABILITY_CHOICES", "append", "record"]
 
@@ -100,7 +100,7 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
     if as_json:
         echo_json({"session": session, "recorded": s.accepted, "duplicates": s.duplicates, "last": s.hint, "skipped": lines.skipped})
     else:
-        echo(f"{s.accepted} messages recorded in session {session} ({s.duplicates} already there); last {s.hint}")
+        echo(f"{count(s.accepted, 'message')} recorded in session {session} ({s.duplicates} already there); last {s.hint}")
     finish(lines, s.pending)
 
 

@@ -1,6 +1,10 @@
 """List: a page of sessions, made in the read pool as this connection's fair
 share of it (``workers``) from the answer kept for its scope (``pages``); the
-loop only sends the encoded frame."""
+loop only sends the encoded frame.
+
+A List first waits for what was accepted before it to be written
+(``completion.after_queued_writes``): an agent's ``queued`` append was
+missing from every List made within its 100 ms coalescing window."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import TYPE_CHECKING
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request
 
+from .completion import after_queued_writes
 from .scope import requested_dirs
 
 if TYPE_CHECKING:
@@ -19,6 +24,16 @@ def handle_list(conn: Connection, req: m.List) -> None:
     daemon = conn.daemon
     if req.limit is not None and req.limit < 0 or req.offset < 0:
         raise bad_request("limit and offset must not be negative")
+    if daemon.registry.after_loads(conn.redispatch, req):
+        return None  # appends parked behind a session's file scan arrived before this List
+    after_queued_writes(daemon, lambda: _submit(conn, req))
+    return None
+
+
+def _submit(conn: Connection, req: m.List) -> None:
+    daemon = conn.daemon
+    if conn.transport is None:  # it left while the writes were made: no answer to make
+        return
     leases = daemon.leases
     live = {sid: leases.holder(sid).live() for sid in leases.held}  # as of now, on the loop
     fut = daemon.fair.submit(_answer, daemon, req, live, owner=conn.id)

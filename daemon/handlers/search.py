@@ -27,6 +27,7 @@ from sessiond.protocol.search import query
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request
 
+from .completion import after_queued_writes
 from .scope import requested_projects
 
 if TYPE_CHECKING:
@@ -100,6 +101,8 @@ def handle_search(conn: Connection, req: m.Search) -> None:
         raise bad_request(str(exc)) from None
     if not 1 <= req.limit <= query.MAX_LIMIT:
         raise bad_request(f"limit must be between 1 and {query.MAX_LIMIT}")
+    if conn.daemon.registry.after_loads(conn.redispatch, req):
+        return None  # appends parked behind a session's file scan arrived before this Search
     # on the loop: text work and at most one lstat per dir (``scope``), like decoding the request
     projects = requested_projects(conn.daemon.settings.root, req.dirs, req.all)
     conn.daemon.loop.create_task(_search(conn, link, req, projects))
@@ -108,6 +111,9 @@ def handle_search(conn: Connection, req: m.Search) -> None:
 
 async def _search(conn: Connection, link, req: m.Search, projects: list[str] | None) -> None:
     daemon = conn.daemon
+    written = daemon.loop.create_future()  # what was accepted before it: in the files, so noted for the indexer
+    after_queued_writes(daemon, lambda: written.done() or written.set_result(None))
+    await written
     caught_up = await link.caught_up(projects, CATCH_UP_TIMEOUT)
     try:
         found = await daemon.fair.submit(_run, daemon.settings.root, link.index, req, projects, daemon.settings.search_cpu,

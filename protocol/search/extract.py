@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
+from ..transcript.entries import readable_copy
 from ..transcript.prompts import classify_text
 from .hit import ASSISTANT, ROLES, SUMMARY, TAG, TITLE, TOOL, USER  # noqa: F401  (the roles are named there)
 
@@ -160,7 +161,10 @@ def extract(line: bytes | memoryview) -> Extracted | None:
         e = _loose(line)
         if e is None:
             return None
-    except (msgspec.DecodeError, RecursionError):
+    except msgspec.DecodeError:
+        copy = readable_copy(line)  # a BOM (a file saved on Windows), a half emoji
+        return None if copy is None else extract(copy)
+    except RecursionError:
         return None
     out = Extracted(docs=[], uuid=e.uuid, timestamp=e.timestamp, sidechain=bool(e.isSidechain),
                     session=e.sessionId, cwd=e.cwd)

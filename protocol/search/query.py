@@ -114,7 +114,9 @@ def parse_since(value: str | None, now: datetime | None = None) -> str | None:
         try:
             when = datetime.fromisoformat(v.replace("Z", "+00:00"))
         except ValueError:
-            raise QueryError(f"--since {value!r}: give a date (2026-01-31), a date-time, or an age (3d, 12h, 2w)") from None
+            unit = " (a number needs a unit)" if v.isdigit() else ""
+            raise QueryError(f"--since {value!r}{unit}: give an age (30m, 2h, 7d, 2w), a date (2026-01-31) "
+                             "or an ISO date-time") from None
         if when.tzinfo is None:
             when = when.astimezone()  # a date the user typed is in their time zone
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"

@@ -2,15 +2,36 @@
 (the order inside a response is order.py's).
 
 - Leaf: the latest entry of type user/assistant/system/attachment by ``timestamp``
-  (ISO-8601 UTC strings compare in time order; file order breaks ties, a missing
-  timestamp sorts first). Sidechain entries are not candidates unless the whole file is
-  a subagent transcript (``sidechain_only``). progress and unknown types never are.
+  (file order breaks ties, the later line wins; a missing or unreadable timestamp
+  sorts first), as Claude Code's ``--resume ID`` picks it (``getLastSessionLog``:
+  ``findLatestMessage`` of the non-sidechain messages). Timestamps are compared as
+  times, as its ``Date.parse`` does: one C-level ``max`` over the strings when
+  they all have one fixed-width UTC shape (every file Claude Code writes), parsed
+  otherwise (``2026-01-01T10:00:00+02:00`` is earlier than ``...T09:00:00.000Z``).
+  Then, beyond Claude Code, the leaf is followed DOWN to the newest leaf under it
+  (:func:`_descend`): an entry written after the latest one in the file, hanging
+  off it, with an older timestamp (a clock that stepped back; real case: daaain
+  3680252d, whose root is 12 ms younger than its two children, resumed as one
+  message by Claude Code, as three here), is part of the same conversation, and
+  leaving it out would lose it. The conversation returned therefore always holds
+  Claude Code's, and differs only by what it would lose. Claude Code's ``/resume``
+  picker (``loadFullLog``) takes the newest leaf instead and walks a trailing
+  system or attachment entry back to its message; SPEC 4 keeps them (an
+  attachment at the end is an interrupted turn), so this follows ``--resume``.
+  Sidechain entries are not candidates unless the whole file is a subagent
+  transcript (``sidechain_only``). progress and unknown types never are. In a file
+  named by a session id that another session's writer got into (its entries
+  newer), the leaf is the file's own latest message (``session``; only the
+  leaf's ``sessionId`` is read, and the others' only then: chainentry.session_of).
 - Walk: ``parentUuid`` from the leaf until ``null`` or a uuid already walked (cycle
   guard). A parent that is not in the map is DANGLING: instead of ending the
   conversation there, the walk bridges to the nearest earlier (file order) entry that
   is not a sidechain (unless ``sidechain_only``) and not walked yet, and reports a
   :class:`Bridge`. A dangling parent with nothing earlier to bridge to ends the walk
-  silently. progress entries are walked through (older versions chain through them).
+  silently. The bridge prefers an entry of the dangling entry's own session
+  (interleaved writers: not into the other conversation while its own has an
+  earlier entry), else takes any (an older resume's copy with the old id).
+  progress entries are walked through (older versions chain through them).
 - Parallel tool results: Claude Code writes one content block per entry, and each
   tool_result hangs off the entry holding its tool_use, so one walk passes a single
   branch of a parallel call. For every ``message.id`` group on the chain, the group's
@@ -29,6 +50,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import defaultdict
+from datetime import datetime
 from functools import partial
 from itertools import islice, takewhile
 from operator import attrgetter, is_not
@@ -36,7 +58,7 @@ from operator import attrgetter, is_not
 import msgspec
 
 from .entries import TRANSCRIPT_TYPES
-from .chainentry import Entry
+from .chainentry import Entry, session_of
 from .toolblocks import has_tool_result
 
 
@@ -51,25 +73,100 @@ class Bridge(msgspec.Struct):
     missingParent: str
 
 
-def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False) -> Entry | None:
+def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False, session: str | None = None) -> Entry | None:
+    """The entry resume walks back from (see the module docstring). ``session``:
+    the session the file is (its name), whose own latest message is the leaf when
+    entries of another session are newer (:func:`_own_session`)."""
+    values = entries.values()
+    latest: Entry | None = None
     try:
         # Usually the latest entry of all is a candidate, found by one C-level max
         # (reversed: max keeps the first of equals, file order wants the last).
-        latest = max(reversed(entries.values()), key=_timestamp)
+        # Strings compare as times when they all have one width and end in Z.
+        latest = max(reversed(values), key=_timestamp)  # one entry: never compared, None possible
+        ts = latest.timestamp
+        if not (type(ts) is str and ts.endswith("Z") and len(set(map(len, map(_timestamp, values)))) == 1):
+            latest = None
     except (TypeError, ValueError):  # a missing timestamp (None), or no entry at all
-        pass
-    else:
-        if latest.type in TRANSCRIPT_TYPES and (sidechain_only or not latest.isSidechain):
-            return latest
+        latest = None
+    if latest is None or latest.type not in TRANSCRIPT_TYPES or not (sidechain_only or not latest.isSidechain):
+        latest = _latest_by_time(values, sidechain_only)
+    if session is not None and latest is not None and session_of(latest) not in (None, session):
+        latest = _own_session(values, latest, sidechain_only, session)
+    return _descend(entries, latest, sidechain_only)
+
+
+def _own_session(values, latest: Entry, sidechain_only: bool, session: str) -> Entry:
+    """The latest message of ``session`` when the file has any (its others, or
+    none, are another session's: two writers on one file, files joined), else
+    ``latest``: a copy under a new name whose entries all keep the old id (Claude
+    Code's older resumes and forks wrote such files) is resumed as it is."""
+    mine = [e for e in values if _is_candidate(e, sidechain_only) and session_of(e) in (None, session)]
+    if not any(session_of(e) == session for e in mine):
+        return latest
+    return _latest_by_time(mine, sidechain_only) or latest
+
+
+def _instant(ts: str | None) -> float:
+    """A timestamp as seconds, the way ``Date.parse`` reads ISO-8601 (no offset:
+    local time); -inf when it is missing or not a date."""
+    if not ts:
+        return float("-inf")
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except (ValueError, OverflowError, OSError):
+        return float("-inf")
+
+
+def _is_candidate(e: Entry, sidechain_only: bool) -> bool:
+    return e.type in TRANSCRIPT_TYPES and (sidechain_only or not e.isSidechain)
+
+
+def _latest_by_time(values, sidechain_only: bool) -> Entry | None:
+    """The latest candidate by parsed time, the later line on a tie."""
     best: Entry | None = None
-    best_ts = ""
-    types = TRANSCRIPT_TYPES
-    for e in entries.values():
-        if e.type in types and (sidechain_only or not e.isSidechain):
-            ts = e.timestamp or ""
-            if best is None or ts >= best_ts:
-                best, best_ts = e, ts
+    best_t = float("-inf")
+    for e in values:
+        if _is_candidate(e, sidechain_only):
+            t = _instant(e.timestamp)
+            if best is None or t >= best_t:
+                best, best_t = e, t
     return best
+
+
+def _descend(entries: dict[str, Entry], latest: Entry | None, sidechain_only: bool) -> Entry | None:
+    """The newest leaf hanging (directly or through progress and other entries)
+    off ``latest`` among the lines after it; ``latest`` itself when none does.
+
+    Only the lines after it are looked at, so the usual file, whose latest
+    entry is its last, costs nothing here: an entry is written after its parent
+    (a child written BEFORE its parent is damage that only the dangling-parent
+    bridge can meet)."""
+    if latest is None:
+        return None
+    after = list(takewhile(partial(is_not, latest), reversed(entries.values())))
+    if not after:
+        return latest
+    below = {latest.uuid}
+    subtree: list[Entry] = []
+    for e in reversed(after):  # file order: a parent comes before its children
+        if e.parentUuid in below and e.uuid not in below:
+            below.add(e.uuid)
+            subtree.append(e)
+    # A candidate is a leaf when nothing under it is one (a progress line
+    # hanging off it, or a sidechain, does not make it an inner node).
+    reaching: set[str] = set()  # uuids with a candidate below them
+    leaves: list[Entry] = []
+    for e in reversed(subtree):  # children before their parents
+        if _is_candidate(e, sidechain_only):
+            if e.uuid not in reaching:
+                leaves.append(e)
+            reaching.add(e.parentUuid)
+        elif e.uuid in reaching:
+            reaching.add(e.parentUuid)
+    if not leaves:
+        return latest
+    return max(leaves, key=lambda e: (_instant(e.timestamp), e.index))
 
 
 class _FileOrder:
@@ -80,13 +177,22 @@ class _FileOrder:
         self.positions = [e.index for e in self.order]
 
     def nearest_before(self, at: Entry, seen: set[str], sidechain_only: bool) -> Entry | None:
+        """The nearest earlier entry of ``at``'s own session, else of any: a lost
+        line of one session is not bridged into another's conversation written
+        between (interleaved writers), but a conversation whose earlier part
+        carries an older session id (an older resume's copy) still is."""
+        own = session_of(at)
+        other = None
         i = bisect_left(self.positions, at.index)
         while i > 0:
             i -= 1
             e = self.order[i]
             if e.uuid not in seen and (sidechain_only or not e.isSidechain):
-                return e
-        return None
+                if own is None or session_of(e) in (None, own):
+                    return e
+                if other is None:
+                    other = e
+        return other
 
 
 def walk(

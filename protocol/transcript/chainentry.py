@@ -38,7 +38,7 @@ import msgspec
 
 from .blocks import Block, Lines
 from .linecap import MAX_LINE
-from .entries import COMPACT_BOUNDARY, decode_object, mask_lone_surrogates
+from .entries import COMPACT_BOUNDARY, decode_object, readable_copy
 
 
 class MessageHeader(msgspec.Struct, gc=False):
@@ -127,6 +127,34 @@ decoder = msgspec.json.Decoder(Entry)
 """The typed decoder of one line (no fallback: :func:`parse_line` has it)."""
 
 
+class _SessionField(msgspec.Struct, gc=False):
+    sessionId: Any = None
+
+
+_session_decoder = msgspec.json.Decoder(_SessionField)
+
+
+def session_of(e: Entry) -> str | None:
+    """The ``sessionId`` of a transcript message (None: it has none, or it is no
+    string). Not part of :class:`Entry`: one more string decoded on every line
+    would cost every load, and only a file holding two sessions' entries (two
+    writers on one file, files joined by ``cat``) needs it, for a few entries."""
+    raw = e.raw_view
+    if not raw:
+        return None
+    try:
+        value = _session_decoder.decode(raw).sessionId
+    except msgspec.DecodeError:
+        copy = readable_copy(raw)
+        try:
+            value = None if copy is None else _session_decoder.decode(copy).sessionId
+        except (msgspec.DecodeError, RecursionError):
+            return None
+    except RecursionError:
+        return None
+    return value if type(value) is str else None
+
+
 def _typed(value: Any, kind: type) -> Any:
     return value if isinstance(value, kind) and not (kind is int and isinstance(value, bool)) else None
 
@@ -173,7 +201,7 @@ def parse_line(line: bytes | memoryview) -> Entry | None:
     except msgspec.ValidationError:
         return _lenient(line)
     except msgspec.DecodeError:
-        masked = mask_lone_surrogates(line)
+        masked = readable_copy(line)
         return None if masked is None else parse_line(masked)
     except RecursionError:
         return None
@@ -220,7 +248,7 @@ def _one(line: memoryview) -> Entry:
         e = _lenient(line)  # valid JSON, unexpected shape
         return SKIPPED if e is None else e  # None: not an object at all (an array ...)
     except msgspec.DecodeError:
-        masked = mask_lone_surrogates(line)
+        masked = readable_copy(line)
         if masked is not None:
             return _one(memoryview(masked))  # the header only: raw stays the file's bytes
         return SKIPPED if bytes(line).strip() else _BLANK

@@ -58,7 +58,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from .entries import TRANSCRIPT_TYPES, decode_object, mask_lone_surrogates
+from .entries import TRANSCRIPT_TYPES, decode_object, readable_copy
 from .chainentry import Entry
 from .msgdicts import block_type, content_blocks, message_id, synthetic_user
 from .repairs import Repair, api_repairs
@@ -105,10 +105,11 @@ def _decode(e: Entry, repairs: list[Repair] | None) -> Any:
         return msgspec.json.decode(raw)  # straight from the read buffer, no copy
     except (msgspec.DecodeError, RecursionError):
         pass
-    masked = mask_lone_surrogates(raw)
+    masked = readable_copy(raw)  # a BOM is only skipped: nothing of the message changes
     if masked is not None and repairs is not None:
         count = masked.count(b"\\ufffd") - bytes(raw).count(b"\\ufffd")
-        repairs.append(Repair("lone_surrogate", e.uuid, f"{count} replaced by U+FFFD"))
+        if count:
+            repairs.append(Repair("lone_surrogate", e.uuid, f"{count} replaced by U+FFFD"))
     return decode_object(raw)
 
 

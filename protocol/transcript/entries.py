@@ -14,6 +14,7 @@ from typing import Final
 import msgspec
 
 from ..wire.errors import SessiondError, bad_request
+from .bom import strip_bom
 from .reencode import loads_exact
 
 TRANSCRIPT_TYPES: Final = frozenset({"user", "assistant", "system", "attachment"})
@@ -94,6 +95,23 @@ def mask_lone_surrogates(line: bytes | memoryview) -> bytes | None:
     return None if masked == data else masked
 
 
+def readable_copy(line: bytes | memoryview) -> bytes | None:
+    """A copy of a line that failed to decode which every decoder can read,
+    or None when there is nothing to change: a leading BOM removed (a file
+    saved on Windows; a line at the start of each file glued by ``cat``), lone
+    surrogate escapes masked (``mask_lone_surrogates``).
+
+    The ONE retry every reader of transcript lines takes after a DecodeError,
+    so a first line with a BOM reads the same in resume, listing, search,
+    check, import and follow. Bytes on disk are never changed. Costs nothing
+    on the usual path: it runs only after a decode failed."""
+    data = bytes(line)
+    cut = strip_bom(data)
+    if cut is not data:
+        return mask_lone_surrogates(cut) or cut
+    return mask_lone_surrogates(data)
+
+
 def decode_header(line: bytes) -> EntryHeader:
     """Header of one entry, or a ``bad_request`` error naming what is wrong.
 
@@ -108,7 +126,7 @@ def decode_header(line: bytes) -> EntryHeader:
     except msgspec.ValidationError as exc:
         raise bad_request(f"entry has a field of the wrong type: {exc}") from None
     except msgspec.DecodeError as exc:
-        masked = mask_lone_surrogates(line)
+        masked = mask_lone_surrogates(line)  # a BOM is refused: the daemon writes these bytes mid-file
         if masked is None:
             raise bad_request(f"entry is not one JSON object: {exc}") from None
         header = decode_header(masked)
@@ -167,7 +185,7 @@ def try_header(line: bytes) -> EntryHeader | None:
     try:
         return _header_decoder.decode(line)
     except msgspec.DecodeError:
-        masked = mask_lone_surrogates(line)
+        masked = readable_copy(line)
         return None if masked is None else try_header(masked)
     except RecursionError:
         return None
@@ -181,7 +199,7 @@ def decode_object(line: bytes | memoryview) -> dict | None:
     try:
         obj = msgspec.json.decode(line)
     except msgspec.DecodeError:
-        masked = mask_lone_surrogates(line)
+        masked = readable_copy(line)
         if masked is not None:
             return decode_object(masked)
         try:

@@ -15,6 +15,7 @@ Pure rendering: the caller reads the files (``load_export``) and writes the resu
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,13 @@ def dates(resumed: Resumed) -> tuple[str | None, str | None]:
 
 
 def _when(ts: Any) -> str:
+    """The default rendering of a time: its ISO-8601 UTC text, readable."""
     return ts[:19].replace("T", " ") if isinstance(ts, str) else ""
+
+
+When = Callable[[Any], str]
+"""How a time is shown: the CLI passes its local-time helper (the zone of
+the person exporting, with the date), this module has ``_when``."""
 
 
 def _result_text(content: Any) -> str:
@@ -120,10 +127,10 @@ def _md_fence(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{text}\n{fence}"
 
 
-def _md_conversation(resumed: Resumed, out: list[str], level: int) -> None:
+def _md_conversation(resumed: Resumed, out: list[str], level: int, when: When = _when) -> None:
     h = "#" * level
     for role, ts, blocks, meta in _turns(resumed):
-        out.append(f"{h} {role}{' (meta)' if meta else ''} · {_when(ts)}\n")
+        out.append(f"{h} {role}{' (meta)' if meta else ''} · {when(ts)}\n")
         if meta:
             text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
             out.append(f"<details><summary>{html.escape(' '.join(text.split())[:RESULT_PREVIEW])}</summary>\n\n{_md_fence(text)}\n\n</details>\n")
@@ -144,20 +151,20 @@ def _md_conversation(resumed: Resumed, out: list[str], level: int) -> None:
                 out.append("*[image]*\n")
 
 
-def to_markdown(export: Exported) -> str:
+def to_markdown(export: Exported, when: When = _when) -> str:
     main = export.main
     first, last = dates(main)
     out = [f"# {title_of(main)}\n",
            f"- Session: `{main.sessionId or '?'}`",
-           f"- Started: {_when(first) or '?'} · Last message: {_when(last) or '?'}",
+           f"- Started: {when(first) or '?'} · Last message: {when(last) or '?'}",
            f"- Messages: {len(main.chain)}"]
     if export.subagents:
         out.append("- Subagents: " + ", ".join(f"[{a}](#subagent-{a.lower()})" for a, _ in export.subagents))
     out.append("")
-    _md_conversation(main, out, 2)
+    _md_conversation(main, out, 2, when)
     for agent, resumed in export.subagents:
         out.append(f'<a id="subagent-{agent.lower()}"></a>\n\n## Subagent {agent}\n')
-        _md_conversation(resumed, out, 3)
+        _md_conversation(resumed, out, 3, when)
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -179,10 +186,10 @@ def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _html_conversation(resumed: Resumed, out: list[str], agents: set[str]) -> None:
+def _html_conversation(resumed: Resumed, out: list[str], agents: set[str], when: When = _when) -> None:
     for role, ts, blocks, meta in _turns(resumed):
         out.append(f'<div class="turn {role}"><div class="role">{_e(role)}{" · meta" if meta else ""}'
-                   f'<time>{_e(_when(ts))}</time></div>')
+                   f'<time>{_e(when(ts))}</time></div>')
         if meta:  # skill bodies, command output, synthetic prompts: there on demand
             text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
             preview = " ".join(text.split())[:RESULT_PREVIEW] or "(meta)"
@@ -222,7 +229,7 @@ def _agent_of(args: Any, agents: set[str]) -> str | None:
     return next((a for a in sorted(agents) if a in text), None)
 
 
-def to_html(export: Exported) -> str:
+def to_html(export: Exported, when: When = _when) -> str:
     main = export.main
     first, last = dates(main)
     title = title_of(main)
@@ -231,16 +238,16 @@ def to_html(export: Exported) -> str:
            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
            f"<header><h1>{_e(title)}</h1><p class=\"meta\">Session <code>{_e(main.sessionId or '?')}</code> · "
-           f"started <time>{_e(_when(first) or '?')}</time> · last message <time>{_e(_when(last) or '?')}</time> · "
+           f"started <time>{_e(when(first) or '?')}</time> · last message <time>{_e(when(last) or '?')}</time> · "
            f"{len(main.chain)} messages</p>"]
     if export.subagents:
         out.append("<nav>Subagents: " + "".join(f'<a href="#subagent-{_e(a)}">{_e(a)}</a>' for a, _ in export.subagents) + "</nav>")
     out.append("</header><main>")
     agents = {a for a, _ in export.subagents}
-    _html_conversation(main, out, agents)
+    _html_conversation(main, out, agents, when)
     for agent, resumed in export.subagents:
         out.append(f'<section class="subagent" id="subagent-{_e(agent)}"><h2>Subagent {_e(agent)}</h2>')
-        _html_conversation(resumed, out, set())
+        _html_conversation(resumed, out, set(), when)
         out.append("</section>")
     out.append("</main></body></html>")
     return "\n".join(out) + "\n"

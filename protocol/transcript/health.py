@@ -6,8 +6,13 @@ middle (their content is lost to every reader), duplicate uuids (within the main
 chain or within the sidechains: two writers, or a bug). A dangling parent (a
 ``parentUuid`` naming no entry of the file) is a warning: resume bridges it to
 the nearest earlier message without losing a message, and Claude Code's own
-files have them (entries it never writes, such as progress lines). Tool uses
-without a result are informational: every interrupted turn ends with one.
+files have them (entries it never writes, such as progress lines). Entries of
+another session in a file named by a session id are a warning too (two writers
+on one file, or files joined with ``cat``): resume takes the file's own session.
+Tool uses without a result, and messages with nothing to send (no content, or
+whitespace only: resume leaves them out, the API refuses them) are
+informational: every interrupted turn ends with the first, and Claude Code
+writes the second when a response is cut off before its first word.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from pathlib import Path
 import msgspec
 
 from .appendfile import TornTail, cut_torn_tail, file_lock
-from .entries import mask_lone_surrogates
+from .entries import decode_object, readable_copy
 from .jsonl import iter_lines
+from .paths import check_session_id, is_session_id
 from .regular import open_regular
 
 
@@ -27,6 +33,7 @@ class _Block(msgspec.Struct):
     type: str | None = None
     id: str | None = None
     tool_use_id: str | None = None
+    text: str | None = None
 
 
 class _Message(msgspec.Struct):
@@ -38,10 +45,34 @@ class _Entry(msgspec.Struct):
     uuid: str | None = None
     parentUuid: str | None = None
     isSidechain: bool | None = None
+    sessionId: str | None = None
     message: _Message | None = None
 
 
+def _nothing_to_send(message: _Message) -> bool:
+    content = message.content
+    if content is None or isinstance(content, str):
+        return not (content or "").strip()
+    return all(isinstance(b, _Block) and b.type == "text" and not (b.text or "").strip() for b in content)
+
+
 _decode = msgspec.json.Decoder(_Entry).decode
+
+
+def _lenient(raw: bytes) -> _Entry | None:
+    """What fits of an object whose fields have surprising types (a string
+    ``message``, a numeric ``uuid``), as the resume loader reads it; None when
+    the line is no object at all."""
+    obj = decode_object(raw)
+    if obj is None:
+        return None
+    kw = {k: v for k in ("type", "uuid", "parentUuid", "sessionId") if isinstance(v := obj.get(k), str)}
+    side = obj.get("isSidechain")
+    try:
+        message = msgspec.convert(obj.get("message"), _Message) if isinstance(obj.get("message"), dict) else None
+    except msgspec.ValidationError:
+        message = _Message()
+    return _Entry(isSidechain=side if isinstance(side, bool) else None, message=message, **kw)
 
 
 class Health(msgspec.Struct):
@@ -53,6 +84,10 @@ class Health(msgspec.Struct):
     duplicateUuids: list[str]
     danglingParents: list[str]
     unansweredToolUses: list[str]
+    emptyMessages: list[str]
+    """uuids of user/assistant messages with nothing to send (resume drops them)."""
+    otherSessions: list[str]
+    """Session ids other than the file's (``<uuid>.jsonl``) that entries carry."""
     healthy: bool
     """Nothing lost or confused: no torn tail, unparseable line or duplicate uuid."""
     verdict: str = "ok"
@@ -76,11 +111,20 @@ def check_file(path: Path | str) -> Health:
     parents: list[str] = []
     uses: dict[str, None] = {}
     results: set[str] = set()
+    empty: list[str] = []
+    stem = path.name.removesuffix(".jsonl")
+    own = check_session_id(stem) if is_session_id(stem) else None
+    others: dict[str, None] = {}
     for lines, raw in enumerate(iter_lines(path), 1):
         try:
             e = _decode(raw)
+        except msgspec.ValidationError:  # one JSON object, a field of a surprising type: readers keep it
+            e = _lenient(raw)
+            if e is None:
+                bad.append(lines)
+                continue
         except msgspec.DecodeError:
-            masked = mask_lone_surrogates(raw)  # JSON.parse reads a lone surrogate: so do we
+            masked = readable_copy(raw)  # JSON.parse reads a lone surrogate: so do we; and a BOM is no damage
             try:
                 if masked is None:
                     raise
@@ -98,6 +142,10 @@ def check_file(path: Path | str) -> Health:
             seen.add(key)
         if e.parentUuid is not None:
             parents.append(e.parentUuid)
+        if own is not None and e.sessionId and e.sessionId != own and e.uuid is not None:
+            others[e.sessionId] = None
+        if e.type in ("user", "assistant") and e.uuid and (e.message is None or _nothing_to_send(e.message)):
+            empty.append(e.uuid)
         content = e.message.content if e.message is not None else None
         if isinstance(content, list):
             for block in content:
@@ -125,8 +173,10 @@ def check_file(path: Path | str) -> Health:
         duplicateUuids=dups,
         danglingParents=dangling,
         unansweredToolUses=unanswered,
+        emptyMessages=empty,
+        otherSessions=list(others),
         healthy=healthy,
-        verdict="unhealthy" if not healthy else "warning" if dangling else "ok",
+        verdict="unhealthy" if not healthy else "warning" if dangling or others else "ok",
     )
 
 

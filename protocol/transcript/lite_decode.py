@@ -15,7 +15,7 @@ from typing import Any, Final, Literal, get_args
 
 import msgspec
 
-from .entries import decode_object, mask_lone_surrogates
+from .entries import decode_object, readable_copy
 
 NULL: Final = msgspec.Raw(b"null")
 """The default of a ``msgspec.Raw`` field a line does not carry."""
@@ -64,7 +64,7 @@ def decode_line(dec: msgspec.json.Decoder, cls: type, line: bytes) -> Any:
     except msgspec.ValidationError:
         return _loose(line, cls)
     except msgspec.DecodeError:
-        masked = mask_lone_surrogates(line)
+        masked = readable_copy(line)
         return None if masked is None else decode_line(dec, cls, masked)
     except RecursionError:
         return None

@@ -99,7 +99,8 @@ _CANDIDATES: Final = 8
 carry the key; a top-level one is almost always on the newest line)."""
 
 
-def _newest_with(buf: bytes, start: int, end: int, key: bytes, dec: msgspec.json.Decoder, ok: Callable[[Any], bool]) -> Any:
+def _newest_with(buf: bytes, start: int, end: int, key: bytes, cls: type, dec: msgspec.json.Decoder,
+                 ok: Callable[[Any], bool]) -> Any:
     """The newest complete line of ``buf[start:end]`` holding ``key`` whose
     top-level decode passes ``ok`` (found by a C-level ``rfind``, one decode per
     candidate line), or None."""
@@ -110,10 +111,7 @@ def _newest_with(buf: bytes, start: int, end: int, key: bytes, dec: msgspec.json
             return None
         ls = buf.rfind(b"\n", start, i) + 1 or start
         le = buf.find(b"\n", i, end)
-        try:
-            e = dec.decode(buf[ls : end if le < 0 else le])
-        except msgspec.DecodeError:
-            e = None
+        e = decode_line(dec, cls, buf[ls : end if le < 0 else le])
         if e is not None and ok(e):
             return e
         pos = ls
@@ -121,16 +119,13 @@ def _newest_with(buf: bytes, start: int, end: int, key: bytes, dec: msgspec.json
 
 
 def _counted_or_none(line: bytes) -> _Counted | None:
-    try:
-        return _counted_dec.decode(line)
-    except msgspec.DecodeError:
-        return None
+    return decode_line(_counted_dec, _Counted, line)
 
 
 def last_entry_at(buf: bytes, start: int, end: int) -> str | None:
     """When the session was last written to, as its newest entry says (the
     file's mtime also moves for a metadata re-append)."""
-    e = _newest_with(buf, start, end, _STAMP_KEY, _stamp_dec, lambda e: isinstance(e.timestamp, str))
+    e = _newest_with(buf, start, end, _STAMP_KEY, _Stamp, _stamp_dec, lambda e: isinstance(e.timestamp, str))
     return e.timestamp if e is not None else None
 
 
@@ -144,6 +139,6 @@ def message_count(buf: bytes, start: int, end: int, whole: bool) -> int | None:
         except msgspec.DecodeError:
             entries = [e for e in map(_counted_or_none, lines) if e is not None]
         return sum(e.type in MATERIALIZING_TYPES and not e.isSidechain for e in entries)
-    e = _newest_with(buf, start, end, _TURN_KEY, _counted_dec,
+    e = _newest_with(buf, start, end, _TURN_KEY, _Counted, _counted_dec,
                      lambda e: e.subtype == "turn_duration" and isinstance(e.messageCount, int))
     return e.messageCount if e is not None else None

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from .entries import EntryHeader, is_chain_participant, is_compact_boundary, mask_lone_surrogates
+from .entries import EntryHeader, is_chain_participant, is_compact_boundary, readable_copy
 from .reencode import decode_entry, encode_entry
 from ..wire.errors import bad_request
 
@@ -57,7 +57,7 @@ def response_id(raw: bytes) -> str | None:
     try:
         message = _response.decode(raw).message
     except msgspec.DecodeError:
-        masked = mask_lone_surrogates(raw)  # a half emoji elsewhere in the entry
+        masked = readable_copy(raw)  # a half emoji elsewhere in the entry
         if masked is None:
             return None
         return response_id(masked)

@@ -72,7 +72,7 @@ def survey(msgs: list[dict[str, Any]]) -> tuple[list[int], bool]:
             if not content.strip():
                 empty.append(i)
         elif type(content) is list:
-            has_empty = False
+            has_empty = not content  # "content": [] — the API refuses a message with nothing in it
             for b in content:
                 if type(b) is dict:
                     t = b.get("type")
@@ -84,6 +84,8 @@ def survey(msgs: list[dict[str, Any]]) -> tuple[list[int], bool]:
                         tools = True
             if has_empty:
                 empty.append(i)
+        else:  # no message, or no content in it: nothing an agent could send
+            empty.append(i)
     return empty, tools
 
 
@@ -95,15 +97,20 @@ def drop_empty_text(msgs: list[dict[str, Any]], repairs: list[Repair], empty: li
     gone = set()
     for i in empty:
         m = msgs[i]
-        message = m["message"]
-        content = message["content"]
+        message = m.get("message")
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is not str and type(content) is not list:
+            repairs.append(Repair("empty_message_dropped", m.get("uuid"), "no message content"))
+            gone.add(i)
+            continue
         if type(content) is str:
             repairs.append(Repair("empty_message_dropped", m.get("uuid"), "whitespace-only text"))
             gone.add(i)
             continue
         kept = [b for b in content if not _empty_text(b)]
         if not kept:
-            repairs.append(Repair("empty_message_dropped", m.get("uuid"), "only empty text blocks"))
+            why = "only empty text blocks" if content else "no content"
+            repairs.append(Repair("empty_message_dropped", m.get("uuid"), why))
             gone.add(i)
             continue
         repairs.append(Repair("empty_text_dropped", m.get("uuid"), f"{len(content) - len(kept)} block(s)"))

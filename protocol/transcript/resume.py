@@ -11,7 +11,8 @@ inside a response) → deserialize (7-8) with the repairs of repairs.py.
 Choices where SPEC is silent:
 
 - ``sessionId``: the file name when it is ``<uuid>.jsonl`` (the store's layout: the file
-  is the session, resume adopts it); otherwise (an agent file, a renamed copy) the
+  is the session, resume adopts it; when entries of another session are newer, the
+  leaf is the file's own latest message: chain.py); otherwise (an agent file, a renamed copy) the
   ``sessionId`` of the latest message, else of the latest metadata entry, else null.
 - ``chain``/``messages`` hold transcript messages only (user, assistant, system,
   attachment): progress and unknown-type entries with a uuid are walked through, never
@@ -43,7 +44,7 @@ from .loader import SKIP_THRESHOLD, Loaded, load_entries
 from .entries import decode_object
 from .metadata import metadata_values
 from .order import order_responses
-from .paths import check_id, is_session_id
+from .paths import check_id, check_session_id, is_session_id
 from .relink import Compaction, apply_compaction, apply_snips
 from .repairs import Repair
 
@@ -75,12 +76,13 @@ class Resolved(msgspec.Struct):
     """One ``reordered`` repair per response the order step moved."""
 
 
-def _resolve(loaded: Loaded) -> Resolved:
+def _resolve(loaded: Loaded, session: str | None) -> Resolved:
     entries = loaded.entries
     side = loaded.sidechain_only
     compaction = apply_compaction(entries, loaded.boundaries, sidechain_only=side)
     apply_snips(entries, loaded.snips)
-    chain, bridges = walk(entries, choose_leaf(entries, sidechain_only=side), sidechain_only=side)
+    leaf = choose_leaf(entries, sidechain_only=side, session=session)
+    chain, bridges = walk(entries, leaf, sidechain_only=side)
     chain = recover_parallel_tool_results(entries, chain, sidechain_only=side)
     chain, reordered = order_responses(chain)
     return Resolved(loaded, compaction, chain, bridges, reordered)
@@ -89,11 +91,14 @@ def _resolve(loaded: Loaded) -> Resolved:
 def resolve_chain(
     path: Path | str, *, skip_threshold: float = SKIP_THRESHOLD, chunk: int = CHUNK
 ) -> Resolved:
-    """Steps 1-6 over ``path``."""
-    resolved = _resolve(load_entries(path, skip_threshold=skip_threshold, chunk=chunk))
+    """Steps 1-6 over ``path``; a file named ``<uuid>.jsonl`` is that session's
+    (the leaf is its own message when another session's entries got in)."""
+    stem = Path(path).name.removesuffix(".jsonl")
+    session = check_session_id(stem) if is_session_id(stem) else None
+    resolved = _resolve(load_entries(path, skip_threshold=skip_threshold, chunk=chunk), session)
     loaded = resolved.loaded
     if loaded.discarded and (loaded.unsure or resolved.compaction.missing):
-        resolved = _resolve(load_entries(path, skip_threshold=float("inf"), chunk=chunk))
+        resolved = _resolve(load_entries(path, skip_threshold=float("inf"), chunk=chunk), session)
     return resolved
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from .chainentry import Entry
-from .entries import decode_object, mask_lone_surrogates
+from .entries import decode_object, readable_copy
 
 
 class _Block(msgspec.Struct, gc=False):
@@ -70,7 +70,7 @@ def _tool_blocks(raw: bytes | memoryview, retry: bool) -> tuple[tuple[str, ...],
         content = message.get("content") if isinstance(message, dict) else None
         return _from_blocks(content) if isinstance(content, list) else NO_TOOLS
     except msgspec.DecodeError:
-        masked = mask_lone_surrogates(raw) if retry else None  # a half emoji hides no call
+        masked = readable_copy(raw) if retry else None  # a half emoji (or a BOM) hides no call
         return NO_TOOLS if masked is None else _tool_blocks(masked, False)
     except RecursionError:  # nested deeper than can be decoded: no block readable
         return NO_TOOLS

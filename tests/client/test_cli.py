@@ -45,7 +45,7 @@ def test_append_reports_bad_lines_and_bad_arguments_in_one_line(daemon):
     assert out.returncode == 1  # the good entry is written, the skipped lines make the exit non-zero
     assert out.stderr.count(b"\n") == 1
     assert out.stderr.startswith(b"sessiond: 2 lines skipped (lines 2, 3) of stdin: not one JSON object each (line 2: ")
-    assert b"1 entries accepted" in out.stdout and b"2 invalid lines skipped" in out.stdout
+    assert b"1 entry accepted" in out.stdout and b"2 invalid lines skipped" in out.stdout
     assert read_entries(main_path(daemon.root, CWD, sid)) == [good]
     for args in (["--cwd", "", "--session", sid], ["--cwd", CWD, "--session", "nope"]):  # a relative cwd is taken from here
         bad = daemon.cli("append", *args, input=line(good), check=False)

@@ -84,7 +84,7 @@ def test_skipped_lines_are_one_summary_with_their_numbers_and_exit_1(daemon: Dae
     rec = daemon.cli("record", "--cwd", CWD, "--session", sid, input=b"nope\n" + line(user("more")) + b"\n", check=False)
     assert rec.returncode == 1 and rec.stderr.count(b"\n") == 1
     assert rec.stderr.startswith(b"sessiond: 1 line skipped (line 1) of stdin: not one JSON object each (line 1: ")
-    assert b"1 messages recorded" in rec.stdout
+    assert b"1 message recorded" in rec.stdout
 
 
 def test_show_and_tail_count_unreadable_lines_in_one_summary(daemon: DaemonProc, short_tmp):

@@ -137,3 +137,12 @@ def test_piped_list_cuts_no_branch_or_project(daemon: DaemonProc):
     assert branch in piped and deep in piped, piped
     narrow = daemon.cli("list", "--all", env={"COLUMNS": "200"}).stdout.decode()
     assert branch not in narrow and "…" in narrow  # a terminal still gets the table that fits
+
+
+@pytest.mark.parametrize("command", [["list"], ["search", "anything"], ["reindex"], ["du"], ["prune", "--dry-run"]])
+def test_every_command_of_a_scope_refuses_cwd_with_all(daemon: DaemonProc, command):
+    """--cwd and --all name two scopes: refused alike by every command that takes
+    both, not --cwd silently dropped (search, reindex, du and prune did)."""
+    r = daemon.cli(*command, "--all", "--cwd", CWD, check=False)
+    assert r.returncode == 1 and r.stdout == b"", r
+    assert r.stderr.decode() == "sessiond: --cwd and --all exclude each other: --all means every project, --cwd one\n"

@@ -47,8 +47,8 @@ def test_check_warns_about_what_resume_bridges_and_repair_agrees(daemon: DaemonP
     assert r.returncode == 0, r.stdout
     first = r.stdout.decode().splitlines()[0]
     assert first.startswith("WARN ") and "2 dangling parents" in first and "resume bridges" in first, first
-    assert r.stdout.decode().splitlines()[-1] == "1 files checked, 0 unhealthy, 1 with warnings"
-    h = json.loads(daemon.cli("check", "--json", str(BRIDGED)).stdout)
+    assert r.stdout.decode().splitlines()[-1] == "1 file checked, 0 unhealthy, 1 with warnings"
+    h = json.loads(daemon.cli("check", "--json", str(BRIDGED)).stdout)["files"][0]
     assert h["healthy"] and h["verdict"] == "warning" and len(h["danglingParents"]) == 2
     whole = BRIDGED.read_bytes().rstrip(b"\n") + b"\n"  # the corpus file lacks its last newline
     copy = short_tmp / "copy.jsonl"

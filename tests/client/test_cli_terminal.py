@@ -106,3 +106,22 @@ def test_piped_show_is_plain_and_folds_the_noise(daemon: DaemonProc, short_tmp):
     assert sum(line.startswith("·· attachment: ") for line in full) == 6
     assert sum(line.startswith("·· system: ") for line in full) == 5
     assert "not shown" not in full[-1]
+
+
+def test_the_pager_gets_less_frx_unless_less_is_set(daemon: DaemonProc, short_tmp):
+    got = short_tmp / "less.txt"
+    script = short_tmp / "pager.py"
+    script.write_text(f"import os, sys\nsys.stdin.buffer.read()\nopen({str(got)!r}, 'w').write(os.environ.get('LESS', '-'))\n")
+    env = {**daemon.env, "PAGER": f"{sys.executable} {script}", "TERM": "xterm"}
+    env.pop("LESS", None)
+    status, out = in_terminal(["show", str(LONG)], env)
+    assert status == 0 and got.read_text() == "FRX", out[-500:]
+    status, out = in_terminal(["show", str(LONG)], {**env, "LESS": "-M"})
+    assert status == 0 and got.read_text() == "-M", out[-500:]
+
+
+def test_a_pager_quit_at_once_is_no_error(daemon: DaemonProc, short_tmp):
+    """q in less before it read everything: the rest is dropped quietly, exit 0."""
+    env = {**daemon.env, "PAGER": f"{sys.executable} -c pass", "TERM": "xterm"}
+    status, out = in_terminal(["show", str(LONG)], env)
+    assert status == 0 and b"Traceback" not in out and b"Broken pipe" not in out and b"rror" not in out, out[-500:]

@@ -233,7 +233,7 @@ def test_check_and_repair(daemon, short_tmp):
     bad.write_bytes(line(user("a") | {"uuid": "u1"}) + b"\n" + line(assistant("b") | {"uuid": "u2", "parentUuid": "gone"}) + b"\n{\"torn")
     r = daemon.cli("check", "--json", str(bad), check=False)
     assert r.returncode == 1
-    h = json.loads(r.stdout)
+    h = json.loads(r.stdout)["files"][0]
     assert h["tornTail"] and h["danglingParents"] == ["gone"] and h["lines"] == 3 and not h["healthy"]
     assert h["verdict"] == "unhealthy"
     r = daemon.cli("repair", str(bad), check=False)

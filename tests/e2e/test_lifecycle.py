@@ -177,11 +177,11 @@ def test_trash_empty_is_the_only_delete_and_says_what_it_deleted(daemon_factory,
     for sid in sids:
         d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sid, input=line(user(sid)))
         d.cli("rm", sid, "--cwd", CWD)
-    assert _json(d.cli("trash", "empty", "--older-than", "1d", "--json"))["deleted"] == []
+    assert _json(d.cli("trash", "empty", "--older-than", "1d", "--yes", "--json"))["deleted"] == []
     dry = _json(d.cli("trash", "empty", "--dry-run", "--json"))
     assert sorted(e["session"] for e in dry["deleted"]) == sorted(sids)
     assert len(_trash(d)) == 3
-    out = d.cli("trash", "empty")
+    out = d.cli("trash", "empty", "--yes")
     assert all(sid.encode() in out.stdout for sid in sids) and b"deleted 3 sessions" in out.stdout
     assert _trash(d) == [] and os.listdir(d.root / ".trash") == [".lock"]
     # Emptied: the ids are free again.

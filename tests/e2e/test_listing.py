@@ -82,3 +82,21 @@ def test_the_daemon_catalog_serves_lists_and_catches_foreign_writers(daemon):
                 raise AssertionError(f"{bad} was listed")
         everything = c.call(m.List(id=c.next_id(), all=True)).sessions
     assert {s.sessionId for s in everything} == {sid, other}
+
+
+def test_a_list_sees_every_entry_accepted_before_it(daemon):
+    """Read-your-writes across clients: an agent's ``queued`` append (answered
+    before it is written, inside the 100 ms coalescing window) is in the very
+    next List of another client, here and from the CLI; before, every such
+    List missed the new session."""
+    with daemon.client() as agent, daemon.client() as lister:
+        for i in range(20):
+            sid, cwd = str(uuid.uuid4()), f"/work/rw{i}"
+            agent.call(m.Append(id=agent.next_id(), session=sid, cwd=cwd, durability="queued",
+                                entries=[line(user(f"prompt {i}", parentUuid=None, cwd=cwd, sessionId=sid))]))
+            listed = lister.call(m.List(id=lister.next_id(), dirs=[str(main_path(daemon.root, cwd, sid).parent)]))
+            assert [s.sessionId for s in listed.sessions] == [sid], i
+        sid, cwd = str(uuid.uuid4()), "/work/rw-cli"
+        agent.call(m.Append(id=agent.next_id(), session=sid, cwd=cwd, durability="queued",
+                            entries=[line(user("from the cli", parentUuid=None, cwd=cwd, sessionId=sid))]))
+        assert sid in daemon.cli("list", "--cwd", cwd).stdout.decode()

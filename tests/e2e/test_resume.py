@@ -217,3 +217,26 @@ def test_tail_follows_a_transcript_replaced_at_its_path(tmp_path):
         with open(path, "ab") as f:
             f.write(line(assistant("new 2")) + b"\n")
         assert b"new 2" in tail.line()
+
+
+def test_resume_through_the_daemon_takes_the_sessions_own_leaf(daemon):
+    """Through the daemon (it flushes, loads and adopts): a file whose clock
+    stepped back resumes whole (the real file: Claude Code resumes its first
+    line alone), and a file another session's writer got into resumes its own
+    conversation, not the other's newer one."""
+    stepped = CORPUS / "daaain__claude-code-log__3680252d-d4e3-4416-bddd-8f5b5b4fdb7f.jsonl"
+    sid = str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, sid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(stepped, path)
+    out = json.loads(daemon.cli("resume", sid, "--cwd", CWD, "--json").stdout)
+    assert len(out["chain"]) == 3
+
+    sid, other = str(uuid.uuid4()), str(uuid.uuid4())
+    mine = [user("mine first", sessionId=sid, parentUuid=None, timestamp="2026-01-01T00:00:01.000Z")]
+    mine.append(assistant("mine second", sessionId=sid, parentUuid=mine[0]["uuid"], timestamp="2026-01-01T00:00:02.000Z"))
+    theirs = [user("theirs", sessionId=other, parentUuid=None, timestamp="2026-01-01T00:00:03.000Z")]
+    path = main_path(daemon.root, CWD, sid)
+    path.write_bytes(b"".join(line(e) + b"\n" for e in (mine[0], theirs[0], mine[1])))
+    out = json.loads(daemon.cli("resume", sid, "--cwd", CWD, "--json").stdout)
+    assert out["chain"] == [e["uuid"] for e in mine]

@@ -56,6 +56,19 @@ def test_a_written_entry_is_found_at_once_with_every_field(sd):
     assert f"sessiond resume {sid}" in human
 
 
+def test_a_queued_append_of_another_client_is_found_by_the_next_search(sd):
+    """An agent's ``queued`` append is answered before it is written (the 100 ms
+    coalescing window); a search from another client right after finds it: the
+    search waits for what was accepted before it to be written, and so noted."""
+    with sd.client() as agent, sd.client() as reader:
+        for i in range(10):
+            sid = str(uuid.uuid4())
+            agent.call(m.Append(id=agent.next_id(), session=sid, cwd=CWD, durability="queued",
+                                entries=[line(user(f"queuedword{i} is here", cwd=CWD, sessionId=sid))]))
+            found = reader.call(m.Search(id=reader.next_id(), query=f"queuedword{i}", all=True))
+            assert [h.sessionId for h in found.hits] == [sid], i
+
+
 def test_scope_roles_since_phrases_and_prefixes(sd):
     here, there = str(uuid.uuid4()), str(uuid.uuid4())
     write(sd, here, user("please grep the lighthouse logs", timestamp="2025-01-01T00:00:00.000Z"),

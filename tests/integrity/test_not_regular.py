@@ -27,7 +27,7 @@ def test_every_reader_skips_a_fifo_named_like_a_transcript(daemon_factory):
     checked = cli("check", check=False)  # no arguments: every transcript under the root
     assert checked.returncode == 0, checked.stderr
     assert b"skipped" in checked.stderr and b"FIFO" in checked.stderr and fifo.name.encode() in checked.stderr
-    assert b"1 files checked, 0 unhealthy, 1 skipped" in checked.stdout
+    assert b"1 file checked, 0 unhealthy, 1 skipped" in checked.stdout
 
     listed = json.loads(cli("list", "--cwd", CWD, "--json").stdout)
     assert [s["sessionId"] for s in listed] == [good_sid]

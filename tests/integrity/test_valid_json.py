@@ -42,7 +42,7 @@ def test_lone_surrogates_are_stored_byte_for_byte_and_read_everywhere(daemon):
         assert (r.accepted, r.duplicates) == (4, 0)
     path = main_path(daemon.root, CWD, sid)
     assert path.read_bytes() == b"\n".join(lines) + b"\n"
-    check = json.loads(daemon.cli("check", str(path), "--json").stdout)
+    check = json.loads(daemon.cli("check", str(path), "--json").stdout)["files"][0]
     assert check["healthy"] and check["unparseableLines"] == [] and check["danglingParents"] == []
     shown = json.loads(daemon.cli("show", sid, "--cwd", CWD, "--json").stdout)
     assert [x["uuid"] for x in shown["messages"]] == [u1, a1, u2]

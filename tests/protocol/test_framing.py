@@ -113,10 +113,11 @@ def test_a_batch_past_the_entry_cap_is_refused_before_it_is_built():
         decode_request(body)
 
 
-def test_an_entries_frame_of_an_older_daemon_with_skipped_decodes_without_it():
-    """``Entries.skipped`` (bytes a slow watcher was skipped past) is gone with
-    the buffer that could drop them; a daemon of before sent it, and a client
-    of now reads such a frame as the lines alone."""
-    old = msgspec.msgpack.encode({"op": "Entries", "id": 3, "file": "s.jsonl", "offset": 10, "lines": [b"{}"], "skipped": 0})
-    assert decode_response(old) == m.Entries(id=3, file="s.jsonl", offset=10, lines=[b"{}"])
-    assert "skipped" not in m.Entries.__struct_fields__
+def test_entries_skipped_is_optional_both_ways():
+    """``Entries.skipped`` (bytes of a line no frame can carry, passed over) is
+    left out at 0: a frame without it (a daemon of the builds that had no
+    such field) decodes as 0 skipped, and one with it keeps the count."""
+    old = msgspec.msgpack.encode({"op": "Entries", "id": 3, "file": "s.jsonl", "offset": 10, "lines": [b"{}"]})
+    assert decode_response(old) == m.Entries(id=3, file="s.jsonl", offset=10, lines=[b"{}"], skipped=0)
+    new = msgspec.msgpack.encode(m.Entries(id=3, file="s.jsonl", offset=10, lines=[], skipped=10_000_000))
+    assert decode_response(new).skipped == 10_000_000

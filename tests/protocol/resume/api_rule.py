@@ -13,6 +13,8 @@ found without tool_result blocks immediately after") a conversation in which
 - the user turn answering tool_uses does not start with its tool_results (text
   first, results after: "tool_result blocks must come first"), or
 - a text block is empty or whitespace only ("text content blocks must be non-empty"),
+- a turn has no content at all ("all messages must have non-empty content except
+  for the optional final assistant message"),
 - a string holds a lone surrogate (not encodable as UTF-8 JSON: the request fails).
 
 :func:`violations` returns each broken rule as a readable line (empty: the API
@@ -129,6 +131,8 @@ def violations(messages: list[dict[str, Any]]) -> list[str]:
                 first_other = next((k for k, t in enumerate(kinds) if t != "tool_result"), len(kinds))
                 if "tool_result" in kinds[first_other:]:
                     found.append(f"{where}: a tool_result after other content in the turn")
+        if not turn.blocks and not (turn.role == "assistant" and i == len(ts) - 1):
+            found.append(f"{where}: a message with no content")
         for b in turn.blocks:
             if b.get("type") == "text" and not str(b.get("text") or "").strip():
                 found.append(f"{where}: empty or whitespace-only text block")

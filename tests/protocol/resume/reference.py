@@ -15,6 +15,7 @@ from typing import Any, Final
 import msgspec
 
 from sessiond.protocol.transcript.entries import COMPACT_BOUNDARY, REAPPENDED_SET, TRANSCRIPT_TYPES, decode_object
+from sessiond.protocol.transcript.chain import _descend, _instant
 from sessiond.protocol.transcript.jsonl import CHUNK, iter_line_views
 
 SKIP_THRESHOLD: Final = 5 * 1024 * 1024
@@ -292,15 +293,17 @@ class Bridge(msgspec.Struct):
 
 
 def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False) -> Entry | None:
+    """Every timestamp parsed (no C-level max over the strings); the descent
+    below the latest entry is chain.py's own (it has tests of its own)."""
     best: Entry | None = None
-    best_ts = ""
+    best_t = float("-inf")
     types = TRANSCRIPT_TYPES
     for e in entries.values():
         if e.type in types and (sidechain_only or not e.isSidechain):
-            ts = e.timestamp or ""
-            if best is None or ts >= best_ts:
-                best, best_ts = e, ts
-    return best
+            t = _instant(e.timestamp)
+            if best is None or t >= best_t:
+                best, best_t = e, t
+    return _descend(entries, best, sidechain_only)
 
 
 class _FileOrder:

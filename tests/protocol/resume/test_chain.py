@@ -37,7 +37,7 @@ def test_leaf_is_latest_by_timestamp_not_file_order(tmp_path):
     conv = Conv()
     conv.user("u1", ts=stamp(10))
     conv.user("u2", ts=stamp(30))
-    conv.user("u3", ts=stamp(20))
+    conv.user("u3", parent="u1", ts=stamp(20))  # another branch, written later, older
     assert choose_leaf(load(conv, tmp_path).entries).uuid == "u2"
 
 
