@@ -132,6 +132,10 @@ class Client(Endpoint):
         ``lite.py``'s): what a caller builds its requests from."""
         self._sock: _socket.socket | None = None
         self._frames = FrameBuffer()
+        self.handles: dict[str, int] = {}
+        """Open ``Session`` handles per session id. The daemon attaches a session
+        to the connection, not to a handle: only the last handle's close may
+        send ``Close`` (see ``Session.close``)."""
         self._ids = itertools.count(1)
         self._early: dict[int, m.Response] = {}
 

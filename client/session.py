@@ -102,6 +102,7 @@ class Session:
         self.lease_lost: LeaseLost | None = None
         """Set once the session was taken over from this client: its chain
         entries are refused from then on, here before they are even sent."""
+        client.handles[self.id] = client.handles.get(self.id, 0) + 1
 
     # ------------------------------------------------------------------- writing
 
@@ -274,14 +275,26 @@ class Session:
     def close(self, timeout: float = 5.0) -> FallbackResult | None:
         """Detach from the daemon (running exit cleanup if last), within about
         ``timeout`` seconds; if the daemon is gone, write what it may not have
-        written directly into the files. Returns the fallback's result then."""
+        written directly into the files. Returns the fallback's result then.
+
+        Another handle of the session still open on this client keeps it
+        attached (its lease, its held entries): this one then only flushes the
+        session, so what it sent is written all the same when this returns."""
         if self.closed:
             return None
         self.closed = True
+        left = self.client.handles.get(self.id, 1) - 1
+        if left > 0:
+            self.client.handles[self.id] = left
+        else:
+            self.client.handles.pop(self.id, None)
         old = self.client.timeout, self.reconnect_timeout
         self.client.timeout = self.reconnect_timeout = timeout
         try:
-            self._deliver(lambda: self.client.call(m.Close(id=self.client.next_id(), session=self.id)))
+            if left > 0:
+                self._deliver(lambda: self.client.flush(self.id))
+            else:
+                self._deliver(lambda: self.client.call(m.Close(id=self.client.next_id(), session=self.id)))
             return None
         except DaemonUnavailable:
             return self._fallback()

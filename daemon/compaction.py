@@ -29,7 +29,7 @@ from .uuidset import PACK_MIN, UuidSet
 from .workers import BACKGROUND
 
 if TYPE_CHECKING:
-    from .sessions import SessionState
+    from .session_state import SessionState
     from .workers import FairShare
 
 log = logging.getLogger("sessiond")

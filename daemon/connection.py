@@ -44,8 +44,7 @@ from .limits import ThrottleLog, TokenBucket
 
 if TYPE_CHECKING:
     from .server import Daemon
-    from .sessions import SessionState
-    from .writer import FileQueue
+    from .session_state import SessionState
 
 log = logging.getLogger("sessiond")
 _ids = itertools.count(1)
@@ -372,14 +371,14 @@ class Connection(asyncio.Protocol):
             self.sessions[state.id] = state
             self.daemon.registry.attach(state, self.id)
 
-    def detach(self, session_id: str, dropped: bool = False) -> FileQueue | None:
+    def detach(self, session_id: str, dropped: bool = False) -> SessionState | None:
         """Leave a session (``dropped``: the connection went away without a
-        Close); returns the queue of an exit-cleanup re-append."""
+        Close); returns it, None when this connection was not in it."""
         self.daemon.leases.release(session_id, self.id)
         state = self.sessions.pop(session_id, None)
-        if state is None:
-            return None
-        return self.daemon.registry.detach(state, self.id, dropped)
+        if state is not None:
+            self.daemon.registry.detach(state, self.id, dropped)
+        return state
 
     # -------------------------------------------------------------------- output
 

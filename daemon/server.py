@@ -49,7 +49,8 @@ from .pages import Pages
 from .sessions import Registry
 from .tails import Tails
 from .workers import SWITCH_INTERVAL, FairShare, read_pool
-from .writer import Stats, Writer
+from .filequeue import Stats
+from .writer import Writer
 
 log = logging.getLogger("sessiond")
 
@@ -76,7 +77,7 @@ class Daemon:
         # Connections get the fds the transcript LRU leaves, less a few for the
         # socket, lock, log, watches and directories.
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        self.bounds = Bounds(settings, fds_for_clients=nofile - self.writer.max_open - min(64, nofile // 8))
+        self.bounds = Bounds(settings, fds_for_clients=nofile - self.writer.open_files.max_open - min(64, nofile // 8))
         self.reads = read_pool(loop, settings.read_threads)
         self.fair = FairShare(loop, self.reads, settings.read_threads, settings.expensive_per_client,
                               settings.max_expensive_waiting)
@@ -147,7 +148,7 @@ class Daemon:
             log.error("SIGHUP: config not reloaded: %s", exc)
             return
         logging.getLogger().setLevel(self.settings.log_level.upper())
-        self.writer.policy_changed()
+        self.writer.sync.policy_changed()
         if done.applied:
             log.info("SIGHUP: config reloaded: %s", ", ".join(f"{k} {a} -> {b}" for k, a, b in done.applied))
         else:

@@ -35,10 +35,12 @@ from sessiond.protocol.transcript.spoolfile import header_line, read_spool, spoo
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
 from .handlers.completion import after_all
-from .writer import FileQueue, Writer
+from .filequeue import FileQueue
+from .writer import Writer
 
 if TYPE_CHECKING:
-    from .sessions import Registry, SessionState
+    from .session_state import SessionState
+    from .sessions import Registry
 
 log = logging.getLogger("sessiond")
 

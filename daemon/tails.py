@@ -24,16 +24,17 @@ from typing import TYPE_CHECKING
 
 from sessiond.protocol.transcript.appendfile import RESEND_WINDOW, tail_lines
 from sessiond.protocol.transcript.entries import EntryHeader
-from sessiond.protocol.transcript.safeopen import StoreRoot
+from sessiond.protocol.transcript.safeopen import StoreRoot, error_for
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
 if TYPE_CHECKING:
     from sessiond.protocol.wire import messages as m
 
     from .connection import Connection
-    from .sessions import Registry, SessionState, Target
+    from .session_state import SessionState, Target
+    from .sessions import Registry
     from .workers import FairShare
-    from .writer import FileQueue
+    from .filequeue import FileQueue
 
 Recent = dict[int, set[bytes]]
 """Recent lines per target, keyed by ``id(target)`` (what ``Registry.accept`` takes)."""
@@ -58,6 +59,25 @@ def queued_lines(queue: FileQueue, pending: Iterable[bytes] = ()) -> set[bytes]:
     """The lines still queued for a file (and a session's pending ones)."""
     out = set(queue.lines)
     out.update(pending)
+    return out
+
+
+def recent_lines(root: StoreRoot, queue: FileQueue, pending: Iterable[bytes] = (),
+                 window: int = RESEND_WINDOW) -> set[bytes]:
+    """Lines in the last ``window`` bytes of a queue's file, still queued, or
+    pending, read on the loop: a resend whose tails were not read ahead, and
+    the check before a resume re-appends metadata (``LITE_WINDOW``)."""
+    out = queued_lines(queue, pending)
+    try:
+        fd = root.open(queue.path, os.O_RDONLY)
+    except FileNotFoundError:
+        return out
+    except OSError as exc:
+        raise error_for(exc, f"reading {queue.path.name}") from None
+    try:
+        out.update(tail_lines(fd, window=window))
+    finally:
+        os.close(fd)
     return out
 
 

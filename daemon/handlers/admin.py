@@ -41,7 +41,7 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         pendingBytes=d.bounds.pending_bytes,
         budgets=d.bounds.report(len(d.connections), len(registry.sessions), writer.queued_bytes,
                                 [c.budget_use() for c in d.connections], d.pages.status()),
-        workers={**d.fair.status(), "syncThreads": d.writer.sync_slots},
+        workers={**d.fair.status(), "syncThreads": d.writer.sync.slots},
         memory=memory.status(registry),
         index=d.index.status() if d.index is not None else None,
         follow=d.follower.status(),

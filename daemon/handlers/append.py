@@ -14,7 +14,8 @@ from .completion import after_all
 
 if TYPE_CHECKING:
     from ..connection import Connection
-    from ..sessions import Routed, SessionState, Target
+    from ..routing import Routed
+    from ..session_state import SessionState, Target
 
 
 def handle_append(conn: Connection, req: m.Append) -> m.Response | None:

@@ -18,6 +18,7 @@ from .completion import after_all
 
 if TYPE_CHECKING:
     from ..connection import Connection
+    from ..session_state import SessionState
 
 log = logging.getLogger("sessiond")
 
@@ -34,10 +35,11 @@ def handle_open(conn: Connection, req: m.Open) -> m.Response | None:
     return result if not req.take_over else _after_written(conn, state, result)
 
 
-def _after_written(conn: Connection, state, result: m.Response) -> None:
-    """Answer once everything accepted for the session so far (from any client,
-    the old holder's acknowledged entries above all) is in its files: a take-over
-    reads the file right after this answer."""
+def _after_written(conn: Connection, state: SessionState, result: m.Response) -> None:
+    """Answer once everything accepted for the session so far (from any client)
+    is in its files: a take-over reads the file right after this answer (the
+    old holder's acknowledged entries above all), and a client drops what it
+    was told ``queued`` once its Close is answered."""
     queues = [t.queue for t in state.targets()]
     spooled = conn.daemon.registry.spool.queue_of(state.id)
     if spooled is not None:
@@ -53,17 +55,15 @@ def _after_written(conn: Connection, state, result: m.Response) -> None:
 
 
 def handle_close(conn: Connection, req: m.Close) -> m.Response | None:
-    """Detach; when this was the last client, answer only once the metadata
-    re-append of the exit cleanup is written (a sync path, SPEC 3.3)."""
-    queue = conn.detach(paths.check_session_id(req.session))
-    if queue is None:
+    """Detach, and answer once every entry accepted for the session so far is
+    written: its main transcript, its agent files, its spool, and the metadata
+    re-append of the exit cleanup when this was the last client (a sync path,
+    SPEC 3.3). Only written, not synced: what was asked ``durable`` already is.
+    A session whose files moved away (trash) has nothing left to wait for."""
+    state = conn.detach(paths.check_session_id(req.session))
+    if state is None or state.gone:
         return m.Done(id=req.id)
-
-    def done(err: SessiondError | None) -> None:
-        conn.reply(m.Done(id=req.id) if err is None else m.Error(id=req.id, code=err.code, message=err.message))
-
-    conn.daemon.writer.when_written(queue, done)
-    return None
+    return _after_written(conn, state, m.Done(id=req.id))
 
 
 def handle_agent_meta(conn: Connection, req: m.SetAgentMeta) -> m.Response | None:

@@ -13,7 +13,8 @@ from hypothesis import example, given, settings, strategies as st
 
 from sessiond.common.config import Settings
 from sessiond.daemon.sessions import Registry
-from sessiond.daemon.writer import Stats, Writer
+from sessiond.daemon.filequeue import Stats
+from sessiond.daemon.writer import Writer
 from sessiond.protocol.transcript.entries import decode_headers
 
 POOL = [str(uuidlib.UUID(int=i)) for i in range(40)]  # small enough that batches collide

@@ -1,8 +1,13 @@
 """Edge cases found in review: atomic batches, discarded buffers, compaction,
 Close ordering, fd limits, stalled daemons."""
 
+import os
+import shutil
 import signal
+import threading
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -115,6 +120,58 @@ def test_hundreds_of_agent_files_under_a_low_fd_limit(daemon_factory):
     for i in range(150):
         assert [e["message"]["content"] for e in read_entries(sub / f"agent-ag{i}.jsonl")][0] == f"task {i}"
         assert len(read_entries(sub / f"agent-ag{i}.jsonl")) == 2
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+@pytest.mark.timeout(300)
+def test_slow_syncs_keep_transcript_fds_within_the_budget(daemon_factory):
+    """Under a 64-fd limit at most 32 transcript fds may be open (half the
+    limit). Every fdatasync is made slow (strace delays its return by 200 ms),
+    as on a loaded machine: the once-a-second syncs of the files the LRU closed
+    each open a descriptor of their own, up to 8 at once, and those count
+    against the 32 as well; beside a full LRU they ran the daemon out of fds
+    ("Too many open files" for a new agent file, 1 run in 6 of the test above
+    with two busy loops beside it)."""
+    d = daemon_factory()
+    d.start(nofile=64, wrap=["strace", "-f", "--seccomp-bpf", "-qq", "-o", "/dev/null",
+                             "-e", "trace=fdatasync", "-e", "inject=fdatasync:delay_exit=200000"])
+    children = Path(f"/proc/{d.pid}/task/{d.pid}/children").read_text().split()
+    (daemon_pid,) = children  # strace's one child: the daemon
+    root = str(d.root)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        fd_dir = Path(f"/proc/{daemon_pid}/fd")
+        while not done.is_set():
+            n = 0
+            for fd in fd_dir.iterdir():
+                try:
+                    target = os.readlink(fd)
+                except OSError:
+                    continue
+                n += target.startswith(root) and target.endswith(".jsonl")
+            peak = max(peak, n)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    sid = str(uuid.uuid4())
+    try:
+        with d.client() as c:
+            for i in range(150):
+                append(c, sid, [{**user(f"task {i}"), "isSidechain": True, "agentId": f"ag{i}"}])
+            c.flush()
+            time.sleep(3.0)  # the interval syncs of 150 files, 8 at a time, 200 ms each
+            for i in range(150):  # more files opened while those syncs still run
+                append(c, sid, [{**user(f"more {i}"), "isSidechain": True, "agentId": f"bg{i}"}])
+            c.flush(durable=True)
+    finally:
+        done.set()
+        sampler.join()
+    # A full LRU, plus at most two held briefly outside it: the file thread's
+    # new file (one at a time), and a reader's look at a file.
+    assert 32 <= peak <= 32 + 2, peak
 
 
 def test_no_direct_writes_beside_a_stalled_daemon(daemon_factory):
