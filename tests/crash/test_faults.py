@@ -399,11 +399,20 @@ def test_background_syncs_stay_one_fdatasync_per_file(daemon):
         assert c.status().fsyncs == before + 3
 
 
-def test_sixteen_clients_and_a_fallback_writer_share_one_session(daemon):
+def test_sixteen_clients_and_a_foreign_writer_share_one_session(daemon):
+    """Sixteen clients of the daemon and a writer beside it (Claude Code itself,
+    ``pull``: the writers' per-file flock; the fallback never writes while a
+    daemon serves the root) on one session: every line whole, each writer's
+    order kept."""
     import subprocess
     import sys
 
     sid = str(uuid.uuid4())
+    with daemon.client() as c:  # the file exists before the foreign writer opens it
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
+                        entries=[json.dumps({"type": "user", "uuid": str(uuid.uuid4()),
+                                             "message": {"content": "seed-0"}}).encode()]))
+    path = main_path(daemon.root, CWD, sid)
     script = """
 import sys
 from sessiond.client import Client, Session
@@ -415,12 +424,14 @@ with Client() as c:
     s.close()
 """
     fallback = f"""
-import json, uuid
+import json, os, uuid
 from pathlib import Path
-from sessiond.client import direct_append
+from sessiond.protocol.transcript.appendfile import locked_append, open_append
 for i in range(60):
     e = {{"type": "user", "uuid": str(uuid.uuid4()), "message": {{"content": f"F-{{i}}-" + "y" * 70000}}}}
-    direct_append(Path({str(daemon.root)!r}), {CWD!r}, {sid!r}, [json.dumps(e).encode()])
+    fd, _ = open_append(Path({str(path)!r}))
+    locked_append(fd, Path({str(path)!r}), json.dumps(e).encode() + b"\\n")
+    os.close(fd)
 """
     procs = [subprocess.Popen([sys.executable, "-c", script, f"C{k}", sid, CWD], env=daemon.env) for k in range(16)]
     procs.append(subprocess.Popen([sys.executable, "-c", fallback], env=daemon.env))
@@ -428,7 +439,7 @@ for i in range(60):
         assert p.wait(timeout=120) == 0
     with daemon.client() as c:
         c.flush()
-    entries = read_entries(main_path(daemon.root, CWD, sid))  # every line whole
+    entries = read_entries(path)[1:]  # every line whole; the seed first
     tags = [e["message"]["content"].split("-")[0] + "-" + e["message"]["content"].split("-")[1] for e in entries]
     assert sorted(tags) == sorted([f"C{k}-{i}" for k in range(16) for i in range(60)] + [f"F-{i}" for i in range(60)])
     for k in range(16):  # each writer's order is kept
