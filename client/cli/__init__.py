@@ -29,7 +29,7 @@ COMMAND_MODULES = {
     "append": "write_cmds", "record": "write_cmds",
     "list": "read_cmds", "check": "read_cmds", "repair": "read_cmds",
     "show": "resume_cmds", "resume": "resume_cmds", "continue": "resume_cmds", "fork": "resume_cmds",
-    "tail": "resume_cmds", "watch": "resume_cmds",
+    "tail": "follow_cmds", "watch": "follow_cmds",
     "pull": "mirror_cmds", "push": "mirror_cmds",
     "rm": "lifecycle_cmds", "trash": "lifecycle_cmds", "restore": "lifecycle_cmds", "prune": "lifecycle_cmds",
     "du": "lifecycle_cmds", "rename": "lifecycle_cmds", "tag": "lifecycle_cmds",
