@@ -14,6 +14,16 @@ from pathlib import Path
 from sessiond.protocol.transcript.paths import project_dir, session_file
 
 
+def sigint_default() -> None:
+    """A ``preexec_fn`` for a child a test will interrupt (SIGINT): a test run
+    started as a background job of a non-interactive shell (``cmd &``, some CI
+    runners) inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt in the child, so the Ctrl-C under test would be lost."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def user(text: str, uid: str | None = None, **extra) -> dict:
     return {"type": "user", "message": {"role": "user", "content": text}, "uuid": uid or str(uuidlib.uuid4()), **extra}
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CORPUS, DaemonProc
-from tests.helpers import assistant, line, main_path, user, wait_until
+from tests.helpers import assistant, line, main_path, sigint_default, user, wait_until
 from tests.lifecycle_tree import build
 
 CWD = "/home/dev/safety-project"
@@ -51,7 +51,7 @@ def in_pty(args: list[str], env: dict, *, answer: bytes, after: bytes, timeout: 
     """Run the CLI on a pty (stdin, stdout, stderr), type ``answer`` once
     ``after`` shows; (exit status, all it wrote)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], stdin=slave, stdout=slave, stderr=slave,
+    proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", *args], stdin=slave, stdout=slave, stderr=slave,
                             env=env, close_fds=True)
     os.close(slave)
     out, sent = bytearray(), False
@@ -131,7 +131,7 @@ def test_ctrl_c_exits_130_quietly(daemon, command):
     """A command waiting on its input, interrupted: exit 130, nothing on stderr
     (click's "Aborted!" and exit 1 were what a script saw), nothing written."""
     sid = str(uuid.uuid4())
-    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", command, "--cwd", CWD, "--session", sid, "-"],
+    proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", command, "--cwd", CWD, "--session", sid, "-"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env)
     try:
         start = time.monotonic()  # past start-up: blocked reading the pipe (a kernel that hides wchan: 5 s)
@@ -292,7 +292,7 @@ BIG = max((p for p in CORPUS.glob("*.jsonl")), key=lambda p: p.stat().st_size)  
 def test_piped_into_head_every_command_stops_with_141_and_says_nothing(daemon, args):
     """One write of the whole output used to come back short when ``head``
     left (no error), so show and export exited 0 having written 64 KiB."""
-    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=daemon.env)
     try:
         assert proc.stdout.readline()
@@ -333,7 +333,7 @@ def test_ctrl_c_in_an_export_leaves_the_whole_file_or_none(daemon, short_tmp, de
     """Interrupted at some point of an export of a 3 MB session: exit 130 and
     no file (nor a temp file), or done and the whole export; never half."""
     out = short_tmp / "big.html"
-    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "export", str(BIG), "--format", "html", "-o", str(out)],
+    proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", "export", str(BIG), "--format", "html", "-o", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
@@ -354,7 +354,7 @@ def test_ctrl_c_in_an_import_leaves_no_half_file(daemon_factory, short_tmp, dela
     store is byte for byte its source (an import writes an unlinked O_TMPFILE)."""
     tree = build(short_tmp / "src")
     d = daemon_factory()  # no daemon: the CLI copies the files itself
-    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "--no-autostart", "import", str(tree.projects)],
+    proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", "--no-autostart", "import", str(tree.projects)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=d.env)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)

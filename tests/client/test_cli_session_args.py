@@ -16,7 +16,7 @@ import pytest
 
 from sessiond.protocol.wire import messages as m
 from tests.conftest import DaemonProc
-from tests.helpers import assistant, line, main_path, user
+from tests.helpers import assistant, line, main_path, sigint_default, user
 
 CWD = "/home/dev/args-project"
 TWINS = ("abcd1111-0000-4000-8000-000000000001", "abcd2222-0000-4000-8000-000000000002")
@@ -41,11 +41,16 @@ def test_a_unique_prefix_names_the_session_for_every_command(daemon: DaemonProc)
             ("repair", "feed"): "nothing to repair", ("watch", "-n", "1", "feed", "--json"): f"a-{LONE}"}
     for args, expected in said.items():
         if args[0] == "watch":  # follows until stopped: its first lines, then Ctrl-C
-            proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], env=daemon.env,
+            proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", *args], env=daemon.env,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            first = proc.stdout.readline().decode()
-            proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=20)
+            try:
+                first = proc.stdout.readline().decode()
+                proc.send_signal(signal.SIGINT)
+                proc.communicate(timeout=20)
+            finally:  # a watch that outlives the test is killed, not left to the next one's warnings
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
             assert expected in first, first
             continue
         out = daemon.cli(*args).stdout.decode()
@@ -107,7 +112,7 @@ def test_watch_waits_for_a_session_that_has_no_file_yet(daemon: DaemonProc):
         c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
                         entries=[line({"type": "custom-title", "customTitle": "later", "sessionId": sid})]))
         assert not path.exists()  # buffered
-        proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "watch", sid, "--cwd", CWD, "--json"],
+        proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", "watch", sid, "--cwd", CWD, "--json"],
                                 env=daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             time.sleep(1.5)
@@ -118,6 +123,11 @@ def test_watch_waits_for_a_session_that_has_no_file_yet(daemon: DaemonProc):
             assert got["uuid"] == "u1"
         finally:
             proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=20)
+            try:
+                _, err = proc.communicate(timeout=20)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
     assert f"session {sid} has no file yet".encode() in err and b"waiting for it" in err and b"Traceback" not in err, err
     assert proc.returncode == 0, err
