@@ -133,9 +133,14 @@ def test_a_dropped_connection_does_not_discard_what_was_acknowledged(daemon):
 
 
 @pytest.mark.timeout(120)
-def test_held_entries_of_a_client_that_never_comes_back_are_discarded(daemon):
-    """The grace after a dropped connection is bounded (``idle_evict``, 30 s, seen by
-    the 10 s sweep): then the session ends without a message, no transcript, no spool."""
+def test_held_entries_of_a_client_that_never_comes_back_are_discarded(daemon_factory, short_tmp, monkeypatch):
+    """The grace after a dropped connection is bounded (``idle_evict``, 30 s by
+    default, 2 s here, seen by the sweep every half of it): then the session ends
+    without a message, no transcript, no spool."""
+    cfg = short_tmp / "config.toml"
+    cfg.write_text("idle_evict_s = 2\n")
+    monkeypatch.setenv("SESSIOND_CONFIG", str(cfg))
+    daemon = daemon_factory().start()
     sid = str(uuid.uuid4())
     c = Client(daemon.socket, root=daemon.root, autostart=False, timeout=10).connect()
     c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
