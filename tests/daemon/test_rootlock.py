@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -122,13 +121,13 @@ def test_a_daemon_waits_for_a_direct_writer_then_serves(daemon_factory, short_tm
     d.root.mkdir(mode=0o700)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom sessiond.protocol.rootlock import direct_writer\n"
-         "with direct_writer(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(float(sys.argv[2]))\n",
-         str(d.root), "1.5"], stdout=subprocess.PIPE)
+         "with direct_writer(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(float(sys.argv[2]))\n"
+         "    Path(sys.argv[3]).write_text('done')\n",  # written while still holding the root
+         str(d.root), "1.5", str(short_tmp / "writer-done")], stdout=subprocess.PIPE)
     try:
         assert holder.stdout.readline() == b"held\n"
-        started = time.monotonic()
         d.start()
-        assert time.monotonic() - started >= 1.0  # it waited for the writer
+        assert (short_tmp / "writer-done").exists()  # ready only after the writer's last act under the lock
         assert holder.wait(timeout=10) == 0
     finally:
         if holder.poll() is None:
