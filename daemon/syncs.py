@@ -42,9 +42,9 @@ class SyncRounds:
         self.stats = stats
         self.root = root
         self.queues = queues
+        """The writer's queues (the same dict): what the ``interval`` timer syncs."""
         self.open_files = open_files
         """The writer's fd LRU: a job's own descriptor is borrowed from its budget."""
-        """The writer's queues (the same dict): what the ``interval`` timer syncs."""
         self.drain_soon = drain_soon
         """The writer's: a queue whose next sync waiter's entries are not written yet."""
         # fdatasyncs in flight at once: each pins an fd the LRU cannot close, and

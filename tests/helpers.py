@@ -148,3 +148,42 @@ def examples(full: int) -> int:
     thorough = os.environ.get("SESSIOND_TEST_THOROUGH") == "1" or \
         settings.default.max_examples >= settings.get_profile(THOROUGH_PROFILE).max_examples
     return full if thorough else max(25, full // 4)
+
+
+def in_terminal(args: list[str], env: dict, rows: int = 24, cols: int = 100, timeout: float = 60, *,
+                answer: bytes | None = None, after: bytes = b"") -> tuple[int, bytes]:
+    """Run the CLI with a pty of ``rows`` x ``cols`` as stdin, stdout and
+    stderr, typing ``answer`` once ``after`` shows (if given); (exit status,
+    all it wrote)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, close_fds=True, preexec_fn=sigint_default)
+    os.close(slave)
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the other side is closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+                if answer is not None and after in out:
+                    os.write(master, answer)
+                    answer = None
+            elif proc.poll() is not None:
+                break
+        return proc.wait(timeout=max(1.0, deadline - time.monotonic())), bytes(out)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()

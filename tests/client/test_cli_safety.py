@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import signal
 import subprocess
 import sys
@@ -21,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CORPUS, DaemonProc
-from tests.helpers import assistant, line, main_path, sigint_default, user, wait_until
+from tests.helpers import assistant, in_terminal, line, main_path, sigint_default, user, wait_until
 from tests.lifecycle_tree import build
 
 CWD = "/home/dev/safety-project"
@@ -50,32 +48,7 @@ def one_line_refusal(r: subprocess.CompletedProcess, *words: str) -> str:
 def in_pty(args: list[str], env: dict, *, answer: bytes, after: bytes, timeout: float = 60) -> tuple[int, bytes]:
     """Run the CLI on a pty (stdin, stdout, stderr), type ``answer`` once
     ``after`` shows; (exit status, all it wrote)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", *args], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, close_fds=True)
-    os.close(slave)
-    out, sent = bytearray(), False
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if select.select([master], [], [], 0.2)[0]:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the other side is closed
-                    break
-                if not chunk:
-                    break
-                out += chunk
-                if not sent and after in out:
-                    os.write(master, answer)
-                    sent = True
-            elif proc.poll() is not None:
-                break
-        return proc.wait(timeout=max(1.0, deadline - time.monotonic())), bytes(out)
-    finally:
-        os.close(master)
-        if proc.poll() is None:
-            proc.kill()
+    return in_terminal(args, env, timeout=timeout, answer=answer, after=after)
 
 
 # -- export -o ---------------------------------------------------------------

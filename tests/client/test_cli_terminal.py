@@ -4,20 +4,13 @@ plain text and never paged. Noise is counted, not shown, unless asked for."""
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
-import select
-import struct
-import subprocess
 import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import CORPUS, DaemonProc
+from tests.helpers import in_terminal
 
 LONG = CORPUS / "blackgirlbytes__planetfall-seed-signalkit__07-d253ca52d8-3-full.jsonl"
 ESC = b"\x1b["
@@ -28,35 +21,6 @@ def daemon(shared_daemon: DaemonProc) -> DaemonProc:
     """One daemon for the module: every test here writes sessions of its own
     and leaves the daemon as it found it."""
     return shared_daemon
-
-
-def in_terminal(args: list[str], env: dict, rows: int = 24, cols: int = 100, timeout: float = 60) -> tuple[int, bytes]:
-    """Run the CLI with a pty as stdin, stdout and stderr; (exit status, all it wrote)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, close_fds=True)
-    os.close(slave)
-    out = bytearray()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the other side is closed
-                    break
-                if not chunk:
-                    break
-                out += chunk
-            elif proc.poll() is not None:
-                break
-        return proc.wait(timeout=max(1.0, deadline - time.monotonic())), bytes(out)
-    finally:
-        os.close(master)
-        if proc.poll() is None:
-            proc.kill()
 
 
 def pager(short_tmp: Path) -> tuple[str, Path]:
