@@ -41,6 +41,8 @@ from sessiond.protocol.transcript.paths import is_session_id
 from sessiond.protocol.transcript.safeopen import StoreRoot
 from sessiond.protocol.wire.errors import LeaseLost, SessionBusy
 
+from .filework import FileWork
+
 if TYPE_CHECKING:
     from .connection import Connection
 
@@ -84,10 +86,11 @@ def is_chain(headers: list[EntryHeader], agent: str | None) -> bool:
 
 
 class Leases:
-    def __init__(self, loop: asyncio.AbstractEventLoop, store: StoreRoot, grace: float,
+    def __init__(self, loop: asyncio.AbstractEventLoop, store: StoreRoot, files: FileWork, grace: float,
                  problems: list[StateFileProblem]) -> None:
         self.loop = loop
         self.store = store
+        self.files = files
         self.path = store.path / LEASE_FILE
         self.problems = problems
         """Where a lease file that cannot be used is reported (``status``)."""
@@ -283,17 +286,19 @@ class Leases:
                                     for sid, lease in self.held.items()})
 
     def _save(self) -> None:
-        """Write the table at once, off the loop (a worker thread replaces the
-        file; a change made meanwhile is written right after it, the latest
-        table last), so a daemon killed right after still knows it. Grants and
-        releases are rare (a session's start and end) and the file is small."""
+        """Write the table at once, off the loop, on the writer's file thread
+        (``FileWork``): ahead of the creation of the transcript whose append
+        took the lease, so a daemon killed once that append is answered still
+        knows it. A change made while a save runs is written right after it,
+        the latest table last. Grants and releases are rare (a session's start
+        and end) and the file is small."""
         if self._frozen:
             return
         with self._saving:
             busy = self._unsaved is not None
             self._unsaved = self.snapshot()
         if not busy:
-            self.loop.run_in_executor(None, self._write_unsaved)
+            self.files.submit(self._write_unsaved)
 
     def _write_unsaved(self) -> None:
         """Worker thread: write the latest table until none is left unsaved.

@@ -104,7 +104,7 @@ class Daemon:
             self.writer.observers.append(self.index.observe)
             index = self.index
             self.catalog.changed = lambda paths: loop.call_soon_threadsafe(index.look, paths)
-        self.leases = Leases(loop, self.writer.root, settings.lease_grace, self.state_files)
+        self.leases = Leases(loop, self.writer.root, self.writer.files, settings.lease_grace, self.state_files)
         self.watchers = Watchers(self)
         self.writer.observers.append(self.watchers.written)
         self.writer.gone_observers.append(self.watchers.gone)

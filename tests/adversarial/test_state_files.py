@@ -25,8 +25,10 @@ import pytest
 
 from sessiond.protocol.transcript.spoolfile import spool_dir
 from sessiond.protocol.wire import messages as m
-from tests.conftest import START_TIMEOUT, DaemonProc, run_cli
+from sessiond.common.mirror.statefile import STATE_FILE
+from tests.conftest import START_TIMEOUT, DaemonProc
 from tests.helpers import line, user, wait_until
+from tests.mirror.conftest import mirror_config, nats_server, wait_mirrored  # noqa: F401 (fixtures)
 
 from .attacks import MiB, peak_rss
 
@@ -236,3 +238,45 @@ def test_a_hostile_root_lock_is_a_clear_refusal(fresh, kind):
     (said,) = proc.stderr.decode().strip().splitlines()
     assert ".sessiond.lock" in said and "Traceback" not in said
     assert not (fresh.base / "elsewhere").exists()
+
+
+# ------------------------------------------------------------------------ mirror
+
+
+def test_a_2gb_sparse_mirror_state_file_is_set_aside_unread(fresh, mirror_config):
+    """Bound: ``MAX_STATE_BYTES`` of the mirror's state file read at most; a 2 GB
+    sparse one is set aside, peak RSS under ``PEAK_RSS_BOUND``."""
+    path = fresh.root / STATE_FILE
+    with open(path, "wb") as f:
+        f.truncate(SPARSE)
+    fresh.start("--config", str(mirror_config()), "--log-level", "info", address_space=ADDRESS_SPACE)
+    aside = _set_aside(fresh, path)
+    assert aside.stat().st_size == SPARSE
+    assert peak_rss(fresh.pid) < PEAK_RSS_BOUND
+
+
+def test_mirror_records_naming_files_out_of_the_root_are_ignored(fresh, mirror_config, short_tmp):
+    """Bound: a mirror record is used only for a transcript under
+    ``<root>/projects`` that resolves inside the root: nothing outside it is
+    published (one message: the one session written after the start)."""
+    outside = short_tmp / "outside"
+    outside.mkdir()
+    secret = outside / f"{uuid.uuid4()}.jsonl"
+    secret.write_bytes(line(user("not the store's")) + b"\n")
+    projects = fresh.root / "projects"
+    projects.mkdir()
+    (projects / "-out").symlink_to(outside)
+    (fresh.root / STATE_FILE).write_text(json.dumps({"clean": True, "savedAt": 1e300, "files": {
+        str(projects / "-out" / secret.name): 0,
+        str(projects / "-x" / ".." / ".." / ".." / "outside" / secret.name): 0,
+        str(secret): 0,
+        secret.name: 0,
+    }}))
+    fresh.start("--config", str(mirror_config()), "--log-level", "info")
+    with fresh.client() as c:
+        c.call(m.Append(id=c.next_id(), session=str(uuid.uuid4()), cwd="/work/mirrored", durability="written",
+                        entries=[line(user("the one message"))]))
+    st = wait_mirrored(fresh)
+    assert st["published"] == 1, st
+    assert fresh.log_text().count("ignored") >= 4
+    assert _state_files(fresh) == []
