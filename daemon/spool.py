@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.transcript.paths import check_inside, is_session_id
-from sessiond.protocol.statefile import StateFileProblem, set_aside
+from sessiond.protocol.statefile import StateFileProblem, not_used, set_aside
 from sessiond.protocol.transcript.safeopen import OversizedFile, StoreRoot, UnsafePath
 from sessiond.protocol.transcript.spoolfile import HEADER_SLACK, header_line, read_spool, spool_dir, spool_path
 from sessiond.protocol.wire.errors import SessiondError, io_error
@@ -51,7 +51,8 @@ class Spool:
         self.root = root
         self.writer = writer
         self.problems: list[StateFileProblem] = []
-        """Spool files ``replay`` set aside (bigger than any session may hold)."""
+        """Spool files ``replay`` did not use: left in place (not a regular
+        file, not a spool), or set aside (bigger than any session may hold)."""
         self.queues: dict[str, FileQueue] = {}
         """Session id -> the queue of its spool file, while the session holds entries."""
         self.sizes: dict[str, int] = {}
@@ -159,7 +160,7 @@ class Spool:
                 if why is None:  # created, then killed before its first write: nothing was acknowledged
                     os.unlink(path)
                 else:
-                    log.warning("ignoring %s: %s", path, why)
+                    self.problems.append(not_used(path, why))  # left where it is, named in status
                 continue
             header, lines = read
             sid = name[:-6]

@@ -55,7 +55,7 @@ def read_state(path: Path, max_bytes: int, decode: Callable[[bytes], T],
         problems.append(set_aside(path, exc.strerror or str(exc)))
         return None
     except OSError as exc:
-        problems.append(_problem(path, f"cannot read it: {exc.strerror or exc}", None))
+        problems.append(not_used(path, f"cannot read it: {exc.strerror or exc}"))
         return None
     try:
         return decode(data)
@@ -75,10 +75,12 @@ def set_aside(path: Path, problem: str) -> StateFileProblem:
     try:
         os.rename(path, aside)
     except OSError as exc:
-        return _problem(path, f"{problem}; could not set it aside: {exc.strerror or exc}", None)
-    return _problem(path, problem, str(aside))
+        return not_used(path, f"{problem}; could not set it aside: {exc.strerror or exc}")
+    return not_used(path, problem, str(aside))
 
 
-def _problem(path: Path, problem: str, aside: str | None) -> StateFileProblem:
+def not_used(path: Path, problem: str, aside: str | None = None) -> StateFileProblem:
+    """Log and describe a state file the daemon does not use (``aside``: where
+    it was moved; None: left where it is)."""
     log.warning("state file %s not used: %s%s", path, problem, f"; set aside as {aside}" if aside else "")
     return StateFileProblem(file=str(path), problem=problem, setAside=aside)

@@ -70,15 +70,31 @@ def fresh(daemon_factory) -> DaemonProc:
     return d
 
 
-def test_a_fifo_as_the_lease_table_is_set_aside(fresh):
+def _zero_device(path: Path) -> None:
+    """A character device node of /dev/zero's numbers at ``path`` (the file
+    "hard-replaced" by /dev/zero); needs CAP_MKNOD."""
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))
+    except PermissionError:
+        pytest.skip("no CAP_MKNOD here to make a device node")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_device_as_the_lease_table_is_set_aside(fresh, kind):
     """Bound: the start (``START_TIMEOUT``) does not wait on a FIFO at the lease
-    table's path; the FIFO is kept (renamed), never opened for reading."""
+    table's path, nor read a /dev/zero device node there (peak RSS under
+    ``PEAK_RSS_BOUND``); either is kept (renamed), never read."""
     path = fresh.root / LEASES
-    os.mkfifo(path)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        _zero_device(path)
     _start(fresh)
     aside = _set_aside(fresh, path)
     assert aside.parent == fresh.root and aside.name.startswith(f"{LEASES}.bad-")
-    assert stat.S_ISFIFO(os.lstat(aside).st_mode)
+    mode = os.lstat(aside).st_mode
+    assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISCHR(mode)
+    assert peak_rss(fresh.pid) < PEAK_RSS_BOUND
 
 
 def test_a_lease_table_linked_to_dev_zero_does_not_grow_memory(fresh):
@@ -161,6 +177,20 @@ def test_a_2gb_sparse_spool_file_is_set_aside_unread(fresh):
     aside = _set_aside(fresh, path)
     assert aside.stat().st_size == SPARSE
     assert peak_rss(fresh.pid) < PEAK_RSS_BOUND
+
+
+def test_a_fifo_in_the_spool_is_named_in_status_and_left_alone(fresh):
+    """Bound: the start (``START_TIMEOUT``) never opens a FIFO in the spool for
+    reading; it stays where it is (the session may be a foreign writer's),
+    and ``status`` names it."""
+    spool = spool_dir(fresh.root)
+    spool.mkdir(mode=0o700)
+    path = spool / f"{uuid.uuid4()}.jsonl"
+    os.mkfifo(path)
+    _start(fresh)
+    (bad,) = _state_files(fresh)
+    assert bad["file"] == str(path) and "FIFO" in bad["problem"] and bad["setAside"] is None
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)
 
 
 # ------------------------------------------------------------------------ config
