@@ -25,7 +25,7 @@ from sessiond.protocol.trash import trashed_ids
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, tail_lines
 from sessiond.protocol.transcript.entries import MATERIALIZING_TYPES, decode_header, try_header
-from sessiond.protocol.transcript.spoolfile import read_spool, spool_path
+from sessiond.protocol.transcript.spoolfile import CLIENT_SPOOL_BYTES, read_spool, spool_path
 from sessiond.protocol.transcript.jsonl import scan_uuids
 from sessiond.protocol.transcript.safeopen import StoreRoot
 
@@ -101,7 +101,7 @@ def _held_by_a_daemon(store: StoreRoot, spooled: Path,
     message (its spool file), that ``items`` does not carry again: they go first,
     as that daemon would have written them. None when there is no spool file
     to read (missing, not one, or out of the root)."""
-    read = read_spool(store, spooled)
+    read = read_spool(store, spooled, CLIENT_SPOOL_BYTES)
     if read is None:
         return None
     lines = {line for _, _, line in items}

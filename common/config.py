@@ -15,8 +15,9 @@ from typing import Any
 
 import msgspec
 
-from sessiond.protocol.locations import config_path, default_root, default_socket
+from sessiond.protocol.locations import MAX_CONFIG_BYTES, config_path, default_root, default_socket
 from sessiond.protocol.search.budget import DEFAULT_CPU_SECONDS
+from sessiond.protocol.transcript.safeopen import read_regular
 from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME
 
 from .config_keys import KEYS, MIRROR_KEYS, FileConfig, FsyncPolicy, Key, LogLevel, MirrorFileConfig
@@ -159,9 +160,12 @@ ENV = {
 
 def read_file(path: Path, *, required: bool = False) -> dict[str, Any]:
     """The keys set in the config file: none when it does not exist, unless it
-    was named explicitly (``required``: ``--config``), when that is an error."""
+    was named explicitly (``required``: ``--config``), when that is an error.
+    It may be a symlink (a dotfiles checkout), but only to a regular file of
+    at most ``MAX_CONFIG_BYTES``: a FIFO or a device there, or a huge file, is
+    a ``ConfigError`` naming it, never a hang or a read without end."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_CONFIG_BYTES, follow=True)
     except FileNotFoundError:
         if required:
             raise ConfigError(f"{path}: no such config file") from None

@@ -34,10 +34,16 @@ class Reloaded(msgspec.Struct):
     at_restart: list[str]
 
 
-def reload(settings: Settings, flags: dict[str, Any]) -> Reloaded:
-    """SIGHUP: re-read the file (flags and env still win), apply the keys that can
-    change at run time, and name the others that changed, which cannot."""
-    fresh = build(flags, settings.config_file or config_path(), required=False)
+def reread(settings: Settings, flags: dict[str, Any]) -> Settings:
+    """SIGHUP, first half, in a worker thread (it reads a file): the settings
+    the file gives now (flags and env still win); ``ConfigError`` when bad."""
+    return build(flags, settings.config_file or config_path(), required=False)
+
+
+def reload(settings: Settings, fresh: Settings) -> Reloaded:
+    """SIGHUP, second half, where ``settings`` are used: apply the keys of
+    ``fresh`` (``reread``) that can change at run time, and name the others
+    that changed, which cannot."""
     out = Reloaded([], [])
     names = [k for k in Settings.__struct_fields__ if k not in ("config_file", "mirror")]
     _take(settings, fresh, names, RELOADABLE, "", out)

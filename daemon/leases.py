@@ -26,17 +26,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from sessiond.protocol.lease import CHAIN_TYPES, LeaseHolder, iso
-from sessiond.protocol.transcript.appendfile import FILE_MODE, ensure_dir
+from sessiond.protocol.statefile import StateFileProblem, read_state
 from sessiond.protocol.transcript.entries import EntryHeader
+from sessiond.protocol.transcript.paths import is_session_id
+from sessiond.protocol.transcript.safeopen import StoreRoot
 from sessiond.protocol.wire.errors import LeaseLost, SessionBusy
+
+from .filework import FileWork
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -81,9 +85,18 @@ def is_chain(headers: list[EntryHeader], agent: str | None) -> bool:
 
 
 class Leases:
-    def __init__(self, loop: asyncio.AbstractEventLoop, root: Path, grace: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, store: StoreRoot, files: FileWork, grace: float,
+                 problems: list[StateFileProblem]) -> None:
         self.loop = loop
-        self.path = root / LEASE_FILE
+        self.store = store
+        self.files = files
+        self.path = store.path / LEASE_FILE
+        self.problems = problems
+        """Where a lease file that cannot be used is reported (``status``)."""
+        self._saving = threading.Lock()
+        self._writing = threading.Lock()
+        self._unsaved: bytes | None = None
+        """The latest table not written yet (a worker is writing it)."""
         self.held: dict[str, Lease] = {}
         self.lost: dict[str, set[int]] = {}
         """Per session: connections whose lease was taken over from them."""
@@ -244,17 +257,24 @@ class Leases:
     # -------------------------------------------------------------- persistence
 
     def _restore(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                saved = msgspec.json.decode(f.read(), type=dict[str, _Saved])
-        except FileNotFoundError:
+        """The table the previous daemon left, read as any state file is
+        (``read_state``: bounded, set aside when unusable); each entry is
+        checked on its own and a bad one skipped with a warning."""
+        saved = read_state(self.path, MAX_LEASE_FILE_BYTES, _decode_table, self.problems)
+        if not saved:
             return
-        except (OSError, msgspec.DecodeError) as exc:
-            log.warning("%s unreadable (%s): no lease kept from the previous daemon", self.path, exc)
-            return
-        for sid, s in saved.items():
-            if _alive(s.pid):  # a holder that died with the daemon (or a reboot) cannot come back
-                self.held[sid] = Lease(None, s.pid, s.client, s.since, s.last_write)
+        kept = 0
+        for sid, raw in saved.items():
+            entry = _entry(sid, raw)
+            if isinstance(entry, str):
+                log.warning("%s: lease of %r ignored: %s", self.path, sid[:64], entry)
+                continue
+            kept += 1
+            if kept > MAX_LEASES_KEPT:
+                log.warning("%s: more than %d leases; the rest are ignored", self.path, MAX_LEASES_KEPT)
+                break
+            if _alive(entry.pid):  # a holder that died with the daemon (or a reboot) cannot come back
+                self.held[sid] = Lease(None, entry.pid, entry.client, entry.since, entry.last_write)
         if self.held:
             log.info("%d leases kept for their holders to reconnect", len(self.held))
         if len(self.held) != len(saved):
@@ -265,14 +285,41 @@ class Leases:
                                     for sid, lease in self.held.items()})
 
     def _save(self) -> None:
-        """Write the table at once, before the change is answered, so a daemon
-        killed right after still knows it. Grants and releases are rare (a
-        session's start and end) and the file is small; it is renamed into
-        place but not fsynced: a power cut takes the holders down with it."""
+        """Write the table at once, off the loop, on the writer's file thread
+        (``FileWork``): ahead of the creation of the transcript whose append
+        took the lease, so a daemon killed once that append is answered still
+        knows it. A change made while a save runs is written right after it,
+        the latest table last. Grants and releases are rare (a session's start
+        and end) and the file is small."""
         if self._frozen:
             return
+        with self._saving:
+            busy = self._unsaved is not None
+            self._unsaved = self.snapshot()
+        if not busy:
+            self.files.submit(self._write_unsaved)
+
+    def _write_unsaved(self) -> None:
+        """Worker thread: write the latest table until none is left unsaved.
+        ``_saving`` guards only the hand-over (the loop never waits for a
+        write), ``_writing`` the write itself, against ``freeze``'s."""
+        while True:
+            with self._saving:
+                data = self._unsaved
+                if data is None:
+                    return
+            with self._writing:
+                if self._frozen:
+                    return
+                self._write(data)
+            with self._saving:
+                if self._unsaved is data:
+                    self._unsaved = None
+                    return
+
+    def _write(self, data: bytes) -> None:
         try:
-            _write_atomic(self.path, self.snapshot())
+            self.store.write_atomic(self.path, data)
         except OSError as exc:
             log.error("saving leases to %s failed: %s", self.path, exc)
 
@@ -280,8 +327,45 @@ class Leases:
         """Shutdown: save the table as it is, so the holders still connected get
         their leases back from the next daemon; the connections closed after
         this do not change it."""
-        self._save()
-        self._frozen = True
+        with self._writing:
+            self._frozen = True
+            self._write(self.snapshot())
+
+
+MAX_LEASE_FILE_BYTES = 8 * 1024 * 1024
+"""The lease table's cap on disk: a lease takes 80 to 400 bytes, so this holds
+the ``MAX_LEASES_KEPT`` a table may bring back; past it the file is set aside
+unread."""
+MAX_LEASES_KEPT = 65_536
+"""Leases restored at most (each one a held session of the previous daemon)."""
+MAX_PID = 1 << 22
+"""Linux's PID_MAX_LIMIT: a saved pid outside 1..MAX_PID is no process."""
+MAX_CLIENT_NAME = 256
+CLOCK_SLACK = 86_400.0
+"""How far in the future a saved time may be (a clock set back since) and still be believed."""
+
+
+def _decode_table(data: bytes) -> dict[str, msgspec.Raw]:
+    return msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+
+
+def _entry(sid: str, raw: msgspec.Raw) -> _Saved | str:
+    """One saved lease, checked; why it is not used otherwise."""
+    if not is_session_id(sid):
+        return "not a session id"
+    try:
+        s = msgspec.json.decode(raw, type=_Saved)
+    except msgspec.DecodeError as exc:
+        return str(exc)
+    if not 0 < s.pid <= MAX_PID:
+        return f"pid {s.pid} out of range"
+    if len(s.client) > MAX_CLIENT_NAME:
+        return "client name too long"
+    latest = time.time() + CLOCK_SLACK
+    for name, when in (("since", s.since), ("last_write", s.last_write)):
+        if when is not None and not (0 <= when <= latest):  # NaN fails this too
+            return f"{name} {when!r} out of range"
+    return s
 
 
 def _alive(pid: int) -> bool:
@@ -294,15 +378,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # someone else's process now: not our holder
         return False
     return True
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    if not path.parent.is_dir():
-        ensure_dir(path.parent)  # the root of a daemon that has written nothing yet
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)

@@ -27,6 +27,7 @@ from pathlib import Path
 from sessiond.protocol import __version__
 from sessiond.protocol import rootlock
 from sessiond.protocol.locations import check_private_dir, lock_path, open_private_file
+from sessiond.protocol.statefile import StateFileProblem
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, RootHeld, SessiondError
 
 
@@ -35,6 +36,7 @@ from .activation import activated_socket
 from .bounds import Bounds
 from sessiond.common.config import ConfigError, Settings
 from sessiond.common.reload import reload as reload_settings
+from sessiond.common.reload import reread
 from .catalog import Catalog
 from .trash import Lifecycle
 from .handlers.search import readers as search_readers
@@ -71,6 +73,8 @@ class Daemon:
         self.notifier = notifier or Notifier({})
         self.flags = flags or {}
         self.stats = Stats()
+        self.state_files: list[StateFileProblem] = []
+        """The daemon's own state files found unusable at the start (``status``)."""
         self.writer = Writer(loop, settings, self.stats)
         self.outbox = Outbox(loop)
         self.writer.after_pass = self.outbox.flush
@@ -100,7 +104,7 @@ class Daemon:
             self.writer.observers.append(self.index.observe)
             index = self.index
             self.catalog.changed = lambda paths: loop.call_soon_threadsafe(index.look, paths)
-        self.leases = Leases(loop, settings.root, settings.lease_grace)
+        self.leases = Leases(loop, self.writer.root, self.writer.files, settings.lease_grace, self.state_files)
         self.watchers = Watchers(self)
         self.writer.observers.append(self.watchers.written)
         self.writer.gone_observers.append(self.watchers.gone)
@@ -141,9 +145,14 @@ class Daemon:
         self._watchdog = self.loop.call_later(self.notifier.watchdog_interval, self._ping_watchdog)  # type: ignore[arg-type]
 
     def reload_config(self) -> None:
-        """SIGHUP: apply what can change at run time and say so in the log."""
+        """SIGHUP: read the file in a worker (whatever is at its path must not
+        hold the loop), then apply what can change at run time and say so in
+        the log."""
+        self.loop.run_in_executor(None, reread, self.settings, self.flags).add_done_callback(self._reloaded)
+
+    def _reloaded(self, read: asyncio.Future[Settings]) -> None:
         try:
-            done = reload_settings(self.settings, self.flags)
+            done = reload_settings(self.settings, read.result())
         except ConfigError as exc:
             log.error("SIGHUP: config not reloaded: %s", exc)
             return
@@ -311,7 +320,11 @@ async def _run(settings: Settings, flags: dict) -> int:
         except (OSError, SessiondError) as exc:
             log.error("trash recovery failed: %s", exc)
         daemon.registry.spool.replay(daemon.registry)  # before the first request: a resend must meet what was held
+        daemon.state_files += daemon.registry.spool.problems
         await daemon.follower.start()  # before serving: an append after ready is followed
+        if daemon.mirror is not None:
+            daemon.mirror.restore()  # before serving: its reads must not run on a loop that serves
+            daemon.state_files += daemon.mirror.state_problems
         server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
         log.info(
             "ready: pid %d, socket %s%s, root %s, sessiond %s",

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING
 
 from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.transcript.paths import check_inside, is_session_id
-from sessiond.protocol.transcript.safeopen import StoreRoot, UnsafePath
-from sessiond.protocol.transcript.spoolfile import header_line, read_spool, spool_dir, spool_path
+from sessiond.protocol.statefile import StateFileProblem, not_used, set_aside
+from sessiond.protocol.transcript.safeopen import OversizedFile, StoreRoot, UnsafePath
+from sessiond.protocol.transcript.spoolfile import HEADER_SLACK, header_line, read_spool, spool_dir, spool_path
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
 from .handlers.completion import after_all
@@ -49,6 +50,9 @@ class Spool:
     def __init__(self, root: Path, writer: Writer) -> None:
         self.root = root
         self.writer = writer
+        self.problems: list[StateFileProblem] = []
+        """Spool files ``replay`` did not use: left in place (not a regular
+        file, not a spool), or set aside (bigger than any session may hold)."""
         self.queues: dict[str, FileQueue] = {}
         """Session id -> the queue of its spool file, while the session holds entries."""
         self.sizes: dict[str, int] = {}
@@ -146,13 +150,17 @@ class Spool:
             if not name.endswith(".jsonl") or not is_session_id(name[:-6]):
                 continue
             path = spool_dir(self.root) / name
-            read = read_spool(self.writer.root, path)
+            try:
+                read = read_spool(self.writer.root, path, self.writer.settings.max_pending_bytes + HEADER_SLACK)
+            except OversizedFile as exc:  # more than any session may hold: kept aside, never read
+                self.problems.append(set_aside(path, exc.strerror))
+                continue
             if read is None:
                 why = _not_a_spool(self.writer.root, path)
                 if why is None:  # created, then killed before its first write: nothing was acknowledged
                     os.unlink(path)
                 else:
-                    log.warning("ignoring %s: %s", path, why)
+                    self.problems.append(not_used(path, why))  # left where it is, named in status
                 continue
             header, lines = read
             sid = name[:-6]

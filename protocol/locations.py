@@ -10,10 +10,12 @@ import os
 import stat
 from pathlib import Path
 
-from .transcript.safeopen import UnsafePath, open_regular
+from .transcript.safeopen import UnsafePath, open_regular, read_regular
 
 SOCKET_NAME = "sessiond.sock"
 LOG_NAME = "sessiond.log"
+MAX_CONFIG_BYTES = 1024 * 1024
+"""The config file's cap (a few dozen keys): a bigger one is refused unread."""
 
 
 def config_path() -> Path:
@@ -29,8 +31,8 @@ def _from_config_file(key: str) -> str | None:
     """``root``/``socket`` as the config file sets them, so clients find the
     daemon the file configured. A bad file is the daemon's to report."""
     try:
-        data = config_path().read_bytes()
-    except OSError:
+        data = read_regular(config_path(), MAX_CONFIG_BYTES, follow=True)
+    except OSError:  # a FIFO, a device or a huge file there included (read_regular)
         return None
     import msgspec
 

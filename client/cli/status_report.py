@@ -31,6 +31,7 @@ def report_status(obj: Context, as_json: bool) -> None:
         data = msgspec.to_builtins(st)
         data.pop("op", None)
         data.pop("id", None)
+        data.setdefault("stateFiles", [])  # always there: scripts check it is empty
         echo_json({"running": True, **data})
         return
     cfg = st.config
@@ -48,6 +49,9 @@ def report_status(obj: Context, as_json: bool) -> None:
                                      ("parked", "parkedRequests", False)) if key in b))
     echo(f"  written   {st.writes} writes, {size(st.bytesWritten)}, {st.fsyncs} fsyncs, {st.errors} errors")
     echo(f"  config    flush interval {cfg.get('flushIntervalMs')} ms, fsync {cfg.get('fsync')}")
+    for bad in st.stateFiles:  # the daemon's own files it could not use at its start
+        aside = f"; set aside as {bad.setAside}" if bad.setAside else ""
+        echo(f"  STATE     {bad.file} not used: {bad.problem}{aside}")
     if st.mirror:
         mr = st.mirror
         state = "connected" if mr.get("connected") else "DISCONNECTED"

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sessiond.common.config import MirrorSettings
 from sessiond.protocol.remote import file_ref, whole_lines_size
+from sessiond.protocol.statefile import StateFileProblem
 from sessiond.protocol.transcript.paths import projects_dir
 from sessiond.protocol.transcript.regular import NotRegularFile
 from sessiond.protocol.wire.errors import SessiondError
@@ -58,6 +59,8 @@ class Mirror(Pump):
         self.projects = projects_dir(root)
         self.loop = loop
         self.state_file = state_file
+        self.state_problems: list[StateFileProblem] = []
+        """A state file found unusable by ``restore`` (set aside; ``status``)."""
         self.name = name
         self.files: dict[Path, TrackedFile] = {}
         self._ignored: set[Path] = set()
@@ -271,7 +274,7 @@ class Mirror(Pump):
     # ------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
-        self._load_state()
+        """Publish from now on (after ``restore`` when there is a state file)."""
         self._task = self.loop.create_task(self._run())
 
     async def wait_caught_up(self, timeout: float, *, down_grace: float | None = None) -> bool:
@@ -336,10 +339,14 @@ class Mirror(Pump):
             save_state(self.state_file, {str(f.path): f.acked for f in self.files.values()
                                          if not f.broken and f.size >= 0 and (f.lag or not f.resolved)}, clean=clean)
 
-    def _load_state(self) -> None:
+    def restore(self) -> None:
+        """Take up what the previous run left lagging: the daemon calls it
+        before it serves, as its reads (the state file, bounded; a stat of
+        each file it names, at most ``MAX_LAGGING_FILES``) must not run on a
+        loop that serves."""
         if self.state_file is None:
             return
-        state = load_state(self.state_file)
+        state = load_state(self.state_file, self.state_problems)
         if state is not None:
             count = sum(1 for path in state.files if self.track_existing(Path(path)) is not None)
             if count:

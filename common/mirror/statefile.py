@@ -19,7 +19,11 @@ from pathlib import Path
 
 import msgspec
 
+from sessiond.protocol.remote import file_ref
+from sessiond.protocol.statefile import StateFileProblem, read_state
+from sessiond.protocol.transcript.paths import check_inside
 from sessiond.protocol.transcript.safeopen import open_regular
+from sessiond.protocol.wire.errors import SessiondError
 
 log = logging.getLogger("sessiond")
 
@@ -28,6 +32,12 @@ RECOVERY_SLACK = 2.0
 """Seconds before the crashed run's last save that a file's mtime still counts."""
 STATE_FILE = ".sessiond-mirror.json"
 """In the store root: the files a run left lagging, and their watermarks."""
+MAX_STATE_BYTES = 16 * 1024 * 1024
+"""The state file's cap: ``MAX_LAGGING_FILES`` paths of a few hundred bytes;
+past it the file is set aside unread."""
+MAX_LAGGING_FILES = 65_536
+"""Lagging files taken from the state file at most (each one an open and a
+stat at the start); past it, the rest are found by the recovery pass."""
 
 
 class MirrorState(msgspec.Struct):
@@ -53,16 +63,44 @@ def save_state(state_file: Path, files: dict[str, int], *, clean: bool) -> None:
         log.warning("mirror: cannot save %s: %s", state_file, exc.strerror or exc)
 
 
-def load_state(state_file: Path) -> MirrorState | None:
-    """What the previous run saved; None when there is nothing (usable)."""
-    try:
-        with os.fdopen(open_regular(state_file, os.O_RDONLY), "rb") as f:
-            return msgspec.json.decode(f.read(), type=MirrorState)
-    except FileNotFoundError:
+def load_state(state_file: Path, problems: list[StateFileProblem]) -> MirrorState | None:
+    """What the previous run saved, as far as it can be believed; None when
+    there is nothing (usable: set aside, see ``read_state``). Its records are
+    not trusted: only paths of transcripts inside ``<root>/projects`` that do
+    not resolve out of it are kept (at most ``MAX_LAGGING_FILES``), and a save
+    time that is no time (NaN, in the future) is taken as "check everything"."""
+    state = read_state(state_file, MAX_STATE_BYTES, _decode, problems)
+    if state is None:
         return None
-    except (OSError, msgspec.DecodeError) as exc:
-        log.warning("mirror: ignoring %s: %s", state_file, exc)
-        return None
+    root = state_file.parent
+    projects = root / "projects"
+    kept: dict[str, int | None] = {}
+    for path in state.files:
+        if len(kept) >= MAX_LAGGING_FILES:
+            log.warning("mirror: %s names more than %d files; the rest are left to the recovery pass",
+                        state_file, MAX_LAGGING_FILES)
+            state.clean = False
+            break
+        p = Path(path)
+        if not p.is_absolute() or ".." in p.parts or file_ref(projects, p) is None:
+            log.warning("mirror: %s: %r is not a transcript of this root; ignored", state_file, path[:200])
+            continue
+        try:
+            check_inside(root, p)
+        except SessiondError as exc:
+            log.warning("mirror: %s: %s; ignored", state_file, exc.message)
+            continue
+        kept[path] = None  # only the path is used: the stream says where its copy ends
+    state.files = kept
+    if not 0 <= state.savedAt <= time.time() + RECOVERY_SLACK:  # NaN fails this too
+        log.warning("mirror: %s: saved at %r, no time it could have been; every file is checked",
+                    state_file, state.savedAt)
+        state.savedAt = 0.0
+    return state
+
+
+def _decode(data: bytes) -> MirrorState:
+    return msgspec.json.decode(data, type=MirrorState)
 
 
 def recently_written(projects: Path, since: float) -> list[Path]:

@@ -47,6 +47,7 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         follow=d.follower.status(),
         live=d.leases.live(),
         watchers=d.watchers.count,
+        stateFiles=d.state_files,
     )
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..wire.errors import SessiondError, io_error, permission_denied
 from .regular import describe
+from .regular import open_regular as open_regular_following
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -82,6 +83,42 @@ def open_regular(name: str | Path, flags: int, mode: int = FILE_MODE, *, dir_fd:
         os.close(fd)
         raise UnsafePath(f"{shown} is {describe(st.st_mode)}, not a regular file; refusing to use it")
     return fd
+
+
+class OversizedFile(OSError):
+    """A file holds more than its reader's bound (a state file grown, or
+    replaced by a huge or sparse one): refused before it is read whole."""
+
+    def __init__(self, shown: str | Path, max_bytes: int) -> None:
+        super().__init__(errno.EFBIG, f"{shown} holds more than {max_bytes} bytes, more than sessiond ever writes there")
+
+
+def read_regular(path: str | Path, max_bytes: int, *, follow: bool = False, store: StoreRoot | None = None) -> bytes:
+    """The whole of a small file, read with a bound: opened as ``open_regular``
+    (never blocking, a regular file only; ``follow`` lets a final symlink lead
+    to one, for a file the user owns such as the config; ``store``: through
+    ``StoreRoot.open``, for a path below the root) and refused with
+    ``OversizedFile`` past ``max_bytes``, whatever ``fstat`` claims: at most
+    ``max_bytes + 1`` bytes are ever read. For the daemon's state files, its
+    spool and the config, whose size a file on disk, not sessiond, controls."""
+    if store is not None:
+        fd = store.open(path, os.O_RDONLY)
+    else:
+        fd = open_regular_following(path) if follow else open_regular(path, os.O_RDONLY)
+    try:
+        if os.fstat(fd).st_size > max_bytes:
+            raise OversizedFile(path, max_bytes)
+        chunks: list[bytes] = []
+        got = 0
+        while got <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - got)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            got += len(chunk)
+        raise OversizedFile(path, max_bytes)
+    finally:
+        os.close(fd)
 
 
 class StoreRoot:

@@ -22,9 +22,14 @@ from pathlib import Path
 import msgspec
 
 from .paths import check_session_id
-from .safeopen import StoreRoot
+from .safeopen import OversizedFile, StoreRoot, read_regular
 
 SPOOL_DIR = ".sessiond-spool"
+HEADER_SLACK = 64 * 1024
+"""Room for a spool file's header line (its project dir and cwd) beside its entries."""
+CLIENT_SPOOL_BYTES = 256 * 1024 * 1024 + HEADER_SLACK
+"""The bound of a client that reads a spool without knowing the daemon's
+``max_pending_bytes``: the default of what a daemon holds over all sessions."""
 
 
 class SpoolHeader(msgspec.Struct, forbid_unknown_fields=False):
@@ -49,17 +54,20 @@ def header_line(root: Path, project: Path, cwd: str) -> bytes:
     return msgspec.json.encode(SpoolHeader(spool=1, project=os.path.relpath(project, root), cwd=cwd))
 
 
-def read_spool(store: StoreRoot, path: Path) -> tuple[SpoolHeader, list[bytes]] | None:
+def read_spool(store: StoreRoot, path: Path, max_bytes: int) -> tuple[SpoolHeader, list[bytes]] | None:
     """The header and the whole held lines of a spool file; a torn last line
     (never acknowledged as written) is left out. None when the file is not a
     spool (no valid header), not a regular file, or reached only through a
-    symlink out of the root (opened through ``store`` like every store file)."""
+    symlink out of the root (opened through ``store`` like every store file).
+    ``OversizedFile`` when it holds more than ``max_bytes`` (a session holds
+    at most its ``max_pending_bytes``, plus ``HEADER_SLACK``): never read,
+    never taken for "no spool"."""
     try:
-        fd = store.open(path, os.O_RDONLY)
+        data = read_regular(path, max_bytes, store=store)
+    except OversizedFile:
+        raise
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        data = f.read()
     lines = data.split(b"\n")
     lines.pop()  # after the last newline: empty, or a torn line
     if not lines:

@@ -38,7 +38,8 @@ FIELDS: dict[str, tuple[tuple[str, object], ...]] = {
                      ("queuedEntries", REQUIRED), ("queuedBytes", REQUIRED), ("pendingEntries", REQUIRED), ("writes", REQUIRED),
                      ("bytesWritten", REQUIRED), ("fsyncs", REQUIRED), ("errors", REQUIRED), ("config", REQUIRED),
                      ("mirror", None), ("spooledBytes", 0), ("pendingBytes", 0), ("budgets", None), ("workers", None),
-                     ("memory", None), ("index", None), ("live", []), ("watchers", 0), ("follow", None)),
+                     ("memory", None), ("index", None), ("live", []), ("watchers", 0), ("follow", None),
+                     ("stateFiles", [])),
     "Listed": (("id", REQUIRED), ("sessions", REQUIRED)),
     "Appended": (("id", REQUIRED), ("accepted", REQUIRED), ("duplicates", 0), ("last", None), ("pending", 0)),
     "Done": (("id", REQUIRED),),
@@ -49,10 +50,11 @@ FIELDS: dict[str, tuple[tuple[str, object], ...]] = {
                     ("gitBranch", REQUIRED), ("lastEntryAt", None), ("messageCount", None), ("live", None)),
     "LeaseHolder": (("session", REQUIRED), ("pid", REQUIRED), ("client", REQUIRED), ("since", REQUIRED), ("lastWrite", None),
                     ("reconnecting", False)),
+    "StateFileProblem": (("file", REQUIRED), ("problem", REQUIRED), ("setAside", None)),
 }
 
 NESTED: dict[str, dict[str, str]] = {
-    "StatusResult": {"live": "LeaseHolder"},
+    "StatusResult": {"live": "LeaseHolder", "stateFiles": "StateFileProblem"},
     "Listed": {"sessions": "SessionInfo"},
     "Error": {"holder": "LeaseHolder"},
 }

@@ -15,6 +15,7 @@ import msgspec
 
 from ..search.hit import Hit
 from ..lease import LeaseHolder
+from ..statefile import StateFileProblem
 from ..transcript.session_info import SessionInfo
 from .frames import PROTOCOL_VERSION  # noqa: F401  (m.PROTOCOL_VERSION: what the handshake sends)
 from .records import FileResult, PathText, SessionSource, TrashEntry
@@ -368,6 +369,9 @@ class StatusResult(_Message):
     """The follower of foreign writers: files followed, inotify watches held,
     dirs re-stat'ed instead, lines and bytes passed on, bytes known at start,
     bytes re-hashed to look for rewrites, files read again from 0 (resets)."""
+    stateFiles: list[StateFileProblem] = []
+    """The daemon's own state files it found unusable at its start (not a
+    regular file, too big, not valid) and set aside instead of reading."""
 
 
 class Subscribed(_Message):

@@ -406,8 +406,11 @@ def test_the_mirror_state_file_never_blocks_on_a_fifo(short_tmp):
     os.mkfifo(state_file)
     os.mkfifo(state_file.with_name(state_file.name + ".tmp"))
     save_state(state_file, {"a.jsonl": 3}, clean=True)  # would block in open(2) for writing
-    assert load_state(state_file) is None  # would block in open(2) for reading
     assert stat.S_ISFIFO(os.lstat(state_file).st_mode)
+    problems = []
+    assert load_state(state_file, problems) is None  # would block in open(2) for reading
+    (bad,) = problems  # set aside, kept: tests/adversarial/test_state_files.py
+    assert stat.S_ISFIFO(os.lstat(bad.setAside).st_mode)
 
 
 def test_the_direct_append_fallback_refuses_what_the_daemon_refuses(short_tmp, caplog):
