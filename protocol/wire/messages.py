@@ -17,7 +17,7 @@ from ..search.hit import Hit
 from ..lease import LeaseHolder
 from ..transcript.session_info import SessionInfo
 from .frames import PROTOCOL_VERSION  # noqa: F401  (m.PROTOCOL_VERSION: what the handshake sends)
-from .records import FileResult, PathText, SessionSource, TrashEntry
+from .records import FileResult, PathBytes, PathText, SessionSource, TrashEntry
 from .records import Usage as UsageReport
 
 Durability = Literal["queued", "written", "durable"]
@@ -209,6 +209,8 @@ class Trash(_Message):
     path: PathText
     force: bool = False
     reason: str = "rm"
+    raw_path: PathBytes | None = None
+    """``path``'s bytes when they are not UTF-8 (``records.path_text``)."""
 
 
 class Restore(_Message):
