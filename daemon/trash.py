@@ -57,6 +57,9 @@ class Lifecycle:
         recovered, trashed = await self.daemon.loop.run_in_executor(
             None, lambda: (trash_recovery.recover(self.root), trash.trashed_ids(self.root)))
         for r in recovered:
+            if r.action == "skipped":
+                trash.skipped(r.name, r.why)
+                continue
             log.warning("trash: %s %s left by an interrupted %s", r.action, r.name,
                         "rm" if r.state == "trashing" else "restore" if r.state == "restoring" else "operation")
         unavailable = self.daemon.registry.unavailable

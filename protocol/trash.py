@@ -446,10 +446,16 @@ def entries(root: Path) -> list[TrashEntry]:
     return out
 
 
-def skipped(name: str, exc: BaseException) -> None:
+def skipped(name: str, why: BaseException | str) -> None:
     """Say that the trash entry ``name`` is left alone, and why."""
-    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    log.warning("trash: skipping entry %s: %s", shown(name), shown(why))
+    log.warning("trash: skipping entry %s: %s", shown(name), reason(why))
+
+
+def reason(why: BaseException | str) -> str:
+    """Why an entry is skipped, as one line of UTF-8 text."""
+    if isinstance(why, OSError) and why.strerror:
+        why = why.strerror
+    return shown(str(why))
 
 
 def trashed_ids(root: Path) -> set[str]:

@@ -23,19 +23,23 @@ import msgspec
 
 from .transcript.safeopen import StoreRoot
 from .transcript.usage import tree_stats
-from .trash import (DELETING, TrashEntry, lexists_in, discard, move, read_manifest, skipped, trash_lock, trash_root,
-                    write_manifest)
+from .trash import (DELETING, TrashEntry, discard, lexists_in, move, read_manifest, reason, shown, trash_lock,
+                    trash_root, write_manifest)
 
 
 class Recovered(msgspec.Struct):
     name: str
-    action: Literal["completed", "rolled-back", "removed"]
+    action: Literal["completed", "rolled-back", "removed", "skipped"]
     state: str
+    why: str = ""
+    """Why it was skipped (its manifest unusable, or a move would leave the root)."""
 
 
 def recover(root: Path) -> list[Recovered]:
     """Finish or undo what a killed ``rm``/``restore`` left: an operation whose
-    moves all happened is completed, one cut short is rolled back."""
+    moves all happened is completed, one cut short is rolled back. Entries
+    left alone are reported ``skipped`` (the caller says so or not: the CLI's
+    own listing warns of them anyway)."""
     root = Path(root)
     base = trash_root(root)
     if not base.is_dir():
@@ -52,7 +56,10 @@ def recover(root: Path) -> list[Recovered]:
                 if is_dir:
                     shutil.rmtree(entry_dir, ignore_errors=True)
                 continue
-            if n.startswith(".") or not is_dir:
+            if n.startswith("."):
+                continue
+            if not is_dir:
+                out.append(_skipped(n, "not a directory (a symlink is never followed)"))
                 continue
             try:
                 entry = read_manifest(entry_dir)
@@ -63,15 +70,19 @@ def recover(root: Path) -> list[Recovered]:
                     out.append(Recovered(name=n, action="removed", state="none"))
                 continue
             except (OSError, ValueError, msgspec.DecodeError) as exc:
-                skipped(n, exc)
+                out.append(_skipped(n, exc))
                 continue
             if entry.state == "trashed":
                 continue
             try:
                 out.append(_recover_entry(store, root, entry_dir, entry))
             except OSError as exc:
-                skipped(n, exc)
+                out.append(_skipped(n, exc))
     return out
+
+
+def _skipped(name: str, why: BaseException | str) -> Recovered:
+    return Recovered(name=shown(name), action="skipped", state="none", why=reason(why))
 
 
 def _recover_entry(store: StoreRoot, root: Path, entry_dir: Path, entry: TrashEntry) -> Recovered:
