@@ -104,10 +104,9 @@ def test_a_manifest_that_is_not_a_small_regular_file_is_skipped_never_opened_or_
     d = daemon_factory()
     outside = canary(d)
     good, _ = trashed(d, "good")
-    bad = {}
-    for kind in ("fifo", "zero", "dir", "sparse", "linked-entry"):
-        sid, entry = trashed(d, kind)
-        bad[sid] = kind
+    kinds = ("fifo", "zero", "dir", "sparse", "linked-entry")
+    bad = {kind: trashed(d, kind)[1] for kind in kinds}  # all made before any is planted: an rm settles the trash first
+    for kind, entry in bad.items():
         manifest = entry / "manifest.json"
         if kind == "linked-entry":  # the whole entry, a valid one, lives outside and is linked in
             shutil.move(entry, outside / "entry")
@@ -150,27 +149,26 @@ def test_start_up_recovery_never_moves_a_file_into_or_out_of_the_root(daemon_fac
     outside = canary(d)
     (outside / "victim.jsonl").write_bytes(b"outside\n")
 
-    # restoring, the canary "not yet in the trash": rolled back into it.
-    _, e1 = trashed(d)
+    (_, e1), (_, e2), (sid3, e3), (_, e4) = [trashed(d) for _ in range(4)]  # all made before any is planted
     (d.root / "projects" / "evil").symlink_to(outside)
+
+    # restoring, half put back, the canary "already restored": rolled back into the trash.
+    main1 = json.loads((e1 / "manifest.json").read_bytes())["items"][0]
     (e1 / "outside").mkdir()
-    forge(e1, state="restoring", items=[{"path": "../outside/canary.jsonl", "kind": "file", "bytes": 1}])
+    forge(e1, state="restoring", items=[main1, {"path": "../outside/canary.jsonl", "kind": "file", "bytes": 1}])
     # trashing, half moved: the planted file "moved back" out of the root.
-    _, e2 = trashed(d)
     (e2 / "outside").mkdir()
     (e2 / "outside" / "planted.jsonl").write_bytes(b"planted\n")
     forge(e2, state="trashing", items=[{"path": "../outside/planted.jsonl", "kind": "file", "bytes": 1},
                                        {"path": "projects/p/gone.jsonl", "kind": "file", "bytes": 1}])
     # restoring, half put back through a project dir linked out of the root: the
     # file outside "already restored" would be rolled back into the trash.
-    sid3, e3 = trashed(d)
     (e3 / "files" / "projects" / "evil").mkdir()
     (e3 / "files" / "projects" / "evil" / f"{sid3}.jsonl.torn").write_bytes(b"still in the trash\n")
     forge(e3, state="restoring", items=[{"path": f"projects/evil/{sid3}.jsonl", "kind": "file", "bytes": 1},
                                         {"path": f"projects/evil/{sid3}.jsonl.torn", "kind": "file", "bytes": 1}])
     (outside / f"{sid3}.jsonl").write_bytes(b"outside, named as the session\n")
     # an absolute path.
-    _, e4 = trashed(d)
     forge(e4, state="restoring", items=[{"path": str(outside / "victim.jsonl"), "kind": "file", "bytes": 1}])
     before = beside_the_root(d)
 
