@@ -27,6 +27,7 @@ from sessiond.protocol.transcript.listing import project_dirs, session_candidate
 from sessiond.protocol.transcript.usage import Usage, usage
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable, RootHeld, SessiondError
+from sessiond.protocol.wire.records import path_text
 
 from .connection import Client
 
@@ -88,7 +89,9 @@ class Lifecycle:
 
     def trash(self, session: str, path: Path, *, force: bool = False, reason: str = "rm") -> trash.TrashEntry:
         if self.client is not None:
-            resp = self._call(m.Trash(id=self.client.next_id(), session=session, path=str(path), force=force, reason=reason))
+            text, raw = path_text(str(path))
+            resp = self._call(m.Trash(id=self.client.next_id(), session=session, path=text, raw_path=raw, force=force,
+                                      reason=reason))
             return resp.entries[0]  # type: ignore[union-attr]
         return trash.trash_session(self.root, path, reason=reason)
 

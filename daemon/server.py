@@ -316,7 +316,7 @@ async def _run(settings: Settings, flags: dict) -> int:
         for why in early:
             daemon.request_shutdown(why)
         try:
-            daemon.lifecycle.start()  # an rm/restore a kill interrupted: finished or undone before serving
+            await daemon.lifecycle.start()  # an rm/restore a kill interrupted: finished or undone before serving
         except (OSError, SessiondError) as exc:
             log.error("trash recovery failed: %s", exc)
         daemon.registry.spool.replay(daemon.registry)  # before the first request: a resend must meet what was held

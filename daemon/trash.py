@@ -50,14 +50,20 @@ class Lifecycle:
         self.daemon = daemon
         self.root = daemon.settings.root
 
-    def start(self) -> None:
+    async def start(self) -> None:
         """Finish or undo what a killed run left half-done, then refuse the
-        trashed sessions. Runs before the socket serves."""
-        for r in trash_recovery.recover(self.root):
+        trashed sessions. Runs before the socket serves, its file work in a
+        worker: what the trash holds (a FIFO for a manifest) never stalls the loop."""
+        recovered, trashed = await self.daemon.loop.run_in_executor(
+            None, lambda: (trash_recovery.recover(self.root), trash.trashed_ids(self.root)))
+        for r in recovered:
+            if r.action == "skipped":
+                trash.skipped(r.name, r.why)
+                continue
             log.warning("trash: %s %s left by an interrupted %s", r.action, r.name,
                         "rm" if r.state == "trashing" else "restore" if r.state == "restoring" else "operation")
         unavailable = self.daemon.registry.unavailable
-        for sid in trash.trashed_ids(self.root):
+        for sid in trashed:
             unavailable.setdefault(sid, in_trash(sid))
 
     def refresh_trashed(self, still: set[str]) -> None:
@@ -184,13 +190,13 @@ class Lifecycle:
             self.daemon.mirror.forget(p)
 
     def trashed(self, entry: trash.TrashEntry) -> None:
-        self.daemon.catalog.forget(self.root / entry.items[0].path)
+        self.daemon.catalog.forget(self.root / entry.items[0].rel)
 
     def restore(self, session: str) -> trash.TrashEntry:
         """In a worker: put the session back, and the catalog learns of it
         before the client hears (so its next ``list`` shows it)."""
         entry = trash.restore_session(self.root, session)
-        self.daemon.catalog.learn(self.root / entry.items[0].path)
+        self.daemon.catalog.learn(self.root / entry.items[0].rel)
         return entry
 
     def import_session(self, source: importer.SessionSource, main: Path) -> list[importer.FileResult]:

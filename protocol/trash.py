@@ -21,12 +21,23 @@ half-deleted entry is never mistaken for a trashed session.
 
 Both the daemon and the CLI (when no daemon runs) call these functions; they
 take ``.trash/.lock`` so two of them never interleave their moves.
+
+A manifest is read back as untrusted input: anyone who can write the root can
+write one. It is opened like every state file of the daemon (no symlink
+followed, nothing but a regular file, ``MAX_MANIFEST_BYTES`` at most) and
+checked (``check_entry``: its name, its dates and counts in range, every item
+a plain name in one project dir); one that fails is skipped with a warning,
+never used. Every move then goes through ``StoreRoot``, so a symlink planted
+in the store or in the trash cannot lead a move out of the root either.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
+import logging
+import math
 import os
 import shutil
 import stat
@@ -39,11 +50,14 @@ from pathlib import Path
 import msgspec
 
 from .transcript.appendfile import DIR_MODE, FILE_MODE, SETTLE_WAIT, ensure_dir, fsync_dir, write_all
-from .transcript.importer import flat_agents
-from .transcript.usage import tree_stats
+from .transcript.importer import FLAT_AGENT, flat_agents
 from .transcript.paths import check_inside, check_session_id, is_session_id, projects_dir
+from .transcript.safeopen import StoreRoot, UnsafePath, error_for, open_regular
+from .transcript.usage import tree_stats
 from .wire.errors import bad_request, conflict, not_found
-from .wire.records import TrashedItem, TrashEntry
+from .wire.records import TrashedItem, TrashEntry, path_text
+
+log = logging.getLogger("sessiond")
 
 TRASH_DIR = ".trash"
 MANIFEST = "manifest.json"
@@ -53,8 +67,39 @@ MAX_LOCKED = 64
 (the main one first): a session with thousands of agent files must not run the
 daemon out of descriptors, and a file moved unlocked loses nothing anyway."""
 
+MAX_MANIFEST_BYTES = 4 << 20
+"""The largest manifest read back. One names a session's few items, or with
+Claude Code 2.0.x's flat agent files beside it some thousands (about 150
+bytes each); anything larger was not written by sessiond, and a manifest
+linked to ``/dev/zero`` or made a sparse gigabyte must not become memory."""
+MAX_COUNT = 1 << 53
+"""The largest byte or file count a manifest may give (exact as a float,
+far beyond any disk)."""
+
+
+class BadManifest(ValueError):
+    """A manifest sessiond would not have written: its entry is skipped."""
+
+
 def trash_root(root: Path) -> Path:
     return Path(root) / TRASH_DIR
+
+
+def shown(name: str | os.PathLike) -> str:
+    """A file name as a log line or an error message may carry it (bytes that
+    are not UTF-8 escaped)."""
+    return path_text(os.fspath(name))[0]
+
+
+def _open_dir(path: Path) -> int:
+    """A descriptor on the directory ``path`` itself: a symlink there (or
+    anything but a directory) is ``UnsafePath``, never followed or opened."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafePath(f"{shown(path)} is not a directory (a symlink or a file); sessiond follows none") from None
+        raise
 
 
 # ------------------------------------------------------------------ file system
@@ -77,20 +122,60 @@ def _load_renameat2():
     return _renameat2
 
 
-def rename_noreplace(src: Path, dst: Path) -> None:
+_AT_FDCWD = -100
+
+
+def rename_noreplace(src: Path | str, dst: Path | str, *, src_dir_fd: int = _AT_FDCWD,
+                     dst_dir_fd: int = _AT_FDCWD) -> None:
     """``rename`` that fails with FileExistsError instead of replacing ``dst``
-    (renameat2 RENAME_NOREPLACE; a check first where the kernel lacks it)."""
+    (renameat2 RENAME_NOREPLACE; a check first where the kernel lacks it);
+    each name relative to its directory's descriptor when given."""
     fn = _load_renameat2()
     if fn:
-        AT_FDCWD = -100
-        if fn(AT_FDCWD, os.fsencode(src), AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+        if fn(src_dir_fd, os.fsencode(src), dst_dir_fd, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
             return
         err = ctypes.get_errno()
         if err not in (22, 38):  # EINVAL (filesystem without the flag), ENOSYS
-            raise OSError(err, os.strerror(err), str(src), None, str(dst))
-    if os.path.lexists(dst):
-        raise FileExistsError(17, "File exists", str(dst))
-    os.rename(src, dst)
+            raise OSError(err, os.strerror(err), shown(src), None, shown(dst))
+    fds = {"src_dir_fd": None if src_dir_fd == _AT_FDCWD else src_dir_fd,
+           "dst_dir_fd": None if dst_dir_fd == _AT_FDCWD else dst_dir_fd}
+    try:
+        os.stat(dst, dir_fd=fds["dst_dir_fd"], follow_symlinks=False)
+        raise FileExistsError(17, "File exists", shown(dst))
+    except FileNotFoundError:
+        pass
+    os.rename(src, dst, **fds)
+
+
+def lexists_in(store: StoreRoot, path: Path) -> bool:
+    """Whether something is at ``path`` (not followed), its directory reached
+    through ``store``: ``UnsafePath`` when the way there leaves the root."""
+    try:
+        parent = store.open_dir(path.parent)
+    except FileNotFoundError:
+        return False
+    try:
+        os.stat(path.name, dir_fd=parent, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(parent)
+
+
+def move(store: StoreRoot, src: Path, dst: Path) -> None:
+    """``rename_noreplace`` of ``src`` to ``dst`` (its missing directories
+    made), both directories opened through ``store``: a symlink on the way of
+    either that leads out of the root is ``UnsafePath``, never followed."""
+    src_parent = store.open_dir(src.parent)
+    try:
+        dst_parent = store.open_dir(dst.parent, create=True)
+        try:
+            rename_noreplace(src.name, dst.name, src_dir_fd=src_parent, dst_dir_fd=dst_parent)
+        finally:
+            os.close(dst_parent)
+    finally:
+        os.close(src_parent)
 
 
 def _jsonl_files(path: Path) -> list[Path]:
@@ -113,17 +198,96 @@ def write_manifest(entry_dir: Path, entry: TrashEntry) -> None:
     fsync_dir(entry_dir)
 
 
+def _read_bounded(fd: int, limit: int, name: str | Path) -> bytes:
+    """The whole of a regular file of at most ``limit`` bytes (``BadManifest``
+    for a larger one, before reading it)."""
+    if os.fstat(fd).st_size > limit:
+        raise BadManifest(f"{shown(name)} is larger than {limit} bytes")
+    chunks, got = [], 0
+    while got <= limit:
+        chunk = os.read(fd, min(1 << 16, limit + 1 - got))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        got += len(chunk)
+    raise BadManifest(f"{shown(name)} is larger than {limit} bytes")
+
+
 def read_manifest(entry_dir: Path) -> TrashEntry:
-    with open(entry_dir / MANIFEST, "rb") as f:
-        return msgspec.json.decode(f.read(), type=TrashEntry)
+    """The checked manifest of the entry ``entry_dir`` (see the module doc):
+    ``OSError`` (``UnsafePath`` for a symlink, FIFO, device, directory),
+    ``BadManifest`` or a msgspec error when it cannot be used."""
+    parent = _open_dir(entry_dir)
+    try:
+        fd = open_regular(MANIFEST, os.O_RDONLY, dir_fd=parent, shown=shown(entry_dir / MANIFEST))
+    finally:
+        os.close(parent)
+    try:
+        data = _read_bounded(fd, MAX_MANIFEST_BYTES, entry_dir / MANIFEST)
+    finally:
+        os.close(fd)
+    entry = msgspec.json.decode(data, type=TrashEntry)
+    check_entry(entry, entry_dir.name)
+    return entry
+
+
+def _count(value: int, what: str) -> None:
+    if not 0 <= value <= MAX_COUNT:
+        raise BadManifest(f"its {what} {value} is out of range")
+
+
+def check_entry(entry: TrashEntry, name: str) -> None:
+    """Refuse (``BadManifest``) a manifest that does not describe the entry
+    ``name`` as ``trash_session`` writes it: the entry's own name and session,
+    a date and counts in range, and items that are each one plain name in one
+    project dir of the store (``projects/<dir>/<name>``) belonging to the
+    session, so no path it gives reaches outside that dir."""
+    if entry.name != name or not is_session_id(entry.session) or not name.endswith("-" + entry.session):
+        raise BadManifest(f"it names entry {shown(entry.name)[:100]!r}, session {shown(entry.session)[:40]!r}")
+    try:
+        when = parse_iso(entry.trashedAt)
+    except (ValueError, OverflowError, OSError):
+        raise BadManifest(f"its trashedAt {shown(entry.trashedAt)[:40]!r} is not a date") from None
+    if not (math.isfinite(when) and when >= 0):
+        raise BadManifest(f"its trashedAt {entry.trashedAt[:40]!r} is out of range")
+    _count(entry.bytes, "byte count")
+    _count(entry.files, "file count")
+    if not entry.items:
+        raise BadManifest("it names no item")
+    project = None
+    for item in entry.items:
+        _count(item.bytes, "byte count")
+        _count(item.files, "file count")
+        parts = item.rel.split("/")
+        if (len(parts) != 3 or parts[0] != "projects" or parts[1] in ("", ".", "..") or parts[1].startswith(".")
+                or "\x00" in item.rel or not _belongs(parts[2], entry.session)
+                or (project is not None and parts[1] != project)):
+            raise BadManifest(f"its item {shown(item.rel)[:200]!r} is not a file of the session in one project dir")
+        project = parts[1]
+
+
+def _belongs(name: str, session: str) -> bool:
+    """Whether ``name`` is one of the names a session's items have."""
+    return name in (f"{session}.jsonl", f"{session}.jsonl.torn", session) or FLAT_AGENT.fullmatch(name) is not None
+
+
+def _open_trash(root: Path, *, create: bool) -> int:
+    """A descriptor on ``.trash``: a symlink in its place (which would take
+    every move and deletion out of the root) is ``UnsafePath``."""
+    base = trash_root(root)
+    if create:
+        ensure_dir(base)
+    return _open_dir(base)
 
 
 @contextmanager
 def trash_lock(root: Path) -> Iterator[None]:
     """The one lock every lifecycle operation on ``root`` holds."""
-    base = trash_root(root)
-    ensure_dir(base)
-    fd = os.open(base / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
+    base = _open_trash(root, create=True)
+    try:
+        fd = open_regular(".lock", os.O_RDWR | os.O_CREAT, FILE_MODE, dir_fd=base, shown=trash_root(root) / ".lock")
+    finally:
+        os.close(base)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -179,6 +343,11 @@ def parse_iso(text: str) -> float:
 # ---------------------------------------------------------------------- session
 
 
+def _item(root: Path, path: Path, kind: str, size: int, files: int = 1) -> TrashedItem:
+    text, raw = path_text(str(path.relative_to(root)))
+    return TrashedItem(path=text, raw=raw, kind=kind, bytes=size, files=files)  # type: ignore[arg-type]
+
+
 def session_items(root: Path, main: Path) -> list[TrashedItem]:
     """What belongs to the session whose transcript is ``main``: the transcript,
     its ``.torn`` side file and its ``<id>/`` directory, those that exist."""
@@ -190,16 +359,15 @@ def session_items(root: Path, main: Path) -> list[TrashedItem]:
             st = os.lstat(p)
         except FileNotFoundError:
             continue
-        rel = str(p.relative_to(root))
         if stat.S_ISREG(st.st_mode):
-            items.append(TrashedItem(path=rel, kind="file", bytes=st.st_size))
+            items.append(_item(root, p, "file", st.st_size))
         elif stat.S_ISDIR(st.st_mode):
             size, count, _ = tree_stats(p)
-            items.append(TrashedItem(path=rel, kind="dir", bytes=size, files=count))
+            items.append(_item(root, p, "dir", size, count))
         elif p == main:
-            raise bad_request(f"{p} is not a regular file")
+            raise bad_request(f"{shown(p)} is not a regular file")
     for f in flat_agents(main.parent).get(sid, []):  # Claude Code 2.0.x's subagent files beside it
-        items.append(TrashedItem(path=str(Path(f.src).relative_to(root)), kind="file", bytes=os.lstat(f.src).st_size))
+        items.append(_item(root, Path(f.src), "file", os.lstat(f.src).st_size))
     return items
 
 
@@ -238,7 +406,7 @@ def trash_session(root: Path, main: Path, *, reason: str = "rm", now: float | No
         name = f"{_stamp(now)}-{sid}"
         entry_dir = trash_root(root) / name
         os.mkdir(entry_dir, DIR_MODE)
-        entry = TrashEntry(name=name, session=sid, project=main.parent.name, trashedAt=iso(now), reason=reason,
+        entry = TrashEntry(name=name, session=sid, project=shown(main.parent.name), trashedAt=iso(now), reason=reason,
                            bytes=sum(i.bytes for i in items), items=items, files=sum(i.files for i in items),
                            state="trashing")
         write_manifest(entry_dir, entry)
@@ -248,7 +416,7 @@ def trash_session(root: Path, main: Path, *, reason: str = "rm", now: float | No
         locked = [main, *_jsonl_files(main.parent / sid)[:MAX_LOCKED - 1]]
         with _writers_locked(locked):
             for item in items:
-                rename_noreplace(root / item.path, entry_dir / "files" / item.path)
+                rename_noreplace(root / item.rel, entry_dir / "files" / item.rel)
         fsync_dir(main.parent)
         fsync_dir(dest_parent)
         entry.state = "trashed"
@@ -258,19 +426,36 @@ def trash_session(root: Path, main: Path, *, reason: str = "rm", now: float | No
 
 def entries(root: Path) -> list[TrashEntry]:
     """Every trashed session, oldest first (entries still being moved included,
-    with their state)."""
+    with their state); one whose manifest cannot be used is skipped with a
+    warning (``skipped``)."""
     base = trash_root(Path(root))
     try:
-        names = sorted(n for n in os.listdir(base) if not n.startswith("."))
+        fd = _open_trash(Path(root), create=False)
     except FileNotFoundError:
         return []
+    try:
+        names = sorted(n for n in os.listdir(fd) if not n.startswith("."))
+    finally:
+        os.close(fd)
     out = []
     for n in names:
         try:
             out.append(read_manifest(base / n))
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-            continue
+        except (OSError, ValueError, msgspec.DecodeError) as exc:
+            skipped(n, exc)
     return out
+
+
+def skipped(name: str, why: BaseException | str) -> None:
+    """Say that the trash entry ``name`` is left alone, and why."""
+    log.warning("trash: skipping entry %s: %s", shown(name), reason(why))
+
+
+def reason(why: BaseException | str) -> str:
+    """Why an entry is skipped, as one line of UTF-8 text."""
+    if isinstance(why, OSError) and why.strerror:
+        why = why.strerror
+    return shown(str(why))
 
 
 def trashed_ids(root: Path) -> set[str]:
@@ -287,33 +472,41 @@ def restore_session(root: Path, session: str) -> TrashEntry:
     when any of its paths exists again (nothing is overwritten)."""
     root = Path(root)
     session = check_session_id(session)
-    with trash_lock(root):
+    with trash_lock(root), StoreRoot(root) as store:
         candidates = [e for e in entries(root) if e.session == session and e.state == "trashed"]
         if not candidates:
             raise not_found(f"session {session} is not in the trash")
         entry = candidates[-1]
         entry_dir = trash_root(root) / entry.name
-        for item in entry.items:
-            if os.path.lexists(root / item.path):
-                raise conflict(f"{root / item.path} exists again; refusing to overwrite it (move it away, then restore)")
-        entry.state = "restoring"
-        write_manifest(entry_dir, entry)
-        moved: list[TrashedItem] = []
         try:
-            for item in entry.items:
-                ensure_dir((root / item.path).parent)
-                rename_noreplace(entry_dir / "files" / item.path, root / item.path)
-                moved.append(item)
-        except OSError:
-            for item in reversed(moved):
-                os.rename(root / item.path, entry_dir / "files" / item.path)
-            entry.state = "trashed"
-            write_manifest(entry_dir, entry)
-            raise
-        for parent in {(root / i.path).parent for i in entry.items}:
-            fsync_dir(parent)
-        discard(entry_dir)
+            _restore(store, root, entry_dir, entry)
+        except UnsafePath as exc:
+            raise error_for(exc, "restore") from None
         return entry
+
+
+def _restore(store: StoreRoot, root: Path, entry_dir: Path, entry: TrashEntry) -> None:
+    for item in entry.items:  # every way checked before anything moves
+        if not lexists_in(store, entry_dir / "files" / item.rel):
+            raise not_found(f"{shown(entry_dir / 'files' / item.rel)} is missing from the trash; nothing restored")
+        if lexists_in(store, root / item.rel):
+            raise conflict(f"{root / item.path} exists again; refusing to overwrite it (move it away, then restore)")
+    entry.state = "restoring"
+    write_manifest(entry_dir, entry)
+    moved: list[TrashedItem] = []
+    try:
+        for item in entry.items:
+            move(store, entry_dir / "files" / item.rel, root / item.rel)
+            moved.append(item)
+    except OSError:
+        for item in reversed(moved):
+            move(store, root / item.rel, entry_dir / "files" / item.rel)
+        entry.state = "trashed"
+        write_manifest(entry_dir, entry)
+        raise
+    for parent in {(root / i.rel).parent for i in entry.items}:
+        fsync_dir(parent)
+    discard(entry_dir)
 
 
 def discard(entry_dir: Path) -> None:

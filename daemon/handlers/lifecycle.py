@@ -17,6 +17,7 @@ from sessiond.protocol.transcript.paths import check_session_id, projects_dir
 from sessiond.protocol.transcript.usage import usage
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request, conflict
+from sessiond.protocol.wire.records import path_from
 
 from ..trash import busy, in_trash
 from .scope import requested_dirs
@@ -26,11 +27,14 @@ if TYPE_CHECKING:
 
 
 def _error(rid: int, exc: BaseException) -> m.Error:
+    """The answer for a failed operation; a file name in it that is not UTF-8
+    shown escaped (the wire carries UTF-8 text only)."""
     if isinstance(exc, SessiondError):
-        return m.Error(id=rid, code=exc.code, message=exc.message)
+        return m.Error(id=rid, code=exc.code, message=trash.shown(exc.message))
     if isinstance(exc, OSError):
-        return m.Error(id=rid, code="io_error", message=f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
-    return m.Error(id=rid, code="internal", message=f"{type(exc).__name__}: {exc}")
+        return m.Error(id=rid, code="io_error",
+                       message=trash.shown(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")))
+    return m.Error(id=rid, code="internal", message=trash.shown(f"{type(exc).__name__}: {exc}"))
 
 
 def _answer(conn: Connection, rid: int, success: Callable[[Any], m.Response]) -> Callable[[Any, BaseException | None], None]:
@@ -44,7 +48,7 @@ def handle_trash(conn: Connection, req: m.Trash) -> None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     sid = check_session_id(req.session)
-    path = trash.check_transcript_path(daemon.settings.root, Path(req.path), sid)
+    path = trash.check_transcript_path(daemon.settings.root, Path(path_from(req.path, req.raw_path)), sid)
     if req.reason not in ("rm", "prune"):
         raise bad_request(f"unknown trash reason {req.reason!r}")
     lifecycle = daemon.lifecycle

@@ -18,7 +18,7 @@ from ..lease import LeaseHolder
 from ..statefile import StateFileProblem
 from ..transcript.session_info import SessionInfo
 from .frames import PROTOCOL_VERSION  # noqa: F401  (m.PROTOCOL_VERSION: what the handshake sends)
-from .records import FileResult, PathText, SessionSource, TrashEntry
+from .records import FileResult, PathBytes, PathText, SessionSource, TrashEntry
 from .records import Usage as UsageReport
 
 Durability = Literal["queued", "written", "durable"]
@@ -210,6 +210,8 @@ class Trash(_Message):
     path: PathText
     force: bool = False
     reason: str = "rm"
+    raw_path: PathBytes | None = None
+    """``path``'s bytes when they are not UTF-8 (``records.path_text``)."""
 
 
 class Restore(_Message):

@@ -9,6 +9,7 @@ here under their old names.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Literal
 
 import msgspec
@@ -19,6 +20,24 @@ the daemon resolves, splits and compares paths, and none of that may cost it
 more than a path's worth of work."""
 
 PathText = Annotated[str, msgspec.Meta(max_length=MAX_PATH_CHARS)]
+PathBytes = Annotated[bytes, msgspec.Meta(max_length=MAX_PATH_CHARS)]
+
+
+def path_text(path: str) -> tuple[str, bytes | None]:
+    """A path as a record carries it: itself when it is UTF-8; else its bytes
+    shown escaped (``\\xff``) and the bytes themselves, which JSON and msgpack
+    strings cannot hold but a file name may, so it comes back byte for byte."""
+    try:
+        path.encode("utf-8")
+        return path, None
+    except UnicodeEncodeError:
+        raw = os.fsencode(path)
+        return raw.decode("utf-8", "backslashreplace"), raw
+
+
+def path_from(text: str, raw: bytes | None) -> str:
+    """The path ``path_text`` made ``(text, raw)`` of (``os`` functions take it)."""
+    return os.fsdecode(raw) if raw is not None else text
 
 MAX_IMPORT_FILES = 10_000
 """Files one session's Import may name (its transcript and its subagents' files)."""
@@ -63,6 +82,13 @@ class TrashedItem(msgspec.Struct):
     kind: Literal["file", "dir"]
     bytes: int
     files: int = 1
+    raw: PathBytes | None = None
+    """The path's bytes when they are not UTF-8 (``path`` then shows them escaped)."""
+
+    @property
+    def rel(self) -> str:
+        """The path relative to the root, as ``os`` functions take it."""
+        return path_from(self.path, self.raw)
 
 
 class TrashEntry(msgspec.Struct):
