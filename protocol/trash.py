@@ -52,7 +52,7 @@ import msgspec
 from .transcript.appendfile import DIR_MODE, FILE_MODE, SETTLE_WAIT, ensure_dir, fsync_dir, write_all
 from .transcript.importer import FLAT_AGENT, flat_agents
 from .transcript.paths import check_inside, check_session_id, is_session_id, projects_dir
-from .transcript.safeopen import StoreRoot, UnsafePath, error_for, open_regular
+from .transcript.safeopen import StoreRoot, UnsafePath, error_for, open_regular, read_regular
 from .transcript.usage import tree_stats
 from .wire.errors import bad_request, conflict, not_found
 from .wire.records import TrashedItem, TrashEntry, path_text
@@ -198,34 +198,15 @@ def write_manifest(entry_dir: Path, entry: TrashEntry) -> None:
     fsync_dir(entry_dir)
 
 
-def _read_bounded(fd: int, limit: int, name: str | Path) -> bytes:
-    """The whole of a regular file of at most ``limit`` bytes (``BadManifest``
-    for a larger one, before reading it)."""
-    if os.fstat(fd).st_size > limit:
-        raise BadManifest(f"{shown(name)} is larger than {limit} bytes")
-    chunks, got = [], 0
-    while got <= limit:
-        chunk = os.read(fd, min(1 << 16, limit + 1 - got))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        got += len(chunk)
-    raise BadManifest(f"{shown(name)} is larger than {limit} bytes")
-
-
 def read_manifest(entry_dir: Path) -> TrashEntry:
     """The checked manifest of the entry ``entry_dir`` (see the module doc):
     ``OSError`` (``UnsafePath`` for a symlink, FIFO, device, directory),
     ``BadManifest`` or a msgspec error when it cannot be used."""
     parent = _open_dir(entry_dir)
     try:
-        fd = open_regular(MANIFEST, os.O_RDONLY, dir_fd=parent, shown=shown(entry_dir / MANIFEST))
+        data = read_regular(MANIFEST, MAX_MANIFEST_BYTES, dir_fd=parent, shown=shown(entry_dir / MANIFEST))
     finally:
         os.close(parent)
-    try:
-        data = _read_bounded(fd, MAX_MANIFEST_BYTES, entry_dir / MANIFEST)
-    finally:
-        os.close(fd)
     entry = msgspec.json.decode(data, type=TrashEntry)
     check_entry(entry, entry_dir.name)
     return entry

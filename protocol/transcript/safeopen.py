@@ -93,21 +93,24 @@ class OversizedFile(OSError):
         super().__init__(errno.EFBIG, f"{shown} holds more than {max_bytes} bytes, more than sessiond ever writes there")
 
 
-def read_regular(path: str | Path, max_bytes: int, *, follow: bool = False, store: StoreRoot | None = None) -> bytes:
+def read_regular(path: str | Path, max_bytes: int, *, follow: bool = False, store: StoreRoot | None = None,
+                 dir_fd: int | None = None, shown: str | Path | None = None) -> bytes:
     """The whole of a small file, read with a bound: opened as ``open_regular``
     (never blocking, a regular file only; ``follow`` lets a final symlink lead
     to one, for a file the user owns such as the config; ``store``: through
-    ``StoreRoot.open``, for a path below the root) and refused with
+    ``StoreRoot.open``, for a path below the root; ``dir_fd``: ``path`` is a
+    name in that directory, ``shown`` the path errors name) and refused with
     ``OversizedFile`` past ``max_bytes``, whatever ``fstat`` claims: at most
     ``max_bytes + 1`` bytes are ever read. For the daemon's state files, its
     spool and the config, whose size a file on disk, not sessiond, controls."""
     if store is not None:
         fd = store.open(path, os.O_RDONLY)
     else:
-        fd = open_regular_following(path) if follow else open_regular(path, os.O_RDONLY)
+        fd = open_regular_following(path) if follow else open_regular(path, os.O_RDONLY, dir_fd=dir_fd, shown=shown)
+    shown = shown if shown is not None else path
     try:
         if os.fstat(fd).st_size > max_bytes:
-            raise OversizedFile(path, max_bytes)
+            raise OversizedFile(shown, max_bytes)
         chunks: list[bytes] = []
         got = 0
         while got <= max_bytes:
@@ -116,7 +119,7 @@ def read_regular(path: str | Path, max_bytes: int, *, follow: bool = False, stor
                 return b"".join(chunks)
             chunks.append(chunk)
             got += len(chunk)
-        raise OversizedFile(path, max_bytes)
+        raise OversizedFile(shown, max_bytes)
     finally:
         os.close(fd)
 
