@@ -6,8 +6,9 @@
   sorts first), as Claude Code's ``--resume ID`` picks it (``getLastSessionLog``:
   ``findLatestMessage`` of the non-sidechain messages). Timestamps are compared as
   times, as its ``Date.parse`` does: one C-level ``max`` over the strings when
-  they all have one fixed-width UTC shape (every file Claude Code writes), parsed
-  otherwise (``2026-01-01T10:00:00+02:00`` is earlier than ``...T09:00:00.000Z``).
+  they all have ``toISOString``'s shape (every file Claude Code writes) and the
+  latest is a date, parsed otherwise (``2026-01-01T10:00:00+02:00`` is earlier
+  than ``...T09:00:00.000Z``; ``T-1:59:59`` is no time and sorts first).
   Then, beyond Claude Code, the leaf is followed DOWN to the newest leaf under it
   (:func:`_descend`): an entry written after the latest one in the file, hanging
   off it, with an older timestamp (a clock that stepped back; real case: daaain
@@ -78,22 +79,38 @@ def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False, sess
     the session the file is (its name), whose own latest message is the leaf when
     entries of another session are newer (:func:`_own_session`)."""
     values = entries.values()
-    latest: Entry | None = None
-    try:
-        # Usually the latest entry of all is a candidate, found by one C-level max
-        # (reversed: max keeps the first of equals, file order wants the last).
-        # Strings compare as times when they all have one width and end in Z.
-        latest = max(reversed(values), key=_timestamp)  # one entry: never compared, None possible
-        ts = latest.timestamp
-        if not (type(ts) is str and ts.endswith("Z") and len(set(map(len, map(_timestamp, values)))) == 1):
-            latest = None
-    except (TypeError, ValueError):  # a missing timestamp (None), or no entry at all
-        latest = None
+    latest = _latest_iso(values)  # usually a candidate
     if latest is None or latest.type not in TRANSCRIPT_TYPES or not (sidechain_only or not latest.isSidechain):
         latest = _latest_by_time(values, sidechain_only)
     if session is not None and latest is not None and session_of(latest) not in (None, session):
         latest = _own_session(values, latest, sidechain_only, session)
     return _descend(entries, latest, sidechain_only)
+
+
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_ISO_SHAPE = b"0000-00-00T00:00:00.000Z\n"
+"""``toISOString``'s shape, the only one Claude Code writes, with its digits as 0."""
+
+
+def _latest_iso(values) -> Entry | None:
+    """The latest entry by timestamp (the later line of equals) when every
+    timestamp has ``toISOString``'s shape, found by one C-level ``max`` over the
+    strings: in that shape string order is time order. None when one has another
+    shape (the same width is not enough: ``2026-01-01 10:00:00.000Z`` sorts before
+    ``...T09:...``) or the latest string is no date (``T-1:59:59``, month 13: it
+    sorts first as a time): the caller parses them all."""
+    if not values:
+        return None
+    try:
+        # One line per timestamp, its digits as 0: equal to the shape repeated
+        # exactly when each has the shape (a line break inside one shifts them).
+        shapes = ("\n".join(map(_timestamp, values)) + "\n").encode("ascii").translate(_DIGITS)
+    except (TypeError, UnicodeEncodeError):  # a missing timestamp (None), a non-ASCII one
+        return None
+    if shapes != _ISO_SHAPE * len(values):
+        return None
+    latest = max(reversed(values), key=_timestamp)  # reversed: max keeps the first of equals
+    return latest if _instant(latest.timestamp) != float("-inf") else None
 
 
 def _own_session(values, latest: Entry, sidechain_only: bool, session: str) -> Entry:

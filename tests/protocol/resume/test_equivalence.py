@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sessiond.protocol.transcript.chainentry import Entry
@@ -111,7 +111,19 @@ def assert_same(path: Path, skip_threshold: float, chunk: int) -> None:
     assert resolved_view(new_r) == resolved_view(old_r)
 
 
+def _stepped_back_before_midnight() -> Conv:
+    """Found by the property: a clock stepped back before 00:00 wrote timestamps of
+    Claude Code's width that are no dates (``T-1:59:59``). None is a time, so the
+    later line is the leaf (e5, bridged to e2); a string max took e2."""
+    conv = Conv()
+    conv.user("e1", ts="2026-01-01T-1:59:58.000Z")
+    conv.user("e2", ts="2026-01-01T-1:59:59.000Z")
+    conv.user("e5", "after a gap", parent="lost5", ts="2026-01-01T-1:59:58.000Z")
+    return conv
+
+
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(conv=_stepped_back_before_midnight(), damage=[], trailing_newline=False, chunk=1, skip_threshold=0)
 @given(
     conv=transcripts(),
     damage=st.lists(st.tuples(st.integers(0, 40), st.sampled_from(DAMAGE)), max_size=6),

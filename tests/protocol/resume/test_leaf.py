@@ -116,6 +116,7 @@ def test_a_progress_line_under_a_message_does_not_hide_it(tmp_path):
     ("2026-01-01T09:00:00.000Z", "2026-01-01T10:00:00+02:00"),  # an offset: 08:00 UTC
     ("2026-01-01T09:00:00.500Z", "2026-01-01T09:00:00Z"),  # no milliseconds ('Z' sorts after '.')
     ("2026-01-01T09:00:00.123457+00:00", "2026-01-01T09:00:00.123Z"),  # Python's isoformat()
+    ("2026-01-01 10:00:00.000Z", "2026-01-01T09:00:00.000Z"),  # a space for the T: same width, ' ' < 'T'
 ])
 def test_timestamps_compare_as_times_not_as_strings(tmp_path, later, earlier):
     for order in ((later, earlier), (earlier, later)):
@@ -134,6 +135,17 @@ def test_a_missing_or_bad_timestamp_never_beats_a_real_one(tmp_path):
     conv.assistant("none", parent="root")
     del conv.lines[-1]["timestamp"]
     conv.assistant("junk", parent="root", ts="yesterday")
+    assert resumed(conv, tmp_path).chain == ["root", "good"]
+
+
+@pytest.mark.parametrize("junk", ["2026-01-01T99:00:00.000Z", "2026-13-01T00:00:00.000Z", "9026-01-01T-1:00:00.000Z"])
+def test_a_bad_timestamp_of_the_usual_width_never_beats_a_real_one(tmp_path, junk):
+    """Shaped like every timestamp Claude Code writes and sorting last as a
+    string, but no date (Date.parse: NaN)."""
+    conv = Conv()
+    conv.user("root", ts=stamp(1))
+    conv.assistant("good", parent="root", ts=stamp(2))
+    conv.assistant("junk", parent="root", ts=junk)
     assert resumed(conv, tmp_path).chain == ["root", "good"]
 
 
