@@ -18,8 +18,6 @@ import unicodedata
 import uuid
 from pathlib import Path
 
-import pytest
-
 from sessiond.client.cli.output import printable
 from tests.conftest import REPO, DaemonProc
 from tests.helpers import assistant, line, user
@@ -128,10 +126,9 @@ def assert_inert(out: bytes | str, what: str) -> str:
     return text
 
 
-def hostile_store(daemon: DaemonProc, tmp: Path) -> tuple[str, str]:
+def hostile_store(daemon: DaemonProc) -> tuple[str, str]:
     """A session in a project whose cwd (so its directory name) holds controls,
-    with a hostile title, branch, tag and a second project whose directory name
-    is not UTF-8; returns (cwd, session id)."""
+    with a hostile prompt, title, branch and tag; returns (cwd, session id)."""
     cwd = f"/work/x{HOSTILE}proj"
     sid = str(uuid.uuid4())
     entries = [
@@ -149,8 +146,8 @@ def _outputs(r) -> str:
     return r.stdout.decode("utf-8", "surrogateescape") + r.stderr.decode("utf-8", "surrogateescape")
 
 
-def test_every_command_shows_hostile_names_escaped(daemon: DaemonProc, tmp_path: Path):
-    cwd, sid = hostile_store(daemon, tmp_path)
+def test_every_command_shows_hostile_names_escaped(daemon: DaemonProc):
+    cwd, sid = hostile_store(daemon)
     runs = {
         "list": daemon.cli("list", "--cwd", cwd),
         "list --all": daemon.cli("list", "--all"),
@@ -161,6 +158,9 @@ def test_every_command_shows_hostile_names_escaped(daemon: DaemonProc, tmp_path:
         "check": daemon.cli("check", "--all", check=False),
         "status": daemon.cli("status"),
         "rename": daemon.cli("rename", sid, f"again{HOSTILE}", "--cwd", cwd),
+        "tag": daemon.cli("tag", sid, f"tag2{HOSTILE}", "--cwd", cwd),
+        "prune": daemon.cli("prune", "--older-than", "0s", "--dry-run", "--all", check=False),
+        "import": daemon.cli("import", f"/nonexistent{HOSTILE}/x.jsonl", check=False),
         "show (missing)": daemon.cli("show", f"nope{HOSTILE}", "--cwd", cwd, check=False),
         "usage error": daemon.cli("status", f"extra{HOSTILE}", check=False),  # click quotes it as typed
         "no such command": daemon.cli(f"bogus{HOSTILE}", check=False),
@@ -171,6 +171,7 @@ def test_every_command_shows_hostile_names_escaped(daemon: DaemonProc, tmp_path:
         assert_inert(_outputs(r), what)
     assert "^[]0;owned^G^[[2J" in runs["list"].stdout.decode(), runs["list"].stdout
     assert "\\u202eevil\\u200b" in runs["show"].stdout.decode()
+    assert "nonexistent^[]0;owned" in _outputs(runs["import"]), runs["import"]
     assert "^[]0;owned" in runs["usage error"].stderr.decode(), runs["usage error"].stderr
     assert "unexpected extra argument" in runs["usage error"].stderr.decode()
     assert runs["usage error"].returncode == 2 and runs["bad option value"].returncode == 2
@@ -183,8 +184,8 @@ def test_every_command_shows_hostile_names_escaped(daemon: DaemonProc, tmp_path:
     assert_inert(_outputs(restored), "restore")
 
 
-def test_json_keeps_hostile_text_as_it_is(daemon: DaemonProc, tmp_path: Path):
-    cwd, sid = hostile_store(daemon, tmp_path)
+def test_json_keeps_hostile_text_as_it_is(daemon: DaemonProc):
+    cwd, sid = hostile_store(daemon)
     listed = json.loads(daemon.cli("list", "--cwd", cwd, "--json").stdout)
     assert any(s["cwd"] == cwd and HOSTILE in (s.get("title") or "") for s in listed), listed
     tailed = [json.loads(x) for x in daemon.cli("tail", sid, "--cwd", cwd, "--json").stdout.splitlines()]
@@ -225,8 +226,7 @@ def test_a_non_utf8_project_directory_is_shown_as_its_bytes(daemon: DaemonProc):
     assert "Traceback" not in assert_inert(_outputs(listed), "list --all")
 
 
-@pytest.mark.parametrize("args", [("--socket", "/nonexistent/s\x1b]0;x\x07ock", "--no-autostart", "status")])
-def test_error_lines_quote_paths_escaped(daemon: DaemonProc, args):
-    r = daemon.cli(*args, check=False)
+def test_an_error_line_quoting_a_path_shows_it_escaped(daemon: DaemonProc):
+    r = daemon.cli("--socket", "/nonexistent/s\x1b]0;x\x07ock", "--no-autostart", "status", check=False)
     assert r.returncode != 0
-    assert_inert(_outputs(r), "status on a hostile socket path")
+    assert "s^[]0;x^Gock" in assert_inert(_outputs(r), "status on a hostile socket path")
