@@ -23,6 +23,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
     from datetime import date
 
 
@@ -115,8 +116,6 @@ def size(n: int) -> str:
     return f"{n} B"
 
 
-_CONTROLS: dict[int, str] | None = None
-
 _FORMAT_CHARS = ((0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891),
                  (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200B), (0x200E, 0x200F), (0x2028, 0x202E),
                  (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
@@ -127,21 +126,20 @@ paragraph separators, but for ZWNJ and ZWJ (U+200C, U+200D; see ``printable``):
 bidirectional marks, embeddings, overrides and isolates reorder what is shown,
 the others are zero-width, so ``ma\\u200bin`` would look like ``main``."""
 
+_SHOWN: re.Pattern[str] | None = None  # what printable() replaces, compiled on first use
+_JOINERS: re.Pattern[str] | None = None  # a ZWNJ or ZWJ not between two non-ASCII characters
 
-def _controls() -> dict[int, str]:
-    global _CONTROLS
-    if _CONTROLS is None:
-        table = {c: f"^{chr(c + 64)}" for c in range(32) if c not in (9, 10)}
-        table[0x7F] = "^?"
-        for c in range(0x80, 0xA0):
-            table[c] = f"\\u{c:04x}"
-        for first, last in _FORMAT_CHARS:
-            for c in range(first, last + 1):
-                table[c] = f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
-        for c in range(0xD800, 0xE000):  # lone surrogates: a non-UTF-8 byte of a name (surrogateescape) as \xNN
-            table[c] = f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"\\u{c:04x}"
-        _CONTROLS = table
-    return _CONTROLS
+
+def _shown(match: re.Match[str]) -> str:
+    """How ``printable`` shows the one character it matched."""
+    c = ord(match.group())
+    if c < 0x20:
+        return f"^{chr(c + 64)}"
+    if c == 0x7F:
+        return "^?"
+    if 0xDC80 <= c <= 0xDCFF:  # surrogateescape's form of a byte that is not UTF-8
+        return f"\\x{c - 0xDC00:02x}"
+    return f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
 
 
 def printable(text: str) -> str:
@@ -160,12 +158,16 @@ def printable(text: str) -> str:
     entries' own text, unchanged."""
     if text.isprintable():
         return text
-    text = text.translate(_controls())
-    if "\u200c" in text or "\u200d" in text:
+    global _SHOWN, _JOINERS
+    if _SHOWN is None or _JOINERS is None:
         import re
 
-        text = re.sub(r"(?<![^\x00-\x7f])[\u200c\u200d]|[\u200c\u200d](?![^\x00-\x7f])",
-                      lambda m: f"\\u{ord(m.group()):04x}", text)
+        ranges = [(0, 8), (0xB, 0x1F), (0x7F, 0x9F), *_FORMAT_CHARS, (0xD800, 0xDFFF)]
+        _SHOWN = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]")
+        _JOINERS = re.compile(r"(?<![^\x00-\x7f])[\u200c\u200d]|[\u200c\u200d](?![^\x00-\x7f])")
+    text = _SHOWN.sub(_shown, text)
+    if "\u200c" in text or "\u200d" in text:
+        text = _JOINERS.sub(_shown, text)
     return text
 
 

@@ -13,7 +13,7 @@ from sessiond.protocol.locations import default_root
 
 from . import Context, cli
 from .completion import complete_session
-from .output import Progress, count, echo, local_time, write_all
+from .output import Progress, count, echo, local_time, printable, write_all
 
 
 @cli.command("import")
@@ -90,7 +90,11 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
         def when(ts) -> str:  # local, with the date: the reader's zone, any day it is read
             return local_time(ts, seconds=True) if isinstance(ts, str) else ""
 
-        data = (ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)).encode()
+        document = ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)
+        # A document for a person, often read in a terminal: its controls shown
+        # as everywhere (the export's own markup has none; a bidi override
+        # would reorder the page in a browser too).
+        data = printable(document).encode()
     if output is None:
         write_all(data)  # all of it, or a broken pipe (exit 141)
         return

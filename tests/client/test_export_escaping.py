@@ -31,6 +31,7 @@ PAYLOADS = [
     "\n# FAKE HEADING\n",
     "```\n</details><script>alert(2)</script>\n```",
     "`````\n<svg onload=alert(3)>",
+    "controls \x1b]0;owned\x07\x1b[2J \u202eevil\u2066 \x9b31m",
 ]
 EVIL = "\n\n".join(PAYLOADS)
 AGENT = 'x"><img src=x onerror=alert(1)>'  # a file name: anything but a slash
@@ -91,6 +92,14 @@ def assert_nothing_rendered(document: str, allowed: set[str]) -> Elements:
     return found
 
 
+def assert_controls_shown(document: str) -> None:
+    """A document for a person, often printed to a terminal: its controls are
+    shown as every CLI line shows them (``output.printable``)."""
+    for ch in ("\x1b", "\x07", "\x9b", "\u202e", "\u2066"):
+        assert ch not in document, ch
+    assert "controls ^[]0;owned^G^[[2J \\u202eevil\\u2066 \\u009b31m" in document
+
+
 MD_ALLOWED = {"h1", "h2", "h3", "ul", "li", "p", "pre", "code", "details", "summary", "a", "em"}
 HTML_ALLOWED = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "p", "code", "time", "nav",
                 "a", "main", "div", "details", "summary", "pre", "em", "section"}
@@ -123,6 +132,7 @@ def hostile_session(d: DaemonProc) -> str:
 def test_markdown_export_renders_no_transcript_html(daemon: DaemonProc):
     sid = hostile_session(daemon)
     md = daemon.cli("export", sid, "--cwd", CWD).stdout.decode()
+    assert_controls_shown(md)
     rendered = MarkdownIt("commonmark", {"html": True}).render(md)
     found = assert_nothing_rendered(rendered, MD_ALLOWED)
     assert found.headings[0] == TITLE
@@ -139,6 +149,7 @@ def test_markdown_export_renders_no_transcript_html(daemon: DaemonProc):
 def test_html_export_renders_no_transcript_html(daemon: DaemonProc):
     sid = hostile_session(daemon)
     page = daemon.cli("export", sid, "--cwd", CWD, "--format", "html").stdout.decode()
+    assert_controls_shown(page)
     found = assert_nothing_rendered(page, HTML_ALLOWED)
     assert found.title == TITLE
     ids = [a["id"] for _, a in found.tags if "id" in a]
