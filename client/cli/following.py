@@ -32,7 +32,7 @@ def skipped_note(file: str, offset: int, skipped: int, cap: int | None = None) -
     from sessiond.protocol.transcript.linecap import MAX_LINE
 
     echo(f"sessiond: skipped {skipped:,} bytes of {file} at byte {offset - skipped:,}: "
-               f"a line longer than {min(cap or MAX_LINE, MAX_LINE):,} bytes", err=True)
+         f"a line longer than {min(cap or MAX_LINE, MAX_LINE):,} bytes", err=True)
 
 
 def poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda: None) -> None:

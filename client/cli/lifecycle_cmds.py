@@ -94,7 +94,7 @@ def trash(ctx: click.Context, as_json: bool) -> None:
     for e in found:
         state = "" if e.state == "trashed" else f"  [{e.state}]"
         echo(f"{local_time(e.trashedAt):>16}  {size(e.bytes):>9}  {count(e.files, 'file', 'files'):>9}  {e.reason:<5}  "
-                   f"{e.session}  {clip(e.project, 50)}{state}")
+             f"{e.session}  {clip(e.project, 50)}{state}")
     echo(f"{count(len(found), 'session')}, {size(sum(e.bytes for e in found))}", err=True)
 
 
@@ -244,7 +244,7 @@ def du(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None
         echo("largest sessions:" if all_projects else "sessions:")
     for s in shown:
         echo(f"{size(s.bytes):>9}  {count(s.files, 'file'):>9}  {s.lastWrite[:10]}  {s.sessionId}"
-                   + (f"  {clip(s.project, 40)}" if all_projects else ""))
+             + (f"  {clip(s.project, 40)}" if all_projects else ""))
 
 
 def _set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> str:

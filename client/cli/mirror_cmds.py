@@ -290,7 +290,7 @@ def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: t
             echo_json(res)
             continue
         echo(f"pulled {res['sessionId']}: {count(res['files'], 'file')}, "
-                   f"{size(res['bytesAdded'])} new, {size(res['bytesPresent'])} already here")
+             f"{size(res['bytesAdded'])} new, {size(res['bytesPresent'])} already here")
         if res["path"]:
             echo(f"  {res['path']}")
 
@@ -395,5 +395,5 @@ def push(obj: Context, session_id: str, cwd: str | None, servers: tuple[str, ...
         echo_json(res)
     else:
         echo(f"pushed {session_id}: {count(res['files'], 'file')}, "
-                   f"{size(res['bytesPublished'])} published")
+             f"{size(res['bytesPublished'])} published")
     sys.stdout.flush()

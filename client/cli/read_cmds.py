@@ -94,7 +94,7 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
         note = f", {skipped} skipped (not regular files)" if skipped else ""
         note += f", {len(foreign)} not transcripts" if foreign else ""
         echo(f"{count(len(files) - skipped, 'file')} checked, {unhealthy} unhealthy{note}, "
-                   f"{warned} with warnings")
+             f"{warned} with warnings")
     sys.exit(1 if unhealthy or foreign else 0)
 
 

@@ -216,8 +216,8 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
             holder = exc.holder
             who = holder.describe(local_time) if holder is not None else "another client"
             echo(f"sessiond: session {session_id} is live: written by {who}.\n"
-                       f"  sessiond resume {session_id} --take-over   # take it (that client is refused from then on)\n"
-                       f"  sessiond resume {session_id} --fork        # continue in a copy", err=True)
+                 f"  sessiond resume {session_id} --take-over   # take it (that client is refused from then on)\n"
+                 f"  sessiond resume {session_id} --fork        # continue in a copy", err=True)
             sys.exit(EXIT_BUSY)
         result = load_transcript(path)
         refuse_unusable(path, result)
