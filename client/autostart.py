@@ -54,6 +54,8 @@ def start_daemon(sock: Path, root: Path | None, timeout: float = START_TIMEOUT) 
 
 
 def _launch(sock: Path, root: str, timeout: float) -> int:
+    from .cli.output import echo  # its lines quote the daemon's log and paths: shown as every CLI line is
+
     # The directory is checked before anything is opened in it: another user
     # may have made it (``/tmp/sessiond-<uid>``) and planted a symlink as the log.
     try:
@@ -62,7 +64,7 @@ def _launch(sock: Path, root: str, timeout: float) -> int:
         log_path = sock.parent / LOG_NAME
         fd = open_private_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     except PermissionError as exc:
-        print(f"refusing to start the daemon: {exc}", file=sys.stderr)
+        echo(f"refusing to start the daemon: {exc}", err=True)
         return EXIT_UNSAFE_DIR
     cmd = [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock)]
     if root:
@@ -81,10 +83,10 @@ def _launch(sock: Path, root: str, timeout: float) -> int:
             # Exit 3 with the socket's lock free: it lost the ROOT to a daemon on
             # another socket, which will never answer on this one.
             why = _last_line(log_path)
-            print(f"the daemon failed to start (exit {code}){': ' + why if why else ''}; log: {log_path}", file=sys.stderr)
+            echo(f"the daemon failed to start (exit {code}){': ' + why if why else ''}; log: {log_path}", err=True)
             return 1
         time.sleep(0.02)
-    print(f"the daemon did not answer on {sock} within {timeout:.0f}s; see {log_path}", file=sys.stderr)
+    echo(f"the daemon did not answer on {sock} within {timeout:.0f}s; see {log_path}", err=True)
     return 1
 
 

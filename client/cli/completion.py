@@ -16,6 +16,8 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
+from .output import printable
+
 MAX_ITEMS = 200
 """A shell lists at most a screenful anyway; past this, type more of the id."""
 
@@ -67,7 +69,7 @@ def _items(groups: list[list[str]], keep) -> list[CompletionItem]:
             if sid in seen or not info.listable or not keep(title):
                 continue
             seen.add(sid)
-            items.append(CompletionItem(sid, help=title[:60] or None))
+            items.append(CompletionItem(sid, help=printable(title[:60]) or None))  # zsh and fish print it
             if len(items) >= MAX_ITEMS:
                 return items
     return items
@@ -78,5 +80,5 @@ def complete_trashed(ctx: click.Context, param: click.Parameter, incomplete: str
     from sessiond.protocol import trash
 
     want = incomplete.lower()
-    return [CompletionItem(e.session, help=e.project or None) for e in trash.entries(_root(ctx))
+    return [CompletionItem(e.session, help=printable(e.project) or None) for e in trash.entries(_root(ctx))
             if e.session.startswith(want)][:MAX_ITEMS]

@@ -12,7 +12,7 @@ import click
 from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError, UnsafeSocketDir
 
 from . import Context, cli
-from .output import count, echo_json
+from .output import count, echo, echo_json
 
 
 @cli.command()
@@ -45,7 +45,7 @@ def serve(obj: Context, flush_interval: float | None, fsync: str | None, max_fra
     try:
         settings = build(flags, config_path)
     except ConfigError as exc:
-        click.echo(f"sessiond: config: {exc}", err=True)
+        echo(f"sessiond: config: {exc}", err=True)
         sys.exit(2)
     sys.exit(run(settings, flags))
 
@@ -58,11 +58,11 @@ def start(obj: Context) -> None:
 
     if socket_answers(obj.socket):
         with obj.client(autostart=False) as c:
-            click.echo(f"sessiond already running (pid {c.daemon_pid}) on {obj.socket}")
+            echo(f"sessiond already running (pid {c.daemon_pid}) on {obj.socket}")
         return
     start_daemon(obj.socket, obj.root)
     with obj.client(autostart=False) as c:
-        click.echo(f"sessiond started (pid {c.daemon_pid}) on {obj.socket}")
+        echo(f"sessiond started (pid {c.daemon_pid}) on {obj.socket}")
 
 
 @cli.command()
@@ -75,7 +75,7 @@ def stop(obj: Context, timeout: float) -> None:
     except UnsafeSocketDir:
         raise  # not "no daemon": the directory is someone else's (one line, exit 1)
     except DaemonUnavailable:
-        click.echo("sessiond: no daemon running", err=True)
+        echo("sessiond: no daemon running", err=True)
         return
     pid = client.daemon_pid
     client.shutdown()
@@ -83,7 +83,7 @@ def stop(obj: Context, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pid is None or not _alive(pid):
-            click.echo(f"sessiond stopped (pid {pid})")
+            echo(f"sessiond stopped (pid {pid})")
             return
         time.sleep(0.02)
     raise DaemonUnavailable(f"the daemon (pid {pid}) did not exit within {timeout:.0f}s")
@@ -126,7 +126,7 @@ def flush(obj: Context, session: str | None, durable: bool, as_json: bool) -> No
     if as_json:
         echo_json({"files": res.files, "durable": durable})
     else:
-        click.echo(f"flushed {count(res.files, 'file')}{' (synced)' if durable else ''}")
+        echo(f"flushed {count(res.files, 'file')}{' (synced)' if durable else ''}")
 
 
 def _service_files(obj: Context, kind: str) -> dict[Path, bytes]:
@@ -164,17 +164,17 @@ def install_service(obj: Context, kind: str | None, print_only: bool) -> None:
         enable = f"launchctl bootstrap gui/{os.getuid()} {service.launchd_path()}"
     for path, data in files.items():
         if print_only:
-            click.echo(f"# {path}")
-            click.echo(data.decode(), nl=False)
-            click.echo()
+            echo(f"# {path}")
+            echo(data.decode(), nl=False)
+            echo()
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
-        click.echo(f"wrote {path}")
+        echo(f"wrote {path}")
     if not print_only:
-        click.echo(f"enable it with: {enable}")
+        echo(f"enable it with: {enable}")
 
 
 @cli.command("uninstall-service")
@@ -199,10 +199,10 @@ def uninstall_service(obj: Context, kind: str | None) -> None:
         except FileNotFoundError:
             continue
         removed += 1
-        click.echo(f"removed {path}")
+        echo(f"removed {path}")
     if not removed:
-        click.echo("no service files installed", err=True)
+        echo("no service files installed", err=True)
     elif kind == "systemd":
-        click.echo("then: systemctl --user daemon-reload")
+        echo("then: systemctl --user daemon-reload")
     else:
-        click.echo(f"if it is still loaded: launchctl bootout gui/{os.getuid()}/{service.LAUNCHD_LABEL}")
+        echo(f"if it is still loaded: launchctl bootout gui/{os.getuid()}/{service.LAUNCHD_LABEL}")

@@ -22,7 +22,7 @@ from . import Context, cli
 from .completion import complete_session
 from .following import follow_daemon, poll_file, print_entry
 from .locate import locate, resolve, where
-from .output import skipped_lines
+from .output import echo, skipped_lines
 
 
 @cli.command()
@@ -120,7 +120,7 @@ def watch(obj: Context, target: str, cwd: str | None, count: int, as_json: bool,
         if follow_daemon(obj, path, offset, show_one, agents=agents):
             return
         if agents:
-            click.echo("sessiond: --agents needs the daemon's stream: following the main transcript only", err=True)
+            echo("sessiond: --agents needs the daemon's stream: following the main transcript only", err=True)
         with os.fdopen(open_regular(path), "rb") as f:  # no daemon: follow the file
             poll_file(f, path, offset, interval, show_one)
     except KeyboardInterrupt:
@@ -145,7 +145,7 @@ def _watched(obj: Context, target: str, cwd: str | None, interval: float) -> Pat
         if exc.code != "not_found":
             raise
     root = obj.root or default_root()
-    click.echo(f"sessiond: session {named} has no file yet under {root}; waiting for it (Ctrl-C stops)", err=True)
+    echo(f"sessiond: session {named} has no file yet under {root}; waiting for it (Ctrl-C stops)", err=True)
     here = where(cwd)
     while (loc := lookup.find_session(root, named, here)) is None:
         time.sleep(interval)
@@ -159,5 +159,5 @@ def _tail_verdict(path: Path, blank: bool, shown: int, bad: list[int]) -> None:
         what = f"none of its last {len(bad)} lines is" if bad else "it has no whole line, let alone"
         raise SessiondError(f"{path} is not a transcript: {what} a transcript entry", code="bad_request")
     if bad:
-        click.echo(f"sessiond: {skipped_lines(bad)} of {path}: unreadable", err=True)
+        echo(f"sessiond: {skipped_lines(bad)} of {path}: unreadable", err=True)
         sys.exit(1)

@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from . import Context
-from .output import local_time
+from .output import echo, local_time
 
 
 POLL_READ = 1024 * 1024
@@ -31,8 +31,8 @@ def skipped_note(file: str, offset: int, skipped: int, cap: int | None = None) -
     """The one line saying over-long lines were skipped, ``skipped`` bytes before ``offset`` of ``file``."""
     from sessiond.protocol.transcript.linecap import MAX_LINE
 
-    click.echo(f"sessiond: skipped {skipped:,} bytes of {file} at byte {offset - skipped:,}: "
-               f"a line longer than {min(cap or MAX_LINE, MAX_LINE):,} bytes", err=True)
+    echo(f"sessiond: skipped {skipped:,} bytes of {file} at byte {offset - skipped:,}: "
+         f"a line longer than {min(cap or MAX_LINE, MAX_LINE):,} bytes", err=True)
 
 
 def poll_file(f, path: Path, offset: int, interval: float, show, restart=lambda: None) -> None:
@@ -107,7 +107,7 @@ def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> 
             return False
         for frame in stream:
             if isinstance(frame, m.Unsubscribed):
-                click.echo(f"sessiond: the transcript went away ({frame.reason})", err=True)
+                echo(f"sessiond: the transcript went away ({frame.reason})", err=True)
                 return True
             if frame.skipped:
                 skipped_note(frame.file, frame.offset, frame.skipped, client.max_frame_bytes)
@@ -156,7 +156,7 @@ def print_entry(line: bytes, as_json: bool, file: str | None = None) -> bool:
     if as_json:
         if file is not None:
             line = _with_file(line, file)
-        click.echo(line.decode("utf-8", "replace"))
+        echo(line.decode("utf-8", "replace").encode())  # --json: the entry's own text, as bytes
         return True
     agent = agent_of(file) if file is not None else None
     prefix = f"[{clip(agent, 12)}] " if agent is not None else ""
@@ -166,12 +166,12 @@ def print_entry(line: bytes, as_json: bool, file: str | None = None) -> bool:
     if kind in ("user", "assistant"):
         body = render_blocks((e.get("message") or {}).get("content"))
         first, *rest = body or [""]
-        click.echo(f"{prefix}{when} {kind:15} {one_line(first, 200)}")
+        echo(f"{prefix}{when} {kind:15} {one_line(first, 200)}")
         for extra in rest:
-            click.echo(f"{'':32} {one_line(extra, 200)}")
+            echo(f"{'':32} {one_line(extra, 200)}")
     else:
         detail = next((e[k] for k in ("customTitle", "aiTitle", "lastPrompt", "summary", "tag", "mode", "subtype", "content") if e.get(k)), "")
-        click.echo(f"{prefix}{when} {kind:15} {one_line(str(detail), 160)}".rstrip())
+        echo(f"{prefix}{when} {kind:15} {one_line(str(detail), 160)}".rstrip())
     return True
 
 

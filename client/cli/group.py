@@ -9,6 +9,8 @@ tries the fast path first.
 from __future__ import annotations
 
 import importlib
+import io
+import sys
 from pathlib import Path
 
 import click
@@ -16,6 +18,7 @@ import click
 from sessiond.protocol.locations import default_socket
 
 from . import COMMAND_MODULES, Context, run_guarded
+from .output import echo
 from .toplevel_help import DESCRIPTION, GLOBAL_OPTION_HELP
 
 
@@ -36,6 +39,25 @@ class CLI(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra):  # type: ignore[override]
+        """Click's own ``main``, but its usage errors and "Aborted!" are written
+        through ``echo`` like every other line: a usage error quotes what was
+        typed (a command name, an option's value, a path), which may hold any
+        control character. Standalone runs exit as click's would."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            shown = io.StringIO()
+            exc.show(file=shown)
+            echo(shown.getvalue(), err=True, nl=False)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> None:
         failed = run_guarded(lambda: click.Group.invoke(self, ctx))

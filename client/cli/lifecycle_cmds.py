@@ -23,7 +23,7 @@ from . import Context, cli
 from .completion import complete_session, complete_trashed
 from .locate import find, id_prefix, one_of, project_scope, where
 from .locate import session_id as resolved_id
-from .output import clip, count, local_time, size
+from .output import clip, count, echo, local_time, size
 
 
 def _ops(obj: Context):
@@ -60,14 +60,14 @@ def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as
             try:
                 entry = ops.trash(sid, Path(loc.path), force=force)
             except SessiondError as exc:
-                click.echo(f"sessiond: {sid}: {exc}", err=True)
+                echo(f"sessiond: {sid}: {exc}", err=True)
                 failed += 1
                 continue
             moved.append(entry)
             if not as_json:
-                click.echo(f"trashed {_entry_line(entry)}")
+                echo(f"trashed {_entry_line(entry)}")
     if as_json:
-        click.echo(msgspec.json.encode(moved))
+        echo(msgspec.json.encode(moved))
     if failed:
         raise SystemExit(1)
 
@@ -86,16 +86,16 @@ def trash(ctx: click.Context, as_json: bool) -> None:
     with _ops(obj):  # with no daemon, an rm or restore a kill interrupted is settled first
         found = trash_mod.entries(root)
     if as_json:
-        click.echo(msgspec.json.encode(found))
+        echo(msgspec.json.encode(found))
         return
     if not found:
-        click.echo("the trash is empty", err=True)
+        echo("the trash is empty", err=True)
         return
     for e in found:
         state = "" if e.state == "trashed" else f"  [{e.state}]"
-        click.echo(f"{local_time(e.trashedAt):>16}  {size(e.bytes):>9}  {count(e.files, 'file', 'files'):>9}  {e.reason:<5}  "
-                   f"{e.session}  {clip(e.project, 50)}{state}")
-    click.echo(f"{count(len(found), 'session')}, {size(sum(e.bytes for e in found))}", err=True)
+        echo(f"{local_time(e.trashedAt):>16}  {size(e.bytes):>9}  {count(e.files, 'file', 'files'):>9}  {e.reason:<5}  "
+             f"{e.session}  {clip(e.project, 50)}{state}")
+    echo(f"{count(len(found), 'session')}, {size(sum(e.bytes for e in found))}", err=True)
 
 
 @trash.command("empty")
@@ -123,18 +123,18 @@ def trash_empty(obj: Context, older_than: str | None, dry_run: bool, yes: bool, 
                 raise SystemExit(1)
         gone = ops.empty(age, dry_run)
     if as_json:
-        click.echo(msgspec.json.encode({"dryRun": dry_run, "deleted": gone, "bytes": sum(e.bytes for e in gone)}))
+        echo(msgspec.json.encode({"dryRun": dry_run, "deleted": gone, "bytes": sum(e.bytes for e in gone)}))
         return
     verb = "would delete" if dry_run else "deleted"
     for e in gone:
-        click.echo(f"{verb} {_entry_line(e)} trashed {local_time(e.trashedAt)}")
-    click.echo(f"{verb} {count(len(gone), 'session')}, {size(sum(e.bytes for e in gone))}")
+        echo(f"{verb} {_entry_line(e)} trashed {local_time(e.trashedAt)}")
+    echo(f"{verb} {count(len(gone), 'session')}, {size(sum(e.bytes for e in gone))}")
 
 
 def _confirm_empty(would: list) -> bool:
     """The list a live run would delete, on stderr, and the person's yes."""
     for e in would:
-        click.echo(f"would delete {_entry_line(e)}", err=True)
+        echo(f"would delete {_entry_line(e)}", err=True)
     if not would:
         return True  # nothing to ask about: the live run says "deleted 0 sessions"
     return click.confirm(f"delete {count(len(would), 'session')} ({size(sum(e.bytes for e in would))}) for good?",
@@ -162,12 +162,12 @@ def restore(obj: Context, session: str, as_json: bool) -> None:
     with _ops(obj) as ops:
         entry = ops.restore(session)
     if as_json:
-        click.echo(msgspec.json.encode(entry))
+        echo(msgspec.json.encode(entry))
     else:
         root = obj.root or default_root()
-        click.echo(f"restored {_entry_line(entry)}")
+        echo(f"restored {_entry_line(entry)}")
         for item in entry.items:  # where each went back, so it can be found
-            click.echo(f"  {root / item.path}{'/' if item.kind == 'dir' else ''}")
+            echo(f"  {root / item.path}{'/' if item.kind == 'dir' else ''}")
 
 
 def _scope(obj: Context, cwd: str | None, all_projects: bool) -> list[Path] | None:
@@ -205,18 +205,18 @@ def prune(obj: Context, older_than: str, larger_than: str | None, cwd: str | Non
             try:
                 ops.trash(s.sessionId, Path(s.path), reason="prune")
             except SessiondError as exc:
-                click.echo(f"sessiond: {s.sessionId}: {exc}", err=True)
+                echo(f"sessiond: {s.sessionId}: {exc}", err=True)
                 skipped += 1
                 continue
             moved.append(s)
     total = sum(s.bytes for s in moved)
     if as_json:
-        click.echo(msgspec.json.encode({"dryRun": dry_run, "sessions": moved, "bytes": total, "skipped": skipped}))
+        echo(msgspec.json.encode({"dryRun": dry_run, "sessions": moved, "bytes": total, "skipped": skipped}))
     else:
         verb = "would move" if dry_run else "moved"
         for s in moved:
-            click.echo(f"{verb} {s.sessionId}  {size(s.bytes):>9}  last written {local_time(s.lastWrite)}  {clip(s.project, 50)}")
-        click.echo(f"{verb} {count(len(moved), 'session')} ({total} bytes, {size(total)}) to the trash")
+            echo(f"{verb} {s.sessionId}  {size(s.bytes):>9}  last written {local_time(s.lastWrite)}  {clip(s.project, 50)}")
+        echo(f"{verb} {count(len(moved), 'session')} ({total} bytes, {size(total)}) to the trash")
     if skipped:
         raise SystemExit(1)
 
@@ -234,17 +234,17 @@ def du(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None
     with _ops(obj) as ops:
         report = ops.usage(dirs) if dirs != [] else Usage(bytes=0, files=0, projects=[], sessions=[])
     if as_json:
-        click.echo(msgspec.json.encode(report))
+        echo(msgspec.json.encode(report))
         return
-    click.echo(f"{size(report.bytes):>9}  total: {count(len(report.sessions), 'session')}, {count(report.files, 'file')}")
+    echo(f"{size(report.bytes):>9}  total: {count(len(report.sessions), 'session')}, {count(report.files, 'file')}")
     for p in report.projects:
-        click.echo(f"{size(p.bytes):>9}  {count(p.sessions, 'session'):>14}  {p.project}")
+        echo(f"{size(p.bytes):>9}  {count(p.sessions, 'session'):>14}  {p.project}")
     shown = report.sessions if not all_projects else report.sessions[:20]
     if shown:
-        click.echo("largest sessions:" if all_projects else "sessions:")
+        echo("largest sessions:" if all_projects else "sessions:")
     for s in shown:
-        click.echo(f"{size(s.bytes):>9}  {count(s.files, 'file'):>9}  {s.lastWrite[:10]}  {s.sessionId}"
-                   + (f"  {clip(s.project, 40)}" if all_projects else ""))
+        echo(f"{size(s.bytes):>9}  {count(s.files, 'file'):>9}  {s.lastWrite[:10]}  {s.sessionId}"
+             + (f"  {clip(s.project, 40)}" if all_projects else ""))
 
 
 def _set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> str:
@@ -271,9 +271,9 @@ def _metadata_command(name: str, value: str, kind: str, field: str, help_text: s
             raise click.UsageError("the title is empty")
         path = _set_metadata(obj, session, cwd, {"type": kind, field: text, "sessionId": session})
         if as_json:
-            click.echo(msgspec.json.encode({"session": session, "path": path, field: text or None}))
+            echo(msgspec.json.encode({"session": session, "path": path, field: text or None}))
         else:
-            click.echo(said(session, text))
+            echo(said(session, text))
 
 
 _metadata_command("rename", "title", "custom-title", "customTitle",

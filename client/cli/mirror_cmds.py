@@ -29,7 +29,7 @@ from sessiond.protocol.wire.errors import SessiondError, not_found
 
 from . import Context, cli
 from .completion import complete_session
-from .output import count, echo_json, size
+from .output import count, echo, echo_json, size
 
 FLUSH_BYTES = 4 * 1024 * 1024
 CONNECT_TIMEOUT = 15.0
@@ -289,10 +289,10 @@ def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: t
         if as_json:
             echo_json(res)
             continue
-        click.echo(f"pulled {res['sessionId']}: {count(res['files'], 'file')}, "
-                   f"{size(res['bytesAdded'])} new, {size(res['bytesPresent'])} already here")
+        echo(f"pulled {res['sessionId']}: {count(res['files'], 'file')}, "
+             f"{size(res['bytesAdded'])} new, {size(res['bytesPresent'])} already here")
         if res["path"]:
-            click.echo(f"  {res['path']}")
+            echo(f"  {res['path']}")
 
 
 def hydrate_missing(obj: Context, session_id: str, timeout: float = 60.0) -> Path | None:
@@ -315,7 +315,7 @@ def hydrate_missing(obj: Context, session_id: str, timeout: float = 60.0) -> Pat
             return None
         raise
     if res["path"]:
-        click.echo(f"sessiond: pulled {session_id} from the mirror ({count(res['files'], 'file')})", err=True)
+        echo(f"sessiond: pulled {session_id} from the mirror ({count(res['files'], 'file')})", err=True)
         return Path(res["path"])
     return None
 
@@ -337,7 +337,7 @@ def session_files(root: Path, session: str, cwd: str | None) -> list[Path]:
         if file_ref(projects_dir(root), p) is None:
             continue
         if not p.is_file():  # a FIFO or a device named like an agent file: never read (the mirror refuses it too)
-            click.echo(f"sessiond: {p}: skipped, not a regular file", err=True)
+            echo(f"sessiond: {p}: skipped, not a regular file", err=True)
             continue
         files.append(p)
     return files
@@ -394,6 +394,6 @@ def push(obj: Context, session_id: str, cwd: str | None, servers: tuple[str, ...
     if as_json:
         echo_json(res)
     else:
-        click.echo(f"pushed {session_id}: {count(res['files'], 'file')}, "
-                   f"{size(res['bytesPublished'])} published")
+        echo(f"pushed {session_id}: {count(res['files'], 'file')}, "
+             f"{size(res['bytesPublished'])} published")
     sys.stdout.flush()

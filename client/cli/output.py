@@ -1,4 +1,16 @@
-"""Shared pieces of human output: sizes, ages, durations, a progress counter.
+"""The one way the CLI writes human text, and the pieces of it: sizes, ages,
+durations, a progress counter.
+
+Every line a command prints for a person goes through ``echo``, which shows
+terminal controls instead of obeying them (``printable``): a field of any
+origin (a cwd, a project directory's name, a title, a branch, a lease
+holder's name, a daemon's error message, a file name that was not UTF-8)
+cannot clear the screen, set the window title or reorder what is shown. Only
+text this package rendered itself, its fields already escaped and its styles
+added after (``show``'s colours, a progress line's CR), is written with
+``raw=True``; bytes (``--json``, an export) are written as they are, their
+encoding being their own escaping. ``tests/client/test_output_layer.py``
+holds every module of ``client/cli`` to this.
 
 Click-free (the fast path prints through it too): ``echo`` writes what
 ``click.echo`` writes for plain text and bytes, so both paths print alike."""
@@ -11,22 +23,33 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
     from datetime import date
 
 
-def echo(message: str | bytes = "", *, err: bool = False, nl: bool = True) -> None:
+def echo(message: str | bytes = "", *, err: bool = False, nl: bool = True, raw: bool = False) -> None:
     """One line (or ``nl=False``: a piece) to stdout or stderr, flushed, as
-    ``click.echo`` does for text without styles; bytes go to the binary buffer."""
+    ``click.echo`` does for text without styles, its controls shown
+    (``printable``) unless ``raw`` (text this package rendered and escaped
+    itself); bytes go to the binary buffer as they are."""
     stream = sys.stderr if err else sys.stdout
     if isinstance(message, bytes):
         write_all(message + b"\n" if nl else message, stream)
     else:
-        text = message + "\n" if nl else message
+        text = (message if raw else printable(message)) + ("\n" if nl else "")
         if len(text) > 8192 and hasattr(stream, "buffer"):  # big: see write_all
             write_all(text.encode(stream.encoding, stream.errors or "strict"), stream)
         else:
             stream.write(text)
             stream.flush()
+
+
+def page(text: str, color: bool) -> None:
+    """Rendered text (``raw``: its fields already went through ``printable``,
+    its colours are this package's) through the user's pager."""
+    import click
+
+    click.echo_via_pager(text, color=color)
 
 
 def write_all(data: bytes, stream=None) -> None:
@@ -93,7 +116,30 @@ def size(n: int) -> str:
     return f"{n} B"
 
 
-_CONTROLS: dict[int, str] | None = None
+_FORMAT_CHARS = ((0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891),
+                 (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200B), (0x200E, 0x200F), (0x2028, 0x202E),
+                 (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
+                 (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001),
+                 (0xE0020, 0xE007F))
+"""The invisible format characters (Unicode category Cf) and the line and
+paragraph separators, but for ZWNJ and ZWJ (U+200C, U+200D; see ``printable``):
+bidirectional marks, embeddings, overrides and isolates reorder what is shown,
+the others are zero-width, so ``ma\\u200bin`` would look like ``main``."""
+
+_SHOWN: re.Pattern[str] | None = None  # what printable() replaces, compiled on first use
+_JOINERS: re.Pattern[str] | None = None  # a ZWNJ or ZWJ not between two non-ASCII characters
+
+
+def _shown(match: re.Match[str]) -> str:
+    """How ``printable`` shows the one character it matched."""
+    c = ord(match.group())
+    if c < 0x20:
+        return f"^{chr(c + 64)}"
+    if c == 0x7F:
+        return "^?"
+    if 0xDC80 <= c <= 0xDCFF:  # surrogateescape's form of a byte that is not UTF-8
+        return f"\\x{c - 0xDC00:02x}"
+    return f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
 
 
 def printable(text: str) -> str:
@@ -103,19 +149,26 @@ def printable(text: str) -> str:
     sets the window title or writes the clipboard, a bare CR hides what came
     before it on the line) must not act on the terminal of whoever reads it.
     C0 controls other than tab and newline become ``^X`` (ESC is ``^[``), DEL
-    ``^?``; C1 controls (U+0080-U+009F, 8-bit CSI/OSC to some terminals) and
-    the bidirectional embeddings and overrides (which reorder what is shown)
-    ``\\uXXXX``. ``--json`` output is the entries' own text, unchanged."""
+    ``^?``; C1 controls (U+0080-U+009F, 8-bit CSI/OSC to some terminals), the
+    invisible format characters (``_FORMAT_CHARS``: bidi controls, zero-width
+    ones) ``\\uXXXX``; a lone surrogate, what ``surrogateescape`` makes of a
+    byte of a file name that is not UTF-8, ``\\xNN`` (the byte). ZWNJ and ZWJ
+    stay between two non-ASCII characters (an emoji sequence, Persian, Indic
+    scripts need them) and are shown anywhere else. ``--json`` output is the
+    entries' own text, unchanged."""
     if text.isprintable():
         return text
-    global _CONTROLS
-    if _CONTROLS is None:
-        table = {c: f"^{chr(c + 64)}" for c in range(32) if c not in (9, 10)}
-        table[0x7F] = "^?"
-        for c in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)):
-            table[c] = f"\\u{c:04x}"
-        _CONTROLS = table
-    return text.translate(_CONTROLS)
+    global _SHOWN, _JOINERS
+    if _SHOWN is None or _JOINERS is None:
+        import re
+
+        ranges = [(0, 8), (0xB, 0x1F), (0x7F, 0x9F), *_FORMAT_CHARS, (0xD800, 0xDFFF)]
+        _SHOWN = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]")
+        _JOINERS = re.compile(r"(?<![^\x00-\x7f])[\u200c\u200d]|[\u200c\u200d](?![^\x00-\x7f])")
+    text = _SHOWN.sub(_shown, text)
+    if "\u200c" in text or "\u200d" in text:
+        text = _JOINERS.sub(_shown, text)
+    return text
 
 
 def cells(text: str) -> int:
@@ -259,14 +312,14 @@ class Progress:
         if now - self.last >= 0.1 or done == total:
             self.last = now
             self.shown = True
-            echo(f"\r{self.what} {done}/{total}", err=True, nl=False)
+            echo(f"\r{printable(self.what)} {done}/{total}", err=True, nl=False, raw=True)
 
     def step(self) -> None:
         self.update(self.n + 1, self.total)
 
     def done(self) -> None:
         if self.shown:
-            echo("\r" + " " * 40 + "\r", err=True, nl=False)
+            echo("\r" + " " * 40 + "\r", err=True, nl=False, raw=True)
 
     finish = done
 

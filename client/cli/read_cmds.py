@@ -14,7 +14,7 @@ import click
 
 from . import Context, cli
 from .completion import complete_session
-from .output import Progress, count, echo_json
+from .output import Progress, count, echo, echo_json
 
 
 @cli.command("list")
@@ -62,15 +62,15 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
             h = check_file(path)
         except NotRegularFile as exc:
             if path in paths:  # named on the command line: an error, not a skip
-                click.echo(f"sessiond: {path}: {exc.strerror}", err=True)
+                echo(f"sessiond: {path}: {exc.strerror}", err=True)
                 unhealthy += 1
             else:
-                click.echo(f"sessiond: {path}: skipped, {exc.strerror}", err=True)
+                echo(f"sessiond: {path}: skipped, {exc.strerror}", err=True)
                 skipped += 1
             errors.append({"path": str(path), "error": exc.strerror, "skipped": path not in paths})
             continue
         except OSError as exc:
-            click.echo(f"sessiond: {path}: {exc.strerror or exc}", err=True)
+            echo(f"sessiond: {path}: {exc.strerror or exc}", err=True)
             unhealthy += 1
             errors.append({"path": str(path), "error": exc.strerror or str(exc), "skipped": False})
             continue
@@ -82,9 +82,9 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
         if as_json:
             reports.append(h)
         elif alien is not None:
-            click.echo(f"NOT  {h.path}: not a transcript ({alien})")
+            echo(f"NOT  {h.path}: not a transcript ({alien})")
         elif h.verdict != "ok" or len(files) == 1:
-            click.echo(_health_line(h))
+            echo(_health_line(h))
     progress.done()
     if as_json:  # one document, whatever the number of files: {healthy, counts, files, errors}
         echo_json({"healthy": not unhealthy and not foreign, "checked": len(files) - skipped, "unhealthy": unhealthy,
@@ -93,8 +93,8 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
     else:
         note = f", {skipped} skipped (not regular files)" if skipped else ""
         note += f", {len(foreign)} not transcripts" if foreign else ""
-        click.echo(f"{count(len(files) - skipped, 'file')} checked, {unhealthy} unhealthy{note}, "
-                   f"{warned} with warnings")
+        echo(f"{count(len(files) - skipped, 'file')} checked, {unhealthy} unhealthy{note}, "
+             f"{warned} with warnings")
     sys.exit(1 if unhealthy or foreign else 0)
 
 
@@ -175,14 +175,14 @@ def repair(obj: Context, as_json: bool, target: str) -> None:
     else:
         if r.movedTornTail is not None:
             t = r.movedTornTail
-            click.echo(f"moved a torn last line ({t.length} bytes at offset {t.offset}) to {path}.torn")
+            echo(f"moved a torn last line ({t.length} bytes at offset {t.offset}) to {path}.torn")
         elif r.completedLastLine:
-            click.echo("added the missing newline after the last line")
+            echo("added the missing newline after the last line")
         elif r.remaining.healthy:
-            click.echo("nothing to repair")
+            echo("nothing to repair")
         else:
-            click.echo("changed nothing: what is left cannot be fixed without losing or inventing bytes")
-        click.echo(_health_line(r.remaining))
+            echo("changed nothing: what is left cannot be fixed without losing or inventing bytes")
+        echo(_health_line(r.remaining))
     sys.exit(0 if r.remaining.healthy else 1)
 
 

@@ -27,7 +27,7 @@ from . import Context, cli
 from .completion import complete_session
 from .locate import locate, resolve, where
 from .locate import session_id as resolved_id
-from .output import colour_on, count, echo, echo_json, local_time, skipped_lines
+from .output import colour_on, count, echo, echo_json, local_time, page, printable, skipped_lines
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "") -> None:
@@ -42,7 +42,7 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
     color = colour_on()
     from .transcript_view import render
 
-    text = render(result, all_entries=all_entries, color=color) + (f"\n{footer}" if footer else "")
+    text = render(result, all_entries=all_entries, color=color) + (f"\n{printable(footer)}" if footer else "")
     import shutil
 
     if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
@@ -50,9 +50,9 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
         # it was (-X), as git pages; a LESS of the person's own is theirs.
         # A pager quit early (q) is fine: click drops the broken pipe.
         os.environ.setdefault("LESS", "FRX")
-        click.echo_via_pager(text, color=color)
-    else:
-        echo(text if color else click.unstyle(text))  # echo writes all of it (or a broken pipe)
+        page(text, color=color)
+    else:  # rendered: its fields are printable, its styles ours
+        echo(text if color else click.unstyle(text), raw=True)  # echo writes all of it (or a broken pipe)
 
 
 def view_options(f):
@@ -92,7 +92,7 @@ def report_skipped(path: Path, skipped: int, session: str | None = None) -> None
         import shlex
 
         torn = f"; the last line is torn (a writer died mid-line): `sessiond repair {session or shlex.quote(str(path))}` moves it to a .torn file"
-    click.echo(f"sessiond: {text} of {path}: unreadable{torn}", err=True)
+    echo(f"sessiond: {text} of {path}: unreadable{torn}", err=True)
     sys.exit(1)
 
 
@@ -114,7 +114,7 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, all_entries:
     refuse_unusable(path, result)
     hint = loc.resume_hint() if loc is not None else None
     if hint is not None:
-        click.echo(f"sessiond: session of another project; to resume it: {hint}", err=True)
+        echo(f"sessiond: session of another project; to resume it: {hint}", err=True)
     stored = _in_store(obj, path)
     sid = loc.session_id if loc is not None else result.sessionId
     footer = ""
@@ -207,7 +207,7 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
         path, loc = locate(obj, session_id, cwd)
         if loc is not None and not loc.same_repo:
             hint = loc.resume_hint()
-            click.echo(f"sessiond: session {session_id} belongs to another project; run:\n  {hint}", err=True)
+            echo(f"sessiond: session {session_id} belongs to another project; run:\n  {hint}", err=True)
             sys.exit(1)
         try:
             client.call(m.Adopt(id=client.next_id(), session=session_id, path=str(path), take_over=take_over,
@@ -215,9 +215,9 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
         except SessionBusy as exc:
             holder = exc.holder
             who = holder.describe(local_time) if holder is not None else "another client"
-            click.echo(f"sessiond: session {session_id} is live: written by {who}.\n"
-                       f"  sessiond resume {session_id} --take-over   # take it (that client is refused from then on)\n"
-                       f"  sessiond resume {session_id} --fork        # continue in a copy", err=True)
+            echo(f"sessiond: session {session_id} is live: written by {who}.\n"
+                 f"  sessiond resume {session_id} --take-over   # take it (that client is refused from then on)\n"
+                 f"  sessiond resume {session_id} --fork        # continue in a copy", err=True)
             sys.exit(EXIT_BUSY)
         result = load_transcript(path)
         refuse_unusable(path, result)
@@ -261,7 +261,7 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
     if as_json:
         echo_json({"sessionId": new_id, "forkedFrom": result.sessionId, "messages": len(entries), "cwd": session_cwd})
     else:
-        click.echo(new_id)
+        echo(new_id)
 
 
 def fork_entries(path: Path, chain: list[str]) -> list[dict]:

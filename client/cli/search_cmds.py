@@ -23,7 +23,7 @@ from sessiond.protocol.wire.errors import SessiondError
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
 from .locate import project_scope
-from .output import age, clip, colour_on, count, printable, size
+from .output import age, clip, colour_on, count, echo, printable, size
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
@@ -63,14 +63,14 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
             fell_back(why, note or "searched the index read-only")
             note = None
     if note:
-        click.echo(f"sessiond: {note}", err=True)
+        echo(f"sessiond: {note}", err=True)
     if as_json:
         out = [{k: v for k, v in msgspec.to_builtins(h).items() if k != "highlights"} | {"highlights": h.highlights}
                for h in hits]
-        click.echo(msgspec.json.encode(out))
+        echo(msgspec.json.encode(out))
         return
     if not hits:
-        click.echo("no matches" + ("" if all_projects else f" in {cwd or os.getcwd()} (--all searches every project)"), err=True)
+        echo("no matches" + ("" if all_projects else f" in {cwd or os.getcwd()} (--all searches every project)"), err=True)
         sys.exit(1)
     tty = colour_on()  # bold matches and dim details only on a terminal, and not with NO_COLOR
     here = os.path.realpath(cwd or os.getcwd())
@@ -80,12 +80,12 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         where = f"{h.project}"
         side = f"  [subagent {h.agentId}]" if h.agentId else ("  [sidechain]" if h.sidechain else "")
         info = printable(f"{where} · {age(now, h.timestamp)} · {h.role}{side}")
-        click.echo(f"\x1b[1m{title}{RESET}  {DIM}{info}{RESET}" if tty else f"{title}  {info}")
-        click.echo("    " + _highlight(h.snippet, h.highlights, tty))
+        echo(f"\x1b[1m{title}{RESET}  {DIM}{info}{RESET}" if tty else f"{title}  {info}", raw=True)  # fields printable, styles ours
+        echo("    " + _highlight(h.snippet, h.highlights, tty), raw=True)
         resume = f"sessiond resume {h.sessionId}"
         if h.cwd and os.path.realpath(h.cwd) != here:
-            resume = printable(f"cd {shlex.quote(h.cwd)} && {resume}")
-        click.echo(f"    {DIM if tty else ''}{resume}{RESET if tty else ''}")
+            resume = f"cd {shlex.quote(h.cwd)} && {resume}"
+        echo(f"    {DIM if tty else ''}{printable(resume)}{RESET if tty else ''}", raw=True)
 
 
 def _highlight(snippet: str, spans: list[tuple[int, int]], tty: bool) -> str:
@@ -196,10 +196,10 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
             if watcher is not None:
                 watcher.join(timeout=2)
     if as_json:  # the documented keys, not the wire frame (its "op" and request "id" are the protocol's)
-        click.echo(msgspec.json.encode({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds}))  # type: ignore[union-attr]
+        echo(msgspec.json.encode({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds}))  # type: ignore[union-attr]
         return
     mbs = resp.bytes / 1e6 / resp.seconds if resp.seconds else 0  # type: ignore[union-attr]
-    click.echo(f"indexed {count(resp.files, 'file')}, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]
+    echo(f"indexed {count(resp.files, 'file')}, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]
 
 
 def _show_progress(obj: Context, stop: threading.Event) -> None:
@@ -212,9 +212,9 @@ def _show_progress(obj: Context, stop: threading.Event) -> None:
                 total = int(idx.get("reindexTotalBytes") or 0)
                 if total:
                     done = int(idx.get("reindexDoneBytes") or 0)
-                    click.echo(f"\rindexing {size(done)} / {size(total)} ({100 * done // total}%)", err=True, nl=False)
+                    echo(f"\rindexing {size(done)} / {size(total)} ({100 * done // total}%)", err=True, nl=False, raw=True)
                     shown = True
     except Exception:
         pass
     if shown:
-        click.echo("\r" + " " * 50 + "\r", err=True, nl=False)
+        echo("\r" + " " * 50 + "\r", err=True, nl=False, raw=True)

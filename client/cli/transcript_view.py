@@ -75,15 +75,16 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False) -> st
     ANSI styles (the caller decides: a terminal, and no ``NO_COLOR``)."""
     import click
 
-    def paint(text: str, **style: Any) -> str:
-        return click.style(text, **style) if color else text
+    def paint(text: str, **style: Any) -> str:  # every line is shown printable, then styled
+        text = printable(text)
+        return click.style(text, **style) if color and style else text
 
     lines: list[str] = []
     from sessiond.protocol.transcript.lite import UNTITLED, session_title
 
     title = session_title(result.path) or UNTITLED  # the title list, export and search show
-    lines.append(paint(printable(f"session {result.sessionId or '?'} — {title}"), bold=True))
-    lines.append(f"file    {result.path}")
+    lines.append(paint(f"session {result.sessionId or '?'} — {title}", bold=True))
+    lines.append(paint(f"file    {result.path}"))
     lines.append("")
     last_turn = None
     hidden = {"attachment": 0, "system": 0}
@@ -105,7 +106,7 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False) -> st
                 tag = " (synthetic)" if msg.get("synthetic") else ""
                 lines.append(paint(f"── {kind}{tag} {when} ".ljust(60, "─"), fg="cyan" if kind == "user" else "green", bold=True))
             last_turn = turn
-            lines.extend(paint(b, dim=True) if b.startswith("  ") else b for b in body)
+            lines.extend(paint(b, dim=True) if b.startswith("  ") else paint(b) for b in body)
         elif kind in ("system", "attachment"):
             if all_entries:
                 lines.append(paint(_noise(kind, msg), dim=True))
@@ -113,18 +114,18 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False) -> st
                 hidden[kind] += 1
     lines.append("")
     state = {"none": "turn complete", "interrupted_turn": "interrupted mid-turn", "interrupted_prompt": "last prompt got no answer"}
-    lines.append(f"{count(len(result.chain), 'message')}; {state.get(result.interruption, result.interruption)}")
+    lines.append(paint(f"{count(len(result.chain), 'message')}; {state.get(result.interruption, result.interruption)}"))
     if result.bridges:
-        lines.append(f"{count(len(result.bridges), 'gap')} bridged where a parent message was missing")
+        lines.append(paint(f"{count(len(result.bridges), 'gap')} bridged where a parent message was missing"))
     if result.repairs:
         kinds = sorted({r.kind for r in result.repairs})
-        lines.append(f"{len(result.repairs)} repair(s) so the model API accepts it: {', '.join(kinds)}")
+        lines.append(paint(f"{len(result.repairs)} repair(s) so the model API accepts it: {', '.join(kinds)}"))
     if result.skippedLines:
-        lines.append(f"{result.skippedLines} unreadable line(s) skipped")
+        lines.append(paint(f"{result.skippedLines} unreadable line(s) skipped"))
     if result.consistencyDelta:
-        lines.append(f"chain length differs from the last turn checkpoint by {result.consistencyDelta}")
+        lines.append(paint(f"chain length differs from the last turn checkpoint by {result.consistencyDelta}"))
     if result.subagents:
-        lines.append(f"subagents: {', '.join(result.subagents)}")
+        lines.append(paint(f"subagents: {', '.join(result.subagents)}"))
     if any(hidden.values()):
         what = " and ".join(_plural(n, one, many) for n, one, many in (
             (hidden["attachment"], "attachment", "attachments"), (hidden["system"], "system entry", "system entries")) if n)

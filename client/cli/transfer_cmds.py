@@ -13,7 +13,7 @@ from sessiond.protocol.locations import default_root
 
 from . import Context, cli
 from .completion import complete_session
-from .output import Progress, count, local_time, write_all
+from .output import Progress, count, echo, local_time, printable, write_all
 
 
 @cli.command("import")
@@ -46,15 +46,15 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
                 progress.done()
                 for r in results:
                     if r.status == status:
-                        click.echo(f"sessiond: {status}: {source.project}/{r.rel}: {r.error}", err=True)
+                        echo(f"sessiond: {status}: {source.project}/{r.rel}: {r.error}", err=True)
     progress.done()
     for path in skipped:
         if not as_json:
-            click.echo(f"sessiond: unreadable: {path}: not a session file (or a symlink)", err=True)
+            echo(f"sessiond: unreadable: {path}: not a session file (or a symlink)", err=True)
     if as_json:
-        click.echo(msgspec.json.encode({"counts": counts, "sessions": report, "skipped": skipped}))
+        echo(msgspec.json.encode({"counts": counts, "sessions": report, "skipped": skipped}))
     else:
-        click.echo(", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "busy") + f" ({count(len(sessions), 'session')})")
+        echo(", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "busy") + f" ({count(len(sessions), 'session')})")
     if counts["diverged"] or counts["unreadable"] or counts["busy"]:
         raise SystemExit(1)
 
@@ -90,12 +90,16 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
         def when(ts) -> str:  # local, with the date: the reader's zone, any day it is read
             return local_time(ts, seconds=True) if isinstance(ts, str) else ""
 
-        data = (ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)).encode()
+        document = ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)
+        # A document for a person, often read in a terminal: its controls shown
+        # as everywhere (the export's own markup has none; a bidi override
+        # would reorder the page in a browser too).
+        data = printable(document).encode()
     if output is None:
         write_all(data)  # all of it, or a broken pipe (exit 141)
         return
     write_new(output, data, force)
-    click.echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
+    echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
 
 
 def check_target(output: Path, force: bool) -> None:

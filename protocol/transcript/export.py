@@ -15,6 +15,7 @@ Pure rendering: the caller reads the files (``load_export``) and writes the resu
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -120,17 +121,51 @@ def _turns(resumed: Resumed):
 # ---------------------------------------------------------------------- markdown
 
 
-def _md_fence(text: str, lang: str = "") -> str:
+def _md_fence(text: str, lang: str = "text") -> str:
+    """``text`` as a fenced code block no line of it can end: the fence is one
+    backtick longer than the longest run of backticks in ``text`` (at least
+    three), and a closing fence must be at least as long as the opening one.
+    Inside, a CommonMark renderer interprets nothing: no HTML, no link, no
+    heading, no entity."""
     fence = "```"
     while fence in text:
         fence += "`"
     return f"{fence}{lang}\n{text}\n{fence}"
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]()<>&!#|~$])")
+"""What starts or ends an inline construct (code, emphasis, a link, an image,
+raw HTML, an autolink, an entity, a heading's closing ``#``s, a GFM table cell
+or strikethrough, math in some renderers). The text goes mid-line, after the
+export's own prefix, so line-start markers (``-``, ``1.``, ``>``) cannot act."""
+
+
+def _md_inline(text: Any) -> str:
+    """``text`` as literal inline Markdown: one line (a newline would end a
+    heading or a list item and start a block of its own), every ASCII
+    punctuation character that could start a construct (``_MD_SPECIAL``)
+    backslash-escaped (CommonMark shows an escaped one as itself), so no ``<tag>``, ``[link](javascript:...)``, emphasis or
+    entity of the transcript's is rendered as anything but its characters."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def _md_anchor(agent: str) -> str:
+    """The anchor of an agent's section: ``subagent-`` and its id lowercased,
+    anything but ``a-z0-9_-`` as ``-`` (an id comes from a file name, which may
+    hold a quote or an angle bracket; it lands inside an attribute and a link)."""
+    return "subagent-" + re.sub(r"[^a-z0-9_-]", "-", agent.lower())
+
+
 def _md_conversation(resumed: Resumed, out: list[str], level: int, when: When = _when) -> None:
+    """Every piece of transcript text goes out fenced (``_md_fence``: a prompt,
+    an assistant's message, a tool's input and result, thinking), escaped as
+    inline text (``_md_inline``: times) or HTML-escaped inside the export's own
+    ``<details>`` (previews, tool names): what a transcript holds is shown,
+    never rendered as Markdown or HTML (a ``<script>``, an ``onerror=``, a
+    ``javascript:`` link, a fake heading)."""
     h = "#" * level
     for role, ts, blocks, meta in _turns(resumed):
-        out.append(f"{h} {role}{' (meta)' if meta else ''} · {when(ts)}\n")
+        out.append(f"{h} {role}{' (meta)' if meta else ''} · {_md_inline(when(ts))}\n")
         if meta:
             text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
             out.append(f"<details><summary>{html.escape(' '.join(text.split())[:RESULT_PREVIEW])}</summary>\n\n{_md_fence(text)}\n\n</details>\n")
@@ -138,11 +173,11 @@ def _md_conversation(resumed: Resumed, out: list[str], level: int, when: When = 
         for b in blocks:
             kind = b.get("type")
             if kind == "text" and str(b.get("text", "")).strip():
-                out.append(str(b["text"]).strip() + "\n")
+                out.append(_md_fence(str(b["text"]).strip()) + "\n")
             elif kind == "thinking" and b.get("thinking"):
                 out.append(f"<details><summary>Thinking</summary>\n\n{_md_fence(str(b['thinking']))}\n\n</details>\n")
             elif kind == "tool_use":
-                out.append(f"<details><summary>Tool call: {html.escape(str(b.get('name', 'tool')))}</summary>\n\n"
+                out.append(f"<details><summary>Tool call: {html.escape(' '.join(str(b.get('name', 'tool')).split()))}</summary>\n\n"
                            f"{_md_fence(_json(b.get('input', {})), 'json')}\n\n</details>\n")
             elif kind == "tool_result":
                 label = "Tool error" if b.get("is_error") else "Tool result"
@@ -152,18 +187,20 @@ def _md_conversation(resumed: Resumed, out: list[str], level: int, when: When = 
 
 
 def to_markdown(export: Exported, when: When = _when) -> str:
+    """The conversation as CommonMark: the title and names as escaped inline
+    text, every message in a fenced block (see ``_md_conversation``)."""
     main = export.main
     first, last = dates(main)
-    out = [f"# {title_of(main)}\n",
-           f"- Session: `{main.sessionId or '?'}`",
-           f"- Started: {when(first) or '?'} · Last message: {when(last) or '?'}",
+    out = [f"# {_md_inline(title_of(main))}\n",
+           f"- Session: {_md_inline(main.sessionId or '?')}",
+           f"- Started: {_md_inline(when(first) or '?')} · Last message: {_md_inline(when(last) or '?')}",
            f"- Messages: {len(main.chain)}"]
     if export.subagents:
-        out.append("- Subagents: " + ", ".join(f"[{a}](#subagent-{a.lower()})" for a, _ in export.subagents))
+        out.append("- Subagents: " + ", ".join(f"[{_md_inline(a)}](#{_md_anchor(a)})" for a, _ in export.subagents))
     out.append("")
     _md_conversation(main, out, 2, when)
     for agent, resumed in export.subagents:
-        out.append(f'<a id="subagent-{agent.lower()}"></a>\n\n## Subagent {agent}\n')
+        out.append(f'<a id="{_md_anchor(agent)}"></a>\n\n## Subagent {_md_inline(agent)}\n')
         _md_conversation(resumed, out, 3, when)
     return "\n".join(out).rstrip() + "\n"
 

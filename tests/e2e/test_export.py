@@ -48,7 +48,7 @@ def test_markdown_and_jsonl_exports(daemon_factory, short_tmp):
     d = daemon_factory()
     sid = _session(d)
     md = d.cli("export", sid, "--cwd", CWD).stdout.decode()
-    assert md.startswith("# Fix <the> parser & friends\n")
+    assert md.startswith("# Fix \\<the\\> parser \\& friends\n")  # a renderer shows <the>, not an HTML tag
     assert "2025-03-04 10:00:00" in md and "2025-03-04 10:01:00" in md
     assert "<details><summary>Thinking</summary>" in md and "SECRET-THOUGHT" in md
     assert "Tool call: Read" in md and "TOOL-OUTPUT" in md
