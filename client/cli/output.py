@@ -70,10 +70,11 @@ def terminal_columns(fallback: int = 80) -> int:
 
 def echo_json(obj) -> None:
     """``--json`` output: one JSON document on one line (msgspec imported only
-    when a command prints one)."""
-    import msgspec
+    when a command prints one). A name that is not UTF-8 has each of its
+    undecodable bytes as ``\\udcXX`` (``protocol/wire/fsnames.py``)."""
+    from sessiond.protocol.wire.fsnames import json_bytes
 
-    echo(msgspec.json.encode(obj))
+    echo(json_bytes(obj))
 
 
 def duration(seconds: float) -> str:
@@ -112,7 +113,11 @@ def printable(text: str) -> str:
     if _CONTROLS is None:
         table = {c: f"^{chr(c + 64)}" for c in range(32) if c not in (9, 10)}
         table[0x7F] = "^?"
-        for c in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)):
+        for c in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A), *range(0xD800, 0xDC80)):
+            table[c] = f"\\u{c:04x}"
+        for c in range(0xDC80, 0xDD00):  # a byte of a name that is not UTF-8 (os.fsdecode's surrogateescape)
+            table[c] = f"\\x{c - 0xDC00:02x}"
+        for c in range(0xDD00, 0xE000):
             table[c] = f"\\u{c:04x}"
         _CONTROLS = table
     return text.translate(_CONTROLS)

@@ -23,7 +23,7 @@ from sessiond.protocol.wire.errors import SessiondError
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
 from .locate import project_scope
-from .output import age, clip, colour_on, count, printable, size
+from .output import age, clip, colour_on, count, echo_json, printable, size
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
@@ -67,7 +67,7 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
     if as_json:
         out = [{k: v for k, v in msgspec.to_builtins(h).items() if k != "highlights"} | {"highlights": h.highlights}
                for h in hits]
-        click.echo(msgspec.json.encode(out))
+        echo_json(out)
         return
     if not hits:
         click.echo("no matches" + ("" if all_projects else f" in {cwd or os.getcwd()} (--all searches every project)"), err=True)
@@ -196,7 +196,7 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
             if watcher is not None:
                 watcher.join(timeout=2)
     if as_json:  # the documented keys, not the wire frame (its "op" and request "id" are the protocol's)
-        click.echo(msgspec.json.encode({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds}))  # type: ignore[union-attr]
+        echo_json({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds})  # type: ignore[union-attr]
         return
     mbs = resp.bytes / 1e6 / resp.seconds if resp.seconds else 0  # type: ignore[union-attr]
     click.echo(f"indexed {count(resp.files, 'file')}, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ from ..transcript.paths import projects_dir
 from .budget import DEFAULT_CPU_SECONDS, Budget
 from .hit import FILTER_ROLES, Hit
 from .rank import best_sessions
+from .schema import from_db, to_db
 
 if TYPE_CHECKING:
     import sqlite3  # the CLI's daemon path never loads the library
@@ -170,7 +171,8 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
     budget = Budget(conn, cpu_seconds)
     try:
         with budget:
-            return _hits(conn, root, expr, projects=projects, limit=limit, since=since, role=role)
+            return _hits(conn, root, expr, projects=None if projects is None else [to_db(p) for p in projects],
+                         limit=limit, since=since, role=role)
     except sqlite3.OperationalError:
         if budget.expired:
             raise QueryTooCostly(cpu_seconds) from None
@@ -185,7 +187,7 @@ def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str
     hits = []
     base = projects_dir(root)
     for e in ranked.entries:
-        project, session = e.project, e.session
+        project, session = from_db(e.project), from_db(e.session)
         row = conn.execute(
             """SELECT snippet(docs, 0, ?, ?, '…', 24), i.uuid, i.ts, i.role, i.sidechain, f.path, f.agent, f.cwd
                FROM docs JOIN doc_info i ON i.id = docs.rowid JOIN files f ON f.id = i.file
@@ -194,12 +196,12 @@ def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str
             continue
         snip, uuid, ts, doc_role, sidechain, file, agent, cwd = row
         plain, spans = split_marks(snip)
-        indexed, main_cwd = session_title(conn, project, session)
+        indexed, main_cwd = session_title(conn, e.project, e.session)
         main = base / project / f"{session}.jsonl"
         title = file_title(main) or indexed  # the title list and show give it; the index's when the file is gone
         hits.append(Hit(sessionId=session, project=project, path=str(main),
                         title=title, uuid=uuid, timestamp=ts, role=doc_role, snippet=plain, highlights=spans,
-                        score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent, file=file,
+                        score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent and from_db(agent), file=from_db(file),
                         cwd=main_cwd or cwd))
     return SearchResult(hits=hits, window=ranked.window)
 
