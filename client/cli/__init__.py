@@ -100,6 +100,11 @@ class Context:
         return Context(self.root, self.socket, self.autostart, self.socket_given, self.timeout)
 
 
+MAX_SECONDS = 7 * 86400.0
+"""The longest ``--timeout`` (a week): past some 24 days a wait's milliseconds
+overflow a C int, and past some 292 years a socket timeout overflows time_t."""
+
+
 def import_msgspec_lean() -> None:
     """Import msgspec without typing_extensions, unless something already
     imported either. Half of msgspec's import is typing_extensions (itself

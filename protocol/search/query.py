@@ -23,14 +23,13 @@ import msgspec
 
 from ..transcript.paths import projects_dir
 from .budget import DEFAULT_CPU_SECONDS, Budget
-from .hit import FILTER_ROLES, Hit
+from .hit import FILTER_ROLES, MAX_LIMIT, Hit
 from .rank import best_sessions
 from .schema import from_db, to_db
 
 if TYPE_CHECKING:
     import sqlite3  # the CLI's daemon path never loads the library
 
-MAX_LIMIT: Final = 1000
 MAX_QUERY: Final = 1000
 """Characters of a query; terms beyond are ignored (a query is typed, not a file)."""
 MARK_START: Final = "\x02"
@@ -107,20 +106,26 @@ def parse_since(value: str | None, now: datetime | None = None) -> str | None:
         return None
     v = value.strip()
     rel = re.fullmatch(r"(\d{1,6})\s*([mhdw])", v)
-    if rel:
-        n, unit = int(rel.group(1)), rel.group(2)
-        delta = {"m": timedelta(minutes=n), "h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
-        when = (now or datetime.now(timezone.utc)) - delta
-    else:
-        try:
-            when = datetime.fromisoformat(v.replace("Z", "+00:00"))
-        except ValueError:
-            unit = " (a number needs a unit)" if v.isdigit() else ""
-            raise QueryError(f"--since {value!r}{unit}: give an age (30m, 2h, 7d, 2w), a date (2026-01-31) "
-                             "or an ISO date-time") from None
-        if when.tzinfo is None:
-            when = when.astimezone()  # a date the user typed is in their time zone
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    try:
+        if rel:
+            n, unit = int(rel.group(1)), rel.group(2)
+            delta = {"m": timedelta(minutes=n), "h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+            when = (now or datetime.now(timezone.utc)) - delta
+        else:
+            try:
+                when = datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                unit = " (a number needs a unit)" if v.isdigit() else ""
+                raise QueryError(f"--since {value!r}{unit}: give an age (30m, 2h, 7d, 2w), a date (2026-01-31) "
+                                 "or an ISO date-time") from None
+            if when.tzinfo is None:
+                when = when.astimezone()  # a date the user typed is in their time zone
+        when = when.astimezone(timezone.utc)
+    except (OverflowError, ValueError) as exc:  # before year 1 or after 9999, here or in UTC (999999w ago, 0001-01-01)
+        if isinstance(exc, QueryError):
+            raise
+        raise QueryError(f"--since {value!r}: out of the range of dates (years 1 to 9999)") from None
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
 def check_role(role: str | None) -> None:
