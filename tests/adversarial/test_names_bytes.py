@@ -23,7 +23,7 @@ import pytest
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.framing import encode
 from tests.conftest import DaemonProc, short_dir, stopped_after
-from tests.helpers import line, user, wait_until
+from tests.helpers import CliProcess, line, user, wait_until
 
 from .attacks import raw_conn, read_answers
 
@@ -136,3 +136,26 @@ def test_a_jsonl_not_named_for_a_session_is_passed_over_as_any_other(store: Daem
     listed = json.loads(cli(store, "list", "--all", "--json"))
     assert all(not os.fsencode(i["path"]).endswith(b"/\xff.jsonl") for i in listed)
     assert main_file(store.root) in [os.fsencode(i["path"]) for i in listed]
+
+
+def test_watch_streams_a_new_agent_file_named_in_bytes(store: DaemonProc) -> None:
+    """The daemon pushes the agent file's lines (``Entries.file`` not UTF-8) and
+    ``watch --agents --json`` tags them with that name escaped."""
+    sid = str(uuid.uuid4())
+    d = os.fsencode(store.root) + b"/projects/" + PROJECT
+    write(d + b"/" + sid.encode() + b".jsonl", {**user("watched"), "sessionId": sid, "cwd": "/proj"})
+    main = d + b"/" + sid.encode() + b".jsonl"
+    with CliProcess("watch", "--agents", "--json", "-n", "0", os.fsdecode(main), env={**store.env, **STRICT}) as w:
+        for tick in range(60):  # until one is streamed: the subscription is on (it starts at the end)
+            with open(main, "ab") as f:
+                f.write(line(user(f"tick {tick}")) + b"\n")
+            try:
+                w.line(timeout=0.5)
+                break
+            except AssertionError:
+                continue
+        write(d + b"/" + sid.encode() + b"/subagents/agent-\xfd.jsonl", user("from the agent"))
+        while (pushed := json.loads(w.line()))["message"]["content"].startswith("tick"):
+            pass
+    assert pushed["message"]["content"] == "from the agent"
+    assert os.fsencode(pushed["sessiondFile"]) == sid.encode() + b"/subagents/agent-\xfd.jsonl"
