@@ -89,7 +89,8 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
         def when(ts) -> str:  # local, with the date: the reader's zone, any day it is read
             return local_time(ts, seconds=True) if isinstance(ts, str) else ""
 
-        data = (ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)).encode()
+        document = ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)
+        data = document.encode("utf-8", "backslashreplace")  # an agent file's name that is not UTF-8: \udcXX
     if output is None:
         write_all(data)  # all of it, or a broken pipe (exit 141)
         return

@@ -111,6 +111,8 @@ def test_du_check_and_show_take_them(store: DaemonProc) -> None:
     assert b"needle alpha" in cli(store, "show", path)
     assert b"needle beta" in cli(store, "show", agent)
     assert b"needle alpha" in cli(store, "show", SID)
+    for fmt in ("markdown", "html"):  # the subagent's name is in the document, escaped
+        assert b"agent" in cli(store, "export", "--format", fmt, SID)
 
 
 def test_import_copies_them_byte_for_byte(store: DaemonProc, short_tmp: Path) -> None:
