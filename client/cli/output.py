@@ -106,19 +106,19 @@ def printable(text: str) -> str:
     C0 controls other than tab and newline become ``^X`` (ESC is ``^[``), DEL
     ``^?``; C1 controls (U+0080-U+009F, 8-bit CSI/OSC to some terminals) and
     the bidirectional embeddings and overrides (which reorder what is shown)
-    ``\\uXXXX``. ``--json`` output is the entries' own text, unchanged."""
+    ``\\uXXXX``; a byte of a file name that is not UTF-8 (``os.fsdecode``'s
+    U+DC80-U+DCFF) ``\\xXX``, any other lone surrogate ``\\uXXXX``. ``--json``
+    output is the entries' own text, unchanged."""
     if text.isprintable():
         return text
     global _CONTROLS
     if _CONTROLS is None:
         table = {c: f"^{chr(c + 64)}" for c in range(32) if c not in (9, 10)}
         table[0x7F] = "^?"
-        for c in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A), *range(0xD800, 0xDC80)):
+        for c in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A), *range(0xD800, 0xE000)):
             table[c] = f"\\u{c:04x}"
         for c in range(0xDC80, 0xDD00):  # a byte of a name that is not UTF-8 (os.fsdecode's surrogateescape)
             table[c] = f"\\x{c - 0xDC00:02x}"
-        for c in range(0xDD00, 0xE000):
-            table[c] = f"\\u{c:04x}"
         _CONTROLS = table
     return text.translate(_CONTROLS)
 
