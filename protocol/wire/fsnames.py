@@ -72,7 +72,11 @@ def unpack(decoder: msgspec.msgpack.Decoder, body: bytes | memoryview) -> Any:
     except msgspec.ValidationError as exc:
         if "got `ext`" not in str(exc):
             raise
-    return msgspec.convert(msgspec.msgpack.decode(body, ext_hook=_ext_hook), decoder.type)
+    try:
+        value = msgspec.msgpack.decode(body, ext_hook=_ext_hook)
+    except UnicodeDecodeError as exc:  # an extension's data is not what ``pack`` writes
+        raise msgspec.DecodeError(f"malformed text extension: {exc}") from None
+    return msgspec.convert(value, decoder.type)
 
 
 def json_bytes(value: Any) -> bytes:

@@ -109,3 +109,19 @@ def test_the_cli_refuses_what_would_overflow_in_one_error_line(shared_daemon: Da
     assert len(errors) == 1 and named in errors[0], r.stderr
     with shared_daemon.client() as c:  # ``stop --timeout nan`` stopped nothing
         assert c.status().pid == shared_daemon.pid
+
+
+@pytest.mark.parametrize("ext", [msgspec.msgpack.Ext(1, b"\xff"), msgspec.msgpack.Ext(9, b"x")], ids=["bad text", "unknown code"])
+def test_a_malformed_extension_is_a_bad_request(shared_daemon: DaemonProc, ext: msgspec.msgpack.Ext) -> None:
+    """A str that is not UTF-8 travels as extension 1 (``fsnames``); one whose
+    data is not what the codec writes, or another extension, is refused."""
+    s = raw_conn(shared_daemon.socket)
+    try:
+        s.sendall(frame(_body({"op": "Adopt", "session": SID, "path": ext})) + frame(_body({"op": "Status", "id": 8})))
+        answers = read_answers(s, 2)
+    finally:
+        s.close()
+    err = next(a for a in answers if a.id != 8)
+    assert isinstance(err, m.Error) and err.code == "bad_request", err
+    with shared_daemon.client() as c:
+        assert c.status().pid == shared_daemon.pid
