@@ -83,7 +83,7 @@ class Open(_Message):
 
     id: Count
     session: str
-    cwd: PathText
+    cwd: str
     lease: bool = False
     """Claim the session's lease (SPEC 7): refused with ``session_busy`` while
     another client holds it."""
@@ -96,7 +96,7 @@ class Append(_Message):
 
     id: Count
     session: str
-    cwd: PathText
+    cwd: str
     entries: EntryBatch
     durability: Durability = "queued"
     agent: str | None = None
@@ -120,7 +120,7 @@ class Record(_Message):
 
     id: Count
     session: str
-    cwd: PathText
+    cwd: str
     messages: EntryBatch
     parent: str | None = None
     durability: Durability = "queued"
@@ -135,7 +135,7 @@ class SetAgentMeta(_Message):
 
     id: Count
     session: str
-    cwd: PathText
+    cwd: str
     agent: str
     meta: bytes
     run: str | None = None
@@ -171,7 +171,7 @@ class Subscribe(_Message):
 
     id: Count
     session: str
-    cwd: PathText | None = None
+    cwd: str | None = None
     path: PathText | None = None
     offset: Count | None = None
     last: Count | None = None

@@ -43,8 +43,6 @@ CASES: list[tuple[dict, str]] = [
     ({"op": "Subscribe", "session": SID, "cwd": "/x", "last": -3}, "last"),
     ({"op": "Subscribe", "session": SID, "cwd": "/x", "last": TOO_BIG}, "last"),
     ({"op": "Unsubscribe", "subscription": HUGE}, "subscription"),
-    ({"op": "Open", "session": SID, "cwd": "/" + "d" * 5000}, "cwd"),
-    ({"op": "Append", "session": SID, "cwd": "/" + "d" * 5000, "entries": []}, "cwd"),
 ]
 
 
