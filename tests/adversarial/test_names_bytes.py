@@ -134,10 +134,14 @@ def test_import_copies_them_byte_for_byte(store: DaemonProc, short_tmp: Path) ->
 
 def test_a_jsonl_not_named_for_a_session_is_passed_over_as_any_other(store: DaemonProc) -> None:
     """``\\xff.jsonl`` is no session id: not listed, as ``notes.jsonl`` is not,
-    and its presence changes nothing else."""
+    and its presence changes nothing else; named by its path it is shown and
+    checked like any transcript."""
     listed = json.loads(cli(store, "list", "--all", "--json"))
     assert all(not os.fsencode(i["path"]).endswith(b"/\xff.jsonl") for i in listed)
     assert main_file(store.root) in [os.fsencode(i["path"]) for i in listed]
+    odd = os.fsdecode(os.fsencode(store.root) + b"/projects/" + PROJECT + b"/\xff.jsonl")
+    assert b"needle gamma" in cli(store, "show", odd)
+    assert b"1 line" in cli(store, "check", odd)
 
 
 def test_watch_streams_a_new_agent_file_named_in_bytes(store: DaemonProc) -> None:
