@@ -90,6 +90,8 @@ CLI_CASES = [
     (["list", "--all", "--offset", "100000000000000000000"], "--offset"),
     (["list", "--limit", "1e20"], "--limit"),
     (["list", "--offset", "-1"], "--offset"),
+    (["watch", "-n", "100000000000000000000", SID], "-n"),
+    (["tail", "-n", "100000000000000000000", SID], "-n"),
     (["--timeout", "nan", "status"], "--timeout"),
     (["--timeout", "1e300", "list"], "--timeout"),
     (["stop", "--timeout", "nan"], "--timeout"),
