@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 import msgspec
 
+from sessiond.protocol.search.hit import MAX_LIMIT
 from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
@@ -34,7 +35,7 @@ RESET = "\x1b[0m"
 @click.argument("query", nargs=-1, required=True)
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--all", "all_projects", is_flag=True, help="Search every project.")
-@click.option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True, help="At most N sessions.")
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True, help="At most N sessions.")
 @click.option("--since", default=None, help="Only entries since DATE (2026-01-31, an ISO date-time, or 3d / 12h / 2w ago).")
 @click.option("--role", type=click.Choice(["user", "assistant", "tool"]), default=None, help="Only prompts, answers, or tool calls and results.")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of hits, best first.")
