@@ -13,6 +13,7 @@ daemon holds it, it is found through its lock and does the work.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
@@ -181,11 +182,13 @@ def parse_age(text: str) -> float:
         value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else None
     except ValueError:
         value = None
-    if value is None:
+    if value is None or not math.isfinite(value):
         unit = "a number needs a unit: " if t.replace(".", "", 1).isdigit() else "give e.g. "
         raise ValueError(f"not a duration: {text!r} ({unit}30m, 2h, 7d, 2w or 45s)")
     if value < 0:
         raise ValueError(f"a duration cannot be negative: {text!r}")
+    if value > m.MAX_AGE_SECONDS:
+        raise ValueError(f"a duration past a thousand years: {text!r}")
     return value
 
 
@@ -196,7 +199,9 @@ def parse_size(text: str) -> int:
     try:
         value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
     except (ValueError, IndexError):
-        raise ValueError(f"not a size: {text!r} (use e.g. 500K, 10M, 1G)") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise ValueError(f"not a size: {text!r} (use e.g. 500K, 10M, 1G)")
     if value < 0:
         raise ValueError(f"a size cannot be negative: {text!r}")
     return int(value)

@@ -31,12 +31,13 @@ import msgspec
 from sessiond.protocol.transcript.listing import session_candidates
 from sessiond.protocol.transcript.lite import LiteInfo, read_lite
 from sessiond.protocol.transcript.paths import is_session_id
+from sessiond.protocol.wire.fsnames import pack
 
 from .workers import BACKGROUND, FairShare
 
 log = logging.getLogger("sessiond")
 
-_encode = msgspec.msgpack.Encoder().encode
+_encoder = msgspec.msgpack.Encoder()
 REFRESH_AFTER = 2.0
 MAX_NOTES = 4096
 MAX_KEYS = 10_000
@@ -59,7 +60,7 @@ class _File:
     def record(self, lite: LiteInfo) -> msgspec.Raw:
         encoded = self.encoded
         if encoded is None or encoded[0] is not lite:
-            encoded = self.encoded = (lite, msgspec.Raw(_encode(lite.session_info())))
+            encoded = self.encoded = (lite, msgspec.Raw(pack(_encoder, lite.session_info())))
         return encoded[1]
 
 

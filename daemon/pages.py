@@ -30,12 +30,13 @@ from msgspec.structs import replace
 from sessiond.protocol.transcript.session_info import SessionInfo
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.framing import encode
+from sessiond.protocol.wire.fsnames import pack, unpack
 
 if TYPE_CHECKING:
     from .catalog import Catalog, _File
 
-_decode_info = msgspec.msgpack.Decoder(SessionInfo).decode
-_encode = msgspec.msgpack.Encoder().encode
+_info_decoder = msgspec.msgpack.Decoder(SessionInfo)
+_encoder = msgspec.msgpack.Encoder()
 
 
 class _View:
@@ -173,5 +174,5 @@ class Pages:
                     continue
                 j = bisect_left(view.keys, key) - offset
                 if 0 <= j < len(sessions):
-                    info = _decode_info(sessions[j])
-                    sessions[j] = msgspec.Raw(_encode(replace(info, live=value)))
+                    info = unpack(_info_decoder, sessions[j])
+                    sessions[j] = msgspec.Raw(pack(_encoder, replace(info, live=value)))

@@ -144,8 +144,6 @@ class Watchers:
         if mine >= MAX_PER_CONNECTION or len(self.subs) >= MAX_TOTAL:
             raise SessiondError(f"too many subscriptions ({mine} on this connection, {len(self.subs)} in all; "
                                 f"budgets {MAX_PER_CONNECTION} and {MAX_TOTAL})", code=TOO_LARGE)
-        if req.offset is not None and req.offset < 0 or req.last is not None and req.last < 0:
-            raise bad_request("offset and last must not be negative")
         sub = Subscription(req.id, conn, req.session, main, req.agents)
         self.subs[(conn.id, req.id)] = sub
         size = _size(main)

@@ -43,7 +43,7 @@ PROJECT_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
 
 def project_key(project: str) -> str:
-    return hashlib.sha256(project.encode()).hexdigest()[:16]
+    return hashlib.sha256(os.fsencode(project)).hexdigest()[:16]  # a dir name that is not UTF-8 too
 
 
 class FileRef(msgspec.Struct, frozen=True):

@@ -100,6 +100,11 @@ class Context:
         return Context(self.root, self.socket, self.autostart, self.socket_given, self.timeout)
 
 
+MAX_SECONDS = 7 * 86400.0
+"""The longest ``--timeout`` (a week): past some 24 days a wait's milliseconds
+overflow a C int, and past some 292 years a socket timeout overflows time_t."""
+
+
 def import_msgspec_lean() -> None:
     """Import msgspec without typing_extensions, unless something already
     imported either. Half of msgspec's import is typing_extensions (itself
@@ -169,9 +174,23 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def escape_undecodable() -> None:
+    """Text on stdout that UTF-8 cannot hold (a file name that is not UTF-8,
+    which ``os.fsdecode`` gives as lone surrogates) written as ``\\udcXX``
+    escapes, not refused: printing a path must never fail the command.
+    ``printable`` shows such a byte as ``\\xXX`` where a name is formatted for
+    a person; this is the net under the rest (a C locale's stdout already
+    writes the bytes themselves)."""
+    stdout = sys.stdout
+    if hasattr(stdout, "reconfigure"):
+        stdout.reconfigure(errors="backslashreplace")
+
+
 def main() -> None:
     """The console script: the click-free fast path when it understands the
     whole command line, else the click group, unchanged."""
+    if sys.stdout.errors == "strict":  # a UTF-8 locale's; see escape_undecodable
+        escape_undecodable()
     try:
         from .fastpath import run_fast
 

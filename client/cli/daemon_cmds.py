@@ -12,6 +12,7 @@ import click
 from sessiond.protocol.wire.errors import DaemonUnavailable, SessiondError, UnsafeSocketDir
 
 from . import Context, cli
+from .group import Seconds
 from .output import count, echo, echo_json
 
 
@@ -66,7 +67,7 @@ def start(obj: Context) -> None:
 
 
 @cli.command()
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the daemon to exit.")
+@click.option("--timeout", type=Seconds(), default=30.0, show_default=True, help="Seconds to wait for the daemon to exit.")
 @click.pass_obj
 def stop(obj: Context, timeout: float) -> None:
     """Stop the daemon: it drains every queue first. Never starts one."""

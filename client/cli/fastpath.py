@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import COMMAND_MODULES, TYPE_CHECKING, Context, import_msgspec_lean, run_guarded
+from . import COMMAND_MODULES, MAX_SECONDS, TYPE_CHECKING, Context, import_msgspec_lean, run_guarded
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -236,17 +236,19 @@ def _text(value: str) -> str:
 
 
 def _seconds(value: str) -> float:
-    """A plain decimal of at least 0.1 (``--timeout``'s range); anything else
-    (``inf``, ``1e3``, ``0``) is click's to judge."""
-    if not (value.isascii() and value.replace(".", "", 1).isdigit()) or float(value) < 0.1:
+    """A plain decimal from 0.1 to ``MAX_SECONDS`` (``--timeout``'s range); anything
+    else (``inf``, ``1e3``, ``0``) is click's to judge."""
+    if not (value.isascii() and value.replace(".", "", 1).isdigit()) or not 0.1 <= float(value) <= MAX_SECONDS:
         raise Decline
     return float(value)
 
 
 def _count(least: int) -> Callable[[str], int]:
     def convert(value: str) -> int:
-        if not (value.isascii() and value.isdigit()) or int(value) < least:
-            raise Decline
+        from sessiond.protocol.wire.frames import MAX_COUNT  # the command's codec imports it anyway
+
+        if not (value.isascii() and value.isdigit()) or not least <= int(value) <= MAX_COUNT:
+            raise Decline  # click says what is wrong with it
         return int(value)
 
     return convert

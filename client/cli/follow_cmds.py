@@ -17,8 +17,10 @@ import click
 
 from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire.errors import SessiondError
+from sessiond.protocol.wire.frames import MAX_COUNT
 
 from . import Context, cli
+from .group import Seconds
 from .completion import complete_session
 from .following import follow_daemon, poll_file, print_entry
 from .locate import locate, resolve, where
@@ -28,10 +30,10 @@ from .output import echo, skipped_lines
 @cli.command()
 @click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
-@click.option("-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True, help="Entries to show first.")
+@click.option("-n", "--lines", "count", type=click.IntRange(min=0, max=MAX_COUNT), default=10, show_default=True, help="Entries to show first.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing entries as they are written (Ctrl-C stops).")
 @click.option("--json", "as_json", is_flag=True, help="Raw entries, one JSON object per line.")
-@click.option("--interval", type=click.FloatRange(min=0.01), default=0.2, hidden=True)
+@click.option("--interval", type=Seconds(0.01), default=0.2, hidden=True)
 @click.pass_obj
 def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, as_json: bool, interval: float) -> None:
     """The last entries of a transcript, and with -f the new ones as they arrive.
@@ -80,10 +82,10 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
 @cli.command()
 @click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
-@click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True, help="Turns to show first.")
+@click.option("-n", "count", type=click.IntRange(min=0, max=MAX_COUNT), default=10, show_default=True, help="Turns to show first.")
 @click.option("--json", "as_json", is_flag=True, help="Raw entries, one JSON object per line.")
 @click.option("--agents", is_flag=True, help="Also the session's subagent files (--json: each entry's file in \"sessiondFile\").")
-@click.option("--interval", type=click.FloatRange(min=0.01), default=0.2, hidden=True)
+@click.option("--interval", type=Seconds(0.01), default=0.2, hidden=True)
 @click.pass_obj
 def watch(obj: Context, target: str, cwd: str | None, count: int, as_json: bool, agents: bool, interval: float) -> None:
     """The conversation as it happens: the last N turns, then each new entry.

@@ -181,6 +181,7 @@ def _with_file(line: bytes, file: str) -> bytes:
     import json
 
     head, brace, rest = line.partition(b"{")
-    member = f"{json.dumps(FILE_KEY)}:{json.dumps(file, ensure_ascii=False)}".encode()
+    # a name that is not UTF-8: its bytes as \udcXX escapes, as every --json writes them (protocol/wire/fsnames.py)
+    member = f"{json.dumps(FILE_KEY)}:{json.dumps(file, ensure_ascii=False)}".encode("utf-8", "backslashreplace")
     empty = rest.lstrip(b" \t\r\n").startswith(b"}")  # {} has no member to put a comma before
     return head + brace + member + (b"" if empty else b",") + rest

@@ -17,9 +17,29 @@ import click
 
 from sessiond.protocol.locations import default_socket
 
-from . import COMMAND_MODULES, Context, run_guarded
+from . import COMMAND_MODULES, MAX_SECONDS, Context, run_guarded
 from .output import echo
 from .toplevel_help import DESCRIPTION, GLOBAL_OPTION_HELP
+
+
+class Seconds(click.ParamType):
+    """A number of seconds from ``least`` to ``MAX_SECONDS``: every ``--timeout``.
+    click's FloatRange lets NaN through (no comparison with it is true) and any
+    huge value, which then overflow where the wait begins."""
+
+    name = "seconds"
+
+    def __init__(self, least: float = 0.0) -> None:
+        self.least = least
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            seconds = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not self.least <= seconds <= MAX_SECONDS:
+            self.fail(f"{value} is not in the range {self.least:g} to {MAX_SECONDS:g} seconds", param, ctx)
+        return seconds
 
 
 class CLI(click.Group):
@@ -69,7 +89,7 @@ class CLI(click.Group):
 @click.option("--root", type=click.Path(path_type=Path), envvar="SESSIOND_ROOT", help=GLOBAL_OPTION_HELP["--root"])
 @click.option("--socket", "socket_path", type=click.Path(path_type=Path), envvar="SESSIOND_SOCKET", help=GLOBAL_OPTION_HELP["--socket"])
 @click.option("--no-autostart", is_flag=True, envvar="SESSIOND_NO_AUTOSTART", help=GLOBAL_OPTION_HELP["--no-autostart"])
-@click.option("--timeout", type=click.FloatRange(min=0.1), envvar="SESSIOND_TIMEOUT", default=None,
+@click.option("--timeout", type=Seconds(0.1), envvar="SESSIOND_TIMEOUT", default=None,
               help=GLOBAL_OPTION_HELP["--timeout"])
 @click.version_option(package_name="sessiond")
 @click.pass_context

@@ -23,7 +23,7 @@ from . import Context, cli
 from .completion import complete_session, complete_trashed
 from .locate import find, id_prefix, one_of, project_scope, where
 from .locate import session_id as resolved_id
-from .output import clip, count, echo, local_time, size
+from .output import clip, count, echo, echo_json, local_time, size
 
 
 def _ops(obj: Context):
@@ -67,7 +67,7 @@ def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as
             if not as_json:
                 echo(f"trashed {_entry_line(entry)}")
     if as_json:
-        echo(msgspec.json.encode(moved))
+        echo_json(moved)
     if failed:
         raise SystemExit(1)
 
@@ -86,7 +86,7 @@ def trash(ctx: click.Context, as_json: bool) -> None:
     with _ops(obj):  # with no daemon, an rm or restore a kill interrupted is settled first
         found = trash_mod.entries(root)
     if as_json:
-        echo(msgspec.json.encode(found))
+        echo_json(found)
         return
     if not found:
         echo("the trash is empty", err=True)
@@ -123,7 +123,7 @@ def trash_empty(obj: Context, older_than: str | None, dry_run: bool, yes: bool, 
                 raise SystemExit(1)
         gone = ops.empty(age, dry_run)
     if as_json:
-        echo(msgspec.json.encode({"dryRun": dry_run, "deleted": gone, "bytes": sum(e.bytes for e in gone)}))
+        echo_json({"dryRun": dry_run, "deleted": gone, "bytes": sum(e.bytes for e in gone)})
         return
     verb = "would delete" if dry_run else "deleted"
     for e in gone:
@@ -162,7 +162,7 @@ def restore(obj: Context, session: str, as_json: bool) -> None:
     with _ops(obj) as ops:
         entry = ops.restore(session)
     if as_json:
-        echo(msgspec.json.encode(entry))
+        echo_json(entry)
     else:
         root = obj.root or default_root()
         echo(f"restored {_entry_line(entry)}")
@@ -211,7 +211,7 @@ def prune(obj: Context, older_than: str, larger_than: str | None, cwd: str | Non
             moved.append(s)
     total = sum(s.bytes for s in moved)
     if as_json:
-        echo(msgspec.json.encode({"dryRun": dry_run, "sessions": moved, "bytes": total, "skipped": skipped}))
+        echo_json({"dryRun": dry_run, "sessions": moved, "bytes": total, "skipped": skipped})
     else:
         verb = "would move" if dry_run else "moved"
         for s in moved:
@@ -234,7 +234,7 @@ def du(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None
     with _ops(obj) as ops:
         report = ops.usage(dirs) if dirs != [] else Usage(bytes=0, files=0, projects=[], sessions=[])
     if as_json:
-        echo(msgspec.json.encode(report))
+        echo_json(report)
         return
     echo(f"{size(report.bytes):>9}  total: {count(len(report.sessions), 'session')}, {count(report.files, 'file')}")
     for p in report.projects:
@@ -271,7 +271,7 @@ def _metadata_command(name: str, value: str, kind: str, field: str, help_text: s
             raise click.UsageError("the title is empty")
         path = _set_metadata(obj, session, cwd, {"type": kind, field: text, "sessionId": session})
         if as_json:
-            echo(msgspec.json.encode({"session": session, "path": path, field: text or None}))
+            echo_json({"session": session, "path": path, field: text or None})
         else:
             echo(said(session, text))
 

@@ -28,6 +28,7 @@ import click
 from sessiond.protocol.wire.errors import SessiondError, not_found
 
 from . import Context, cli
+from .group import Seconds
 from .completion import complete_session
 from .output import count, echo, echo_json, size
 
@@ -274,7 +275,7 @@ def _where_the_mirror_is(f):
 @click.argument("session_ids", metavar="ID...", nargs=-1, required=True)
 @click.option("--cwd", default=None, help="Put it in this project's dir (default: the dir it was written in).")
 @_where_the_mirror_is
-@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds for the whole pull.")
+@click.option("--timeout", type=Seconds(), default=120.0, show_default=True, help="Seconds for the whole pull.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per session pulled, one per line.")
 @click.pass_obj
 def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: tuple[str, ...], config_path: Path | None, timeout: float, as_json: bool) -> None:
@@ -379,7 +380,7 @@ async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:
 @click.argument("session_id", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @_where_the_mirror_is
-@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds for the whole push.")
+@click.option("--timeout", type=Seconds(), default=120.0, show_default=True, help="Seconds for the whole push.")
 @click.option("--json", "as_json", is_flag=True, help="What was published as one JSON object.")
 @click.pass_obj
 def push(obj: Context, session_id: str, cwd: str | None, servers: tuple[str, ...], config_path: Path | None, timeout: float, as_json: bool) -> None:

@@ -93,10 +93,11 @@ def terminal_columns(fallback: int = 80) -> int:
 
 def echo_json(obj) -> None:
     """``--json`` output: one JSON document on one line (msgspec imported only
-    when a command prints one)."""
-    import msgspec
+    when a command prints one). A name that is not UTF-8 has each of its
+    undecodable bytes as ``\\udcXX`` (``protocol/wire/fsnames.py``)."""
+    from sessiond.protocol.wire.fsnames import json_bytes
 
-    echo(msgspec.json.encode(obj))
+    echo(json_bytes(obj))
 
 
 def duration(seconds: float) -> str:

@@ -12,6 +12,8 @@ from pathlib import Path
 import click
 
 
+from sessiond.protocol.wire.frames import MAX_COUNT
+
 from . import Context, cli
 from .completion import complete_session
 from .output import Progress, count, echo, echo_json
@@ -21,8 +23,8 @@ from .output import Progress, count, echo, echo_json
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--all", "all_projects", is_flag=True, help="Sessions of every project (with a PROJECT column).")
 @click.option("--worktrees", is_flag=True, help="Include the sessions of the repository's other git worktrees.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N sessions (newest first).")
-@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip the K newest sessions.")
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_COUNT), default=None, help="At most N sessions (newest first).")
+@click.option("--offset", type=click.IntRange(min=0, max=MAX_COUNT), default=0, help="Skip the K newest sessions.")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of session objects.")
 @click.pass_obj
 def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int, as_json: bool) -> None:

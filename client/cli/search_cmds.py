@@ -18,12 +18,13 @@ from pathlib import Path
 import click
 import msgspec
 
+from sessiond.protocol.search.hit import MAX_LIMIT
 from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
 from .locate import project_scope
-from .output import age, clip, colour_on, count, echo, printable, size
+from .output import age, clip, colour_on, count, echo, echo_json, printable, size
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
@@ -34,7 +35,7 @@ RESET = "\x1b[0m"
 @click.argument("query", nargs=-1, required=True)
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--all", "all_projects", is_flag=True, help="Search every project.")
-@click.option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True, help="At most N sessions.")
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True, help="At most N sessions.")
 @click.option("--since", default=None, help="Only entries since DATE (2026-01-31, an ISO date-time, or 3d / 12h / 2w ago).")
 @click.option("--role", type=click.Choice(["user", "assistant", "tool"]), default=None, help="Only prompts, answers, or tool calls and results.")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of hits, best first.")
@@ -67,7 +68,7 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
     if as_json:
         out = [{k: v for k, v in msgspec.to_builtins(h).items() if k != "highlights"} | {"highlights": h.highlights}
                for h in hits]
-        echo(msgspec.json.encode(out))
+        echo_json(out)
         return
     if not hits:
         echo("no matches" + ("" if all_projects else f" in {cwd or os.getcwd()} (--all searches every project)"), err=True)
@@ -196,7 +197,7 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
             if watcher is not None:
                 watcher.join(timeout=2)
     if as_json:  # the documented keys, not the wire frame (its "op" and request "id" are the protocol's)
-        echo(msgspec.json.encode({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds}))  # type: ignore[union-attr]
+        echo_json({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds})  # type: ignore[union-attr]
         return
     mbs = resp.bytes / 1e6 / resp.seconds if resp.seconds else 0  # type: ignore[union-attr]
     echo(f"indexed {count(resp.files, 'file')}, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]

@@ -24,7 +24,7 @@ OPTION_ROWS = (
     ("--root PATH", GLOBAL_OPTION_HELP["--root"]),
     ("--socket PATH", GLOBAL_OPTION_HELP["--socket"]),
     ("--no-autostart", GLOBAL_OPTION_HELP["--no-autostart"]),
-    ("--timeout FLOAT RANGE", GLOBAL_OPTION_HELP["--timeout"] + "  [x>=0.1]"),
+    ("--timeout SECONDS", GLOBAL_OPTION_HELP["--timeout"]),
     ("--version", "Show the version and exit."),
     ("-h, --help", "Show this message and exit."),
 )

@@ -7,13 +7,12 @@ import stat
 from pathlib import Path
 
 import click
-import msgspec
 
 from sessiond.protocol.locations import default_root
 
 from . import Context, cli
 from .completion import complete_session
-from .output import Progress, count, echo, local_time, printable, write_all
+from .output import Progress, count, echo, echo_json, local_time, printable, write_all
 
 
 @cli.command("import")
@@ -52,7 +51,7 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
         if not as_json:
             echo(f"sessiond: unreadable: {path}: not a session file (or a symlink)", err=True)
     if as_json:
-        echo(msgspec.json.encode({"counts": counts, "sessions": report, "skipped": skipped}))
+        echo_json({"counts": counts, "sessions": report, "skipped": skipped})
     else:
         echo(", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "busy") + f" ({count(len(sessions), 'session')})")
     if counts["diverged"] or counts["unreadable"] or counts["busy"]:

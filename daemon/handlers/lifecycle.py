@@ -79,8 +79,6 @@ def handle_restore(conn: Connection, req: m.Restore) -> None:
 
 def handle_empty_trash(conn: Connection, req: m.EmptyTrash) -> None:
     daemon = conn.daemon
-    if req.older_than is not None and req.older_than < 0:
-        raise bad_request("older_than must not be negative")
     root = daemon.settings.root
     fut = daemon.loop.run_in_executor(None, lambda: (trash.empty_trash(root, older_than=req.older_than, dry_run=req.dry_run),
                                                      trash.trashed_ids(root)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import SessiondError, bad_request
+from sessiond.protocol.wire.errors import SessiondError
 
 from .completion import after_queued_writes
 from .scope import requested_dirs
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 
 def handle_list(conn: Connection, req: m.List) -> None:
     daemon = conn.daemon
-    if req.limit is not None and req.limit < 0 or req.offset < 0:
-        raise bad_request("limit and offset must not be negative")
     if daemon.registry.after_loads(conn.redispatch, req):
         return None  # appends parked behind a session's file scan arrived before this List
     after_queued_writes(daemon, lambda: _submit(conn, req))

@@ -99,8 +99,6 @@ def handle_search(conn: Connection, req: m.Search) -> None:
             query.parse_since(req.since)
     except query.QueryError as exc:
         raise bad_request(str(exc)) from None
-    if not 1 <= req.limit <= query.MAX_LIMIT:
-        raise bad_request(f"limit must be between 1 and {query.MAX_LIMIT}")
     if conn.daemon.registry.after_loads(conn.redispatch, req):
         return None  # appends parked behind a session's file scan arrived before this Search
     # on the loop: text work and at most one lstat per dir (``scope``), like decoding the request

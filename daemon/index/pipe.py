@@ -12,6 +12,8 @@ import struct
 
 import msgspec
 
+from sessiond.protocol.wire.fsnames import pack, unpack
+
 
 class _Msg(msgspec.Struct, tag=True, tag_field="op"):
     pass
@@ -67,7 +69,7 @@ _encoder = msgspec.msgpack.Encoder()
 
 
 def frame(msg: _Msg) -> bytes:
-    body = _encoder.encode(msg)
+    body = pack(_encoder, msg)
     return _header.pack(len(body)) + body
 
 
@@ -85,6 +87,6 @@ class Splitter:
             (n,) = _header.unpack_from(self.buf)
             if len(self.buf) < 4 + n:
                 break
-            out.append(self.decoder.decode(bytes(self.buf[4:4 + n])))
+            out.append(unpack(self.decoder, bytes(self.buf[4:4 + n])))
             del self.buf[:4 + n]
         return out

@@ -26,7 +26,7 @@ from sessiond.protocol.transcript.linecap import MAX_LINE, read_span
 from sessiond.protocol.transcript.regular import open_regular
 from sessiond.protocol.search.extract import TAG, TITLE, SUMMARY, extract
 from sessiond.protocol.search.files import describe
-from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions
+from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions, from_db, to_db
 
 log = logging.getLogger("sessiond.index")
 
@@ -41,6 +41,10 @@ class FileRow:
                  "cwd", "first_prompt", "custom_title", "ai_title", "summary", "tag", "last_ts")
 
     COLUMNS = __slots__
+
+
+_NAMES = frozenset(("path", "project", "session", "agent"))
+"""The columns that hold names (``to_db``)."""
 
 
 def open_index(path: Path) -> sqlite3.Connection:
@@ -142,12 +146,12 @@ class Store:
     # ------------------------------------------------------------------------ rows
 
     def row(self, path: str) -> FileRow | None:
-        r = self.conn.execute(f"SELECT id, {', '.join(FileRow.COLUMNS[1:])} FROM files WHERE path = ?", (path,)).fetchone()
+        r = self.conn.execute(f"SELECT id, {', '.join(FileRow.COLUMNS[1:])} FROM files WHERE path = ?", (to_db(path),)).fetchone()
         if r is None:
             return None
         row = FileRow()
         for k, v in zip(FileRow.COLUMNS, r):
-            setattr(row, k, v)
+            setattr(row, k, from_db(v) if k in _NAMES and v is not None else v)
         return row
 
     def rows_of(self, projects: list[str] | None) -> dict[str, tuple[int, int, int, int, int]]:
@@ -157,11 +161,11 @@ class Store:
         else:
             cur = self.conn.execute(
                 f"SELECT path, dev, ino, size, mtime_ns, indexed FROM files WHERE project IN ({','.join('?' * len(projects))})",
-                projects)
-        return {r[0]: r[1:] for r in cur}
+                [to_db(p) for p in projects])
+        return {from_db(r[0]): r[1:] for r in cur}
 
     def drop(self, path: str) -> bool:
-        r = self.conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
+        r = self.conn.execute("SELECT id FROM files WHERE path = ?", (to_db(path),)).fetchone()
         if r is None:
             return False
         self.begin()
@@ -172,7 +176,7 @@ class Store:
     def drop_projects(self, projects: list[str]) -> None:
         self.begin()
         for (fid,) in self.conn.execute(
-                f"SELECT id FROM files WHERE project IN ({','.join('?' * len(projects))})", projects).fetchall():
+                f"SELECT id FROM files WHERE project IN ({','.join('?' * len(projects))})", [to_db(p) for p in projects]).fetchall():
             self._delete_docs(fid)
             self.conn.execute("DELETE FROM files WHERE id = ?", (fid,))
 
@@ -221,7 +225,7 @@ class Store:
         row.dev = row.ino = row.indexed = row.tailsum = row.size = row.mtime_ns = 0
         self.begin()
         row.id = self.conn.execute("INSERT INTO files (path, project, session, agent) VALUES (?, ?, ?, ?)",
-                                   (path, project, session, agent)).lastrowid
+                                   (to_db(path), to_db(project), to_db(session), None if agent is None else to_db(agent))).lastrowid
         return row
 
     def _reset(self, row: FileRow) -> None:

@@ -14,7 +14,6 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..remote import REL_RE, file_ref
 from ..transcript.paths import is_session_id, projects_dir
 
 
@@ -31,13 +30,21 @@ class Transcript:
 
 def describe(root: Path, path: str | Path) -> tuple[str, str, str | None] | None:
     """``(project dir name, session id, agent id or None)`` of a transcript path
-    under ``root``, or None when it is not one."""
-    ref = file_ref(projects_dir(root), Path(path))
-    if ref is None:
+    under ``root``, or None when it is not one: the files ``transcripts`` walks,
+    whatever bytes their names hold beyond the session id (an agent file named
+    by another tool may be ``agent-<anything>.jsonl``, and not be UTF-8)."""
+    try:
+        parts = Path(path).relative_to(projects_dir(root)).parts
+    except ValueError:
         return None
-    m = REL_RE.fullmatch(ref.rel)
-    assert m is not None
-    return ref.project, ref.session.lower(), m["agent"]
+    if len(parts) == 2 and parts[1].endswith(".jsonl") and is_session_id(parts[1][:-6]):
+        return parts[0], parts[1][:-6].lower(), None
+    if not (4 <= len(parts) <= 6 and is_session_id(parts[1]) and parts[2] == "subagents"):
+        return None
+    name = parts[-1]
+    if not (name.startswith("agent-") and name.endswith(".jsonl")) or len(parts) == 5 or (len(parts) == 6 and parts[3] != "workflows"):
+        return None
+    return parts[0], parts[1].lower(), name[6:-6]
 
 
 def _regular(entry: os.DirEntry) -> os.stat_result | None:

@@ -22,6 +22,8 @@ ROLES: Final = (USER, ASSISTANT, TOOL, TITLE, TAG, SUMMARY)
 """Every role a doc can have."""
 FILTER_ROLES: Final = (USER, ASSISTANT, TOOL)
 """The roles ``--role`` takes."""
+MAX_LIMIT: Final = 1000
+"""The most sessions one search answers."""
 
 
 class Hit(msgspec.Struct, kw_only=True):

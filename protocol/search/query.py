@@ -23,13 +23,13 @@ import msgspec
 
 from ..transcript.paths import projects_dir
 from .budget import DEFAULT_CPU_SECONDS, Budget
-from .hit import FILTER_ROLES, Hit
+from .hit import FILTER_ROLES, MAX_LIMIT, Hit
 from .rank import best_sessions
+from .schema import from_db, to_db
 
 if TYPE_CHECKING:
     import sqlite3  # the CLI's daemon path never loads the library
 
-MAX_LIMIT: Final = 1000
 MAX_QUERY: Final = 1000
 """Characters of a query; terms beyond are ignored (a query is typed, not a file)."""
 MARK_START: Final = "\x02"
@@ -106,20 +106,26 @@ def parse_since(value: str | None, now: datetime | None = None) -> str | None:
         return None
     v = value.strip()
     rel = re.fullmatch(r"(\d{1,6})\s*([mhdw])", v)
-    if rel:
-        n, unit = int(rel.group(1)), rel.group(2)
-        delta = {"m": timedelta(minutes=n), "h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
-        when = (now or datetime.now(timezone.utc)) - delta
-    else:
-        try:
-            when = datetime.fromisoformat(v.replace("Z", "+00:00"))
-        except ValueError:
-            unit = " (a number needs a unit)" if v.isdigit() else ""
-            raise QueryError(f"--since {value!r}{unit}: give an age (30m, 2h, 7d, 2w), a date (2026-01-31) "
-                             "or an ISO date-time") from None
-        if when.tzinfo is None:
-            when = when.astimezone()  # a date the user typed is in their time zone
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    try:
+        if rel:
+            n, unit = int(rel.group(1)), rel.group(2)
+            delta = {"m": timedelta(minutes=n), "h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+            when = (now or datetime.now(timezone.utc)) - delta
+        else:
+            try:
+                when = datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                unit = " (a number needs a unit)" if v.isdigit() else ""
+                raise QueryError(f"--since {value!r}{unit}: give an age (30m, 2h, 7d, 2w), a date (2026-01-31) "
+                                 "or an ISO date-time") from None
+            if when.tzinfo is None:
+                when = when.astimezone()  # a date the user typed is in their time zone
+        when = when.astimezone(timezone.utc)
+    except (OverflowError, ValueError) as exc:  # before year 1 or after 9999, here or in UTC (999999w ago, 0001-01-01)
+        if isinstance(exc, QueryError):
+            raise
+        raise QueryError(f"--since {value!r}: out of the range of dates (years 1 to 9999)") from None
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
 def check_role(role: str | None) -> None:
@@ -170,7 +176,8 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
     budget = Budget(conn, cpu_seconds)
     try:
         with budget:
-            return _hits(conn, root, expr, projects=projects, limit=limit, since=since, role=role)
+            return _hits(conn, root, expr, projects=None if projects is None else [to_db(p) for p in projects],
+                         limit=limit, since=since, role=role)
     except sqlite3.OperationalError:
         if budget.expired:
             raise QueryTooCostly(cpu_seconds) from None
@@ -185,7 +192,7 @@ def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str
     hits = []
     base = projects_dir(root)
     for e in ranked.entries:
-        project, session = e.project, e.session
+        project, session = from_db(e.project), from_db(e.session)
         row = conn.execute(
             """SELECT snippet(docs, 0, ?, ?, '…', 24), i.uuid, i.ts, i.role, i.sidechain, f.path, f.agent, f.cwd
                FROM docs JOIN doc_info i ON i.id = docs.rowid JOIN files f ON f.id = i.file
@@ -194,12 +201,12 @@ def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str
             continue
         snip, uuid, ts, doc_role, sidechain, file, agent, cwd = row
         plain, spans = split_marks(snip)
-        indexed, main_cwd = session_title(conn, project, session)
+        indexed, main_cwd = session_title(conn, e.project, e.session)
         main = base / project / f"{session}.jsonl"
         title = file_title(main) or indexed  # the title list and show give it; the index's when the file is gone
         hits.append(Hit(sessionId=session, project=project, path=str(main),
                         title=title, uuid=uuid, timestamp=ts, role=doc_role, snippet=plain, highlights=spans,
-                        score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent, file=file,
+                        score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent and from_db(agent), file=from_db(file),
                         cwd=main_cwd or cwd))
     return SearchResult(hits=hits, window=ranked.window)
 

@@ -39,6 +39,30 @@ TEXT_FUNCTION: Final = "sessiond_text"
 """SQL function every connection registers (``connect_functions``): a doc's
 text from its zlib-compressed copy."""
 
+NAME_MARK: Final = "\0"
+"""Starts a name column (``path``, ``project``, ``session``, ``agent``) holding a
+name that is not UTF-8: the rest is the hex of its bytes. SQLite's text is
+UTF-8 and Python's sqlite3 refuses to bind a str with lone surrogates (what
+``os.fsdecode`` makes of such a name); no path or file name holds a NUL, so the
+mark never starts a real one."""
+
+
+def to_db(name: str) -> str:
+    """``name`` as a name column holds it (see ``NAME_MARK``)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return NAME_MARK + name.encode("utf-8", "surrogatepass").hex()
+    return name
+
+
+def from_db(text: str) -> str:
+    """The name a name column holds (``to_db`` reversed)."""
+    if text.startswith(NAME_MARK):
+        return bytes.fromhex(text[1:]).decode("utf-8", "surrogatepass")
+    return text
+
+
 DDL: Final = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)",
     """CREATE TABLE IF NOT EXISTS files (

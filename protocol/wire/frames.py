@@ -18,6 +18,11 @@ HEADER_SIZE = HEADER.size
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 
 PROTOCOL_VERSION = 1
+
+MAX_COUNT = 2**63 - 1
+"""The largest count, byte offset or request id a request may carry: what an
+off_t and an SQLite integer hold (``messages.Count``; here for the clients that
+check what they send without importing msgspec)."""
 """Major version: peers with different values refuse each other in the handshake."""
 
 

@@ -18,6 +18,7 @@ import msgspec
 
 from .errors import ProtocolError
 from .frames import DEFAULT_MAX_FRAME, HEADER, HEADER_SIZE, FrameBuffer
+from .fsnames import pack, unpack
 from .messages import Request, Response
 
 __all__ = ["DEFAULT_MAX_FRAME", "HEADER", "HEADER_SIZE", "FrameBuffer", "encode", "decode_request", "decode_response",
@@ -32,7 +33,7 @@ types of every message in its union (a few ms of every CLI run)."""
 
 def encode(message: Any) -> bytes:
     """One complete frame for ``message`` in a fresh buffer."""
-    body = _encoder.encode(message)
+    body = pack(_encoder, message)
     return HEADER.pack(len(body)) + body
 
 
@@ -51,7 +52,7 @@ def _decode(decoder: msgspec.msgpack.Decoder, body: bytes | memoryview, what: st
     at the interpreter's recursion limit, cleanly) for a body nested deeper than
     that: it is a malformed message like any other, never an internal error."""
     try:
-        return decoder.decode(body)
+        return unpack(decoder, body)
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError subclass
         raise ProtocolError(f"malformed {what}: {exc}") from None
     except RecursionError:

@@ -13,10 +13,11 @@ from typing import Annotated, Literal, Union
 
 import msgspec
 
-from ..search.hit import Hit
+from ..search.hit import MAX_LIMIT, Hit
 from ..lease import LeaseHolder
 from ..statefile import StateFileProblem
 from ..transcript.session_info import SessionInfo
+from .frames import MAX_COUNT
 from .frames import PROTOCOL_VERSION  # noqa: F401  (m.PROTOCOL_VERSION: what the handshake sends)
 from .records import FileResult, PathBytes, PathText, SessionSource, TrashEntry
 from .records import Usage as UsageReport
@@ -39,6 +40,28 @@ worktrees are a handful)."""
 
 ProjectDirs = Annotated[list[PathText], msgspec.Meta(max_length=MAX_LIST_DIRS)]
 
+# Every number a client sends is range-checked as it is decoded, so a value no
+# handler can use (a negative offset, a count past what a file offset or SQLite
+# integer holds, a NaN or infinite age) is ``bad_request`` naming the field
+# (msgspec's "Expected `int` >= 0 - at `$.offset`"), never an OverflowError
+# deep inside the daemon.
+
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+"""A count, a byte offset or an id: 0 to ``MAX_COUNT``."""
+
+MAX_PID = 1 << 22
+"""Linux's PID_MAX_LIMIT."""
+
+MAX_AGE_SECONDS = 1000 * 366 * 86400.0
+"""The longest age a request may name (a thousand years): past it a date is
+out of ``datetime``'s range."""
+
+Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_AGE_SECONDS)]
+"""An age in seconds: finite, not negative."""
+
+MAX_SINCE_CHARS = 64
+"""An ISO-8601 date-time is some 30 characters."""
+
 EntryBatch = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
 
 
@@ -50,16 +73,16 @@ class _Message(msgspec.Struct, tag_field="op", tag=True, omit_defaults=True, for
 
 
 class Hello(_Message):
-    id: int
-    protocol_version: int
+    id: Count
+    protocol_version: Count
     client: str = ""
-    pid: int = 0
+    pid: Annotated[int, msgspec.Meta(ge=0, le=MAX_PID)] = 0
 
 
 class Open(_Message):
     """Attach this connection to a session; the file is still created lazily."""
 
-    id: int
+    id: Count
     session: str
     cwd: str
     lease: bool = False
@@ -72,7 +95,7 @@ class Open(_Message):
 class Append(_Message):
     """Raw entries, stored as they are (deduplicated and routed)."""
 
-    id: int
+    id: Count
     session: str
     cwd: str
     entries: EntryBatch
@@ -96,7 +119,7 @@ class Record(_Message):
     absent the chain continues after the session's last recorded participant.
     """
 
-    id: int
+    id: Count
     session: str
     cwd: str
     messages: EntryBatch
@@ -111,7 +134,7 @@ class Record(_Message):
 class SetAgentMeta(_Message):
     """Write ``agent-<agent>.meta.json`` (replaced atomically)."""
 
-    id: int
+    id: Count
     session: str
     cwd: str
     agent: str
@@ -123,7 +146,7 @@ class Adopt(_Message):
     """Resume adopts a file (SPEC 4): later appends of the session go to it, and
     its metadata is re-appended at EOF unless already in the tail window."""
 
-    id: int
+    id: Count
     session: str
     path: PathText
     lease: bool = False
@@ -147,37 +170,37 @@ class Subscribe(_Message):
     ``last`` N entries, else the current end. ``path`` names the main transcript
     when the client found it (another project dir); else ``cwd`` does."""
 
-    id: int
+    id: Count
     session: str
     cwd: str | None = None
     path: PathText | None = None
-    offset: int | None = None
-    last: int | None = None
+    offset: Count | None = None
+    last: Count | None = None
     agents: bool = False
     """Also every agent (subagent) file of the session, from its current end
     (new ones from their start)."""
 
 
 class Unsubscribe(_Message):
-    id: int
-    subscription: int
+    id: Count
+    subscription: Count
     """The ``id`` of the Subscribe to cancel."""
 
 
 class List(_Message):
     """Sessions of some project dirs (or every project), newest first."""
 
-    id: int
+    id: Count
     dirs: ProjectDirs = []
     all: bool = False
-    limit: int | None = None
-    offset: int = 0
+    limit: Count | None = None
+    offset: Count = 0
 
 
 class Flush(_Message):
     """Resolves once everything accepted before it is written (and synced if asked)."""
 
-    id: int
+    id: Count
     session: str | None = None
     durable: bool = False
 
@@ -185,16 +208,16 @@ class Flush(_Message):
 class Close(_Message):
     """Detach from a session; the last client's Close runs exit cleanup."""
 
-    id: int
+    id: Count
     session: str
 
 
 class Status(_Message):
-    id: int
+    id: Count
 
 
 class Shutdown(_Message):
-    id: int
+    id: Count
 
 
 # Lifecycle (SPEC 9): file operations the daemon performs itself, so its
@@ -205,7 +228,7 @@ class Trash(_Message):
     """Move a session (its transcript at ``path``, its ``<id>/`` dir) into the
     trash. Refused (``conflict``) while clients are attached, unless ``force``."""
 
-    id: int
+    id: Count
     session: str
     path: PathText
     force: bool = False
@@ -215,13 +238,13 @@ class Trash(_Message):
 
 
 class Restore(_Message):
-    id: int
+    id: Count
     session: str
 
 
 class EmptyTrash(_Message):
-    id: int
-    older_than: float | None = None
+    id: Count
+    older_than: Seconds | None = None
     """Seconds: only entries trashed longer ago than this."""
     dry_run: bool = False
 
@@ -229,7 +252,7 @@ class EmptyTrash(_Message):
 class Import(_Message):
     """Copy one session's files into the store, each byte for byte."""
 
-    id: int
+    id: Count
     source: SessionSource
     catalog_only: bool = False
     """The source is the store itself: nothing to copy, the catalog learns of it."""
@@ -238,7 +261,7 @@ class Import(_Message):
 class Usage(_Message):
     """Bytes per project and per session (subagent files included)."""
 
-    id: int
+    id: Count
     dirs: ProjectDirs = []
     all: bool = False
 
@@ -246,12 +269,12 @@ class Usage(_Message):
 class Search(_Message):
     """Full-text search of the index (SPEC 8): words and "phrases", best sessions first."""
 
-    id: int
+    id: Count
     query: str
     dirs: ProjectDirs = []
     all: bool = False
-    limit: int = 20
-    since: str | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_LIMIT)] = 20
+    since: Annotated[str, msgspec.Meta(max_length=MAX_SINCE_CHARS)] | None = None
     """ISO-8601 UTC; only entries at or after it."""
     role: str | None = None
     """``user``, ``assistant`` or ``tool``."""
@@ -260,7 +283,7 @@ class Search(_Message):
 class Reindex(_Message):
     """Rebuild the search index of some project dirs (or all) from the files."""
 
-    id: int
+    id: Count
     dirs: ProjectDirs = []
     all: bool = False
 
