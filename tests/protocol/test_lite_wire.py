@@ -92,7 +92,7 @@ def test_every_answer_to_a_lite_request_has_a_lite_class():
 
 TEXT = st.text(max_size=12)
 REQUESTS = st.one_of(
-    st.builds(dict, op=st.just("Hello"), id=st.just(0), protocol_version=st.integers(0, 5), client=TEXT, pid=st.integers(0, 2**31)),
+    st.builds(dict, op=st.just("Hello"), id=st.just(0), protocol_version=st.integers(0, 5), client=TEXT, pid=st.integers(0, m.MAX_PID)),
     st.builds(dict, op=st.just("Status"), id=st.integers(0, 2**63 - 1)),
     st.builds(dict, op=st.just("List"), id=st.integers(1, 2**40), dirs=st.lists(TEXT, max_size=4), all=st.booleans(),
               limit=st.none() | st.integers(1, 10**6), offset=st.integers(0, 10**6)),
