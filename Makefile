@@ -35,9 +35,12 @@ install-cli: $(STAMP)
 run: $(STAMP)
 	$(BIN)/sessiond serve
 
-## The test suite (what CI runs).
+## The test suite (what CI runs), in TEST_JOBS pytest-xdist workers: most of a
+## test is waiting on other processes (daemons, CLI runs), so more workers than
+## cores keeps both cores busy. TEST_JOBS=0 runs it in this one process.
+TEST_JOBS ?= 4
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 ## Benchmarks: the figures in the README (not tests; takes a while). Installs
 ## what the baselines need: redis-server (Debian) and the bench extra.

@@ -25,6 +25,12 @@ START_TIMEOUT = 15.0
 
 settings.register_profile("ci", max_examples=400)  # tests.helpers.THOROUGH_PROFILE: see examples()
 
+# The CLI sizes its tables from COLUMNS/LINES before the terminal; pytest-xdist's
+# workers set both (80x24), which a test of piped or pty output must not see.
+# A test that wants a width passes COLUMNS in its own environment.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
+
 
 @pytest.fixture
 def anyio_backend() -> str:

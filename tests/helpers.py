@@ -24,6 +24,23 @@ def sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def wait_until_open(proc: subprocess.Popen, inside: Path, timeout: float = 30.0) -> None:
+    """Wait until ``proc`` holds a descriptor on ``inside`` or a file below it:
+    its own code is running. A signal sent before that lands in the interpreter's
+    start-up (a loaded machine takes seconds there), which is Python's behaviour,
+    not the command's."""
+    deadline = time.monotonic() + timeout
+    fds = Path(f"/proc/{proc.pid}/fd")
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            targets = [os.readlink(fds / fd) for fd in os.listdir(fds)]
+        except OSError:  # it exited, or an fd closed between the listing and the readlink
+            targets = []
+        if any(t == str(inside) or t.startswith(f"{inside}/") for t in targets):
+            return
+        time.sleep(0.005)
+
+
 def user(text: str, uid: str | None = None, **extra) -> dict:
     return {"type": "user", "message": {"role": "user", "content": text}, "uuid": uid or str(uuidlib.uuid4()), **extra}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CORPUS, DaemonProc
-from tests.helpers import assistant, in_terminal, line, main_path, sigint_default, user, wait_until
+from tests.helpers import assistant, in_terminal, line, main_path, sigint_default, user, wait_until, wait_until_open
 from tests.lifecycle_tree import build
 
 CWD = "/home/dev/safety-project"
@@ -308,7 +308,8 @@ def test_ctrl_c_in_an_export_leaves_the_whole_file_or_none(daemon, short_tmp, de
     out = short_tmp / "big.html"
     proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", "export", str(BIG), "--format", "html", "-o", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env)
-    time.sleep(delay)
+    wait_until_open(proc, BIG)
+    time.sleep(delay - 0.4)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     # 130; or -SIGINT, a signal that came while the interpreter was exiting
@@ -329,7 +330,8 @@ def test_ctrl_c_in_an_import_leaves_no_half_file(daemon_factory, short_tmp, dela
     d = daemon_factory()  # no daemon: the CLI copies the files itself
     proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", "--no-autostart", "import", str(tree.projects)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=d.env)
-    time.sleep(delay)
+    wait_until_open(proc, tree.projects)
+    time.sleep(delay - 0.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode in (130, -signal.SIGINT, 0) and b"Traceback" not in err, (proc.returncode, err)

@@ -44,7 +44,7 @@ def test_fallback_keeps_lazy_materialization_and_dedup(tmp_path):
 def test_session_close_falls_back_when_the_daemon_died(daemon):
     sid = str(uuid.uuid4())
     c = Client(daemon.socket, root=daemon.root, autostart=False, timeout=10)
-    s = Session(c, sid, CWD)
+    s = Session(c, sid, CWD, reconnect_timeout=1)  # the record after the kill waits this out: what is tested is after it
     first = s.record([{"type": "user", "message": {"role": "user", "content": "before"}}], durability="written")
     daemon.kill()
     last = s.record([{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "after"}]}}])

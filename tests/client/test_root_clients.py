@@ -124,7 +124,7 @@ def test_session_close_on_a_dead_socket_leaves_a_served_root_alone(daemon_factor
     a.start()
     sid = str(uuid.uuid4())
     c = Client(a.socket, root=a.root, autostart=False, timeout=5)
-    s = Session(c, sid, CWD)
+    s = Session(c, sid, CWD, reconnect_timeout=1)  # the append after the kill waits this out: what is tested is after it
     s.append(user("delivered"), "written")
     a.kill()
     b.start()

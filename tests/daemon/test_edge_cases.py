@@ -178,7 +178,7 @@ def test_no_direct_writes_beside_a_stalled_daemon(daemon_factory):
     daemon = daemon_factory().start()  # stopped with SIGSTOP: a daemon of its own
     sid = str(uuid.uuid4())
     c = Client(daemon.socket, root=daemon.root, autostart=False, timeout=1.0)
-    s = Session(c, sid, CWD)
+    s = Session(c, sid, CWD, reconnect_timeout=1.0)  # the record into the stopped daemon waits this out
     s.record([{"type": "user", "message": {"content": "q"}}], durability="written")
     daemon.signal(signal.SIGSTOP)
     try:
