@@ -309,13 +309,22 @@ class Connection(asyncio.Protocol):
         if req.id in self._inflight:
             # Its answer could not be told from the earlier one's, and it would
             # escape the in-flight budget: refuse it, the earlier one stands.
-            self.reply(m.Error(id=req.id, code=BAD_REQUEST,
-                               message=f"request id {req.id} is still awaiting its answer on this connection"))
+            # This refusal is no answer to the earlier one: it leaves it owed.
+            self._queue_out(encode(m.Error(id=req.id, code=BAD_REQUEST,
+                                           message=f"request id {req.id} is still awaiting its answer on this connection")))
             return
         self._run(req, len(body))
 
     def _run(self, req: m.Request, size: int) -> None:
         self.daemon.fair.current = self.id  # expensive work this request causes is its share
+        redispatched = req.id in self._inflight  # parked earlier: owed already
+        if not redispatched:
+            # Owed from before its handler runs: a handler may answer at once
+            # from inside (a Close whose queues are written already), and an
+            # entry made after that answer would stay owed for good, keeping
+            # a half-closed (or exited) client's connection open forever.
+            self._inflight[req.id] = size
+            self._inflight_bytes += size
         try:
             resp = dispatch(self, req)
         except SessiondError as exc:
@@ -328,11 +337,11 @@ class Connection(asyncio.Protocol):
             resp = m.Error(id=req.id, code="internal", message=f"internal error: {exc}")
         if resp is not None:
             self.reply(resp)
-        elif not self.closing and req.id not in self._inflight:
+        elif self.closing:
+            self._settle(req.id)  # nobody is left to answer
+        elif not redispatched and req.id in self._inflight:
             # Answer owed later (a write or sync to wait for): bound what one
             # connection may have in flight.
-            self._inflight[req.id] = size
-            self._inflight_bytes += size
             settings = self.daemon.settings
             if self._inflight_bytes > settings.max_inflight_bytes or len(self._inflight) > settings.max_inflight_requests:
                 self._pause("inflight")
@@ -392,6 +401,11 @@ class Connection(asyncio.Protocol):
         made in a worker: the loop does not touch its bytes)."""
         if self.transport is None:
             return
+        self._settle(rid)
+        self._queue_out(frame)
+
+    def _settle(self, rid: int) -> None:
+        """Request ``rid`` is owed no answer any more."""
         owed = self._inflight.pop(rid, None)
         if owed is not None:
             self._inflight_bytes -= owed
@@ -400,6 +414,10 @@ class Connection(asyncio.Protocol):
                 if (self._inflight_bytes <= settings.max_inflight_bytes // 2
                         and len(self._inflight) <= settings.max_inflight_requests // 2):
                     self._unpause("inflight")
+
+    def _queue_out(self, frame: bytes) -> None:
+        if self.transport is None:
+            return
         self._out.append(frame)
         self._out_bytes += len(frame)
         if self._out_bytes >= self._out_soft:  # its next expensive job waits until this is sent
