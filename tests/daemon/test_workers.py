@@ -23,7 +23,7 @@ def run_jobs(submissions: list[str], threads: int = 1, per_owner: int = 1, max_w
     async def main() -> None:
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(threads) as pool:
-            fair = FairShare(loop, pool, threads, per_owner, max_waiting)
+            fair = FairShare(loop, pool, threads, per_owner, max_waiting, 1024)
 
             def job(name: str) -> str:
                 gate.wait(10)
@@ -54,7 +54,7 @@ def test_past_its_bound_an_owner_is_refused_busy_others_are_not():
         loop = asyncio.get_running_loop()
         gate = threading.Event()
         with ThreadPoolExecutor(1) as pool:
-            fair = FairShare(loop, pool, 1, 1, 2)
+            fair = FairShare(loop, pool, 1, 1, 2, 1024)
             futs = [fair.submit(gate.wait, 10, owner="a") for _ in range(3)]  # one running, two waiting
             with pytest.raises(SessiondError) as err:
                 fair.submit(gate.wait, 10, owner="a")
@@ -70,7 +70,7 @@ def test_a_failing_job_fails_only_its_future():
     async def main() -> None:
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(1) as pool:
-            fair = FairShare(loop, pool, 1, 1, 10)
+            fair = FairShare(loop, pool, 1, 1, 10, 1024)
             bad = fair.submit(int, "not a number", owner="a")
             good = fair.submit(int, "42", owner="a")
             with pytest.raises(ValueError):
@@ -85,7 +85,7 @@ def test_jobs_waiting_when_the_pool_shuts_down_are_cancelled_not_raised():
         loop = asyncio.get_running_loop()
         gate = threading.Event()
         pool = ThreadPoolExecutor(1)
-        fair = FairShare(loop, pool, 1, 1, 10)
+        fair = FairShare(loop, pool, 1, 1, 10, 1024)
         first = fair.submit(gate.wait, 10, owner="a")
         later = [fair.submit(gate.wait, 10, owner="a"), fair.submit(gate.wait, 10, owner="b")]
         pool.shutdown(wait=False)
