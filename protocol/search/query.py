@@ -175,6 +175,8 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
     limit = max(1, min(limit, MAX_LIMIT))
     import sqlite3
 
+    if stop is not None and stop.is_set():
+        raise QueryStopped("the query was not started: its asker went away")
     budget = Budget(conn, cpu_seconds, stop)
     try:
         with budget:
