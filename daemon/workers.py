@@ -254,9 +254,11 @@ class FairShare:
             self.jobs -= 1
         if job.cancelled():  # the pool shut down under it
             fut.cancel()
-        elif not fut.cancelled():
-            exc = job.exception()
-            if exc is None:
+        else:
+            exc = job.exception()  # taken even when its asker is gone: else asyncio logs it as never retrieved
+            if fut.cancelled():
+                pass
+            elif exc is None:
                 fut.set_result(job.result())
             else:
                 fut.set_exception(exc)
