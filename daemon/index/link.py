@@ -86,6 +86,8 @@ class IndexLink:
         """Per scope, the last question asked (the Looks sent by then, its answer)."""
         self._restats: dict[tuple[str, ...] | None, float] = {}
         """Per scope, when a background re-stat was last sent."""
+        self.rescans = 0
+        """Rescan messages sent (questions and background re-stats)."""
         self.restarts = 0
         self.started_at = 0.0
         self.stopping = False
@@ -200,6 +202,8 @@ class IndexLink:
         self.stdin.write(frame(msg))
         if isinstance(msg, Look):
             self._looks_sent += 1
+        elif isinstance(msg, Rescan):
+            self.rescans += 1
         return True
 
     # ------------------------------------------------------------------ asking
@@ -298,6 +302,7 @@ class IndexLink:
             "path": str(self.index),
             "restarts": self.restarts,
             "notedFiles": len(self.noted),
+            "rescansSent": self.rescans,
             "reindexing": bool(self.reindexing),
             "reindexDoneBytes": done,
             "reindexTotalBytes": total,

@@ -89,8 +89,9 @@ def seeded(d: DaemonProc, entries: int = 20) -> None:
 def workers(d: DaemonProc) -> dict[str, int]:
     with d.client() as c:
         st = c.status()
-    assert st.workers is not None and st.budgets is not None
-    return {**st.workers, "expensiveJobs": st.budgets["expensiveJobs"]["used"], "clients": st.clients}
+    assert st.workers is not None and st.budgets is not None and st.index is not None
+    return {**st.workers, "expensiveJobs": st.budgets["expensiveJobs"]["used"], "clients": st.clients,
+            "rescans": int(st.index["rescansSent"] or 0)}
 
 
 def test_searches_of_a_client_gone_are_dropped_not_run(daemon_factory, short_tmp: Path) -> None:
@@ -155,6 +156,7 @@ def test_connection_churn_keeps_jobs_bounded_and_serves_a_victim(daemon_factory,
     d = configured(daemon_factory(), short_tmp, read_threads=1, max_expensive_jobs=limit, max_clients=64)
     seeded(d)
     fresh = peak_rss(d.pid)
+    before = workers(d)
     churning = attacks.Churning(d.socket, short_tmp / "stop", processes=3, cycles=20_000, seconds=90)
     samples: list[dict[str, int]] = []
     sid = str(uuid.uuid4())
@@ -176,6 +178,12 @@ def test_connection_churn_keeps_jobs_bounded_and_serves_a_victim(daemon_factory,
     assert cycles >= 100, f"only {cycles} churn cycles ran"
     assert max(s["queued"] for s in samples) <= limit, samples
     assert max(s["jobs"] for s in samples) <= limit, samples
+    after = workers(d)
+    searches = after["jobsStarted"] + after["jobsDropped"] - before["jobsStarted"] - before["jobsDropped"]
+    rescans = after["rescans"] - before["rescans"]
+    # Searches asking the indexer at once share a question: one message per
+    # write the victim made (and a re-stat per refresh), not one per Search.
+    assert rescans <= 3 * rounds + 10, f"{rescans} messages to the indexer for {searches} Searches"
     peak = peak_rss(d.pid)
     assert peak <= fresh + SLACK, f"peak RSS {peak / MiB:.0f} MiB, fresh {fresh / MiB:.0f} MiB"
     wait_until(lambda: workers(d)["clients"] == 1 and workers(d)["expensiveJobs"] == 0, "the churn to be over", timeout=60)
