@@ -115,20 +115,24 @@ CHURN_PROCESSES = 3
 CHURN_ROUNDS = 100
 
 
-def _victim_rounds(c: Client, sid: str, rounds: int) -> tuple[list[float], int]:
+def _victim_rounds(c: Client, sid: str, rounds: int) -> tuple[dict[str, list[float]], int]:
     """A well-behaved client's Search, List and durable Append, ``rounds``
-    times: each round trip in ms, and the most read-pool jobs status showed."""
-    lat: list[float] = []
+    times: their round trips in ms, and the most read-pool jobs status showed."""
+    lat: dict[str, list[float]] = {"Search": [], "List": [], "Append": []}
     most = 0
     for i in range(rounds):
         for req in (m.Search(id=c.next_id(), query="churn", all=True), m.List(id=c.next_id(), all=True),
                     m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(user(f"v{i}"))], durability="durable")):
             t = time.perf_counter()
             c.call(req)
-            lat.append((time.perf_counter() - t) * 1000)
+            lat[type(req).__name__].append((time.perf_counter() - t) * 1000)
         workers = c.status().workers or {}
         most = max(most, workers.get("jobsWaiting", 0) + workers.get("jobsRunning", 0))
     return lat, most
+
+
+def _p99s(lat: dict[str, list[float]]) -> str:
+    return "/".join(f"{benchlib.pct(xs, 99):.0f}" for xs in lat.values())
 
 
 def churn(sock: Path, root: Path) -> str:
@@ -142,7 +146,7 @@ def churn(sock: Path, root: Path) -> str:
             time.sleep(0.1)  # the indexer has it
         quiet, _ = _victim_rounds(c, sid, CHURN_ROUNDS)
         quiet_peak = attacks.peak_rss(c.status().pid)
-        churning = attacks.Churning(sock, sock.parent / "churn-stop", CHURN_PROCESSES, cycles=1_000_000, seconds=120)
+        churning = attacks.Churning(sock, sock.parent / "churn-stop", CHURN_PROCESSES, cycles=1_000_000, seconds=60)
         try:
             loud, most = _victim_rounds(c, sid, CHURN_ROUNDS)
             throughout = churning.running()
@@ -152,8 +156,8 @@ def churn(sock: Path, root: Path) -> str:
     return (f"{cycles} connect/Search/close cycles from {CHURN_PROCESSES} processes"
             f"{'' if throughout else ' (over before the victim was done)'}, "
             f"{workers.get('jobsDropped', '?')} Searches dropped, at most {most} jobs queued; victim p99 "
-            f"{benchlib.pct(loud, 99):.1f} ms (p50 {benchlib.pct(loud, 50):.1f}) vs {benchlib.pct(quiet, 99):.1f} ms "
-            f"(p50 {benchlib.pct(quiet, 50):.1f}) without, peak RSS without {quiet_peak / MiB:.1f} MiB")
+            f"Search/List/durable Append {_p99s(loud)} ms vs {_p99s(quiet)} ms without; "
+            f"peak RSS without {quiet_peak / MiB:.1f} MiB")
 
 
 def owed(sock: Path, root: Path) -> str:
