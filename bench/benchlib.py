@@ -72,6 +72,12 @@ def timed(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
+def pct(xs: list[float], p: float) -> float:
+    """The ``p``-th percentile of ``xs`` (nearest rank)."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (/proc)."""
     with open(f"/proc/{pid}/stat") as f:

@@ -173,11 +173,6 @@ def victim(sock: Path, n: int, flooder: subprocess.Popen | None, done: Path) -> 
     return out
 
 
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
-
-
 def measure(root: Path, base: Path, kind: str, spec: dict, appends: int, window: int, source: Path | None) -> dict:
     sock = base / f"run-{kind}" / "s.sock"
     daemon = benchlib.start_daemon(sock, root, source=source)
@@ -206,7 +201,7 @@ def measure(root: Path, base: Path, kind: str, spec: dict, appends: int, window:
         with Client(sock, autostart=False) as c:
             c.shutdown()
         daemon.wait(timeout=60)
-    return {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat), "samples": len(lat),
+    return {"p50": benchlib.pct(lat, 50), "p99": benchlib.pct(lat, 99), "max": max(lat), "samples": len(lat),
             "flooded_throughout": still_flooding, "flood_answered": answered, "daemon_cpu_s": cpu}
 
 

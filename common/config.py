@@ -117,6 +117,9 @@ class Settings(msgspec.Struct, kw_only=True):
     their turn, behind other connections' (round-robin)."""
     max_expensive_waiting: int = 64
     """Read-pool jobs one connection may have waiting; beyond, ``busy``."""
+    max_expensive_jobs: int = 1024
+    """Read-pool jobs all connections together may have waiting or running;
+    beyond, the connection holding the most is refused ``busy`` (``workers.py``)."""
     config_file: Path | None = None
     """The file read at start and on SIGHUP (it need not exist)."""
     mirror: MirrorSettings | None = None

@@ -24,7 +24,7 @@ FsyncPolicy = Literal["never", "interval", "always"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 BUDGETS = ("max_queued_bytes", "max_pending_bytes", "max_inflight_bytes", "max_inflight_requests", "max_output_bytes",
            "max_output_total_bytes", "max_partial_bytes", "max_pending_total_bytes", "max_parked_requests", "max_clients",
-           "max_sessions", "max_list_views")
+           "max_sessions", "max_list_views", "max_expensive_jobs")
 """Memory budgets (daemon/bounds.py): positive integers, same name in the file."""
 
 
@@ -73,6 +73,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     max_parked_requests: int | None = None
     max_clients: int | None = None
     max_list_views: int | None = None
+    max_expensive_jobs: int | None = None
     max_sessions: int | None = None
     search_index: bool | None = None
     search_index_path: str | None = None

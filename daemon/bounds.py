@@ -26,6 +26,8 @@ acknowledged.
     max_parked_requests requests waiting on a busy (nothing accepted)
                         file scan
     max_queued_bytes    entries not written   every connection is read slower
+    max_expensive_jobs  read-pool jobs of all busy for the connection holding
+                        clients (workers.py)  the most
 
 The connection asks this module before it reads more and reports what it holds;
 the registry asks it before it buffers pre-message entries or parks a request;
@@ -248,12 +250,13 @@ class Bounds:
 
     def report(self, clients: int, sessions: int, queued_bytes: int,
                per_connection: list[tuple[int, int, int, int]],
-               list_views: tuple[int, int] = (0, 0)) -> dict[str, dict[str, int]]:
+               list_views: tuple[int, int] = (0, 0), expensive_jobs: int = 0) -> dict[str, dict[str, int]]:
         """Every budget as ``{"used", "limit"}``; per-connection ones also say
         their ``total`` over all connections (``used`` is the largest one's).
         ``per_connection`` holds (output bytes, in-flight requests, in-flight
         bytes, partial frame bytes) of each connection; ``list_views`` the List
-        scopes kept ready and the sessions they hold (``pages.py``)."""
+        scopes kept ready and the sessions they hold (``pages.py``);
+        ``expensive_jobs`` the clients' read-pool jobs waiting or running."""
         s = self.settings
 
         def per(i: int, limit: int) -> dict[str, int]:
@@ -274,4 +277,5 @@ class Bounds:
             "inflightRequests": per(1, s.max_inflight_requests),
             "inflightBytes": per(2, s.max_inflight_bytes),
             "listViews": {"used": list_views[0], "limit": s.max_list_views, "sessions": list_views[1]},
+            "expensiveJobs": {"used": expensive_jobs, "limit": s.max_expensive_jobs},
         }

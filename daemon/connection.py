@@ -28,10 +28,13 @@ import asyncio
 import itertools
 import logging
 import os
+import select
 import socket
 import struct
+import threading
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from sessiond.protocol import __version__
 from sessiond.protocol.wire import messages as m
@@ -51,6 +54,17 @@ _ids = itertools.count(1)
 _UCRED = struct.Struct("3i")
 HOLDING = frozenset({"output", "inflight"})
 """Pauses that also stop serving frames already read, not only reading more."""
+
+
+def peer_closed(sock: socket.socket) -> bool:
+    """After a read EOF: did the peer close its socket, not only shut down its
+    writing side? A Unix socket whose peer is gone polls ``POLLHUP``; a
+    half-closed one only readable (EOF). Without ``poll``, not known: False."""
+    if not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLOUT)
+    return any(events & select.POLLHUP for _, events in poller.poll(0))
 
 
 def peer_uid(sock: socket.socket) -> int | None:
@@ -94,6 +108,10 @@ class Connection(asyncio.Protocol):
         self._stall: asyncio.TimerHandle | None = None
         self.read_eof = False
         """The client half-closed: nothing more to read, answers still owed."""
+        self.gone = threading.Event()
+        """Set when the connection is lost: a worker making its answer (a
+        Search's query) may stop, nobody will read it."""
+        self._tasks: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------- transport
 
@@ -261,7 +279,8 @@ class Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         """The client will send nothing more; keep the transport open to write
-        what it is owed (``False`` here would close it with answers unsent)."""
+        what it is owed (``False`` here would close it with answers unsent),
+        unless it closed its socket altogether."""
         if self.frames.pending:
             log.warning("%s: connection ended inside a frame (%d bytes)", self.peer, self.frames.pending)
         self.read_eof = True
@@ -270,6 +289,14 @@ class Connection(asyncio.Protocol):
             self._stall = None
         self._partial.release()
         self.daemon.bounds.forget_partial(self)
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is not None and peer_closed(sock):
+            # Gone, not half-closed: no answer can reach it, so what it asked
+            # for stops now (``connection_lost``), not after its first answer
+            # meets EPIPE. What it had sent and was accepted stays accepted.
+            self.closing = True
+            self.transport.abort()  # type: ignore[union-attr]
+            return True
         self._close_if_done()
         return True
 
@@ -287,7 +314,13 @@ class Connection(asyncio.Protocol):
         self._partial.release()
         self.daemon.bounds.forget_partial(self)
         self.daemon.bounds.reading_again(self)
-        self.daemon.fair.release(self.id)  # what it asked runs out (its answers go nowhere)
+        # What it asked for ends with it: answers not started are dropped, a
+        # running Search is stopped, a request waiting (for the indexer to
+        # catch up, for writes) is cancelled; scans others wait for run out.
+        self.gone.set()
+        self.daemon.fair.drop(self.id)
+        for task in list(self._tasks):
+            task.cancel()
         self.daemon.connections.discard(self)
         for sid in list(self.sessions):
             self.detach(sid, dropped=True)
@@ -309,13 +342,22 @@ class Connection(asyncio.Protocol):
         if req.id in self._inflight:
             # Its answer could not be told from the earlier one's, and it would
             # escape the in-flight budget: refuse it, the earlier one stands.
-            self.reply(m.Error(id=req.id, code=BAD_REQUEST,
-                               message=f"request id {req.id} is still awaiting its answer on this connection"))
+            # This refusal is no answer to the earlier one: it leaves it owed.
+            self._queue_out(encode(m.Error(id=req.id, code=BAD_REQUEST,
+                                           message=f"request id {req.id} is still awaiting its answer on this connection")))
             return
         self._run(req, len(body))
 
     def _run(self, req: m.Request, size: int) -> None:
         self.daemon.fair.current = self.id  # expensive work this request causes is its share
+        redispatched = req.id in self._inflight  # parked earlier: owed already
+        if not redispatched:
+            # Owed from before its handler runs: a handler may answer at once
+            # from inside (a Close whose queues are written already), and an
+            # entry made after that answer would stay owed for good, keeping
+            # a half-closed (or exited) client's connection open forever.
+            self._inflight[req.id] = size
+            self._inflight_bytes += size
         try:
             resp = dispatch(self, req)
         except SessiondError as exc:
@@ -328,14 +370,24 @@ class Connection(asyncio.Protocol):
             resp = m.Error(id=req.id, code="internal", message=f"internal error: {exc}")
         if resp is not None:
             self.reply(resp)
-        elif not self.closing and req.id not in self._inflight:
+        elif self.closing:
+            self._settle(req.id)  # nobody is left to answer
+        elif not redispatched and req.id in self._inflight:
             # Answer owed later (a write or sync to wait for): bound what one
             # connection may have in flight.
-            self._inflight[req.id] = size
-            self._inflight_bytes += size
             settings = self.daemon.settings
             if self._inflight_bytes > settings.max_inflight_bytes or len(self._inflight) > settings.max_inflight_requests:
                 self._pause("inflight")
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` (making an answer for this connection) as a task that
+        is cancelled if the connection is lost first."""
+        if self.closing:
+            work.close()
+            return
+        task = self.daemon.loop.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def redispatch(self, req: m.Request) -> None:
         """Run a request that was parked (behind a file scan) again."""
@@ -392,6 +444,11 @@ class Connection(asyncio.Protocol):
         made in a worker: the loop does not touch its bytes)."""
         if self.transport is None:
             return
+        self._settle(rid)
+        self._queue_out(frame)
+
+    def _settle(self, rid: int) -> None:
+        """Request ``rid`` is owed no answer any more."""
         owed = self._inflight.pop(rid, None)
         if owed is not None:
             self._inflight_bytes -= owed
@@ -400,6 +457,10 @@ class Connection(asyncio.Protocol):
                 if (self._inflight_bytes <= settings.max_inflight_bytes // 2
                         and len(self._inflight) <= settings.max_inflight_requests // 2):
                     self._unpause("inflight")
+
+    def _queue_out(self, frame: bytes) -> None:
+        if self.transport is None:
+            return
         self._out.append(frame)
         self._out_bytes += len(frame)
         if self._out_bytes >= self._out_soft:  # its next expensive job waits until this is sent

@@ -84,7 +84,7 @@ class Daemon:
         self.bounds = Bounds(settings, fds_for_clients=nofile - self.writer.open_files.max_open - min(64, nofile // 8))
         self.reads = read_pool(loop, settings.read_threads)
         self.fair = FairShare(loop, self.reads, settings.read_threads, settings.expensive_per_client,
-                              settings.max_expensive_waiting)
+                              settings.max_expensive_waiting, settings.max_expensive_jobs)
         self.registry = Registry(settings, self.writer, self.fair, self.bounds)
         self.tails = Tails(self.registry, self.fair)
         self.catalog = Catalog(settings.root, loop, self.fair)

@@ -151,7 +151,8 @@ class Watchers:
         cursor = self._add(sub, main, start)
         if req.last is not None and req.offset is None:
             try:
-                fut = self.daemon.fair.submit(_read_last, main, req.last, size, self.read_chunk, owner=conn.id)
+                fut = self.daemon.fair.submit(_read_last, main, req.last, size, self.read_chunk, owner=conn.id,
+                                              answer=True)
             except SessiondError:  # its share of the read pool is full (busy): refused whole
                 del self.subs[(conn.id, req.id)]
                 self._remove(sub)
@@ -293,7 +294,7 @@ class Watchers:
             return
         try:  # the watcher's connection's fair share of the read pool
             fut = self.daemon.fair.submit(_read_from, cursor.path, cursor.pos, self.read_chunk, self.line_cap,
-                                          owner=cursor.sub.conn.id)
+                                          owner=cursor.sub.conn.id, answer=True)
         except SessiondError:  # its share is full (busy): try again shortly, holding nothing
             self._wait(cursor)
             return
@@ -304,12 +305,14 @@ class Watchers:
         cursor.reading = False
         if cursor.sub.ended:
             return
-        if fut.cancelled():  # the read pool shut down: the daemon is exiting
+        if fut.cancelled():  # its client went, or the read pool shut down (the daemon is exiting)
             return
         exc = fut.exception()
         if exc is not None:
             if isinstance(exc, FileNotFoundError) and cursor.path == cursor.sub.main:
                 self.unsubscribe(cursor.sub.conn, cursor.sub.id, "gone")
+            elif isinstance(exc, SessiondError):  # made room for another client's job (busy): try again shortly
+                self._wait(cursor)
             else:
                 log.warning("watching %s: %s", cursor.path, exc)
             return

@@ -19,6 +19,18 @@ next free one instead of queueing behind the flood. Beyond ``max_waiting`` jobs
 waiting for one client, a new one is refused with ``busy``: that bounds what a
 client can make the daemon hold, and it is told so at once.
 
+All clients' jobs together, waiting and running, are bounded too
+(``max_jobs``): past it the owner holding the most is refused. A newcomer's
+job takes the place of the newest waiting answer of the owner holding most
+(that one is answered ``busy``), so a crowd of connections each queueing
+Searches can neither grow the daemon's queues nor lock a quiet client out.
+
+A job submitted as an ``answer`` only makes its owner's answer: when the owner
+goes (its connection closed), ``drop`` cancels those still waiting, so a
+client that pipelines Searches and disconnects holds no thread for answers
+nobody reads. (Scans and resend tail reads are not answers: other requests
+wait for them, so they run whoever asked.)
+
 An owner whose answers pile up unread (its connection's output budget,
 ``bounds.py``: the transport paused writing) is *held*: its waiting jobs get no
 thread until it reads again. Without that, the requests read before the pause
@@ -50,25 +62,37 @@ BACKGROUND = "daemon"
 its jobs are bounded by what it refreshes (one per project dir at a time)."""
 
 
+class _Job:
+    __slots__ = ("fn", "args", "fut", "answer")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple, fut: asyncio.Future, answer: bool) -> None:
+        self.fn, self.args, self.fut, self.answer = fn, args, fut, answer
+
+
 class _Owner:
     __slots__ = ("waiting", "running", "queued")
 
     def __init__(self) -> None:
-        self.waiting: deque[tuple[Callable[..., Any], tuple, asyncio.Future]] = deque()
+        self.waiting: deque[_Job] = deque()
         self.running = 0
         self.queued = False  # in the round-robin line
+
+    @property
+    def holds(self) -> int:
+        return len(self.waiting) + self.running
 
 
 class FairShare:
     """Round-robin over owners of the jobs submitted to ``executor``."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor, threads: int,
-                 per_owner: int, max_waiting: int) -> None:
+                 per_owner: int, max_waiting: int, max_jobs: int) -> None:
         self.loop = loop
         self.executor = executor
         self.threads = threads
         self.per_owner = per_owner
         self.max_waiting = max_waiting
+        self.max_jobs = max_jobs
         self.current: Hashable = BACKGROUND
         """The owner charged when a caller names none: the connection whose
         request is being dispatched (set by the connection around dispatch), so
@@ -78,28 +102,87 @@ class FairShare:
         self._held: set[Hashable] = set()
         self.running = 0
         self.refused = 0
+        self.jobs = 0
+        """Clients' jobs waiting or running (``BACKGROUND``'s not counted)."""
+        self.started = 0
+        """Jobs handed to a thread so far."""
+        self.dropped = 0
+        """Answers dropped unstarted because their owner went (a Search
+        cancelled while it waited to be queued counts too)."""
 
     @property
     def waiting(self) -> int:
         return sum(len(o.waiting) for o in self._owners.values())
 
-    def submit(self, fn: Callable[..., Any], *args: Any, owner: Hashable | None = None) -> asyncio.Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, owner: Hashable | None = None,
+               answer: bool = False) -> asyncio.Future:
         """Run ``fn(*args)`` in the pool when ``owner``'s turn comes; its result
         (or exception) in the returned future. Raises ``busy`` when ``owner``
-        already has ``max_waiting`` jobs waiting."""
+        already has ``max_waiting`` jobs waiting, or holds the most of the
+        ``max_jobs`` all clients' may. ``answer``: the job only makes
+        ``owner``'s answer, and is dropped unstarted if the owner goes."""
         key = self.current if owner is None else owner
         o = self._owners.get(key)
+        if key != BACKGROUND:
+            if o is not None and len(o.waiting) >= self.max_waiting:
+                self.refused += 1
+                raise busy(f"this connection already has {len(o.waiting)} expensive requests waiting "
+                           f"(List, Search, resend, scan); retry once they are answered")
+            if self.jobs >= self.max_jobs:
+                self._make_room(key, o.holds if o is not None else 0)
+            self.jobs += 1
         if o is None:
             o = self._owners[key] = _Owner()
-        elif key != BACKGROUND and len(o.waiting) >= self.max_waiting:
-            self.refused += 1
-            raise busy(f"this connection already has {len(o.waiting)} expensive requests waiting "
-                       f"(List, resend, scan); retry once they are answered")
         fut = self.loop.create_future()
-        o.waiting.append((fn, args, fut))
+        o.waiting.append(_Job(fn, args, fut, answer))
         self._enlist(key, o)
         self._pump()
         return fut
+
+    def _make_room(self, key: Hashable, holds: int) -> None:
+        """At ``max_jobs``: the newest waiting answer of the owner holding the
+        most makes room when it holds more than ``key`` would with this job,
+        and is answered ``busy``; else ``key``'s job is refused."""
+        rival, most = None, holds + 1
+        for other, o in self._owners.items():
+            if other != BACKGROUND and other != key and o.holds > most and o.waiting and o.waiting[-1].answer:
+                rival, most = other, o.holds
+        message = (f"the daemon already has {self.jobs} expensive requests waiting or running (budget "
+                   f"{self.max_jobs}) and no other connection holds more of them than this one; retry once they are answered")
+        self.refused += 1
+        if rival is None:
+            raise busy(message)
+        o = self._owners[rival]
+        job = o.waiting.pop()
+        self._forget(rival, o)
+        if not job.fut.done():
+            job.fut.set_exception(busy(message))
+
+    def drop(self, owner: Hashable) -> None:
+        """``owner`` is gone: its answers not started yet are cancelled (what
+        runs, runs out; a Search is also told to stop, see ``search.py``)."""
+        o = self._owners.get(owner)
+        if o is not None:
+            answers = [job for job in o.waiting if job.answer]
+            o.waiting = deque(job for job in o.waiting if not job.answer)
+            for job in answers:
+                job.fut.cancel()
+            self.dropped += len(answers)
+            self.jobs -= len(answers)
+            self._tidy(owner, o)
+        self.release(owner)  # what is left (scans others wait for) runs
+
+    def _forget(self, key: Hashable, o: _Owner) -> None:
+        """One of ``key``'s waiting jobs was taken off its queue unstarted."""
+        self.jobs -= 1
+        self._tidy(key, o)
+
+    def _tidy(self, key: Hashable, o: _Owner) -> None:
+        if not o.waiting and o.queued:
+            o.queued = False
+            self._line.remove(key)
+        if not o.holds:
+            del self._owners[key]
 
     def _enlist(self, key: Hashable, o: _Owner) -> None:
         if o.waiting and o.running < self.per_owner and not o.queued and key not in self._held:
@@ -130,22 +213,36 @@ class FairShare:
             key = self._line.popleft()
             o = self._owners[key]
             o.queued = False
-            fn, args, fut = o.waiting.popleft()
+            queued = o.waiting.popleft()
+            fut = queued.fut
+            if fut.cancelled():  # its asker stopped waiting (a Search task cancelled): nothing to make
+                self._forget_cancelled(key, o)
+                continue
             o.running += 1
             self.running += 1
+            self.started += 1
             self._enlist(key, o)  # to the back of the line: the others go first
             try:
-                job = self.loop.run_in_executor(self.executor, fn, *args)
+                job = self.loop.run_in_executor(self.executor, queued.fn, *queued.args)
             except RuntimeError:  # the pool is shut down (the daemon is exiting): nothing runs any more
                 self._abandon()
                 fut.cancel()
                 return
             job.add_done_callback(partial(self._done, key, fut))
 
+    def _forget_cancelled(self, key: Hashable, o: _Owner) -> None:
+        if key != BACKGROUND:
+            self.jobs -= 1
+            self.dropped += 1
+        if o.holds:
+            self._enlist(key, o)
+        else:
+            del self._owners[key]
+
     def _abandon(self) -> None:
         for o in self._owners.values():
-            for _, _, fut in o.waiting:
-                fut.cancel()
+            for job in o.waiting:
+                job.fut.cancel()
             o.waiting.clear()
         self._line.clear()
 
@@ -153,11 +250,15 @@ class FairShare:
         o = self._owners[key]
         o.running -= 1
         self.running -= 1
+        if key != BACKGROUND:
+            self.jobs -= 1
         if job.cancelled():  # the pool shut down under it
             fut.cancel()
-        elif not fut.cancelled():
-            exc = job.exception()
-            if exc is None:
+        else:
+            exc = job.exception()  # taken even when its asker is gone: else asyncio logs it as never retrieved
+            if fut.cancelled():
+                pass
+            elif exc is None:
                 fut.set_result(job.result())
             else:
                 fut.set_exception(exc)
@@ -177,7 +278,8 @@ class FairShare:
 
     def status(self) -> dict[str, int]:
         return {"readThreads": self.threads, "jobsRunning": self.running, "jobsWaiting": self.waiting,
-                "busyRefused": self.refused, "heldOwners": len(self._held)}
+                "jobsStarted": self.started, "jobsDropped": self.dropped, "busyRefused": self.refused,
+                "heldOwners": len(self._held)}
 
 
 def read_pool(loop: asyncio.AbstractEventLoop, threads: int) -> ThreadPoolExecutor:

@@ -40,7 +40,7 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         mirror=d.mirror.status() if d.mirror is not None else None,
         pendingBytes=d.bounds.pending_bytes,
         budgets=d.bounds.report(len(d.connections), len(registry.sessions), writer.queued_bytes,
-                                [c.budget_use() for c in d.connections], d.pages.status()),
+                                [c.budget_use() for c in d.connections], d.pages.status(), d.fair.jobs),
         workers={**d.fair.status(), "syncThreads": d.writer.sync.slots},
         memory=memory.status(registry),
         index=d.index.status() if d.index is not None else None,

@@ -130,9 +130,16 @@ def handle_import(conn: Connection, req: m.Import) -> m.Response | None:
 
 def handle_usage(conn: Connection, req: m.Usage) -> None:
     daemon = conn.daemon
-    fut = daemon.loop.run_in_executor(
-        None, lambda: usage(daemon.catalog.main_stats(requested_dirs(daemon.settings.root, req.dirs, req.all))))
+    # A stat of every session file: this connection's fair share of the read
+    # pool, dropped unstarted if it goes (``workers.py``).
+    fut = daemon.fair.submit(
+        lambda: usage(daemon.catalog.main_stats(requested_dirs(daemon.settings.root, req.dirs, req.all))),
+        owner=conn.id, answer=True)
 
     done = _answer(conn, req.id, lambda report: m.UsageResult(id=req.id, usage=report))
 
-    fut.add_done_callback(lambda f: done(f.result() if f.exception() is None else None, f.exception()))
+    def answer(f) -> None:
+        if not f.cancelled():  # cancelled: its client went, or the daemon is exiting
+            done(f.result() if f.exception() is None else None, f.exception())
+
+    fut.add_done_callback(answer)

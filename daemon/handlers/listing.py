@@ -34,10 +34,10 @@ def _submit(conn: Connection, req: m.List) -> None:
         return
     leases = daemon.leases
     live = {sid: leases.holder(sid).live() for sid in leases.held}  # as of now, on the loop
-    fut = daemon.fair.submit(_answer, daemon, req, live, owner=conn.id)
+    fut = daemon.fair.submit(_answer, daemon, req, live, owner=conn.id, answer=True)
 
     def done(f) -> None:
-        if f.cancelled():  # the daemon is exiting
+        if f.cancelled():  # its client went, or the daemon is exiting
             return
         exc = f.exception()
         if exc is None:

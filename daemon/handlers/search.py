@@ -13,6 +13,10 @@ A query ranking thousands of entries is as expensive as a List, so it runs as
 the asking connection's fair share of the read pool (``workers.py``): a client
 flooding searches holds one thread, waits behind everyone else's work, and past
 its bound of waiting jobs is answered ``busy``.
+
+A search ends with the connection that asked: waiting for the indexer or the
+writes, it is cancelled (``Connection.spawn``); queued, it is dropped; running,
+its query is interrupted (``conn.gone``, ``budget.py``).
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ def handle_search(conn: Connection, req: m.Search) -> None:
         return None  # appends parked behind a session's file scan arrived before this Search
     # on the loop: text work and at most one lstat per dir (``scope``), like decoding the request
     projects = requested_projects(conn.daemon.settings.root, req.dirs, req.all)
-    conn.daemon.loop.create_task(_search(conn, link, req, projects))
+    conn.spawn(_search(conn, link, req, projects))
     return None
 
 
@@ -111,15 +115,19 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
     daemon = conn.daemon
     written = daemon.loop.create_future()  # what was accepted before it: in the files, so noted for the indexer
     after_queued_writes(daemon, lambda: written.done() or written.set_result(None))
-    await written
-    caught_up = await link.caught_up(projects, CATCH_UP_TIMEOUT)
+    try:
+        await written
+        caught_up = await link.caught_up(projects, CATCH_UP_TIMEOUT)
+    except asyncio.CancelledError:  # its client went before its job was queued
+        daemon.fair.dropped += 1
+        raise
     try:
         found = await daemon.fair.submit(_run, daemon.settings.root, link.index, req, projects, daemon.settings.search_cpu,
-                                         owner=conn.id)
+                                         conn.gone, owner=conn.id, answer=True)
     except SessiondError as exc:  # its share is full: busy
         conn.reply(m.Error(id=req.id, code=exc.code, message=exc.message))
         return
-    except asyncio.CancelledError:  # the daemon is exiting
+    except (asyncio.CancelledError, query.QueryStopped):  # its client went, or the daemon is exiting
         return
     except query.QueryError as exc:  # it used its CPU budget
         conn.reply(m.Error(id=req.id, code="bad_request", message=str(exc)))
@@ -133,8 +141,10 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
     conn.reply(m.Searched(id=req.id, hits=found.hits, caughtUp=caught_up, window=found.window))
 
 
-def _run(root, index, req: m.Search, projects: list[str] | None, cpu_seconds: float) -> query.SearchResult:
-    """The query on this worker thread's read-only connection."""
+def _run(root, index, req: m.Search, projects: list[str] | None, cpu_seconds: float,
+         stop: threading.Event) -> query.SearchResult:
+    """The query on this worker thread's read-only connection; stopped when
+    ``stop`` is set (the asking connection is gone)."""
     try:
         ino = os.stat(index).st_ino
     except FileNotFoundError:
@@ -142,7 +152,7 @@ def _run(root, index, req: m.Search, projects: list[str] | None, cpu_seconds: fl
     reader = readers.get(index, ino)
     try:
         return query.run(reader, root, req.query, projects=projects, limit=req.limit,
-                         since=query.parse_since(req.since), role=req.role, cpu_seconds=cpu_seconds)
+                         since=query.parse_since(req.since), role=req.role, cpu_seconds=cpu_seconds, stop=stop)
     except sqlite3.DatabaseError:
         readers.drop(reader)  # damaged or being replaced: open it again next time
         raise

@@ -43,6 +43,8 @@ LOOK_MAX_DELAY = 2.0
 unbroken stream of writes keeps the index at most this far behind."""
 PIPE_HIGH = 1 << 20
 """Bytes of unsent messages above which noted paths wait in the set instead."""
+MAX_SCOPES = 1024
+"""Scopes whose last question and re-stat are remembered (then forgotten)."""
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 STOP_TIMEOUT = 10.0
 
@@ -80,6 +82,12 @@ class IndexLink:
         self._looks_sent = 0  # Look messages sent so far
         self._looks_done = 0  # of those, how many the indexer has answered past
         self._asked_at: dict[int, int] = {}
+        self._questions: dict[tuple[str, ...] | None, tuple[int, asyncio.Future]] = {}
+        """Per scope, the last question asked (the Looks sent by then, its answer)."""
+        self._restats: dict[tuple[str, ...] | None, float] = {}
+        """Per scope, when a background re-stat was last sent."""
+        self.rescans = 0
+        """Rescan messages sent (questions and background re-stats)."""
         self.restarts = 0
         self.started_at = 0.0
         self.stopping = False
@@ -194,6 +202,8 @@ class IndexLink:
         self.stdin.write(frame(msg))
         if isinstance(msg, Look):
             self._looks_sent += 1
+        elif isinstance(msg, Rescan):
+            self.rescans += 1
         return True
 
     # ------------------------------------------------------------------ asking
@@ -228,17 +238,48 @@ class IndexLink:
         ``projects`` are re-stated if that was not done in the last ``refresh``
         s: before the answer when ``refresh`` is 0, else in the background (a
         re-stat of 10,000 files costs ~100 ms; the answer need not wait for it).
-        False when it did not answer within ``timeout`` (or is not running)."""
+        False when it did not answer within ``timeout`` (or is not running).
+
+        Searches asking at once share one question (``refresh`` > 0): each
+        search was a message to the indexer, and a crowd of connections
+        searching and closing queued a million of them (hundreds of MiB in
+        the pipe's buffer) that every later search waited behind."""
         self._send_noted()
+        scope = None if projects is None else tuple(sorted(projects))
         if self.refresh > 0 and not self.noted and self._looks_done == self._looks_sent and self.transport is not None:
             # nothing written since the indexer last answered: no need to wait for it
-            self._send(Rescan(token=0, projects=projects, max_age=self.refresh, wait=False))
+            self._restat(scope, projects)
             return True
-        fut = self._ask(lambda t: Rescan(token=t, projects=projects, max_age=self.refresh, wait=self.refresh == 0))
+        fut = self._question(scope, projects)
         try:
-            return await asyncio.wait_for(fut, timeout) is not None
+            return await asyncio.wait_for(asyncio.shield(fut), timeout) is not None
         except asyncio.TimeoutError:
             return False
+
+    def _restat(self, scope: tuple[str, ...] | None, projects: list[str] | None) -> None:
+        """A background re-stat of ``projects``, unless one was sent less than
+        ``refresh`` s ago (the indexer would skip it anyway)."""
+        now = self.loop.time()
+        if now - self._restats.get(scope, -self.refresh) < self.refresh:
+            return
+        if len(self._restats) >= MAX_SCOPES:
+            self._restats.clear()
+        self._restats[scope] = now
+        self._send(Rescan(token=0, projects=projects, max_age=self.refresh, wait=False))
+
+    def _question(self, scope: tuple[str, ...] | None, projects: list[str] | None) -> asyncio.Future:
+        """The indexer's answer once it has looked at everything sent so far:
+        a question already asked for ``scope`` after the last files were sent
+        answers for this asker too."""
+        asked = self._questions.get(scope)
+        if (asked is not None and self.refresh > 0 and not asked[1].done() and not self.noted
+                and asked[0] == self._looks_sent):
+            return asked[1]
+        fut = self._ask(lambda t: Rescan(token=t, projects=projects, max_age=self.refresh, wait=self.refresh == 0))
+        if len(self._questions) >= MAX_SCOPES:
+            self._questions = {k: v for k, v in self._questions.items() if not v[1].done()}
+        self._questions[scope] = (self._looks_sent, fut)
+        return fut
 
     async def reindex(self, projects: list[str] | None) -> Done | None:
         """Rebuild ``projects`` (None: the whole index); None if the indexer died."""
@@ -261,6 +302,7 @@ class IndexLink:
             "path": str(self.index),
             "restarts": self.restarts,
             "notedFiles": len(self.noted),
+            "rescansSent": self.rescans,
             "reindexing": bool(self.reindexing),
             "reindexDoneBytes": done,
             "reindexTotalBytes": total,

@@ -11,6 +11,10 @@ milliseconds, so a watcher thread measures the querying thread's own CPU time
 (``pthread_getcpuclockid``: a loaded machine stretches the wall time of a
 cheap query, not its CPU) and interrupts the connection once the budget is
 spent. Without per-thread CPU clocks (macOS), wall time stands in.
+
+The same watcher stops the query early when its ``stop`` event is set: the
+daemon sets it when the client that asked has gone, so a query whose answer
+nobody will read frees its thread within a tick instead of its whole budget.
 """
 
 from __future__ import annotations
@@ -30,11 +34,14 @@ commonest word 8 ms, a two-letter prefix 165 ms)."""
 class Budget:
     """``with Budget(conn, seconds):`` runs the block's statements on ``conn``
     under the budget; a statement stopped raises ``sqlite3.OperationalError``
-    out of the block, with ``expired`` set."""
+    out of the block, with ``expired`` set (``stopped`` too when ``stop`` was
+    set rather than the budget spent)."""
 
-    def __init__(self, conn: sqlite3.Connection, seconds: float) -> None:
+    def __init__(self, conn: sqlite3.Connection, seconds: float, stop: threading.Event | None = None) -> None:
         self.conn = conn
         self.seconds = seconds
+        self.stop = stop
+        self.stopped = False
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._running = False
@@ -50,11 +57,13 @@ class Budget:
             # Again at every tick once spent: SQLite drops an interrupt that
             # finds no statement running, as between two of the query's.
             while not self._done.wait(every):
-                if time.clock_gettime(clock) - start >= self.seconds:
+                stopped = self.stop is not None and self.stop.is_set()
+                if stopped or time.clock_gettime(clock) - start >= self.seconds:
                     with self._lock:
                         if not self._running:
                             return
                         self.expired = True
+                        self.stopped = self.stopped or stopped
                         self.conn.interrupt()
 
         threading.Thread(target=watch, name="query-budget", daemon=True).start()

@@ -29,6 +29,7 @@ from .schema import from_db, to_db
 
 if TYPE_CHECKING:
     import sqlite3  # the CLI's daemon path never loads the library
+    import threading
 
 MAX_QUERY: Final = 1000
 """Characters of a query; terms beyond are ignored (a query is typed, not a file)."""
@@ -47,6 +48,11 @@ class QueryTooCostly(QueryError):
         super().__init__(f"the query was stopped after {seconds:g} s of CPU: it matches too much to rank "
                          "(a prefix of one or two letters, or only very common words); "
                          "give a longer prefix or another word")
+
+
+class QueryStopped(Exception):
+    """A query stopped because whoever asked for it is gone (``budget.py``):
+    no answer to make, so no error for anyone either."""
 
 
 class Term(msgspec.Struct, frozen=True):
@@ -165,20 +171,26 @@ def open_read_only(path: Path) -> sqlite3.Connection:
 
 
 def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] | None = None, limit: int = 20,
-        since: str | None = None, role: str | None = None, cpu_seconds: float = DEFAULT_CPU_SECONDS) -> SearchResult:
+        since: str | None = None, role: str | None = None, cpu_seconds: float = DEFAULT_CPU_SECONDS,
+        stop: threading.Event | None = None) -> SearchResult:
     """The best ``limit`` sessions for ``text`` in ``projects`` (dir names; None:
-    every project), best first; ``QueryTooCostly`` past ``cpu_seconds``."""
+    every project), best first; ``QueryTooCostly`` past ``cpu_seconds``,
+    ``QueryStopped`` once ``stop`` is set (its asker went away)."""
     check_role(role)
     expr = fts_expression(parse(text))
     limit = max(1, min(limit, MAX_LIMIT))
     import sqlite3
 
-    budget = Budget(conn, cpu_seconds)
+    if stop is not None and stop.is_set():
+        raise QueryStopped("the query was not started: its asker went away")
+    budget = Budget(conn, cpu_seconds, stop)
     try:
         with budget:
             return _hits(conn, root, expr, projects=None if projects is None else [to_db(p) for p in projects],
                          limit=limit, since=since, role=role)
     except sqlite3.OperationalError:
+        if budget.stopped:
+            raise QueryStopped("the query was stopped: its asker went away") from None
         if budget.expired:
             raise QueryTooCostly(cpu_seconds) from None
         raise

@@ -5,6 +5,7 @@ wire protocol over the real socket."""
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import struct
@@ -228,3 +229,49 @@ def owed_answers_flood(sock_path: Path, session: str, cwd: str, count: int) -> t
         return entries, answers
     finally:
         s.close()
+
+
+def churn(sock_path: str, cycles: int, seconds: float, stop_file: str, searches: int = 8) -> int:
+    """Connection churn, for a process of its own: connect, Hello, ``searches``
+    pipelined Searches, close without reading their answers; again, for
+    ``cycles`` cycles or ``seconds`` or until ``stop_file`` exists, whichever
+    comes first. The cycles made (a connection refused ``busy`` counts)."""
+    burst = b"".join(encode(m.Search(id=i + 1, query="churn", all=True)) for i in range(searches))
+    deadline = time.monotonic() + seconds
+    done = 0
+    while done < cycles and time.monotonic() < deadline and not os.path.exists(stop_file):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(20.0)
+        try:
+            s.connect(str(sock_path))
+            s.sendall(encode(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION)) + burst)
+            s.recv(1 << 16)  # its Welcome (or the busy that refused it): the daemon has read the burst
+        except (BrokenPipeError, ConnectionResetError, ConnectionRefusedError):
+            pass
+        finally:
+            s.close()
+        done += 1
+    return done
+
+
+class Churning:
+    """``processes`` processes each running ``churn`` until ``stop``."""
+
+    def __init__(self, sock_path: Path, stop_file: Path, processes: int, cycles: int, seconds: float) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.stop_file = stop_file
+        self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+        self.futures = [self.pool.submit(churn, str(sock_path), cycles, seconds, str(stop_file)) for _ in range(processes)]
+
+    def running(self) -> bool:
+        return not any(f.done() for f in self.futures)
+
+    def stop(self) -> int:
+        """Stop them all; the cycles they made."""
+        self.stop_file.touch()
+        try:
+            return sum(f.result(timeout=60) for f in self.futures)
+        finally:
+            self.pool.shutdown()

@@ -123,7 +123,7 @@ def test_a_busy_set_is_packed_on_the_spot_when_packing_falls_behind():
     pool = ThreadPoolExecutor(1)
     gate = threading.Event()
     try:
-        fair = FairShare(loop, pool, 1, 1, 8)
+        fair = FairShare(loop, pool, 1, 1, 8, 1024)
         fair.submit(gate.wait, 30, owner=BACKGROUND)  # the pool is busy: jobs only queue
         packer = compaction.Compactor(fair)
         per_set = compaction.HOT_MIN + 100

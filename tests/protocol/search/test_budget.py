@@ -4,6 +4,8 @@ connection answers the next query as if nothing happened."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from sessiond.daemon.index.store import Store
@@ -44,3 +46,33 @@ def test_a_query_within_its_budget_is_not_touched(index):
     root, conn = index
     for _ in range(50):  # the watcher thread of each query ends with it, and never interrupts a later one
         assert len(query.run(conn, root, "w01234", cpu_seconds=5).hits) == 1
+
+
+def test_a_query_whose_asker_went_away_is_stopped_not_run_to_its_budget():
+    """The daemon sets ``stop`` when the client that asked is gone: a statement
+    running then is interrupted (this one counts for seconds of CPU), and a query
+    not started yet is not started."""
+    import sqlite3
+
+    from sessiond.protocol.search.budget import Budget
+
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    stop = threading.Event()
+    threading.Timer(0.05, stop.set).start()
+    budget = Budget(conn, 600.0, stop)
+    with pytest.raises(sqlite3.OperationalError):
+        with budget:
+            conn.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000000) "
+                         "SELECT count(*) FROM c").fetchall()
+    assert budget.stopped and budget.expired
+    assert conn.execute("SELECT 1").fetchall() == [(1,)]  # the connection answers the next statement
+    conn.close()
+
+
+def test_a_query_is_not_started_once_its_asker_went_away(index):
+    root, conn = index
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(query.QueryStopped):
+        query.run(conn, root, "w00042", stop=stop)
+    assert len(query.run(conn, root, "w00042").hits) == 1
