@@ -142,7 +142,7 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
         return
     if damage is not None:
         link.damaged(*damage)
-    rebuilt = link.reason if link.rebuilds != rebuilds and found.scanned is None else None
+    rebuilt = link.rebuilt_because if link.rebuilds != rebuilds and found.scanned is None else None
     conn.reply(m.Searched(id=req.id, hits=found.hits, caughtUp=caught_up, window=found.window, scanned=found.scanned,
                           rebuilt=rebuilt and f"the search index was rebuilt: {rebuilt}"))
 

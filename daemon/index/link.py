@@ -94,6 +94,8 @@ class IndexLink:
         """``(dev, ino)`` of the index file the indexer writes, once it said."""
         self.rebuilds = 0
         """Index files found unusable and rebuilt since the daemon started."""
+        self.rebuilt_because = ""
+        """Why the last of them was."""
 
     # --------------------------------------------------------------- lifecycle
 
@@ -265,8 +267,9 @@ class IndexLink:
             self.progress.pop(token, None)
 
     def _state(self, msg: State) -> None:
-        if msg.state == "rebuilding" and self.state != "rebuilding":
+        if msg.state == "rebuilding" and msg.lost:
             self.rebuilds += 1
+            self.rebuilt_because = msg.reason
         if msg.state == "ok":
             self.progress.pop(REBUILD_TOKEN, None)
         self.state, self.reason = msg.state, msg.reason

@@ -79,6 +79,9 @@ class State(_Msg):
     reason: str = ""
     dev: int = 0
     ino: int = 0
+    lost: bool = False
+    """With ``rebuilding``: the index there was lost or unusable (not a first
+    build, nor a reindex someone asked for)."""
 
 
 REBUILD_TOKEN = -1

@@ -53,17 +53,22 @@ class IndexUnusable(Exception):
     meanwhile, and the indexer tries again later."""
 
 
-def open_index(path: Path) -> tuple[sqlite3.Connection, int]:
+def open_index(path: Path) -> tuple[sqlite3.Connection, int, str | None]:
     """The index for writing, and a descriptor on the very file SQLite opened
     (its identity is compared with the path's at each pass: ``Store.check``).
     Created when missing; whatever is unusable there (not a regular file, a
     symlink, damaged, another database) is set aside first and the index starts
     empty; of another schema version (an older sessiond's), removed: it is a
-    cache of the files. ``IndexUnusable`` when even a new file cannot be made."""
+    cache of the files. ``IndexUnusable`` when even a new file cannot be made.
+    The third value says why something was set aside (None: nothing was)."""
+    replaced = None
     for attempt in range(3):
         why = indexfile.problem(path)
-        if why not in (None, indexfile.MISSING, indexfile.EMPTY):  # nothing to keep in those: SQLite starts them
-            _set_aside(path, why)
+        sides = any(os.path.lexists(f"{path}{s}") for s in indexfile.SIDE_FILES)
+        # a WAL without its database (or with an emptied one) would be replayed into the new one
+        if why not in (None, indexfile.MISSING, indexfile.EMPTY) or (why is not None and sides):
+            set_aside(path, why)
+            replaced = why
         try:
             fd = _open_file(path)
         except UnsafePath:  # swapped in after the check: look again
@@ -83,7 +88,7 @@ def open_index(path: Path) -> tuple[sqlite3.Connection, int]:
                 remove_index(path)
                 continue
             conn.execute("SELECT max(id) FROM doc_info").fetchone()  # its tables can be read
-            return conn, fd
+            return conn, fd, replaced
         except UnsafePath:  # swapped between our check and SQLite's open: look again
             pass
         except sqlite3.Error as exc:
@@ -94,17 +99,19 @@ def open_index(path: Path) -> tuple[sqlite3.Connection, int]:
             conn.close()
         os.close(fd)
         if why is not None:
-            _set_aside(path, why)
+            set_aside(path, why)
+            replaced = why
     raise IndexUnusable(f"{path}: still unusable after setting it aside")
 
 
-def _set_aside(path: Path, why: str) -> None:
+def set_aside(path: Path, why: str) -> None:
+    """Set aside what is at the index's paths (``indexfile.set_aside``), saying why in the log."""
     try:
         moved = indexfile.set_aside(path)
     except OSError as exc:
         raise IndexUnusable(f"{path} is unusable ({why}) and cannot be set aside: {exc.strerror or exc}") from None
-    log.warning("search index %s unusable: %s; set aside as %s, rebuilding it from the transcripts",
-                path, why, ", ".join(p.name for p in moved) or "nothing (it was gone)")
+    if moved:
+        log.warning("search index %s unusable (%s): set aside as %s", path, why, ", ".join(p.name for p in moved))
 
 
 def remove_index(path: Path) -> None:
@@ -153,7 +160,7 @@ class Store:
     def __init__(self, root: Path, path: Path) -> None:
         self.root = root
         self.path = path
-        self.conn, self.fd = open_index(path)
+        self.conn, self.fd, self.replaced = open_index(path)
         st = os.fstat(self.fd)
         self.identity: indexfile.Identity = (st.st_dev, st.st_ino)
         self.next_id = (self.conn.execute("SELECT max(id) FROM doc_info").fetchone()[0] or 0) + 1

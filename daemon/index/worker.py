@@ -42,7 +42,7 @@ import sqlite3
 from .pipe import REBUILD_TOKEN, Damaged, Done, Look, Progress, Reindex, Rescan, Splitter, State, Stop, ToWorker, frame
 from sessiond.protocol.search.indexfile import is_damage
 
-from .store import IndexUnusable, Store, remove_index
+from .store import IndexUnusable, Store, remove_index, set_aside
 
 log = logging.getLogger("sessiond.index")
 
@@ -180,14 +180,15 @@ class Worker:
 
     # ----------------------------------------------------------- the index file
 
-    def state(self, state: str, reason: str = "") -> None:
+    def state(self, state: str, reason: str = "", lost: bool = False) -> None:
         dev, ino = self.store.identity if self.store is not None else (0, 0)
-        self.send(State(state=state, reason=reason, dev=dev, ino=ino))
+        self.send(State(state=state, reason=reason, dev=dev, ino=ino, lost=lost))
 
-    def open_store(self, why_new: str, fill: bool = True) -> bool:
+    def open_store(self, why_new: str, fill: bool = True, lost: bool = False) -> bool:
         """Open (or create) the index; False (and ``State(scanning)``) when it
-        cannot be. A new, empty index is ``rebuilding`` (``why_new``) until it
-        is filled from every transcript (here, unless not ``fill``)."""
+        cannot be. A new, empty index is ``rebuilding`` (``why_new``; ``lost``:
+        an index was there, or something set aside) until it is filled from
+        every transcript (here, unless not ``fill``)."""
         try:
             self.store = Store(self.root, self.index)
         except (IndexUnusable, sqlite3.Error, OSError) as exc:
@@ -197,7 +198,9 @@ class Worker:
         self.scanned.clear()
         self.failing = None
         if self.store.empty:
-            self.state("rebuilding", why_new)
+            if not lost and self.store.replaced is not None:
+                why_new, lost = self.store.replaced, True
+            self.state("rebuilding", why_new, lost)
             if fill:
                 found = list(transcripts(self.root))
                 self.queue_oldest_first(found)
@@ -231,11 +234,15 @@ class Worker:
     def rebuild(self, why: str) -> None:
         log.warning("search index %s: %s; building a new one from the transcripts", self.index, why)
         assert self.store is not None
-        self.state("rebuilding", why)
         self.store.abandon()
         self.store = None
         self.failed_at = time.monotonic()
-        self.open_store(why)  # what is at the path now is set aside there
+        try:  # all of it: the side files of the file written may be there still, and would be read as the new one's
+            set_aside(self.index, why)
+        except IndexUnusable as exc:
+            self.failed(str(exc))
+            return
+        self.open_store(why, lost=True)
 
     def pass_failed(self, exc: sqlite3.Error) -> None:
         """A pass stopped on a SQLite error: a damaged file is rebuilt by the

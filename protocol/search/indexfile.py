@@ -104,15 +104,17 @@ def problem(path: Path, identity: Identity | None = None) -> str | None:
 
 
 def set_aside(path: Path) -> list[Path]:
-    """Rename the index and its side files (whatever they are) to
-    ``<name>.aside-<UTC time>[-n]<suffix>``, so the next open creates a new
-    index; returns the new names. Renaming moves a symlink itself, never what
-    it points at; nothing is deleted."""
+    """Rename the index to ``<name>.aside-<UTC time>[-n]`` and its side files
+    (whatever they all are) to that plus ``.wal`` / ``.shm``, so the next open
+    creates a new index; returns the new names. The side files are not named
+    as SQLite pairs them (``-wal``): a WAL of the old index is never replayed
+    into what was found at the path. Renaming moves a symlink itself, never
+    what it points at; nothing is deleted."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     moved = []
     for n in range(100):
         base = f"{path}.aside-{stamp}" + (f"-{n}" if n else "")
-        names = [(Path(f"{path}{s}"), Path(f"{base}{s}")) for s in ("", *SIDE_FILES)]
+        names = [(Path(f"{path}{s}"), Path(base + s.replace("-", "."))) for s in ("", *SIDE_FILES)]
         if any(os.path.lexists(new) for _, new in names):
             continue
         for old, new in names:
