@@ -260,6 +260,17 @@ class Worker:
             self.failed(f"it cannot be written: {exc}")
             self.failed_at = time.monotonic()
 
+    def rebuild_now(self) -> None:
+        """A pass found the index damaged: rebuild it before the answers go
+        out, so the searches waiting for them read the new one."""
+        if self.damage is None:
+            return
+        try:
+            self.check()
+            self.catch_up_all()
+        except sqlite3.Error as exc:
+            self.pass_failed(exc)
+
     def reindex(self, token: int, projects: list[str] | None) -> Done:
         started = time.monotonic()
         if projects is None:
@@ -290,14 +301,15 @@ class Worker:
         except sqlite3.Error as exc:
             self.pass_failed(exc)
         while not self.stopping:
-            wait = RETRY_EVERY if self.failing is not None else RESCAN_EVERY if not self.todo else 0
+            wait = 0 if self.damage else RETRY_EVERY if self.failing is not None else RESCAN_EVERY if not self.todo else 0
             try:
                 msg = self.inbox.get(timeout=wait)
             except queue.Empty:
-                if not self.todo:
-                    self.rescan(None)
                 msg = None
             try:
+                self.check()  # first: what the messages ask is done in the index at the path
+                if msg is None and wait == RESCAN_EVERY:
+                    self.rescan(None)
                 if msg is not None:
                     self.handle(msg)
                     while True:  # everything already sent comes before the answers
@@ -305,13 +317,13 @@ class Worker:
                             self.handle(self.inbox.get_nowait())
                         except queue.Empty:
                             break
-                self.check()
                 self.catch_up_all()
                 if self.failing is not None and self.store is not None:
                     self.failing = None  # written again
                     self.state("ok")
             except sqlite3.Error as exc:
                 self.pass_failed(exc)
+                self.rebuild_now()
             for answer in self.answers:
                 self.send(answer)
             self.answers.clear()

@@ -61,7 +61,8 @@ def indexed(d, sid: str) -> None:
 
 def checkpoint(index: Path) -> None:
     """What an auto-checkpoint does in a long-running daemon: every page in
-    the index file itself, the WAL emptied (so damage to the file is seen)."""
+    the index file itself, the WAL emptied, so what is done to the file is
+    what a reader sees (not the pages the WAL still holds)."""
     conn = sqlite3.connect(index)
     try:
         busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -71,6 +72,7 @@ def checkpoint(index: Path) -> None:
 
 
 def damage(index: Path, kind: str) -> None:
+    checkpoint(index)
     if kind == "unlink":
         index.unlink()
     elif kind == "truncate":
@@ -79,7 +81,6 @@ def damage(index: Path, kind: str) -> None:
         with open(index, "r+b") as f:
             f.write(os.urandom(100))
     elif kind == "middle":
-        checkpoint(index)
         size = index.stat().st_size
         assert size >= 4 * 4096
         with open(index, "r+b") as f:  # every page but the first (the header) and the last
@@ -157,16 +158,16 @@ def test_hostile_index_paths_at_start_are_set_aside_never_followed(fresh_config,
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("kind", ["truncate", "header", "middle", "other-db", "fifo"])
-def test_without_a_daemon_a_damaged_index_is_scanned_past(fresh_config, daemon_factory, kind):
+def test_without_a_daemon_a_fifo_at_the_index_path_is_scanned_past(fresh_config, daemon_factory):
+    """SQLite would block forever opening it; the other kinds of damage were
+    already scanned past (SQLite says so: test_search.py)."""
     d = daemon_factory().start()
     sid = str(uuid.uuid4())
     fill(d, sid)
     indexed(d, sid)
     assert d.stop() == 0
-    damage(d.root / INDEX_NAME, kind)
+    damage(d.root / INDEX_NAME, "fifo")
     r = d.cli("--no-autostart", "search", WORD, "--cwd", CWD, "--json", check=False, timeout=60)
     assert b"Traceback" not in r.stderr
     assert [h["sessionId"] for h in json.loads(r.stdout)] == [sid]
-    assert b"is unusable" in r.stderr or b"is unreadable" in r.stderr
-    assert b"scanned the files" in r.stderr
+    assert b"is unusable (.sessiond-search.sqlite3 is a FIFO): scanned the files" in r.stderr, r.stderr
