@@ -144,7 +144,7 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
         link.damaged(*damage)
     rebuilt = link.rebuilt_because if link.rebuilds != rebuilds and found.scanned is None else None
     conn.reply(m.Searched(id=req.id, hits=found.hits, caughtUp=caught_up, window=found.window, scanned=found.scanned,
-                          rebuilt=rebuilt and f"the search index was rebuilt: {rebuilt}"))
+                          rebuilt=rebuilt and f"the search index was rebuilt ({rebuilt})"))
 
 
 def _run(root, index, unusable: str | None, identity: indexfile.Identity | None, req: m.Search,
@@ -156,9 +156,8 @@ def _run(root, index, unusable: str | None, identity: indexfile.Identity | None,
     returns the file and why, when SQLite found it damaged."""
     damage = None
     if unusable is None:
-        unusable = indexfile.problem(index, identity)
-        if unusable is not None:
-            unusable = f"the search index {unusable}"
+        why = indexfile.problem(index, identity)
+        unusable = None if why is None else f"the search index is unusable ({why})"
     if unusable is None:
         reader = None
         try:
@@ -169,7 +168,7 @@ def _run(root, index, unusable: str | None, identity: indexfile.Identity | None,
         except query.QueryTooCostly:
             raise
         except OSError as exc:  # gone since it was looked at
-            unusable = f"the search index cannot be opened ({exc.strerror or exc})"
+            unusable = f"the search index is unusable (cannot be opened: {exc.strerror or exc})"
         except sqlite3.Error as exc:
             if reader is not None:
                 readers.drop(reader)  # damaged or being replaced: open it again next time

@@ -278,17 +278,15 @@ class IndexLink:
     def unusable(self) -> str | None:
         """Why searches must not read the index now (None: they may)."""
         if self.state in ("rebuilding", "scanning"):
-            return f"the search index is {'being rebuilt' if self.state == 'rebuilding' else 'unusable'}: {self.reason}"
+            return f"the search index is {'being rebuilt' if self.state == 'rebuilding' else 'unusable'} ({self.reason})"
         return None
 
     def damaged(self, identity: Identity, reason: str) -> None:
-        """A search found the index file ``identity`` unusable: searches scan
-        until the indexer has rebuilt it (which it does only if it still writes
-        that file)."""
+        """A search found the index file ``identity`` unusable: the indexer
+        rebuilds it if it still writes that file, and says so (``State``)."""
         if (self.identity is not None and identity != self.identity) or self.state not in ("ok", "starting"):
             return
         log.warning("search index %s: %s; asking the indexer to rebuild it", self.index, reason)
-        self.state, self.reason = "scanning", reason
         self._send(Damaged(dev=identity[0], ino=identity[1], reason=reason))
 
     def status(self) -> dict[str, str | int | float | bool | None]:

@@ -94,7 +94,7 @@ def open_index(path: Path) -> tuple[sqlite3.Connection, int, str | None]:
         except sqlite3.Error as exc:
             if not indexfile.is_damage(exc):
                 raise IndexUnusable(f"{path}: {exc}") from None
-            why = f"SQLite cannot use it ({exc})"
+            why = f"SQLite cannot use it: {exc}"
         if conn is not None:
             conn.close()
         os.close(fd)
@@ -139,7 +139,7 @@ def _open_file(path: Path) -> int:
 def _connect(path: Path, fd: int) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     st = os.fstat(fd)
-    if indexfile.problem(path, (st.st_dev, st.st_ino)) not in (None, "it is empty (truncated)"):
+    if indexfile.problem(path, (st.st_dev, st.st_ino)) not in (None, indexfile.EMPTY):
         conn.close()  # swapped between our check and SQLite's open (a new file is empty until WAL mode is set)
         raise UnsafePath(f"{path} was replaced while it was being opened")
     connect_functions(conn)

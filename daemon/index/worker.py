@@ -30,18 +30,16 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import sqlite3
 import sys
 import threading
 import time
 from pathlib import Path
 
 from sessiond.protocol.search.files import Transcript, oldest_first, transcripts
-
-import sqlite3
-
-from .pipe import REBUILD_TOKEN, Damaged, Done, Look, Progress, Reindex, Rescan, Splitter, State, Stop, ToWorker, frame
 from sessiond.protocol.search.indexfile import is_damage
 
+from .pipe import REBUILD_TOKEN, Damaged, Done, Look, Progress, Reindex, Rescan, Splitter, State, Stop, ToWorker, frame
 from .store import IndexUnusable, Store, remove_index, set_aside
 
 log = logging.getLogger("sessiond.index")
@@ -116,7 +114,7 @@ class Worker:
                 self.answers.append(self.reindex(token, projects))
             case Damaged(dev=dev, ino=ino, reason=reason):
                 if self.store is not None and self.store.identity == (dev, ino):
-                    self.damage = self.damage or f"a search could not read it ({reason})"
+                    self.damage = self.damage or f"a search could not read it: {reason}"
             case Stop():
                 self.stopping = True
 
@@ -193,7 +191,7 @@ class Worker:
             self.store = Store(self.root, self.index)
         except (IndexUnusable, sqlite3.Error, OSError) as exc:
             self.store = None
-            self.failed(f"it cannot be opened: {exc}")
+            self.failed(f"cannot be opened: {exc}")
             return False
         self.scanned.clear()
         self.failing = None
@@ -213,7 +211,7 @@ class Worker:
 
     def failed(self, reason: str) -> None:
         if self.failing != reason:
-            log.error("search index %s: %s; searches scan the files until it can be written", self.index, reason)
+            log.error("search index %s unusable (%s): searches scan the files until it can be written", self.index, reason)
             self.failing = reason
             self.state("scanning", reason)
 
@@ -232,7 +230,7 @@ class Worker:
             self.rebuild(why)
 
     def rebuild(self, why: str) -> None:
-        log.warning("search index %s: %s; building a new one from the transcripts", self.index, why)
+        log.warning("search index %s unusable (%s): building a new one from the transcripts", self.index, why)
         assert self.store is not None
         self.store.abandon()
         self.store = None
@@ -255,9 +253,9 @@ class Worker:
                 pass
             self.store.in_tx = False
         if is_damage(exc):
-            self.damage = f"SQLite cannot use it ({exc})"
+            self.damage = f"SQLite cannot use it: {exc}"
         else:
-            self.failed(f"it cannot be written: {exc}")
+            self.failed(f"cannot be written: {exc}")
             self.failed_at = time.monotonic()
 
     def rebuild_now(self) -> None:
@@ -294,6 +292,14 @@ class Worker:
             self.scanned[k] = time.monotonic()
         return Done(token=token, files=len(found), bytes=n, seconds=round(time.monotonic() - started, 3))
 
+    def wait(self) -> float:
+        """Seconds to wait for a message before the next pass."""
+        if self.damage is not None:
+            return 0
+        if self.failing is not None:
+            return RETRY_EVERY
+        return 0 if self.todo else RESCAN_EVERY
+
     def run(self) -> None:
         try:
             if self.open_store("there was none"):
@@ -301,7 +307,7 @@ class Worker:
         except sqlite3.Error as exc:
             self.pass_failed(exc)
         while not self.stopping:
-            wait = 0 if self.damage else RETRY_EVERY if self.failing is not None else RESCAN_EVERY if not self.todo else 0
+            wait = self.wait()
             try:
                 msg = self.inbox.get(timeout=wait)
             except queue.Empty:

@@ -31,8 +31,8 @@ MAGIC = b"SQLite format 3\x00"
 SIDE_FILES = ("-wal", "-shm")
 """SQLite's side files of a WAL database, opened by the name of the index plus these."""
 
-MISSING = "it is missing (deleted)"
-EMPTY = "it is empty (truncated)"
+MISSING = "deleted"
+EMPTY = "truncated to 0 bytes"
 Identity = tuple[int, int]
 """``(st_dev, st_ino)`` of the index file the indexer writes."""
 
@@ -73,7 +73,8 @@ def unsafe_side_files(path: Path) -> list[tuple[Path, str]]:
 
 
 def problem(path: Path, identity: Identity | None = None) -> str | None:
-    """Why the index at ``path`` must not be opened (None: it may be):
+    """Why the index at ``path`` must not be opened, as words after "the index
+    is unusable" (None: it may be):
     missing, not a regular file (or a side file that is not), another file
     than ``identity``, empty, or without SQLite's header. Never blocks."""
     try:
@@ -81,25 +82,25 @@ def problem(path: Path, identity: Identity | None = None) -> str | None:
     except FileNotFoundError:
         return MISSING
     except OSError as exc:
-        return f"it cannot be looked at ({exc.strerror or exc})"
+        return f"cannot be looked at: {exc.strerror or exc}"
     for p, kind in unsafe_side_files(path):
         return f"{p.name} is {kind}"
     if identity is not None and (st.st_dev, st.st_ino) != identity:
-        return "it was replaced by another file"
+        return "replaced by another file"
     try:
         fd = open_regular(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
-        return f"it cannot be opened ({exc.strerror or exc})"
+        return f"cannot be opened: {exc.strerror or exc}"
     try:
         head = os.pread(fd, len(MAGIC), 0)
     except OSError as exc:
-        return f"it cannot be read ({exc.strerror or exc})"
+        return f"cannot be read: {exc.strerror or exc}"
     finally:
         os.close(fd)
     if not head:
         return EMPTY
     if head != MAGIC:
-        return "it is not a SQLite database (its header was overwritten)"
+        return "overwritten: no SQLite header"
     return None
 
 

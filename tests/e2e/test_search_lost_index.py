@@ -171,3 +171,37 @@ def test_without_a_daemon_a_fifo_at_the_index_path_is_scanned_past(fresh_config,
     assert b"Traceback" not in r.stderr
     assert [h["sessionId"] for h in json.loads(r.stdout)] == [sid]
     assert b"is unusable (.sessiond-search.sqlite3 is a FIFO): scanned the files" in r.stderr, r.stderr
+
+
+@pytest.mark.timeout(120)
+def test_an_index_that_cannot_be_written_is_scanned_past_until_it_can(sd):
+    """The disk full for the indexer (its largest file size capped below what
+    it must write): searches scan the files, status says so, and once it can
+    write again (retried every few seconds) the index answers again."""
+    import resource
+
+    first = str(uuid.uuid4())
+    fill(sd, first)
+    indexed(sd, first)
+    checkpoint(sd.root / INDEX_NAME)  # the WAL empty: the next commit must write past the cap
+    pid = index_status(sd)["pid"]
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+    try:
+        late = str(uuid.uuid4())
+        fill(sd, late)
+        r = sd.cli("search", WORD, "--cwd", CWD, "--json", check=False, timeout=60)
+        assert sorted(h["sessionId"] for h in json.loads(r.stdout)) == sorted([first, late]), r.stderr
+        assert b"scanned the files" in r.stderr and b"cannot be written" in r.stderr, r.stderr
+        st = index_status(sd)
+        assert st["state"] == "scanning" and "cannot be written" in st["reason"], st
+        assert "searches scan the files" in sd.cli("status").stdout.decode()
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    def from_the_index() -> bool:
+        hits, err = search(sd)
+        return sorted(h["sessionId"] for h in hits) == sorted([first, late]) and err == ""
+
+    wait_until(from_the_index, "the index to be written again", timeout=30)
+    assert index_status(sd)["pid"] == pid  # the same indexer: it recovered by itself, no crash and restart
+    assert index_status(sd)["state"] == "ok" and index_status(sd)["rebuilds"] == 0
