@@ -73,6 +73,12 @@ def open_index(path: Path) -> tuple[sqlite3.Connection, int, str | None]:
             fd = _open_file(path)
         except UnsafePath:  # swapped in after the check: look again
             continue
+        except PermissionError as exc:
+            if not os.path.lexists(path):  # the directory is read-only
+                raise IndexUnusable(f"{path}: {exc.strerror or exc}") from None
+            replaced = f"a read-only file: {exc.strerror or exc}"
+            set_aside(path, replaced)
+            continue
         except OSError as exc:
             raise IndexUnusable(f"{path}: {exc.strerror or exc}") from None
         conn, why = None, None

@@ -31,7 +31,7 @@ MAGIC = b"SQLite format 3\x00"
 SIDE_FILES = ("-wal", "-shm")
 """SQLite's side files of a WAL database, opened by the name of the index plus these."""
 
-MISSING = "deleted"
+MISSING = "missing"
 EMPTY = "truncated to 0 bytes"
 Identity = tuple[int, int]
 """``(st_dev, st_ino)`` of the index file the indexer writes."""
@@ -67,6 +67,8 @@ def unsafe_side_files(path: Path) -> list[tuple[Path, str]]:
             kind = _kind(os.lstat(p))
         except FileNotFoundError:
             continue
+        except OSError as exc:
+            kind = f"not to be looked at ({exc.strerror or exc})"
         if kind is not None:
             out.append((p, kind))
     return out
