@@ -107,24 +107,23 @@ def problem(path: Path, identity: Identity | None = None) -> str | None:
 
 
 def set_aside(path: Path) -> list[Path]:
-    """Rename the index to ``<name>.aside-<UTC time>[-n]`` and its side files
-    (whatever they all are) to that plus ``.wal`` / ``.shm``, so the next open
-    creates a new index; returns the new names. The side files are not named
-    as SQLite pairs them (``-wal``): a WAL of the old index is never replayed
-    into what was found at the path. Renaming moves a symlink itself, never
-    what it points at; nothing is deleted."""
+    """Rename the index and its side files (whatever they are) each to
+    ``<its name>.bad-<UTC time>[.n]``, the names the daemon's other state files
+    are set aside under, so the next open creates a new index; returns the new
+    names. ``X-wal.bad-…`` is not the WAL SQLite pairs with ``X.bad-…``, so a
+    WAL of the old index is never replayed into what was found at the path.
+    Renaming moves a symlink itself, never what it points at; nothing is
+    deleted."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     moved = []
-    for n in range(100):
-        base = f"{path}.aside-{stamp}" + (f"-{n}" if n else "")
-        names = [(Path(f"{path}{s}"), Path(base + s.replace("-", "."))) for s in ("", *SIDE_FILES)]
-        if any(os.path.lexists(new) for _, new in names):
+    for p in (path, *(Path(f"{path}{s}") for s in SIDE_FILES)):
+        if not os.path.lexists(p):
             continue
-        for old, new in names:
-            try:
-                os.rename(old, new)
-            except FileNotFoundError:
-                continue
-            moved.append(new)
-        return moved
-    raise FileExistsError(f"no free name to set {path} aside")
+        aside = p.with_name(f"{p.name}.bad-{stamp}")
+        n = 0
+        while os.path.lexists(aside):  # one set aside this second already: never replaced
+            n += 1
+            aside = p.with_name(f"{p.name}.bad-{stamp}.{n}")
+        os.rename(p, aside)
+        moved.append(aside)
+    return moved
