@@ -93,7 +93,8 @@ def open_index(path: Path) -> tuple[sqlite3.Connection, int, str | None]:
                 os.close(fd)
                 remove_index(path)
                 continue
-            conn.execute("SELECT max(id) FROM doc_info").fetchone()  # its tables can be read
+            conn.execute("SELECT max(id) FROM doc_info").fetchone()  # its tables can be read (what Store reads first)
+            conn.execute("SELECT 1 FROM files LIMIT 1").fetchone()
             return conn, fd, replaced
         except UnsafePath:  # swapped between our check and SQLite's open: look again
             pass
