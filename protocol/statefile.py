@@ -64,16 +64,25 @@ def read_state(path: Path, max_bytes: int, decode: Callable[[bytes], T],
         return None
 
 
-def set_aside(path: Path, problem: str) -> StateFileProblem:
-    """Move an unusable state file out of the daemon's way, keeping it."""
+def rename_aside(path: Path) -> Path:
+    """Rename ``path`` to ``NAME.bad-<UTC time>[.n]`` in its own directory and
+    return the new path (``OSError`` when it cannot be). A rename moves a
+    symlink itself, never what it points at, and never replaces a file set
+    aside before: nothing is deleted."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     aside = path.with_name(f"{path.name}.bad-{stamp}")
     n = 0
     while os.path.lexists(aside):  # an earlier one set aside this second: never replaced
         n += 1
         aside = path.with_name(f"{path.name}.bad-{stamp}.{n}")
+    os.rename(path, aside)
+    return aside
+
+
+def set_aside(path: Path, problem: str) -> StateFileProblem:
+    """Move an unusable state file out of the daemon's way, keeping it."""
     try:
-        os.rename(path, aside)
+        aside = rename_aside(path)
     except OSError as exc:
         return not_used(path, f"{problem}; could not set it aside: {exc.strerror or exc}")
     return not_used(path, problem, str(aside))

@@ -123,6 +123,10 @@ def _from_daemon(obj: Context, text: str, dirs: list[Path] | None, limit: int, s
             return None, refused(exc)
         raise
     notes = [] if resp.caughtUp else ["the indexer is behind: the newest lines may be missing"]  # type: ignore[union-attr]
+    if resp.rebuilt:  # type: ignore[union-attr]
+        notes.append(resp.rebuilt)  # type: ignore[union-attr]
+    if resp.scanned:  # type: ignore[union-attr]
+        notes.append(f"{resp.scanned}: scanned the files")  # type: ignore[union-attr]
     if resp.window:  # type: ignore[union-attr]
         notes.append(_window_note(resp.window))  # type: ignore[union-attr]
     return resp.hits, "; ".join(notes) or None  # type: ignore[union-attr]
@@ -140,13 +144,19 @@ def _offline(root: Path, text: str, projects: list[str] | None, limit: int, sinc
     import sqlite3
 
     from sessiond.protocol.search import query as q
+    from sessiond.protocol.search.indexfile import MISSING, problem
     from sessiond.protocol.search.scan import scan
     from sessiond.protocol.search.schema import index_path
 
     if projects is not None and not projects:
         return [], None
     path = index_path(root, _configured_index())
-    if path.exists():
+    reason = problem(path)  # never hand SQLite a FIFO (it would block), a symlink or a file that lost its header
+    if reason == MISSING:
+        reason = "no search index yet"
+    elif reason is not None:
+        reason = f"the search index {path} is unusable ({reason})"
+    else:
         try:
             conn = q.open_read_only(path)
             try:
@@ -158,8 +168,6 @@ def _offline(root: Path, text: str, projects: list[str] | None, limit: int, sinc
                 conn.close()
         except sqlite3.Error as exc:
             reason = f"the search index {path} is unreadable ({exc})"
-    else:
-        reason = "no search index yet"
     hint = "" if daemon_runs else " (start the daemon to index them)"
     return scan(root, text, projects=projects, limit=limit, since=since, role=role), f"{reason}: scanned the files{hint}"
 

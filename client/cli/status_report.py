@@ -56,3 +56,21 @@ def report_status(obj: Context, as_json: bool) -> None:
         mr = st.mirror
         state = "connected" if mr.get("connected") else "DISCONNECTED"
         echo(f"  mirror    {state} to {mr.get('servers')}, " + ", ".join(f"{k} {v}" for k, v in mr.items() if k not in ("servers", "connected")))
+    if st.index:
+        echo(f"  index     {index_line(st.index)}")
+
+
+def index_line(ix: dict) -> str:
+    """The search index's state: ``ok``, or ``rebuilding`` (with progress) or
+    ``scanning``, why, and that searches read the files meanwhile."""
+    state = str(ix.get("state"))
+    total = int(ix.get("reindexTotalBytes") or 0)
+    if total:
+        state += f" {size(int(ix.get('reindexDoneBytes') or 0))}/{size(total)}"
+    if ix.get("reason"):
+        state += f" ({ix['reason']})"
+    if ix.get("state") in ("rebuilding", "scanning"):
+        state += "; searches scan the files"
+    if ix.get("rebuilds"):
+        state += f"; rebuilt {count(int(ix['rebuilds']), 'time')} since start"
+    return state

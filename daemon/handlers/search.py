@@ -9,6 +9,15 @@ A query runs under a CPU budget (``search_cpu_s``, ``protocol/search/budget.py``
 one that would rank too much (``a*`` over a big index) is stopped and answered
 ``bad_request``, so it never holds a thread for seconds.
 
+The index is a cache that can be lost under the daemon (deleted, truncated,
+overwritten, replaced: ``protocol.search.indexfile``). A search never answers
+from an index that is not the file the indexer writes, nor "no matches"
+because it is gone: while the indexer rebuilds it, or when the file at its
+path is not that file or SQLite finds it damaged (then the indexer is told,
+and rebuilds it), the search scans the files instead (``protocol.search.scan``)
+and the answer says so (``scanned``); one that waited for a rebuild says that
+(``rebuilt``).
+
 A query ranking thousands of entries is as expensive as a List, so it runs as
 the asking connection's fair share of the read pool (``workers.py``): a client
 flooding searches holds one thread, waits behind everyone else's work, and past
@@ -27,7 +36,8 @@ import sqlite3
 import threading
 from typing import TYPE_CHECKING
 
-from sessiond.protocol.search import query
+from sessiond.protocol.search import indexfile, query
+from sessiond.protocol.search.scan import scan
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request
 
@@ -117,13 +127,15 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
     after_queued_writes(daemon, lambda: written.done() or written.set_result(None))
     try:
         await written
+        rebuilds = link.rebuilds
         caught_up = await link.caught_up(projects, CATCH_UP_TIMEOUT)
     except asyncio.CancelledError:  # its client went before its job was queued
         daemon.fair.dropped += 1
         raise
     try:
-        found = await daemon.fair.submit(_run, daemon.settings.root, link.index, req, projects, daemon.settings.search_cpu,
-                                         conn.gone, owner=conn.id, answer=True)
+        found, damage = await daemon.fair.submit(_run, daemon.settings.root, link.index, link.unusable(), link.identity,
+                                                 req, projects, daemon.settings.search_cpu, conn.gone,
+                                                 owner=conn.id, answer=True)
     except SessiondError as exc:  # its share is full: busy
         conn.reply(m.Error(id=req.id, code=exc.code, message=exc.message))
         return
@@ -132,30 +144,48 @@ async def _search(conn: Connection, link, req: m.Search, projects: list[str] | N
     except query.QueryError as exc:  # it used its CPU budget
         conn.reply(m.Error(id=req.id, code="bad_request", message=str(exc)))
         return
-    except sqlite3.Error as exc:
-        conn.reply(m.Error(id=req.id, code="io_error", message=f"search index unreadable: {exc}"))
-        return
     except Exception as exc:  # never a crashed connection
         conn.reply(m.Error(id=req.id, code="internal", message=f"search failed: {exc}"))
         return
-    conn.reply(m.Searched(id=req.id, hits=found.hits, caughtUp=caught_up, window=found.window))
+    if damage is not None:
+        link.damaged(*damage)
+    rebuilt = link.rebuilt_because if link.rebuilds != rebuilds and found.scanned is None else None
+    conn.reply(m.Searched(id=req.id, hits=found.hits, caughtUp=caught_up, window=found.window, scanned=found.scanned,
+                          rebuilt=rebuilt and f"the search index was rebuilt ({rebuilt})"))
 
 
-def _run(root, index, req: m.Search, projects: list[str] | None, cpu_seconds: float,
-         stop: threading.Event) -> query.SearchResult:
-    """The query on this worker thread's read-only connection; stopped when
-    ``stop`` is set (the asking connection is gone)."""
-    try:
-        ino = os.stat(index).st_ino
-    except FileNotFoundError:
-        return query.SearchResult(hits=[])
-    reader = readers.get(index, ino)
-    try:
-        return query.run(reader, root, req.query, projects=projects, limit=req.limit,
-                         since=query.parse_since(req.since), role=req.role, cpu_seconds=cpu_seconds, stop=stop)
-    except sqlite3.DatabaseError:
-        readers.drop(reader)  # damaged or being replaced: open it again next time
-        raise
+def _run(root, index, unusable: str | None, identity: indexfile.Identity | None, req: m.Search,
+         projects: list[str] | None, cpu_seconds: float,
+         stop: threading.Event) -> tuple[query.SearchResult, tuple[indexfile.Identity, str] | None]:
+    """The query on this worker thread's read-only connection to ``index``
+    (stopped when ``stop`` is set: the asking connection is gone),
+    when the indexer says it may be read (``unusable`` is None) and the file
+    at its path is the one it writes (``identity``; its header intact, no
+    FIFO or symlink there for SQLite to open); else a scan of the files. Also
+    returns the file and why, when SQLite found it damaged."""
+    damage = None
+    if unusable is None:
+        why = indexfile.problem(index, identity)
+        unusable = None if why is None else f"the search index is unusable ({why})"
+    if unusable is None:
+        reader = None
+        try:
+            st = os.lstat(index)
+            reader = readers.get(index, st.st_ino)
+            return query.run(reader, root, req.query, projects=projects, limit=req.limit,
+                             since=query.parse_since(req.since), role=req.role, cpu_seconds=cpu_seconds, stop=stop), None
+        except query.QueryTooCostly:
+            raise
+        except OSError as exc:  # gone since it was looked at
+            unusable = f"the search index is unusable (cannot be opened: {exc.strerror or exc})"
+        except sqlite3.Error as exc:
+            if reader is not None:
+                readers.drop(reader)  # damaged or being replaced: open it again next time
+            unusable = f"the search index is unreadable ({exc})"
+            if indexfile.is_damage(exc):
+                damage = ((st.st_dev, st.st_ino), str(exc))
+    hits = scan(root, req.query, projects=projects, limit=req.limit, since=query.parse_since(req.since), role=req.role)
+    return query.SearchResult(hits=hits, scanned=unusable), damage
 
 
 def handle_reindex(conn: Connection, req: m.Reindex) -> None:

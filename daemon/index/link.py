@@ -32,7 +32,9 @@ from pathlib import Path
 
 from sessiond.protocol.search.schema import index_path  # noqa: F401  (the daemon's one import of the index's place)
 
-from .pipe import Done, FromWorker, Look, Progress, Reindex, Rescan, Splitter, Stop, frame
+from sessiond.protocol.search.indexfile import Identity
+
+from .pipe import REBUILD_TOKEN, Damaged, Done, FromWorker, Look, Progress, Reindex, Rescan, Splitter, State, Stop, frame
 
 log = logging.getLogger("sessiond")
 
@@ -92,6 +94,16 @@ class IndexLink:
         self.started_at = 0.0
         self.stopping = False
         self._exit: asyncio.Future | None = None
+        self.state = "starting"
+        """``ok``: searches read the index; ``rebuilding`` or ``scanning``: they
+        scan the files (``reason`` says why); ``starting``: not told yet."""
+        self.reason = ""
+        self.identity: Identity | None = None
+        """``(dev, ino)`` of the index file the indexer writes, once it said."""
+        self.rebuilds = 0
+        """Index files found unusable and rebuilt since the daemon started."""
+        self.rebuilt_because = ""
+        """Why the last of them was."""
 
     # --------------------------------------------------------------- lifecycle
 
@@ -209,6 +221,9 @@ class IndexLink:
     # ------------------------------------------------------------------ asking
 
     def _answer(self, msg) -> None:
+        if isinstance(msg, State):
+            self._state(msg)
+            return
         if isinstance(msg, Progress):
             self.progress[msg.token] = (msg.done, msg.total)
             return
@@ -292,11 +307,37 @@ class IndexLink:
             self.reindexing.discard(token)
             self.progress.pop(token, None)
 
+    def _state(self, msg: State) -> None:
+        if msg.state == "rebuilding" and msg.lost:
+            self.rebuilds += 1
+            self.rebuilt_because = msg.reason
+        if msg.state == "ok":
+            self.progress.pop(REBUILD_TOKEN, None)
+        self.state, self.reason = msg.state, msg.reason
+        self.identity = (msg.dev, msg.ino) if msg.ino else None
+
+    def unusable(self) -> str | None:
+        """Why searches must not read the index now (None: they may)."""
+        if self.state in ("rebuilding", "scanning"):
+            return f"the search index is {'being rebuilt' if self.state == 'rebuilding' else 'unusable'} ({self.reason})"
+        return None
+
+    def damaged(self, identity: Identity, reason: str) -> None:
+        """A search found the index file ``identity`` unusable: the indexer
+        rebuilds it if it still writes that file, and says so (``State``)."""
+        if (self.identity is not None and identity != self.identity) or self.state not in ("ok", "starting"):
+            return
+        log.warning("search index %s: %s; asking the indexer to rebuild it", self.index, reason)
+        self._send(Damaged(dev=identity[0], ino=identity[1], reason=reason))
+
     def status(self) -> dict[str, str | int | float | bool | None]:
         done = total = 0
         for d, t in self.progress.values():
             done, total = done + d, total + t
         return {
+            "state": self.state,
+            "reason": self.reason or None,
+            "rebuilds": self.rebuilds,
             "running": self.transport is not None,
             "pid": self.transport.get_pid() if self.transport is not None else None,
             "path": str(self.index),

@@ -44,6 +44,15 @@ class Reindex(_Msg):
     projects: list[str] | None = None
 
 
+class Damaged(_Msg):
+    """A search found the index file ``(dev, ino)`` unreadable (``reason``):
+    rebuild it, unless it is no longer the file being written."""
+
+    dev: int
+    ino: int
+    reason: str
+
+
 class Stop(_Msg):
     pass
 
@@ -61,8 +70,28 @@ class Progress(_Msg):
     total: int
 
 
-ToWorker = Look | Rescan | Reindex | Stop
-FromWorker = Done | Progress
+class State(_Msg):
+    """What searches may do with the index, sent whenever it changes: ``ok``
+    (read it), ``rebuilding`` (it is being built anew, from empty: scan the
+    files), ``scanning`` (it cannot be written, ``reason`` says why: scan the
+    files); and which file it is (``dev``, ``ino``; 0 when there is none),
+    so a reader can tell the file at the path is still that one."""
+
+    state: str
+    reason: str = ""
+    dev: int = 0
+    ino: int = 0
+    lost: bool = False
+    """With ``rebuilding``: the index there was lost or unusable (not a first
+    build, nor a reindex someone asked for)."""
+
+
+REBUILD_TOKEN = -1
+"""The ``Progress`` token of a rebuild nobody asked for (the index was found
+unusable); the daemon's own tokens count from 0."""
+
+ToWorker = Look | Rescan | Reindex | Damaged | Stop
+FromWorker = Done | Progress | State
 
 _header = struct.Struct(">I")
 _encoder = msgspec.msgpack.Encoder()

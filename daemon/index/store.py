@@ -18,14 +18,18 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import stat
 import zlib
 from pathlib import Path
 
 from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.transcript.linecap import MAX_LINE, read_span
 from sessiond.protocol.transcript.regular import open_regular
+from sessiond.protocol.transcript.safeopen import UnsafePath
+from sessiond.protocol.transcript.safeopen import open_regular as open_owned
 from sessiond.protocol.search.extract import TAG, TITLE, SUMMARY, extract
 from sessiond.protocol.search.files import describe
+from sessiond.protocol.search import indexfile
 from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions, from_db, to_db
 
 log = logging.getLogger("sessiond.index")
@@ -47,45 +51,108 @@ _NAMES = frozenset(("path", "project", "session", "agent"))
 """The columns that hold names (``to_db``)."""
 
 
-def open_index(path: Path) -> sqlite3.Connection:
-    """The index for writing, created when missing and rebuilt (empty) when it
-    is damaged or of another schema version: it is a cache of the files."""
-    for attempt in range(2):
+class IndexUnusable(Exception):
+    """The index cannot be opened or written for a reason a rebuild does not
+    cure (the disk is full, the directory read-only): searches scan the files
+    meanwhile, and the indexer tries again later."""
+
+
+def open_index(path: Path) -> tuple[sqlite3.Connection, int, str | None]:
+    """The index for writing, and a descriptor on the very file SQLite opened
+    (its identity is compared with the path's at each pass: ``Store.check``).
+    Created when missing; whatever is unusable there (not a regular file, a
+    symlink, damaged, another database) is set aside first and the index starts
+    empty; of another schema version (an older sessiond's), removed: it is a
+    cache of the files. ``IndexUnusable`` when even a new file cannot be made.
+    The third value says why something was set aside (None: nothing was)."""
+    replaced = None
+    for attempt in range(3):
+        why = indexfile.problem(path)
+        sides = any(os.path.lexists(f"{path}{s}") for s in indexfile.SIDE_FILES)
+        # a WAL without its database (or with an emptied one) would be replayed into the new one
+        if why not in (None, indexfile.MISSING, indexfile.EMPTY) or (why is not None and sides):
+            set_aside(path, why)
+            replaced = why
         try:
-            conn = _connect(path)
+            fd = _open_file(path)
+        except UnsafePath:  # swapped in after the check: look again
+            continue
+        except PermissionError as exc:
+            if not os.path.lexists(path):  # the directory is read-only
+                raise IndexUnusable(f"{path}: {exc.strerror or exc}") from None
+            replaced = f"a read-only file: {exc.strerror or exc}"
+            set_aside(path, replaced)
+            continue
+        except OSError as exc:
+            raise IndexUnusable(f"{path}: {exc.strerror or exc}") from None
+        conn, why = None, None
+        try:
+            conn = _connect(path, fd)
             version = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if version is None:
                 conn.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-                conn.commit()
-            elif version[0] != SCHEMA_VERSION:
-                raise sqlite3.DatabaseError(f"schema {version[0]}, not {SCHEMA_VERSION}")
-            return conn
-        except sqlite3.DatabaseError as exc:
-            if attempt:
-                raise
-            log.warning("search index %s unusable (%s): rebuilding it from the transcripts", path, exc)
-            try:
+            elif version[0] != SCHEMA_VERSION:  # (before anything reads the tables)
+                log.warning("search index %s is of schema %s, not %s: rebuilding it", path, version[0], SCHEMA_VERSION)
                 conn.close()
-            except Exception:
-                pass
-            remove_index(path)
-    raise AssertionError("unreachable")
+                os.close(fd)
+                remove_index(path)
+                continue
+            conn.execute("SELECT max(id) FROM doc_info").fetchone()  # its tables can be read (what Store reads first)
+            conn.execute("SELECT 1 FROM files LIMIT 1").fetchone()
+            return conn, fd, replaced
+        except UnsafePath:  # swapped between our check and SQLite's open: look again
+            pass
+        except sqlite3.Error as exc:
+            if not indexfile.is_damage(exc):
+                raise IndexUnusable(f"{path}: {exc}") from None
+            why = f"SQLite cannot use it: {exc}"
+        if conn is not None:
+            conn.close()
+        os.close(fd)
+        if why is not None:
+            set_aside(path, why)
+            replaced = why
+    raise IndexUnusable(f"{path}: still unusable after setting it aside")
+
+
+def set_aside(path: Path, why: str) -> None:
+    """Set aside what is at the index's paths (``indexfile.set_aside``), saying why in the log."""
+    try:
+        moved = indexfile.set_aside(path)
+    except OSError as exc:
+        raise IndexUnusable(f"{path} is unusable ({why}) and cannot be set aside: {exc.strerror or exc}") from None
+    if moved:
+        log.warning("search index %s unusable (%s): set aside as %s", path, why, ", ".join(p.name for p in moved))
 
 
 def remove_index(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
+    """Delete the index and its side files (a reindex of everything, or an
+    older schema: ours, regular files); anything else there is left for
+    ``open_index`` to set aside."""
+    for suffix in ("", *indexfile.SIDE_FILES):
+        p = f"{path}{suffix}"
         try:
-            os.unlink(f"{path}{suffix}")
+            if stat.S_ISREG(os.lstat(p).st_mode):
+                os.unlink(p)
         except FileNotFoundError:
             pass
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _open_file(path: Path) -> int:
+    """The index file, created 0600 whatever the umask; never through a
+    symlink, never a FIFO or a device (``UnsafePath``)."""
     ensure_dir(path.parent)  # a fresh root: the daemon has not written anything yet
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)  # 0600 whatever the umask
+    fd = open_owned(path, os.O_RDWR | os.O_CREAT, 0o600)
     os.fchmod(fd, 0o600)
-    os.close(fd)
+    return fd
+
+
+def _connect(path: Path, fd: int) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    st = os.fstat(fd)
+    if indexfile.problem(path, (st.st_dev, st.st_ino)) not in (None, indexfile.EMPTY):
+        conn.close()  # swapped between our check and SQLite's open (a new file is empty until WAL mode is set)
+        raise UnsafePath(f"{path} was replaced while it was being opened")
     connect_functions(conn)
     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # takes effect on a new file only: free pages can be given back
     conn.execute("PRAGMA journal_mode = WAL")
@@ -104,8 +171,12 @@ class Store:
     def __init__(self, root: Path, path: Path) -> None:
         self.root = root
         self.path = path
-        self.conn = open_index(path)
+        self.conn, self.fd, self.replaced = open_index(path)
+        st = os.fstat(self.fd)
+        self.identity: indexfile.Identity = (st.st_dev, st.st_ino)
         self.next_id = (self.conn.execute("SELECT max(id) FROM doc_info").fetchone()[0] or 0) + 1
+        self.empty = self.conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
+        """Nothing indexed yet: a new file (or a new store) is being built from scratch."""
         self.in_tx = False
         self.bytes_read = 0
         self.docs_added = 0
@@ -129,12 +200,24 @@ class Store:
         would make both, and a read-only connection cannot remove them). Busy
         (a reader still has it open): it stays in WAL mode, which is as good;
         the next start sets WAL again either way."""
-        self.commit()
         try:
+            self.commit()
             self.conn.execute("PRAGMA journal_mode = DELETE")
         except sqlite3.Error:
             pass
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Close without writing more (a damaged or replaced file): what is not
+        committed is rolled back."""
+        self.in_tx = False
         self.conn.close()
+        os.close(self.fd)
+
+    def problem(self) -> str | None:
+        """Why the file at the index's path is no longer the index this writes
+        (deleted, replaced, truncated, its header overwritten), or None."""
+        return indexfile.problem(self.path, self.identity)
 
     def optimize(self) -> None:
         """Merge the FTS5 segments into one (smaller, faster to query) and give

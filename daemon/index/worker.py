@@ -13,6 +13,16 @@ that other writers changed are found), ``Reindex`` rebuilds. With no message
 for ``RESCAN_EVERY`` seconds it re-stats everything by itself. At start it
 re-stats everything: what changed while no daemon ran is caught up. EOF on
 stdin (the daemon is gone, even SIGKILLed) commits and exits.
+
+The index is a cache, and the file at its path may be deleted, truncated,
+overwritten or replaced under it (``protocol.search.indexfile``): each pass
+first checks the path still names the file it writes, and that file, a
+SQLite error saying it is damaged, or a search that found it so
+(``Damaged``), makes it set the file aside and build a new index from the
+files. It tells the daemon what searches may do meanwhile (``State``:
+``rebuilding``, or ``scanning`` while it cannot write at all, retried every
+``RETRY_EVERY`` s), so a search scans the files instead of reading an index
+that lost them.
 """
 
 from __future__ import annotations
@@ -20,15 +30,17 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import sqlite3
 import sys
 import threading
 import time
 from pathlib import Path
 
 from sessiond.protocol.search.files import Transcript, oldest_first, transcripts
+from sessiond.protocol.search.indexfile import is_damage
 
-from .pipe import Done, Look, Progress, Reindex, Rescan, Splitter, Stop, ToWorker, frame
-from .store import Store, remove_index
+from .pipe import REBUILD_TOKEN, Damaged, Done, Look, Progress, Reindex, Rescan, Splitter, State, Stop, ToWorker, frame
+from .store import IndexUnusable, Store, remove_index, set_aside
 
 log = logging.getLogger("sessiond.index")
 
@@ -36,6 +48,9 @@ RESCAN_EVERY = 30.0
 COMMIT_BYTES = 32 * 1024 * 1024
 COMMIT_EVERY = 0.5
 PROGRESS_EVERY = 0.2
+RETRY_EVERY = 5.0
+"""Seconds between attempts to write an index that could not be written
+(disk full, read-only): searches scan the files meanwhile."""
 
 
 class Worker:
@@ -43,7 +58,12 @@ class Worker:
         self.root = root
         self.index = index
         self.out_fd = out_fd
-        self.store = Store(root, index)
+        self.store: Store | None = None
+        self.failing: str | None = None
+        """Why the index cannot be written now (None: it can)."""
+        self.damage: str | None = None
+        """Why the index must be rebuilt, found since the last pass."""
+        self.failed_at = time.monotonic()
         self.inbox: queue.Queue = queue.Queue()
         self.todo: dict[str, None] = {}
         self.scanned: dict[str | None, float] = {}  # project (None: all) -> monotonic time of its last re-stat
@@ -92,10 +112,15 @@ class Worker:
             case Reindex(token=token, projects=projects):
                 self.catch_up_all()
                 self.answers.append(self.reindex(token, projects))
+            case Damaged(dev=dev, ino=ino, reason=reason):
+                if self.store is not None and self.store.identity == (dev, ino):
+                    self.damage = self.damage or f"a search could not read it: {reason}"
             case Stop():
                 self.stopping = True
 
     def rescan(self, projects: list[str] | None, max_age: float = 0.0) -> None:
+        if self.store is None:
+            return
         now = time.monotonic()
         keys: list[str | None] = [None] if projects is None else list(projects)
         if max_age > 0:
@@ -126,6 +151,8 @@ class Worker:
         total = 0
         last_commit = last_progress = time.monotonic()
         since_commit = 0
+        if self.store is None:
+            return 0
         while self.todo and not self.stop_requested.is_set():
             path = next(iter(self.todo))
             del self.todo[path]
@@ -134,6 +161,9 @@ class Worker:
             except OSError as exc:
                 log.warning("search index: reading %s failed: %s", path, exc)
                 continue
+            except sqlite3.Error:
+                self.todo[path] = None  # looked at again once the index can be written
+                raise
             total += n
             since_commit += n
             now = time.monotonic()
@@ -146,49 +176,171 @@ class Worker:
         self.store.commit()
         return total
 
+    # ----------------------------------------------------------- the index file
+
+    def state(self, state: str, reason: str = "", lost: bool = False) -> None:
+        dev, ino = self.store.identity if self.store is not None else (0, 0)
+        self.send(State(state=state, reason=reason, dev=dev, ino=ino, lost=lost))
+
+    def open_store(self, why_new: str, fill: bool = True, lost: bool = False) -> bool:
+        """Open (or create) the index; False (and ``State(scanning)``) when it
+        cannot be. A new, empty index is ``rebuilding`` (``why_new``; ``lost``:
+        an index was there, or something set aside) until it is filled from
+        every transcript (here, unless not ``fill``)."""
+        try:
+            self.store = Store(self.root, self.index)
+        except (IndexUnusable, sqlite3.Error, OSError) as exc:
+            self.store = None
+            self.failed(f"cannot be opened: {exc}")
+            return False
+        self.scanned.clear()
+        self.failing = None
+        if self.store.empty:
+            if not lost and self.store.replaced is not None:
+                why_new, lost = self.store.replaced, True
+            self.state("rebuilding", why_new, lost)
+            if fill:
+                found = list(transcripts(self.root))
+                self.queue_oldest_first(found)
+                self.catch_up_all(progress=(REBUILD_TOKEN, sum(t.st.st_size for t in found)))
+                self.scanned[None] = time.monotonic()
+            else:
+                return True
+        self.state("ok")
+        return True
+
+    def failed(self, reason: str) -> None:
+        if self.failing != reason:
+            log.error("search index %s unusable (%s): searches scan the files until it can be written", self.index, reason)
+            self.failing = reason
+            self.state("scanning", reason)
+
+    def check(self) -> None:
+        """Before each pass: a store that could not be opened is tried again
+        (every ``RETRY_EVERY`` s), and one whose file is no longer at its path
+        (or was found damaged) is set aside and built anew."""
+        if self.store is None:
+            if time.monotonic() - self.failed_at >= RETRY_EVERY:
+                self.failed_at = time.monotonic()
+                self.open_store("the previous one could not be opened")
+            return
+        why = self.damage or self.store.problem()
+        self.damage = None
+        if why is not None:
+            self.rebuild(why)
+
+    def rebuild(self, why: str) -> None:
+        log.warning("search index %s unusable (%s): building a new one from the transcripts", self.index, why)
+        assert self.store is not None
+        self.store.abandon()
+        self.store = None
+        self.failed_at = time.monotonic()
+        try:  # all of it: the side files of the file written may be there still, and would be read as the new one's
+            set_aside(self.index, why)
+        except IndexUnusable as exc:
+            self.failed(str(exc))
+            return
+        self.open_store(why, lost=True)
+
+    def pass_failed(self, exc: sqlite3.Error) -> None:
+        """A pass stopped on a SQLite error: a damaged file is rebuilt by the
+        next ``check``; anything else (disk full, read-only) is retried after
+        ``RETRY_EVERY`` s, searches scanning the files meanwhile."""
+        if self.store is not None:
+            try:
+                self.store.conn.rollback()
+            except sqlite3.Error:
+                pass
+            self.store.in_tx = False
+        if is_damage(exc):
+            self.damage = f"SQLite cannot use it: {exc}"
+        else:
+            self.failed(f"cannot be written: {exc}")
+            self.failed_at = time.monotonic()
+
+    def rebuild_now(self) -> None:
+        """A pass found the index damaged: rebuild it before the answers go
+        out, so the searches waiting for them read the new one."""
+        if self.damage is None:
+            return
+        try:
+            self.check()
+            self.catch_up_all()
+        except sqlite3.Error as exc:
+            self.pass_failed(exc)
+
     def reindex(self, token: int, projects: list[str] | None) -> Done:
         started = time.monotonic()
         if projects is None:
-            self.store.close()
+            if self.store is not None:
+                self.store.close()
+                self.store = None
             remove_index(self.index)
-            self.store = Store(self.root, self.index)
-        else:
+            if not self.open_store("a reindex of everything was asked for", fill=False):
+                return Done(token=token)
+        elif self.store is not None:
             self.store.drop_projects(projects)
             self.store.commit()
         found = list(transcripts(self.root, projects))
         self.queue_oldest_first(found)
         total = sum(t.st.st_size for t in found)
         n = self.catch_up_all(progress=(token, total))
-        if projects is None:
+        if projects is None and self.store is not None:
             self.store.optimize()
+            self.state("ok")
         for k in [None] if projects is None else projects:
             self.scanned[k] = time.monotonic()
         return Done(token=token, files=len(found), bytes=n, seconds=round(time.monotonic() - started, 3))
 
+    def wait(self) -> float:
+        """Seconds to wait for a message before the next pass."""
+        if self.damage is not None:
+            return 0
+        if self.failing is not None:
+            return RETRY_EVERY
+        return 0 if self.todo else RESCAN_EVERY
+
     def run(self) -> None:
-        self.rescan(None)
+        try:
+            if self.open_store("there was none"):
+                self.rescan(None)
+        except sqlite3.Error as exc:
+            self.pass_failed(exc)
         while not self.stopping:
+            wait = self.wait()
             try:
-                msg = self.inbox.get(timeout=RESCAN_EVERY if not self.todo else 0)
+                msg = self.inbox.get(timeout=wait)
             except queue.Empty:
-                if not self.todo:
-                    self.rescan(None)
                 msg = None
-            if msg is not None:
-                self.handle(msg)
-                while True:  # everything already sent comes before the answers
-                    try:
-                        self.handle(self.inbox.get_nowait())
-                    except queue.Empty:
-                        break
-            self.catch_up_all()
+            try:
+                self.check()  # first: what the messages ask is done in the index at the path
+                if msg is None and wait == RESCAN_EVERY:
+                    self.rescan(None)
+                if msg is not None:
+                    self.handle(msg)
+                    while True:  # everything already sent comes before the answers
+                        try:
+                            self.handle(self.inbox.get_nowait())
+                        except queue.Empty:
+                            break
+                self.catch_up_all()
+                if self.failing is not None and self.store is not None:
+                    self.failing = None  # written again
+                    self.state("ok")
+            except sqlite3.Error as exc:
+                self.pass_failed(exc)
+                self.rebuild_now()
             for answer in self.answers:
                 self.send(answer)
             self.answers.clear()
             later, self.later = self.later, []
-            for projects, max_age in later:
-                self.rescan(projects, max_age)
-        self.store.close()
+            try:
+                for projects, max_age in later:
+                    self.rescan(projects, max_age)
+            except sqlite3.Error as exc:
+                self.pass_failed(exc)
+        if self.store is not None:
+            self.store.close()
 
 
 def lower_priority() -> None:
@@ -221,16 +373,13 @@ def main(argv: list[str]) -> int:
     root, index = Path(argv[0]), Path(argv[1])
     out_fd = os.dup(1)
     os.dup2(2, 1)  # a stray print can never corrupt the answer pipe
-    try:
-        worker = Worker(root, index, out_fd)
-    except Exception as exc:  # an unusable index path: say why, the daemon logs it
-        log.error("search index %s cannot be opened: %s", index, exc)
-        return 1
+    worker = Worker(root, index, out_fd)
     threading.Thread(target=worker.read_stdin, args=(0,), daemon=True, name="stdin").start()
     try:
         worker.run()
     except BrokenPipeError:
-        worker.store.close()
+        if worker.store is not None:
+            worker.store.close()
     return 0
 
 

@@ -66,6 +66,8 @@ class SearchResult(msgspec.Struct, kw_only=True):
     window: int | None = None
     """Set when the query matched more entries than the ranking window: the
     hits are the best among the newest ``window`` matches (``rank``)."""
+    scanned: str | None = None
+    """Set when the hits come from a scan of the files: why the index was not read."""
 
 
 _TOKEN = re.compile(r'"([^"]*)"?|(\S+)')

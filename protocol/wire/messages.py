@@ -471,6 +471,11 @@ class Searched(_Message):
     window: int | None = None
     """Set when the query matched more entries than this: the hits are ranked
     among the newest ``window`` matching entries (``protocol.search.rank``)."""
+    scanned: str | None = None
+    """Set when the index could not be used (being rebuilt, damaged, missing,
+    unwritable): why; the hits come from reading the files instead."""
+    rebuilt: str | None = None
+    """Set when the index was found unusable and rebuilt before this answer: why."""
 
 
 class Reindexed(_Message):
