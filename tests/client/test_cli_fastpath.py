@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DaemonProc
-from tests.helpers import assistant, line, user
+from tests.helpers import assistant, line, user, wait_until
 
 SCRIPT = Path(sys.executable).parent / "sessiond"
 CLICK = "import sys; from sessiond.client.cli import cli; cli(sys.argv[1:], prog_name='sessiond')"
@@ -124,7 +124,9 @@ def test_short_help_table_is_each_commands_first_sentence():
     assert {n: cli.get_command(ctx, n).get_short_help_str(limit=1000) for n in COMMAND_MODULES} == SHORT_HELP
 
 
-def test_status_human_and_json_through_a_daemon(env):
+def test_status_human_and_json_through_a_daemon(env, daemon: DaemonProc):
+    with daemon.client() as c:  # the index's state is in the human status: settled, not starting between the two
+        wait_until(lambda: (c.status().index or {}).get("state") == "ok", "the index ready", timeout=30)
     f, s = fast(["status"], env), slow(["status"], env)
     assert not imports_click(f) and f.code == s.code == 0 and f.err == s.err == b""
     digits = re.compile(rb"\d+(\.\d+)? ?(B|KB|MB|GB)?")  # uptime, counters, sizes move between the two runs

@@ -6,6 +6,7 @@ so nothing here asks the indexer to catch up."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
 
@@ -26,6 +27,10 @@ def indexed(root, word: str) -> bool:
     conn = query.open_read_only(index)
     try:
         return bool(query.run(conn, root, word).hits)
+    except sqlite3.OperationalError as exc:  # the indexer has made the file, not yet its tables
+        if "no such table" in str(exc):
+            return False
+        raise
     finally:
         conn.close()
 
