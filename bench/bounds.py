@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
+import threading
 import tempfile
 import time
 import uuid
@@ -165,6 +168,162 @@ def owed(sock: Path, root: Path) -> str:
     return f"{sum(isinstance(a, m.Appended) for a in answers)} of {len(entries)} written appends answered"
 
 
+def _seeded_victim(sock: Path, root: Path) -> tuple[Client, str]:
+    """A connected well-behaved client whose session holds the word its
+    Searches look for ("churn"), once the indexer has it."""
+    sid = str(uuid.uuid4())
+    c = Client(sock, root=root, autostart=False, timeout=60).connect()
+    c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="durable",
+                    entries=[line(user(f"churn {i}")) for i in range(50)]))
+    deadline = time.monotonic() + 60
+    while not c.call(m.Search(id=c.next_id(), query="churn", all=True)).hits:  # type: ignore[union-attr]
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    return c, sid
+
+
+def _beside(sock: Path, root: Path, attack: Callable[[threading.Event], str], rounds: int = 60) -> str:
+    """The victim's rounds without, then beside ``attack`` (run in a thread
+    until the event is set; it says what it did)."""
+    c, sid = _seeded_victim(sock, root)
+    with c:
+        quiet, _ = _victim_rounds(c, sid, rounds)
+        stop = threading.Event()
+        said: list[str] = []
+        t = threading.Thread(target=lambda: said.append(attack(stop)), daemon=True)
+        t.start()
+        try:
+            loud, _ = _victim_rounds(c, sid, rounds)
+            empty = sum(not c.call(m.Search(id=c.next_id(), query="churn", all=True)).hits  # type: ignore[union-attr]
+                        for _ in range(rounds))
+        finally:
+            stop.set()
+            t.join(timeout=60)
+        state = (c.status().index or {}).get("state")
+    return (f"{said[0] if said else 'attack unfinished'}; victim p99 Search/List/durable Append {_p99s(loud)} ms "
+            f"vs {_p99s(quiet)} ms without; {empty} of {rounds} more Searches empty; index {state}")
+
+
+GiB = 1024 * MiB
+
+
+def hostile_state_files(root: Path) -> None:
+    """Before the daemon starts: its lease table a symlink to /dev/zero, a
+    2 GiB sparse spool file and a FIFO among the spool's files, a FIFO where
+    the search index should be."""
+    root.mkdir(parents=True, exist_ok=True)
+    os.symlink("/dev/zero", root / ".sessiond-leases.json")
+    spool = root / ".sessiond-spool"
+    spool.mkdir()
+    with open(spool / f"{uuid.uuid4()}.spool", "wb") as f:
+        f.truncate(2 * GiB)
+    os.mkfifo(spool / f"{uuid.uuid4()}.spool")
+    os.mkfifo(root / ".sessiond-search.sqlite3")
+
+
+def hostile_trash(root: Path) -> None:
+    """Before the daemon starts (its start-up recovery reads every manifest):
+    200 trash entries whose manifests are FIFOs, /dev/zero, 1 GiB sparse
+    files, or name ``../`` and absolute paths and a month 13."""
+    trash = root / ".trash"
+    trash.mkdir(parents=True)
+    for i in range(200):
+        sid = str(uuid.uuid4())
+        entry = trash / f"20261205T000000Z-{sid}"
+        entry.mkdir()
+        manifest = entry / "manifest.json"
+        kind = i % 5
+        if kind == 0:
+            os.mkfifo(manifest)
+        elif kind == 1:
+            os.symlink("/dev/zero", manifest)
+        elif kind == 2:
+            with open(manifest, "wb") as f:
+                f.truncate(GiB)
+        else:
+            item = "../../../etc/passwd" if kind == 3 else "/etc/passwd"
+            manifest.write_text(json.dumps({
+                "name": entry.name, "session": sid, "trashedAt": "2026-13-05T00:00:00Z", "state": "restoring",
+                "bytes": 1, "files": 1, "items": [{"rel": item, "kind": "file", "bytes": 1}]}))
+
+
+def non_utf8_names(root: Path) -> None:
+    """Before the daemon starts: 2,000 sessions in 20 project directories whose
+    names are not UTF-8, each with a subagent file named in such bytes too."""
+    projects = os.fsencode(root / "projects")
+    for p in range(20):
+        pdir = projects + b"/-proj\xff" + str(p).encode() + b"\xfe"
+        os.makedirs(pdir)
+        for _ in range(100):
+            sid = str(uuid.uuid4())
+            with open(pdir + b"/" + sid.encode() + b".jsonl", "wb") as f:
+                f.write(line(user(f"churn named {sid}")) + b"\n")
+            agents = pdir + b"/" + sid.encode() + b"/subagents"
+            os.makedirs(agents)
+            with open(agents + b"/agent-\xfe" + sid[:8].encode() + b".jsonl", "wb") as f:
+                f.write(line(user("sidechain churn", isSidechain=True)) + b"\n")
+
+
+def startup(sock: Path, root: Path) -> str:
+    """What the daemon made of what was planted (status), then the victim."""
+    with Client(sock, root=root, autostart=False, timeout=60).connect() as c:
+        st = c.status()
+        problems = len(st.stateFiles or [])
+        listed = len(c.call(m.List(id=c.next_id(), all=True, limit=100_000)).sessions)  # type: ignore[union-attr]
+    return f"served; {problems} state files set aside or not used; List answers {listed} sessions; " + _beside(
+        sock, root, lambda stop: (stop.wait(), "nothing more")[1])
+
+
+def lost_index(sock: Path, root: Path) -> str:
+    """The index truncated, overwritten with garbage or deleted every 50 ms
+    while the victim searches."""
+    index = root / ".sessiond-search.sqlite3"
+
+    def damage(stop: threading.Event) -> str:
+        done = 0
+        while not stop.wait(0.05):
+            try:
+                if done % 3 == 0:
+                    os.truncate(index, 0)
+                elif done % 3 == 1:
+                    with open(index, "r+b") as f:
+                        f.write(os.urandom(4096))
+                else:
+                    os.unlink(index)
+            except OSError:
+                pass
+            done += 1
+        return f"index damaged {done} times"
+
+    return _beside(sock, root, damage, rounds=400)
+
+
+def out_of_range(sock: Path, root: Path) -> str:
+    """One raw client sending requests whose numbers are out of range
+    (a Search limit of 2**64-1, a List offset of -1, a Usage ``all`` that is
+    no bool, a ``since`` of 999999 weeks) as fast as the answers come."""
+    bad = [attacks.msgpack({"op": "Search", "id": 1, "query": "churn", "limit": 2**64 - 1}),
+           attacks.msgpack({"op": "List", "id": 2, "offset": -1}),
+           attacks.msgpack({"op": "Usage", "id": 3, "dirs": ["x"] * 3, "all": "yes"}),
+           attacks.msgpack({"op": "Search", "id": 4, "query": "churn", "since": "999999w"})]
+
+    def flood(stop: threading.Event) -> str:
+        refused = sent = 0
+        s = attacks.raw_conn(sock)
+        try:
+            while not stop.is_set():
+                s.sendall(b"".join(attacks.frame(b) for b in bad))
+                sent += len(bad)
+                refused += sum(isinstance(a, m.Error) and a.code == "bad_request"
+                               for a in attacks.read_answers(s, len(bad)))
+        finally:
+            s.close()
+        return f"{refused} of {sent} out-of-range requests answered bad_request"
+
+    return _beside(sock, root, flood)
+
+
 ATTACKS: dict[str, tuple[str, Callable[[Path, Path], str]]] = {
     "pipelining": ("pipelined Status requests, answers never read", pipelining),
     "nonreaders": ("100 clients pipelining Status, none reading", nonreaders),
@@ -176,23 +335,50 @@ ATTACKS: dict[str, tuple[str, Callable[[Path, Path], str]]] = {
     "idle": ("3,000 idle connections", idle),
     "owed": ("20,000 pipelined written appends", owed),
     "churn": ("connection churn: 3 processes connecting, pipelining 8 Searches, closing", churn),
+    "statefiles": ("hostile state files at start: lease table -> /dev/zero, 2 GiB sparse spool, FIFOs at a spool file and the index", startup),
+    "trash": ("200 hostile trash manifests at start: FIFO, /dev/zero, 1 GiB sparse, ../ and absolute items, month 13", startup),
+    "names": ("2,000 sessions in 20 project dirs named in bytes that are not UTF-8", startup),
+    "lostindex": ("the search index truncated, overwritten or deleted every 50 ms during searches", lost_index),
+    "outofrange": ("a client sending out-of-range numbers as fast as it is answered", out_of_range),
 }
+
+PREPARE: dict[str, Callable[[Path], None]] = {
+    "statefiles": hostile_state_files,
+    "trash": hostile_trash,
+    "names": non_utf8_names,
+}
+"""What an attack plants in the root before the daemon starts."""
 
 
 def run(name: str, source: Path | None = None) -> dict:
     base = Path(tempfile.mkdtemp(prefix="sdb-", dir="/tmp"))
     sock, root = base / "run" / "s.sock", base / "root"
-    proc = benchlib.start_daemon(sock, root, source=source)
+    if name in PREPARE:
+        PREPARE[name](root)
+    try:
+        proc = benchlib.start_daemon(sock, root, source=source)
+    except (SystemExit, RuntimeError) as exc:  # a baseline that hangs or dies on what was planted
+        shutil.rmtree(base, ignore_errors=True)
+        what = ATTACKS[name][0]
+        return {"attack": name, "what": what, "outcome": f"never served: {str(exc).splitlines()[0][:120]}",
+                "fresh_mib": 0.0, "peak_mib": 0.0, "victim_worst_ms": 0.0, "alive": False}
     try:
         fresh = attacks.peak_rss(proc.pid)
         what, attack = ATTACKS[name]
-        outcome = attack(sock, root)
-        worst = victim(sock, root)
+        try:
+            outcome = attack(sock, root)
+            worst = victim(sock, root)
+        except Exception as exc:  # a baseline that stops answering
+            outcome, worst = f"failed: {type(exc).__name__}: {str(exc)[:120]}", float("nan")
         peak = attacks.peak_rss(proc.pid)
         alive = proc.poll() is None
     finally:
         proc.terminate()
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a baseline stuck in a blocking open
+            proc.kill()
+            proc.wait(timeout=30)
         shutil.rmtree(base, ignore_errors=True)
     return {"attack": name, "what": what, "outcome": outcome, "fresh_mib": round(fresh / MiB, 1),
             "peak_mib": round(peak / MiB, 1), "victim_worst_ms": round(worst, 1), "alive": alive}

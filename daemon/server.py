@@ -188,8 +188,8 @@ class Daemon:
         for state in list(self.registry.sessions.values()):
             self.registry.exit_cleanup(state)
         self.writer.drain_everything()
+        self.leases.freeze()  # through the writer's root: before it lets go of it
         self.writer.close()
-        self.leases.freeze()
         for conn in list(self.connections):
             conn.close()
         log.info(

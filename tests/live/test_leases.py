@@ -125,6 +125,20 @@ def test_daemon_restart_gives_the_lease_back_to_its_holder(daemon, agents):
     assert len(_chain_uuids(main_path(daemon.root, CWD, sid))) == 2
 
 
+def test_a_clean_stop_saves_the_lease_table_for_the_next_daemon(daemon, agents):
+    """``stop`` with a holder connected writes the table as it stands (freeze)
+    before the writer lets go of the root: the next daemon gives the lease back
+    to that holder, and the stop logs no failed save."""
+    sid = str(uuid.uuid4())
+    a = agents(daemon, sid, CWD)
+    a.ask("record before the stop")
+    assert daemon.stop() == 0
+    assert "saving leases" not in daemon.log_text(), daemon.log_text()
+    daemon.start()
+    refused = agents(daemon, sid, CWD).ask("record grab it")
+    assert refused.get("busy", {}).get("pid") == a.pid, (refused, daemon.log_text())
+
+
 def test_status_and_list_show_live_sessions(daemon, agents):
     sid = str(uuid.uuid4())
     a = agents(daemon, sid, CWD)
