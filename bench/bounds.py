@@ -363,15 +363,15 @@ def run(name: str, source: Path | None = None) -> dict:
         return {"attack": name, "what": what, "outcome": f"never served: {str(exc).splitlines()[0][:120]}",
                 "fresh_mib": 0.0, "peak_mib": 0.0, "victim_worst_ms": 0.0, "alive": False}
     try:
-        fresh = attacks.peak_rss(proc.pid)
+        fresh = attacks.peak_rss(proc.pid) if proc.poll() is None else float("nan")
         what, attack = ATTACKS[name]
         try:
             outcome = attack(sock, root)
             worst = victim(sock, root)
         except Exception as exc:  # a baseline that stops answering
             outcome, worst = f"failed: {type(exc).__name__}: {str(exc)[:120]}", float("nan")
-        peak = attacks.peak_rss(proc.pid)
         alive = proc.poll() is None
+        peak = attacks.peak_rss(proc.pid) if alive else float("nan")  # a baseline that died of it
     finally:
         proc.terminate()
         try:
