@@ -213,13 +213,12 @@ def hostile_state_files(root: Path) -> None:
     2 GiB sparse spool file and a FIFO among the spool's files, a FIFO where
     the search index should be."""
     root.mkdir(parents=True, exist_ok=True)
-    os.symlink("/dev/zero", root / ".sessiond-leases.json")
+    attacks.plant(root / ".sessiond-leases.json", "dev-zero")
     spool = root / ".sessiond-spool"
     spool.mkdir()
-    with open(spool / f"{uuid.uuid4()}.spool", "wb") as f:
-        f.truncate(2 * GiB)
-    os.mkfifo(spool / f"{uuid.uuid4()}.spool")
-    os.mkfifo(root / ".sessiond-search.sqlite3")
+    attacks.plant(spool / f"{uuid.uuid4()}.jsonl", "sparse")
+    attacks.plant(spool / f"{uuid.uuid4()}.jsonl", "fifo")
+    attacks.plant(root / ".sessiond-search.sqlite3", "fifo")
 
 
 def hostile_trash(root: Path) -> None:
@@ -234,13 +233,8 @@ def hostile_trash(root: Path) -> None:
         entry.mkdir()
         manifest = entry / "manifest.json"
         kind = i % 5
-        if kind == 0:
-            os.mkfifo(manifest)
-        elif kind == 1:
-            os.symlink("/dev/zero", manifest)
-        elif kind == 2:
-            with open(manifest, "wb") as f:
-                f.truncate(GiB)
+        if kind < 3:
+            attacks.plant(manifest, ("fifo", "dev-zero", "sparse")[kind], size=GiB)
         else:
             item = "../../../etc/passwd" if kind == 3 else "/etc/passwd"
             manifest.write_text(json.dumps({

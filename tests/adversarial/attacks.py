@@ -22,6 +22,25 @@ from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
 from tests.helpers import line, user
 
 MiB = 1024 * 1024
+SPARSE = 2 * 1024 * MiB
+
+
+def plant(path: Path, kind: str, size: int = SPARSE) -> None:
+    """Put something hostile where the daemon expects one of its own small
+    files: a ``fifo`` (an open blocks), ``dev-zero`` (a symlink to /dev/zero:
+    a read never ends), a ``directory``, or a ``sparse`` file of ``size`` bytes
+    (nothing on disk, everything to a reader)."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        os.symlink("/dev/zero", path)
+    elif kind == "directory":
+        os.mkdir(path)
+    elif kind == "sparse":
+        with open(path, "wb") as f:
+            f.truncate(size)
+    else:
+        raise ValueError(f"no such thing to plant: {kind}")
 
 
 def peak_rss(pid: int) -> int:

@@ -30,7 +30,7 @@ from tests.conftest import START_TIMEOUT, DaemonProc
 from tests.helpers import line, user, wait_until
 from tests.mirror.conftest import mirror_config, nats_server, wait_mirrored  # noqa: F401 (fixtures)
 
-from .attacks import MiB, peak_rss
+from .attacks import SPARSE, MiB, peak_rss, plant
 
 LEASES = ".sessiond-leases.json"
 ADDRESS_SPACE = 1024 * MiB
@@ -39,7 +39,6 @@ ADDRESS_SPACE = 1024 * MiB
 PEAK_RSS_BOUND = 200 * MiB
 """A daemon that started (interpreter, uvloop, msgspec, its pools) peaks well
 under this; reading a 2 GB file or ``/dev/zero`` whole would not."""
-SPARSE = 2 * 1024 * MiB
 CLI_TIMEOUT = 30.0
 
 
@@ -86,7 +85,7 @@ def test_a_fifo_or_device_as_the_lease_table_is_set_aside(fresh, kind):
     ``PEAK_RSS_BOUND``); either is kept (renamed), never read."""
     path = fresh.root / LEASES
     if kind == "fifo":
-        os.mkfifo(path)
+        plant(path, "fifo")
     else:
         _zero_device(path)
     _start(fresh)
@@ -101,7 +100,7 @@ def test_a_lease_table_linked_to_dev_zero_does_not_grow_memory(fresh):
     """Bound: the daemon's peak RSS (VmHWM) stays under ``PEAK_RSS_BOUND`` with
     its lease table a symlink to ``/dev/zero``; the symlink is set aside."""
     path = fresh.root / LEASES
-    path.symlink_to("/dev/zero")
+    plant(path, "dev-zero")
     _start(fresh)
     aside = _set_aside(fresh, path)
     assert os.readlink(aside) == "/dev/zero"
@@ -114,8 +113,7 @@ def test_a_2gb_sparse_lease_table_is_set_aside_unread(fresh):
     """Bound: ``MAX_LEASE_FILE_BYTES`` read at most; peak RSS under
     ``PEAK_RSS_BOUND`` with a 2 GB (sparse) lease table, kept whole aside."""
     path = fresh.root / LEASES
-    with open(path, "wb") as f:
-        f.truncate(SPARSE)
+    plant(path, "sparse")
     _start(fresh)
     aside = _set_aside(fresh, path)
     assert aside.stat().st_size == SPARSE
@@ -212,15 +210,7 @@ def test_a_hostile_config_file_is_one_line_never_a_hang(fresh, kind):
     with one line and exit 2; a client command (which reads it for the root and
     socket) goes on with its defaults."""
     cfg = fresh.base / "config.toml"
-    if kind == "fifo":
-        os.mkfifo(cfg)
-    elif kind == "dev-zero":
-        cfg.symlink_to("/dev/zero")
-    elif kind == "directory":
-        cfg.mkdir()
-    else:
-        with open(cfg, "wb") as f:
-            f.truncate(SPARSE)
+    plant(cfg, kind)
     env = {**fresh.env, "SESSIOND_CONFIG": str(cfg)}
     served = _run(["serve"], env)
     assert served.returncode == 2, served.stderr
@@ -277,8 +267,7 @@ def test_a_2gb_sparse_mirror_state_file_is_set_aside_unread(fresh, mirror_config
     """Bound: ``MAX_STATE_BYTES`` of the mirror's state file read at most; a 2 GB
     sparse one is set aside, peak RSS under ``PEAK_RSS_BOUND``."""
     path = fresh.root / STATE_FILE
-    with open(path, "wb") as f:
-        f.truncate(SPARSE)
+    plant(path, "sparse")
     fresh.start("--config", str(mirror_config()), "--log-level", "info", address_space=ADDRESS_SPACE)
     aside = _set_aside(fresh, path)
     assert aside.stat().st_size == SPARSE

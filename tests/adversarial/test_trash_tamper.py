@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial.attacks import MiB, peak_rss
+from tests.adversarial.attacks import MiB, peak_rss, plant
 from tests.adversarial.conftest import ADDRESS_SPACE
 from tests.helpers import line, main_path, user
 
@@ -104,7 +104,7 @@ def test_a_manifest_that_is_not_a_small_regular_file_is_skipped_never_opened_or_
     d = daemon_factory()
     outside = canary(d)
     good, _ = trashed(d, "good")
-    kinds = ("fifo", "zero", "dir", "sparse", "linked-entry")
+    kinds = ("fifo", "dev-zero", "directory", "sparse", "linked-entry")
     bad = {kind: trashed(d, kind)[1] for kind in kinds}  # all made before any is planted: an rm settles the trash first
     for kind, entry in bad.items():
         manifest = entry / "manifest.json"
@@ -113,15 +113,7 @@ def test_a_manifest_that_is_not_a_small_regular_file_is_skipped_never_opened_or_
             entry.symlink_to(outside / "entry")
             continue
         manifest.unlink()
-        if kind == "fifo":
-            os.mkfifo(manifest)
-        elif kind == "zero":
-            manifest.symlink_to("/dev/zero")
-        elif kind == "dir":
-            manifest.mkdir()
-        else:
-            with open(manifest, "wb") as f:
-                f.truncate(1 << 30)
+        plant(manifest, kind, size=1 << 30)
     before = beside_the_root(d)
 
     d.start(address_space=ADDRESS_SPACE)
