@@ -31,6 +31,12 @@ cap. It is passed over (the catch-up read looks for its end holding one scan
 chunk of it, ``linecap.read_span``), the next frame says how many bytes were
 (``Entries.skipped``), and the lines after it come as ever. A line longer than
 one read but under the cap is read once, whole, and sent alone.
+
+A subscription with agents finds the agent files that exist already in the
+read pool (``agents.agent_files``: the layout only, no symlink followed, a
+bounded number of entries), after ``Subscribed`` went out; until it has, an
+agent file written to is watched from that write on, as it would have been
+from its size when found.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessiond.protocol.transcript.agents import MAX_ENTRIES as AGENT_ENTRIES
+from sessiond.protocol.transcript.agents import AgentFiles, agent_files
 from sessiond.protocol.transcript.linecap import MAX_LINE, Span, read_span
 from sessiond.protocol.transcript.regular import open_regular
 from sessiond.protocol.wire import messages as m
@@ -87,7 +95,7 @@ class Cursor:
 
 
 class Subscription:
-    __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended")
+    __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended", "finding")
 
     def __init__(self, rid: int, conn: Connection, session: str, main: Path, agents: bool) -> None:
         self.id = rid
@@ -98,6 +106,8 @@ class Subscription:
         self.agents = agents
         self.cursors: dict[Path, Cursor] = {}
         self.ended = False
+        self.finding = False
+        """Its existing agent files are being looked for (``Watchers._found``)."""
 
 
 def agent_session_dir(path: Path) -> Path | None:
@@ -163,10 +173,34 @@ class Watchers:
         elif start < size:
             self._catch_up(cursor)
         if req.agents:
+            try:  # the watcher's connection's fair share of the read pool
+                fut = self.daemon.fair.submit(agent_files, sub.session_dir, owner=conn.id)
+            except SessiondError:  # its share is full (busy): refused whole
+                del self.subs[(conn.id, req.id)]
+                self._remove(sub)
+                raise
+            sub.finding = True
             self.by_dir.setdefault(sub.session_dir, []).append(sub)
-            for path in _agent_files(sub.session_dir):
-                self._add(sub, path, _size(path))
+            fut.add_done_callback(lambda f: self._found(sub, f))
         return m.Subscribed(id=req.id, session=req.session, path=str(main), offset=cursor.pos)
+
+    def _found(self, sub: Subscription, fut) -> None:
+        """The agent files that existed: each watched from its size when found
+        (one written to meanwhile already is, from that write)."""
+        sub.finding = False
+        if sub.ended or fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.warning("watching %s: looking for its agent files failed: %s", sub.session_dir, exc)
+            return
+        found: AgentFiles = fut.result()
+        if not found.complete:
+            log.warning("watching %s: looked for agent files in the first %d entries only",
+                        sub.session_dir, AGENT_ENTRIES)
+        for f in found.files:
+            if f.path not in sub.cursors:
+                self._add(sub, f.path, f.size)
 
     def _add(self, sub: Subscription, path: Path, pos: int) -> Cursor:
         rel = os.path.relpath(path, sub.main.parent)
@@ -205,6 +239,7 @@ class Watchers:
     def written(self, path: Path, lines: list[bytes], end: int) -> None:
         """The write observer: ``lines`` are in ``path`` now, ending at ``end``."""
         cursors = self.by_path.get(path)
+        start = end - sum(map(len, lines)) - len(lines)
         if cursors is None:
             if not self.by_dir:
                 return
@@ -213,9 +248,8 @@ class Watchers:
             if not subs:
                 return
             for sub in list(subs):  # a new agent file (or one not seen before): from its start
-                self._add(sub, path, 0)
+                self._add(sub, path, start if sub.finding else 0)
             cursors = self.by_path[path]
-        start = end - sum(map(len, lines)) - len(lines)
         for cursor in list(cursors):
             self._deliver(cursor, lines, start, end)
 
@@ -337,13 +371,6 @@ def _size(path: Path) -> int:
         return os.stat(path).st_size
     except FileNotFoundError:
         return 0
-
-
-def _agent_files(session_dir: Path) -> list[Path]:
-    base = session_dir / "subagents"
-    if not base.is_dir():
-        return []
-    return sorted(p for p in base.rglob("agent-*.jsonl") if p.is_file())
 
 
 def _read_from(path: Path, offset: int, chunk: int, cap: int) -> tuple[Span, bool]:

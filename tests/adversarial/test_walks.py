@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from sessiond.protocol.transcript.agents import agent_files
 from sessiond.protocol.transcript.paths import project_dir
-from tests.follow.foreign import follow_status
+from sessiond.protocol.wire import messages as m
+from tests.follow.foreign import Frames, follow_status
 from tests.helpers import wait_until
 
 from .attacks import MiB, peak_rss
@@ -130,3 +132,69 @@ def test_a_followed_file_swapped_for_a_fifo_and_back(daemon):
     back.write_bytes(entry("back, one") + entry("back, two"))
     os.rename(back, path)
     wait_until(lambda: follow_status(daemon)["lines"] >= 5, "the regular file put back, from its start")
+
+
+def aged(tree: Path) -> dict[Path, int]:
+    """Every dir of ``tree`` with its atime set before its mtime, so that the
+    next listing of it moves its atime (relatime); their atimes now."""
+    out = {}
+    for d in [tree, *(p for p in tree.rglob("*") if p.is_dir() and not p.is_symlink())]:
+        st = d.stat()
+        os.utime(d, ns=(st.st_mtime_ns - 10**10, st.st_mtime_ns))
+        out[d] = d.stat().st_atime_ns
+    return out
+
+
+def test_a_subagents_symlink_out_of_the_root_is_not_walked(daemon, short_tmp):
+    """``<session>/subagents`` planted as a symlink to a tree outside the root
+    (there: a dir with an agent file, a workflows run, and a symlink to /):
+    a watcher with agents subscribes, gets the session's lines, and the daemon
+    never listed a dir of that tree (their atimes did not move, where a
+    listing moves them); before, the tree was walked with rglob, on the loop."""
+    outside = short_tmp / "outside"
+    (outside / "workflows" / "run").mkdir(parents=True)
+    (outside / "agent-x.jsonl").write_bytes(entry("not the session's"))
+    (outside / "workflows" / "run" / "agent-y.jsonl").write_bytes(entry("not the session's"))
+    os.symlink("/", outside / "everything")
+    before = aged(outside)
+    os.listdir(outside / "workflows")  # the probe: a listing does move an aged atime here
+    if (outside / "workflows").stat().st_atime_ns == before[outside / "workflows"]:
+        pytest.skip("this filesystem does not update atimes on a listing (noatime)")
+    before = aged(outside)
+    main = session_file(daemon)
+    append(main, entry("first"))
+    main.with_suffix("").mkdir()
+    os.symlink(outside, main.with_suffix("") / "subagents")
+    with daemon.client() as c:
+        watch = Frames(c, m.Subscribe(id=c.next_id(), session=main.stem, path=str(main), agents=True))
+        second = entry("second")
+        append(main, second)
+        got = watch.until((main.name, second[:-1]))
+        assert [x for f in got for x in f.lines] == [second[:-1]]
+    with daemon.client() as c:
+        wait_until(lambda: c.status().workers["jobsRunning"] == 0, "the read pool to be idle")
+    assert {d: d.stat().st_atime_ns for d in before} == before, "a dir outside the root was listed"
+
+
+def test_looking_for_agent_files_is_bounded_and_follows_no_symlink(tmp_path):
+    """The one look every reader of agent files uses (the watchers, resume,
+    export): a subagents dir of many entries is looked at up to the bound
+    (and says it stopped); a symlinked session dir, subagents dir or run dir
+    is not followed; a FIFO named like an agent file is not one."""
+    session = tmp_path / "s"
+    base = session / "subagents"
+    (base / "workflows" / "run").mkdir(parents=True)
+    (base / "agent-a.jsonl").write_bytes(b"{}\n")
+    (base / "workflows" / "run" / "agent-b.jsonl").write_bytes(b"{}\n{}\n")
+    os.mkfifo(base / "agent-fifo.jsonl")
+    os.symlink("/", base / "workflows" / "root")
+    (tmp_path / "elsewhere" / "subagents").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "subagents" / "agent-c.jsonl").write_bytes(b"{}\n")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "linked")
+    found = agent_files(session)
+    assert [(f.agent, f.size) for f in found.files] == [("a", 3), ("b", 6)] and found.complete
+    assert agent_files(tmp_path / "linked").files == []
+    for i in range(3000):
+        (base / f"junk-{i}").touch()
+    assert not agent_files(session, max_entries=1000).complete
+    assert agent_files(session, max_entries=4000).complete
