@@ -36,6 +36,9 @@ found: longer ones are passed over, ``linecap.read_span``). A line without its
 newline is looked at once: where the look got to is kept (``FileState.scanned``),
 so a file growing a byte at a time without a newline, or a 1 GB line, costs
 its size in reads, not its size at every pass."""
+NO_LINK = os.O_RDONLY | os.O_NOFOLLOW
+"""A transcript path that is a symlink is not followed (the store's own rule,
+``safeopen``): one swapped in would have the follower pass on another file."""
 HASH_CHUNK = 1024 * 1024
 START_HASH = 64 * 1024
 """A file found at start with at most this much in whole lines is hashed by the walk."""
@@ -122,7 +125,7 @@ class Budget:
 
 def read_new(path: Path, state: FileState, budget: Budget | None = None) -> Found:
     try:
-        fd = open_regular(path)
+        fd = open_regular(path, NO_LINK)
     except FileNotFoundError:
         return Found(state.offset, state.offset, [], 0, 0, b"", reset="deleted")
     try:
@@ -205,7 +208,7 @@ def start_state(path: Path, known: int) -> FileState | None:
     ``START_HASH`` is hashed now, a longer one the first time the file grows
     or is touched."""
     try:
-        fd = open_regular(path)
+        fd = open_regular(path, NO_LINK)
     except OSError:
         return None
     try:

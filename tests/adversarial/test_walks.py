@@ -198,3 +198,35 @@ def test_looking_for_agent_files_is_bounded_and_follows_no_symlink(tmp_path):
         (base / f"junk-{i}").touch()
     assert not agent_files(session, max_entries=1000).complete
     assert agent_files(session, max_entries=4000).complete
+
+
+def test_a_polled_session_dir_swapped_for_a_symlink_is_not_looked_through(daemon_factory, short_tmp):
+    """Without inotify watches (``follow_max_watches = 0``: every dir is
+    re-stat'ed each second), a session dir the follower polls is replaced by
+    a symlink to a tree outside the root holding transcripts and a symlink to
+    /: the polls go on (the main file's new lines are passed on), but nothing
+    of the tree is listed or followed; before, the poll listed the tree
+    through the symlink and walked and followed what was in it."""
+    cfg = short_tmp / "no-watches.toml"
+    cfg.write_text("follow_max_watches = 0\n")
+    d = daemon_factory().start("--config", str(cfg))
+    outside = short_tmp / "outside"
+    (outside / "deeper").mkdir(parents=True)
+    (outside / "planted.jsonl").write_bytes(entry("outside the root"))
+    (outside / "deeper" / "planted.jsonl").write_bytes(entry("outside the root, deeper"))
+    os.symlink("/", outside / "everything")
+    main = session_file(d)
+    append(main, entry("first"))
+    session_dir = main.with_suffix("")
+    session_dir.mkdir()
+    wait_until(lambda: follow_status(d)["polled_dirs"] >= 3 and followed_bytes(d) >= main.stat().st_size,
+               "the follower to poll the session dir")
+    lines = follow_status(d)["lines"]
+    before = aged(outside)
+    session_dir.rename(main.with_suffix(".away"))
+    os.symlink(outside, session_dir)
+    for n in (1, 2, 3):  # three polls after the swap
+        append(main, entry(f"after the swap {n}"))
+        wait_until(lambda: follow_status(d)["lines"] >= lines + n, "the follower's next poll")
+    assert follow_status(d)["lines"] == lines + 3, "a transcript outside the root was followed"
+    assert {p: p.stat().st_atime_ns for p in before} == before, "a dir outside the root was listed"
