@@ -70,6 +70,10 @@ RECHECK = 0.1
 FRAME_SLACK = 4096
 """What an ``Entries`` frame of one line needs beyond the line (its file name
 may be a few hundred bytes): the longest line sent is the frame cap less this."""
+SCAN_LIMIT = 8 * 1024 * 1024
+"""Bytes one catch-up read looks at for newlines at most: a line of a GB is
+looked at over many reads, each a turn in the connection's fair share of the
+read pool, not in one read that holds a thread of it for the whole line."""
 MAX_PER_CONNECTION = 64
 MAX_TOTAL = 4096
 """Subscriptions one connection, and all of them together, may hold."""
@@ -78,7 +82,7 @@ MAX_TOTAL = 4096
 class Cursor:
     """Where one watcher stands in one file."""
 
-    __slots__ = ("sub", "path", "rel", "pos", "reading", "waiting", "seen_end", "reset")
+    __slots__ = ("sub", "path", "rel", "pos", "reading", "waiting", "seen_end", "reset", "scanned")
 
     def __init__(self, sub: Subscription, path: Path, rel: str, pos: int) -> None:
         self.sub = sub
@@ -92,6 +96,8 @@ class Cursor:
         self.seen_end = pos
         """The furthest file end the observers reported meanwhile."""
         self.reset = False
+        self.scanned = 0
+        """Bytes [pos, scanned) were looked at and hold no newline (``Span.scanned``)."""
 
 
 class Subscription:
@@ -262,7 +268,7 @@ class Watchers:
             if not path.exists() and path == sub.main:
                 self.unsubscribe(sub.conn, sub.id, "gone")
                 continue
-            cursor.pos = cursor.seen_end = 0
+            cursor.pos = cursor.seen_end = cursor.scanned = 0
             cursor.reset = True
 
     def _deliver(self, cursor: Cursor, lines: list[bytes], start: int, end: int) -> None:
@@ -329,7 +335,7 @@ class Watchers:
             return
         try:  # the watcher's connection's fair share of the read pool
             fut = self.daemon.fair.submit(_read_from, cursor.path, cursor.pos, self.read_chunk, self.line_cap,
-                                          owner=cursor.sub.conn.id)
+                                          cursor.scanned, owner=cursor.sub.conn.id)
         except SessiondError:  # its share is full (busy): try again shortly, holding nothing
             self._wait(cursor)
             return
@@ -355,6 +361,8 @@ class Watchers:
             cursor.pos = span.offset
         elif span.offset > cursor.pos:  # read from further on than it stands now (reset meanwhile): read again
             lines, end = [], cursor.pos
+        if span.offset == cursor.pos:
+            cursor.scanned = span.scanned
         if lines or span.skipped and end > cursor.pos:
             if span.skipped:
                 log.info("watching %s: skipped %d bytes at %d (%d lines longer than %d bytes)",
@@ -373,17 +381,19 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _read_from(path: Path, offset: int, chunk: int, cap: int) -> tuple[Span, bool]:
+def _read_from(path: Path, offset: int, chunk: int, cap: int, scanned: int = 0) -> tuple[Span, bool]:
     """Whole lines of ``path`` from ``offset`` (worker thread): at most ``chunk``
     bytes of them, or one line up to ``cap`` alone; lines over ``cap`` skipped
-    (``linecap.read_span``). The span, and whether more may be left."""
+    (``linecap.read_span``), at most ``SCAN_LIMIT`` looked at for newlines,
+    from ``scanned`` on in an unfinished line. The span, and whether more may be left."""
     fd = open_regular(path)
     try:
         size = os.fstat(fd).st_size
-        span = read_span(fd, offset, chunk, cap)
+        span = read_span(fd, offset, chunk, cap, scanned=scanned, limit=SCAN_LIMIT)
     finally:
         os.close(fd)
-    return span, offset < span.end < size and size - offset >= chunk  # a full read: more may follow
+    # a full read, or the look stopped by its limit: more may follow
+    return span, offset < span.end < size and size - offset >= chunk or span.scanned < size
 
 
 def _read_last(path: Path, count: int, size: int, chunk: int) -> tuple[Span, bool]:

@@ -230,3 +230,31 @@ def test_a_polled_session_dir_swapped_for_a_symlink_is_not_looked_through(daemon
         wait_until(lambda: follow_status(d)["lines"] >= lines + n, "the follower's next poll")
     assert follow_status(d)["lines"] == lines + 3, "a transcript outside the root was followed"
     assert {p: p.stat().st_atime_ns for p in before} == before, "a dir outside the root was listed"
+
+
+def test_watchers_catching_up_over_a_gigabyte_line_leave_the_read_pool_to_others(daemon_factory, short_tmp):
+    """Two watchers (two connections, as many as the read pool has threads)
+    catch up from the start of a session whose last line is 1 GiB long and
+    unfinished: each catch-up read looks at ``SCAN_LIMIT`` of it and yields
+    its thread, so a third client's List is answered after a few such reads,
+    not after a whole look at the line on each thread (that List used to wait
+    for more than the line's size of reading)."""
+    cfg = short_tmp / "two-threads.toml"
+    cfg.write_text("read_threads = 2\n")
+    d = daemon_factory()
+    path = project_dir(d.root, CWD) / f"{uuid.uuid4()}.jsonl"
+    first = entry("first")
+    append(path, first)
+    with open(path, "ab") as f:
+        f.truncate(len(first) + GiB)  # zeros, no newline: a line still being written
+    d.start("--config", str(cfg))
+    with d.client() as a, d.client() as b, d.client() as c:
+        before = rchar(d.pid)
+        watches = [Frames(x, m.Subscribe(id=x.next_id(), session=path.stem, path=str(path), offset=0)) for x in (a, b)]
+        for w in watches:
+            w.until((path.name, first[:-1]))
+        answer = c.call(m.List(id=c.next_id(), all=True))
+        at_list = rchar(d.pid) - before
+        print(f"the List waited for {at_list / MiB:.0f} MiB of reads")
+        assert isinstance(answer, m.Listed), answer
+        assert at_list < 256 * MiB, f"the List waited for {at_list / MiB:.0f} MiB of the watchers' reads"
