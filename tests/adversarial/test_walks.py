@@ -180,7 +180,8 @@ def test_looking_for_agent_files_is_bounded_and_follows_no_symlink(tmp_path):
     """The one look every reader of agent files uses (the watchers, resume,
     export): a subagents dir of many entries is looked at up to the bound
     (and says it stopped); a symlinked session dir, subagents dir or run dir
-    is not followed; a FIFO named like an agent file is not one."""
+    is not followed, nor a dir off the layout (a deep chain, a symlink loop);
+    a FIFO named like an agent file is not one."""
     session = tmp_path / "s"
     base = session / "subagents"
     (base / "workflows" / "run").mkdir(parents=True)
@@ -191,8 +192,15 @@ def test_looking_for_agent_files_is_bounded_and_follows_no_symlink(tmp_path):
     (tmp_path / "elsewhere" / "subagents").mkdir(parents=True)
     (tmp_path / "elsewhere" / "subagents" / "agent-c.jsonl").write_bytes(b"{}\n")
     os.symlink(tmp_path / "elsewhere", tmp_path / "linked")
+    chain = base / "deep"
+    for _ in range(50):  # a deep chain beside the layout, a symlink loop at its end
+        chain = chain / "d"
+    chain.mkdir(parents=True)
+    os.symlink(base, chain / "loop")
+    before = aged(base / "deep")
     found = agent_files(session)
     assert [(f.agent, f.size) for f in found.files] == [("a", 3), ("b", 6)] and found.complete
+    assert {d: d.stat().st_atime_ns for d in before} == before, "a dir off the layout was listed"
     assert agent_files(tmp_path / "linked").files == []
     for i in range(3000):
         (base / f"junk-{i}").touch()
