@@ -119,7 +119,9 @@ def run(code: str, source: Path | None, kind: str, seconds: float, entries: int)
             lat = victim(sock, seconds)
             stop.set()
             t.join()
-            return {"code": code, "kind": kind, "appends": len(lat), "p50": statistics.median(lat),
+            with Client(sock, autostart=False, timeout=60) as c:
+                follow = c.status().follow
+            return {"rehashed_mib": follow.get("rehashed_bytes", 0) / MiB, "code": code, "kind": kind, "appends": len(lat), "p50": statistics.median(lat),
                     "p99": sorted(lat)[int(0.99 * (len(lat) - 1))],
                     "read_mib": (proc_value(d.pid, "io", "rchar:") - read0) / MiB,
                     "peak_rss_mib": proc_value(d.pid, "status", "VmHWM:") / 1024}
@@ -147,7 +149,7 @@ def main() -> None:
             row = run(code, source, kind, args.seconds, args.entries)
             rows.append(row)
             print(f"{row['kind']:8} {row['code']:6} {row['appends']:6} appends  p50 {row['p50']:7.2f} ms  p99 {row['p99']:8.2f} ms  "
-                  f"read {row['read_mib']:9.1f} MiB  peak RSS {row['peak_rss_mib']:6.1f} MiB", flush=True)
+                  f"read {row['read_mib']:9.1f} MiB (rehash {row['rehashed_mib']:6.1f})  peak RSS {row['peak_rss_mib']:6.1f} MiB", flush=True)
     shutil.rmtree(base, ignore_errors=True)
     benchlib.save(HERE / "results" / "walks.json", {"rows": rows, "argv": sys.argv[1:]})
 
