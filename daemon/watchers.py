@@ -31,6 +31,12 @@ cap. It is passed over (the catch-up read looks for its end holding one scan
 chunk of it, ``linecap.read_span``), the next frame says how many bytes were
 (``Entries.skipped``), and the lines after it come as ever. A line longer than
 one read but under the cap is read once, whole, and sent alone.
+
+A subscription with agents finds the agent files that exist already in the
+read pool (``agents.agent_files``: the layout only, no symlink followed, a
+bounded number of entries), after ``Subscribed`` went out; until it has, an
+agent file written to is watched from that write on, as it would have been
+from its size when found.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessiond.protocol.transcript.agents import MAX_ENTRIES as AGENT_ENTRIES
+from sessiond.protocol.transcript.agents import AgentFiles, agent_files
 from sessiond.protocol.transcript.linecap import MAX_LINE, Span, read_span
 from sessiond.protocol.transcript.regular import open_regular
 from sessiond.protocol.wire import messages as m
@@ -62,6 +70,10 @@ RECHECK = 0.1
 FRAME_SLACK = 4096
 """What an ``Entries`` frame of one line needs beyond the line (its file name
 may be a few hundred bytes): the longest line sent is the frame cap less this."""
+SCAN_LIMIT = 8 * 1024 * 1024
+"""Bytes one catch-up read looks at for newlines at most: a line of a GB is
+looked at over many reads, each a turn in the connection's fair share of the
+read pool, not in one read that holds a thread of it for the whole line."""
 MAX_PER_CONNECTION = 64
 MAX_TOTAL = 4096
 """Subscriptions one connection, and all of them together, may hold."""
@@ -70,7 +82,7 @@ MAX_TOTAL = 4096
 class Cursor:
     """Where one watcher stands in one file."""
 
-    __slots__ = ("sub", "path", "rel", "pos", "reading", "waiting", "seen_end", "reset")
+    __slots__ = ("sub", "path", "rel", "pos", "reading", "waiting", "seen_end", "reset", "scanned")
 
     def __init__(self, sub: Subscription, path: Path, rel: str, pos: int) -> None:
         self.sub = sub
@@ -84,10 +96,12 @@ class Cursor:
         self.seen_end = pos
         """The furthest file end the observers reported meanwhile."""
         self.reset = False
+        self.scanned = 0
+        """Bytes [pos, scanned) were looked at and hold no newline (``Span.scanned``)."""
 
 
 class Subscription:
-    __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended")
+    __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended", "finding")
 
     def __init__(self, rid: int, conn: Connection, session: str, main: Path, agents: bool) -> None:
         self.id = rid
@@ -98,6 +112,8 @@ class Subscription:
         self.agents = agents
         self.cursors: dict[Path, Cursor] = {}
         self.ended = False
+        self.finding = False
+        """Its existing agent files are being looked for (``Watchers._found``)."""
 
 
 def agent_session_dir(path: Path) -> Path | None:
@@ -162,10 +178,34 @@ class Watchers:
         elif start < size:
             self._catch_up(cursor)
         if req.agents:
+            try:  # the watcher's connection's fair share of the read pool
+                fut = self.daemon.fair.submit(agent_files, sub.session_dir, owner=conn.id)
+            except SessiondError:  # its share is full (busy): refused whole
+                del self.subs[(conn.id, req.id)]
+                self._remove(sub)
+                raise
+            sub.finding = True
             self.by_dir.setdefault(sub.session_dir, []).append(sub)
-            for path in _agent_files(sub.session_dir):
-                self._add(sub, path, _size(path))
+            fut.add_done_callback(lambda f: self._found(sub, f))
         return m.Subscribed(id=req.id, session=req.session, path=str(main), offset=cursor.pos)
+
+    def _found(self, sub: Subscription, fut) -> None:
+        """The agent files that existed: each watched from its size when found
+        (one written to meanwhile already is, from that write)."""
+        sub.finding = False
+        if sub.ended or fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.warning("watching %s: looking for its agent files failed: %s", sub.session_dir, exc)
+            return
+        found: AgentFiles = fut.result()
+        if not found.complete:
+            log.warning("watching %s: looked for agent files in the first %d entries only",
+                        sub.session_dir, AGENT_ENTRIES)
+        for f in found.files:
+            if f.path not in sub.cursors:
+                self._add(sub, f.path, f.size)
 
     def _add(self, sub: Subscription, path: Path, pos: int) -> Cursor:
         rel = os.path.relpath(path, sub.main.parent)
@@ -204,6 +244,7 @@ class Watchers:
     def written(self, path: Path, lines: list[bytes], end: int) -> None:
         """The write observer: ``lines`` are in ``path`` now, ending at ``end``."""
         cursors = self.by_path.get(path)
+        start = end - sum(map(len, lines)) - len(lines)
         if cursors is None:
             if not self.by_dir:
                 return
@@ -212,9 +253,8 @@ class Watchers:
             if not subs:
                 return
             for sub in list(subs):  # a new agent file (or one not seen before): from its start
-                self._add(sub, path, 0)
+                self._add(sub, path, start if sub.finding else 0)
             cursors = self.by_path[path]
-        start = end - sum(map(len, lines)) - len(lines)
         for cursor in list(cursors):
             self._deliver(cursor, lines, start, end)
 
@@ -227,7 +267,7 @@ class Watchers:
             if not path.exists() and path == sub.main:
                 self.unsubscribe(sub.conn, sub.id, "gone")
                 continue
-            cursor.pos = cursor.seen_end = 0
+            cursor.pos = cursor.seen_end = cursor.scanned = 0
             cursor.reset = True
 
     def _deliver(self, cursor: Cursor, lines: list[bytes], start: int, end: int) -> None:
@@ -294,7 +334,7 @@ class Watchers:
             return
         try:  # the watcher's connection's fair share of the read pool
             fut = self.daemon.fair.submit(_read_from, cursor.path, cursor.pos, self.read_chunk, self.line_cap,
-                                          owner=cursor.sub.conn.id, answer=True)
+                                          cursor.scanned, owner=cursor.sub.conn.id, answer=True)
         except SessiondError:  # its share is full (busy): try again shortly, holding nothing
             self._wait(cursor)
             return
@@ -322,6 +362,8 @@ class Watchers:
             cursor.pos = span.offset
         elif span.offset > cursor.pos:  # read from further on than it stands now (reset meanwhile): read again
             lines, end = [], cursor.pos
+        if span.offset == cursor.pos:
+            cursor.scanned = span.scanned
         if lines or span.skipped and end > cursor.pos:
             if span.skipped:
                 log.info("watching %s: skipped %d bytes at %d (%d lines longer than %d bytes)",
@@ -340,24 +382,19 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _agent_files(session_dir: Path) -> list[Path]:
-    base = session_dir / "subagents"
-    if not base.is_dir():
-        return []
-    return sorted(p for p in base.rglob("agent-*.jsonl") if p.is_file())
-
-
-def _read_from(path: Path, offset: int, chunk: int, cap: int) -> tuple[Span, bool]:
+def _read_from(path: Path, offset: int, chunk: int, cap: int, scanned: int = 0) -> tuple[Span, bool]:
     """Whole lines of ``path`` from ``offset`` (worker thread): at most ``chunk``
     bytes of them, or one line up to ``cap`` alone; lines over ``cap`` skipped
-    (``linecap.read_span``). The span, and whether more may be left."""
+    (``linecap.read_span``), at most ``SCAN_LIMIT`` looked at for newlines,
+    from ``scanned`` on in an unfinished line. The span, and whether more may be left."""
     fd = open_regular(path)
     try:
         size = os.fstat(fd).st_size
-        span = read_span(fd, offset, chunk, cap)
+        span = read_span(fd, offset, chunk, cap, scanned=scanned, limit=SCAN_LIMIT)
     finally:
         os.close(fd)
-    return span, offset < span.end < size and size - offset >= chunk  # a full read: more may follow
+    # a full read, or the look stopped by its limit: more may follow
+    return span, offset < span.end < size and size - offset >= chunk or span.scanned < size
 
 
 def _read_last(path: Path, count: int, size: int, chunk: int) -> tuple[Span, bool]:

@@ -29,9 +29,16 @@ from sessiond.protocol.transcript.regular import open_regular
 FINGERPRINT = 64
 """Bytes before the offset kept to notice a file rewritten in place."""
 MAX_READ = 8 * 1024 * 1024
-"""At most this much is read per file per pass; the rest comes next pass
-(except one line longer than that, up to the shared ``linecap.MAX_LINE``:
-longer ones are passed over, ``linecap.read_span``)."""
+"""At most this much is read, and looked at for newlines, per file per pass;
+the rest comes next pass, after the other files' turn (except one line longer
+than that, up to the shared ``linecap.MAX_LINE``, read whole once its end is
+found: longer ones are passed over, ``linecap.read_span``). A line without its
+newline is looked at once: where the look got to is kept (``FileState.scanned``),
+so a file growing a byte at a time without a newline, or a 1 GB line, costs
+its size in reads, not its size at every pass."""
+NO_LINK = os.O_RDONLY | os.O_NOFOLLOW
+"""A transcript path that is a symlink is not followed (the store's own rule,
+``safeopen``): one swapped in would have the follower pass on another file."""
 HASH_CHUNK = 1024 * 1024
 START_HASH = 64 * 1024
 """A file found at start with at most this much in whole lines is hashed by the walk."""
@@ -62,6 +69,12 @@ class FileState(msgspec.Struct):
     own: bool = False
     """The last change seen was the daemon's own write (its times are not
     known): the next look takes the file's times without re-hashing."""
+    scanned: int = 0
+    """Bytes [offset, scanned) were looked at and hold no newline: the line
+    being written there is looked at from ``scanned`` on (``Span.scanned``)."""
+    scanned_crc: int | None = None
+    """``crc`` continued to ``scanned`` (None: not kept, the look starts over
+    once the prefix is hashed)."""
 
 
 class Found(msgspec.Struct):
@@ -77,6 +90,7 @@ class Found(msgspec.Struct):
     reset: str | None = None
     """Set when the file is not the one followed: shrank, replaced, rewritten, gone."""
     more: bool = False
+    """The read stopped at ``MAX_READ``, not at the file's end: read on next pass."""
     crc: int = 0
     hashed: bool = False
     size: int = 0
@@ -86,6 +100,9 @@ class Found(msgspec.Struct):
     """The file needs its prefix re-hashed and the budget is spent: look again later."""
     skipped: int = 0
     """Lines over the cap passed over before ``lines`` (``end`` is past them)."""
+    scanned: int = 0
+    """``FileState.scanned`` after this read, and its CRC."""
+    scanned_crc: int | None = None
 
 
 class Budget:
@@ -108,7 +125,7 @@ class Budget:
 
 def read_new(path: Path, state: FileState, budget: Budget | None = None) -> Found:
     try:
-        fd = open_regular(path)
+        fd = open_regular(path, NO_LINK)
     except FileNotFoundError:
         return Found(state.offset, state.offset, [], 0, 0, b"", reset="deleted")
     try:
@@ -136,14 +153,16 @@ def read_new(path: Path, state: FileState, budget: Budget | None = None) -> Foun
                 crc, hashed = now, True
         back = len(state.tail)
         rewritten = back and os.pread(fd, back, state.offset - back) != state.tail
-        span = read_span(fd, state.offset, MAX_READ) if not rewritten else None
+        track = hashed or state.offset == 0  # the CRC covers every byte passed on, skipped ones too
+        scanned = state.scanned if not track or state.scanned_crc is not None else 0
+        span = (read_span(fd, state.offset, MAX_READ, scanned=scanned, limit=MAX_READ,
+                          crc=crc if track else None, scanned_crc=state.scanned_crc or 0)
+                if not rewritten else None)
         head = state.head or os.pread(fd, FINGERPRINT, 0)
         if state.head and os.pread(fd, len(state.head), 0) != state.head:
             span = None
         tail = state.tail
         if span is not None and span.end > state.offset:
-            if span.skipped and (hashed or state.offset == 0):  # the CRC covers every byte passed on
-                crc = crc_range(fd, state.offset, span.start, crc)
             n = min(FINGERPRINT, span.end)
             tail = span.data[-n:] if len(span.data) >= n else os.pread(fd, n, span.end - n)
     finally:
@@ -157,10 +176,12 @@ def read_new(path: Path, state: FileState, budget: Budget | None = None) -> Foun
         lines = span.lines()
     end = span.end
     head = head[:end] if end < len(head) else head  # only bytes passed on are a fingerprint
-    if hashed or state.offset == 0:
-        crc, hashed = zlib.crc32(whole, crc), True
+    if track:
+        crc, hashed = zlib.crc32(whole, span.crc), True
+    more = span.scanned < st.st_size  # stopped by MAX_READ: the rest next pass
     return Found(state.offset, end, lines, st.st_ino, st.st_dev, tail, head, crc=crc, hashed=hashed,
-                 more=end > state.offset and st.st_size - state.offset > MAX_READ, skipped=span.skipped, **look)
+                 more=more, skipped=span.skipped, scanned=span.scanned,
+                 scanned_crc=span.scanned_crc if track else None, **look)
 
 
 def prefix_crc(fd: int, n: int) -> int:
@@ -187,7 +208,7 @@ def start_state(path: Path, known: int) -> FileState | None:
     ``START_HASH`` is hashed now, a longer one the first time the file grows
     or is touched."""
     try:
-        fd = open_regular(path)
+        fd = open_regular(path, NO_LINK)
     except OSError:
         return None
     try:

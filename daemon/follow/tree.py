@@ -297,6 +297,7 @@ class Follower:
         state.size, state.mtime_ns, state.ctime_ns, state.own = found.size, found.mtime_ns, found.ctime_ns, False
         state.crc, state.hashed = found.crc, found.hashed
         moved = found.end > found.start  # lines, or only a line over the cap passed over
+        state.scanned, state.scanned_crc = found.scanned, found.scanned_crc
         if moved:
             state.offset, state.tail = found.end, found.tail
             if len(found.head) > len(state.head):
@@ -307,7 +308,7 @@ class Follower:
                 log.warning("followed file %s: passed over %d lines longer than %d bytes", path, found.skipped, MAX_LINE)
             if found.lines:  # the observers see the lines after a skipped one as a gap, and read it
                 _call(self.publish, path, found.lines, found.end)
-        if found.more and moved:  # no progress (a half line): wait for the next event
+        if found.more:  # the rest after the other dirty files' turn
             self.dirty.add(path)
 
     def _look_again(self, path: Path) -> None:

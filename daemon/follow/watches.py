@@ -24,6 +24,7 @@ MAX_DEPTH = 5
 POLL_EVERY = 1.0
 DIR_MASK = (inotify.IN_MODIFY | inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MOVED_FROM
             | inotify.IN_DELETE | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NONBLOCK
 
 Found = list[tuple[Path, FileState | None, bool]]
 """Per transcript a walk found: its state, and whether it is to be read now."""
@@ -73,35 +74,50 @@ class Watches:
             if d.parent not in self.watched:
                 self.polled.add(d)  # re-stat'ed until it appears, then walked
             return out
-        sizes = {} if new else _sizes(d)
-        self.watch(d, True)
         try:
-            entries = list(os.scandir(d))
+            fd = self.open_dir(d)
         except OSError:
             return out
-        for e in entries:
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    if depth < MAX_DEPTH:
-                        out += self.walk(Path(e.path), depth + 1, new)
-                elif e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
-                    p = Path(e.path)
-                    known = sizes.get(e.name)
-                    if known is None:
-                        out.append((p, FileState(), True))
-                    else:
-                        state = start_state(p, known)
-                        out.append((p, state, state is not None and state.size > known))
-            except OSError:
-                continue
+        try:  # the entries are looked at while their dir is open (a DirEntry of an fd stats through it)
+            sizes = {} if new else _sizes(fd)
+            self.watch(d, True)
+            for e in _entries(fd):
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        if depth < MAX_DEPTH:
+                            out += self.walk(d / e.name, depth + 1, new)
+                    elif e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
+                        p = d / e.name
+                        known = sizes.get(e.name)
+                        if known is None:
+                            out.append((p, FileState(), True))
+                        else:
+                            state = start_state(p, known)
+                            out.append((p, state, state is not None and state.size > known))
+                except OSError:
+                    continue
+        finally:
+            os.close(fd)
         return out
+
+    def _below(self, d: Path) -> bool:
+        """Below ``projects/``, a dir is never looked at through a symlink: one
+        swapped in for a dir after it was seen as one (between two looks, or
+        between an event and its walk) would lead the walk anywhere, ``/``
+        included. The root and ``projects/`` themselves may be symlinks (the
+        user's choice, followed as the writer's ``StoreRoot`` follows the root)."""
+        return d not in (self.projects, self.projects.parent)
+
+    def open_dir(self, d: Path) -> int:
+        """A descriptor on the directory ``d`` (OSError when it is not one, or a symlink below ``projects/``)."""
+        return os.open(d, _DIR_FLAGS | (os.O_NOFOLLOW if self._below(d) else 0))
 
     def watch(self, d: Path, polled_fallback: bool) -> None:
         if d in self.watched:
             return
         if self.fd is not None and len(self.dirs) < self.max_watches:
             try:
-                wd = inotify.add_watch(self.fd, os.fsencode(d), DIR_MASK)  # type: ignore[misc]
+                wd = inotify.add_watch(self.fd, os.fsencode(d), DIR_MASK | (inotify.IN_DONT_FOLLOW if self._below(d) else 0))  # type: ignore[misc]
             except OSError as exc:
                 log.warning("cannot watch %s (%s): it is re-stat'ed every %.0f s", d, exc.strerror or exc, POLL_EVERY)
             else:
@@ -132,24 +148,27 @@ class Watches:
         new: Found = []
         for d in dirs:
             try:
-                entries = list(os.scandir(d))
+                fd = self.open_dir(d)
             except OSError:
                 continue
-            for e in entries:
-                p = Path(e.path)
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        depth = self.depth(p)
-                        if p not in seen and depth is not None:
-                            new += self.walk(p, depth, True)
+            try:
+                for e in _entries(fd):
+                    p = d / e.name
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            depth = self.depth(p)
+                            if p not in seen and depth is not None:
+                                new += self.walk(p, depth, True)
+                            continue
+                        if not e.name.endswith(".jsonl"):
+                            continue
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
                         continue
-                    if not e.name.endswith(".jsonl"):
-                        continue
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if known.get(p) != (st.st_size, st.st_ino, st.st_mtime_ns):
-                    changed.append(p)
+                    if known.get(p) != (st.st_size, st.st_ino, st.st_mtime_ns):
+                        changed.append(p)
+            finally:
+                os.close(fd)
         return changed, new
 
     def close(self) -> None:
@@ -162,14 +181,19 @@ class Watches:
         self.watched.clear()
 
 
-def _sizes(d: Path) -> dict[str, int]:
-    """The size of each transcript in ``d`` now (what the start walk takes as known)."""
-    out: dict[str, int] = {}
+def _entries(fd: int) -> list[os.DirEntry]:
+    """The entries of the directory open as ``fd`` (their ``path`` is their
+    name alone: joined to the dir's path by the caller)."""
     try:
-        entries = list(os.scandir(d))
+        return list(os.scandir(fd))
     except OSError:
-        return out
-    for e in entries:
+        return []
+
+
+def _sizes(fd: int) -> dict[str, int]:
+    """The size of each transcript in the directory ``fd`` now (what the start walk takes as known)."""
+    out: dict[str, int] = {}
+    for e in _entries(fd):
         if e.name.endswith(".jsonl"):
             try:
                 st = e.stat(follow_symlinks=False)

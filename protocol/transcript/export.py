@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from .agents import agent_files as find_agents
 from .resume import Resumed, load_transcript
 
 RESULT_PREVIEW = 120
@@ -35,12 +36,10 @@ class Exported(msgspec.Struct):
 
 
 def agent_files(path: Path, session_id: str | None) -> list[tuple[str, Path]]:
-    """(agent id, file) of the session's subagents, workflow runs included, sorted."""
+    """(agent id, file) of the session's subagents, workflow runs included, sorted (``agents``)."""
     if not session_id:
         return []
-    base = path.parent / session_id / "subagents"
-    found = sorted(base.glob("agent-*.jsonl")) + sorted(base.glob("workflows/*/agent-*.jsonl"))
-    return [(p.name[len("agent-"):-len(".jsonl")], p) for p in found if p.is_file() and not p.is_symlink()]
+    return [(f.agent, f.path) for f in find_agents(path.parent / session_id).files]
 
 
 def load_export(path: Path | str) -> Exported:

@@ -36,6 +36,7 @@ from typing import Any
 import msgspec
 
 from ..wire.errors import SessiondError
+from .agents import agent_files
 from .chain import Bridge, choose_leaf, recover_parallel_tool_results, walk
 from .chainentry import Entry
 from .deserialize import Interruption, chain_messages, consistency_delta, deserialize, materialize
@@ -150,14 +151,7 @@ def subagent_ids(path: Path | str, session_id: str | None = None) -> list[str]:
     sid = session_id if session_id is not None else path.name.removesuffix(".jsonl")
     if not is_session_id(sid):
         return []
-    base = path.parent / sid / "subagents"
-    found = set()
-    for pattern in ("agent-*.jsonl", "workflows/*/agent-*.jsonl"):
-        for p in base.glob(pattern):
-            agent = p.name.removeprefix("agent-").removesuffix(".jsonl")
-            if _legal_agent_id(agent) and p.is_file():
-                found.add(agent)
-    return sorted(found)
+    return sorted({f.agent for f in agent_files(path.parent / sid).files if _legal_agent_id(f.agent)})
 
 
 def load_transcript(
