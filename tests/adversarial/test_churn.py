@@ -117,7 +117,8 @@ def test_searches_of_a_client_gone_are_dropped_not_run(daemon_factory, short_tmp
     assert started <= 3, f"{started} of {count} Searches of a gone client were run"
     assert after["jobsDropped"] - before["jobsDropped"] >= count - 3
     wait_until(lambda: workers(d)["clients"] == 1, "the gone client's connection to close", timeout=30)
-    assert workers(d)["expensiveJobs"] == 0
+    # a Search it started may still be running out (a loaded machine): the count comes back to 0, nothing leaks
+    wait_until(lambda: workers(d)["expensiveJobs"] == 0, "the gone client's jobs all accounted for", timeout=30)
 
 
 def test_reusing_a_request_id_runs_one_request(daemon_factory, short_tmp: Path) -> None:

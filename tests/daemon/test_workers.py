@@ -15,8 +15,9 @@ from sessiond.protocol.wire.errors import SessiondError
 
 
 def run_jobs(submissions: list[str], threads: int = 1, per_owner: int = 1, max_waiting: int = 100) -> list[str]:
-    """Submit a job per owner name (first job blocks until all are in); the
-    order in which the jobs ran."""
+    """Submit a job per owner name (the jobs started first wait until all are
+    in); the order in which the jobs started (the order they finish in is the
+    threads' race)."""
     ran: list[str] = []
     gate = threading.Event()
 
@@ -26,8 +27,8 @@ def run_jobs(submissions: list[str], threads: int = 1, per_owner: int = 1, max_w
             fair = FairShare(loop, pool, threads, per_owner, max_waiting, 1024)
 
             def job(name: str) -> str:
-                gate.wait(10)
                 ran.append(name)
+                gate.wait(10)
                 return name
 
             futs = [fair.submit(job, f"{owner}{i}", owner=owner) for i, owner in enumerate(submissions)]
