@@ -90,6 +90,7 @@ def test_msgpack_extension_types_are_bad_requests(bounded: Bounded, body: bytes)
     bounded.check()
 
 
+@pytest.mark.timeout(300)  # 80 examples, each with its own 60 s bound on a shared disk
 def test_fuzzed_byte_streams(bounded: Bounded):
     """Frame level: arbitrary bytes, cut anywhere, after a valid Hello."""
 
@@ -126,6 +127,7 @@ FIELDS = ["id", "session", "cwd", "entries", "messages", "durability", "agent", 
           "all", "limit", "offset", "path", "meta", "protocol_version"]
 
 
+@pytest.mark.timeout(300)  # 80 examples, each with its own 60 s bound on a shared disk
 def test_fuzzed_messages(bounded: Bounded):
     """Message level: every request type with fields of any msgpack type."""
 
@@ -164,6 +166,7 @@ entries = st.one_of(
 )
 
 
+@pytest.mark.timeout(300)  # 80 examples, each with its own 60 s bound on a shared disk
 def test_fuzzed_entries(bounded: Bounded):
     """Entry level: appends of arbitrary entries; whatever is accepted is written
     as whole JSON lines, everything else is a typed error."""

@@ -298,7 +298,9 @@ def test_the_indexer_takes_only_what_the_daemon_leaves_over(sd):
     with sd.client() as c:
         pid = c.status().index["pid"]
     daemon = _proc_stat(sd.proc.pid)
-    wait_until(lambda: _proc_stat(pid)[16] == "19", "the indexer to lower its priority")
+    # it sets its nice, then its class: both, before it is looked at
+    wait_until(lambda: _proc_stat(pid)[16] == "19" and int(_proc_stat(pid)[38]) == os.SCHED_IDLE,
+               "the indexer to lower its priority to nice 19 in SCHED_IDLE")
     indexer = _proc_stat(pid)
     # fields (man 5 proc), counted from state = index 0: pgrp 2, session 3, nice 16, policy 38
     assert indexer[3] == daemon[3], "the indexer left the daemon's session (and autogroup)"
