@@ -42,7 +42,7 @@ TEST_JOBS ?= 4
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
-## Benchmarks: the figures in the README (not tests; takes a while). Installs
+## Benchmarks: the figures in docs/benchmarks.md (not tests; takes a while). Installs
 ## what the baselines need: redis-server (Debian) and the bench extra.
 bench: $(STAMP)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)

@@ -1,4 +1,4 @@
-"""The README's append tables, rendered from a results file of ``append_load.py``.
+"""The append tables of docs/benchmarks.md, rendered from a results file of ``append_load.py``.
 
     python bench/tables.py bench/results/append_load.json
 

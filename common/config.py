@@ -32,9 +32,13 @@ class MirrorSettings(msgspec.Struct, kw_only=True):
     ``common/mirror/``. Present only when the table is in the config file."""
 
     servers: list[str]
+    """NATS server URLs (``nats://host:4222``), one or more of the cluster."""
     stream: str = "SESSIOND"
+    """The JetStream stream the sessions go to (created if missing)."""
     subject_prefix: str = "sessiond"
+    """First tokens of every subject the daemon publishes on."""
     credentials: Path | None = None
+    """A NATS ``.creds`` file; None: connect without one."""
     required: bool = False
     """True: an append that the mirror cannot take is refused (SPEC 6: local and
     remote never diverge silently) and a ``durable`` ack waits for JetStream."""
@@ -43,15 +47,21 @@ class MirrorSettings(msgspec.Struct, kw_only=True):
     queue_bytes: int = 64 * 1024 * 1024
     """Written lines kept in memory for the mirror; beyond, it re-reads the files."""
     ack_timeout: float = 5.0
+    """Seconds to wait for JetStream's acknowledgement of a publish."""
     shutdown_flush: float = 5.0
     """How long shutdown waits for the mirror to catch up before exiting anyway."""
 
 
 class Settings(msgspec.Struct, kw_only=True):
     root: Path = msgspec.field(default_factory=default_root)
+    """The store (transcripts under ``<root>/projects``); default ``$XDG_DATA_HOME/sessiond``
+    (``~/.local/share/sessiond``). Clients read it from the file too."""
     socket: Path = msgspec.field(default_factory=default_socket)
+    """The daemon's Unix socket; default ``$XDG_RUNTIME_DIR/sessiond/sessiond.sock``, else
+    ``/tmp/sessiond-<uid>/sessiond.sock``. Clients read it from the file too."""
     flush_interval: float = 0.100
-    """Coalescing window of the ``queued`` path, in seconds."""
+    """Coalescing window of the ``queued`` path, in seconds (the file and the
+    environment give it in milliseconds)."""
     fsync: FsyncPolicy = "interval"
     """``interval``: dirty files are fdatasync'ed once a second (like Redis everysec)."""
     fsync_interval: float = 1.0
@@ -60,6 +70,7 @@ class Settings(msgspec.Struct, kw_only=True):
     journal commits under load, but it also writes out other programs' dirty
     data on that filesystem. False: one fdatasync per file."""
     max_frame: int = DEFAULT_MAX_FRAME
+    """Largest frame body a client may send, in bytes (its length header not counted)."""
     max_queued_bytes: int = 256 * 1024 * 1024
     """Above this many queued bytes, connections stop being read until the drain
     catches up (backpressure: latency, never a silent drop)."""
@@ -96,6 +107,7 @@ class Settings(msgspec.Struct, kw_only=True):
     """Bytes per second one connection may send (0: no limit); over it, it is
     read more slowly, never refused."""
     rate_burst: float = 256 * 1024 * 1024
+    """Bytes one connection may send at once above ``rate_bytes`` (the bucket's size)."""
     frame_timeout: float = 30.0
     """Seconds a client may stay inside a frame before it is cut off."""
     lease_grace: float = 10.0
@@ -109,6 +121,7 @@ class Settings(msgspec.Struct, kw_only=True):
     idle_evict: float = 30.0
     """Seconds a session with no clients and nothing queued stays in memory."""
     log_level: LogLevel = "info"
+    """Least severe log line written (one line per event, on stderr)."""
     read_threads: int = 2
     """Threads of the read pool (List pages, resend tail reads, scans); syncs
     have their own, so reads never make a durable append wait."""

@@ -258,7 +258,7 @@ def test_make_install_of_a_fresh_checkout_prints_no_notices(short_tmp):
 
 
 def test_shell_completion_lists_the_commands(short_tmp):
-    """Documented in the README: click's completion, driven by _SESSIOND_COMPLETE."""
+    """Documented in docs/usage.md: click's completion, driven by _SESSIOND_COMPLETE."""
     env = {**os.environ, "_SESSIOND_COMPLETE": "bash_complete", "COMP_WORDS": "sessiond sta", "COMP_CWORD": "1"}
     r = subprocess.run([sys.executable, "-m", "sessiond.client.cli"], capture_output=True, env=env, timeout=60)
     words = {line.split(",", 1)[1] for line in r.stdout.decode().splitlines() if "," in line}

@@ -119,7 +119,7 @@ def test_every_corpus_file_round_trips_through_sessiond_append(daemon):
     assert sum("main" not in e for _, _, e in expectations.values()) >= 4  # empty/summary/snapshot-only
 
     # Again, after a restart (dedup reloaded from the files): nothing with a uuid
-    # is written twice; entries without one are appended again (see README).
+    # is written twice; entries without one are appended again (see docs/guarantees.md).
     assert daemon.stop() == 0
     daemon.start()
     with daemon.client() as c:

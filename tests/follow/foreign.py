@@ -61,7 +61,7 @@ def followed(d, path) -> None:
     """Wait until the follower itself passed on all of ``path`` (a watcher's own
     catch-up read does not say so), and the kernel's file clock moved past its
     last write: a same-size rewrite in that same tick keeps the times, which is
-    the case the README says is not noticed."""
+    the case docs/claude-code.md says is not noticed."""
     size = path.stat().st_size
     wait_until(lambda: (lambda f: f["bytes"] + f["known_bytes"])(follow_status(d)) >= size, "the follower to have the file")
     probe = path.parent.parent / "clock-probe"

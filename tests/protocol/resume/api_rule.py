@@ -154,7 +154,7 @@ def split_responses(messages: list[dict[str, Any]]) -> list[str]:
 
 
 def report(paths: list) -> dict[str, Any]:
-    """The validator run over ``paths`` (the README's figures)."""
+    """The validator run over ``paths`` (docs/guarantees.md's figures)."""
     from collections import Counter
 
     from sessiond.protocol.transcript.resume import load_transcript
