@@ -20,9 +20,8 @@ from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, WrongRoot
 from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
 
-from .batching import request_overhead, split
-
 from .autostart import start_daemon
+from .batching import request_overhead, split
 from .connection import Endpoint, check_socket_owner, raise_for
 
 _json = msgspec.json.Encoder()

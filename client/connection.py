@@ -13,9 +13,10 @@ the handshake, timeouts, the errors raised) is the same code for both.
 
 from __future__ import annotations
 
+import _socket  # the C socket type itself: ``socket.py`` only wraps it in enums and
 import itertools
 import os
-import _socket  # the C socket type itself: ``socket.py`` only wraps it in enums and
+
 # ``makefile``, and building those enums was 5 ms of a 60 ms ``sessiond status``
 import stat
 import time
@@ -275,7 +276,7 @@ class Client(Endpoint):
     def shutdown(self) -> None:
         self.call(self.messages.Shutdown(id=self.next_id()))
 
-    def session(self, session_id: str | None = None, cwd: str | None = None, **kw) -> "Session":
+    def session(self, session_id: str | None = None, cwd: str | None = None, **kw) -> Session:
         from .session import Session
 
         return Session(self, session_id=session_id, cwd=cwd, **kw)

@@ -21,13 +21,13 @@ from typing import Any
 import msgspec
 
 from sessiond.protocol import __version__
+from sessiond.protocol.lease import LeaseHolder
 from sessiond.protocol.locations import daemon_holds_lock, default_root
 from sessiond.protocol.transcript.entries import decode_header
 from sessiond.protocol.transcript.paths import check_session_id
 from sessiond.protocol.transcript.recording import chain_messages
 from sessiond.protocol.transcript.reencode import encode_entry
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.lease import LeaseHolder
 from sessiond.protocol.wire.errors import DaemonUnavailable, LeaseLost, SessionBusy, SessiondError, UnsafeSocketDir
 
 from .batching import request_overhead, split

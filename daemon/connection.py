@@ -38,7 +38,14 @@ from typing import TYPE_CHECKING, Any
 
 from sessiond.protocol import __version__
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import BAD_REQUEST, BUSY, FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
+from sessiond.protocol.wire.errors import (
+    BAD_REQUEST,
+    BUSY,
+    FrameTooLarge,
+    ProtocolError,
+    SessiondError,
+    VersionMismatch,
+)
 from sessiond.protocol.wire.framing import FrameBuffer, decode_request, encode, request_id_of
 
 from .bounds import ADMIT, REFUSE, PartialCharge
@@ -273,7 +280,8 @@ class Connection(asyncio.Protocol):
             self._watch_stall(False)
             return
         if self.frames.pending and not self.closing:
-            log.warning("%s stalled inside a frame (%d bytes) for %.0f s; closing", self.peer, self.frames.pending, self.daemon.settings.frame_timeout)
+            log.warning("%s stalled inside a frame (%d bytes) for %.0f s; closing", self.peer, self.frames.pending,
+                        self.daemon.settings.frame_timeout)
             self._send_now(m.Error(id=0, code="bad_request", message="timed out inside a frame"))
             self.close()
 

@@ -28,7 +28,16 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .inotify import AVAILABLE, IN_ATTRIB, IN_DELETE_SELF, IN_IGNORED, IN_MOVE_SELF, IN_ONLYDIR, IN_Q_OVERFLOW, read_events
+from .inotify import (
+    AVAILABLE,
+    IN_ATTRIB,
+    IN_DELETE_SELF,
+    IN_IGNORED,
+    IN_MOVE_SELF,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    read_events,
+)
 from .inotify import add_watch as _add
 from .inotify import init as _init
 from .inotify import rm_watch as _rm

@@ -24,34 +24,32 @@ import sys
 import time
 from pathlib import Path
 
-from sessiond.protocol import __version__
-from sessiond.protocol import rootlock
+from sessiond.common.config import ConfigError, Settings
+from sessiond.common.reload import reload as reload_settings
+from sessiond.common.reload import reread
+from sessiond.protocol import __version__, rootlock
 from sessiond.protocol.locations import check_private_dir, lock_path, open_private_file
 from sessiond.protocol.statefile import StateFileProblem
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, RootHeld, SessiondError
 
-
 from . import memory
 from .activation import activated_socket
 from .bounds import Bounds
-from sessiond.common.config import ConfigError, Settings
-from sessiond.common.reload import reload as reload_settings
-from sessiond.common.reload import reread
 from .catalog import Catalog
-from .trash import Lifecycle
+from .connection import Connection
+from .filequeue import Stats
+from .follow import Follower
 from .handlers.search import readers as search_readers
 from .index.link import IndexLink, index_path
-from .follow import Follower
-from .connection import Connection
 from .leases import Leases
-from .watchers import Watchers
 from .notify import Notifier
 from .outbox import Outbox
 from .pages import Pages
 from .sessions import Registry
 from .tails import Tails
+from .trash import Lifecycle
+from .watchers import Watchers
 from .workers import SWITCH_INTERVAL, FairShare, read_pool
-from .filequeue import Stats
 from .writer import Writer
 
 log = logging.getLogger("sessiond")

@@ -28,15 +28,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessiond.protocol.statefile import StateFileProblem, not_used, set_aside
 from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.transcript.paths import check_inside, is_session_id
-from sessiond.protocol.statefile import StateFileProblem, not_used, set_aside
 from sessiond.protocol.transcript.safeopen import OversizedFile, StoreRoot, UnsafePath
 from sessiond.protocol.transcript.spoolfile import HEADER_SLACK, header_line, read_spool, spool_dir, spool_path
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
-from .handlers.completion import after_all
 from .filequeue import FileQueue
+from .handlers.completion import after_all
 from .writer import Writer
 
 if TYPE_CHECKING:

@@ -22,10 +22,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from sessiond.common.config import Settings
 from sessiond.protocol.transcript.safeopen import StoreRoot
 from sessiond.protocol.wire.errors import SessiondError, io_error
-
-from sessiond.common.config import Settings
 
 from .filequeue import FileQueue, Stats
 from .libc import libc_function

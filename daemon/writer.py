@@ -21,11 +21,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from sessiond.common.config import Settings
 from sessiond.protocol.transcript.appendfile import Appended, TornTail, TornTailFound, locked_append
 from sessiond.protocol.transcript.safeopen import APPEND_FLAGS, StoreRoot, error_for
 from sessiond.protocol.wire.errors import SessiondError, io_error
-
-from sessiond.common.config import Settings
 
 from .filequeue import FileQueue, Stats, Waiter
 from .filework import FileWork, create_file, cut_torn_file

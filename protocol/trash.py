@@ -44,7 +44,7 @@ import stat
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
@@ -310,11 +310,11 @@ def _lock_a_while(fd: int) -> None:
 
 
 def _stamp(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    return datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
 def iso(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_iso(text: str) -> float:

@@ -20,9 +20,9 @@ from sessiond.protocol.wire.errors import SessiondError
 from sessiond.protocol.wire.frames import MAX_COUNT
 
 from . import Context, cli
-from .group import Seconds
 from .completion import complete_session
 from .following import follow_daemon, poll_file, print_entry
+from .group import Seconds
 from .locate import locate, resolve, where
 from .output import echo, skipped_lines
 

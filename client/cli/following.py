@@ -17,11 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-import click
-
 from . import Context
 from .output import echo, local_time
-
 
 POLL_READ = 1024 * 1024
 """What one look at a polled file reads at most (a longer line: up to the cap)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from datetime import UTC
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -256,7 +257,7 @@ def local_time(iso: str | None, today: date | None = None, *, seconds: bool = Fa
     alone when it is today, else the date too, so a jump from last year to today
     shows. ``?`` for a missing or unreadable timestamp. ``seconds``: always the
     date and the time to the second (an export: a document read on other days)."""
-    from datetime import datetime, timezone  # imported by what prints a time, not by every run
+    from datetime import datetime  # imported by what prints a time, not by every run
 
     if not iso:
         return "?"
@@ -265,7 +266,7 @@ def local_time(iso: str | None, today: date | None = None, *, seconds: bool = Fa
     except ValueError:
         return "?"
     if when.tzinfo is None:  # no zone: taken as UTC, as transcripts write it
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     when = when.astimezone()
     if seconds:
         return when.strftime("%Y-%m-%d %H:%M:%S")
@@ -325,7 +326,7 @@ class Progress:
     finish = done
 
     @classmethod
-    def callback(cls, what: str) -> "Progress":
+    def callback(cls, what: str) -> Progress:
         return cls(0, what)
 
     def __call__(self, done: int, total: int) -> None:

@@ -16,8 +16,16 @@ import click
 from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
-from .appending import (BATCH_BYTES, BATCH_ENTRIES, DURABILITY_CHOICES, ENVELOPE_ROOM, EntryReader, append_entries,
-                        chain_first, finish)
+from .appending import (
+    BATCH_BYTES,
+    BATCH_ENTRIES,
+    DURABILITY_CHOICES,
+    ENVELOPE_ROOM,
+    EntryReader,
+    append_entries,
+    chain_first,
+    finish,
+)
 from .output import count, echo, echo_json
 
 __all__ = ["BATCH_BYTES", "BATCH_ENTRIES", "DURABILITY_CHOICES", "append", "record"]

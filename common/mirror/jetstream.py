@@ -15,12 +15,11 @@ from typing import Any
 
 import msgspec
 
+from sessiond.common.config import ConfigError, MirrorSettings
 from sessiond.protocol.remote import (
     HDR_OFFSET,
 )
 from sessiond.protocol.wire.errors import MIRROR_UNAVAILABLE, SessiondError
-
-from sessiond.common.config import ConfigError, MirrorSettings
 
 log = logging.getLogger("sessiond")
 

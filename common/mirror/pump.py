@@ -32,6 +32,7 @@ from typing import Any
 from sessiond.common.config import MirrorSettings
 from sessiond.protocol.remote import HDR_OFFSET, read_range
 
+from . import waiters
 from .backlog import Backlog
 from .jetstream import (
     HDR_EXPECTED_SEQ,
@@ -43,7 +44,6 @@ from .jetstream import (
     ensure_stream,
     remote_end,
 )
-from . import waiters
 from .tracking import TrackedFile
 
 log = logging.getLogger("sessiond")
@@ -191,7 +191,7 @@ class Pump:
             self._housekeeping()
             try:
                 await asyncio.wait_for(self._wake.wait(), TICK)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _pump(self) -> None:
@@ -214,7 +214,7 @@ class Pump:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), TICK)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 self._housekeeping()
                 continue
@@ -234,7 +234,7 @@ class Pump:
                 self._acked_evt.clear()
                 try:
                     await asyncio.wait_for(self._acked_evt.wait(), TICK)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 self._housekeeping()
                 continue

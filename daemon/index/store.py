@@ -22,15 +22,15 @@ import stat
 import zlib
 from pathlib import Path
 
+from sessiond.protocol.search import indexfile
+from sessiond.protocol.search.extract import SUMMARY, TAG, TITLE, extract
+from sessiond.protocol.search.files import describe
+from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions, from_db, to_db
 from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.transcript.linecap import MAX_LINE, read_span
 from sessiond.protocol.transcript.regular import open_regular
 from sessiond.protocol.transcript.safeopen import UnsafePath
 from sessiond.protocol.transcript.safeopen import open_regular as open_owned
-from sessiond.protocol.search.extract import TAG, TITLE, SUMMARY, extract
-from sessiond.protocol.search.files import describe
-from sessiond.protocol.search import indexfile
-from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions, from_db, to_db
 
 log = logging.getLogger("sessiond.index")
 
@@ -66,7 +66,7 @@ def open_index(path: Path) -> tuple[sqlite3.Connection, int, str | None]:
     cache of the files. ``IndexUnusable`` when even a new file cannot be made.
     The third value says why something was set aside (None: nothing was)."""
     replaced = None
-    for attempt in range(3):
+    for _attempt in range(3):
         why = indexfile.problem(path)
         sides = any(os.path.lexists(f"{path}{s}") for s in indexfile.SIDE_FILES)
         # a WAL without its database (or with an emptied one) would be replayed into the new one

@@ -209,5 +209,6 @@ def _loose(line: bytes | memoryview) -> _Entry | None:
             content = None
         message = _Message(role=s("role", msg), content=content)
     return _Entry(type=s("type"), uuid=s("uuid"), timestamp=s("timestamp"), isSidechain=obj.get("isSidechain") is True,
-                  isMeta=obj.get("isMeta") is True, isCompactSummary=obj.get("isCompactSummary") is True, sessionId=s("sessionId"), cwd=s("cwd"), message=message,
+                  isMeta=obj.get("isMeta") is True, isCompactSummary=obj.get("isCompactSummary") is True,
+                  sessionId=s("sessionId"), cwd=s("cwd"), message=message,
                   customTitle=s("customTitle"), aiTitle=s("aiTitle"), summary=s("summary"), tag=s("tag"))

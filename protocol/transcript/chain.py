@@ -58,10 +58,9 @@ from operator import attrgetter, is_not
 
 import msgspec
 
-from .entries import TRANSCRIPT_TYPES
 from .chainentry import Entry, session_of
+from .entries import TRANSCRIPT_TYPES
 from .toolblocks import has_tool_result
-
 
 _timestamp = attrgetter("timestamp")
 _parent = attrgetter("parentUuid")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from .importer import flat_agents
 from ..wire.records import ProjectUsage, SessionUsage, Usage
+from .importer import flat_agents
 
 
 def tree_stats(path: Path) -> tuple[int, int, int]:
@@ -40,7 +40,7 @@ def tree_stats(path: Path) -> tuple[int, int, int]:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def session_usage(path: str, size: int, mtime_ns: int) -> SessionUsage:
