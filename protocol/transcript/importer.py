@@ -25,11 +25,12 @@ from pathlib import Path
 
 from ..wire.errors import bad_request
 from ..wire.records import FileResult, ImportFile, SessionSource, Status
-from .appendfile import FILE_MODE, append_unlocked, ensure_dir, file_lock, fsync_dir, whole_lines_end, write_all
+from .appendfile import append_unlocked, ensure_dir, file_lock, fsync_dir, whole_lines_end, write_all
 from .entries import decode_object
 from .linecap import MAX_LINE
 from .paths import canonical_cwd, check_inside, is_session_id, projects_dir, sanitize
 from .regular import open_regular
+from .safeopen import FILE_MODE
 
 STATUSES: tuple[str, ...] = ("imported", "grown", "unchanged", "diverged", "unreadable", "busy")
 CHUNK = 8 * 1024 * 1024

@@ -15,12 +15,13 @@ from __future__ import annotations
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 
 class Codec:
     __slots__ = ("messages", "encode", "decode_response", "lite")
 
-    def __init__(self, messages: object, encode: Callable[[object], bytes], decode_response: Callable[[bytes], object],
+    def __init__(self, messages: object, encode: Callable[[Any], bytes], decode_response: Callable[[bytes], object],
                  lite: bool) -> None:
         self.messages = messages
         self.encode = encode

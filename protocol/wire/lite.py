@@ -28,6 +28,10 @@ from .frames import HEADER, PROTOCOL_VERSION
 from .lite_table import FIELDS, NESTED, REQUIRED, TAGGED
 from .purepack import DecodeError, packb, unpackb
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["MAX_BODY", "PROTOCOL_VERSION", "NotLite", "LiteMessage", "encode", "decode_response", *FIELDS]
 
 MAX_BODY = 128 * 1024
@@ -72,7 +76,7 @@ class LiteMessage:
         return out
 
     @classmethod
-    def from_wire(cls, raw: dict) -> LiteMessage:
+    def from_wire(cls, raw: dict[str, Any]) -> LiteMessage:
         """The object for a decoded map: unknown keys ignored (as the Structs'
         ``forbid_unknown_fields=False``), defaults filled in."""
         values = {}
