@@ -92,7 +92,7 @@ class AsyncClient(Endpoint):
     async def call(self, req: m.Request) -> m.Response:
         if self._broken is not None:
             raise self._broken
-        event, box = anyio.Event(), []
+        event, box = anyio.Event(), list[m.Response]()
         self._waiting[req.id] = (event, box)
         async with self._send_lock:
             try:

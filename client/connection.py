@@ -228,7 +228,7 @@ class Client(Endpoint):
                 early[resp.id] = resp
         return early.pop(rid)
 
-    def _read_bodies(self) -> list[bytes]:
+    def _read_bodies(self) -> list[bytes | memoryview]:
         assert self._sock is not None
         try:
             data = self._sock.recv(1 << 20)

@@ -148,7 +148,7 @@ class Leases:
         lease = self.held.get(session)
         if lease is not None and lease.conn not in (None, conn.id) and take_over:
             log.info("session %s taken over from %s by %s", session, lease.holder(session).describe(), conn.peer)
-            self.lost.setdefault(session, set()).add(lease.conn)  # type: ignore[arg-type]
+            self.lost.setdefault(session, set()).add(lease.conn)
             self._forget_conn(lease.conn, session)
             del self.held[session]
         elif lease is not None and lease.conn is None and take_over:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from sessiond.protocol import trash, trash_recovery
 from sessiond.protocol.transcript import importer
 from sessiond.protocol.wire.errors import SessiondError, conflict, not_found
+from sessiond.protocol.wire.records import TrashEntry
 
 if TYPE_CHECKING:
     from .server import Daemon
@@ -189,10 +190,10 @@ class Lifecycle:
         for p in self._mirrored(session):
             self.daemon.mirror.forget(p)
 
-    def trashed(self, entry: trash.TrashEntry) -> None:
+    def trashed(self, entry: TrashEntry) -> None:
         self.daemon.catalog.forget(self.root / entry.items[0].rel)
 
-    def restore(self, session: str) -> trash.TrashEntry:
+    def restore(self, session: str) -> TrashEntry:
         """In a worker: put the session back, and the catalog learns of it
         before the client hears (so its next ``list`` shows it)."""
         entry = trash.restore_session(self.root, session)

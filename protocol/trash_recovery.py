@@ -25,7 +25,6 @@ from .transcript.safeopen import StoreRoot
 from .transcript.usage import tree_stats
 from .trash import (
     DELETING,
-    TrashEntry,
     discard,
     lexists_in,
     move,
@@ -36,6 +35,7 @@ from .trash import (
     trash_root,
     write_manifest,
 )
+from .wire.records import TrashEntry
 
 
 class Recovered(msgspec.Struct):

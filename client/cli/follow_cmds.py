@@ -65,9 +65,10 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
                 counter[0] += 1
                 if not line.strip() or print_entry(line, as_json):
                     return
-                if base[0] is None:
-                    base[0] = line_numbers(f.fileno(), [offset])[0] - 1
-                bad.append(base[0] + counter[0])
+                first = base[0]
+                if first is None:
+                    first = base[0] = line_numbers(f.fileno(), [offset])[0] - 1
+                bad.append(first + counter[0])
 
             def restart() -> None:
                 counter[0], base[0] = 0, 0

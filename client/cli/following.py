@@ -106,10 +106,11 @@ def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> 
             if isinstance(frame, m.Unsubscribed):
                 echo(f"sessiond: the transcript went away ({frame.reason})", err=True)
                 return True
-            if frame.skipped:
-                skipped_note(frame.file, frame.offset, frame.skipped, client.max_frame_bytes)
-            for line in frame.lines:
-                show(line, frame.file)
+            entries: m.Entries = frame  # type: ignore[assignment]  # after the Subscribed: Entries or Unsubscribed
+            if entries.skipped:
+                skipped_note(entries.file, entries.offset, entries.skipped, client.max_frame_bytes)
+            for line in entries.lines:
+                show(line, entries.file)
             sys.stdout.flush()  # a pipe reader sees each entry as it comes
     return True
 

@@ -60,7 +60,7 @@ class CLI(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra):  # type: ignore[override]
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra):
         """Click's own ``main``, but its usage errors and "Aborted!" are written
         through ``echo`` like every other line: a usage error quotes what was
         typed (a command name, an option's value, a path), which may hold any

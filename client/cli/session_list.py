@@ -147,4 +147,4 @@ def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int 
     except RemoteError as exc:
         fell_back(refused(exc), "listed from the files")
         return None
-    return resp.sessions  # type: ignore[union-attr]
+    return resp.sessions

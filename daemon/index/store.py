@@ -41,10 +41,31 @@ _TITLE_COLUMN = {"custom-title": "custom_title", "ai-title": "ai_title", "tag": 
 
 
 class FileRow:
+    """One row of the ``files`` table (the schema's columns and types)."""
+
     __slots__ = ("id", "path", "project", "session", "agent", "dev", "ino", "indexed", "tailsum", "size", "mtime_ns",
                  "cwd", "first_prompt", "custom_title", "ai_title", "summary", "tag", "last_ts")
 
     COLUMNS = __slots__
+
+    id: int
+    path: str
+    project: str
+    session: str
+    agent: str | None
+    dev: int
+    ino: int
+    indexed: int
+    tailsum: int
+    size: int
+    mtime_ns: int
+    cwd: str | None
+    first_prompt: str | None
+    custom_title: str | None
+    ai_title: str | None
+    summary: str | None
+    tag: str | None
+    last_ts: str | None
 
 
 _NAMES = frozenset(("path", "project", "session", "agent"))
@@ -307,8 +328,10 @@ class Store:
         row.path, row.project, row.session, row.agent = path, project, session, agent
         row.dev = row.ino = row.indexed = row.tailsum = row.size = row.mtime_ns = 0
         self.begin()
-        row.id = self.conn.execute("INSERT INTO files (path, project, session, agent) VALUES (?, ?, ?, ?)",
-                                   (to_db(path), to_db(project), to_db(session), None if agent is None else to_db(agent))).lastrowid
+        rowid = self.conn.execute("INSERT INTO files (path, project, session, agent) VALUES (?, ?, ?, ?)",
+                                  (to_db(path), to_db(project), to_db(session), None if agent is None else to_db(agent))).lastrowid
+        assert rowid is not None  # an INSERT always sets it
+        row.id = rowid
         return row
 
     def _reset(self, row: FileRow) -> None:

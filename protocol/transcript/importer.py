@@ -41,7 +41,7 @@ def session_status(results: list[FileResult]) -> Status:
     present = {r.status for r in results}
     for status in ("busy", "diverged", "unreadable", "imported", "grown"):
         if status in present:
-            return status  # type: ignore[return-value]
+            return status
     return "unchanged"
 
 

@@ -19,7 +19,9 @@ from ..statefile import StateFileProblem
 from ..transcript.session_info import SessionInfo
 from .frames import (
     MAX_COUNT,
-    PROTOCOL_VERSION,  # noqa: F401  (m.PROTOCOL_VERSION: what the handshake sends)
+)
+from .frames import (
+    PROTOCOL_VERSION as PROTOCOL_VERSION,  # re-exported: m.PROTOCOL_VERSION is what the handshake sends
 )
 from .records import FileResult, PathBytes, PathText, SessionSource, TrashEntry
 from .records import Usage as UsageReport
