@@ -103,7 +103,7 @@ class Catalog:
         self._scanning: set[str] = set()
         """Project dirs being scanned for their first listing: their writes are
         noted, as the scan's stat may predate them."""
-        self.changed: Callable[[list[str]], None] | None = None
+        self.changed: Callable[[list[str]], object] | None = None
         """Told (from the refreshing thread) which files a re-stat found new,
         changed or gone: the search indexer follows other writers through it."""
         self._keys: dict[Path, tuple[str, str] | None] = {}
@@ -254,7 +254,8 @@ class Catalog:
             return
         project.refreshing = True
         if self.fair is not None:
-            self.loop.call_soon_threadsafe(lambda: self.fair.submit(self.refresh, d, owner=BACKGROUND))
+            self.loop.call_soon_threadsafe(
+                lambda: self.fair.submit(self.refresh, d, owner=BACKGROUND))  # type: ignore[union-attr]  # checked just above
         else:
             self.loop.call_soon_threadsafe(lambda: self.loop.run_in_executor(None, self.refresh, d))
 

@@ -27,6 +27,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .inotify import (
     AVAILABLE,
@@ -64,7 +65,7 @@ class PathWatch:
     when a file may have left its path, ``everything()`` when any may have (a
     directory moved, the event queue overflowed)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, root: Path, suspect: Callable[[object], None],
+    def __init__(self, loop: asyncio.AbstractEventLoop, root: Path, suspect: Callable[[Any], None],
                  everything: Callable[[], None]) -> None:
         self._loop = loop
         self._root = root
@@ -76,7 +77,7 @@ class PathWatch:
         self._dir_wds: dict[int, _Dir] = {}
         self._fd: int | None = None
         self._warned = False
-        if AVAILABLE:
+        if AVAILABLE and _init is not None:
             try:
                 self._fd = _init(os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError as exc:

@@ -116,7 +116,8 @@ class Daemon:
         if self.mirror is not None:
             self.writer.gone_observers.append(self.mirror.gone)
         if self.index is not None:
-            self.writer.gone_observers.append(lambda path, index=self.index: index.look([str(path)]))
+            index_link = self.index
+            self.writer.gone_observers.append(lambda path: index_link.look([str(path)]))
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False

@@ -153,7 +153,7 @@ class Spool:
             try:
                 read = read_spool(self.writer.root, path, self.writer.settings.max_pending_bytes + HEADER_SLACK)
             except OversizedFile as exc:  # more than any session may hold: kept aside, never read
-                self.problems.append(set_aside(path, exc.strerror))
+                self.problems.append(set_aside(path, exc.strerror or str(exc)))
                 continue
             if read is None:
                 why = _not_a_spool(self.writer.root, path)

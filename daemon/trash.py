@@ -175,6 +175,8 @@ class Lifecycle:
         to publish what it still holds of the session, which it could not read
         back once the files moved."""
         mirror = self.daemon.mirror
+        if mirror is None:
+            return
         loop = self.daemon.loop
         deadline = loop.time() + mirror.cfg.shutdown_flush
         while loop.time() < deadline and mirror.healthy:
@@ -187,8 +189,11 @@ class Lifecycle:
         """Stop tracking files that moved (or changed behind the writer): a file
         seen again later (restored, imported) is resolved against the stream as
         any file first seen at an offset > 0, and caught up from there."""
+        mirror = self.daemon.mirror
+        if mirror is None:
+            return
         for p in self._mirrored(session):
-            self.daemon.mirror.forget(p)
+            mirror.forget(p)
 
     def trashed(self, entry: TrashEntry) -> None:
         self.daemon.catalog.forget(self.root / entry.items[0].rel)

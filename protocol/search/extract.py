@@ -158,9 +158,10 @@ def extract(line: bytes | memoryview) -> Extracted | None:
     try:
         e = _decoder.decode(line)
     except msgspec.ValidationError:
-        e = _loose(line)
-        if e is None:
+        loose = _loose(line)
+        if loose is None:
             return None
+        e = loose
     except msgspec.DecodeError:
         copy = readable_copy(line)  # a BOM (a file saved on Windows), a half emoji
         return None if copy is None else extract(copy)

@@ -55,6 +55,7 @@ planetfall 84, raw delta -271, corrected 0).
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any, Final, Literal
 
 import msgspec
@@ -115,7 +116,7 @@ def _decode(e: Entry, repairs: list[Repair] | None) -> Any:
 
 
 def materialize(
-    chain: list[Entry], zero_usage: set[str] = frozenset(), repairs: list[Repair] | None = None
+    chain: list[Entry], zero_usage: AbstractSet[str] = frozenset(), repairs: list[Repair] | None = None
 ) -> list[dict[str, Any]]:
     """Decode the chain's transcript messages into their JSON objects (see docstring);
     lone surrogates become U+FFFD (reported in ``repairs``)."""
