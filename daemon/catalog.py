@@ -25,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
@@ -114,7 +115,7 @@ class Catalog:
 
     def written(self, path: Path, lines: list[bytes], size: int) -> None:
         """Writer observer: a session file of an indexed project changed."""
-        keys = self._keys.get(path, False)
+        keys: tuple[str, str] | None | Literal[False] = self._keys.get(path, False)
         if keys is False:
             name = path.name
             keys = (str(path.parent), str(path)) if name.endswith(".jsonl") and is_session_id(name[:-6]) else None

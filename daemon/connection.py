@@ -34,7 +34,7 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sessiond.protocol import __version__
 from sessiond.protocol.wire import messages as m
@@ -123,7 +123,7 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------- transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = stream = cast(asyncio.Transport, transport)  # a stream socket's transport
         sock = transport.get_extra_info("socket")
         uid = peer_uid(sock) if sock is not None else None
         if uid is not None and uid != os.getuid():
@@ -139,7 +139,7 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         high = self.daemon.settings.max_output_bytes // 2
-        self.transport.set_write_buffer_limits(high=high, low=high // 4)
+        stream.set_write_buffer_limits(high=high, low=high // 4)
         self.daemon.connections.add(self)
 
     def data_received(self, data: bytes) -> None:

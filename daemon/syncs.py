@@ -142,7 +142,7 @@ class SyncRounds:
             elif len(durable) == 1:
                 self._start_job(durable, os.fdatasync, dev)
             else:
-                self._start_job(durable, SYNCFS, dev)
+                self._start_job(durable, SYNCFS, dev)  # type: ignore[arg-type]  # durable is empty unless SYNCFS exists
 
     def _groups_syncs(self, dev: int) -> bool:
         return dev in self._fs_fds and dev not in self._syncfs_failed

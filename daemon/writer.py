@@ -392,7 +392,9 @@ class Writer:
                 data = b"\n".join(q.lines) + b"\n"
                 fd = self._current_fd(q, create_here=True)
                 assert fd is not None
-                self._wrote(q, len(data), locked_append(fd, q.path, data, blocking=True, known_end=q.end, root=self.root))
+                done = locked_append(fd, q.path, data, blocking=True, known_end=q.end, root=self.root)
+                assert done is not None  # a blocking append waits for the lock: it never gives up
+                self._wrote(q, len(data), done)
             except OSError as exc:
                 self.stats.errors += 1
                 self.unwritten_at_exit += len(q.lines)

@@ -168,7 +168,7 @@ def load_transcript(
     return Resumed(
         sessionId=sid,
         path=str(path),
-        chain=[e.uuid for e in reported],
+        chain=[e.uuid for e in reported],  # type: ignore[misc]  # a chain is walked by uuid: each has one
         messages=messages,
         interruption=interruption,
         consistencyDelta=_consistency(resolved, reported),

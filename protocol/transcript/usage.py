@@ -67,7 +67,9 @@ def usage(mains: Iterable[tuple[str, int, int]]) -> Usage:
     for project in {Path(s.path).parent for s in sessions}:  # Claude Code 2.0.x's flat agent files
         for sid, files in flat_agents(project).items():
             s = by_id.get((project.name, sid))
-            for f in files if s is not None else ():
+            if s is None:
+                continue
+            for f in files:
                 st = os.lstat(f.src)
                 s.bytes += st.st_size
                 s.files += 1
