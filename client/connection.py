@@ -211,7 +211,7 @@ class Client(Endpoint):
         if self._sock is None:
             self.connect()
         try:
-            self._sock.sendall(self.codec.encode(req))  # type: ignore[union-attr]
+            self._sock.sendall(self.codec.encode(req))  # type: ignore[union-attr]  # connected: callers connect first
         except OSError as exc:
             self.close()
             raise DaemonUnavailable(f"lost the daemon while sending: {exc}") from None
@@ -268,10 +268,10 @@ class Client(Endpoint):
     # ----------------------------------------------------------------- shortcuts
 
     def status(self) -> m.StatusResult:
-        return self.call(self.messages.Status(id=self.next_id()))  # type: ignore[return-value]
+        return self.call(self.messages.Status(id=self.next_id()))  # type: ignore[return-value]  # the answer to a Status (an Error raises)
 
     def flush(self, session: str | None = None, durable: bool = False) -> m.Flushed:
-        return self.call(self.messages.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]
+        return self.call(self.messages.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]  # the answer to a Flush (an Error raises)
 
     def shutdown(self) -> None:
         self.call(self.messages.Shutdown(id=self.next_id()))

@@ -93,18 +93,18 @@ class Lifecycle:
             text, raw = path_text(str(path))
             resp = self._call(m.Trash(id=self.client.next_id(), session=session, path=text, raw_path=raw, force=force,
                                       reason=reason))
-            return resp.entries[0]  # type: ignore[union-attr]
+            return resp.entries[0]  # type: ignore[union-attr]  # the answer to a Trash: TrashChanged
         return trash.trash_session(self.root, path, reason=reason)
 
     def restore(self, session: str) -> TrashEntry:
         if self.client is not None:
-            return self._call(m.Restore(id=self.client.next_id(), session=session)).entries[0]  # type: ignore[union-attr]
+            return self._call(m.Restore(id=self.client.next_id(), session=session)).entries[0]  # type: ignore[union-attr]  # the answer to a Restore: TrashChanged
         return trash.restore_session(self.root, session)
 
     def empty(self, older_than: float | None, dry_run: bool) -> list[TrashEntry]:
         if self.client is not None:
             resp = self._call(m.EmptyTrash(id=self.client.next_id(), older_than=older_than, dry_run=dry_run))
-            return resp.entries  # type: ignore[union-attr]
+            return resp.entries  # type: ignore[union-attr]  # the answer to an EmptyTrash: TrashChanged
         return trash.empty_trash(self.root, older_than=older_than, dry_run=dry_run)
 
     # -------------------------------------------------------------------- import
@@ -147,7 +147,7 @@ class Lifecycle:
         """``dirs`` None: every project."""
         if self.client is not None:
             req = m.Usage(id=self.client.next_id(), dirs=[str(d) for d in dirs or []], all=dirs is None)
-            return self._call(req).usage  # type: ignore[union-attr]
+            return self._call(req).usage  # type: ignore[union-attr]  # the answer to a Usage: UsageResult
         scan = project_dirs(self.root) if dirs is None else dirs
         return usage((path, size, mtime) for mtime, path, size in session_candidates(scan, stat=True))
 

@@ -80,7 +80,7 @@ def peer_uid(sock: socket.socket) -> int | None:
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
         return _UCRED.unpack(raw)[1]
     try:
-        return os.getpeereid(sock.fileno())[0]  # type: ignore[attr-defined]
+        return os.getpeereid(sock.fileno())[0]  # type: ignore[attr-defined]  # BSD and macOS only (AttributeError elsewhere, caught)
     except (AttributeError, OSError):
         return None
 
@@ -303,7 +303,7 @@ class Connection(asyncio.Protocol):
             # for stops now (``connection_lost``), not after its first answer
             # meets EPIPE. What it had sent and was accepted stays accepted.
             self.closing = True
-            self.transport.abort()  # type: ignore[union-attr]
+            self.transport.abort()  # type: ignore[union-attr]  # set in connection_made, before any frame
             return True
         self._close_if_done()
         return True

@@ -245,7 +245,7 @@ class Leases:
         if sessions is not None:
             sessions.discard(session)
             if not sessions:
-                del self._by_conn[conn]  # type: ignore[arg-type]
+                del self._by_conn[conn]  # type: ignore[arg-type]  # not None: sessions was found under it
 
     def _holder(self, session: str) -> LeaseHolder | None:
         return self.holder(session)

@@ -99,7 +99,7 @@ class PathWatch:
         if self._fd is None:
             return False
         try:
-            wd = _add(self._fd, os.fsencode(path), FILE_MASK)  # type: ignore[misc]
+            wd = _add(self._fd, os.fsencode(path), FILE_MASK)  # type: ignore[misc]  # inotify exists: self._fd is set only then
         except OSError as exc:
             self._cannot(path, exc)
             return False
@@ -144,7 +144,7 @@ class PathWatch:
             for p in chain:
                 w = self._dirs.get(p)
                 if w is None:
-                    w = _Dir(p, _add(self._fd, os.fsencode(p), DIR_MASK))  # type: ignore[misc]
+                    w = _Dir(p, _add(self._fd, os.fsencode(p), DIR_MASK))  # type: ignore[misc]  # inotify exists: self._fd is set only then
                     self._dirs[p] = self._dir_wds[w.wd] = w
                 w.files += 1
                 held.append(w)
@@ -169,7 +169,7 @@ class PathWatch:
     def _drop_wd(self, wd: int) -> None:
         if self._fd is not None:
             try:
-                _rm(self._fd, wd)  # type: ignore[misc]
+                _rm(self._fd, wd)  # type: ignore[misc]  # inotify exists: self._fd is set only then
             except OSError:
                 pass  # already gone with its inode
 

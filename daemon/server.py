@@ -141,7 +141,7 @@ class Daemon:
 
     def _ping_watchdog(self) -> None:
         self.notifier.watchdog()
-        self._watchdog = self.loop.call_later(self.notifier.watchdog_interval, self._ping_watchdog)  # type: ignore[arg-type]
+        self._watchdog = self.loop.call_later(self.notifier.watchdog_interval, self._ping_watchdog)  # type: ignore[arg-type]  # set whenever the watchdog is pinged
 
     def reload_config(self) -> None:
         """SIGHUP: read the file in a worker (whatever is at its path must not

@@ -191,7 +191,7 @@ class Registry(Routing):
         waits at the head of the line."""
         state.scans -= 1
         if state.scans:
-            state.loading.insert(0, first)  # type: ignore[union-attr]
+            state.loading.insert(0, first)  # type: ignore[union-attr]  # a list while a scan runs
         else:
             waiting, state.loading = state.loading or [], None
             first()

@@ -177,7 +177,7 @@ class SyncRounds:
                     return
                 own_fd = True
         else:
-            fd = self._fs_fds[dev]  # type: ignore[index]
+            fd = self._fs_fds[dev]  # type: ignore[index]  # grouped syncs have a device
         for q in queues:
             q.syncing = True
         self._syncing += 1

@@ -325,9 +325,9 @@ def parse_iso(text: str) -> float:
 # ---------------------------------------------------------------------- session
 
 
-def _item(root: Path, path: Path, kind: str, size: int, files: int = 1) -> TrashedItem:
+def _item(root: Path, path: Path, kind: Literal["file", "dir"], size: int, files: int = 1) -> TrashedItem:
     text, raw = path_text(str(path.relative_to(root)))
-    return TrashedItem(path=text, raw=raw, kind=kind, bytes=size, files=files)  # type: ignore[arg-type]
+    return TrashedItem(path=text, raw=raw, kind=kind, bytes=size, files=files)
 
 
 def session_items(root: Path, main: Path) -> list[TrashedItem]:

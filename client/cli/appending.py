@@ -201,7 +201,7 @@ def _append_batches(client: Client, cwd: str, session: str, agent: str | None, r
     from ..batching import pack, request_overhead
 
     accepted = duplicates = pending = 0
-    overhead = request_overhead(m.Append(id=0, session=session, cwd=cwd, entries=[], durability=durability, agent=agent, run=run))  # type: ignore[arg-type]
+    overhead = request_overhead(m.Append(id=0, session=session, cwd=cwd, entries=[], durability=durability, agent=agent, run=run))  # type: ignore[arg-type]  # click.Choice gives one of Durability's values
     cap = client.max_frame_bytes
     lines = EntryReader(source, overhead, cap)
     with client:
@@ -210,7 +210,7 @@ def _append_batches(client: Client, cwd: str, session: str, agent: str | None, r
         if first is None:
             lines.refuse_if_empty()
         reqs = (
-            m.Append(id=client.next_id(), session=session, cwd=cwd, entries=batch, durability=durability, agent=agent, run=run)  # type: ignore[arg-type]
+            m.Append(id=client.next_id(), session=session, cwd=cwd, entries=batch, durability=durability, agent=agent, run=run)  # type: ignore[arg-type]  # click.Choice gives one of Durability's values
             for batch in chain_first(first, batches)
         )
         for resp in client.pipeline(reqs, window=16):

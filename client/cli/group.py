@@ -34,7 +34,7 @@ class Seconds(click.ParamType):
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
         try:
-            seconds = float(value)  # type: ignore[arg-type]
+            seconds = float(value)  # type: ignore[arg-type]  # click's str or a number: float() refuses the rest
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
         if not self.least <= seconds <= MAX_SECONDS:

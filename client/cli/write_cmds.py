@@ -96,7 +96,7 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
         first = next(batches, None)
         if first is None:
             lines.refuse_if_empty()
-        s = Session(client, session, cwd, agent=agent, durability=durability,  # type: ignore[arg-type]
+        s = Session(client, session, cwd, agent=agent, durability=durability,  # type: ignore[arg-type]  # click.Choice gives one of Durability's values
                     reconnect_timeout=min(10.0, client.timeout))
         if agent_version is not None:
             s.version = agent_version

@@ -17,7 +17,7 @@ from sessiond.protocol.transcript.paths import check_session_id, projects_dir
 from sessiond.protocol.transcript.usage import usage
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request, conflict
-from sessiond.protocol.wire.records import TrashEntry, path_from
+from sessiond.protocol.wire.records import Status, TrashEntry, path_from
 
 from ..trash import busy, in_trash
 from .scope import requested_dirs
@@ -105,9 +105,9 @@ def handle_import(conn: Connection, req: m.Import) -> m.Response | None:
     sid = source.session
     main = projects_dir(root) / source.project / f"{sid}.jsonl"
 
-    def every_file(status: str, error: str | None = None) -> m.Imported:
+    def every_file(status: Status, error: str | None = None) -> m.Imported:
         return m.Imported(id=req.id, session=sid, files=[
-            importer.FileResult(rel=f.rel, status=status, error=error) for f in source.files])  # type: ignore[arg-type]
+            importer.FileResult(rel=f.rel, status=status, error=error) for f in source.files])
 
     refused = daemon.registry.unavailable.get(sid)
     if refused is not None:

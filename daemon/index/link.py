@@ -132,7 +132,7 @@ class IndexLink:
             # daemon's does the indexer's low priority make it take only what the daemon leaves over
             # (worker.lower_priority); it leaves the daemon's process group itself (worker.main)
         )
-        self.stdin = self.transport.get_pipe_transport(0)  # type: ignore[assignment]
+        self.stdin = self.transport.get_pipe_transport(0)  # type: ignore[assignment]  # made with stdin=PIPE: a write transport
         log.info("search indexer started (pid %d, index %s)", self.transport.get_pid(), self.index)
         if self.noted:
             self._schedule_send()

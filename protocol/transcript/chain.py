@@ -234,8 +234,8 @@ def _plain_walk(entries: dict[str, Entry], leaf: Entry | None) -> list[Entry] | 
     if leaf is None:
         return []
     chain = [leaf]
-    chain.extend(islice(takewhile(_is_entry, map(entries.get, map(_parent, chain))),  # type: ignore[arg-type]
-                        len(entries)))  # (entries.get(None) is None: takewhile stops at a root)
+    parents = map(entries.get, map(_parent, chain))  # None at a root's parent or a dangling one
+    chain.extend(islice(takewhile(_is_entry, parents), len(entries)))  # type: ignore[arg-type]  # Nones cut off
     if chain[-1].parentUuid:  # dangling, or a cycle
         return None
     chain.reverse()

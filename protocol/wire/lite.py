@@ -60,7 +60,7 @@ class LiteMessage:
             elif default is REQUIRED:
                 raise TypeError(f"Missing required argument '{name}'")
             else:
-                value = default.copy() if type(default) in (list, dict) else default  # type: ignore[attr-defined]
+                value = default.copy() if type(default) in (list, dict) else default  # type: ignore[attr-defined]  # a list or a dict: type(default) is checked
             setattr(self, name, value)
         if values:
             raise TypeError(f"Unexpected keyword argument '{next(iter(values))}'")
@@ -134,7 +134,7 @@ def decode_response(body: bytes | memoryview) -> LiteMessage:
         raise NotLite(f"malformed response: {exc}") from None
     if type(raw) is not dict:
         raise NotLite("a response that is not a map")
-    cls = _TAGGED.get(raw.get("op"))  # type: ignore[arg-type]
+    cls = _TAGGED.get(raw.get("op"))  # type: ignore[arg-type]  # any op a peer sent: one not a str finds no class
     if cls is None:
         raise NotLite(f"no lite class for {raw.get('op')!r}")
     if type(raw.get("id")) is not int:
