@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test bench crash install install-cli clean
+.PHONY: run lint test bench crash install install-cli clean
 
 # setuptools reports every editable install of a package-dir layout (ours:
 # sessiond.protocol is protocol/, ...) with an "Editable installation" warning,
@@ -35,11 +35,23 @@ install-cli: $(STAMP)
 run: $(STAMP)
 	$(BIN)/sessiond serve
 
+## The static checks (`make test` runs them first): ruff on everything, mypy on the
+## sessiond.* packages. mypy finds them through a tree of symlinks named as the
+## packages are ($(TYPECHECK)/sessiond/protocol -> protocol/, ...): the editable
+## install maps sessiond.protocol to protocol/ with an import hook mypy cannot follow.
+TYPECHECK = $(VENV)/typecheck
+MYPY_PACKAGES = protocol daemon client common
+lint: $(STAMP)
+	$(BIN)/ruff check --quiet .
+	mkdir -p $(TYPECHECK)/sessiond
+	for p in $(MYPY_PACKAGES); do ln -sfn "$(CURDIR)/$$p" "$(TYPECHECK)/sessiond/$$p"; done
+	MYPYPATH=$(TYPECHECK) $(BIN)/mypy $(MYPY_PACKAGES:%=-p sessiond.%)
+
 ## The test suite (what CI runs), in TEST_JOBS pytest-xdist workers: most of a
 ## test is waiting on other processes (daemons, CLI runs), so more workers than
 ## cores keeps both cores busy. TEST_JOBS=0 runs it in this one process.
 TEST_JOBS ?= 4
-test: $(STAMP)
+test: lint
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 ## Benchmarks: the figures in docs/benchmarks.md (not tests; takes a while). Installs

@@ -301,18 +301,21 @@ def main() -> None:
         worker(args)
         return
     rows = []
-    print(f"{'level':8} {'clients':>7} {'entries/s':>10} {'MB/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'cpu us/e':>9}   (median of {args.runs})", flush=True)
+    print(f"{'level':8} {'clients':>7} {'entries/s':>10} {'MB/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'cpu us/e':>9}"
+          f"   (median of {args.runs})", flush=True)
     for clients in [int(x) for x in args.clients.split(",")]:
         for level in args.levels.split(","):
             total = args.durable_total if level in ("durable", "direct-durable") else args.total
             per = max(args.batch, total // clients)
             runs = [one_run(level, clients, per, args) for _ in range(args.runs)]
             med = {k: (statistics.median(r[k] for r in runs) if runs[0][k] is not None else None) for k in runs[0]}
-            row = {"level": level, "clients": clients, "batch": args.batch, "window": args.window, "size": args.size, "mix": args.mix, "runs": args.runs, **med,
+            row = {"level": level, "clients": clients, "batch": args.batch, "window": args.window, "size": args.size,
+                   "mix": args.mix, "runs": args.runs, **med,
                    "all_entries_per_s": [round(r["entries_per_s"]) for r in runs]}
             rows.append(row)
-            num = lambda k, w, p: f"{med[k]:{w}.{p}f}" if med[k] is not None else f"{'-':>{w}}"  # noqa: E731
-            print(f"{level:8} {clients:>7} {med['entries_per_s']:>10.0f} {med['mb_per_s']:>7.1f} {num('p50_ms', 8, 2)} {num('p99_ms', 8, 2)} {num('server_cpu_us_per_entry', 9, 1)}", flush=True)
+            num = lambda k, w, p: f"{med[k]:{w}.{p}f}" if med[k] is not None else f"{'-':>{w}}"  # noqa: E731, B023 (used in this iteration)
+            print(f"{level:8} {clients:>7} {med['entries_per_s']:>10.0f} {med['mb_per_s']:>7.1f} {num('p50_ms', 8, 2)}"
+                  f" {num('p99_ms', 8, 2)} {num('server_cpu_us_per_entry', 9, 1)}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if args.chart:
         chart(rows, Path(args.chart))

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
 LEVEL_NAMES = {
     "queued": "sessiond queued", "written": "sessiond written", "durable": "sessiond durable",
     "floor": "Python floor (floor_server.py)", "redis": "Redis AOF (RESP)", "redis-py": "Redis AOF (redis-py)",

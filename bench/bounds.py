@@ -17,8 +17,8 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable

@@ -136,7 +136,8 @@ def main() -> None:
                   f"load {res['load_s']:.1f} s, CPU {res['cpu_us_per_entry']:.1f} us/entry", flush=True)
         med = {k: statistics.median(r[k] for r in runs)
                for k in ("fresh", "idle", "just_loaded", "loaded", "evicted", "bytes_per_uuid", "cpu_us_per_entry")}
-        print("\n| RSS fresh | idle | just loaded (1M uuids) | loaded, packed | after eviction | eviction vs fresh | bytes per uuid | CPU per entry |")
+        print("\n| RSS fresh | idle | just loaded (1M uuids) | loaded, packed | after eviction | eviction vs fresh"
+              " | bytes per uuid | CPU per entry |")
         print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         print(f"| {med['fresh'] / 2**20:.1f} MB | {med['idle'] / 2**20:.1f} MB | {med['just_loaded'] / 2**20:.1f} MB | "
               f"{med['loaded'] / 2**20:.1f} MB | "

@@ -81,7 +81,8 @@ def one_run(config: str, level: str, clients: int, per_client: int, args: argpar
     if config != "off":
         cfg = base / "config.toml"
         cfg.write_text(f'[mirror]\nservers = ["nats://127.0.0.1:{port}"]\nstream = "BENCH_{base.name.replace("-", "_")}"\n'
-                       f'subject_prefix = "b{base.name.replace("-", "").replace("_", "")}"\nrequired = {"true" if config == "required" else "false"}\n')
+                       f'subject_prefix = "b{base.name.replace("-", "").replace("_", "")}"\n'
+                       f'required = {"true" if config == "required" else "false"}\n')
         extra = ["--config", str(cfg)]
     sock = base / "run" / "s.sock"
     daemon = append_load.start_daemon(base, args.flush_interval, extra)

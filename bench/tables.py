@@ -30,8 +30,8 @@ def render(results: dict) -> str:
                 continue
 
             def cell(key: str, places: int) -> str:
-                value = row[key]
-                if value is None or (level in NO_LATENCY and key.startswith("p")):
+                value = row[key]  # noqa: B023 (called within this iteration)
+                if value is None or (level in NO_LATENCY and key.startswith("p")):  # noqa: B023 (called within this iteration)
                     return "—"
                 return f"{value:,.{places}f}"
 

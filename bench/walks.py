@@ -121,7 +121,8 @@ def run(code: str, source: Path | None, kind: str, seconds: float, entries: int)
             t.join()
             with Client(sock, autostart=False, timeout=60) as c:
                 follow = c.status().follow
-            return {"rehashed_mib": follow.get("rehashed_bytes", 0) / MiB, "code": code, "kind": kind, "appends": len(lat), "p50": statistics.median(lat),
+            return {"rehashed_mib": follow.get("rehashed_bytes", 0) / MiB, "code": code, "kind": kind, "appends": len(lat),
+                    "p50": statistics.median(lat),
                     "p99": sorted(lat)[int(0.99 * (len(lat) - 1))],
                     "read_mib": (proc_value(d.pid, "io", "rchar:") - read0) / MiB,
                     "peak_rss_mib": proc_value(d.pid, "status", "VmHWM:") / 1024}

@@ -16,11 +16,12 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (every CL
 if TYPE_CHECKING:
     from typing import Any
 
+    from sessiond.protocol.wire.errors import LeaseLost, SessionBusy
+
     from .async_client import AsyncClient
     from .connection import Client
     from .fallback import direct_append
     from .session import Session
-    from sessiond.protocol.wire.errors import LeaseLost, SessionBusy
 
 _HOMES = {"AsyncClient": ".async_client", "Client": ".connection", "Session": ".session", "direct_append": ".fallback",
           "LeaseLost": "sessiond.protocol.wire.errors", "SessionBusy": "sessiond.protocol.wire.errors"}

@@ -20,9 +20,8 @@ from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, WrongRoot
 from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
 
-from .batching import request_overhead, split
-
 from .autostart import start_daemon
+from .batching import request_overhead, split
 from .connection import Endpoint, check_socket_owner, raise_for
 
 _json = msgspec.json.Encoder()
@@ -52,7 +51,7 @@ class AsyncClient(Endpoint):
         self._tg.start_soon(self._reader)
         welcome = await self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
         try:
-            self.welcomed(welcome)  # type: ignore[arg-type]
+            self.welcomed(welcome)  # type: ignore[arg-type]  # the answer to a Hello: Welcome
         except WrongRoot:
             await self.__aexit__(None, None, None)
             raise
@@ -93,11 +92,11 @@ class AsyncClient(Endpoint):
     async def call(self, req: m.Request) -> m.Response:
         if self._broken is not None:
             raise self._broken
-        event, box = anyio.Event(), []
+        event, box = anyio.Event(), list[m.Response]()
         self._waiting[req.id] = (event, box)
         async with self._send_lock:
             try:
-                await self._stream.send(encode(req))  # type: ignore[union-attr]
+                await self._stream.send(encode(req))  # type: ignore[union-attr]  # set by __aenter__
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
                 raise DaemonUnavailable(f"lost the daemon while sending: {exc}") from None
         try:
@@ -124,10 +123,10 @@ class AsyncClient(Endpoint):
         return out
 
     async def flush(self, session: str | None = None, durable: bool = False) -> m.Flushed:
-        return await self.call(m.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]
+        return await self.call(m.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]  # the answer to a Flush (an Error raises)
 
     async def close_session(self, session: str) -> None:
         await self.call(m.Close(id=self.next_id(), session=session))
 
     async def status(self) -> m.StatusResult:
-        return await self.call(m.Status(id=self.next_id()))  # type: ignore[return-value]
+        return await self.call(m.Status(id=self.next_id()))  # type: ignore[return-value]  # the answer to a Status (an Error raises)

@@ -33,7 +33,7 @@ def request_overhead(req: m.Append | m.Record, codec: Codec | None = None) -> in
     codec = codec or msgspec_codec()
     m = codec.messages
     if type(req).__name__ == "Record":
-        empty = m.Record(id=2**63 - 1, session=req.session, cwd=req.cwd, messages=[], parent=req.parent or "",
+        empty = m.Record(id=2**63 - 1, session=req.session, cwd=req.cwd, messages=[], parent=req.parent or "",  # type: ignore[union-attr]  # a Record (lite's or messages.py's: told by name)
                          durability=req.durability, agent=req.agent, run=req.run, resend=True)
     else:
         empty = m.Append(id=2**63 - 1, session=req.session, cwd=req.cwd, entries=[], durability=req.durability,

@@ -13,9 +13,10 @@ the handshake, timeouts, the errors raised) is the same code for both.
 
 from __future__ import annotations
 
+import _socket  # the C socket type itself: ``socket.py`` only wraps it in enums and
 import itertools
 import os
-import _socket  # the C socket type itself: ``socket.py`` only wraps it in enums and
+
 # ``makefile``, and building those enums was 5 ms of a 60 ms ``sessiond status``
 import stat
 import time
@@ -210,7 +211,7 @@ class Client(Endpoint):
         if self._sock is None:
             self.connect()
         try:
-            self._sock.sendall(self.codec.encode(req))  # type: ignore[union-attr]
+            self._sock.sendall(self.codec.encode(req))  # type: ignore[union-attr]  # connected: callers connect first
         except OSError as exc:
             self.close()
             raise DaemonUnavailable(f"lost the daemon while sending: {exc}") from None
@@ -227,7 +228,7 @@ class Client(Endpoint):
                 early[resp.id] = resp
         return early.pop(rid)
 
-    def _read_bodies(self) -> list[bytes]:
+    def _read_bodies(self) -> list[bytes | memoryview]:
         assert self._sock is not None
         try:
             data = self._sock.recv(1 << 20)
@@ -267,15 +268,15 @@ class Client(Endpoint):
     # ----------------------------------------------------------------- shortcuts
 
     def status(self) -> m.StatusResult:
-        return self.call(self.messages.Status(id=self.next_id()))  # type: ignore[return-value]
+        return self.call(self.messages.Status(id=self.next_id()))  # type: ignore[return-value]  # the answer to a Status (an Error raises)
 
     def flush(self, session: str | None = None, durable: bool = False) -> m.Flushed:
-        return self.call(self.messages.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]
+        return self.call(self.messages.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]  # the answer to a Flush (an Error raises)
 
     def shutdown(self) -> None:
         self.call(self.messages.Shutdown(id=self.next_id()))
 
-    def session(self, session_id: str | None = None, cwd: str | None = None, **kw) -> "Session":
+    def session(self, session_id: str | None = None, cwd: str | None = None, **kw) -> Session:
         from .session import Session
 
         return Session(self, session_id=session_id, cwd=cwd, **kw)

@@ -13,7 +13,7 @@ import functools
 import os
 import time
 import uuid as uuidlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from sessiond.protocol import __version__
 from sessiond.protocol.transcript.entries import TRANSCRIPT_TYPES
 from sessiond.protocol.transcript.regular import open_regular
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ENVELOPE_ORDER = ("isSidechain", "agentId", "userType", "cwd", "sessionId", "version", "gitBranch")
 
 

@@ -21,13 +21,13 @@ from pathlib import Path
 import msgspec
 
 from sessiond.protocol.rootlock import direct_writer
-from sessiond.protocol.trash import trashed_ids
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.appendfile import append_unlocked, file_lock, tail_lines
 from sessiond.protocol.transcript.entries import MATERIALIZING_TYPES, decode_header, try_header
-from sessiond.protocol.transcript.spoolfile import CLIENT_SPOOL_BYTES, read_spool, spool_path
 from sessiond.protocol.transcript.jsonl import scan_uuids
 from sessiond.protocol.transcript.safeopen import StoreRoot
+from sessiond.protocol.transcript.spoolfile import CLIENT_SPOOL_BYTES, read_spool, spool_path
+from sessiond.protocol.trash import trashed_ids
 
 
 class FallbackResult(msgspec.Struct):

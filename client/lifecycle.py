@@ -21,14 +21,14 @@ from pathlib import Path
 
 from sessiond.protocol import trash, trash_recovery
 from sessiond.protocol.locations import daemon_holds_lock
-from sessiond.protocol.rootlock import direct_writer
+from sessiond.protocol.rootlock import Holder, direct_writer
 from sessiond.protocol.transcript import importer
 from sessiond.protocol.transcript.appendfile import locked_append, open_append
 from sessiond.protocol.transcript.listing import project_dirs, session_candidates
 from sessiond.protocol.transcript.usage import Usage, usage
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable, RootHeld, SessiondError
-from sessiond.protocol.wire.records import path_text
+from sessiond.protocol.wire.records import TrashEntry, path_text
 
 from .connection import Client
 
@@ -62,7 +62,7 @@ class Lifecycle:
     def _root_daemon(self, held: RootHeld, timeout: float) -> Client:
         """The daemon that holds the root (on another socket than ours): it does
         the work. ``held`` itself when it cannot be reached there."""
-        if held.holder is None:
+        if not isinstance(held.holder, Holder):
             raise held
         try:
             return Client(held.holder.socket, root=self.root, autostart=False, timeout=timeout,
@@ -88,23 +88,23 @@ class Lifecycle:
 
     # --------------------------------------------------------------------- trash
 
-    def trash(self, session: str, path: Path, *, force: bool = False, reason: str = "rm") -> trash.TrashEntry:
+    def trash(self, session: str, path: Path, *, force: bool = False, reason: str = "rm") -> TrashEntry:
         if self.client is not None:
             text, raw = path_text(str(path))
             resp = self._call(m.Trash(id=self.client.next_id(), session=session, path=text, raw_path=raw, force=force,
                                       reason=reason))
-            return resp.entries[0]  # type: ignore[union-attr]
+            return resp.entries[0]  # type: ignore[union-attr]  # the answer to a Trash: TrashChanged
         return trash.trash_session(self.root, path, reason=reason)
 
-    def restore(self, session: str) -> trash.TrashEntry:
+    def restore(self, session: str) -> TrashEntry:
         if self.client is not None:
-            return self._call(m.Restore(id=self.client.next_id(), session=session)).entries[0]  # type: ignore[union-attr]
+            return self._call(m.Restore(id=self.client.next_id(), session=session)).entries[0]  # type: ignore[union-attr]  # the answer to a Restore: TrashChanged
         return trash.restore_session(self.root, session)
 
-    def empty(self, older_than: float | None, dry_run: bool) -> list[trash.TrashEntry]:
+    def empty(self, older_than: float | None, dry_run: bool) -> list[TrashEntry]:
         if self.client is not None:
             resp = self._call(m.EmptyTrash(id=self.client.next_id(), older_than=older_than, dry_run=dry_run))
-            return resp.entries  # type: ignore[union-attr]
+            return resp.entries  # type: ignore[union-attr]  # the answer to an EmptyTrash: TrashChanged
         return trash.empty_trash(self.root, older_than=older_than, dry_run=dry_run)
 
     # -------------------------------------------------------------------- import
@@ -138,7 +138,8 @@ class Lifecycle:
                 if isinstance(resp, m.Error):
                     raise SessiondError(resp.message, code=resp.code)
                 progress()
-                yield req.source, resp.files  # type: ignore[union-attr]
+                imported: m.Imported = resp  # type: ignore[assignment]  # not an Error: the answer to an Import
+                yield req.source, imported.files
 
     # ---------------------------------------------------------------------- usage
 
@@ -146,7 +147,7 @@ class Lifecycle:
         """``dirs`` None: every project."""
         if self.client is not None:
             req = m.Usage(id=self.client.next_id(), dirs=[str(d) for d in dirs or []], all=dirs is None)
-            return self._call(req).usage  # type: ignore[union-attr]
+            return self._call(req).usage  # type: ignore[union-attr]  # the answer to a Usage: UsageResult
         scan = project_dirs(self.root) if dirs is None else dirs
         return usage((path, size, mtime) for mtime, path, size in session_candidates(scan, stat=True))
 

@@ -21,13 +21,13 @@ from typing import Any
 import msgspec
 
 from sessiond.protocol import __version__
+from sessiond.protocol.lease import LeaseHolder
 from sessiond.protocol.locations import daemon_holds_lock, default_root
 from sessiond.protocol.transcript.entries import decode_header
 from sessiond.protocol.transcript.paths import check_session_id
 from sessiond.protocol.transcript.recording import chain_messages
 from sessiond.protocol.transcript.reencode import encode_entry
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.lease import LeaseHolder
 from sessiond.protocol.wire.errors import DaemonUnavailable, LeaseLost, SessionBusy, SessiondError, UnsafeSocketDir
 
 from .batching import request_overhead, split
@@ -118,7 +118,7 @@ class Session:
         resp = self._deliver(lambda: self.client.call(
             m.Open(id=self.client.next_id(), session=self.id, cwd=self.cwd, lease=True, take_over=take_over)))
         self.lease_lost = None
-        return resp.holder  # type: ignore[union-attr]
+        return resp.holder
 
     def record(self, messages: list[dict[str, Any]], durability: m.Durability | None = None) -> str | None:
         """Record the new tail of the conversation; returns the chain's last uuid."""
@@ -175,7 +175,7 @@ class Session:
     # A ``written``/``durable`` ack or a flush confirms every earlier batch of the
     # session (its file is written in order).
 
-    def _request(self, batch: _Batch, durability: m.Durability | None, resend: bool) -> m.Request:
+    def _request(self, batch: _Batch, durability: m.Durability | None, resend: bool) -> m.Append | m.Record:
         rid = self.client.next_id()
         level = durability or batch.durability or self.durability
         if batch.is_record:

@@ -31,7 +31,7 @@ def subscribe(client: Client, req: m.Subscribe) -> Iterator[m.Subscribed | m.Ent
             while ready:
                 resp = ready.popleft()
                 raise_for(resp)
-                yield resp  # type: ignore[misc]
+                yield resp  # type: ignore[misc]  # the answers to a Subscribe
                 if isinstance(resp, m.Unsubscribed):
                     return
             for body in client._read_bodies():

@@ -25,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
@@ -103,7 +104,7 @@ class Catalog:
         self._scanning: set[str] = set()
         """Project dirs being scanned for their first listing: their writes are
         noted, as the scan's stat may predate them."""
-        self.changed: Callable[[list[str]], None] | None = None
+        self.changed: Callable[[list[str]], object] | None = None
         """Told (from the refreshing thread) which files a re-stat found new,
         changed or gone: the search indexer follows other writers through it."""
         self._keys: dict[Path, tuple[str, str] | None] = {}
@@ -114,7 +115,7 @@ class Catalog:
 
     def written(self, path: Path, lines: list[bytes], size: int) -> None:
         """Writer observer: a session file of an indexed project changed."""
-        keys = self._keys.get(path, False)
+        keys: tuple[str, str] | None | Literal[False] = self._keys.get(path, False)
         if keys is False:
             name = path.name
             keys = (str(path.parent), str(path)) if name.endswith(".jsonl") and is_session_id(name[:-6]) else None
@@ -254,7 +255,8 @@ class Catalog:
             return
         project.refreshing = True
         if self.fair is not None:
-            self.loop.call_soon_threadsafe(lambda: self.fair.submit(self.refresh, d, owner=BACKGROUND))
+            self.loop.call_soon_threadsafe(
+                lambda: self.fair.submit(self.refresh, d, owner=BACKGROUND))  # type: ignore[union-attr]  # checked just above
         else:
             self.loop.call_soon_threadsafe(lambda: self.loop.run_in_executor(None, self.refresh, d))
 

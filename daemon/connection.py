@@ -34,11 +34,18 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sessiond.protocol import __version__
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import BAD_REQUEST, BUSY, FrameTooLarge, ProtocolError, SessiondError, VersionMismatch
+from sessiond.protocol.wire.errors import (
+    BAD_REQUEST,
+    BUSY,
+    FrameTooLarge,
+    ProtocolError,
+    SessiondError,
+    VersionMismatch,
+)
 from sessiond.protocol.wire.framing import FrameBuffer, decode_request, encode, request_id_of
 
 from .bounds import ADMIT, REFUSE, PartialCharge
@@ -73,7 +80,7 @@ def peer_uid(sock: socket.socket) -> int | None:
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
         return _UCRED.unpack(raw)[1]
     try:
-        return os.getpeereid(sock.fileno())[0]  # type: ignore[attr-defined]
+        return os.getpeereid(sock.fileno())[0]  # type: ignore[attr-defined]  # BSD and macOS only (AttributeError elsewhere, caught)
     except (AttributeError, OSError):
         return None
 
@@ -116,7 +123,7 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------- transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = stream = cast(asyncio.Transport, transport)  # a stream socket's transport
         sock = transport.get_extra_info("socket")
         uid = peer_uid(sock) if sock is not None else None
         if uid is not None and uid != os.getuid():
@@ -132,7 +139,7 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         high = self.daemon.settings.max_output_bytes // 2
-        self.transport.set_write_buffer_limits(high=high, low=high // 4)
+        stream.set_write_buffer_limits(high=high, low=high // 4)
         self.daemon.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -273,7 +280,8 @@ class Connection(asyncio.Protocol):
             self._watch_stall(False)
             return
         if self.frames.pending and not self.closing:
-            log.warning("%s stalled inside a frame (%d bytes) for %.0f s; closing", self.peer, self.frames.pending, self.daemon.settings.frame_timeout)
+            log.warning("%s stalled inside a frame (%d bytes) for %.0f s; closing", self.peer, self.frames.pending,
+                        self.daemon.settings.frame_timeout)
             self._send_now(m.Error(id=0, code="bad_request", message="timed out inside a frame"))
             self.close()
 
@@ -295,7 +303,7 @@ class Connection(asyncio.Protocol):
             # for stops now (``connection_lost``), not after its first answer
             # meets EPIPE. What it had sent and was accepted stays accepted.
             self.closing = True
-            self.transport.abort()  # type: ignore[union-attr]
+            self.transport.abort()  # type: ignore[union-attr]  # set in connection_made, before any frame
             return True
         self._close_if_done()
         return True

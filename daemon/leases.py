@@ -148,7 +148,7 @@ class Leases:
         lease = self.held.get(session)
         if lease is not None and lease.conn not in (None, conn.id) and take_over:
             log.info("session %s taken over from %s by %s", session, lease.holder(session).describe(), conn.peer)
-            self.lost.setdefault(session, set()).add(lease.conn)  # type: ignore[arg-type]
+            self.lost.setdefault(session, set()).add(lease.conn)
             self._forget_conn(lease.conn, session)
             del self.held[session]
         elif lease is not None and lease.conn is None and take_over:
@@ -245,7 +245,7 @@ class Leases:
         if sessions is not None:
             sessions.discard(session)
             if not sessions:
-                del self._by_conn[conn]  # type: ignore[arg-type]
+                del self._by_conn[conn]  # type: ignore[arg-type]  # not None: sessions was found under it
 
     def _holder(self, session: str) -> LeaseHolder | None:
         return self.holder(session)

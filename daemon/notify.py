@@ -35,7 +35,7 @@ class Notifier:
             os.environ.pop(key, None)
 
     def send(self, *lines: str) -> None:
-        if self._sock is None:
+        if self._sock is None or self.address is None:
             return
         try:
             self._sock.sendto("\n".join(lines).encode(), self.address)

@@ -27,8 +27,18 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from .inotify import AVAILABLE, IN_ATTRIB, IN_DELETE_SELF, IN_IGNORED, IN_MOVE_SELF, IN_ONLYDIR, IN_Q_OVERFLOW, read_events
+from .inotify import (
+    AVAILABLE,
+    IN_ATTRIB,
+    IN_DELETE_SELF,
+    IN_IGNORED,
+    IN_MOVE_SELF,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    read_events,
+)
 from .inotify import add_watch as _add
 from .inotify import init as _init
 from .inotify import rm_watch as _rm
@@ -55,7 +65,7 @@ class PathWatch:
     when a file may have left its path, ``everything()`` when any may have (a
     directory moved, the event queue overflowed)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, root: Path, suspect: Callable[[object], None],
+    def __init__(self, loop: asyncio.AbstractEventLoop, root: Path, suspect: Callable[[Any], None],
                  everything: Callable[[], None]) -> None:
         self._loop = loop
         self._root = root
@@ -67,7 +77,7 @@ class PathWatch:
         self._dir_wds: dict[int, _Dir] = {}
         self._fd: int | None = None
         self._warned = False
-        if AVAILABLE:
+        if AVAILABLE and _init is not None:
             try:
                 self._fd = _init(os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError as exc:
@@ -89,7 +99,7 @@ class PathWatch:
         if self._fd is None:
             return False
         try:
-            wd = _add(self._fd, os.fsencode(path), FILE_MASK)  # type: ignore[misc]
+            wd = _add(self._fd, os.fsencode(path), FILE_MASK)  # type: ignore[misc]  # inotify exists: self._fd is set only then
         except OSError as exc:
             self._cannot(path, exc)
             return False
@@ -134,7 +144,7 @@ class PathWatch:
             for p in chain:
                 w = self._dirs.get(p)
                 if w is None:
-                    w = _Dir(p, _add(self._fd, os.fsencode(p), DIR_MASK))  # type: ignore[misc]
+                    w = _Dir(p, _add(self._fd, os.fsencode(p), DIR_MASK))  # type: ignore[misc]  # inotify exists: self._fd is set only then
                     self._dirs[p] = self._dir_wds[w.wd] = w
                 w.files += 1
                 held.append(w)
@@ -159,7 +169,7 @@ class PathWatch:
     def _drop_wd(self, wd: int) -> None:
         if self._fd is not None:
             try:
-                _rm(self._fd, wd)  # type: ignore[misc]
+                _rm(self._fd, wd)  # type: ignore[misc]  # inotify exists: self._fd is set only then
             except OSError:
                 pass  # already gone with its inode
 

@@ -25,6 +25,7 @@ from sessiond.protocol.wire.errors import SessiondError, io_error
 
 if TYPE_CHECKING:
     from sessiond.common.config import Settings
+
     from .bounds import Bounds
     from .session_state import SessionState
     from .writer import Writer

@@ -24,34 +24,32 @@ import sys
 import time
 from pathlib import Path
 
-from sessiond.protocol import __version__
-from sessiond.protocol import rootlock
+from sessiond.common.config import ConfigError, Settings
+from sessiond.common.reload import reload as reload_settings
+from sessiond.common.reload import reread
+from sessiond.protocol import __version__, rootlock
 from sessiond.protocol.locations import check_private_dir, lock_path, open_private_file
 from sessiond.protocol.statefile import StateFileProblem
 from sessiond.protocol.wire.errors import SHUTTING_DOWN, RootHeld, SessiondError
 
-
 from . import memory
 from .activation import activated_socket
 from .bounds import Bounds
-from sessiond.common.config import ConfigError, Settings
-from sessiond.common.reload import reload as reload_settings
-from sessiond.common.reload import reread
 from .catalog import Catalog
-from .trash import Lifecycle
+from .connection import Connection
+from .filequeue import Stats
+from .follow import Follower
 from .handlers.search import readers as search_readers
 from .index.link import IndexLink, index_path
-from .follow import Follower
-from .connection import Connection
 from .leases import Leases
-from .watchers import Watchers
 from .notify import Notifier
 from .outbox import Outbox
 from .pages import Pages
 from .sessions import Registry
 from .tails import Tails
+from .trash import Lifecycle
+from .watchers import Watchers
 from .workers import SWITCH_INTERVAL, FairShare, read_pool
-from .filequeue import Stats
 from .writer import Writer
 
 log = logging.getLogger("sessiond")
@@ -118,7 +116,8 @@ class Daemon:
         if self.mirror is not None:
             self.writer.gone_observers.append(self.mirror.gone)
         if self.index is not None:
-            self.writer.gone_observers.append(lambda path, index=self.index: index.look([str(path)]))
+            index_link = self.index
+            self.writer.gone_observers.append(lambda path: index_link.look([str(path)]))
         self.connections: set[Connection] = set()
         self.started = time.monotonic()
         self.stopping = False
@@ -142,7 +141,7 @@ class Daemon:
 
     def _ping_watchdog(self) -> None:
         self.notifier.watchdog()
-        self._watchdog = self.loop.call_later(self.notifier.watchdog_interval, self._ping_watchdog)  # type: ignore[arg-type]
+        self._watchdog = self.loop.call_later(self.notifier.watchdog_interval, self._ping_watchdog)  # type: ignore[arg-type]  # set whenever the watchdog is pinged
 
     def reload_config(self) -> None:
         """SIGHUP: read the file in a worker (whatever is at its path must not

@@ -19,14 +19,13 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from sessiond.protocol.transcript import paths
-from sessiond.protocol.transcript.entries import REAPPENDED_SET, try_header
-from sessiond.protocol.transcript.appendfile import RESEND_WINDOW
-from sessiond.protocol.transcript.lite import LITE_WINDOW
-from sessiond.protocol.transcript.jsonl import head_lines, scan_session
-from sessiond.protocol.wire.errors import SessiondError, bad_request
-
 from sessiond.common.config import Settings
+from sessiond.protocol.transcript import paths
+from sessiond.protocol.transcript.appendfile import RESEND_WINDOW
+from sessiond.protocol.transcript.entries import REAPPENDED_SET, try_header
+from sessiond.protocol.transcript.jsonl import head_lines, scan_session
+from sessiond.protocol.transcript.lite import LITE_WINDOW
+from sessiond.protocol.wire.errors import SessiondError, bad_request
 
 from .bounds import Bounds
 from .compaction import Compactor
@@ -146,7 +145,7 @@ class Registry(Routing):
         present = head_lines(state.path, sum(map(len, lines)) + RESEND_WINDOW)
         missing = [line for header, line in batch
                    if (header.uuid not in state.main.uuids if header.uuid is not None else line not in present)]
-        for header, line in batch:
+        for header, _line in batch:
             if header.uuid is not None:
                 state.main.uuids.add(header.uuid)
         self.spool.adopt(state, 0)
@@ -192,7 +191,7 @@ class Registry(Routing):
         waits at the head of the line."""
         state.scans -= 1
         if state.scans:
-            state.loading.insert(0, first)  # type: ignore[union-attr]
+            state.loading.insert(0, first)  # type: ignore[union-attr]  # a list while a scan runs
         else:
             waiting, state.loading = state.loading or [], None
             first()

@@ -28,15 +28,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessiond.protocol.statefile import StateFileProblem, not_used, set_aside
 from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.transcript.paths import check_inside, is_session_id
-from sessiond.protocol.statefile import StateFileProblem, not_used, set_aside
 from sessiond.protocol.transcript.safeopen import OversizedFile, StoreRoot, UnsafePath
 from sessiond.protocol.transcript.spoolfile import HEADER_SLACK, header_line, read_spool, spool_dir, spool_path
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
-from .handlers.completion import after_all
 from .filequeue import FileQueue
+from .handlers.completion import after_all
 from .writer import Writer
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class Spool:
             try:
                 read = read_spool(self.writer.root, path, self.writer.settings.max_pending_bytes + HEADER_SLACK)
             except OversizedFile as exc:  # more than any session may hold: kept aside, never read
-                self.problems.append(set_aside(path, exc.strerror))
+                self.problems.append(set_aside(path, exc.strerror or str(exc)))
                 continue
             if read is None:
                 why = _not_a_spool(self.writer.root, path)

@@ -22,10 +22,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from sessiond.common.config import Settings
 from sessiond.protocol.transcript.safeopen import StoreRoot
 from sessiond.protocol.wire.errors import SessiondError, io_error
-
-from sessiond.common.config import Settings
 
 from .filequeue import FileQueue, Stats
 from .libc import libc_function
@@ -143,7 +142,7 @@ class SyncRounds:
             elif len(durable) == 1:
                 self._start_job(durable, os.fdatasync, dev)
             else:
-                self._start_job(durable, SYNCFS, dev)
+                self._start_job(durable, SYNCFS, dev)  # type: ignore[arg-type]  # durable is empty unless SYNCFS exists
 
     def _groups_syncs(self, dev: int) -> bool:
         return dev in self._fs_fds and dev not in self._syncfs_failed
@@ -178,7 +177,7 @@ class SyncRounds:
                     return
                 own_fd = True
         else:
-            fd = self._fs_fds[dev]  # type: ignore[index]
+            fd = self._fs_fds[dev]  # type: ignore[index]  # grouped syncs have a device
         for q in queues:
             q.syncing = True
         self._syncing += 1

@@ -31,10 +31,10 @@ if TYPE_CHECKING:
     from sessiond.protocol.wire import messages as m
 
     from .connection import Connection
+    from .filequeue import FileQueue
     from .session_state import SessionState, Target
     from .sessions import Registry
     from .workers import FairShare
-    from .filequeue import FileQueue
 
 Recent = dict[int, set[bytes]]
 """Recent lines per target, keyed by ``id(target)`` (what ``Registry.accept`` takes)."""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from sessiond.protocol import trash, trash_recovery
 from sessiond.protocol.transcript import importer
 from sessiond.protocol.wire.errors import SessiondError, conflict, not_found
+from sessiond.protocol.wire.records import TrashEntry
 
 if TYPE_CHECKING:
     from .server import Daemon
@@ -174,6 +175,8 @@ class Lifecycle:
         to publish what it still holds of the session, which it could not read
         back once the files moved."""
         mirror = self.daemon.mirror
+        if mirror is None:
+            return
         loop = self.daemon.loop
         deadline = loop.time() + mirror.cfg.shutdown_flush
         while loop.time() < deadline and mirror.healthy:
@@ -186,13 +189,16 @@ class Lifecycle:
         """Stop tracking files that moved (or changed behind the writer): a file
         seen again later (restored, imported) is resolved against the stream as
         any file first seen at an offset > 0, and caught up from there."""
+        mirror = self.daemon.mirror
+        if mirror is None:
+            return
         for p in self._mirrored(session):
-            self.daemon.mirror.forget(p)
+            mirror.forget(p)
 
-    def trashed(self, entry: trash.TrashEntry) -> None:
+    def trashed(self, entry: TrashEntry) -> None:
         self.daemon.catalog.forget(self.root / entry.items[0].rel)
 
-    def restore(self, session: str) -> trash.TrashEntry:
+    def restore(self, session: str) -> TrashEntry:
         """In a worker: put the session back, and the catalog learns of it
         before the client hears (so its next ``list`` shows it)."""
         entry = trash.restore_session(self.root, session)

@@ -21,11 +21,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from sessiond.common.config import Settings
 from sessiond.protocol.transcript.appendfile import Appended, TornTail, TornTailFound, locked_append
 from sessiond.protocol.transcript.safeopen import APPEND_FLAGS, StoreRoot, error_for
 from sessiond.protocol.wire.errors import SessiondError, io_error
-
-from sessiond.common.config import Settings
 
 from .filequeue import FileQueue, Stats, Waiter
 from .filework import FileWork, create_file, cut_torn_file
@@ -393,7 +392,9 @@ class Writer:
                 data = b"\n".join(q.lines) + b"\n"
                 fd = self._current_fd(q, create_here=True)
                 assert fd is not None
-                self._wrote(q, len(data), locked_append(fd, q.path, data, blocking=True, known_end=q.end, root=self.root))
+                done = locked_append(fd, q.path, data, blocking=True, known_end=q.end, root=self.root)
+                assert done is not None  # a blocking append waits for the lock: it never gives up
+                self._wrote(q, len(data), done)
             except OSError as exc:
                 self.stats.errors += 1
                 self.unwritten_at_exit += len(q.lines)

@@ -42,17 +42,18 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
-from .transcript.appendfile import DIR_MODE, FILE_MODE, SETTLE_WAIT, ensure_dir, fsync_dir, write_all
+from .transcript.appendfile import SETTLE_WAIT, ensure_dir, fsync_dir, write_all
 from .transcript.importer import FLAT_AGENT, flat_agents
 from .transcript.paths import check_inside, check_session_id, is_session_id, projects_dir
-from .transcript.safeopen import StoreRoot, UnsafePath, error_for, open_regular, read_regular
+from .transcript.safeopen import DIR_MODE, FILE_MODE, StoreRoot, UnsafePath, error_for, open_regular, read_regular
 from .transcript.usage import tree_stats
 from .wire.errors import bad_request, conflict, not_found
 from .wire.records import TrashedItem, TrashEntry, path_text
@@ -85,7 +86,7 @@ def trash_root(root: Path) -> Path:
     return Path(root) / TRASH_DIR
 
 
-def shown(name: str | os.PathLike) -> str:
+def shown(name: str | os.PathLike[str]) -> str:
     """A file name as a log line or an error message may carry it (bytes that
     are not UTF-8 escaped)."""
     return path_text(os.fspath(name))[0]
@@ -106,10 +107,10 @@ def _open_dir(path: Path) -> int:
 
 
 _RENAME_NOREPLACE = 1
-_renameat2 = None
+_renameat2: Callable[..., int] | Literal[False] | None = None
 
 
-def _load_renameat2():
+def _load_renameat2() -> Callable[..., int] | Literal[False]:
     global _renameat2
     if _renameat2 is None:
         try:
@@ -310,11 +311,11 @@ def _lock_a_while(fd: int) -> None:
 
 
 def _stamp(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    return datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
 def iso(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_iso(text: str) -> float:
@@ -324,9 +325,9 @@ def parse_iso(text: str) -> float:
 # ---------------------------------------------------------------------- session
 
 
-def _item(root: Path, path: Path, kind: str, size: int, files: int = 1) -> TrashedItem:
+def _item(root: Path, path: Path, kind: Literal["file", "dir"], size: int, files: int = 1) -> TrashedItem:
     text, raw = path_text(str(path.relative_to(root)))
-    return TrashedItem(path=text, raw=raw, kind=kind, bytes=size, files=files)  # type: ignore[arg-type]
+    return TrashedItem(path=text, raw=raw, kind=kind, bytes=size, files=files)
 
 
 def session_items(root: Path, main: Path) -> list[TrashedItem]:

@@ -23,8 +23,19 @@ import msgspec
 
 from .transcript.safeopen import StoreRoot
 from .transcript.usage import tree_stats
-from .trash import (DELETING, TrashEntry, discard, lexists_in, move, read_manifest, reason, shown, trash_lock,
-                    trash_root, write_manifest)
+from .trash import (
+    DELETING,
+    discard,
+    lexists_in,
+    move,
+    read_manifest,
+    reason,
+    shown,
+    trash_lock,
+    trash_root,
+    write_manifest,
+)
+from .wire.records import TrashEntry
 
 
 class Recovered(msgspec.Struct):

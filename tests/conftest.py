@@ -156,7 +156,8 @@ class DaemonProc:
         kw.setdefault("timeout", 20.0)
         return Client(self.socket, root=self.root, **kw).connect()
 
-    def cli(self, *args: str, input: bytes | None = None, check: bool = True, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, input: bytes | None = None, check: bool = True, env: dict | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess:
         return run_cli(*args, input=input, env={**self.env, **(env or {})}, check=check, timeout=timeout)
 
     def log_text(self) -> str:

@@ -46,7 +46,8 @@ def user(text: str, uid: str | None = None, **extra) -> dict:
 
 
 def assistant(text: str, uid: str | None = None, **extra) -> dict:
-    return {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}, "uuid": uid or str(uuidlib.uuid4()), **extra}
+    return {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+            "uuid": uid or str(uuidlib.uuid4()), **extra}
 
 
 def line(entry: dict) -> bytes:
@@ -57,7 +58,7 @@ def read_entries(path: Path) -> list[dict]:
     """Every line of a file parsed; fails the test on a torn or invalid line."""
     data = path.read_bytes()
     assert data == b"" or data.endswith(b"\n"), f"{path} does not end with a newline"
-    return [json.loads(l) for l in data.splitlines() if l]
+    return [json.loads(ln) for ln in data.splitlines() if ln]
 
 
 def main_path(root: Path, cwd: str, session: str) -> Path:

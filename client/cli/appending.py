@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import IO, Any
 
+    from sessiond.protocol.wire.messages import Appended
+
     from ..connection import Client
 
 BATCH_ENTRIES = 256
@@ -163,7 +165,8 @@ def append_entries(obj: Context, cwd: str, session: str, agent: str | None, run:
         replay = _append_one_batch(client, cwd, session, agent, run, durability, as_json, source)
         if replay is not None:
             import_msgspec_lean()
-            append_entries(obj.without_lite(), cwd, session, agent, run, durability, as_json, replay)
+            append_entries(obj.without_lite(), cwd, session, agent, run, durability, as_json,
+                           replay)  # type: ignore[arg-type]  # a Replay reads as the stream it wraps
         return
     _append_batches(client, cwd, session, agent, run, durability, as_json, source)
 
@@ -198,7 +201,7 @@ def _append_batches(client: Client, cwd: str, session: str, agent: str | None, r
     from ..batching import pack, request_overhead
 
     accepted = duplicates = pending = 0
-    overhead = request_overhead(m.Append(id=0, session=session, cwd=cwd, entries=[], durability=durability, agent=agent, run=run))  # type: ignore[arg-type]
+    overhead = request_overhead(m.Append(id=0, session=session, cwd=cwd, entries=[], durability=durability, agent=agent, run=run))  # type: ignore[arg-type]  # click.Choice gives one of Durability's values
     cap = client.max_frame_bytes
     lines = EntryReader(source, overhead, cap)
     with client:
@@ -207,7 +210,7 @@ def _append_batches(client: Client, cwd: str, session: str, agent: str | None, r
         if first is None:
             lines.refuse_if_empty()
         reqs = (
-            m.Append(id=client.next_id(), session=session, cwd=cwd, entries=batch, durability=durability, agent=agent, run=run)  # type: ignore[arg-type]
+            m.Append(id=client.next_id(), session=session, cwd=cwd, entries=batch, durability=durability, agent=agent, run=run)  # type: ignore[arg-type]  # click.Choice gives one of Durability's values
             for batch in chain_first(first, batches)
         )
         for resp in client.pipeline(reqs, window=16):
@@ -270,8 +273,9 @@ def _append_one_batch(client: Client, cwd: str, session: str, agent: str | None,
             client.call(m.Close(id=client.next_id(), session=session))
         except NotLite as exc:  # the entries are in: never sent again
             raise SessiondError(f"unexpected answer to Close: {exc}", code="internal") from None
-    report(as_json, session, resp.accepted, resp.duplicates, 0, pending=resp.pending)
-    finish(EntryReader(source), resp.pending)  # a reader with no line skipped and none too large
+    appended: Appended = resp  # type: ignore[assignment]  # not an Error: the answer to an Append (lite's or messages.py's)
+    report(as_json, session, appended.accepted, appended.duplicates, 0, pending=appended.pending)
+    finish(EntryReader(source), appended.pending)  # a reader with no line skipped and none too large
     return None
 
 

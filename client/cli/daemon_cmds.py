@@ -21,7 +21,8 @@ from .output import count, echo, echo_json
 @click.option("--fsync", type=click.Choice(["never", "interval", "always"]), default=None, help="fsync policy (default interval).")
 @click.option("--max-frame", type=click.IntRange(min=1024), default=None, help="Largest accepted frame in bytes.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None, help="Default info.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Config file (default $XDG_CONFIG_HOME/sessiond/config.toml).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+              help="Config file (default $XDG_CONFIG_HOME/sessiond/config.toml).")
 @click.option("--root", "root_here", type=click.Path(path_type=Path), default=None, help="Store root (same as the global --root).")
 @click.option("--socket", "socket_here", type=click.Path(path_type=Path), default=None, help="Socket path (same as the global --socket).")
 @click.pass_obj

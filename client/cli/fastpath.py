@@ -32,6 +32,7 @@ from . import COMMAND_MODULES, MAX_SECONDS, TYPE_CHECKING, Context, import_msgsp
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 EXIT_NO_ARGS = 2
 """click's exit for a bare ``sessiond`` (the help on stderr, as for a usage error)."""
@@ -181,7 +182,7 @@ and returns the body to run."""
 
 
 def _parse(args: list[str], *, flags: set[str], values: dict[str, Callable[[str], object]], max_positional: int = 0,
-           stop_at_positional: bool = False) -> tuple[dict[str, object], list[str]]:
+           stop_at_positional: bool = False) -> tuple[dict[str, Any], list[str]]:
     """Long options as click parses them (``--opt value``, ``--opt=value``,
     flags, ``--`` ends the options; positionals anywhere unless
     ``stop_at_positional``, where the rest is returned as it is)."""

@@ -20,9 +20,9 @@ from sessiond.protocol.wire.errors import SessiondError
 from sessiond.protocol.wire.frames import MAX_COUNT
 
 from . import Context, cli
-from .group import Seconds
 from .completion import complete_session
 from .following import follow_daemon, poll_file, print_entry
+from .group import Seconds
 from .locate import locate, resolve, where
 from .output import echo, skipped_lines
 
@@ -65,9 +65,10 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
                 counter[0] += 1
                 if not line.strip() or print_entry(line, as_json):
                     return
-                if base[0] is None:
-                    base[0] = line_numbers(f.fileno(), [offset])[0] - 1
-                bad.append(base[0] + counter[0])
+                first = base[0]
+                if first is None:
+                    first = base[0] = line_numbers(f.fileno(), [offset])[0] - 1
+                bad.append(first + counter[0])
 
             def restart() -> None:
                 counter[0], base[0] = 0, 0

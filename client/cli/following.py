@@ -17,11 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-import click
-
 from . import Context
 from .output import echo, local_time
-
 
 POLL_READ = 1024 * 1024
 """What one look at a polled file reads at most (a longer line: up to the cap)."""
@@ -109,10 +106,11 @@ def follow_daemon(obj: Context, path: Path, offset: int, show, agents: bool) -> 
             if isinstance(frame, m.Unsubscribed):
                 echo(f"sessiond: the transcript went away ({frame.reason})", err=True)
                 return True
-            if frame.skipped:
-                skipped_note(frame.file, frame.offset, frame.skipped, client.max_frame_bytes)
-            for line in frame.lines:
-                show(line, frame.file)
+            entries: m.Entries = frame  # type: ignore[assignment]  # after the Subscribed: Entries or Unsubscribed
+            if entries.skipped:
+                skipped_note(entries.file, entries.offset, entries.skipped, client.max_frame_bytes)
+            for line in entries.lines:
+                show(line, entries.file)
             sys.stdout.flush()  # a pipe reader sees each entry as it comes
     return True
 

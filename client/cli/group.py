@@ -34,7 +34,7 @@ class Seconds(click.ParamType):
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
         try:
-            seconds = float(value)  # type: ignore[arg-type]
+            seconds = float(value)  # type: ignore[arg-type]  # click's str or a number: float() refuses the rest
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
         if not self.least <= seconds <= MAX_SECONDS:
@@ -60,7 +60,7 @@ class CLI(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra):  # type: ignore[override]
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra):
         """Click's own ``main``, but its usage errors and "Aborted!" are written
         through ``echo`` like every other line: a usage error quotes what was
         typed (a command name, an option's value, a path), which may hold any

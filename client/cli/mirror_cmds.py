@@ -28,8 +28,8 @@ import click
 from sessiond.protocol.wire.errors import SessiondError, not_found
 
 from . import Context, cli
-from .group import Seconds
 from .completion import complete_session
+from .group import Seconds
 from .output import count, echo, echo_json, size
 
 FLUSH_BYTES = 4 * 1024 * 1024
@@ -78,7 +78,7 @@ def _run(coro, timeout: float):
 
     try:
         return asyncio.run(bounded())
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise SessiondError(f"the mirror did not answer within {timeout:g}s", code="mirror_unavailable") from None
     except nats.errors.Error as exc:
         raise SessiondError(f"mirror: {type(exc).__name__}: {exc}".rstrip(": "), code="mirror_unavailable") from None
@@ -278,7 +278,8 @@ def _where_the_mirror_is(f):
 @click.option("--timeout", type=Seconds(), default=120.0, show_default=True, help="Seconds for the whole pull.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per session pulled, one per line.")
 @click.pass_obj
-def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: tuple[str, ...], config_path: Path | None, timeout: float, as_json: bool) -> None:
+def pull(obj: Context, session_ids: tuple[str, ...], cwd: str | None, servers: tuple[str, ...], config_path: Path | None,
+         timeout: float, as_json: bool) -> None:
     """Hydrate sessions (subagent files included) from the mirror, byte-identical."""
     from sessiond.protocol.transcript.paths import check_session_id, project_dir
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from datetime import UTC
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,8 +85,9 @@ def terminal_columns(fallback: int = 80) -> int:
     except ValueError:
         columns = 0
     if columns <= 0:
+        stdout = sys.__stdout__
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout is not None else 0
         except (AttributeError, ValueError, OSError):
             columns = 0
     return columns or fallback
@@ -109,11 +111,11 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def size(n: int) -> str:
+def size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024
     return f"{n} B"
 
 
@@ -256,7 +258,7 @@ def local_time(iso: str | None, today: date | None = None, *, seconds: bool = Fa
     alone when it is today, else the date too, so a jump from last year to today
     shows. ``?`` for a missing or unreadable timestamp. ``seconds``: always the
     date and the time to the second (an export: a document read on other days)."""
-    from datetime import datetime, timezone  # imported by what prints a time, not by every run
+    from datetime import datetime  # imported by what prints a time, not by every run
 
     if not iso:
         return "?"
@@ -265,7 +267,7 @@ def local_time(iso: str | None, today: date | None = None, *, seconds: bool = Fa
     except ValueError:
         return "?"
     if when.tzinfo is None:  # no zone: taken as UTC, as transcripts write it
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     when = when.astimezone()
     if seconds:
         return when.strftime("%Y-%m-%d %H:%M:%S")
@@ -325,7 +327,7 @@ class Progress:
     finish = done
 
     @classmethod
-    def callback(cls, what: str) -> "Progress":
+    def callback(cls, what: str) -> Progress:
         return cls(0, what)
 
     def __call__(self, done: int, total: int) -> None:

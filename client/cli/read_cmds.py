@@ -11,7 +11,6 @@ from pathlib import Path
 
 import click
 
-
 from sessiond.protocol.wire.frames import MAX_COUNT
 
 from . import Context, cli

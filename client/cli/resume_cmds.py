@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from sessiond.protocol.lease import LeaseHolder
 from sessiond.protocol.locations import default_root
 from sessiond.protocol.wire.errors import SessiondError, not_found
 
@@ -214,7 +215,7 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
                                 refuse_live=True))
         except SessionBusy as exc:
             holder = exc.holder
-            who = holder.describe(local_time) if holder is not None else "another client"
+            who = holder.describe(local_time) if isinstance(holder, LeaseHolder) else "another client"
             echo(f"sessiond: session {session_id} is live: written by {who}.\n"
                  f"  sessiond resume {session_id} --take-over   # take it (that client is refused from then on)\n"
                  f"  sessiond resume {session_id} --fork        # continue in a copy", err=True)

@@ -122,14 +122,14 @@ def _from_daemon(obj: Context, text: str, dirs: list[Path] | None, limit: int, s
         if exc.code == "not_found":  # the index is off there
             return None, refused(exc)
         raise
-    notes = [] if resp.caughtUp else ["the indexer is behind: the newest lines may be missing"]  # type: ignore[union-attr]
-    if resp.rebuilt:  # type: ignore[union-attr]
-        notes.append(resp.rebuilt)  # type: ignore[union-attr]
-    if resp.scanned:  # type: ignore[union-attr]
-        notes.append(f"{resp.scanned}: scanned the files")  # type: ignore[union-attr]
-    if resp.window:  # type: ignore[union-attr]
-        notes.append(_window_note(resp.window))  # type: ignore[union-attr]
-    return resp.hits, "; ".join(notes) or None  # type: ignore[union-attr]
+    notes = [] if resp.caughtUp else ["the indexer is behind: the newest lines may be missing"]
+    if resp.rebuilt:
+        notes.append(resp.rebuilt)
+    if resp.scanned:
+        notes.append(f"{resp.scanned}: scanned the files")
+    if resp.window:
+        notes.append(_window_note(resp.window))
+    return resp.hits, "; ".join(notes) or None
 
 
 def _window_note(window: int) -> str:
@@ -205,10 +205,10 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
             if watcher is not None:
                 watcher.join(timeout=2)
     if as_json:  # the documented keys, not the wire frame (its "op" and request "id" are the protocol's)
-        echo_json({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds})  # type: ignore[union-attr]
+        echo_json({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds})
         return
-    mbs = resp.bytes / 1e6 / resp.seconds if resp.seconds else 0  # type: ignore[union-attr]
-    echo(f"indexed {count(resp.files, 'file')}, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")  # type: ignore[union-attr]
+    mbs = resp.bytes / 1e6 / resp.seconds if resp.seconds else 0
+    echo(f"indexed {count(resp.files, 'file')}, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")
 
 
 def _show_progress(obj: Context, stop: threading.Event) -> None:

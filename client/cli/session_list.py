@@ -12,9 +12,20 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-
 from . import Context
-from .output import Progress, cells, clip, clip_left, echo, echo_json, home_relative, local_time, pad, size, terminal_columns
+from .output import (
+    Progress,
+    cells,
+    clip,
+    clip_left,
+    echo,
+    echo_json,
+    home_relative,
+    local_time,
+    pad,
+    size,
+    terminal_columns,
+)
 
 
 def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
@@ -136,4 +147,4 @@ def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int 
     except RemoteError as exc:
         fell_back(refused(exc), "listed from the files")
         return None
-    return resp.sessions  # type: ignore[union-attr]
+    return resp.sessions

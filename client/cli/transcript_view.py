@@ -31,7 +31,8 @@ def _result_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [b.get("text", "") if isinstance(b, dict) and b.get("type") == "text" else f"[{b.get('type', '?')}]" if isinstance(b, dict) else str(b) for b in content]
+        parts = [b.get("text", "") if isinstance(b, dict) and b.get("type") == "text"
+                 else f"[{b.get('type', '?')}]" if isinstance(b, dict) else str(b) for b in content]
         return " ".join(parts)
     return "" if content is None else str(content)
 

@@ -8,16 +8,25 @@ that is not transcript entries never "succeeds"). ``append`` is a hot command
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import click
 
 from sessiond.protocol.wire.errors import SessiondError
 
 from . import Context, cli
-from .appending import (BATCH_BYTES, BATCH_ENTRIES, DURABILITY_CHOICES, ENVELOPE_ROOM, EntryReader, append_entries,
-                        chain_first, finish)
+from .appending import (
+    BATCH_BYTES,
+    BATCH_ENTRIES,
+    DURABILITY_CHOICES,
+    ENVELOPE_ROOM,
+    EntryReader,
+    append_entries,
+    chain_first,
+    finish,
+)
 from .output import count, echo, echo_json
 
 __all__ = ["BATCH_BYTES", "BATCH_ENTRIES", "DURABILITY_CHOICES", "append", "record"]
@@ -26,8 +35,8 @@ __all__ = ["BATCH_BYTES", "BATCH_ENTRIES", "DURABILITY_CHOICES", "append", "reco
 def session_input(agent_help: str):
     """The options both writing commands take: which session, how durable, from where."""
 
-    def apply(f):
-        for deco in reversed([
+    def apply(f: Callable[..., Any]) -> Callable[..., Any]:
+        decorators: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
             click.option("--cwd", required=True, help="The session's working directory (relative: from the current one)."),
             click.option("--session", required=True, help="Session id (a UUID)."),
             click.option("--agent", default=None, help=agent_help),
@@ -36,7 +45,8 @@ def session_input(agent_help: str):
             click.option("--json", "as_json", is_flag=True, help="One JSON object with the counts."),
             click.argument("source", type=click.File("rb"), default="-"),
             click.pass_obj,
-        ]):
+        ]
+        for deco in reversed(decorators):
             f = deco(f)
         return f
 
@@ -86,7 +96,7 @@ def record(obj: Context, cwd: str, session: str, agent: str | None, parent: str 
         first = next(batches, None)
         if first is None:
             lines.refuse_if_empty()
-        s = Session(client, session, cwd, agent=agent, durability=durability,  # type: ignore[arg-type]
+        s = Session(client, session, cwd, agent=agent, durability=durability,  # type: ignore[arg-type]  # click.Choice gives one of Durability's values
                     reconnect_timeout=min(10.0, client.timeout))
         if agent_version is not None:
             s.version = agent_version

@@ -13,9 +13,9 @@ in ``status`` (the engine only asks whether a file holds any).
 
 from __future__ import annotations
 
+from sessiond.common.config import MirrorSettings
 from sessiond.protocol.remote import cut_at_line, read_range
 
-from sessiond.common.config import MirrorSettings
 from .tracking import TrackedFile
 
 

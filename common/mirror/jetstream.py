@@ -15,12 +15,11 @@ from typing import Any
 
 import msgspec
 
+from sessiond.common.config import ConfigError, MirrorSettings
 from sessiond.protocol.remote import (
     HDR_OFFSET,
 )
 from sessiond.protocol.wire.errors import MIRROR_UNAVAILABLE, SessiondError
-
-from sessiond.common.config import ConfigError, MirrorSettings
 
 log = logging.getLogger("sessiond")
 
@@ -154,7 +153,7 @@ class AckInbox:
         token = str(self._n)
         fut = self.loop.create_future()
         self._acks[token] = fut
-        fut.add_done_callback(lambda _f, token=token: self._acks.pop(token, None))
+        fut.add_done_callback(lambda _f: self._acks.pop(token, None))
         await self.nc.publish(subject, data, reply=f"{self._inbox}.{token}", headers=headers)
         return fut
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -32,6 +33,7 @@ from typing import Any
 from sessiond.common.config import MirrorSettings
 from sessiond.protocol.remote import HDR_OFFSET, read_range
 
+from . import waiters
 from .backlog import Backlog
 from .jetstream import (
     HDR_EXPECTED_SEQ,
@@ -43,7 +45,6 @@ from .jetstream import (
     ensure_stream,
     remote_end,
 )
-from . import waiters
 from .tracking import TrackedFile
 
 log = logging.getLogger("sessiond")
@@ -161,6 +162,11 @@ class Pump:
             self.ready = True
             self.last_error = None
 
+    @property
+    def healthy(self) -> bool:
+        """Whether the mirror can publish now (the engine's ``Mirror`` says)."""
+        raise NotImplementedError
+
     async def _nats_error(self, exc: Exception) -> None:
         """Connection attempts that fail (the server is down): shown in status."""
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -191,7 +197,7 @@ class Pump:
             self._housekeeping()
             try:
                 await asyncio.wait_for(self._wake.wait(), TICK)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _pump(self) -> None:
@@ -214,7 +220,7 @@ class Pump:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), TICK)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 self._housekeeping()
                 continue
@@ -234,7 +240,7 @@ class Pump:
                 self._acked_evt.clear()
                 try:
                     await asyncio.wait_for(self._acked_evt.wait(), TICK)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 self._housekeeping()
                 continue
@@ -262,7 +268,7 @@ class Pump:
             self._busy.add(f)
             self.inflight_bytes += len(data)
             self.inflight_msgs += 1
-            fut.add_done_callback(lambda fu, f=f, epoch=epoch: self._acked(f, epoch, fu))
+            fut.add_done_callback(functools.partial(self._acked, f, epoch))
 
     async def _resolve(self, f: TrackedFile) -> None:
         """Where does the stream's copy of ``f`` end? Catch up from there."""

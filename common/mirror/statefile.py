@@ -46,7 +46,7 @@ class MirrorState(msgspec.Struct):
     files: dict[str, int | None] = {}
 
 
-def save_state(state_file: Path, files: dict[str, int], *, clean: bool) -> None:
+def save_state(state_file: Path, files: dict[str, int | None], *, clean: bool) -> None:
     """Replace ``state_file`` atomically with these lagging files (path ->
     acknowledged watermark). Never raises: a failure is logged."""
     state = MirrorState(clean=clean, savedAt=time.time(), files=files)
@@ -105,7 +105,7 @@ def _decode(data: bytes) -> MirrorState:
 
 def recently_written(projects: Path, since: float) -> list[Path]:
     """Transcripts (main and agent files) modified at or after ``since``."""
-    out = []
+    out: list[Path] = []
     try:
         dirs = list(os.scandir(projects))
     except FileNotFoundError:

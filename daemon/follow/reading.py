@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -135,7 +136,7 @@ def read_new(path: Path, state: FileState, budget: Budget | None = None) -> Foun
         if st.st_size < state.offset:
             return Found(0, 0, [], st.st_ino, st.st_dev, b"",
                          reset=f"shrank (followed to {state.offset} bytes, now {st.st_size})")
-        look = dict(size=st.st_size, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
+        look: dict[str, Any] = dict(size=st.st_size, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
         crc, hashed = state.crc, state.hashed
         touched = (st.st_size == state.size and not state.own and state.offset
                    and (st.st_mtime_ns, st.st_ctime_ns) != (state.mtime_ns, state.ctime_ns))

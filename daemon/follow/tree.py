@@ -40,6 +40,7 @@ from sessiond.protocol.transcript.linecap import MAX_LINE
 from sessiond.protocol.transcript.paths import projects_dir
 
 from .. import inotify
+from . import watches
 from .reading import FINGERPRINT, Budget, FileState, Found, own_bytes, read_new
 from .watches import POLL_EVERY, Watches
 
@@ -223,7 +224,7 @@ class Follower:
             return
         files = list(self.files.items())  # a C-speed copy: which of them lie in polled dirs is sorted out off the loop
 
-        def scan() -> tuple[list[Path], Found]:
+        def scan() -> tuple[list[Path], watches.Found]:
             known = {p: (s.size, s.ino, s.mtime_ns) for p, s in files if p.parent in dirs}
             return self.tree.scan_polled(dirs, known)
 

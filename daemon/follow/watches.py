@@ -117,7 +117,7 @@ class Watches:
             return
         if self.fd is not None and len(self.dirs) < self.max_watches:
             try:
-                wd = inotify.add_watch(self.fd, os.fsencode(d), DIR_MASK | (inotify.IN_DONT_FOLLOW if self._below(d) else 0))  # type: ignore[misc]
+                wd = inotify.add_watch(self.fd, os.fsencode(d), DIR_MASK | (inotify.IN_DONT_FOLLOW if self._below(d) else 0))  # type: ignore[misc]  # inotify exists: self.fd is set only then
             except OSError as exc:
                 log.warning("cannot watch %s (%s): it is re-stat'ed every %.0f s", d, exc.strerror or exc, POLL_EVERY)
             else:
@@ -135,7 +135,7 @@ class Watches:
             self.watched.discard(d)
         if not mask & inotify.IN_IGNORED and self.fd is not None:
             try:
-                inotify.rm_watch(self.fd, wd)  # type: ignore[misc]
+                inotify.rm_watch(self.fd, wd)  # type: ignore[misc]  # inotify exists: self.fd is set only then
             except OSError:
                 pass
 

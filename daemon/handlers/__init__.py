@@ -36,25 +36,32 @@ def dispatch(conn: Connection, req: m.Request) -> m.Response | None:
         case m.Adopt():
             return session.handle_adopt(conn, req)
         case m.List():
-            return listing.handle_list(conn, req)
+            listing.handle_list(conn, req)  # answers when its work is done
+            return None
         case m.Status():
             return admin.handle_status(conn, req)
         case m.Shutdown():
             return admin.handle_shutdown(conn, req)
         case m.Trash():
-            return lifecycle.handle_trash(conn, req)
+            lifecycle.handle_trash(conn, req)  # answers when its work is done
+            return None
         case m.Restore():
-            return lifecycle.handle_restore(conn, req)
+            lifecycle.handle_restore(conn, req)  # answers when its work is done
+            return None
         case m.EmptyTrash():
-            return lifecycle.handle_empty_trash(conn, req)
+            lifecycle.handle_empty_trash(conn, req)  # answers when its work is done
+            return None
         case m.Import():
             return lifecycle.handle_import(conn, req)
         case m.Usage():
-            return lifecycle.handle_usage(conn, req)
+            lifecycle.handle_usage(conn, req)  # answers when its work is done
+            return None
         case m.Search():
-            return search.handle_search(conn, req)
+            search.handle_search(conn, req)  # answers when its work is done
+            return None
         case m.Reindex():
-            return search.handle_reindex(conn, req)
+            search.handle_reindex(conn, req)  # answers when its work is done
+            return None
         case m.Subscribe():
             return watch.handle_subscribe(conn, req)
         case m.Unsubscribe():

@@ -13,6 +13,8 @@ from ..leases import is_chain
 from .completion import after_all
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..connection import Connection
     from ..routing import Routed
     from ..session_state import SessionState, Target
@@ -97,10 +99,11 @@ def _ack(conn: Connection, rid: int, durability: str, routed: Routed, state: Ses
     def done(err: SessiondError | None) -> None:
         conn.reply(result if err is None else m.Error(id=rid, code=err.code, message=err.message))
 
+    answer: Callable[[SessiondError | None], None] = done
     mirror = conn.daemon.mirror
     if durability == "durable" and mirror is not None and mirror.required:
-        done = mirror.confirming([q.path for q in routed.queues], done)  # ack once JetStream has it too
-    waiter = done if len(routed.queues) == 1 else after_all(len(routed.queues), done)
+        answer = mirror.confirming([q.path for q in routed.queues], done)  # ack once JetStream has it too
+    waiter = answer if len(routed.queues) == 1 else after_all(len(routed.queues), answer)
     for q in routed.queues:
         if durability == "durable":
             writer.when_durable(q, waiter)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sessiond.protocol.wire import messages as m
 from sessiond.protocol.transcript.paths import check_session_id
+from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError
 
 from .completion import after_all

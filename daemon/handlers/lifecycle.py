@@ -17,7 +17,7 @@ from sessiond.protocol.transcript.paths import check_session_id, projects_dir
 from sessiond.protocol.transcript.usage import usage
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request, conflict
-from sessiond.protocol.wire.records import path_from
+from sessiond.protocol.wire.records import Status, TrashEntry, path_from
 
 from ..trash import busy, in_trash
 from .scope import requested_dirs
@@ -53,7 +53,7 @@ def handle_trash(conn: Connection, req: m.Trash) -> None:
         raise bad_request(f"unknown trash reason {req.reason!r}")
     lifecycle = daemon.lifecycle
 
-    def trashed(entry: trash.TrashEntry) -> m.Response:
+    def trashed(entry: TrashEntry) -> m.Response:
         lifecycle.trashed(entry)
         return m.TrashChanged(id=req.id, entries=[entry])
 
@@ -83,7 +83,7 @@ def handle_empty_trash(conn: Connection, req: m.EmptyTrash) -> None:
     fut = daemon.loop.run_in_executor(None, lambda: (trash.empty_trash(root, older_than=req.older_than, dry_run=req.dry_run),
                                                      trash.trashed_ids(root)))
 
-    def emptied(result: tuple[list[trash.TrashEntry], set[str]]) -> m.Response:
+    def emptied(result: tuple[list[TrashEntry], set[str]]) -> m.Response:
         entries, still = result
         daemon.lifecycle.refresh_trashed(still)  # emptied ids take writes again
         return m.TrashChanged(id=req.id, entries=entries)
@@ -105,9 +105,9 @@ def handle_import(conn: Connection, req: m.Import) -> m.Response | None:
     sid = source.session
     main = projects_dir(root) / source.project / f"{sid}.jsonl"
 
-    def every_file(status: str, error: str | None = None) -> m.Imported:
+    def every_file(status: Status, error: str | None = None) -> m.Imported:
         return m.Imported(id=req.id, session=sid, files=[
-            importer.FileResult(rel=f.rel, status=status, error=error) for f in source.files])  # type: ignore[arg-type]
+            importer.FileResult(rel=f.rel, status=status, error=error) for f in source.files])
 
     refused = daemon.registry.unavailable.get(sid)
     if refused is not None:

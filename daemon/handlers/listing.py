@@ -33,7 +33,7 @@ def _submit(conn: Connection, req: m.List) -> None:
     if conn.transport is None:  # it left while the writes were made: no answer to make
         return
     leases = daemon.leases
-    live = {sid: leases.holder(sid).live() for sid in leases.held}  # as of now, on the loop
+    live = {sid: leases.holder(sid).live() for sid in leases.held}  # type: ignore[union-attr]  # a held session has a holder  # as of now, on the loop
     fut = daemon.fair.submit(_answer, daemon, req, live, owner=conn.id, answer=True)
 
     def done(f) -> None:

@@ -124,7 +124,11 @@ def handle_search(conn: Connection, req: m.Search) -> None:
 async def _search(conn: Connection, link, req: m.Search, projects: list[str] | None) -> None:
     daemon = conn.daemon
     written = daemon.loop.create_future()  # what was accepted before it: in the files, so noted for the indexer
-    after_queued_writes(daemon, lambda: written.done() or written.set_result(None))
+    def wake() -> None:
+        if not written.done():
+            written.set_result(None)
+
+    after_queued_writes(daemon, wake)
     try:
         await written
         rebuilds = link.rebuilds

@@ -32,7 +32,10 @@ def handle_open(conn: Connection, req: m.Open) -> m.Response | None:
     holder = daemon.leases.claim(state.id, conn, req.take_over) if req.lease or req.take_over else None
     conn.attach(state)
     result = m.Opened(id=req.id, session=state.id, path=str(state.path), materialized=state.materialized, holder=holder)
-    return result if not req.take_over else _after_written(conn, state, result)
+    if not req.take_over:
+        return result
+    _after_written(conn, state, result)  # answers once the session's accepted entries are written
+    return None
 
 
 def _after_written(conn: Connection, state: SessionState, result: m.Response) -> None:
@@ -63,7 +66,8 @@ def handle_close(conn: Connection, req: m.Close) -> m.Response | None:
     state = conn.detach(paths.check_session_id(req.session))
     if state is None or state.gone:
         return m.Done(id=req.id)
-    return _after_written(conn, state, m.Done(id=req.id))
+    _after_written(conn, state, m.Done(id=req.id))
+    return None
 
 
 def handle_agent_meta(conn: Connection, req: m.SetAgentMeta) -> m.Response | None:
@@ -128,7 +132,8 @@ def handle_adopt(conn: Connection, req: m.Adopt) -> m.Response | None:
     count = registry.reappend_metadata(state)
     result = m.Adopted(id=req.id, session=sid, path=str(state.path), reappended=count)
     if req.take_over:
-        return _after_written(conn, state, result)
+        _after_written(conn, state, result)
+        return None
     if not count:
         return result
 

@@ -30,11 +30,23 @@ import sys
 import time
 from pathlib import Path
 
+from sessiond.protocol.search.indexfile import Identity
 from sessiond.protocol.search.schema import index_path  # noqa: F401  (the daemon's one import of the index's place)
 
-from sessiond.protocol.search.indexfile import Identity
-
-from .pipe import REBUILD_TOKEN, Damaged, Done, FromWorker, Look, Progress, Reindex, Rescan, Splitter, State, Stop, frame
+from .pipe import (
+    REBUILD_TOKEN,
+    Damaged,
+    Done,
+    FromWorker,
+    Look,
+    Progress,
+    Reindex,
+    Rescan,
+    Splitter,
+    State,
+    Stop,
+    frame,
+)
 
 log = logging.getLogger("sessiond")
 
@@ -120,7 +132,7 @@ class IndexLink:
             # daemon's does the indexer's low priority make it take only what the daemon leaves over
             # (worker.lower_priority); it leaves the daemon's process group itself (worker.main)
         )
-        self.stdin = self.transport.get_pipe_transport(0)  # type: ignore[assignment]
+        self.stdin = self.transport.get_pipe_transport(0)  # type: ignore[assignment]  # made with stdin=PIPE: a write transport
         log.info("search indexer started (pid %d, index %s)", self.transport.get_pid(), self.index)
         if self.noted:
             self._schedule_send()
@@ -159,7 +171,7 @@ class IndexLink:
         self._send(Stop())
         try:
             await asyncio.wait_for(asyncio.shield(self._exit), STOP_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("search indexer did not stop in %.0fs: killed (it resumes from its last commit)", STOP_TIMEOUT)
             transport.kill()
         transport.close()
@@ -268,7 +280,7 @@ class IndexLink:
         fut = self._question(scope, projects)
         try:
             return await asyncio.wait_for(asyncio.shield(fut), timeout) is not None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     def _restat(self, scope: tuple[str, ...] | None, projects: list[str] | None) -> None:

@@ -22,15 +22,15 @@ import stat
 import zlib
 from pathlib import Path
 
+from sessiond.protocol.search import indexfile
+from sessiond.protocol.search.extract import SUMMARY, TAG, TITLE, extract
+from sessiond.protocol.search.files import describe
+from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions, from_db, to_db
 from sessiond.protocol.transcript.appendfile import ensure_dir
 from sessiond.protocol.transcript.linecap import MAX_LINE, read_span
 from sessiond.protocol.transcript.regular import open_regular
 from sessiond.protocol.transcript.safeopen import UnsafePath
 from sessiond.protocol.transcript.safeopen import open_regular as open_owned
-from sessiond.protocol.search.extract import TAG, TITLE, SUMMARY, extract
-from sessiond.protocol.search.files import describe
-from sessiond.protocol.search import indexfile
-from sessiond.protocol.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions, from_db, to_db
 
 log = logging.getLogger("sessiond.index")
 
@@ -41,10 +41,31 @@ _TITLE_COLUMN = {"custom-title": "custom_title", "ai-title": "ai_title", "tag": 
 
 
 class FileRow:
+    """One row of the ``files`` table (the schema's columns and types)."""
+
     __slots__ = ("id", "path", "project", "session", "agent", "dev", "ino", "indexed", "tailsum", "size", "mtime_ns",
                  "cwd", "first_prompt", "custom_title", "ai_title", "summary", "tag", "last_ts")
 
     COLUMNS = __slots__
+
+    id: int
+    path: str
+    project: str
+    session: str
+    agent: str | None
+    dev: int
+    ino: int
+    indexed: int
+    tailsum: int
+    size: int
+    mtime_ns: int
+    cwd: str | None
+    first_prompt: str | None
+    custom_title: str | None
+    ai_title: str | None
+    summary: str | None
+    tag: str | None
+    last_ts: str | None
 
 
 _NAMES = frozenset(("path", "project", "session", "agent"))
@@ -66,7 +87,7 @@ def open_index(path: Path) -> tuple[sqlite3.Connection, int, str | None]:
     cache of the files. ``IndexUnusable`` when even a new file cannot be made.
     The third value says why something was set aside (None: nothing was)."""
     replaced = None
-    for attempt in range(3):
+    for _attempt in range(3):
         why = indexfile.problem(path)
         sides = any(os.path.lexists(f"{path}{s}") for s in indexfile.SIDE_FILES)
         # a WAL without its database (or with an emptied one) would be replayed into the new one
@@ -307,8 +328,10 @@ class Store:
         row.path, row.project, row.session, row.agent = path, project, session, agent
         row.dev = row.ino = row.indexed = row.tailsum = row.size = row.mtime_ns = 0
         self.begin()
-        row.id = self.conn.execute("INSERT INTO files (path, project, session, agent) VALUES (?, ?, ?, ?)",
-                                   (to_db(path), to_db(project), to_db(session), None if agent is None else to_db(agent))).lastrowid
+        rowid = self.conn.execute("INSERT INTO files (path, project, session, agent) VALUES (?, ?, ?, ?)",
+                                  (to_db(path), to_db(project), to_db(session), None if agent is None else to_db(agent))).lastrowid
+        assert rowid is not None  # an INSERT always sets it
+        row.id = rowid
         return row
 
     def _reset(self, row: FileRow) -> None:

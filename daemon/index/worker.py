@@ -128,7 +128,7 @@ class Worker:
             keys = [k for k in keys if now - max(self.scanned.get(k, -1e9), everything) >= max_age]
             if not keys:
                 return
-            projects = None if keys == [None] else keys
+            projects = None if keys == [None] else [k for k in keys if k is not None]
         known = self.store.rows_of(projects)
         changed = []
         for t in transcripts(self.root, projects):

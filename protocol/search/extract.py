@@ -158,9 +158,10 @@ def extract(line: bytes | memoryview) -> Extracted | None:
     try:
         e = _decoder.decode(line)
     except msgspec.ValidationError:
-        e = _loose(line)
-        if e is None:
+        loose = _loose(line)
+        if loose is None:
             return None
+        e = loose
     except msgspec.DecodeError:
         copy = readable_copy(line)  # a BOM (a file saved on Windows), a half emoji
         return None if copy is None else extract(copy)
@@ -209,5 +210,6 @@ def _loose(line: bytes | memoryview) -> _Entry | None:
             content = None
         message = _Message(role=s("role", msg), content=content)
     return _Entry(type=s("type"), uuid=s("uuid"), timestamp=s("timestamp"), isSidechain=obj.get("isSidechain") is True,
-                  isMeta=obj.get("isMeta") is True, isCompactSummary=obj.get("isCompactSummary") is True, sessionId=s("sessionId"), cwd=s("cwd"), message=message,
+                  isMeta=obj.get("isMeta") is True, isCompactSummary=obj.get("isCompactSummary") is True,
+                  sessionId=s("sessionId"), cwd=s("cwd"), message=message,
                   customTitle=s("customTitle"), aiTitle=s("aiTitle"), summary=s("summary"), tag=s("tag"))

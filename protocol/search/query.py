@@ -15,7 +15,7 @@ agent file matched (``agentId``, ``file``, ``sidechain``).
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -118,7 +118,7 @@ def parse_since(value: str | None, now: datetime | None = None) -> str | None:
         if rel:
             n, unit = int(rel.group(1)), rel.group(2)
             delta = {"m": timedelta(minutes=n), "h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
-            when = (now or datetime.now(timezone.utc)) - delta
+            when = (now or datetime.now(UTC)) - delta
         else:
             try:
                 when = datetime.fromisoformat(v.replace("Z", "+00:00"))
@@ -128,7 +128,7 @@ def parse_since(value: str | None, now: datetime | None = None) -> str | None:
                                  "or an ISO date-time") from None
             if when.tzinfo is None:
                 when = when.astimezone()  # a date the user typed is in their time zone
-        when = when.astimezone(timezone.utc)
+        when = when.astimezone(UTC)
     except (OverflowError, ValueError) as exc:  # before year 1 or after 9999, here or in UTC (999999w ago, 0001-01-01)
         if isinstance(exc, QueryError):
             raise

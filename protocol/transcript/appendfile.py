@@ -16,9 +16,9 @@ import base64
 import fcntl
 import os
 import time
-from datetime import datetime, timezone
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
@@ -119,7 +119,7 @@ def cut_torn_tail(fd: int, path: Path, size: int, root: StoreRoot | None = None)
         # stopped between the line and its newline): complete it, keep it.
         write_all(fd, b"\n")
         return None
-    record = TornTail(offset=start, length=len(fragment), movedAt=datetime.now(timezone.utc).isoformat(timespec="milliseconds"))
+    record = TornTail(offset=start, length=len(fragment), movedAt=datetime.now(UTC).isoformat(timespec="milliseconds"))
     try:
         record.text = fragment.decode("utf-8")
     except UnicodeDecodeError:

@@ -50,7 +50,7 @@ class Lines:
     def span(self, index: int) -> tuple[int, int]:
         k = index - self.first
         starts = self.starts
-        if type(starts) is int:
+        if isinstance(starts, int):
             return (self.ends[k - 1] + 1 if k else starts), self.ends[k]
         return starts[k], self.ends[k]
 
@@ -69,7 +69,7 @@ class Block:
 
     __slots__ = ("buf", "view", "start", "stop", "base")
 
-    def __init__(self, buf: mmap.mmap, view: memoryview, start: int, stop: int, base: int) -> None:
+    def __init__(self, buf: mmap.mmap | bytes, view: memoryview, start: int, stop: int, base: int) -> None:
         self.buf = buf
         self.view = view
         self.start = start
@@ -88,7 +88,7 @@ def map_file(fd: int, size: int) -> mmap.mmap | None:
 
 
 _STAND_IN = b"\x00"
-_OVERLONG = Block(_STAND_IN, memoryview(_STAND_IN), 0, 1, 0)  # type: ignore[arg-type]
+_OVERLONG = Block(_STAND_IN, memoryview(_STAND_IN), 0, 1, 0)
 """One line that is no JSON object: what a line over ``linecap.MAX_LINE`` reads as."""
 
 

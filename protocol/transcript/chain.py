@@ -58,10 +58,9 @@ from operator import attrgetter, is_not
 
 import msgspec
 
-from .entries import TRANSCRIPT_TYPES
 from .chainentry import Entry, session_of
+from .entries import TRANSCRIPT_TYPES
 from .toolblocks import has_tool_result
-
 
 _timestamp = attrgetter("timestamp")
 _parent = attrgetter("parentUuid")
@@ -172,7 +171,7 @@ def _descend(entries: dict[str, Entry], latest: Entry | None, sidechain_only: bo
             subtree.append(e)
     # A candidate is a leaf when nothing under it is one (a progress line
     # hanging off it, or a sidechain, does not make it an inner node).
-    reaching: set[str] = set()  # uuids with a candidate below them
+    reaching: set[str | None] = set()  # uuids with a candidate below them (a root's parent: None)
     leaves: list[Entry] = []
     for e in reversed(subtree):  # children before their parents
         if _is_candidate(e, sidechain_only):
@@ -193,7 +192,7 @@ class _FileOrder:
         self.order = list(entries.values())
         self.positions = [e.index for e in self.order]
 
-    def nearest_before(self, at: Entry, seen: set[str], sidechain_only: bool) -> Entry | None:
+    def nearest_before(self, at: Entry, seen: set[str | None], sidechain_only: bool) -> Entry | None:
         """The nearest earlier entry of ``at``'s own session, else of any: a lost
         line of one session is not bridged into another's conversation written
         between (interleaved writers), but a conversation whose earlier part
@@ -235,7 +234,8 @@ def _plain_walk(entries: dict[str, Entry], leaf: Entry | None) -> list[Entry] | 
     if leaf is None:
         return []
     chain = [leaf]
-    chain.extend(islice(takewhile(_is_entry, map(entries.get, map(_parent, chain))), len(entries)))
+    parents = map(entries.get, map(_parent, chain))  # None at a root's parent or a dangling one
+    chain.extend(islice(takewhile(_is_entry, parents), len(entries)))  # type: ignore[arg-type]  # Nones cut off
     if chain[-1].parentUuid:  # dangling, or a cycle
         return None
     chain.reverse()
@@ -247,7 +247,7 @@ def _guarded_walk(
 ) -> tuple[list[Entry], list[Bridge]]:
     chain: list[Entry] = []
     bridges: list[Bridge] = []
-    seen: set[str] = set()
+    seen: set[str | None] = set()
     order: _FileOrder | None = None
     cur = leaf
     while cur is not None and cur.uuid not in seen:
@@ -262,7 +262,7 @@ def _guarded_walk(
                 order = _FileOrder(entries)
             nxt = order.nearest_before(cur, seen, sidechain_only)
             if nxt is not None:
-                bridges.append(Bridge(at=cur.uuid, missingParent=parent))
+                bridges.append(Bridge(at=cur.uuid, missingParent=parent))  # type: ignore[arg-type]  # a walked entry has one
         cur = nxt
     chain.reverse()
     bridges.reverse()
@@ -270,7 +270,7 @@ def _guarded_walk(
 
 
 def _add_attachments(
-    parent: Entry, attached: dict[str, list[Entry]], seen: set[str], found: dict[str, Entry]
+    parent: Entry, attached: dict[str | None, list[Entry]], seen: set[str | None], found: dict[str | None, Entry]
 ) -> None:
     todo = [parent]
     while todo:
@@ -296,8 +296,8 @@ def recover_parallel_tool_results(
         return chain
     seen = {e.uuid for e in chain}
     groups: dict[str, list[Entry]] = defaultdict(list)
-    answers: dict[str, list[Entry]] = defaultdict(list)
-    attached: dict[str, list[Entry]] = defaultdict(list)
+    answers: dict[str | None, list[Entry]] = defaultdict(list)
+    attached: dict[str | None, list[Entry]] = defaultdict(list)
     for e in entries.values():
         if e.isSidechain and not sidechain_only:
             continue
@@ -313,9 +313,9 @@ def recover_parallel_tool_results(
                 answers[src].append(e)
         elif e.type == "attachment" and e.parentUuid and e.uuid not in seen:
             attached[e.parentUuid].append(e)
-    inserts: dict[str, list[Entry]] = {}
+    inserts: dict[str | None, list[Entry]] = {}
     for mid, anchor in last_on_chain.items():
-        found: dict[str, Entry] = {}
+        found: dict[str | None, Entry] = {}
         for member in groups[mid]:
             if member.uuid not in seen:
                 found[member.uuid] = member

@@ -37,8 +37,8 @@ from typing import Any, Final
 import msgspec
 
 from .blocks import Block, Lines
-from .linecap import MAX_LINE
 from .entries import COMPACT_BOUNDARY, decode_object, readable_copy
+from .linecap import MAX_LINE
 
 
 class MessageHeader(msgspec.Struct, gc=False):

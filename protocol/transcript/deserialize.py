@@ -33,7 +33,8 @@ a finished turn leaves nothing pending. Then:
 | user with a tool_result | ``interrupted_turn`` + synthetic "Continue from where you left off." |
 | user with text | ``interrupted_prompt`` |
 | attachment | ``interrupted_turn`` + synthetic message |
-| user ``isCompactSummary`` / other ``isMeta`` | ``none`` (nothing was asked; a synthetic continuation from an earlier resume does not stack another one) |
+| user ``isCompactSummary`` / other ``isMeta`` | ``none`` (nothing was asked; a synthetic continuation from an earlier |
+|   | resume does not stack another one) |
 | user "[Request interrupted by user...]" | ``none``: the user stopped the turn on purpose |
 
 The synthetic message is deterministic (uuid5 of the message it follows, that
@@ -54,12 +55,13 @@ planetfall 84, raw delta -271, corrected 0).
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any, Final, Literal
 
 import msgspec
 
-from .entries import TRANSCRIPT_TYPES, decode_object, readable_copy
 from .chainentry import Entry
+from .entries import TRANSCRIPT_TYPES, decode_object, readable_copy
 from .msgdicts import block_type, content_blocks, message_id, synthetic_user
 from .repairs import Repair, api_repairs
 
@@ -114,7 +116,7 @@ def _decode(e: Entry, repairs: list[Repair] | None) -> Any:
 
 
 def materialize(
-    chain: list[Entry], zero_usage: set[str] = frozenset(), repairs: list[Repair] | None = None
+    chain: list[Entry], zero_usage: AbstractSet[str] = frozenset(), repairs: list[Repair] | None = None
 ) -> list[dict[str, Any]]:
     """Decode the chain's transcript messages into their JSON objects (see docstring);
     lone surrogates become U+FFFD (reported in ``repairs``)."""

@@ -211,7 +211,8 @@ body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:58rem
 header{border-bottom:2px solid #d2d2d7;margin-bottom:1.5rem}h1{font-size:1.6rem;margin:.2rem 0}
 .meta{color:#6e6e73;font-size:.9rem}.turn{border-radius:10px;padding:.6rem 1rem;margin:.8rem 0;border:1px solid #e5e5ea}
 .user{background:#eef5ff;border-color:#bcd7ff}.assistant{background:#fff}.tool{background:#f6f6f6}.system{background:#fffbea;color:#6e6e73}
-.role{font-weight:600;font-size:.8rem;text-transform:uppercase;letter-spacing:.05em;color:#3a3a3c}.role time{font-weight:400;color:#8e8e93;margin-left:.5rem}
+.role{font-weight:600;font-size:.8rem;text-transform:uppercase;letter-spacing:.05em;color:#3a3a3c}
+.role time{font-weight:400;color:#8e8e93;margin-left:.5rem}
 .text{white-space:pre-wrap;word-wrap:break-word}pre{white-space:pre-wrap;word-wrap:break-word;background:#f2f2f7;padding:.5rem;border-radius:6px;font-size:.85rem;max-height:40rem;overflow:auto}
 details{margin:.4rem 0}summary{cursor:pointer;color:#0066cc}details.thinking summary{color:#8e44ad}details.error summary{color:#c0392b}
 section.subagent{border-top:2px dashed #d2d2d7;margin-top:2rem}nav a{margin-right:.8rem}

@@ -119,10 +119,11 @@ def check_file(path: Path | str) -> Health:
         try:
             e = _decode(raw)
         except msgspec.ValidationError:  # one JSON object, a field of a surprising type: readers keep it
-            e = _lenient(raw)
-            if e is None:
+            lenient = _lenient(raw)
+            if lenient is None:
                 bad.append(lines)
                 continue
+            e = lenient
         except msgspec.DecodeError:
             masked = readable_copy(raw)  # JSON.parse reads a lone surrogate: so do we; and a BOM is no damage
             try:

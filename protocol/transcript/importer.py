@@ -24,12 +24,13 @@ import stat
 from pathlib import Path
 
 from ..wire.errors import bad_request
-from .appendfile import FILE_MODE, append_unlocked, ensure_dir, file_lock, fsync_dir, whole_lines_end, write_all
+from ..wire.records import FileResult, ImportFile, SessionSource, Status
+from .appendfile import append_unlocked, ensure_dir, file_lock, fsync_dir, whole_lines_end, write_all
 from .entries import decode_object
 from .linecap import MAX_LINE
-from .regular import open_regular
 from .paths import canonical_cwd, check_inside, is_session_id, projects_dir, sanitize
-from ..wire.records import FileResult, ImportFile, SessionSource, Status
+from .regular import open_regular
+from .safeopen import FILE_MODE
 
 STATUSES: tuple[str, ...] = ("imported", "grown", "unchanged", "diverged", "unreadable", "busy")
 CHUNK = 8 * 1024 * 1024
@@ -40,7 +41,7 @@ def session_status(results: list[FileResult]) -> Status:
     present = {r.status for r in results}
     for status in ("busy", "diverged", "unreadable", "imported", "grown"):
         if status in present:
-            return status  # type: ignore[return-value]
+            return status
     return "unchanged"
 
 

@@ -36,7 +36,7 @@ def iter_line_views(path: Path | str | int, chunk: int = CHUNK, max_line: int = 
     buf = bytearray(chunk)
     view = memoryview(buf)
     owned = not isinstance(path, int)
-    fd = open_regular(path) if owned else path
+    fd = path if isinstance(path, int) else open_regular(path)
     try:
         base = os.lseek(fd, 0, os.SEEK_CUR)  # the file offset of buf[0]
         start = end = 0

@@ -112,7 +112,7 @@ def session_candidates(dirs: Iterable[Path | str], *, stat: bool = True,
     return out
 
 
-def _newest_first(item: tuple[int, str, int]) -> tuple[int, str]:
+def _newest_first(item: tuple[int, str, object]) -> tuple[int, str]:
     # Path breaks mtime ties, so a page boundary is the same on every call.
     return (-item[0], item[1])
 
@@ -146,7 +146,7 @@ def list_sessions(dirs: Path | str | Iterable[Path | str], *, limit: int | None 
                 found.append((lite.mtime_ns, path, lite.session_info()))
             if progress is not None and (i % PROGRESS_EVERY == 0 or i == len(cands)):
                 progress(i, len(cands))
-        found.sort(key=_newest_first)  # type: ignore[arg-type]
+        found.sort(key=_newest_first)
         return [info for _, _, info in found[offset:]]
 
     cands = session_candidates(dirs, stat=True, stats=stats)

@@ -153,7 +153,7 @@ def parse_lite(head: bytes, tail: bytes | None, *, path: str = "", size: int | N
     if st.prompt is None and head_end < len(head):
         salvage(head[head_end:], st)
 
-    if whole:
+    if tail is None:
         buf, start, end = head, 0, len(head)
     else:
         buf, end = tail, len(tail)

@@ -153,7 +153,9 @@ def json_string_prefix(buf: bytes, start: int) -> tuple[str, bool]:
     in 200 characters).
     """
     limit = min(len(buf), start + _SALVAGE_MAX)
-    end = _STR_BODY.match(buf, start, limit).end()
+    body = _STR_BODY.match(buf, start, limit)
+    assert body is not None  # the pattern matches the empty string too
+    end = body.end()
     complete = end < len(buf) and buf[end : end + 1] == b'"'
     frag = buf[start:end]
     if not complete:

@@ -66,7 +66,7 @@ def scan_tail(buf: bytes, start: int, end: int) -> tuple[dict[str, str | None], 
             e = decode_line(_tail_dec, _Tail, buf[ls:pos])
             if e is not None:
                 parsed += 1
-                kind = _TAIL_KINDS.get(e.type)  # type: ignore[arg-type]
+                kind = _TAIL_KINDS.get(e.type)
                 if kind is not None and kind[0] not in found:
                     found[kind[0]] = getattr(e, kind[1]) or None
                     if len(found) == len(_TAIL_KINDS):

@@ -45,8 +45,8 @@ from .chainentry import SKIPPED, Entry, decode_block, parse_line
 from .entries import COMPACT_BOUNDARY, TRANSCRIPT_TYPES
 from .jsonl import CHUNK
 from .linecap import MAX_LINE
-from .regular import open_regular
 from .metadata import METADATA_KINDS
+from .regular import open_regular
 
 SKIP_THRESHOLD: Final = 5 * 1024 * 1024
 """Files larger than this skip pre-compaction history while reading (SPEC 4 step 1)."""

@@ -34,7 +34,7 @@ _ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
 _NOT_ALNUM = re.compile("[^A-Za-z0-9]")
 
 
-def utf16_units(text: str) -> array:
+def utf16_units(text: str) -> array[int]:
     """The UTF-16 code units of ``text``, as JavaScript's ``charCodeAt`` sees them."""
     units = array("H", text.encode("utf-16-le", "surrogatepass"))
     if sys.byteorder == "big":  # pragma: no cover - the array reads native order

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
+from ..wire.errors import bad_request
 from .entries import EntryHeader, is_chain_participant, is_compact_boundary, readable_copy
 from .reencode import decode_entry, encode_entry
-from ..wire.errors import bad_request
 
 _json = msgspec.json.Encoder()
 

@@ -72,7 +72,7 @@ def preserved_messages(entries: dict[str, Entry], boundary: Entry) -> tuple[list
     cur = entries.get(seg.tailUuid)
     if cur is None:
         return [], None, {seg.tailUuid}
-    while cur is not None and cur.uuid not in seen:
+    while cur is not None and cur.uuid is not None and cur.uuid not in seen:  # (entries are keyed by their uuid)
         seen.add(cur.uuid)
         walked.append(cur.uuid)
         if cur.uuid == seg.headUuid:

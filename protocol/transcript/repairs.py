@@ -114,7 +114,7 @@ def drop_empty_text(msgs: list[dict[str, Any]], repairs: list[Repair], empty: li
             gone.add(i)
             continue
         repairs.append(Repair("empty_text_dropped", m.get("uuid"), f"{len(content) - len(kept)} block(s)"))
-        message["content"] = kept
+        message["content"] = kept  # type: ignore[index]  # a dict: its content is a list
     return [m for i, m in enumerate(msgs) if i not in gone] if gone else msgs
 
 

@@ -40,9 +40,9 @@ from .agents import agent_files
 from .chain import Bridge, choose_leaf, recover_parallel_tool_results, walk
 from .chainentry import Entry
 from .deserialize import Interruption, chain_messages, consistency_delta, deserialize, materialize
+from .entries import decode_object
 from .jsonl import CHUNK
 from .loader import SKIP_THRESHOLD, Loaded, load_entries
-from .entries import decode_object
 from .metadata import metadata_values
 from .order import order_responses
 from .paths import check_id, check_session_id, is_session_id
@@ -168,7 +168,7 @@ def load_transcript(
     return Resumed(
         sessionId=sid,
         path=str(path),
-        chain=[e.uuid for e in reported],
+        chain=[e.uuid for e in reported],  # type: ignore[misc]  # a chain is walked by uuid: each has one
         messages=messages,
         interruption=interruption,
         consistencyDelta=_consistency(resolved, reported),

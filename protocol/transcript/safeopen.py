@@ -55,7 +55,7 @@ def error_for(exc: OSError, doing: str) -> SessiondError:
     """The wire error for a failed file operation: ``permission_denied`` for a
     refused path, ``io_error`` naming what failed otherwise."""
     if isinstance(exc, UnsafePath):
-        return permission_denied(exc.strerror)
+        return permission_denied(exc.strerror or str(exc))
     return io_error(f"{doing} failed: {exc.strerror or exc}")
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from .importer import flat_agents
 from ..wire.records import ProjectUsage, SessionUsage, Usage
+from .importer import flat_agents
 
 
 def tree_stats(path: Path) -> tuple[int, int, int]:
@@ -40,7 +40,7 @@ def tree_stats(path: Path) -> tuple[int, int, int]:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def session_usage(path: str, size: int, mtime_ns: int) -> SessionUsage:
@@ -67,7 +67,9 @@ def usage(mains: Iterable[tuple[str, int, int]]) -> Usage:
     for project in {Path(s.path).parent for s in sessions}:  # Claude Code 2.0.x's flat agent files
         for sid, files in flat_agents(project).items():
             s = by_id.get((project.name, sid))
-            for f in files if s is not None else ():
+            if s is None:
+                continue
+            for f in files:
                 st = os.lstat(f.src)
                 s.bytes += st.st_size
                 s.files += 1

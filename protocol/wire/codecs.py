@@ -15,14 +15,17 @@ from __future__ import annotations
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any
 
 
 class Codec:
     __slots__ = ("messages", "encode", "decode_response", "lite")
 
-    def __init__(self, messages: object, encode: Callable[[object], bytes], decode_response: Callable[[bytes], object],
+    def __init__(self, messages: ModuleType, encode: Callable[[Any], bytes], decode_response: Callable[[bytes | memoryview], Any],
                  lite: bool) -> None:
         self.messages = messages
+        """``messages.py`` or ``lite.py``: the same message names, duck-typed alike."""
         self.encode = encode
         self.decode_response = decode_response
         self.lite = lite

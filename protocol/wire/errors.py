@@ -123,7 +123,7 @@ class WrongRoot(SessiondError):
 class RemoteError(SessiondError):
     """An ``Error`` frame from the daemon; ``code`` is one of ``CODES``."""
 
-    holder = None
+    holder: object = None
     """The session's holder, for ``session_busy`` and ``lease_lost``."""
 
 

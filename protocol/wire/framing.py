@@ -12,7 +12,7 @@ msgspec's typed encoding and decoding of the messages.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -24,8 +24,10 @@ from .messages import Request, Response
 __all__ = ["DEFAULT_MAX_FRAME", "HEADER", "HEADER_SIZE", "FrameBuffer", "encode", "decode_request", "decode_response",
            "request_id_of"]
 
+T = TypeVar("T")
+
 _encoder = msgspec.msgpack.Encoder()
-_decoders: dict[str, msgspec.msgpack.Decoder] = {}
+_decoders: dict[str, msgspec.msgpack.Decoder[Any]] = {}
 """The typed decoder of each union, built on its first decode: a client decodes
 only responses and the daemon only requests, and building one resolves the
 types of every message in its union (a few ms of every CLI run)."""
@@ -38,16 +40,16 @@ def encode(message: Any) -> bytes:
 
 
 def decode_request(body: bytes | memoryview) -> Request:
-    decoder = _decoders.get("request") or _decoders.setdefault("request", msgspec.msgpack.Decoder(Request))
+    decoder: msgspec.msgpack.Decoder[Request] = _decoders.get("request") or _decoders.setdefault("request", msgspec.msgpack.Decoder(Request))
     return _decode(decoder, body, "request")
 
 
 def decode_response(body: bytes | memoryview) -> Response:
-    decoder = _decoders.get("response") or _decoders.setdefault("response", msgspec.msgpack.Decoder(Response))
+    decoder: msgspec.msgpack.Decoder[Response] = _decoders.get("response") or _decoders.setdefault("response", msgspec.msgpack.Decoder(Response))
     return _decode(decoder, body, "response")
 
 
-def _decode(decoder: msgspec.msgpack.Decoder, body: bytes | memoryview, what: str) -> Any:
+def _decode(decoder: msgspec.msgpack.Decoder[T], body: bytes | memoryview, what: str) -> T:
     """The one typed decode of a body. msgspec raises RecursionError (it stops
     at the interpreter's recursion limit, cleanly) for a body nested deeper than
     that: it is a malformed message like any other, never an internal error."""

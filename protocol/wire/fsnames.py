@@ -25,7 +25,7 @@ byte-identical on the wire to what it always was.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -64,7 +64,10 @@ def pack(encoder: msgspec.msgpack.Encoder, value: Any) -> bytes:
         return encoder.encode(_as_ext(msgspec.to_builtins(value, builtin_types=_BUILTINS)))
 
 
-def unpack(decoder: msgspec.msgpack.Decoder, body: bytes | memoryview) -> Any:
+T = TypeVar("T")
+
+
+def unpack(decoder: msgspec.msgpack.Decoder[T], body: bytes | memoryview) -> T:
     """``body`` decoded by ``decoder``, ``EXT_TEXT`` strs included (raises as the
     decoder does for anything else)."""
     try:
@@ -76,7 +79,8 @@ def unpack(decoder: msgspec.msgpack.Decoder, body: bytes | memoryview) -> Any:
         value = msgspec.msgpack.decode(body, ext_hook=_ext_hook)
     except UnicodeDecodeError as exc:  # an extension's data is not what ``pack`` writes
         raise msgspec.DecodeError(f"malformed text extension: {exc}") from None
-    return msgspec.convert(value, decoder.type)
+    converted: T = msgspec.convert(value, decoder.type)  # the decoder's own type: what decoder.decode returns
+    return converted
 
 
 def json_bytes(value: Any) -> bytes:

@@ -28,6 +28,10 @@ from .frames import HEADER, PROTOCOL_VERSION
 from .lite_table import FIELDS, NESTED, REQUIRED, TAGGED
 from .purepack import DecodeError, packb, unpackb
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["MAX_BODY", "PROTOCOL_VERSION", "NotLite", "LiteMessage", "encode", "decode_response", *FIELDS]
 
 MAX_BODY = 128 * 1024
@@ -56,7 +60,7 @@ class LiteMessage:
             elif default is REQUIRED:
                 raise TypeError(f"Missing required argument '{name}'")
             else:
-                value = default.copy() if type(default) in (list, dict) else default  # type: ignore[attr-defined]
+                value = default.copy() if type(default) in (list, dict) else default  # type: ignore[attr-defined]  # a list or a dict: type(default) is checked
             setattr(self, name, value)
         if values:
             raise TypeError(f"Unexpected keyword argument '{next(iter(values))}'")
@@ -72,7 +76,7 @@ class LiteMessage:
         return out
 
     @classmethod
-    def from_wire(cls, raw: dict) -> LiteMessage:
+    def from_wire(cls, raw: dict[str, Any]) -> LiteMessage:
         """The object for a decoded map: unknown keys ignored (as the Structs'
         ``forbid_unknown_fields=False``), defaults filled in."""
         values = {}
@@ -130,7 +134,7 @@ def decode_response(body: bytes | memoryview) -> LiteMessage:
         raise NotLite(f"malformed response: {exc}") from None
     if type(raw) is not dict:
         raise NotLite("a response that is not a map")
-    cls = _TAGGED.get(raw.get("op"))  # type: ignore[arg-type]
+    cls = _TAGGED.get(raw.get("op"))  # type: ignore[arg-type]  # any op a peer sent: one not a str finds no class
     if cls is None:
         raise NotLite(f"no lite class for {raw.get('op')!r}")
     if type(raw.get("id")) is not int:

@@ -9,16 +9,20 @@ JSON bytes, one object each; the daemon writes them unchanged.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import msgspec
 
-from ..search.hit import MAX_LIMIT, Hit
 from ..lease import LeaseHolder
+from ..search.hit import MAX_LIMIT, Hit
 from ..statefile import StateFileProblem
 from ..transcript.session_info import SessionInfo
-from .frames import MAX_COUNT
-from .frames import PROTOCOL_VERSION  # noqa: F401  (m.PROTOCOL_VERSION: what the handshake sends)
+from .frames import (
+    MAX_COUNT,
+)
+from .frames import (
+    PROTOCOL_VERSION as PROTOCOL_VERSION,  # re-exported: m.PROTOCOL_VERSION is what the handshake sends
+)
 from .records import FileResult, PathBytes, PathText, SessionSource, TrashEntry
 from .records import Usage as UsageReport
 
@@ -288,8 +292,8 @@ class Reindex(_Message):
     all: bool = False
 
 
-Request = Union[Hello, Open, Append, Record, SetAgentMeta, Adopt, List, Flush, Close, Status, Shutdown,
-                Trash, Restore, EmptyTrash, Import, Usage, Search, Reindex, Subscribe, Unsubscribe]
+Request = (Hello | Open | Append | Record | SetAgentMeta | Adopt | List | Flush | Close | Status | Shutdown
+           | Trash | Restore | EmptyTrash | Import | Usage | Search | Reindex | Subscribe | Unsubscribe)
 
 
 # ---------------------------------------------------------------------- responses
@@ -485,5 +489,5 @@ class Reindexed(_Message):
     seconds: float
 
 
-Response = Union[Welcome, Opened, Adopted, Listed, Appended, Flushed, Done, StatusResult, Error,
-                 TrashChanged, Imported, UsageResult, Searched, Reindexed, Subscribed, Entries, Unsubscribed]
+Response = (Welcome | Opened | Adopted | Listed | Appended | Flushed | Done | StatusResult | Error
+            | TrashChanged | Imported | UsageResult | Searched | Reindexed | Subscribed | Entries | Unsubscribed)

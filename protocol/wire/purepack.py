@@ -23,6 +23,10 @@ import struct
 
 from .errors import ProtocolError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
 MAX_DEPTH = 32
 """Nesting the wire's messages never come near (a listed session's ``live``
 map inside its list inside the answer is 4 levels)."""
@@ -63,7 +67,7 @@ def packb(obj: object) -> bytes:
 def _pack(obj: object, out: bytearray, depth: int) -> None:
     kind = type(obj)
     if kind is str:
-        data = obj.encode("utf-8")  # type: ignore[attr-defined]
+        data = obj.encode("utf-8")  # type: ignore[attr-defined]  # type(obj) is checked above, which mypy does not narrow
         _header(out, len(data), 0xA0, 32, 0xD9, 0xDA, 0xDB)
         out += data
     elif obj is None:
@@ -73,25 +77,25 @@ def _pack(obj: object, out: bytearray, depth: int) -> None:
     elif obj is False:
         out.append(0xC2)
     elif kind is int:
-        _pack_int(obj, out)  # type: ignore[arg-type]
+        _pack_int(obj, out)  # type: ignore[arg-type]  # type(obj) is int, which mypy does not narrow
     elif kind is float:
         out.append(0xCB)
         out += _d.pack(obj)
     elif kind in (bytes, bytearray, memoryview):
-        data = bytes(obj)  # type: ignore[arg-type]
+        data = bytes(obj)  # type: ignore[call-overload]  # type(obj) is a bytes-like, which mypy does not narrow
         _header(out, len(data), None, 0, 0xC4, 0xC5, 0xC6)
         out += data
     elif kind in (list, tuple):
         if depth >= MAX_DEPTH:
             raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-        _header(out, len(obj), 0x90, 16, None, 0xDC, 0xDD)  # type: ignore[arg-type]
-        for item in obj:  # type: ignore[attr-defined]
+        _header(out, len(obj), 0x90, 16, None, 0xDC, 0xDD)  # type: ignore[arg-type]  # type(obj) is checked above, which mypy does not narrow
+        for item in obj:  # type: ignore[attr-defined]  # type(obj) is checked above, which mypy does not narrow
             _pack(item, out, depth + 1)
     elif kind is dict:
         if depth >= MAX_DEPTH:
             raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-        _header(out, len(obj), 0x80, 16, None, 0xDE, 0xDF)  # type: ignore[arg-type]
-        for key, value in obj.items():  # type: ignore[attr-defined]
+        _header(out, len(obj), 0x80, 16, None, 0xDE, 0xDF)  # type: ignore[arg-type]  # type(obj) is checked above, which mypy does not narrow
+        for key, value in obj.items():  # type: ignore[attr-defined]  # type(obj) is checked above, which mypy does not narrow
             _pack(key, out, depth + 1)
             _pack(value, out, depth + 1)
     else:
@@ -211,7 +215,7 @@ def _bin(buf: bytes, pos: int, n: int) -> tuple[bytes, int]:
     return buf[pos:end], end
 
 
-def _array(buf: bytes, pos: int, n: int, depth: int) -> tuple[list, int]:
+def _array(buf: bytes, pos: int, n: int, depth: int) -> tuple[list[Any], int]:
     if depth >= MAX_DEPTH:
         raise TooDeep(f"nested deeper than {MAX_DEPTH} levels")
     _take(buf, pos, n)  # each element is at least one byte: the length is bounded by the input
@@ -222,11 +226,11 @@ def _array(buf: bytes, pos: int, n: int, depth: int) -> tuple[list, int]:
     return out, pos
 
 
-def _map(buf: bytes, pos: int, n: int, depth: int) -> tuple[dict, int]:
+def _map(buf: bytes, pos: int, n: int, depth: int) -> tuple[dict[Any, Any], int]:
     if depth >= MAX_DEPTH:
         raise TooDeep(f"nested deeper than {MAX_DEPTH} levels")
     _take(buf, pos, 2 * n)
-    out: dict = {}
+    out: dict[Any, Any] = {}
     for _ in range(n):
         key, pos = _unpack(buf, pos, depth + 1)
         if type(key) is list:
@@ -237,7 +241,7 @@ def _map(buf: bytes, pos: int, n: int, depth: int) -> tuple[dict, int]:
     return out, pos
 
 
-def _frozen(items: list) -> tuple:
+def _frozen(items: list[Any]) -> tuple[Any, ...]:
     out = []
     for item in items:
         if type(item) is dict:

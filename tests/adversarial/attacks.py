@@ -184,7 +184,8 @@ def stalled_big_frames(sock_path: Path, max_frame: int, count: int = 50) -> tupl
     return stalled, len(readable)
 
 
-def fill_pending_buffers(client, cwd: str, sessions: int, per_session: int, entry_bytes: int = 64 * 1024) -> tuple[dict[str, int], RemoteError | None]:
+def fill_pending_buffers(client, cwd: str, sessions: int, per_session: int,
+                         entry_bytes: int = 64 * 1024) -> tuple[dict[str, int], RemoteError | None]:
     """Fresh sessions each given ``per_session`` metadata entries and no message
     (nothing materializes), until the daemon refuses; the entries accepted per
     session, and the refusal."""

@@ -105,7 +105,7 @@ CLI_CASES = [
 def test_the_cli_refuses_what_would_overflow_in_one_error_line(shared_daemon: DaemonProc, args: list[str], named: str) -> None:
     r = shared_daemon.cli(*args, check=False, timeout=60)
     assert r.returncode != 0 and b"Traceback" not in r.stderr, r.stderr.decode(errors="replace")
-    errors = [l for l in r.stderr.decode().splitlines() if l.startswith(("sessiond: ", "Error: "))]
+    errors = [ln for ln in r.stderr.decode().splitlines() if ln.startswith(("sessiond: ", "Error: "))]
     assert len(errors) == 1 and named in errors[0], r.stderr
     with shared_daemon.client() as c:  # ``stop --timeout nan`` stopped nothing
         assert c.status().pid == shared_daemon.pid

@@ -418,8 +418,8 @@ def test_the_direct_append_fallback_refuses_what_the_daemon_refuses(short_tmp, c
     FIFO at the transcript is refused at once (loudly, counted undelivered),
     and a project directory linked out of the root is never written through."""
     from sessiond.client import Client
-    from sessiond.client.session import Session
     from sessiond.client.fallback import direct_append
+    from sessiond.client.session import Session
 
     root, outside = short_tmp / "root", short_tmp / "outside"
     outside.mkdir()

@@ -235,7 +235,7 @@ def test_a_polled_session_dir_swapped_for_a_symlink_is_not_looked_through(daemon
     os.symlink(outside, session_dir)
     for n in (1, 2, 3):  # three polls after the swap
         append(main, entry(f"after the swap {n}"))
-        wait_until(lambda: follow_status(d)["lines"] >= lines + n, "the follower's next poll")
+        wait_until(lambda: follow_status(d)["lines"] >= lines + n, "the follower's next poll")  # noqa: B023 (waited on here)
     assert follow_status(d)["lines"] == lines + 3, "a transcript outside the root was followed"
     assert {p: p.stat().st_atime_ns for p in before} == before, "a dir outside the root was listed"
 

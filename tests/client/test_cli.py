@@ -98,8 +98,8 @@ def test_unknown_command_and_help_do_not_trace(daemon_factory):
 
 
 def test_long_listings_show_progress_only_on_a_terminal(daemon_factory, short_tmp):
-    import shutil
     import shlex
+    import shutil
     import subprocess
     import sys
 

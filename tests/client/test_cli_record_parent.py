@@ -50,7 +50,8 @@ def test_a_parent_of_the_session_is_chained_after(shared_daemon, recorded):
     assert [e.get("parentUuid") for e in entries if e.get("type") == "user"][-1] == "u1"
 
 
-@pytest.mark.parametrize("parent", ["6d1f3c2e-9a4b-4c7d-8e2f-0b5a7c9d1e3f", "not-a-uuid", "s1"])  # a fixed id: every xdist worker collects the same tests
+# a fixed id: every xdist worker collects the same tests
+@pytest.mark.parametrize("parent", ["6d1f3c2e-9a4b-4c7d-8e2f-0b5a7c9d1e3f", "not-a-uuid", "s1"])
 def test_a_dangling_parent_is_refused_and_nothing_written(shared_daemon, recorded, parent):
     """A uuid never written, a string that is no uuid, and a uuid of the agent's
     transcript (not a message of the main conversation)."""

@@ -104,7 +104,8 @@ def test_ctrl_c_exits_130_quietly(daemon, command):
     """A command waiting on its input, interrupted: exit 130, nothing on stderr
     (click's "Aborted!" and exit 1 were what a script saw), nothing written."""
     sid = str(uuid.uuid4())
-    proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", command, "--cwd", CWD, "--session", sid, "-"],
+    proc = subprocess.Popen(preexec_fn=sigint_default,
+                            args=[sys.executable, "-m", "sessiond.client.cli", command, "--cwd", CWD, "--session", sid, "-"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env)
     try:
         start = time.monotonic()  # past start-up: blocked reading the pipe (a kernel that hides wchan: 5 s)
@@ -306,7 +307,9 @@ def test_ctrl_c_in_an_export_leaves_the_whole_file_or_none(daemon, short_tmp, de
     """Interrupted at some point of an export of a 3 MB session: exit 130 and
     no file (nor a temp file), or done and the whole export; never half."""
     out = short_tmp / "big.html"
-    proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", "export", str(BIG), "--format", "html", "-o", str(out)],
+    proc = subprocess.Popen(preexec_fn=sigint_default,
+                            args=[sys.executable, "-m", "sessiond.client.cli", "export", str(BIG), "--format", "html",
+                                  "-o", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env)
     wait_until_open(proc, BIG)
     time.sleep(delay - 0.4)
@@ -328,7 +331,8 @@ def test_ctrl_c_in_an_import_leaves_no_half_file(daemon_factory, short_tmp, dela
     store is byte for byte its source (an import writes an unlinked O_TMPFILE)."""
     tree = build(short_tmp / "src")
     d = daemon_factory()  # no daemon: the CLI copies the files itself
-    proc = subprocess.Popen(preexec_fn=sigint_default, args=[sys.executable, "-m", "sessiond.client.cli", "--no-autostart", "import", str(tree.projects)],
+    proc = subprocess.Popen(preexec_fn=sigint_default,
+                            args=[sys.executable, "-m", "sessiond.client.cli", "--no-autostart", "import", str(tree.projects)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=d.env)
     wait_until_open(proc, tree.projects)
     time.sleep(delay - 0.5)

@@ -33,7 +33,7 @@ def main() -> None:
 
             def log(key: str, level: str, held: bool, resp) -> None:
                 if resp is not None:
-                    acks.write(json.dumps([sid, key, level, held]) + "\n")
+                    acks.write(json.dumps([sid, key, level, held]) + "\n")  # noqa: B023 (called within this iteration)
 
             for k, level in enumerate(LEVELS):
                 title = f"title {sid[:8]} {k}"

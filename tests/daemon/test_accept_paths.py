@@ -9,11 +9,12 @@ import asyncio
 import uuid as uuidlib
 
 import msgspec
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from sessiond.common.config import Settings
-from sessiond.daemon.sessions import Registry
 from sessiond.daemon.filequeue import Stats
+from sessiond.daemon.sessions import Registry
 from sessiond.daemon.writer import Writer
 from sessiond.protocol.transcript.entries import decode_headers
 

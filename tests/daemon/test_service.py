@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from sessiond.client import Client
-from sessiond.protocol.wire.errors import DaemonUnavailable
 from sessiond.client.service import launchd_plist, systemd_units
 from sessiond.common.config import ConfigError, build
+from sessiond.protocol.wire.errors import DaemonUnavailable
 from tests.conftest import REPO
 from tests.helpers import wait_until
 

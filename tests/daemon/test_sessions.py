@@ -115,7 +115,8 @@ def test_a_bad_entry_refuses_the_whole_batch_and_the_daemon_goes_on(daemon_facto
     sid = str(uuid.uuid4())
     good = user("fine")
     with daemon.client() as c:
-        for bad in (b"[1]", b'{"type":"user"}\n{"x":1}', b'{"type":"user","x":"\xff"}', b"{", b'{"type":"user","isSidechain":true,"agentId":"../../etc"}'):
+        for bad in (b"[1]", b'{"type":"user"}\n{"x":1}', b'{"type":"user","x":"\xff"}', b"{",
+                    b'{"type":"user","isSidechain":true,"agentId":"../../etc"}'):
             with pytest.raises(RemoteError) as err:
                 c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(good), bad], durability="written"))
             assert err.value.code == "bad_request"

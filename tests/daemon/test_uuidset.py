@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import uuid as uuidlib
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessiond.daemon import uuidset
 from sessiond.daemon.uuidset import UuidSet

@@ -78,7 +78,7 @@ def test_list_takes_title_cwd_and_count_from_the_bom_line(daemon):
     sid, path, entries = _write_session(daemon, "/work/bommed-list")
     for env in ({}, _offline(daemon)):  # the daemon's catalog (it followed the file in), then the CLI's own read
         def listed():
-            rows = json.loads(daemon.cli("list", "--cwd", "/work/bommed-list", "--json", env=env).stdout)
+            rows = json.loads(daemon.cli("list", "--cwd", "/work/bommed-list", "--json", env=env).stdout)  # noqa: B023 (called within this iteration)
             return [r for r in rows if r["sessionId"] == sid]
         wait_until(lambda: listed() and listed()[0]["title"] == "Fix the ocelot parser", f"the title listed ({env or 'daemon'})")
         row = listed()[0]

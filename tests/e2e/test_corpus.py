@@ -123,7 +123,7 @@ def test_every_corpus_file_round_trips_through_sessiond_append(daemon):
     assert daemon.stop() == 0
     daemon.start()
     with daemon.client() as c:
-        for i, path in enumerate(FILES):
+        for path in FILES:
             cwd, sid, expected = expectations[path.name]
             lines = [json.dumps(e).encode() for e in parsed_lines(path)]
             c.pipeline(m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=lines[j : j + 200]) for j in range(0, len(lines), 200))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 import json
+import shutil
 import threading
 import uuid
 from pathlib import Path

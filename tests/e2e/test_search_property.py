@@ -9,7 +9,8 @@ import os
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import strategies as st
 
 from sessiond.protocol.wire import messages as m
 from tests.helpers import assistant, line, main_path, user

@@ -60,7 +60,8 @@ def test_record_keeps_lone_surrogates_and_big_numbers_as_written(daemon):
     sid = str(uuid.uuid4())
     given = [
         b'{"type":"user","message":{"role":"user","content":"cut \\ud83d"},"n":1e400,"big":123456789012345678901234567890}',
-        b'{"type":"assistant","parentUuid":"ignored","message":{"role":"assistant","content":[{"type":"text","text":"x \\udc00"}]},"f":1.00000000000000000001,"m":-1e400}',
+        b'{"type":"assistant","parentUuid":"ignored","message":{"role":"assistant","content":[{"type":"text","text":"x \\udc00"}]},'
+        b'"f":1.00000000000000000001,"m":-1e400}',
     ]
     out = daemon.cli("record", "--cwd", CWD, "--session", sid, "--json", input=b"\n".join(given) + b"\n")
     assert json.loads(out.stdout)["recorded"] == 2

@@ -9,7 +9,6 @@ import socket
 import threading
 import uuid
 
-
 from sessiond.client.watch import subscribe
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
@@ -100,7 +99,7 @@ def test_agent_files_and_unsubscribe(daemon):
 
 def _rss_kb(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
 
 
 def test_a_watcher_that_does_not_read_is_fed_from_the_file_and_the_daemon_holds_no_more(daemon_factory, short_tmp):

@@ -71,7 +71,7 @@ def test_a_batch_whose_values_do_not_match_its_lines_is_refused(lines, bad):
 
 
 entry_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=20)
-good_entry = st.builds(lambda t, u: ('{"type":%s,"uuid":%s}' % (t, u)).encode(), st.sampled_from(['"user"', '"system"', "null", "5"]),
+good_entry = st.builds(lambda t, u: f'{{"type":{t},"uuid":{u}}}'.encode(), st.sampled_from(['"user"', '"system"', "null", "5"]),
                        st.sampled_from(['"x"', "null", "[1]"]))
 fragment = st.sampled_from([b"{", b"}", b"{}", b"} {", b"}{", b",", b" ", b"", b'"', b":1", b'{"type":"user"', b'"uuid":"u"}'])
 entry = st.one_of(

@@ -17,6 +17,7 @@ from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.framing import HEADER_SIZE, decode_request, decode_response, encode
 from sessiond.protocol.wire.fsnames import json_bytes
 
+
 def info(path: str, title: str | None = None) -> SessionInfo:
     return SessionInfo(sessionId="s", path=path, title=title, firstPrompt=None, lastPrompt=None, customTitle=None,
                        aiTitle=None, summary=None, tag=None, createdAt=None, modifiedAt="2026-01-01T00:00:00Z",

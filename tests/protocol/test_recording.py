@@ -16,7 +16,7 @@ def msg(uid, type_="assistant", **extra):
 
 def run(raws, known=(), parent=None, cursor=None):
     res = chain_messages([(decode_header(r), r) for r in raws], set(known).__contains__, parent, cursor)
-    return [json.loads(l) for _, l in res.lines], res
+    return [json.loads(ln) for _, ln in res.lines], res
 
 
 def test_linear_chain_from_hint_with_parent_first():

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.lite import default_opener
 from sessiond.protocol.transcript.listing import (
     ListStats,
     list_all_sessions,
@@ -17,6 +16,7 @@ from sessiond.protocol.transcript.listing import (
     project_dirs,
     session_candidates,
 )
+from sessiond.protocol.transcript.lite import default_opener
 from sessiond.protocol.wire.errors import SessiondError
 
 from .store import BASE_MTIME, dump, meta, user_msg, write
@@ -71,7 +71,7 @@ def _fill_big_project(proj: Path) -> Path:
         "metadata-only": dump([{"type": "summary", "summary": "lonely", "leafUuid": "x"}]),
         "torn": b'{"type":"user","message":{"role":"user","content":"to',
     }
-    for k, (name, data) in enumerate(decoys.items()):
+    for k, data in enumerate(decoys.values()):
         write(proj / f"{sid_of(N + 1 + k)}.jsonl", data, mtime=top + k)
     # Not candidates at all: wrong names, a directory, an agent file.
     write(proj / "agent-a1.jsonl", dump([user_msg(sid_of(1), "agent", side=True)]), mtime=top + 50)

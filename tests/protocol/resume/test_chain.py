@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from sessiond.protocol.transcript.chain import (
     Bridge,
     choose_leaf,

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from sessiond.protocol.transcript.jsonl import iter_line_views
-from sessiond.protocol.transcript.chainentry import parse_line
-from sessiond.protocol.transcript.loader import load_entries
 from sessiond.protocol.transcript import metadata
+from sessiond.protocol.transcript.chainentry import parse_line
+from sessiond.protocol.transcript.jsonl import iter_line_views
+from sessiond.protocol.transcript.loader import load_entries
 from sessiond.protocol.transcript.metadata import METADATA_KINDS, metadata_values
 
 from .build import SID, Conv, text
@@ -211,7 +211,8 @@ def test_a_load_never_maps_a_write_that_may_be_rolled_back(tmp_path, monkeypatch
     size = path.stat().st_size
     writer = os.open(path, os.O_WRONLY | os.O_APPEND)
     fcntl.flock(writer, fcntl.LOCK_EX)
-    os.write(writer, b"".join(json.dumps({"type": "user", "uuid": f"rolled-{i}", "message": {"role": "user", "content": "x" * 3000}}).encode() + b"\n" for i in range(8)))
+    os.write(writer, b"".join(json.dumps({"type": "user", "uuid": f"rolled-{i}", "message": {"role": "user", "content": "x" * 3000}})
+                              .encode() + b"\n" for i in range(8)))
     result = {}
     loading = threading.Thread(target=lambda: result.update(loaded=load_entries(path)))
     loading.start()

@@ -46,7 +46,8 @@ def test_odd_shapes_give_what_they_can_and_never_raise():
         ("user", "still here")]
     assert ex(b"[1, 2]") == [] and ex(b"not json") == [] and ex(b"") == []
     assert ex(b'{"type":"user","x":1e400,"message":{"role":"user","content":"inf"}}') == [("user", "inf")]
-    deep = b'{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","name":"T","input":' + b"[" * 5000 + b"]" * 5000 + b"}]}}"
+    deep = (b'{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","name":"T","input":'
+            + b"[" * 5000 + b"]" * 5000 + b"}]}}")
     assert ex(deep) in ([("tool", "T")], [])
 
 

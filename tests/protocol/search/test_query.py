@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -24,7 +24,7 @@ def test_fts_syntax_is_plain_text():
 
 
 def test_since_takes_dates_datetimes_and_ages():
-    now = datetime(2026, 5, 10, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 5, 10, 12, 0, tzinfo=UTC)
     assert parse_since("3d", now) == "2026-05-07T12:00:00.000Z"
     assert parse_since("2w", now) == "2026-04-26T12:00:00.000Z"
     assert parse_since("2026-01-02T03:04:05.678Z") == "2026-01-02T03:04:05.678Z"
