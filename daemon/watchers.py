@@ -35,8 +35,9 @@ one read but under the cap is read once, whole, and sent alone.
 A subscription with agents finds the agent files that exist already in the
 read pool (``agents.agent_files``: the layout only, no symlink followed, a
 bounded number of entries), after ``Subscribed`` went out; until it has, an
-agent file written to is watched from that write on, as it would have been
-from its size when found.
+agent file written to is watched from that write on, and a file it finds is
+watched from what the follower has reported of it (so a file made just after
+``Subscribed`` is seen whole).
 """
 
 from __future__ import annotations
@@ -190,8 +191,10 @@ class Watchers:
         return m.Subscribed(id=req.id, session=req.session, path=str(main), offset=cursor.pos)
 
     def _found(self, sub: Subscription, fut) -> None:
-        """The agent files that existed: each watched from its size when found
-        (one written to meanwhile already is, from that write)."""
+        """The agent files that existed: each watched from where the follower's
+        reports of it stand (one written to meanwhile already is, from that
+        write): the lookup ran off the loop, so it may have seen lines whose
+        report is still to come, and the watcher gets them with it."""
         sub.finding = False
         if sub.ended or fut.cancelled():
             return
@@ -203,9 +206,13 @@ class Watchers:
         if not found.complete:
             log.warning("watching %s: looked for agent files in the first %d entries only",
                         sub.session_dir, AGENT_ENTRIES)
+        passed_on = self.daemon.follower.files
         for f in found.files:
             if f.path not in sub.cursors:
-                self._add(sub, f.path, f.size)
+                # From what the follower has passed on of it: lines the lookup saw in the file that are not
+                # reported yet (a file made just after Subscribed) reach this watcher with their report.
+                known = passed_on.get(f.path)
+                self._add(sub, f.path, min(known.offset, f.size) if known is not None else 0)
 
     def _add(self, sub: Subscription, path: Path, pos: int) -> Cursor:
         rel = os.path.relpath(path, sub.main.parent)
