@@ -141,12 +141,8 @@ def _p99s(lat: dict[str, list[float]]) -> str:
 def churn(sock: Path, root: Path) -> str:
     """Processes that connect, pipeline 8 Searches and close, over and over;
     a victim's round trips timed first without them, then under them."""
-    sid = str(uuid.uuid4())
-    with Client(sock, root=root, autostart=False, timeout=60).connect() as c:
-        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="durable",
-                        entries=[line(user(f"churn {i}")) for i in range(50)]))
-        while not c.call(m.Search(id=c.next_id(), query="churn", all=True)).hits:  # type: ignore[union-attr]
-            time.sleep(0.1)  # the indexer has it
+    c, sid = _seeded_victim(sock, root)
+    with c:
         quiet, _ = _victim_rounds(c, sid, CHURN_ROUNDS)
         quiet_peak = attacks.peak_rss(c.status().pid)
         churning = attacks.Churning(sock, sock.parent / "churn-stop", CHURN_PROCESSES, cycles=1_000_000, seconds=60)
