@@ -137,7 +137,7 @@ def worker(args: argparse.Namespace) -> None:
             sock.close()
     else:
         from sessiond.client import Client
-        from sessiond.protocol.wire import messages as m
+        from sessiond.wire import messages as m
 
         c = Client(args.socket, autostart=False, timeout=120).connect()
         cwd = f"/bench/{sid}"

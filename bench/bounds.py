@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import benchlib  # noqa: E402
 
 from sessiond.client.connection import Client  # noqa: E402
-from sessiond.protocol.wire import messages as m  # noqa: E402
+from sessiond.wire import messages as m  # noqa: E402
 from tests.adversarial import attacks  # noqa: E402
 from tests.helpers import line, user  # noqa: E402
 

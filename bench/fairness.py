@@ -49,8 +49,8 @@ from pathlib import Path
 import benchlib
 
 from sessiond.client.connection import Client
-from sessiond.protocol.transcript.paths import project_dir, session_file
-from sessiond.protocol.wire import messages as m
+from sessiond.store.paths import project_dir, session_file
+from sessiond.wire import messages as m
 
 HERE = Path(__file__).resolve().parent
 CWD = "/home/dev/fair"
@@ -93,8 +93,8 @@ def generate(root: Path, sessions: int, scan_files: int, scan_mb: float) -> dict
 
 FLOODER = r"""
 import socket, sys, json, os
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import FrameBuffer, encode, decode_response
+from sessiond.wire import messages as m
+from sessiond.wire.framing import FrameBuffer, encode, decode_response
 sock_path, kind, window, spec = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 s = socket.socket(socket.AF_UNIX); s.connect(sock_path)
 frames = FrameBuffer(1 << 30)

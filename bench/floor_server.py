@@ -20,9 +20,9 @@ import sys
 
 import uvloop
 
-from sessiond.protocol import __version__
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, decode_request, encode
+from sessiond import __version__
+from sessiond.wire import messages as m
+from sessiond.wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, decode_request, encode
 
 
 class FloorConnection(asyncio.Protocol):

@@ -33,7 +33,7 @@ from pathlib import Path
 import benchlib
 
 from sessiond.client.connection import Client
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 
 HERE = Path(__file__).resolve().parent
 CWD = "/home/dev/footprint"

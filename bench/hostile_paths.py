@@ -38,7 +38,7 @@ import benchlib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sessiond.client import Client  # noqa: E402
-from sessiond.protocol.wire import messages as m  # noqa: E402
+from sessiond.wire import messages as m  # noqa: E402
 from tests.helpers import make_deep, remove_deep  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -72,7 +72,7 @@ def one_run(args: argparse.Namespace, tmp: Path) -> dict[str, dict[str, float]]:
     deep = make_deep(tmp / "deep", 4096)
     sid = str(uuid.uuid4())
     agent_cwd = "/work/bench"
-    from sessiond.protocol.transcript.paths import project_dir  # where the daemon will look
+    from sessiond.store.paths import project_dir  # where the daemon will look
 
     agent_file = project_dir(root, agent_cwd) / sid / "subagents" / "agent-big.jsonl"
     agent_file.parent.mkdir(parents=True)

@@ -31,9 +31,9 @@ from pathlib import Path
 import benchlib
 from benchlib import timed
 
-from sessiond.protocol.transcript import listing
-from sessiond.protocol.transcript.lite import default_opener
-from sessiond.protocol.transcript.paths import sanitize
+from sessiond.store import listing
+from sessiond.store.lite import default_opener
+from sessiond.store.paths import sanitize
 
 HERE = Path(__file__).resolve().parent
 CWD = "/home/dev/big-project"
@@ -85,7 +85,7 @@ def naive(root: Path) -> list[dict]:
 
 def daemon_figures(base: Path, root: Path, dirs: list, runs: int) -> dict:
     from sessiond.client import Client
-    from sessiond.protocol.wire import messages as m
+    from sessiond.wire import messages as m
 
     sock = base / "run" / "s.sock"
     proc = benchlib.start_daemon(sock, root)

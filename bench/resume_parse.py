@@ -91,7 +91,7 @@ def generate(path: Path, mb: int, compaction: bool) -> None:
 
 
 def child(method: str, path: str) -> None:
-    from sessiond.protocol.transcript.resume import load_transcript, resolve_chain  # imports are not timed
+    from sessiond.client.resume.pipeline import load_transcript, resolve_chain  # imports are not timed
 
     # Every loader's result stays alive until the clock stops: freeing it is not
     # part of the load (the naive loader's dict and Node's Map are freed after too).

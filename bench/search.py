@@ -108,7 +108,7 @@ def generate_one(args: tuple) -> int:
 def generate(root: Path, sessions: int, size: int) -> int:
     from multiprocessing import Pool
 
-    from sessiond.protocol.transcript.paths import sanitize
+    from sessiond.store.paths import sanitize
 
     project = root / "projects" / sanitize(CWD)
     project.mkdir(parents=True)
@@ -136,7 +136,7 @@ def transcript_bytes(root: Path) -> int:
 def build_in_process(root: Path, index: Path) -> tuple[float, int]:
     sys.path.insert(0, str(REPO))
     from sessiond.daemon.index.store import Store
-    from sessiond.protocol.search.files import oldest_first, transcripts
+    from sessiond.search.files import oldest_first, transcripts
 
     t = time.perf_counter()
     store = Store(root, index)
@@ -172,7 +172,7 @@ def query_cpu(root: Path, queries: dict[str, str], runs: int = 7) -> dict[str, f
     """CPU milliseconds (median) of each query run in this process on the
     index (what the daemon's worker thread does, without the wire): the figure
     a loaded machine does not blur."""
-    from sessiond.protocol.search import query as q
+    from sessiond.search import query as q
 
     conn = q.open_read_only(root / ".sessiond-search.sqlite3")
     out = {}
@@ -231,7 +231,7 @@ def main() -> None:
         return
 
     from sessiond.client.connection import Client
-    from sessiond.protocol.wire import messages as m
+    from sessiond.wire import messages as m
 
     base = Path(tempfile.mkdtemp(prefix="sds-", dir="/tmp"))
     os.chmod(base, 0o700)
@@ -345,7 +345,7 @@ def append_on_off(args) -> dict:
     import append_load
 
     from sessiond.client.connection import Client
-    from sessiond.protocol.wire import messages as m
+    from sessiond.wire import messages as m
 
     wargs = _argparse.Namespace(size=1024, batch=16, window=1, mix=False, text=True)
     clients = args.append_clients

@@ -10,7 +10,7 @@ interpreter (its ``site`` included, as the script's is). Commands:
 ``list --limit 20`` (100 sessions in the project) through a running daemon;
 and, for reference, the bare imports of click and of msgspec, and each command
 through the click group (what every other command line runs: the fast path,
-``client/cli/fastpath.py``, takes these four without importing click).
+``sessiond/client/cli/fastpath.py``, takes these four without importing click).
 Bytecode is written and a first round runs untimed, as on a user's machine
 after the first use (``PYTHONDONTWRITEBYTECODE`` would make every run compile
 the edited modules again). The runs interleave the commands, so a noisy stretch hits them all alike;

@@ -37,8 +37,8 @@ from pathlib import Path
 import benchlib
 
 from sessiond.client.connection import Client
-from sessiond.protocol.transcript.paths import project_dir
-from sessiond.protocol.wire import messages as m
+from sessiond.store.paths import project_dir
+from sessiond.wire import messages as m
 
 HERE = Path(__file__).resolve().parent
 CWD = "/home/dev/victim"

@@ -31,7 +31,7 @@ import benchlib
 
 from sessiond.client.connection import Client
 from sessiond.client.watch import subscribe
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 
 HERE = Path(__file__).resolve().parent
 CWD = "/home/dev/watched"

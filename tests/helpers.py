@@ -11,7 +11,7 @@ import time
 import uuid as uuidlib
 from pathlib import Path
 
-from sessiond.protocol.transcript.paths import project_dir, session_file
+from sessiond.store.paths import project_dir, session_file
 
 
 def sigint_default() -> None:

@@ -36,7 +36,7 @@ def test_pages_cover_every_command_and_key() -> None:
     import click
 
     from sessiond.client.cli.group import cli
-    from sessiond.common.config_keys import FileConfig, MirrorFileConfig
+    from sessiond.config_keys import FileConfig, MirrorFileConfig
 
     cli_page = (REPO / "docs" / "cli.md").read_text()
     ctx = click.Context(cli, info_name="sessiond")

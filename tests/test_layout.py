@@ -1,32 +1,68 @@
 """The architecture holds: every module imports on its own (no import-order
-cycles), protocol/ imports neither the daemon, the client nor common/, common/
-imports neither the daemon nor the client, and the client imports the daemon
-only to run it (``serve``)."""
+cycles), and each package of ``sessiond/`` imports only the packages below it
+(the order in ``sessiond/__init__.py``); the client imports the daemon only to
+run it (``serve``)."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
 
-PACKAGES = {"protocol": "sessiond.protocol", "daemon": "sessiond.daemon", "client": "sessiond.client",
-            "common": "sessiond.common"}
+PACKAGE = REPO / "sessiond"
+
+BELOW = {
+    "wire": set(),
+    "store": {"wire"},
+    "search": {"wire", "store"},
+    "config_keys": {"wire", "store"},
+    "config": {"wire", "store", "search", "config_keys"},
+    "mirror": {"wire", "store", "config", "config_keys"},
+    "daemon": {"wire", "store", "search", "config", "config_keys", "mirror"},
+    "client": {"wire", "store", "search", "config", "config_keys", "mirror"},
+}
+"""Each part of ``sessiond`` (a sub-package, or a top-level module) and the parts it may import."""
+
+
+def module_name(path: Path) -> str:
+    parts = [p for p in path.relative_to(REPO).with_suffix("").parts if p != "__init__"]
+    return ".".join(parts)
 
 
 def modules() -> list[str]:
-    out = []
-    for folder, package in PACKAGES.items():
-        for path in sorted((REPO / folder).rglob("*.py")):
-            rel = path.relative_to(REPO / folder).with_suffix("")
-            parts = [p for p in rel.parts if p != "__init__"]
-            if parts and parts[-1] == "__main__":
-                continue
-            out.append(".".join([package, *parts]))
-    return out
+    return [module_name(p) for p in sorted(PACKAGE.rglob("*.py")) if p.stem != "__main__"]
+
+
+def part_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def imported(path: Path) -> list[tuple[str, int]]:
+    """The ``sessiond`` modules a file imports (relative imports resolved), with their lines."""
+    name = module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            targets = [target] if node.module or not node.level else [f"{target}.{a.name}" for a in node.names]
+            if target == "sessiond":
+                targets = [f"sessiond.{a.name}" for a in node.names]
+            found += [(t, node.lineno) for t in targets if t.startswith("sessiond")]
+        elif isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names if a.name.startswith("sessiond")]
+    return found
 
 
 @pytest.mark.timeout(300)
@@ -50,30 +86,30 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
     assert r.returncode == 0 and not r.stdout, r.stdout + r.stderr
 
 
-def importers(folder: str, packages: str) -> dict[str, list[str]]:
-    """Files of ``folder`` that import one of ``packages`` (a regex alternative),
-    absolutely or relatively, each with the lines that do."""
-    pattern = re.compile(rf"^\s*(?:from|import)\s+(?:sessiond\.(?:{packages})|\.\.+(?:{packages}))\b.*$", re.M)
-    found = {}
-    for path in (REPO / folder).rglob("*.py"):
-        lines = [m.group(0).strip() for m in pattern.finditer(path.read_text())]
-        if lines:
-            found[str(path.relative_to(REPO))] = lines
-    return found
+def test_each_part_imports_only_the_parts_below_it():
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        mine = part_of(module_name(path))
+        for target, line in imported(path):
+            theirs = part_of(target)
+            if theirs is None or theirs == mine or target == "sessiond.__version__":
+                continue
+            if mine == "client" and target == "sessiond.daemon.server" and path.name == "daemon_cmds.py":
+                continue  # ``serve`` runs the daemon in-process
+            if theirs not in BELOW.get(mine or "", set()):
+                offenders.append(f"{path.relative_to(REPO)}:{line} imports {target}")
+    assert offenders == []
 
 
-def test_protocol_imports_neither_daemon_nor_client_nor_common():
-    assert importers("protocol", "daemon|client|common") == {}
-
-
-def test_common_imports_neither_daemon_nor_client():
-    assert importers("common", "daemon|client") == {}
-
-
-def test_client_imports_the_daemon_only_to_serve():
-    """The CLI's ``serve`` runs the daemon in-process; nothing else in the client
-    may reach into it (shared pieces live in common/ or protocol/)."""
-    assert importers("client", "daemon") == {"client/cli/daemon_cmds.py": ["from sessiond.daemon.server import serve as run"]}
+def test_every_part_is_known_and_every_package_is_found():
+    """Every part of ``sessiond`` has its place in ``BELOW``, and every folder of
+    modules is a package (``__init__.py``): pyproject's package discovery ships
+    only those, and a folder without one installs a daemon that cannot start."""
+    parts = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+             if p.name != "__init__.py" and (p.suffix == ".py" or (p.is_dir() and p.name != "__pycache__"))}
+    assert parts == set(BELOW)
+    folders = {p.parent for p in PACKAGE.rglob("*.py")}
+    assert [str(f) for f in folders if not (f / "__init__.py").is_file()] == []
 
 
 def test_tests_and_benches_read_nothing_outside_the_repository():
@@ -88,15 +124,3 @@ def test_tests_and_benches_read_nothing_outside_the_repository():
 
     assert CORPUS.is_relative_to(REPO) and len(list(CORPUS.glob("*.jsonl"))) >= 40
     assert (CORPUS.parent / "SOURCES.md").is_file()
-
-
-def test_every_package_is_in_the_distribution():
-    """A regular (non-editable) install ships only the packages pyproject.toml
-    lists: a package folder missing there (the follower's was) installs a
-    daemon that cannot start."""
-    import tomllib
-
-    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    on_disk = {".".join([package, *init.parent.relative_to(REPO / folder).parts])
-               for folder, package in PACKAGES.items() for init in (REPO / folder).rglob("__init__.py")}
-    assert on_disk - listed == set(), "packages missing from pyproject.toml [tool.setuptools] packages"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import msgspec
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
-from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
+from sessiond.wire.framing import FrameBuffer, decode_response, encode
 from tests.helpers import line, user
 
 MiB = 1024 * 1024

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.conftest import DaemonProc, short_dir, stopped_after
 from tests.helpers import line, main_path, read_entries, user
 

@@ -14,8 +14,8 @@ import json
 import uuid
 from pathlib import Path
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import encode
+from sessiond.wire import messages as m
+from sessiond.wire.framing import encode
 from tests.conftest import DaemonProc
 from tests.helpers import line, user, wait_until
 

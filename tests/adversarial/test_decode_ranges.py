@@ -11,7 +11,7 @@ import uuid
 import msgspec
 import pytest
 
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.conftest import DaemonProc
 
 from .attacks import frame, raw_conn, read_answers

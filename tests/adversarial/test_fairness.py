@@ -15,9 +15,9 @@ import time
 import uuid
 from pathlib import Path
 
-from sessiond.protocol.transcript.paths import project_dir, session_file
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
+from sessiond.store.paths import project_dir, session_file
+from sessiond.wire import messages as m
+from sessiond.wire.framing import FrameBuffer, decode_response, encode
 from tests.helpers import line, main_path, read_entries, user
 
 CWD = "/work/fair"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
 from tests.helpers import assistant, line, main_path, make_deep, read_entries, remove_deep, user, wait_until
 
 CWD = "/work/project"
@@ -254,7 +254,7 @@ def test_a_socket_dir_made_by_another_user_is_refused_and_nothing_is_lost(daemon
     loudly, instead of reporting them undelivered."""
     from sessiond.client import Client
     from sessiond.client.session import Session
-    from sessiond.protocol.wire.errors import UnsafeSocketDir
+    from sessiond.wire.errors import UnsafeSocketDir
 
     d = daemon_factory()
     theirs = d.socket.parent
@@ -304,7 +304,7 @@ def test_a_lock_file_of_another_user_stops_the_daemon_naming_it(daemon_factory):
 
 def test_autostart_never_follows_a_planted_log_symlink(daemon_factory, short_tmp):
     from sessiond.client import Client
-    from sessiond.protocol.wire.errors import UnsafeSocketDir
+    from sessiond.wire.errors import UnsafeSocketDir
 
     d = daemon_factory()
     d.socket.parent.mkdir(mode=0o700)
@@ -400,7 +400,7 @@ def served_without_waiting(d, trace: Path, sid: str, deep_sid: str, deep: str, d
 def test_the_mirror_state_file_never_blocks_on_a_fifo(short_tmp):
     """The mirror saves its state file on the loop: a FIFO planted at it (or at
     its temp name) is refused at once, logged, never waited on."""
-    from sessiond.common.mirror.statefile import load_state, save_state
+    from sessiond.mirror.statefile import load_state, save_state
 
     state_file = short_tmp / ".sessiond-mirror.json"
     os.mkfifo(state_file)
@@ -443,7 +443,7 @@ def test_the_direct_append_fallback_refuses_what_the_daemon_refuses(short_tmp, c
 def test_requests_parked_behind_a_deep_cwd_keep_their_order_and_share_its_error(daemon, short_tmp):
     """A deep cwd is resolved in a worker: the session's pipelined requests wait
     in arrival order; when its path is refused, every one of them gets the error."""
-    from sessiond.protocol.transcript.paths import project_dir
+    from sessiond.store.paths import project_dir
 
     (short_tmp / "deep").mkdir()
     deep = make_deep(short_tmp / "deep", 2048)

@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
+from sessiond.wire import messages as m
+from sessiond.wire.framing import FrameBuffer, decode_response, encode
 from tests.helpers import line, main_path, read_entries, user
 
 from . import attacks

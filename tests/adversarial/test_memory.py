@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
-from sessiond.protocol.wire.framing import encode
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
+from sessiond.wire.framing import encode
 from tests.helpers import line, main_path, read_entries, user, wait_until
 
 from . import attacks

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import encode
+from sessiond.wire import messages as m
+from sessiond.wire.framing import encode
 from tests.conftest import DaemonProc, short_dir, stopped_after
 from tests.helpers import CliProcess, line, user, wait_until
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import socket
 import uuid
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
+from sessiond.wire import messages as m
+from sessiond.wire.framing import FrameBuffer, decode_response, encode
 from tests.helpers import line, main_path, user, wait_until
 
 from .attacks import read_answers

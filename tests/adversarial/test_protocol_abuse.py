@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import FrameBuffer, encode
+from sessiond.wire import messages as m
+from sessiond.wire.framing import FrameBuffer, encode
 from tests.helpers import line, main_path, read_entries, user
 
 from .attacks import MiB, frame, msgpack, raw_conn, read_answers

@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
-from sessiond.protocol.wire.records import MAX_IMPORT_FILES, MAX_PATH_CHARS, ImportFile, SessionSource
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
+from sessiond.wire.records import MAX_IMPORT_FILES, MAX_PATH_CHARS, ImportFile, SessionSource
 from tests.helpers import line, user
 
 CWD = "/work/request-paths"

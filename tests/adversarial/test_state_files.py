@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.common.mirror.statefile import STATE_FILE
-from sessiond.protocol.transcript.spoolfile import spool_dir
-from sessiond.protocol.wire import messages as m
+from sessiond.mirror.statefile import STATE_FILE
+from sessiond.store.spoolfile import spool_dir
+from sessiond.wire import messages as m
 from tests.conftest import START_TIMEOUT, DaemonProc
 from tests.helpers import line, user, wait_until
 from tests.mirror.conftest import mirror_config, nats_server, wait_mirrored  # noqa: F401 (fixtures)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.agents import agent_files
-from sessiond.protocol.transcript.paths import project_dir
-from sessiond.protocol.wire import messages as m
+from sessiond.store.agents import agent_files
+from sessiond.store.paths import project_dir
+from sessiond.wire import messages as m
 from tests.follow.foreign import Frames, follow_status
 from tests.helpers import wait_until
 

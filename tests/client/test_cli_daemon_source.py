@@ -13,7 +13,7 @@ import select
 import uuid
 from pathlib import Path
 
-from sessiond.protocol.transcript.paths import project_dir
+from sessiond.store.paths import project_dir
 from tests.conftest import DaemonProc, short_dir
 from tests.helpers import CliProcess, assistant, line, user, wait_until
 

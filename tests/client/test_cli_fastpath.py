@@ -1,4 +1,4 @@
-"""The click-free fast path (``client/cli/fastpath.py``) against the click CLI.
+"""The click-free fast path (``sessiond/client/cli/fastpath.py``) against the click CLI.
 
 Every case runs the installed ``sessiond`` console script (what a hook or a
 prompt runs) under ``python -X importtime``, and the same arguments through
@@ -94,7 +94,7 @@ def entries(*texts: str) -> bytes:
 
 def seed(daemon: DaemonProc, sessions: int) -> None:
     """Sessions of two messages each in CWD, written (through the client library, not the CLI)."""
-    from sessiond.protocol.wire import messages as m
+    from sessiond.wire import messages as m
 
     with daemon.client() as c:
         for i in range(sessions):
@@ -266,9 +266,9 @@ def test_the_wire_messages_do_not_import_what_computes_their_records():
     """Every client imports the wire messages: the records answers carry
     (import results, trash manifests, usage) come from ``wire/records.py``,
     not from the trash, import and usage code (ctypes, shutil, the file helpers)."""
-    code = ("import sys; import sessiond.protocol.wire.messages; "
-            "print(sorted(m for m in sys.modules if m in {'sessiond.protocol.trash', 'sessiond.protocol.transcript.importer', "
-            "'sessiond.protocol.transcript.usage', 'ctypes', 'shutil'}))")
+    code = ("import sys; import sessiond.wire.messages; "
+            "print(sorted(m for m in sys.modules if m in {'sessiond.store.trash', 'sessiond.store.importer', "
+            "'sessiond.store.usage', 'ctypes', 'shutil'}))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout == b"[]\n"
 
 
@@ -278,7 +278,7 @@ def test_msgspec_is_imported_without_typing_extensions_and_it_stays_importable()
     and typing_extensions is importable afterwards for anything that wants it."""
     code = ("import sys; from sessiond.client.cli import import_msgspec_lean as lean; lean(); "
             "print('typing_extensions' in sys.modules); "
-            "from sessiond.protocol.wire import messages as m; from sessiond.protocol.wire.framing import encode, decode_response; "
+            "from sessiond.wire import messages as m; from sessiond.wire.framing import encode, decode_response; "
             "r = decode_response(encode(m.Appended(id=3, accepted=2, duplicates=1))[4:]); print(type(r).__name__, r.accepted); "
             "import typing_extensions; print(typing_extensions.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout

@@ -134,7 +134,7 @@ def test_append_of_a_summary_only_file_says_no_file_was_written(daemon_factory, 
 def test_the_append_result_counts_what_waits_for_a_message(daemon: DaemonProc):
     """The protocol says it (an additive field): pending until the first
     message, 0 once the session has its file."""
-    from sessiond.protocol.wire import messages as m
+    from sessiond.wire import messages as m
 
     sid = str(uuid.uuid4())
     with daemon.client() as c:

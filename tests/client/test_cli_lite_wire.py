@@ -1,4 +1,4 @@
-"""The fast path's wire without msgspec (``protocol/wire/lite.py``) against
+"""The fast path's wire without msgspec (``sessiond/wire/lite.py``) against
 the click CLI, which speaks msgspec: every branch of the lite path (a bad
 line, more than one batch, a small frame cap, a refusal for the session, a
 held session, autostart, an answer the lite codec declines) prints what
@@ -19,7 +19,7 @@ from tests.client.test_cli_fastpath import CWD, SCRIPT, entries, env, fast, fres
 from tests.conftest import DaemonProc
 from tests.helpers import main_path
 
-WIRE = {"msgspec", "sessiond.protocol.wire.messages"}
+WIRE = {"msgspec", "sessiond.wire.messages"}
 
 
 def test_the_hot_commands_run_without_msgspec_or_the_wire_messages(env, daemon: DaemonProc):
@@ -91,7 +91,7 @@ def test_append_the_daemon_refuses_for_the_session(env, daemon: DaemonProc):
     for sid in ids:
         daemon.cli("append", "--cwd", CWD, "--session", sid, "--durability", "written", input=entries("to trash"))
         daemon.cli("rm", sid, "--cwd", CWD, "--force")
-    msgspec_path = "sessiond.protocol.wire.messages"  # (msgspec itself checks the lines, once refused)
+    msgspec_path = "sessiond.wire.messages"  # (msgspec itself checks the lines, once refused)
     f, _ = same(["append", "--cwd", CWD, "--session", "SID"], env, entries("after rm"), sessions=ids)
     assert f.code == 1 and b"is in the trash" in f.err and msgspec_path not in f.imported
     f, _ = same(["append", "--cwd", CWD, "--session", "SID"], env, entries("after rm") + b"bad\n", sessions=ids)
@@ -101,7 +101,7 @@ def test_append_the_daemon_refuses_for_the_session(env, daemon: DaemonProc):
 def test_append_to_a_session_another_client_holds(env, daemon: DaemonProc):
     """``session_busy`` names the holder (a LeaseHolder the lite codec does
     not read): the input is replayed to the msgspec path; nothing is written."""
-    from sessiond.protocol.wire import messages as m
+    from sessiond.wire import messages as m
 
     ids = fresh()
     stamp = re.compile(rb"\d{4}-\d\d-\d\dT[\d:.]+Z")  # when each session was opened
@@ -151,8 +151,8 @@ class FakeDaemon:
         self.thread.start()
 
     def _serve(self) -> None:
-        from sessiond.protocol.wire import messages as m
-        from sessiond.protocol.wire.framing import FrameBuffer, decode_request, encode
+        from sessiond.wire import messages as m
+        from sessiond.wire.framing import FrameBuffer, decode_request, encode
 
         while True:
             try:
@@ -184,7 +184,7 @@ def test_an_answer_the_lite_codec_does_not_read_runs_the_command_again_on_msgspe
     is printed as click's path prints it."""
     import msgspec
 
-    from sessiond.protocol.wire.framing import HEADER
+    from sessiond.wire.framing import HEADER
 
     def answer(req) -> bytes:
         body = msgspec.msgpack.encode({"op": "StatusResult", "id": req.id})

@@ -8,7 +8,7 @@ import uuid as uuidlib
 import pytest
 
 from sessiond.client import Session
-from sessiond.protocol.transcript.paths import agent_file, project_dir
+from sessiond.store.paths import agent_file, project_dir
 from tests.client.test_cli_input import one_error_line
 from tests.conftest import DaemonProc
 from tests.helpers import assistant, line, main_path, read_entries, user

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.conftest import DaemonProc
 from tests.helpers import assistant, line, main_path, sigint_default, user
 

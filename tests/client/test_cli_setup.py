@@ -170,7 +170,7 @@ def test_blocking_commands_import_no_event_loop():
 
 def test_the_cli_durability_choices_are_the_protocols():
     from sessiond.client.cli.write_cmds import DURABILITY_CHOICES
-    from sessiond.protocol.wire.messages import DURABILITIES
+    from sessiond.wire.messages import DURABILITIES
 
     assert DURABILITY_CHOICES == DURABILITIES
 
@@ -272,7 +272,7 @@ def test_resume_and_fork_find_what_is_not_written_until_the_next_drain(daemon_fa
     """Acknowledged as `queued` with a long coalescing window: the file does not
     exist yet (or lacks the last entry) when the command starts; resume and fork
     flush the session first, then look for it."""
-    from sessiond.protocol.wire import messages as m
+    from sessiond.wire import messages as m
     from tests.helpers import line, user
 
     d: DaemonProc = daemon_factory().start("--flush-interval", "30000")

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from sessiond.client import AsyncClient, Client, Session
-from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError
+from sessiond.wire.errors import DaemonUnavailable, RemoteError
 from tests.helpers import main_path, read_entries, user
 
 CWD = "/work/project"

@@ -14,8 +14,8 @@ import uuid
 
 from markdown_it import MarkdownIt
 
-from sessiond.protocol.transcript import export as ex
-from sessiond.protocol.transcript.resume import load_transcript
+from sessiond.client import export as ex
+from sessiond.client.resume.pipeline import load_transcript
 from tests.conftest import DaemonProc
 from tests.helpers import assistant, line, main_path, user
 

@@ -98,7 +98,7 @@ def test_a_foreign_writer_and_daemon_interleave_whole_lines_only(daemon):
     script = f"""
 import json, os, uuid
 from pathlib import Path
-from sessiond.protocol.transcript.appendfile import locked_append, open_append
+from sessiond.store.appendfile import locked_append, open_append
 for i in range(40):
     e = {{"type": "user", "uuid": str(uuid.uuid4()), "message": {{"content": "F" + str(i) + "x" * {len(big)}}}}}
     fd, _ = open_append(Path({str(path)!r}))

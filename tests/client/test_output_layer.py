@@ -1,7 +1,7 @@
 """One output layer: every line the CLI prints for a person goes through
 ``output.echo``, which shows terminal controls instead of obeying them.
 
-The structural tests hold every module of ``client/`` to it (no ``click.echo``,
+The structural tests hold every module of ``sessiond/client/`` to it (no ``click.echo``,
 ``print``, ``sys.stdout.write`` outside ``output.py``; ``raw=True`` only where
 this package rendered and escaped the text itself), so a field added later
 cannot forget it. The rest runs the real CLI against a real daemon on a store
@@ -26,7 +26,7 @@ from tests.helpers import assistant, line, user
 
 FORBIDDEN_CALLS = {("click", "echo"), ("click", "secho"), ("click", "echo_via_pager"), ("sys.stdout", "write"),
                    ("sys.stderr", "write"), ("sys.stdout.buffer", "write"), ("sys.stderr.buffer", "write")}
-RAW_ALLOWED = {"client/cli/output.py": 2, "client/cli/resume_cmds.py": 1, "client/cli/search_cmds.py": 5}
+RAW_ALLOWED = {"sessiond/client/cli/output.py": 2, "sessiond/client/cli/resume_cmds.py": 1, "sessiond/client/cli/search_cmds.py": 5}
 """Where text goes out without ``printable``, and how often: a progress line's
 CR, and the conversation and search hits this package rendered (each field
 made printable, then styled). A new one is a decision, made here."""
@@ -47,14 +47,14 @@ def _calls(path: Path):
 
 
 def _client_modules() -> list[Path]:
-    return sorted((REPO / "client").rglob("*.py"))
+    return sorted((REPO / "sessiond" / "client").rglob("*.py"))
 
 
 def test_nothing_in_the_client_writes_around_the_output_layer():
     found = []
     for path in _client_modules():
         rel = str(path.relative_to(REPO))
-        if rel == "client/cli/output.py":
+        if rel == "sessiond/client/cli/output.py":
             continue
         for call in _calls(path):
             name = _dotted(call.func)
@@ -194,7 +194,7 @@ def test_json_keeps_hostile_text_as_it_is(daemon: DaemonProc):
 
 def test_a_lease_holders_name_is_shown_escaped(daemon: DaemonProc):
     """Writing to a live session names who holds it: a client chose that name."""
-    from sessiond.protocol.wire import messages as m
+    from sessiond.wire import messages as m
 
     cwd = f"/work/lease{ESC}"
     sid = str(uuid.uuid4())

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from sessiond.client import AsyncClient, Client, Session, direct_append
-from sessiond.protocol.wire.errors import RootHeld, WrongRoot
+from sessiond.wire.errors import RootHeld, WrongRoot
 from tests.conftest import DaemonProc, run_cli
 from tests.helpers import line, main_path, read_entries, user
 
@@ -156,6 +156,6 @@ def test_a_direct_writer_with_the_root_free_still_writes(short_tmp):
     res = direct_append(root, CWD, sid, [entry("alone")])
     assert res.written == 1
     assert os.stat(root / ".sessiond.lock").st_size == 0  # made, never claimed by a daemon
-    script = ("import sys\nfrom pathlib import Path\nfrom sessiond.protocol.rootlock import direct_writer\n"
+    script = ("import sys\nfrom pathlib import Path\nfrom sessiond.store.rootlock import direct_writer\n"
               "with direct_writer(Path(sys.argv[1])):\n    with direct_writer(Path(sys.argv[1])):\n        print('ok')\n")
     assert subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True).stdout == b"ok\n"  # shared: many at once

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from sessiond.protocol.wire.errors import SessionBusy
+from sessiond.wire.errors import SessionBusy
 from tests.helpers import main_path, read_entries, user
 
 CWD = "/work/handles"

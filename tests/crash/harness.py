@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 from sessiond.client.autostart import socket_answers
-from sessiond.protocol.transcript.paths import project_dir, session_file
+from sessiond.store.paths import project_dir, session_file
 
 WORKER = Path(__file__).with_name("worker.py")
 SESSION_WORKER = Path(__file__).with_name("session_worker.py")

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
 from tests.helpers import assistant, line, main_path, read_entries, user, wait_until
 
 CWD = "/work/project"
@@ -426,7 +426,7 @@ with Client() as c:
     fallback = f"""
 import json, os, uuid
 from pathlib import Path
-from sessiond.protocol.transcript.appendfile import locked_append, open_append
+from sessiond.store.appendfile import locked_append, open_append
 for i in range(60):
     e = {{"type": "user", "uuid": str(uuid.uuid4()), "message": {{"content": f"F-{{i}}-" + "y" * 70000}}}}
     fd, _ = open_append(Path({str(path)!r}))

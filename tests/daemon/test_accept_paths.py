@@ -12,11 +12,11 @@ import msgspec
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sessiond.common.config import Settings
+from sessiond.config import Settings
 from sessiond.daemon.filequeue import Stats
 from sessiond.daemon.sessions import Registry
 from sessiond.daemon.writer import Writer
-from sessiond.protocol.transcript.entries import decode_headers
+from sessiond.store.entries import decode_headers
 
 POOL = [str(uuidlib.UUID(int=i)) for i in range(40)]  # small enough that batches collide
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.paths import projects_dir
-from sessiond.protocol.transcript.spoolfile import SPOOL_DIR
-from sessiond.protocol.trash import TRASH_DIR
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
+from sessiond.store.paths import projects_dir
+from sessiond.store.spoolfile import SPOOL_DIR
+from sessiond.store.trash import TRASH_DIR
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
 from tests.conftest import DaemonProc
 from tests.helpers import line, read_entries, user
 

@@ -14,8 +14,8 @@ import uuid
 
 import pytest
 
-from sessiond.protocol.transcript import paths
-from sessiond.protocol.wire import messages as m
+from sessiond.store import paths
+from sessiond.wire import messages as m
 from tests.conftest import DaemonProc
 from tests.helpers import assistant, line, main_path, read_entries, user
 

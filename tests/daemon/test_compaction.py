@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.helpers import line, main_path, read_entries, user, wait_until
 
 CWD = "/work/compact"

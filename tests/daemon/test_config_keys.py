@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessiond.common.config import ConfigError, build
-from sessiond.common.config_keys import BUDGETS, KEYS, MIRROR_KEYS, Key
+from sessiond.config import ConfigError, build
+from sessiond.config_keys import BUDGETS, KEYS, MIRROR_KEYS, Key
 
 MIRROR = '[mirror]\nservers = ["nats://127.0.0.1:4222"]\n'
 

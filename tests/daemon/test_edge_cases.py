@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from sessiond.client import Client, Session
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
-from sessiond.protocol.wire.framing import encode
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
+from sessiond.wire.framing import encode
 from tests.conftest import DaemonProc
 from tests.helpers import assistant, line, main_path, read_entries, user
 

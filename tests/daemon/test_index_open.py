@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sessiond.daemon.index.store import open_index
-from sessiond.protocol.search.schema import INDEX_NAME
+from sessiond.search.schema import INDEX_NAME
 
 
 def opened(path: Path) -> str | None:

@@ -1,4 +1,4 @@
-"""List answers kept per scope (daemon/pages.py), against a real daemon: each
+"""List answers kept per scope (sessiond/daemon/pages.py), against a real daemon: each
 List after a change answers what a fresh daemon reading the files answers,
 pages slice the same order, and the scopes kept are bounded."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import uuid
 
-from sessiond.protocol.transcript.paths import project_dir
-from sessiond.protocol.wire import messages as m
+from sessiond.store.paths import project_dir
+from sessiond.wire import messages as m
 from tests.helpers import line, user
 
 CWD = "/work/pages"

@@ -120,7 +120,7 @@ def test_a_daemon_waits_for_a_direct_writer_then_serves(daemon_factory, short_tm
     d = daemon_factory()
     d.root.mkdir(mode=0o700)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom sessiond.protocol.rootlock import direct_writer\n"
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom sessiond.store.rootlock import direct_writer\n"
          "with direct_writer(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(float(sys.argv[2]))\n"
          "    Path(sys.argv[3]).write_text('done')\n",  # written while still holding the root
          str(d.root), "1.5", str(short_tmp / "writer-done")], stdout=subprocess.PIPE)

@@ -14,9 +14,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
-from sessiond.protocol.wire.framing import encode
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
+from sessiond.wire.framing import encode
 from tests.helpers import line, main_path, read_entries, user
 
 CWD = "/work/project"
@@ -169,7 +169,7 @@ def test_other_users_are_refused_both_ways(daemon, short_tmp):
     srv.bind(str(fake))
     os.chown(fake, 65534, 65534)
     from sessiond.client import Client
-    from sessiond.protocol.wire.errors import DaemonUnavailable
+    from sessiond.wire.errors import DaemonUnavailable
 
     with pytest.raises(DaemonUnavailable, match="owned by uid 65534"):
         Client(fake, autostart=False).connect()

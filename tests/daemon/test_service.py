@@ -16,8 +16,8 @@ import pytest
 
 from sessiond.client import Client
 from sessiond.client.service import launchd_plist, systemd_units
-from sessiond.common.config import ConfigError, build
-from sessiond.protocol.wire.errors import DaemonUnavailable
+from sessiond.config import ConfigError, build
+from sessiond.wire.errors import DaemonUnavailable
 from tests.conftest import REPO
 from tests.helpers import wait_until
 
@@ -166,11 +166,11 @@ line, the setting's value after it)."""
 
 
 def test_sighup_applies_every_reloadable_key_and_only_those(daemon_factory, short_tmp):
-    """``common/reload.py RELOADABLE`` is the one list of what a SIGHUP applies:
+    """``sessiond/daemon/reload.py RELOADABLE`` is the one list of what a SIGHUP applies:
     each of them is applied, named in the log with its old and new values, and
     a second SIGHUP of the same file changes nothing."""
-    from sessiond.common.config import Settings
-    from sessiond.common.reload import RELOADABLE
+    from sessiond.config import Settings
+    from sessiond.daemon.reload import RELOADABLE
 
     assert set(RELOAD_VALUES) == set(RELOADABLE)  # a new reloadable key needs its line here
     cfg = short_tmp / "config.toml"

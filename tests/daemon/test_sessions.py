@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
 from tests.conftest import DaemonProc
 from tests.helpers import assistant, line, main_path, read_entries, user
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from sessiond.daemon.workers import BACKGROUND, FairShare
-from sessiond.protocol.wire.errors import SessiondError
+from sessiond.wire.errors import SessiondError
 
 
 def run_jobs(submissions: list[str], threads: int = 1, per_owner: int = 1, max_waiting: int = 100) -> list[str]:

@@ -4,8 +4,8 @@ import signal
 import socket
 import uuid
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import encode
+from sessiond.wire import messages as m
+from sessiond.wire.framing import encode
 from tests.helpers import assistant, line, main_path, read_entries, user
 
 CWD = "/work/project"

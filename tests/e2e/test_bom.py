@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.bom import BOM
-from sessiond.protocol.transcript.paths import project_dir
-from sessiond.protocol.transcript.resume import load_transcript
+from sessiond.client.resume.pipeline import load_transcript
+from sessiond.store.bom import BOM
+from sessiond.store.paths import project_dir
 from tests.conftest import CORPUS, DaemonProc
 from tests.helpers import assistant, line, read_entries, user, wait_until
 

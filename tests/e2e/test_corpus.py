@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.entries import REAPPENDED_METADATA
-from sessiond.protocol.wire import messages as m
+from sessiond.store.entries import REAPPENDED_METADATA
+from sessiond.wire import messages as m
 from tests.conftest import CORPUS
 from tests.helpers import main_path, read_entries
 

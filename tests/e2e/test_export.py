@@ -154,7 +154,7 @@ def test_html_export_escapes_what_the_transcript_says(daemon_factory, short_tmp)
 def test_export_says_when_the_daemon_could_not_write_what_it_accepted(daemon_factory):
     """The flush before the read fails (the daemon's writes hit its file size
     limit): the export is of the file as it is, and says so in one line."""
-    from sessiond.protocol.wire import messages as m
+    from sessiond.wire import messages as m
 
     d = daemon_factory().start(fsize=64 * 1024)
     cwd, sid = "/home/dev/export-fsize", str(uuid.uuid4())

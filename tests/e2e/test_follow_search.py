@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from sessiond.protocol.transcript.paths import project_dir
+from sessiond.store.paths import project_dir
 from tests.helpers import assistant, line, user, wait_until
 
 CWD = "/work/followed"

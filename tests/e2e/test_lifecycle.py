@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from sessiond.client import Session
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.helpers import line, main_path, user
 from tests.lifecycle_tree import build, session_with_agent
 
@@ -340,8 +340,8 @@ def test_import_shows_progress_on_a_terminal(daemon_factory, short_tmp):
 
 
 def test_lifecycle_requests_refuse_paths_outside_the_store(daemon, short_tmp):
-    from sessiond.protocol.transcript.importer import ImportFile, SessionSource
-    from sessiond.protocol.wire.errors import RemoteError
+    from sessiond.store.importer import ImportFile, SessionSource
+    from sessiond.wire.errors import RemoteError
 
     sid = str(uuid.uuid4())
     outside = short_tmp / "victim"

@@ -8,7 +8,7 @@ import time
 import uuid
 
 from sessiond.client import Session
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.helpers import assistant, line, main_path, user, wait_until
 
 CWD = "/work/listed"

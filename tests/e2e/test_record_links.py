@@ -18,8 +18,8 @@ import uuid as uuidlib
 import pytest
 
 from sessiond.client import Session
-from sessiond.protocol.transcript.paths import agent_file, project_dir
-from sessiond.protocol.transcript.resume import resolve_chain
+from sessiond.client.resume.pipeline import resolve_chain
+from sessiond.store.paths import agent_file, project_dir
 from tests.conftest import CORPUS
 from tests.helpers import main_path, read_entries
 

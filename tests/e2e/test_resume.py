@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from sessiond.client import Session
-from sessiond.protocol.transcript.paths import MAX_SANITIZED, sanitize
-from sessiond.protocol.wire import messages as m
+from sessiond.store.paths import MAX_SANITIZED, sanitize
+from sessiond.wire import messages as m
 from tests.conftest import CORPUS, DaemonProc
 from tests.helpers import CliProcess, assistant, line, main_path, read_entries, user
 

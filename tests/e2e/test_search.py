@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.paths import agent_file, project_dir
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
+from sessiond.store.paths import agent_file, project_dir
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
 from tests.helpers import assistant, line, main_path, user, wait_until
 
 CWD = "/work/searched"

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.conftest import DaemonProc
 from tests.helpers import assistant, line
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.search.rank import WINDOW
-from sessiond.protocol.wire import messages as m
+from sessiond.search.rank import WINDOW
+from sessiond.wire import messages as m
 from tests.conftest import DaemonProc
 from tests.helpers import assistant, line, user
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.search.schema import INDEX_NAME
-from sessiond.protocol.wire import messages as m
+from sessiond.search.schema import INDEX_NAME
+from sessiond.wire import messages as m
 from tests.helpers import assistant, line, user, wait_until
 
 CWD = "/work/lost-index"

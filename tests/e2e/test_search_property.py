@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.helpers import assistant, line, main_path, user
 
 CWD = "/work/prop"

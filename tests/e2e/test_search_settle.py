@@ -1,4 +1,4 @@
-"""The indexer works in the writers' pauses (``daemon/index/link.py``): noted
+"""The indexer works in the writers' pauses (``sessiond/daemon/index/link.py``): noted
 files go to it once the writes pause, but an unbroken stream of writes still
 gets indexed every ``LOOK_MAX_DELAY``, and a search never waits on the pause.
 Read from the index file itself (read-only, as the CLI does without a daemon),
@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from sessiond.protocol.search import query
-from sessiond.protocol.wire import messages as m
+from sessiond.search import query
+from sessiond.wire import messages as m
 from tests.conftest import DaemonProc
 from tests.helpers import assistant, line
 

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from sessiond.client.watch import subscribe
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.conftest import CORPUS
 from tests.helpers import wait_until
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.linecap import MAX_LINE
-from sessiond.protocol.transcript.paths import project_dir
+from sessiond.store.linecap import MAX_LINE
+from sessiond.store.paths import project_dir
 from tests.adversarial.attacks import MiB, peak_rss
 from tests.helpers import CliProcess, wait_until
 

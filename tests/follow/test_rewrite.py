@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import uuid
 
-from sessiond.protocol.transcript.paths import project_dir
-from sessiond.protocol.wire import messages as m
+from sessiond.store.paths import project_dir
+from sessiond.wire import messages as m
 from tests.helpers import wait_until
 
 from .foreign import Foreign, Frames, corpus_lines, follow_status, followed, middle_rewrite, raw

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sessiond.daemon.follow import Follower
 from sessiond.daemon.follow.watches import Watches
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.helpers import wait_until
 
 from .foreign import Frames

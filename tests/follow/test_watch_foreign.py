@@ -12,8 +12,8 @@ import sys
 import threading
 import uuid
 
-from sessiond.protocol.transcript.paths import project_dir
-from sessiond.protocol.wire import messages as m
+from sessiond.store.paths import project_dir
+from sessiond.wire import messages as m
 from tests.helpers import wait_until
 
 from .foreign import Foreign, Frames, by_file, corpus_lines, raw

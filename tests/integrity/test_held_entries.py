@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from sessiond.client import Client, Session
-from sessiond.protocol.transcript.spoolfile import header_line, spool_dir, spool_path
-from sessiond.protocol.wire import messages as m
+from sessiond.store.spoolfile import header_line, spool_dir, spool_path
+from sessiond.wire import messages as m
 from tests.helpers import line, main_path, read_entries, user, wait_until
 
 CWD = "/work/project"
@@ -154,7 +154,7 @@ def test_held_entries_of_a_client_that_never_comes_back_are_discarded(daemon_fac
 
 
 def test_a_planted_spool_symlink_is_refused_and_changes_nothing(daemon, short_tmp):
-    from sessiond.protocol.wire.errors import RemoteError
+    from sessiond.wire.errors import RemoteError
 
     outside = short_tmp / "outside"
     outside.mkdir()

@@ -47,7 +47,7 @@ def test_cli_record_refuses_an_oversized_message_with_a_non_zero_exit(small_cap)
 
 
 def test_session_splits_a_batch_over_the_cap_and_refuses_an_entry_that_cannot_fit(small_cap):
-    from sessiond.protocol.wire.errors import EntryTooLarge
+    from sessiond.wire.errors import EntryTooLarge
 
     sid = str(uuid.uuid4())
     with small_cap.client() as c:
@@ -69,7 +69,7 @@ def test_session_splits_a_batch_over_the_cap_and_refuses_an_entry_that_cannot_fi
 @pytest.mark.anyio
 async def test_async_client_splits_and_refuses_the_same_way(small_cap):
     from sessiond.client import AsyncClient
-    from sessiond.protocol.wire.errors import EntryTooLarge
+    from sessiond.wire.errors import EntryTooLarge
 
     sid = str(uuid.uuid4())
     entries = [user("e" * (CAP // 3)) for _ in range(5)]

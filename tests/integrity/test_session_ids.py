@@ -7,9 +7,9 @@ import uuid
 import pytest
 
 from sessiond.client.fallback import direct_append
-from sessiond.protocol.transcript.paths import check_session_id, is_session_id
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import SessiondError
+from sessiond.store.paths import check_session_id, is_session_id
+from sessiond.wire import messages as m
+from sessiond.wire.errors import SessiondError
 from tests.helpers import line, main_path, read_entries, user
 
 CWD = "/work/project"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.transcript.entries import decode_header, decode_object, mask_lone_surrogates
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
+from sessiond.store.entries import decode_header, decode_object, mask_lone_surrogates
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
 from tests.helpers import main_path
 
 CWD = "/work/project"

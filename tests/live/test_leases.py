@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from sessiond.protocol.wire import messages as m
+from sessiond.wire import messages as m
 from tests.helpers import main_path, read_entries, wait_until
 
 CWD = "/work/proj"

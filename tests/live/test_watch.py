@@ -10,8 +10,8 @@ import threading
 import uuid
 
 from sessiond.client.watch import subscribe
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import FrameBuffer, decode_response, encode
+from sessiond.wire import messages as m
+from sessiond.wire.framing import FrameBuffer, decode_response, encode
 from tests.helpers import CliProcess, main_path, wait_until
 
 CWD = "/work/proj"

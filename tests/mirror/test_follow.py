@@ -7,8 +7,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from sessiond.protocol.transcript.paths import project_dir
-from sessiond.protocol.wire import messages as m
+from sessiond.store.paths import project_dir
+from sessiond.wire import messages as m
 from tests.follow.foreign import Foreign, corpus_lines, followed, middle_rewrite
 from tests.helpers import line, user
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.paths import project_dir
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
+from sessiond.store.paths import project_dir
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
 from tests.helpers import assistant, line, main_path, user
 
 from .conftest import mirror_status, tree, wait_for, wait_mirrored

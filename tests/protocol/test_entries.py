@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.transcript.entries import decode_header, decode_headers
-from sessiond.protocol.wire.errors import SessiondError
+from sessiond.store.entries import decode_header, decode_headers
+from sessiond.wire.errors import SessiondError
 from tests.helpers import examples
 
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import FrameTooLarge, ProtocolError
-from sessiond.protocol.wire.framing import FrameBuffer, decode_request, decode_response, encode, request_id_of
+from sessiond.wire import messages as m
+from sessiond.wire.errors import FrameTooLarge, ProtocolError
+from sessiond.wire.framing import FrameBuffer, decode_request, decode_response, encode, request_id_of
 
 entries = st.lists(st.binary(max_size=64), max_size=5)
 requests = st.one_of(

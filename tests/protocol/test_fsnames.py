@@ -10,12 +10,12 @@ import json
 import msgspec
 import pytest
 
-from sessiond.protocol.search.schema import from_db, to_db
-from sessiond.protocol.transcript.session_info import SessionInfo
-from sessiond.protocol.wire import lite
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import HEADER_SIZE, decode_request, decode_response, encode
-from sessiond.protocol.wire.fsnames import json_bytes
+from sessiond.search.schema import from_db, to_db
+from sessiond.wire import lite
+from sessiond.wire import messages as m
+from sessiond.wire.framing import HEADER_SIZE, decode_request, decode_response, encode
+from sessiond.wire.fsnames import json_bytes
+from sessiond.wire.session_info import SessionInfo
 
 
 def info(path: str, title: str | None = None) -> SessionInfo:
@@ -48,7 +48,7 @@ def test_the_lite_codec_hands_such_an_answer_to_msgspec() -> None:
 
 
 def test_a_malformed_request_is_still_refused_with_the_field_named() -> None:
-    from sessiond.protocol.wire.errors import ProtocolError
+    from sessiond.wire.errors import ProtocolError
 
     body = msgspec.msgpack.encode({"op": "List", "id": 1, "offset": msgspec.msgpack.Ext(1, b"5")})
     with pytest.raises(ProtocolError, match=r"\$\.offset"):

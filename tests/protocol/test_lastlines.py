@@ -8,7 +8,7 @@ import tempfile
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessiond.protocol.transcript.lastlines import last_lines, line_numbers
+from sessiond.store.lastlines import last_lines, line_numbers
 
 PIECES = st.sampled_from([b"", b" ", b"\r", b"\t \r", b"{}", b'{"type":"user"}', b"x" * 70, "é".encode()])
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.linecap import MAX_LINE, SCAN_CHUNK, read_span
-from sessiond.protocol.wire.frames import DEFAULT_MAX_FRAME
+from sessiond.store.linecap import MAX_LINE, SCAN_CHUNK, read_span
+from sessiond.wire.frames import DEFAULT_MAX_FRAME
 
 MiB = 1024 * 1024
 
@@ -97,7 +97,7 @@ def test_iter_lines_stands_an_empty_line_for_one_over_the_cap(tmp_path: Path):
     """The streaming reader every scan uses: lines around an over-long one
     come as ever, it comes as b"" (no entry: a damaged line to every reader),
     and the reader's buffer never grows to hold it."""
-    from sessiond.protocol.transcript.jsonl import iter_lines
+    from sessiond.store.jsonl import iter_lines
 
     path = tmp_path / "t.jsonl"
     write_huge(path, b'{"a":1}\n', 64 * MiB + 5, b'{"b":2}\n' + b"y" * (3 * MiB) + b'\n{"c":3}')
@@ -112,7 +112,7 @@ def test_iter_lines_stands_an_empty_line_for_one_over_the_cap(tmp_path: Path):
 def test_last_lines_keeps_no_more_than_a_chunk_of_a_line_over_the_cap(tmp_path: Path):
     """``tail -n`` reads back from the end: a line over the cap among the last
     lines comes as an empty (unreadable) line at its offset, never joined whole."""
-    from sessiond.protocol.transcript import lastlines
+    from sessiond.store import lastlines
 
     path = tmp_path / "t.jsonl"
     write_huge(path, b'{"a":1}\n', 5 * MiB, b'{"b":2}\n{"c":3}\n')

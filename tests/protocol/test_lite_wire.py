@@ -1,4 +1,4 @@
-"""The lite codec (``protocol/wire/lite.py``) against the Structs it stands in for.
+"""The lite codec (``sessiond/wire/lite.py``) against the Structs it stands in for.
 
 Its table (``lite_table.py``) is derived here from ``msgspec.structs.fields``
 of every Struct it covers, for every field, nested Structs found from the field
@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.lease import LeaseHolder
-from sessiond.protocol.transcript.session_info import SessionInfo
-from sessiond.protocol.wire import lite, lite_table
-from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.framing import decode_request, encode
+from sessiond.wire import lite, lite_table
+from sessiond.wire import messages as m
+from sessiond.wire.framing import decode_request, encode
+from sessiond.wire.lease import LeaseHolder
+from sessiond.wire.session_info import SessionInfo
 from tests.helpers import examples
 
 RECORDS = {"SessionInfo": SessionInfo, "LeaseHolder": LeaseHolder}
@@ -213,8 +213,8 @@ def test_building_a_message_checks_its_arguments_as_a_struct_does():
 
 
 def test_the_lite_client_side_imports_no_msgspec():
-    code = ("import sys; import sessiond.protocol.wire.lite, sessiond.protocol.wire.codecs, sessiond.client.connection, "
+    code = ("import sys; import sessiond.wire.lite, sessiond.wire.codecs, sessiond.client.connection, "
             "sessiond.client.batching; print(sorted(n for n in sys.modules if n.startswith('msgspec') or n == 'typing' "
-            "or n == 'sessiond.protocol.wire.messages'))")
+            "or n == 'sessiond.wire.messages'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout
     assert out == b"[]\n"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript import paths
-from sessiond.protocol.wire.errors import SessiondError
+from sessiond.store import paths
+from sessiond.wire.errors import SessiondError
 
 VECTORS = json.loads((Path(__file__).parent / "sanitize_vectors.json").read_text())["vectors"]
 

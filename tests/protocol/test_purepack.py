@@ -1,4 +1,4 @@
-"""``protocol/wire/purepack.py`` against msgspec.msgpack, both ways: the same
+"""``sessiond/wire/purepack.py`` against msgspec.msgpack, both ways: the same
 bytes for every value of the wire's builtins, the same value from msgspec's
 bytes and from any other byte string either accepts, and bounded decoding."""
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.wire.errors import ProtocolError
-from sessiond.protocol.wire.purepack import MAX_DEPTH, DecodeError, TooDeep, packb, unpackb
+from sessiond.wire.errors import ProtocolError
+from sessiond.wire.purepack import MAX_DEPTH, DecodeError, TooDeep, packb, unpackb
 from tests.helpers import examples
 
 SCALARS = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats()

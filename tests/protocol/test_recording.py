@@ -5,8 +5,8 @@ import json
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.transcript.entries import decode_header
-from sessiond.protocol.transcript.recording import chain_messages, stamp_parent
+from sessiond.store.entries import decode_header
+from sessiond.store.recording import chain_messages, stamp_parent
 from tests.protocol.resume.test_api_rule import streamed
 
 

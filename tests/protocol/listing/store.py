@@ -19,7 +19,7 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sessiond.protocol.transcript.paths import sanitize
+from sessiond.store.paths import sanitize
 from tests.conftest import CORPUS
 
 BASE_MTIME = 1_760_000_000

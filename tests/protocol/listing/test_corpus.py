@@ -11,8 +11,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from sessiond.protocol.transcript.listing import ListStats, list_all_sessions, list_sessions
-from sessiond.protocol.transcript.lite import read_lite
+from sessiond.store.listing import ListStats, list_all_sessions, list_sessions
+from sessiond.store.lite import read_lite
 
 PLANETFALL = "/Users/goose-guest/Documents/work/planetfall-seed-signalkit"
 DAAAIN = "/Users/dain/workspace/"

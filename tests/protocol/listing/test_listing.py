@@ -9,15 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.listing import (
-    ListStats,
-    list_all_sessions,
-    list_sessions,
-    project_dirs,
-    session_candidates,
-)
-from sessiond.protocol.transcript.lite import default_opener
-from sessiond.protocol.wire.errors import SessiondError
+from sessiond.store.listing import ListStats, list_all_sessions, list_sessions, project_dirs, session_candidates
+from sessiond.store.lite import default_opener
+from sessiond.wire.errors import SessiondError
 
 from .store import BASE_MTIME, dump, meta, user_msg, write
 

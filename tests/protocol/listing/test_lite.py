@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.transcript.lite import LITE_WINDOW, parse_lite, read_lite
-from sessiond.protocol.transcript.lite_head import json_string_prefix
+from sessiond.store.lite import LITE_WINDOW, parse_lite, read_lite
+from sessiond.store.lite_head import json_string_prefix
 
 from .store import assistant_msg, dump, meta, new_id, user_msg, write
 

@@ -8,15 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.lookup import (
-    find_project_dir,
-    find_session,
-    git_worktrees,
-    hash_variant_dirs,
-    listing_dirs,
-)
-from sessiond.protocol.transcript.paths import MAX_SANITIZED, canonical_cwd, sanitize
-from sessiond.protocol.wire.errors import SessiondError
+from sessiond.client.lookup import find_project_dir, find_session, git_worktrees, hash_variant_dirs, listing_dirs
+from sessiond.store.paths import MAX_SANITIZED, canonical_cwd, sanitize
+from sessiond.wire.errors import SessiondError
 
 from .store import new_id, user_msg, write
 

@@ -157,7 +157,7 @@ def report(paths: list) -> dict[str, Any]:
     """The validator run over ``paths`` (docs/guarantees.md's figures)."""
     from collections import Counter
 
-    from sessiond.protocol.transcript.resume import load_transcript
+    from sessiond.client.resume.pipeline import load_transcript
 
     kinds: Counter[str] = Counter()
     out: dict[str, Any] = {"files": 0, "conversations": 0, "messages": 0, "turns": 0, "tool_uses": 0,

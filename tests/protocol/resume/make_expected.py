@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from sessiond.protocol.transcript.resume import load_transcript
+from sessiond.client.resume.pipeline import load_transcript
 from tests.conftest import CORPUS
 
 HERE = Path(__file__).parent

@@ -14,9 +14,9 @@ from typing import Any, Final
 
 import msgspec
 
-from sessiond.protocol.transcript.entries import COMPACT_BOUNDARY, REAPPENDED_SET, TRANSCRIPT_TYPES, decode_object
-from sessiond.protocol.transcript.chain import _descend, _instant
-from sessiond.protocol.transcript.jsonl import CHUNK, iter_line_views
+from sessiond.store.entries import COMPACT_BOUNDARY, REAPPENDED_SET, TRANSCRIPT_TYPES, decode_object
+from sessiond.client.resume.chain import _descend, _instant
+from sessiond.store.jsonl import CHUNK, iter_line_views
 
 SKIP_THRESHOLD: Final = 5 * 1024 * 1024
 """Files larger than this skip pre-compaction history while reading (SPEC 4 step 1)."""
@@ -283,7 +283,7 @@ def last_skip_boundary(path: Path | str) -> str | None:
 
 
 # SPEC 4 step 3 (relink.py) did not change: the reference uses it as it is.
-from sessiond.protocol.transcript.relink import Compaction, apply_compaction, apply_snips  # noqa: E402
+from sessiond.client.resume.relink import Compaction, apply_compaction, apply_snips  # noqa: E402
 
 
 class Bridge(msgspec.Struct):

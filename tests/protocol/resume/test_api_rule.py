@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.transcript.chain import choose_leaf, recover_parallel_tool_results, walk
-from sessiond.protocol.transcript.loader import load_entries
-from sessiond.protocol.transcript.relink import apply_compaction, apply_snips
-from sessiond.protocol.transcript.resume import load_transcript, resolve_chain
+from sessiond.client.resume.chain import choose_leaf, recover_parallel_tool_results, walk
+from sessiond.client.resume.loader import load_entries
+from sessiond.client.resume.pipeline import load_transcript, resolve_chain
+from sessiond.client.resume.relink import apply_compaction, apply_snips
 from tests.conftest import CORPUS
 from tests.helpers import examples
 

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from sessiond.protocol.transcript.chain import (
-    Bridge,
-    choose_leaf,
-    has_tool_result,
-    recover_parallel_tool_results,
-    walk,
-)
-from sessiond.protocol.transcript.loader import load_entries
+from sessiond.client.resume.chain import Bridge, choose_leaf, has_tool_result, recover_parallel_tool_results, walk
+from sessiond.client.resume.loader import load_entries
 from tests.conftest import CORPUS
 
 from .build import Conv, stamp, text, thinking, tool_use

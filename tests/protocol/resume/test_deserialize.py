@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from sessiond.protocol.transcript.deserialize import (
+from sessiond.client.resume.deserialize import (
     CONTINUE_TEXT,
     consistency_delta,
     continuation,
@@ -17,7 +17,7 @@ from sessiond.protocol.transcript.deserialize import (
     filter_whitespace_assistant,
     materialize,
 )
-from sessiond.protocol.transcript.loader import load_entries
+from sessiond.client.resume.loader import load_entries
 
 from .build import Conv, text, thinking, tool_use
 

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.transcript.chainentry import Entry
-from sessiond.protocol.transcript.loader import load_entries
-from sessiond.protocol.transcript.resume import resolve_chain
+from sessiond.client.resume.chainentry import Entry
+from sessiond.client.resume.loader import load_entries
+from sessiond.client.resume.pipeline import resolve_chain
 from tests.conftest import CORPUS
 from tests.helpers import examples
 
@@ -196,7 +196,7 @@ class _Counting:
 
 
 def test_clean_blocks_are_decoded_in_one_call_each(tmp_path, monkeypatch):
-    from sessiond.protocol.transcript import chainentry
+    from sessiond.client.resume import chainentry
 
     counting = _Counting(chainentry.decoder)
     monkeypatch.setattr(chainentry, "decoder", counting)
@@ -216,7 +216,7 @@ def test_clean_blocks_are_decoded_in_one_call_each(tmp_path, monkeypatch):
 def test_a_glued_line_costs_a_few_calls_not_its_block(tmp_path, monkeypatch):
     """A glued line starts with "{" and ends with "}", so it is only found when its
     run of lines decodes to one value too many: that run is decoded again line by line."""
-    from sessiond.protocol.transcript import chainentry
+    from sessiond.client.resume import chainentry
 
     counting = _Counting(chainentry.decoder)
     monkeypatch.setattr(chainentry, "decoder", counting)
@@ -243,7 +243,7 @@ def test_a_glued_line_costs_a_few_calls_not_its_block(tmp_path, monkeypatch):
 )
 def test_same_when_the_file_cannot_be_mapped(conv, damage, trailing_newline, chunk, skip_threshold):
     """Files that cannot be mapped (special files, some FUSE mounts) are read into buffers."""
-    from sessiond.protocol.transcript import loader
+    from sessiond.client.resume import loader
 
     real = loader.map_file
     loader.map_file = lambda fd, size: None
@@ -257,7 +257,7 @@ def test_forward_pass_redone_when_it_sees_a_reuse_the_skip_would_not(tmp_path):
     """A boundary in the first half is met by the forward pass, which also keeps what
     the skip discards: there a line reusing an older boundary's uuid makes it unsure,
     though the skip never saw that boundary. The file is then read again exactly."""
-    from sessiond.protocol.transcript import loader
+    from sessiond.client.resume import loader
 
     conv = Conv()
     conv.user("u0")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.protocol.transcript.resume import load_transcript
+from sessiond.client.resume.pipeline import load_transcript
 from tests.conftest import CORPUS, run_cli
 
 from . import claude_code

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from sessiond.protocol.transcript import metadata
-from sessiond.protocol.transcript.chainentry import parse_line
-from sessiond.protocol.transcript.jsonl import iter_line_views
-from sessiond.protocol.transcript.loader import load_entries
-from sessiond.protocol.transcript.metadata import METADATA_KINDS, metadata_values
+from sessiond.client.resume import metadata
+from sessiond.client.resume.chainentry import parse_line
+from sessiond.client.resume.loader import load_entries
+from sessiond.client.resume.metadata import METADATA_KINDS, metadata_values
+from sessiond.store.jsonl import iter_line_views
 
 from .build import SID, Conv, text
 
@@ -201,7 +201,7 @@ def test_a_load_never_maps_a_write_that_may_be_rolled_back(tmp_path, monkeypatch
     import os
     import threading
 
-    from sessiond.protocol.transcript import appendfile
+    from sessiond.store import appendfile
 
     monkeypatch.setattr(appendfile, "SETTLE_WAIT", 60.0)  # the writer below lets go well before
     conv = Conv()
@@ -233,7 +233,8 @@ def test_a_writer_holding_its_lock_too_long_gets_the_file_read_not_mapped(tmp_pa
     import fcntl
     import os
 
-    from sessiond.protocol.transcript import appendfile, loader
+    from sessiond.client.resume import loader
+    from sessiond.store import appendfile
 
     monkeypatch.setattr(appendfile, "SETTLE_WAIT", 0.05)
 
@@ -275,7 +276,7 @@ def test_a_line_over_the_cap_is_one_skipped_line_wherever_it_is(tmp_path, where)
     skipped line, numbered as a line, never decoded. Read through the buffer
     or as a tail, it is never held (the peak RSS stays put); in the mapped
     part its pages are the page cache's, mapped like every kept line."""
-    from sessiond.protocol.transcript.linecap import MAX_LINE
+    from sessiond.store.linecap import MAX_LINE
 
     over = b'{"type":"user","message":{"content":"' + b"z" * MAX_LINE + b'"}}'
     conv = _compacted()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sessiond.protocol.transcript.loader import load_entries
-from sessiond.protocol.transcript.relink import apply_compaction, apply_snips
+from sessiond.client.resume.loader import load_entries
+from sessiond.client.resume.relink import apply_compaction, apply_snips
 
 from .build import Conv, text
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from sessiond.protocol.transcript.repairs import LOST_RESULT_TEXT
-from sessiond.protocol.transcript.resume import load_transcript
+from sessiond.client.resume.pipeline import load_transcript
+from sessiond.client.resume.repairs import LOST_RESULT_TEXT
 
 from .api_rule import violations
 from .build import SID, Conv, text, tool_use

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiond.protocol.transcript.resume import load_transcript, resolve_chain, subagent_ids
+from sessiond.client.resume.pipeline import load_transcript, resolve_chain, subagent_ids
 from tests.conftest import CORPUS
 from tests.helpers import examples
 

@@ -1,4 +1,4 @@
-"""A query's CPU budget (``protocol/search/budget.py``) on a real index: a
+"""A query's CPU budget (``sessiond/search/budget.py``) on a real index: a
 prefix that merges thousands of terms is stopped with a typed error, and the
 connection answers the next query as if nothing happened."""
 
@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from sessiond.daemon.index.store import Store
-from sessiond.protocol.search import query
-from sessiond.protocol.search.schema import index_path
+from sessiond.search import query
+from sessiond.search.schema import index_path
 from tests.helpers import assistant, line
 
 TERMS = 20_000
@@ -54,7 +54,7 @@ def test_a_query_whose_asker_went_away_is_stopped_not_run_to_its_budget():
     not started yet is not started."""
     import sqlite3
 
-    from sessiond.protocol.search.budget import Budget
+    from sessiond.search.budget import Budget
 
     conn = sqlite3.connect(":memory:", check_same_thread=False)
     stop = threading.Event()

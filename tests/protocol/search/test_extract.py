@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from sessiond.protocol.search.extract import TOOL_TEXT_MAX, extract
+from sessiond.search.extract import TOOL_TEXT_MAX, extract
 from tests.conftest import CORPUS
 
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sessiond.protocol.search.query import QueryError, Term, fts_expression, parse, parse_since, split_marks
+from sessiond.search.query import QueryError, Term, fts_expression, parse, parse_since, split_marks
 
 
 def test_words_phrases_and_prefixes():

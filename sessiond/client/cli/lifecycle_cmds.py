@@ -1,0 +1,286 @@
+"""Cleaning up without ever losing a session: rm, trash, restore, prune, du,
+rename, tag (SPEC 9).
+
+``rm`` and ``prune`` move sessions into ``<root>/.trash`` (see
+``sessiond/store/trash.py``); only ``trash empty`` deletes. Each goes through the
+daemon when one serves the root, else works on the files directly
+(``sessiond/client/lifecycle.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+import msgspec
+
+from sessiond.store.locations import default_root
+from sessiond.wire.errors import SessiondError
+
+from . import Context, cli
+from .completion import complete_session, complete_trashed
+from .locate import find, id_prefix, one_of, project_scope, where
+from .locate import session_id as resolved_id
+from .output import clip, count, echo, echo_json, local_time, size
+
+
+def _ops(obj: Context):
+    from ..lifecycle import Lifecycle
+
+    return Lifecycle(obj.root or default_root(), obj.socket)
+
+
+def _find(obj: Context, session: str, cwd: str | None):
+    """The session's location in the store, or not_found."""
+    return find(obj.root or default_root(), session, cwd)
+
+
+def _entry_line(e) -> str:
+    return f"{e.session}  {size(e.bytes)}, {count(e.files, 'file')}  ({e.project})"
+
+
+@cli.command()
+@click.argument("sessions", nargs=-1, required=True, metavar="ID...", shell_complete=complete_session)
+@click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
+@click.option("--force", is_flag=True, help="Also a session a client is writing right now.")
+@click.option("--json", "as_json", is_flag=True, help="The trashed entries as a JSON array.")
+@click.pass_obj
+def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as_json: bool) -> None:
+    """Move sessions (transcript, subagent files, meta files) into the trash."""
+    ids = [resolved_id(obj, sid) for sid in sessions]  # canonical: lower case, no braces; prefixes and paths expanded
+    moved, failed = [], 0
+    with _ops(obj) as ops:
+        if ops.client is not None:  # what was just acknowledged may not have its file yet
+            for sid in ids:
+                ops.client.flush(sid)
+        locs = [(sid, _find(obj, sid, cwd)) for sid in ids]  # all found before anything moves
+        for sid, loc in locs:
+            try:
+                entry = ops.trash(sid, Path(loc.path), force=force)
+            except SessiondError as exc:
+                echo(f"sessiond: {sid}: {exc}", err=True)
+                failed += 1
+                continue
+            moved.append(entry)
+            if not as_json:
+                echo(f"trashed {_entry_line(entry)}")
+    if as_json:
+        echo_json(moved)
+    if failed:
+        raise SystemExit(1)
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="The trash as a JSON array.")
+@click.pass_context
+def trash(ctx: click.Context, as_json: bool) -> None:
+    """What is in the trash, with sizes and dates (`trash empty` deletes)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from sessiond.store import trash as trash_mod
+
+    obj: Context = ctx.obj
+    root = obj.store_root()
+    with _ops(obj):  # with no daemon, an rm or restore a kill interrupted is settled first
+        found = trash_mod.entries(root)
+    if as_json:
+        echo_json(found)
+        return
+    if not found:
+        echo("the trash is empty", err=True)
+        return
+    for e in found:
+        state = "" if e.state == "trashed" else f"  [{e.state}]"
+        echo(f"{local_time(e.trashedAt):>16}  {size(e.bytes):>9}  {count(e.files, 'file', 'files'):>9}  {e.reason:<5}  "
+             f"{e.session}  {clip(e.project, 50)}{state}")
+    echo(f"{count(len(found), 'session')}, {size(sum(e.bytes for e in found))}", err=True)
+
+
+@trash.command("empty")
+@click.option("--older-than", default=None, help="Only sessions trashed longer ago than this (30d, 12h...).")
+@click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
+@click.option("--yes", is_flag=True, help="Delete without asking (needed when stdin is not a terminal).")
+@click.option("--json", "as_json", is_flag=True, help="What was (or would be) deleted, as a JSON array.")
+@click.pass_obj
+def trash_empty(obj: Context, older_than: str | None, dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Delete what is in the trash, for good (the only command that deletes).
+
+    Irreversible, so it asks first on a terminal (listing what would go) and
+    needs --yes otherwise; --dry-run lists the same without deleting."""
+    from ..lifecycle import parse_age
+
+    age = parse_age(older_than) if older_than is not None else None
+    obj.store_root()  # a --root that is not there: not "deleted 0 sessions"
+    if dry_run and yes:
+        raise click.UsageError("say --dry-run (look) or --yes (delete), not both")
+    with _ops(obj) as ops:
+        if not dry_run and not yes:
+            if not (sys.stdin.isatty() and sys.stderr.isatty()) or as_json:
+                raise click.UsageError("trash empty deletes for good: say --yes (or --dry-run to see what would go)")
+            if not _confirm_empty(ops.empty(age, True)):
+                raise SystemExit(1)
+        gone = ops.empty(age, dry_run)
+    if as_json:
+        echo_json({"dryRun": dry_run, "deleted": gone, "bytes": sum(e.bytes for e in gone)})
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for e in gone:
+        echo(f"{verb} {_entry_line(e)} trashed {local_time(e.trashedAt)}")
+    echo(f"{verb} {count(len(gone), 'session')}, {size(sum(e.bytes for e in gone))}")
+
+
+def _confirm_empty(would: list) -> bool:
+    """The list a live run would delete, on stderr, and the person's yes."""
+    for e in would:
+        echo(f"would delete {_entry_line(e)}", err=True)
+    if not would:
+        return True  # nothing to ask about: the live run says "deleted 0 sessions"
+    return click.confirm(f"delete {count(len(would), 'session')} ({size(sum(e.bytes for e in would))}) for good?",
+                         default=False, err=True)
+
+
+@cli.command()
+@click.argument("session", metavar="ID", shell_complete=complete_trashed)
+@click.option("--json", "as_json", is_flag=True, help="The restored entry as JSON.")
+@click.pass_obj
+def restore(obj: Context, session: str, as_json: bool) -> None:
+    """Put a trashed session back where it was, byte for byte.
+
+    ID is the whole id or a unique prefix of a trashed session's."""
+    from sessiond.store.paths import check_session_id, is_session_id
+
+    if is_session_id(session):
+        session = check_session_id(session)
+    else:  # a prefix: of what is in the trash, not of the store
+        from sessiond.store import trash as trash_mod
+
+        prefix = id_prefix(session)
+        trashed = {e.session: "" for e in trash_mod.entries(obj.root or default_root()) if e.session.startswith(prefix)}
+        session = one_of(prefix, trashed, "in the trash")
+    with _ops(obj) as ops:
+        entry = ops.restore(session)
+    if as_json:
+        echo_json(entry)
+    else:
+        root = obj.root or default_root()
+        echo(f"restored {_entry_line(entry)}")
+        for item in entry.items:  # where each went back, so it can be found
+            echo(f"  {root / item.path}{'/' if item.kind == 'dir' else ''}")
+
+
+def _scope(obj: Context, cwd: str | None, all_projects: bool) -> list[Path] | None:
+    return project_scope(obj.store_root(), cwd, all_projects)
+
+
+@cli.command()
+@click.option("--older-than", default="90d", show_default=True, help="Last written longer ago than this.")
+@click.option("--larger-than", default=None, help="And larger than this (500K, 10M, 1G), subagent files included.")
+@click.option("--cwd", default=None, help="The project (default: the current directory's).")
+@click.option("--all", "all_projects", is_flag=True, help="Every project.")
+@click.option("--dry-run", is_flag=True, help="Print what --yes would move, change nothing.")
+@click.option("--yes", is_flag=True, help="Move them to the trash.")
+@click.option("--json", "as_json", is_flag=True, help="What was (or would be) moved, as JSON.")
+@click.pass_obj
+def prune(obj: Context, older_than: str, larger_than: str | None, cwd: str | None, all_projects: bool,
+          dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Move old (and large) sessions into the trash."""
+    from sessiond.store.usage import select_prune
+
+    from ..lifecycle import parse_age, parse_size
+
+    if dry_run == yes:
+        raise click.UsageError("say --dry-run (look) or --yes (move)")
+    age = parse_age(older_than)
+    limit = parse_size(larger_than) if larger_than is not None else None
+    dirs = _scope(obj, cwd, all_projects)
+    moved, skipped = [], 0
+    with _ops(obj) as ops:
+        chosen = select_prune(ops.usage(dirs).sessions if dirs != [] else [], now=time.time(), older_than=age, larger_than=limit)
+        for s in chosen:
+            if dry_run:
+                moved.append(s)
+                continue
+            try:
+                ops.trash(s.sessionId, Path(s.path), reason="prune")
+            except SessiondError as exc:
+                echo(f"sessiond: {s.sessionId}: {exc}", err=True)
+                skipped += 1
+                continue
+            moved.append(s)
+    total = sum(s.bytes for s in moved)
+    if as_json:
+        echo_json({"dryRun": dry_run, "sessions": moved, "bytes": total, "skipped": skipped})
+    else:
+        verb = "would move" if dry_run else "moved"
+        for s in moved:
+            echo(f"{verb} {s.sessionId}  {size(s.bytes):>9}  last written {local_time(s.lastWrite)}  {clip(s.project, 50)}")
+        echo(f"{verb} {count(len(moved), 'session')} ({total} bytes, {size(total)}) to the trash")
+    if skipped:
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.option("--cwd", default=None, help="The project (default: the current directory's).")
+@click.option("--all", "all_projects", is_flag=True, help="Every project.")
+@click.option("--json", "as_json", is_flag=True, help="Bytes per project and per session as JSON.")
+@click.pass_obj
+def du(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None:
+    """Bytes per project and per session, subagent files included."""
+    from sessiond.wire.records import Usage
+
+    dirs = _scope(obj, cwd, all_projects)
+    with _ops(obj) as ops:
+        report = ops.usage(dirs) if dirs != [] else Usage(bytes=0, files=0, projects=[], sessions=[])
+    if as_json:
+        echo_json(report)
+        return
+    echo(f"{size(report.bytes):>9}  total: {count(len(report.sessions), 'session')}, {count(report.files, 'file')}")
+    for p in report.projects:
+        echo(f"{size(p.bytes):>9}  {count(p.sessions, 'session'):>14}  {p.project}")
+    shown = report.sessions if not all_projects else report.sessions[:20]
+    if shown:
+        echo("largest sessions:" if all_projects else "sessions:")
+    for s in shown:
+        echo(f"{size(s.bytes):>9}  {count(s.files, 'file'):>9}  {s.lastWrite[:10]}  {s.sessionId}"
+             + (f"  {clip(s.project, 40)}" if all_projects else ""))
+
+
+def _set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> str:
+    """Append ``entry`` to the session's transcript; its path."""
+    loc = _find(obj, session, cwd)
+    with _ops(obj) as ops:
+        ops.set_metadata(session, Path(loc.path), loc.cwd or where(cwd), msgspec.json.encode(entry))
+    return loc.path
+
+
+def _metadata_command(name: str, value: str, kind: str, field: str, help_text: str, said) -> None:
+    """``rename`` and ``tag``: one metadata entry, its value the second argument."""
+
+    @cli.command(name, help=help_text)
+    @click.argument("session", metavar="ID|PATH", shell_complete=complete_session)
+    @click.argument(value)
+    @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
+    @click.option("--json", "as_json", is_flag=True, help="The session and the file written, as JSON.")
+    @click.pass_obj
+    def command(obj: Context, session: str, cwd: str | None, as_json: bool, **args: str) -> None:
+        text = args[value]
+        session = resolved_id(obj, session)
+        if kind == "custom-title" and not text.strip():
+            raise click.UsageError("the title is empty")
+        path = _set_metadata(obj, session, cwd, {"type": kind, field: text, "sessionId": session})
+        if as_json:
+            echo_json({"session": session, "path": path, field: text or None})
+        else:
+            echo(said(session, text))
+
+
+_metadata_command("rename", "title", "custom-title", "customTitle",
+                  "Give a session a title (a custom-title entry, on disk when this returns).",
+                  lambda sid, t: f"session {sid} is now titled {t!r}")
+_metadata_command("tag", "tag", "tag", "tag", 'Tag a session (a tag entry, on disk when this returns; "" removes it).',
+                  lambda sid, t: f"session {sid} tagged {t!r}" if t else f"session {sid} untagged")
+
+
+trash.add_command(restore)  # `trash restore ID`, beside `trash empty`: the same command under the name people try

@@ -1,0 +1,150 @@
+"""``sessiond list``: the sessions of a project (or all), newest first, as a
+table that fits the terminal or as JSON; from the daemon's catalog when one
+runs, else read from the files (reading never starts a daemon).
+
+Click-free: the click command and the fast path both call ``list_sessions``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from . import Context
+from .output import (
+    Progress,
+    cells,
+    clip,
+    clip_left,
+    echo,
+    echo_json,
+    home_relative,
+    local_time,
+    pad,
+    size,
+    terminal_columns,
+)
+
+
+def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
+                  as_json: bool) -> None:
+    """Print one page of sessions (``limit`` after the ``offset`` newest)."""
+    from sessiond.store import project_dirs
+    from sessiond.store.paths import check_cwd, project_dir
+
+    root = obj.store_root()
+    if all_projects and cwd is not None:  # refused as every command refuses it (imported only then: list is hot)
+        from .locate import check_scope
+
+        check_scope(cwd, all_projects)
+    if all_projects:
+        dirs: list[Path] = []
+        asked = dirs
+    else:
+        where = os.path.abspath(cwd) if cwd else os.getcwd()
+        check_cwd(where)
+        dirs = project_dirs.listing_dirs(root, where, worktrees=worktrees)
+        # No project dir on disk yet: a daemon may have accepted the cwd's first
+        # session and not written it yet; it is asked about the dir it would make.
+        asked = dirs or [project_dir(root, where)]
+    sessions = _from_daemon(obj, asked, all_projects, limit, offset)
+    if sessions is None:  # no daemon: read the files (reading never starts one)
+        from sessiond.store import listing  # the lite reader: only when no daemon answers
+
+        progress = Progress.callback("reading sessions") if sys.stdout.isatty() else None
+        if all_projects:
+            sessions = listing.list_all_sessions(root, limit=limit, offset=offset, progress=progress)
+        else:
+            sessions = listing.list_sessions(dirs, limit=limit, offset=offset, progress=progress) if dirs else []
+        if progress is not None:
+            progress.finish()
+    if as_json:
+        echo_json(sessions)
+        return
+    if not sessions:
+        echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}"), err=True)
+        return
+    # The terminal's width (or COLUMNS); piped into another program (no COLUMNS),
+    # rows are whole: no title, branch or project is cut.
+    for row in session_table(sessions, show_project=all_projects, width=terminal_columns(UNLIMITED)):
+        echo(row)
+
+
+UNLIMITED = 1 << 20
+TITLE_MIN = 16
+BRANCH_MAX = 20
+PROJECT_MAX = 28
+"""On a terminal, the widest branch and project (cut from the left) a row shows."""
+DROPPABLE = ("SIZE", "BRANCH", "CREATED", "PROJECT", "LAST ENTRY")
+"""Columns left out, in this order, when the terminal is too narrow for them
+and a title of TITLE_MIN characters; the id (what resume takes) always stays."""
+
+
+def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
+    """A header row and one row per session, fitting ``width`` columns: the
+    title takes what the other columns leave and is what gets cut; on a narrow
+    terminal the DROPPABLE columns go first. Times are the entries' own
+    (created, last entry), local, with the date when not today; the last entry
+    falls back to the file's mtime."""
+    today = datetime.now().astimezone().date()
+    whole = width >= UNLIMITED  # piped: a program reads the rows, nothing is cut
+    columns: dict[str, list[str]] = {
+        "MSGS": ["-" if s.messageCount is None else str(s.messageCount) for s in sessions],
+        "CREATED": [local_time(s.createdAt, today) for s in sessions],
+        "LAST ENTRY": [local_time(s.lastEntryAt or s.modifiedAt, today) for s in sessions],
+        "SIZE": [size(s.size) for s in sessions],
+        "BRANCH": [clip(s.gitBranch or "-", UNLIMITED if whole else BRANCH_MAX) for s in sessions],
+    }
+    if show_project:
+        columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", UNLIMITED if whole else PROJECT_MAX)
+                              for s in sessions]
+    if any(s.live for s in sessions):  # written by a client right now (SPEC 7): who
+        columns["LIVE"] = [f"pid {s.live['pid']}" if s.live else "" for s in sessions]
+    columns["ID"] = [s.sessionId for s in sessions]
+    widths = {name: max(cells(name), *map(cells, column)) for name, column in columns.items()}
+
+    def others() -> int:
+        return sum(widths[n] + 2 for n in columns)
+
+    for name in DROPPABLE:
+        if width - others() >= TITLE_MIN:
+            break
+        columns.pop(name, None)
+    titles = [s.title or "(untitled)" for s in sessions]
+    title_width = max(TITLE_MIN, min(width - others(), max(5, *(cells(" ".join(t.split())) for t in titles))))
+    right = {"MSGS", "SIZE"}  # numbers line up on the right
+
+    def row(title: str, values: dict[str, str]) -> str:
+        parts = [pad(title, title_width)] + [pad(c, widths[n], right=n in right) for n, c in values.items()]
+        return "  ".join(parts).rstrip()
+
+    out = [row("TITLE", {n: n for n in columns})]
+    for i, title in enumerate(titles):
+        out.append(row(clip(title, title_width), {n: column[i] for n, column in columns.items()}))
+    return out
+
+
+def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int | None, offset: int):
+    """The page from a running daemon's catalog, or None when none runs, or it
+    serves another root, or it refused the List (the last two said on stderr:
+    the files are read instead)."""
+    from sessiond.wire.errors import DaemonUnavailable, RemoteError
+
+    from .daemon_source import fell_back, other_root, refused, serves
+
+    if not all_projects and not dirs:
+        return []
+    try:
+        with obj.client(autostart=False, other_root_ok=True) as client:
+            if (root := other_root(obj, client)) is not None:
+                fell_back(serves(obj, root), "listed from the files")
+                return None
+            resp = client.call(client.messages.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects, limit=limit, offset=offset))
+    except DaemonUnavailable:
+        return None
+    except RemoteError as exc:
+        fell_back(refused(exc), "listed from the files")
+        return None
+    return resp.sessions

@@ -1,0 +1,76 @@
+"""``sessiond status``: the running daemon's figures, or exit 1 when none runs.
+
+Click-free: the click command and the fast path both call ``report_status``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sessiond.wire.errors import DaemonUnavailable
+
+from . import Context
+from .output import count, duration, echo, echo_json, size
+
+
+def report_status(obj: Context, as_json: bool) -> None:
+    """Print the figures (``--json``: one object with ``running``); a daemon
+    that does not answer is exit 1, never a start."""
+    try:
+        with obj.client(autostart=False, other_root_ok=True) as c:  # its root is shown: a status, not this root's store
+            st = c.status()
+    except DaemonUnavailable as exc:
+        if as_json:
+            echo_json({"running": False, "socket": str(obj.socket), "error": str(exc)})
+        else:
+            echo(f"sessiond: not running ({exc})", err=True)
+        sys.exit(1)
+    if as_json:
+        import msgspec
+
+        data = msgspec.to_builtins(st)
+        data.pop("op", None)
+        data.pop("id", None)
+        data.setdefault("stateFiles", [])  # always there: scripts check it is empty
+        echo_json({"running": True, **data})
+        return
+    cfg = st.config
+    echo(f"sessiond {st.version}: pid {st.pid}, up {duration(st.uptime)}")
+    echo(f"  socket    {st.socket}")
+    echo(f"  root      {st.root}")
+    echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {count(st.clients, 'client')}")
+    echo(f"  queued    {count(st.queuedEntries, 'entry', 'entries')}, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
+    if st.budgets:
+        b = st.budgets
+        echo("  budgets   " + ", ".join(
+            f"{label} {size(b[key]['used'])}/{size(b[key]['limit'])}" if unit else f"{label} {b[key]['used']}/{b[key]['limit']}"
+            for label, key, unit in (("pending", "pendingBytes", True), ("queued", "queuedBytes", True),
+                                     ("frames", "partialBytes", True), ("clients", "clients", False),
+                                     ("parked", "parkedRequests", False)) if key in b))
+    echo(f"  written   {st.writes} writes, {size(st.bytesWritten)}, {st.fsyncs} fsyncs, {st.errors} errors")
+    echo(f"  config    flush interval {cfg.get('flushIntervalMs')} ms, fsync {cfg.get('fsync')}")
+    for bad in st.stateFiles:  # the daemon's own files it could not use at its start
+        aside = f"; set aside as {bad.setAside}" if bad.setAside else ""
+        echo(f"  STATE     {bad.file} not used: {bad.problem}{aside}")
+    if st.mirror:
+        mr = st.mirror
+        state = "connected" if mr.get("connected") else "DISCONNECTED"
+        echo(f"  mirror    {state} to {mr.get('servers')}, " + ", ".join(f"{k} {v}" for k, v in mr.items() if k not in ("servers", "connected")))
+    if st.index:
+        echo(f"  index     {index_line(st.index)}")
+
+
+def index_line(ix: dict) -> str:
+    """The search index's state: ``ok``, or ``rebuilding`` (with progress) or
+    ``scanning``, why, and that searches read the files meanwhile."""
+    state = str(ix.get("state"))
+    total = int(ix.get("reindexTotalBytes") or 0)
+    if total:
+        state += f" {size(int(ix.get('reindexDoneBytes') or 0))}/{size(total)}"
+    if ix.get("reason"):
+        state += f" ({ix['reason']})"
+    if ix.get("state") in ("rebuilding", "scanning"):
+        state += "; searches scan the files"
+    if ix.get("rebuilds"):
+        state += f"; rebuilt {count(int(ix['rebuilds']), 'time')} since start"
+    return state

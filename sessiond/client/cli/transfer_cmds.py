@@ -1,0 +1,173 @@
+"""Bringing sessions in and taking them out: import, export (SPEC 9)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import click
+
+from sessiond.store.locations import default_root
+
+from . import Context, cli
+from .completion import complete_session
+from .output import Progress, count, echo, echo_json, local_time, printable, write_all
+
+
+@cli.command("import")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: counts, sessions, skipped paths.")
+@click.pass_obj
+def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
+    """Copy existing sessions in, every file as it is (default ~/.claude/projects).
+
+    PATH is a projects dir, a project dir or session .jsonl files. Running it
+    again imports only what is new; a copy that differs is reported, never
+    overwritten. Exit 1 when something could not be imported."""
+    from sessiond.store import importer
+
+    from ..lifecycle import Lifecycle
+
+    sources = list(paths) or [Path.home() / ".claude" / "projects"]
+    sessions, skipped = importer.plan(sources)
+    counts = dict.fromkeys(importer.STATUSES, 0)
+    counts["unreadable"] += len(skipped)
+    report = []
+    progress = Progress(len(sessions), "importing sessions")
+    progress.THRESHOLD = 1  # an import copies whole files: worth a counter from the first
+    with Lifecycle(obj.root or default_root(), obj.socket) as ops:
+        for source, results in ops.import_sessions(sessions, progress.step):
+            status = importer.session_status(results)
+            counts[status] += 1
+            report.append({"project": source.project, "session": source.session, "status": status, "files": results})
+            if status in ("diverged", "unreadable", "busy") and not as_json:
+                progress.done()
+                for r in results:
+                    if r.status == status:
+                        echo(f"sessiond: {status}: {source.project}/{r.rel}: {r.error}", err=True)
+    progress.done()
+    for path in skipped:
+        if not as_json:
+            echo(f"sessiond: unreadable: {path}: not a session file (or a symlink)", err=True)
+    if as_json:
+        echo_json({"counts": counts, "sessions": report, "skipped": skipped})
+    else:
+        echo(", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "busy") + f" ({count(len(sessions), 'session')})")
+    if counts["diverged"] or counts["unreadable"] or counts["busy"]:
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.argument("session", metavar="ID|PATH", shell_complete=complete_session)
+@click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html", "jsonl"]), default="markdown", show_default=True,
+              help="Markdown or one self-contained HTML file of the conversation, or its original JSONL lines.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Write to FILE (default: stdout): a new regular file, or an existing one with --force.")
+@click.option("--force", is_flag=True, help="Replace FILE when it exists (a regular file only).")
+@click.pass_obj
+def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path | None, force: bool) -> None:
+    """The conversation as Markdown or one self-contained HTML page; jsonl: the
+    transcript's original lines."""
+    from sessiond.store.appendfile import whole_lines_end
+
+    from .locate import locate
+
+    if output is not None:
+        check_target(output, force)  # before any work: a refusal costs nothing
+    path, _ = locate(obj, session, cwd)
+    _flush(obj, path)
+    if fmt == "jsonl":
+        with open(path, "rb") as f:
+            data = f.read()
+            data = data[: whole_lines_end(f.fileno(), len(data))]
+    else:
+        from sessiond.client import export as ex
+
+        exported = ex.load_export(path)
+        def when(ts) -> str:  # local, with the date: the reader's zone, any day it is read
+            return local_time(ts, seconds=True) if isinstance(ts, str) else ""
+
+        document = ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)
+        # A document for a person, often read in a terminal: its controls shown
+        # as everywhere (the export's own markup has none; a bidi override
+        # would reorder the page in a browser too).
+        data = printable(document).encode()
+    if output is None:
+        write_all(data)  # all of it, or a broken pipe (exit 141)
+        return
+    write_new(output, data, force)
+    echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
+
+
+def check_target(output: Path, force: bool) -> None:
+    """Refuse an output path that is not a regular file (a symlink, a directory,
+    a FIFO, ``/dev/null`` or any device: replacing one by a rename would destroy
+    it, and writing through one would write somewhere else), or an existing
+    regular file without ``force``, or one in a directory that is not there."""
+    from sessiond.store.regular import describe
+
+    try:
+        st = os.lstat(output)
+    except FileNotFoundError:
+        if not output.absolute().parent.is_dir():
+            raise ValueError(f"cannot write {output}: no directory {output.absolute().parent}") from None
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise ValueError(f"refusing to write {output}: it is a symlink (give the file it points to, or another name)")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"refusing to write {output}: it is {describe(st.st_mode)}, not a regular file")
+    if not force:
+        raise ValueError(f"refusing to overwrite {output}: it exists (--force replaces it)")
+
+
+def write_new(output: Path, data: bytes, force: bool) -> None:
+    """``data`` as the file ``output``, whole or not at all: written to a temp
+    file beside it (0600: transcripts are private), then linked into place
+    (``link`` fails if something took the name meanwhile) or, with ``force``,
+    renamed over the regular file ``check_target`` saw; a failure or a Ctrl-C
+    removes the temp file and leaves ``output`` as it was."""
+    check_target(output, force)
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if force:
+            check_target(output, force)  # a symlink or a FIFO put there since is not replaced
+            os.replace(tmp, output)
+        else:
+            try:
+                os.link(tmp, output)
+            except FileExistsError:
+                raise ValueError(f"refusing to overwrite {output}: it exists (--force replaces it)") from None
+            os.unlink(tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _flush(obj: Context, path: Path) -> None:
+    """Everything a running daemon accepted for the session is in the file
+    before it is read (never starts a daemon); a daemon that cannot write it
+    there is said on stderr, and the file is exported as it is."""
+    from sessiond.store.paths import is_session_id
+    from sessiond.wire.errors import DaemonUnavailable, RemoteError, WrongRoot
+
+    from .daemon_source import fell_back, refused
+
+    sid = path.name[:-6] if path.name.endswith(".jsonl") else ""
+    if not is_session_id(sid):
+        return
+    try:
+        with obj.client(autostart=False) as client:
+            client.flush(sid)
+    except DaemonUnavailable:
+        pass
+    except WrongRoot as exc:  # its queues are not this root's
+        fell_back(str(exc), f"exporting {path} as it is")
+    except RemoteError as exc:
+        fell_back(refused(exc), f"exporting {path} as it is (what the daemon accepted but could not write is not in it)")

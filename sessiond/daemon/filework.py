@@ -1,0 +1,64 @@
+"""One worker thread for the store's small blocking file operations.
+
+Creating a transcript (its missing directories, each synced in its parent, then
+the file, synced in its directory) and replacing an agent meta file (temp file,
+fsync, rename, fsync of the directory) wait on the disk: never on the event
+loop. One thread, not a pool: they land in the order they were asked for (two
+SetAgentMeta of one agent: the last one wins), and a burst of new sessions holds
+a bounded number of descriptors however many there are (a daemon under a low
+fd limit must not run out mid-walk). They were serial on the loop before, so
+none waits longer than it did; everyone else no longer waits at all.
+
+The writer's two jobs are here too: ``create_file`` runs on this thread,
+``cut_torn_file`` in the default pool (it waits for the file's lock, which
+must not hold up the creations behind it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sessiond.store.appendfile import TornTail, cut_torn_tail, file_lock
+from sessiond.store.safeopen import StoreRoot
+
+
+class FileWork:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sessiond-files")
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """Run ``fn(*args)`` on the thread; the future completes on the loop."""
+        return asyncio.wrap_future(self._pool.submit(fn, *args), loop=self.loop)
+
+    def close(self) -> None:
+        """Shutdown: let what was asked for finish (each job leaves whole files:
+        a creation or a rename)."""
+        self._pool.shutdown(wait=True)
+
+
+def create_file(root: StoreRoot, path: Path) -> None:
+    """Create a transcript and its directories (worker thread)."""
+    fd, _ = root.open_append(path)
+    os.close(fd)
+
+
+def cut_torn_file(root: StoreRoot, path: Path, ident: tuple[int, int] | None) -> TornTail | None:
+    """Cut the torn tail of the file at ``path`` under its lock (worker thread),
+    on a descriptor of its own; nothing if the path names another file now
+    (the writer's next drain notices that)."""
+    fd = root.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != ident:
+            return None
+        with file_lock(fd):
+            return cut_torn_tail(fd, path, os.fstat(fd).st_size, root)
+    finally:
+        os.close(fd)
+

@@ -1,0 +1,356 @@
+"""Following the transcripts other programs write under the root (Claude Code itself).
+
+Why: most transcripts are written by the agents, not through the daemon; the
+catalog, the mirror (and the index and watchers) must see those appends live.
+One inotify watch per *directory* of the project tree (``watches``), never per
+file: 10,000 sessions in a handful of project dirs cost a handful of watches,
+plus one per session that has subagents. Watches are bounded
+(``follow_max_watches``): a directory past the bound, or one the kernel
+refuses (the user's ``max_user_watches`` is shared), is re-stat'ed every
+``POLL_EVERY`` instead, and so is every file after an event queue overflow.
+An event only marks a file dirty; the events of ``COALESCE`` seconds after a
+pass make the next one, in which a worker thread reads what is new in each
+dirty file once (``reading.read_new``) and the loop hands each file's complete
+lines to the writer's observers in one ``Writer.publish`` (the catalog, the
+mirror, the index, the watchers: one interface for both writers). A file that
+shrank, was replaced or rewritten goes to ``Writer.published_gone`` first and
+is then re-read from 0. The follower only reads: it never writes a followed file.
+
+The start walk takes, per file, what was in it when the walk sized its dir
+(``Watches.walk``); events that arrive while it runs wait for it, so every
+byte written after that is passed on, once, and none before it.
+
+The daemon's own writes reach the observers from the writer; the follower is
+the first writer observer and moves its offset past them, so nothing is
+reported twice (foreign lines written just before are passed on first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from sessiond.store.linecap import MAX_LINE
+from sessiond.store.paths import projects_dir
+
+from .. import inotify
+from . import watches
+from .reading import FINGERPRINT, Budget, FileState, Found, own_bytes, read_new
+from .watches import POLL_EVERY, Watches
+
+log = logging.getLogger("sessiond")
+
+MAX_FILES = 200_000
+COALESCE = 0.005
+"""An event this soon after the last pass waits this long for the ones that
+follow it, to be read in one pass with them: a writer appending line by line
+costs one thread hop and one publish per file per pass, not per line, and the
+first line after a quiet spell is still read at once."""
+REHASH_PER_S = 64 * 1024 * 1024
+"""Bytes of followed prefixes re-hashed per second at most, on average (a
+file rewritten over and over cannot make the follower read without end)."""
+Publish = Callable[[Path, list[bytes], int], None]
+Gone = Callable[[Path], None]
+
+
+class Follower:
+    """Watches the project tree; see the module docstring."""
+
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, publish: Publish, gone: Gone,
+                 max_watches: int = 8192) -> None:
+        self.projects = projects_dir(root)
+        self.tree = Watches(self.projects, max_watches)
+        self.loop = loop
+        self.publish = publish
+        self.gone = gone
+        self.files: dict[Path, FileState] = {}
+        self.dirty: set[Path] = set()
+        self.lines_followed = 0
+        self.bytes_followed = 0
+        self.bytes_known = 0
+        """Bytes the start walk found in the files (known, not passed on)."""
+        self.bytes_rehashed = 0
+        self.resets = 0
+        self._early: set[Path] | None = None
+        """Files events named during the start walk, before it had their state."""
+        self._tokens = float(REHASH_PER_S)
+        self._tokens_at = loop.time()
+        self._busy = False
+        self._last_pass = -1.0
+        self._closed = False
+        self._poll: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------------ start
+
+    async def start(self) -> None:
+        fd = self.tree.open()
+        if fd is not None:
+            self.loop.add_reader(fd, self._read_events)
+        self._early = set()
+        try:
+            found = await self.loop.run_in_executor(None, self.tree.walk, self.projects, 0, False)
+        finally:
+            early, self._early = self._early, None
+        self._merge(found)
+        early = early or set()
+        if self.projects in early:  # the queue overflowed during the walk: every file may have grown
+            early.discard(self.projects)
+            self.dirty.update(self.files)
+        for path in early:  # written while the walk ran: from what it read, or from 0 if it came after
+            if path not in self.files and len(self.files) < MAX_FILES:
+                self.files[path] = FileState()
+            if path in self.files:
+                self.dirty.add(path)
+        self._kick()
+        self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
+
+    def _merge(self, found: list[tuple[Path, FileState | None, bool]]) -> None:
+        """Take what a walk found (files already followed stay as they are)."""
+        for path, state, now in found:
+            if path in self.files or state is None or len(self.files) >= MAX_FILES:
+                continue
+            self.files[path] = state
+            self.bytes_known += state.offset
+            if now:
+                self.dirty.add(path)
+        self._kick()
+
+    # ------------------------------------------------------------ the daemon's own writes
+
+    def own_write(self, path: Path, lines: list[bytes], size: int) -> None:
+        """Writer observer (the first): the daemon wrote ``lines`` ending at
+        ``size``; foreign lines before them are passed on now, then skipped past."""
+        state = self.files.get(path)
+        if state is not None and size <= state.offset:
+            return  # lines the follower itself published
+        mine = own_bytes(lines)
+        start = size - len(mine)
+        if state is None:
+            if len(self.files) < MAX_FILES and path.is_relative_to(self.projects):
+                self.files[path] = (FileState(size, tail=mine[-FINGERPRINT:], head=mine[:FINGERPRINT], crc=zlib.crc32(mine),
+                                              hashed=True, size=size, own=True) if start == 0
+                                    else FileState(size, size=size, own=True))
+            return
+        if state.offset < start:
+            try:
+                found = read_new(path, msgspec.structs.replace(state))
+            except OSError:
+                found = None
+            if found is not None and found.reset is None and found.end <= start:
+                self._apply(path, state, found)
+        if state.offset == start:  # the bytes before ours are the ones followed: the fingerprints go on
+            state.crc = zlib.crc32(mine, state.crc)
+            state.tail = (state.tail + mine)[-FINGERPRINT:]
+        else:  # not read back: the next read does not compare, the prefix is hashed anew
+            state.hashed, state.tail = False, b""
+        state.offset = state.size = size
+        state.own = True
+        self.dirty.discard(path)
+
+    # ------------------------------------------------------------------ events
+
+    def _read_events(self) -> None:
+        assert self.tree.fd is not None
+        try:
+            pending = inotify.read_events(self.tree.fd)
+        except OSError as exc:
+            log.error("reading inotify events failed: %s; foreign writes are re-stat'ed", exc)
+            self.close_watches()
+            pending = []
+        for wd, mask, name in pending:
+            if mask & inotify.IN_Q_OVERFLOW:
+                self.dirty.update(self.files)
+                if self._early is not None:  # events were lost during the walk: read every file it finds
+                    self._early.add(self.projects)
+                continue
+            d = self.tree.dirs.get(wd)
+            if d is None:
+                continue
+            if mask & (inotify.IN_IGNORED | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF):
+                self.tree.forget(wd, mask)
+                continue
+            if not name:
+                continue
+            path = d / os.fsdecode(name)
+            if d == self.projects.parent:  # the root, watched until projects/ appears
+                if path == self.projects and mask & inotify.IN_ISDIR and mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
+                    self._new_dir(path)
+                continue
+            if mask & inotify.IN_ISDIR:
+                if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
+                    self._new_dir(path)
+                continue
+            if not path.name.endswith(".jsonl"):
+                continue
+            if path not in self.files:
+                if self._early is not None:  # the start walk may have it: it decides where it starts
+                    self._early.add(path)
+                    continue
+                if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MODIFY) and len(self.files) < MAX_FILES:
+                    self.files[path] = FileState()
+                else:
+                    continue
+            self.dirty.add(path)
+        self._kick()
+
+    def _new_dir(self, path: Path) -> None:
+        depth = self.tree.depth(path)
+        if depth is None:
+            return
+
+        async def walk() -> None:
+            found = await self.loop.run_in_executor(None, self.tree.walk, path, max(depth, 1), True)
+            self._merge(found)
+
+        self.loop.create_task(walk())
+
+    def _poll_dirs(self) -> None:
+        """Dirs without a watch (over the bound, refused, or no inotify): their
+        files' sizes and inodes are compared with what was followed, and new
+        dirs beneath them are walked."""
+        if self._closed:
+            return
+        dirs = set(self.tree.polled)
+        if self.tree.fd is None:
+            dirs.add(self.projects)
+        if not dirs:  # every dir watched (the usual case): nothing to poll, and no pass over every file
+            self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
+            return
+        files = list(self.files.items())  # a C-speed copy: which of them lie in polled dirs is sorted out off the loop
+
+        def scan() -> tuple[list[Path], watches.Found]:
+            known = {p: (s.size, s.ino, s.mtime_ns) for p, s in files if p.parent in dirs}
+            return self.tree.scan_polled(dirs, known)
+
+        async def run() -> None:
+            try:
+                changed, new = await self.loop.run_in_executor(None, scan)
+                self._merge(new)
+                for p in changed:
+                    if p not in self.files and len(self.files) < MAX_FILES:
+                        self.files[p] = FileState()
+                    if p in self.files:
+                        self.dirty.add(p)
+                self._kick()
+            finally:
+                if not self._closed:
+                    self._poll = self.loop.call_later(POLL_EVERY, self._poll_dirs)
+
+        self.loop.create_task(run())
+
+    # ------------------------------------------------------------------ reading
+
+    def _kick(self) -> None:
+        if self.dirty and not self._busy and not self._closed:
+            self._busy = True
+            self.loop.create_task(self._pass())
+
+    async def _pass(self) -> None:
+        """Read every dirty file in a worker thread, then apply on the loop."""
+        try:
+            if self.loop.time() - self._last_pass < COALESCE:  # a writer at work: the next few ms join this pass
+                await asyncio.sleep(COALESCE)
+            while self.dirty and not self._closed:
+                batch = {p: self.files[p] for p in self.dirty if p in self.files}
+                self.dirty.clear()
+                snap = {p: msgspec.structs.replace(s) for p, s in batch.items()}
+                budget = Budget(self._refill())
+                results = await self.loop.run_in_executor(None, _read_all, snap, budget)
+                self._tokens -= budget.used
+                self.bytes_rehashed += budget.used
+                for path, found in results:
+                    state = self.files.get(path)
+                    if state is None or state.offset != snap[path].offset:
+                        continue  # the daemon wrote meanwhile: its observer moved the offset
+                    self._apply(path, state, found)
+        finally:
+            self._busy = False
+            self._last_pass = self.loop.time()
+
+    def _refill(self) -> float:
+        """The re-hash budget of this pass: ``REHASH_PER_S``, at most a second's worth saved."""
+        now = self.loop.time()
+        self._tokens = min(float(REHASH_PER_S), self._tokens + (now - self._tokens_at) * REHASH_PER_S)
+        self._tokens_at = now
+        return self._tokens
+
+    def _apply(self, path: Path, state: FileState, found: Found) -> None:
+        if found.reset is not None:
+            _call(self.gone, path)
+            if found.reset == "deleted":
+                self.files.pop(path, None)
+                return
+            self.resets += 1
+            log.info("followed file %s %s: read again from the start", path, found.reset)
+            self.files[path] = FileState(0, found.ino, found.dev)
+            self.dirty.add(path)
+            return
+        if found.deferred:  # to be re-hashed when the budget allows: nothing else moved
+            self.loop.call_later(POLL_EVERY, self._look_again, path)
+            return
+        state.ino, state.dev = found.ino, found.dev
+        state.size, state.mtime_ns, state.ctime_ns, state.own = found.size, found.mtime_ns, found.ctime_ns, False
+        state.crc, state.hashed = found.crc, found.hashed
+        moved = found.end > found.start  # lines, or only a line over the cap passed over
+        state.scanned, state.scanned_crc = found.scanned, found.scanned_crc
+        if moved:
+            state.offset, state.tail = found.end, found.tail
+            if len(found.head) > len(state.head):
+                state.head = found.head
+            self.lines_followed += len(found.lines)
+            self.bytes_followed += found.end - found.start
+            if found.skipped:
+                log.warning("followed file %s: passed over %d lines longer than %d bytes", path, found.skipped, MAX_LINE)
+            if found.lines:  # the observers see the lines after a skipped one as a gap, and read it
+                _call(self.publish, path, found.lines, found.end)
+        if found.more:  # the rest after the other dirty files' turn
+            self.dirty.add(path)
+
+    def _look_again(self, path: Path) -> None:
+        if path in self.files:
+            self.dirty.add(path)
+            self._kick()
+
+    # ------------------------------------------------------------------ closing
+
+    def close_watches(self) -> None:
+        if self.tree.fd is not None:
+            try:
+                self.loop.remove_reader(self.tree.fd)
+            except (RuntimeError, ValueError):
+                pass
+        self.tree.close()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._poll is not None:
+            self._poll.cancel()
+        self.close_watches()
+
+    def status(self) -> dict[str, int]:
+        return {"files": len(self.files), "watches": len(self.tree.dirs), "polled_dirs": len(self.tree.polled),
+                "lines": self.lines_followed, "bytes": self.bytes_followed, "known_bytes": self.bytes_known,
+                "rehashed_bytes": self.bytes_rehashed, "resets": self.resets}
+
+
+def _read_all(snap: dict[Path, FileState], budget: Budget) -> list[tuple[Path, Found]]:
+    out = []
+    for path, state in snap.items():
+        try:
+            out.append((path, read_new(path, state, budget)))
+        except OSError as exc:
+            log.debug("cannot read followed file %s: %s", path, exc)
+    return out
+
+
+def _call(fn: Callable, *args: object) -> None:
+    try:
+        fn(*args)
+    except Exception:  # an observer must never stop the following
+        log.exception("follow observer %r failed", fn)

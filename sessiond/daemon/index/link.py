@@ -1,0 +1,362 @@
+"""The daemon's side of the indexer: a writer observer and a child process.
+
+``observe`` (a ``Writer`` observer, on the event loop, on every write) only
+notes the path; the noted paths go to the indexer process in one pipe write
+once the writes pause for ``LOOK_SETTLE`` (at most ``LOOK_MAX_DELAY`` after
+the first of them), or at once when a search or a reindex asks. The indexer
+needs ~2.7x the daemon's CPU per entry; run beside a burst of appends on a
+2-core machine it takes the gaps the writers leave, with their caches, even
+at SCHED_IDLE, so it works in the pauses instead: a burst's entries are
+indexed after it (or every ``LOOK_MAX_DELAY`` of a longer one), and a search
+never sees the difference, since it first asks for everything noted. It never waits: when the pipe is full (the indexer is
+behind) paths stay in a set (at most one entry per file, so bounded by the
+files written) and are sent when it drains; the indexer reads the bytes from
+the files themselves, from the offset it reached. Foreign writers are found by
+the indexer's re-stats (one before each search of a scope not re-stated in
+``index_refresh`` seconds, one of everything every 30 s and at start); an
+inotify follower can call ``look`` with what it sees.
+
+A search waits (bounded) for the indexer to have looked at everything noted
+before it, so a search after an acknowledged write finds it. The child is
+restarted after a crash, with a backoff; its state is in the index itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sessiond.search.indexfile import Identity
+from sessiond.search.schema import index_path  # noqa: F401  (the daemon's one import of the index's place)
+
+from .pipe import (
+    REBUILD_TOKEN,
+    Damaged,
+    Done,
+    FromWorker,
+    Look,
+    Progress,
+    Reindex,
+    Rescan,
+    Splitter,
+    State,
+    Stop,
+    frame,
+)
+
+log = logging.getLogger("sessiond")
+
+LOOK_SETTLE = 0.1
+"""Seconds without a write after which the noted files are sent."""
+LOOK_MAX_DELAY = 2.0
+"""Seconds after the first unsent note by which they are sent anyway: an
+unbroken stream of writes keeps the index at most this far behind."""
+PIPE_HIGH = 1 << 20
+"""Bytes of unsent messages above which noted paths wait in the set instead."""
+MAX_SCOPES = 1024
+"""Scopes whose last question and re-stat are remembered (then forgotten)."""
+RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+STOP_TIMEOUT = 10.0
+
+
+class _Protocol(asyncio.SubprocessProtocol):
+    def __init__(self, link: IndexLink) -> None:
+        self.link = link
+        self.split = Splitter(FromWorker)
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            for msg in self.split.feed(data):
+                self.link._answer(msg)
+
+    def process_exited(self) -> None:
+        self.link._exited()
+
+
+class IndexLink:
+    def __init__(self, loop: asyncio.AbstractEventLoop, root: Path, index: Path, refresh: float) -> None:
+        self.loop = loop
+        self.root = root
+        self.index = index
+        self.refresh = refresh
+        self.transport: asyncio.SubprocessTransport | None = None
+        self.stdin: asyncio.WriteTransport | None = None
+        self.noted: dict[str, None] = {}
+        self._send_timer: asyncio.TimerHandle | None = None
+        self._first_noted = self._last_noted = 0.0
+        self._retry: asyncio.TimerHandle | None = None
+        self._token = 0
+        self._waiting: dict[int, asyncio.Future] = {}
+        self.progress: dict[int, tuple[int, int]] = {}
+        self.reindexing: set[int] = set()
+        self._looks_sent = 0  # Look messages sent so far
+        self._looks_done = 0  # of those, how many the indexer has answered past
+        self._asked_at: dict[int, int] = {}
+        self._questions: dict[tuple[str, ...] | None, tuple[int, asyncio.Future]] = {}
+        """Per scope, the last question asked (the Looks sent by then, its answer)."""
+        self._restats: dict[tuple[str, ...] | None, float] = {}
+        """Per scope, when a background re-stat was last sent."""
+        self.rescans = 0
+        """Rescan messages sent (questions and background re-stats)."""
+        self.restarts = 0
+        self.started_at = 0.0
+        self.stopping = False
+        self._exit: asyncio.Future | None = None
+        self.state = "starting"
+        """``ok``: searches read the index; ``rebuilding`` or ``scanning``: they
+        scan the files (``reason`` says why); ``starting``: not told yet."""
+        self.reason = ""
+        self.identity: Identity | None = None
+        """``(dev, ino)`` of the index file the indexer writes, once it said."""
+        self.rebuilds = 0
+        """Index files found unusable and rebuilt since the daemon started."""
+        self.rebuilt_because = ""
+        """Why the last of them was."""
+
+    # --------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        # A new indexer first catches up with what changed while none ran (and
+        # what a dead one had not answered for): the next search waits for it.
+        self._looks_sent += 1
+        self._exit = self.loop.create_future()
+        self.started_at = time.monotonic()
+        self.transport, _ = await self.loop.subprocess_exec(
+            lambda: _Protocol(self), sys.executable, "-m", "sessiond.daemon.index.worker", str(self.root), str(self.index),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, close_fds=True,
+            # the daemon's session, not one of its own: Linux's autogroups are per session, and only inside the
+            # daemon's does the indexer's low priority make it take only what the daemon leaves over
+            # (worker.lower_priority); it leaves the daemon's process group itself (worker.main)
+        )
+        self.stdin = self.transport.get_pipe_transport(0)  # type: ignore[assignment]  # made with stdin=PIPE: a write transport
+        log.info("search indexer started (pid %d, index %s)", self.transport.get_pid(), self.index)
+        if self.noted:
+            self._schedule_send()
+
+    def _exited(self) -> None:
+        code = self.transport.get_returncode() if self.transport else None
+        self.transport = self.stdin = None
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_result(None)
+        self._waiting.clear()
+        if self._exit is not None and not self._exit.done():
+            self._exit.set_result(code)
+        if self.stopping:
+            return
+        delay = RESTART_BACKOFF[min(self.restarts, len(RESTART_BACKOFF) - 1)]
+        if time.monotonic() - self.started_at > 60:
+            delay = RESTART_BACKOFF[0]
+        self.restarts += 1
+        log.error("search indexer exited (status %s); restarting it in %.1fs", code, delay)
+        self.loop.call_later(delay, lambda: None if self.stopping else self.loop.create_task(self._restart()))
+
+    async def _restart(self) -> None:
+        try:
+            await self.start()
+        except OSError as exc:
+            log.error("search indexer could not start: %s", exc)
+            self._exited()
+
+    async def close(self) -> None:
+        """Stop the indexer (it commits what it did); bounded by STOP_TIMEOUT."""
+        self.stopping = True
+        transport = self.transport
+        if transport is None or self._exit is None:
+            return
+        self._send(Stop())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._exit), STOP_TIMEOUT)
+        except TimeoutError:
+            log.warning("search indexer did not stop in %.0fs: killed (it resumes from its last commit)", STOP_TIMEOUT)
+            transport.kill()
+        transport.close()
+
+    # --------------------------------------------------------------- following
+
+    def observe(self, path: Path, lines: list[bytes], size: int) -> None:
+        """Writer observer: note the file; it is sent once the writes pause."""
+        self.look((str(path),))
+
+    def look(self, paths) -> None:
+        """Files written, or that some other watcher saw change (or vanish)."""
+        for p in paths:
+            self.noted[p] = None
+        self._last_noted = self.loop.time()
+        if self._send_timer is None:
+            self._schedule_send()
+
+    def _schedule_send(self) -> None:
+        self._first_noted = self._last_noted = self.loop.time()
+        self._send_timer = self.loop.call_later(LOOK_SETTLE, self._settled)
+
+    def _settled(self) -> None:
+        now = self.loop.time()
+        quiet, waited = now - self._last_noted, now - self._first_noted
+        if quiet < LOOK_SETTLE and waited < LOOK_MAX_DELAY:  # still writing: wait for the pause
+            self._send_timer = self.loop.call_later(min(LOOK_SETTLE - quiet, LOOK_MAX_DELAY - waited), self._settled)
+            return
+        self._send_timer = None
+        self._send_noted()
+
+    def _send_noted(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+        if not self.noted or self.stdin is None or self.stdin.is_closing():
+            return
+        if self.stdin.get_write_buffer_size() > PIPE_HIGH:  # the indexer is behind: keep them here
+            if self._retry is None:
+                self._retry = self.loop.call_later(0.05, self._retry_send)
+            return
+        paths, self.noted = list(self.noted), {}
+        self._send(Look(paths=paths))
+
+    def _retry_send(self) -> None:
+        self._retry = None
+        self._send_noted()
+
+    def _send(self, msg) -> bool:
+        if self.stdin is None or self.stdin.is_closing():
+            return False
+        self.stdin.write(frame(msg))
+        if isinstance(msg, Look):
+            self._looks_sent += 1
+        elif isinstance(msg, Rescan):
+            self.rescans += 1
+        return True
+
+    # ------------------------------------------------------------------ asking
+
+    def _answer(self, msg) -> None:
+        if isinstance(msg, State):
+            self._state(msg)
+            return
+        if isinstance(msg, Progress):
+            self.progress[msg.token] = (msg.done, msg.total)
+            return
+        self.progress.pop(msg.token, None)
+        self._looks_done = max(self._looks_done, self._asked_at.pop(msg.token, 0))
+        fut = self._waiting.pop(msg.token, None)
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+
+    def _ask(self, make) -> asyncio.Future:
+        self._token += 1
+        token = self._token
+        fut = self.loop.create_future()
+        self._send_noted()  # what was written before the question comes before it
+        if self.noted and self.stdin is not None:  # over the high mark: send them anyway, the question needs them
+            paths, self.noted = list(self.noted), {}
+            self._send(Look(paths=paths))
+        if not self._send(make(token)):
+            fut.set_result(None)
+            return fut
+        self._asked_at[token] = self._looks_sent
+        self._waiting[token] = fut
+        return fut
+
+    async def caught_up(self, projects: list[str] | None, timeout: float) -> bool:
+        """Wait until the indexer has looked at every file written before now;
+        ``projects`` are re-stated if that was not done in the last ``refresh``
+        s: before the answer when ``refresh`` is 0, else in the background (a
+        re-stat of 10,000 files costs ~100 ms; the answer need not wait for it).
+        False when it did not answer within ``timeout`` (or is not running).
+
+        Searches asking at once share one question (``refresh`` > 0): each
+        search was a message to the indexer, and a crowd of connections
+        searching and closing queued a million of them (hundreds of MiB in
+        the pipe's buffer) that every later search waited behind."""
+        self._send_noted()
+        scope = None if projects is None else tuple(sorted(projects))
+        if self.refresh > 0 and not self.noted and self._looks_done == self._looks_sent and self.transport is not None:
+            # nothing written since the indexer last answered: no need to wait for it
+            self._restat(scope, projects)
+            return True
+        fut = self._question(scope, projects)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout) is not None
+        except TimeoutError:
+            return False
+
+    def _restat(self, scope: tuple[str, ...] | None, projects: list[str] | None) -> None:
+        """A background re-stat of ``projects``, unless one was sent less than
+        ``refresh`` s ago (the indexer would skip it anyway)."""
+        now = self.loop.time()
+        if now - self._restats.get(scope, -self.refresh) < self.refresh:
+            return
+        if len(self._restats) >= MAX_SCOPES:
+            self._restats.clear()
+        self._restats[scope] = now
+        self._send(Rescan(token=0, projects=projects, max_age=self.refresh, wait=False))
+
+    def _question(self, scope: tuple[str, ...] | None, projects: list[str] | None) -> asyncio.Future:
+        """The indexer's answer once it has looked at everything sent so far:
+        a question already asked for ``scope`` after the last files were sent
+        answers for this asker too."""
+        asked = self._questions.get(scope)
+        if (asked is not None and self.refresh > 0 and not asked[1].done() and not self.noted
+                and asked[0] == self._looks_sent):
+            return asked[1]
+        fut = self._ask(lambda t: Rescan(token=t, projects=projects, max_age=self.refresh, wait=self.refresh == 0))
+        if len(self._questions) >= MAX_SCOPES:
+            self._questions = {k: v for k, v in self._questions.items() if not v[1].done()}
+        self._questions[scope] = (self._looks_sent, fut)
+        return fut
+
+    async def reindex(self, projects: list[str] | None) -> Done | None:
+        """Rebuild ``projects`` (None: the whole index); None if the indexer died."""
+        fut = self._ask(lambda t: Reindex(token=t, projects=projects))
+        token = self._token
+        self.reindexing.add(token)
+        try:
+            return await fut
+        finally:
+            self.reindexing.discard(token)
+            self.progress.pop(token, None)
+
+    def _state(self, msg: State) -> None:
+        if msg.state == "rebuilding" and msg.lost:
+            self.rebuilds += 1
+            self.rebuilt_because = msg.reason
+        if msg.state == "ok":
+            self.progress.pop(REBUILD_TOKEN, None)
+        self.state, self.reason = msg.state, msg.reason
+        self.identity = (msg.dev, msg.ino) if msg.ino else None
+
+    def unusable(self) -> str | None:
+        """Why searches must not read the index now (None: they may)."""
+        if self.state in ("rebuilding", "scanning"):
+            return f"the search index is {'being rebuilt' if self.state == 'rebuilding' else 'unusable'} ({self.reason})"
+        return None
+
+    def damaged(self, identity: Identity, reason: str) -> None:
+        """A search found the index file ``identity`` unusable: the indexer
+        rebuilds it if it still writes that file, and says so (``State``)."""
+        if (self.identity is not None and identity != self.identity) or self.state not in ("ok", "starting"):
+            return
+        log.warning("search index %s: %s; asking the indexer to rebuild it", self.index, reason)
+        self._send(Damaged(dev=identity[0], ino=identity[1], reason=reason))
+
+    def status(self) -> dict[str, str | int | float | bool | None]:
+        done = total = 0
+        for d, t in self.progress.values():
+            done, total = done + d, total + t
+        return {
+            "state": self.state,
+            "reason": self.reason or None,
+            "rebuilds": self.rebuilds,
+            "running": self.transport is not None,
+            "pid": self.transport.get_pid() if self.transport is not None else None,
+            "path": str(self.index),
+            "restarts": self.restarts,
+            "notedFiles": len(self.noted),
+            "rescansSent": self.rescans,
+            "reindexing": bool(self.reindexing),
+            "reindexDoneBytes": done,
+            "reindexTotalBytes": total,
+        }

@@ -1,0 +1,92 @@
+"""What the daemon holds of one session: its targets (the main transcript and
+each agent file, each with its queue, dedup set and chain end), the pending
+buffer of a session with no message yet, the metadata cache and who is attached.
+
+Plain state, no policy: the registry (``sessions``) creates, loads and evicts
+it, routing (``routing``) fills it. Its own module so the modules that only
+look at a session (tails, spool, compaction, connection) need neither.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sessiond.store import paths
+from sessiond.store.jsonl import SessionScan
+from sessiond.store.recording import Cursor
+from sessiond.wire.errors import SessiondError
+
+from .filequeue import FileQueue
+from .uuidset import UuidSet
+
+if TYPE_CHECKING:
+    from .writer import Writer
+
+
+class Target:
+    """One transcript file: its write queue, its dedup set, where its chain ends
+    (``last``; ``cursor``: the recording state behind it, recording.Cursor)."""
+
+    __slots__ = ("queue", "uuids", "last", "cursor")
+
+    def __init__(self, queue: FileQueue, uuids: UuidSet, last: str | None) -> None:
+        self.queue = queue
+        self.uuids = uuids
+        self.last = last
+        self.cursor: Cursor | None = None
+
+
+class SessionState:
+    __slots__ = (
+        "id", "project", "path", "materialized", "pending", "pending_bytes",
+        "metadata", "dirty_since_meta", "side_uuids", "main", "agents", "clients",
+        "last_active", "loading", "load_error", "cwd", "scans", "agent_errors", "gone",
+    )
+
+    def __init__(self, session_id: str, project: Path, writer: Writer) -> None:
+        self.id = session_id
+        self.project = project
+        self.path = paths.session_file(project, session_id)
+        self.pending: list[bytes] = []
+        self.pending_bytes = 0
+        self.metadata: dict[str, bytes] = {}
+        self.dirty_since_meta = False
+        self.agents: dict[Path, Target] = {}
+        self.clients: set[int] = set()
+        self.last_active = time.monotonic()
+        self.loading: list[Callable[[], None]] | None = None
+        """While an existing file is scanned in a worker thread: the requests
+        waiting for it, in arrival order."""
+        self.load_error: SessiondError | None = None
+        self.scans = 0  # scans of its files running in worker threads
+        self.agent_errors: dict[Path, SessiondError] = {}
+        """Agent files whose scan in a worker failed: the next request routed
+        there gets the error (once; the one after scans again)."""
+        self.materialized = False
+        self.cwd: str | None = None  # the last cwd a request named, already checked
+        self.side_uuids = UuidSet()
+        self.main = Target(writer.queue(self.path), UuidSet(), None)
+        self.gone = False
+        """Its files were moved away (trash): nothing may be written for it any more,
+        not even the exit cleanup of a client still attached."""
+
+    def apply_scan(self, scan: SessionScan) -> None:
+        """What an existing transcript tells: dedup sets, chain end, metadata."""
+        self.materialized = True
+        self.side_uuids = UuidSet.unpacked(scan.sidechain_uuids)  # packed in the background once quiet
+        self.metadata = {**scan.metadata, **self.metadata}
+        self.main.uuids = UuidSet.unpacked(scan.uuids)
+        self.main.last = scan.cursor.tip
+        self.main.cursor = scan.cursor
+
+    def targets(self) -> list[Target]:
+        return [self.main, *self.agents.values()]
+
+    @property
+    def idle(self) -> bool:
+        return (not self.clients and self.loading is None and not self.pending
+                and all(t.queue.idle for t in self.targets()))
+

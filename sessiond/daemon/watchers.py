@@ -1,0 +1,436 @@
+"""Subscriptions: a session's entries streamed to watchers as they are written.
+
+A ``Subscribe`` gets ``Subscribed``, then ``Entries`` frames (its own request id)
+with the lines of the main transcript, and of the session's agent files when
+asked, in file order, each byte once, until ``Unsubscribe``, the connection's
+end, or its main file going away (``Unsubscribed``).
+
+Live lines come from the write observers (``Writer.observers``: every write of
+the daemon, and what the follower of foreign writers reports through
+``Writer.publish``): nothing is read back from disk for them. Where a watcher
+starts in the past (a byte offset, the last N entries), or the lines it is told
+about do not start where it stands (a gap: a write it was not told about), the
+missing bytes are read from the file in the read pool (the watcher's
+connection's fair share of it, ``workers.py``), ``READ_CHUNK`` at a time,
+while live lines wait for the reads to catch up.
+
+A watcher never grows the daemon's memory past its connection's output budget
+(``max_output_bytes``, the one every answer of that connection counts against,
+``bounds.py``): a frame that does not fit beside what the connection has not
+read yet is not made; the cursor stays where the watcher stands and, once the
+client reads again, the rest is read from the file, ``read_chunk`` at a time
+(a quarter of the budget, at most ``READ_CHUNK``; at once when the client
+drained its socket, ``drained``). A slow watcher is fed at its own pace and
+loses nothing; a stalled one costs the daemon its cursor. (It used to have a
+buffer of its own, ``watch_buffer_bytes``, past which lines were dropped and
+counted in ``Entries.skipped``; nothing is dropped now.)
+
+The one thing a watcher does not get is a line no frame can carry: longer
+than the shared line cap (``linecap.MAX_LINE``) or than this daemon's frame
+cap. It is passed over (the catch-up read looks for its end holding one scan
+chunk of it, ``linecap.read_span``), the next frame says how many bytes were
+(``Entries.skipped``), and the lines after it come as ever. A line longer than
+one read but under the cap is read once, whole, and sent alone.
+
+A subscription with agents finds the agent files that exist already in the
+read pool (``agents.agent_files``: the layout only, no symlink followed, a
+bounded number of entries), after ``Subscribed`` went out; until it has, an
+agent file written to is watched from that write on, and a file it finds is
+watched from what the follower has reported of it (so a file made just after
+``Subscribed`` is seen whole).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sessiond.store.agents import MAX_ENTRIES as AGENT_ENTRIES
+from sessiond.store.agents import AgentFiles, agent_files
+from sessiond.store.linecap import MAX_LINE, Span, read_span
+from sessiond.store.regular import open_regular
+from sessiond.wire import messages as m
+from sessiond.wire.errors import TOO_LARGE, SessiondError, bad_request
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+log = logging.getLogger("sessiond")
+
+READ_CHUNK = 1024 * 1024
+"""Bytes of a file read at once when a watcher catches up (at most)."""
+MIN_CHUNK = 4096
+FRAME_OVERHEAD = 128
+"""An ``Entries`` frame's bytes beyond its lines (header, ids, the file name)."""
+LAST_WINDOW = 8 * 1024 * 1024
+"""How far back from the end ``last`` looks for its entries."""
+RECHECK = 0.1
+"""A watcher whose connection has no room for its next frame is looked at again this often."""
+FRAME_SLACK = 4096
+"""What an ``Entries`` frame of one line needs beyond the line (its file name
+may be a few hundred bytes): the longest line sent is the frame cap less this."""
+SCAN_LIMIT = 8 * 1024 * 1024
+"""Bytes one catch-up read looks at for newlines at most: a line of a GB is
+looked at over many reads, each a turn in the connection's fair share of the
+read pool, not in one read that holds a thread of it for the whole line."""
+MAX_PER_CONNECTION = 64
+MAX_TOTAL = 4096
+"""Subscriptions one connection, and all of them together, may hold."""
+
+
+class Cursor:
+    """Where one watcher stands in one file."""
+
+    __slots__ = ("sub", "path", "rel", "pos", "reading", "waiting", "seen_end", "reset", "scanned")
+
+    def __init__(self, sub: Subscription, path: Path, rel: str, pos: int) -> None:
+        self.sub = sub
+        self.path = path
+        self.rel = rel
+        self.pos = pos
+        self.reading = False
+        """A catch-up read is in flight: live lines wait for it."""
+        self.waiting = False
+        """Its connection had no room: a catch-up is due once it has."""
+        self.seen_end = pos
+        """The furthest file end the observers reported meanwhile."""
+        self.reset = False
+        self.scanned = 0
+        """Bytes [pos, scanned) were looked at and hold no newline (``Span.scanned``)."""
+
+
+class Subscription:
+    __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended", "finding")
+
+    def __init__(self, rid: int, conn: Connection, session: str, main: Path, agents: bool) -> None:
+        self.id = rid
+        self.conn = conn
+        self.session = session
+        self.main = main
+        self.session_dir = main.with_suffix("")
+        self.agents = agents
+        self.cursors: dict[Path, Cursor] = {}
+        self.ended = False
+        self.finding = False
+        """Its existing agent files are being looked for (``Watchers._found``)."""
+
+
+def agent_session_dir(path: Path) -> Path | None:
+    """``<project>/<id>`` for an agent file (``<id>/subagents/agent-x.jsonl`` or
+    ``<id>/subagents/workflows/<run>/agent-x.jsonl``), else None."""
+    if not path.name.startswith("agent-"):
+        return None
+    for up in (path.parent, path.parent.parent.parent):
+        if up.name == "subagents":
+            return up.parent
+    return None
+
+
+class Watchers:
+    def __init__(self, daemon) -> None:
+        self.daemon = daemon
+        self.loop = daemon.loop
+        self.by_path: dict[Path, list[Cursor]] = {}
+        self.by_dir: dict[Path, list[Subscription]] = {}
+        self.subs: dict[tuple[int, int], Subscription] = {}
+        budget = daemon.settings.max_output_bytes
+        self.budget = budget
+        self.read_chunk = max(MIN_CHUNK, min(READ_CHUNK, budget // 4))
+        self.line_cap = min(MAX_LINE, daemon.settings.max_frame - FRAME_SLACK)
+        """The longest line a frame takes to a watcher; longer ones are skipped."""
+
+    def _room(self, conn: Connection, size: int, alone: bool) -> bool:
+        """Does a frame of ``size`` bytes fit in ``conn``'s output budget beside
+        what it has not read? ``alone``: a frame that cannot be made smaller (one
+        line longer than a read) goes when nothing else waits."""
+        used = conn.output_bytes
+        return used + size <= self.budget or alone and used == 0
+
+    @property
+    def count(self) -> int:
+        return len(self.subs)
+
+    # ------------------------------------------------------------ subscribing
+
+    def subscribe(self, conn: Connection, req: m.Subscribe, main: Path) -> m.Subscribed:
+        if (conn.id, req.id) in self.subs:
+            raise bad_request(f"subscription {req.id} already exists on this connection")
+        mine = sum(1 for cid, _ in self.subs if cid == conn.id)
+        if mine >= MAX_PER_CONNECTION or len(self.subs) >= MAX_TOTAL:
+            raise SessiondError(f"too many subscriptions ({mine} on this connection, {len(self.subs)} in all; "
+                                f"budgets {MAX_PER_CONNECTION} and {MAX_TOTAL})", code=TOO_LARGE)
+        sub = Subscription(req.id, conn, req.session, main, req.agents)
+        self.subs[(conn.id, req.id)] = sub
+        size = _size(main)
+        start = size if req.offset is None else min(req.offset, size)
+        cursor = self._add(sub, main, start)
+        if req.last is not None and req.offset is None:
+            try:
+                fut = self.daemon.fair.submit(_read_last, main, req.last, size, self.read_chunk, owner=conn.id,
+                                              answer=True)
+            except SessiondError:  # its share of the read pool is full (busy): refused whole
+                del self.subs[(conn.id, req.id)]
+                self._remove(sub)
+                raise
+            cursor.reading = True
+            fut.add_done_callback(lambda f: self._read_done(cursor, f))
+        elif start < size:
+            self._catch_up(cursor)
+        if req.agents:
+            try:  # the watcher's connection's fair share of the read pool
+                fut = self.daemon.fair.submit(agent_files, sub.session_dir, owner=conn.id)
+            except SessiondError:  # its share is full (busy): refused whole
+                del self.subs[(conn.id, req.id)]
+                self._remove(sub)
+                raise
+            sub.finding = True
+            self.by_dir.setdefault(sub.session_dir, []).append(sub)
+            fut.add_done_callback(lambda f: self._found(sub, f))
+        return m.Subscribed(id=req.id, session=req.session, path=str(main), offset=cursor.pos)
+
+    def _found(self, sub: Subscription, fut) -> None:
+        """The agent files that existed: each watched from where the follower's
+        reports of it stand (one written to meanwhile already is, from that
+        write): the lookup ran off the loop, so it may have seen lines whose
+        report is still to come, and the watcher gets them with it."""
+        sub.finding = False
+        if sub.ended or fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.warning("watching %s: looking for its agent files failed: %s", sub.session_dir, exc)
+            return
+        found: AgentFiles = fut.result()
+        if not found.complete:
+            log.warning("watching %s: looked for agent files in the first %d entries only",
+                        sub.session_dir, AGENT_ENTRIES)
+        passed_on = self.daemon.follower.files
+        for f in found.files:
+            if f.path not in sub.cursors:
+                # From what the follower has passed on of it: lines the lookup saw in the file that are not
+                # reported yet (a file made just after Subscribed) reach this watcher with their report.
+                known = passed_on.get(f.path)
+                self._add(sub, f.path, min(known.offset, f.size) if known is not None else 0)
+
+    def _add(self, sub: Subscription, path: Path, pos: int) -> Cursor:
+        rel = os.path.relpath(path, sub.main.parent)
+        cursor = sub.cursors[path] = Cursor(sub, path, rel, pos)
+        self.by_path.setdefault(path, []).append(cursor)
+        return cursor
+
+    def unsubscribe(self, conn: Connection, rid: int, reason: str) -> bool:
+        sub = self.subs.pop((conn.id, rid), None)
+        if sub is None:
+            return False
+        self._remove(sub)
+        conn.reply(m.Unsubscribed(id=rid, reason=reason))
+        return True
+
+    def _remove(self, sub: Subscription) -> None:
+        sub.ended = True
+        for path, cursor in sub.cursors.items():
+            cursors = self.by_path.get(path)
+            if cursors is not None:
+                cursors.remove(cursor)
+                if not cursors:
+                    del self.by_path[path]
+        subs = self.by_dir.get(sub.session_dir)
+        if subs is not None and sub in subs:
+            subs.remove(sub)
+            if not subs:
+                del self.by_dir[sub.session_dir]
+
+    def drop_connection(self, conn: Connection) -> None:
+        for key in [k for k in self.subs if k[0] == conn.id]:
+            self._remove(self.subs.pop(key))
+
+    # ------------------------------------------------------------- observers
+
+    def written(self, path: Path, lines: list[bytes], end: int) -> None:
+        """The write observer: ``lines`` are in ``path`` now, ending at ``end``."""
+        cursors = self.by_path.get(path)
+        start = end - sum(map(len, lines)) - len(lines)
+        if cursors is None:
+            if not self.by_dir:
+                return
+            session_dir = agent_session_dir(path)
+            subs = self.by_dir.get(session_dir) if session_dir is not None else None
+            if not subs:
+                return
+            for sub in list(subs):  # a new agent file (or one not seen before): from its start
+                self._add(sub, path, start if sub.finding else 0)
+            cursors = self.by_path[path]
+        for cursor in list(cursors):
+            self._deliver(cursor, lines, start, end)
+
+    def gone(self, path: Path) -> None:
+        """What was reported of ``path`` no longer stands (deleted, replaced,
+        truncated): a watcher of a main file that is gone is ended, others
+        start the file over."""
+        for cursor in list(self.by_path.get(path, ())):
+            sub = cursor.sub
+            if not path.exists() and path == sub.main:
+                self.unsubscribe(sub.conn, sub.id, "gone")
+                continue
+            cursor.pos = cursor.seen_end = cursor.scanned = 0
+            cursor.reset = True
+
+    def _deliver(self, cursor: Cursor, lines: list[bytes], start: int, end: int) -> None:
+        if end > cursor.seen_end:
+            cursor.seen_end = end
+        if cursor.reading or end <= cursor.pos:
+            return  # a read in flight covers it, or it was had already
+        if start > cursor.pos:
+            self._catch_up(cursor)  # a write we were not told of: read the gap
+            return
+        if start < cursor.pos:  # partly had already: only the rest
+            skip = 0
+            while skip < len(lines) and start < cursor.pos:
+                start += len(lines[skip]) + 1
+                skip += 1
+            lines = lines[skip:]
+        if any(len(x) > self.line_cap for x in lines):  # no frame takes it: the catch-up read skips it
+            self._catch_up(cursor)
+            return
+        self._send(cursor, lines, start, end, alone=False)
+
+    def _send(self, cursor: Cursor, lines: list[bytes], start: int, end: int, alone: bool, skipped: int = 0) -> None:
+        """Send ``lines`` (``start``..``end`` of the file, ``start`` where the
+        cursor stands) if they fit the connection's output budget; else the
+        cursor stays and the file is read from there once they can.
+        ``skipped``: bytes of over-long lines just before ``start``."""
+        sub = cursor.sub
+        conn = sub.conn
+        if conn.transport is None or sub.ended:
+            return
+        if not self._room(conn, end - start + 2 * len(lines) + FRAME_OVERHEAD, alone):
+            self._wait(cursor)
+            return
+        conn.reply(m.Entries(id=sub.id, file=cursor.rel, offset=start, lines=lines, reset=cursor.reset, skipped=skipped))
+        cursor.pos = end
+        cursor.reset = False
+
+    # ---------------------------------------------------------------- reading
+
+    def _wait(self, cursor: Cursor) -> None:
+        """Catch up in ``RECHECK`` (one timer per cursor): it reads slowly, hold nothing."""
+        if not cursor.waiting:
+            cursor.waiting = True
+            self.loop.call_later(RECHECK, self._recheck, cursor)
+
+    def _recheck(self, cursor: Cursor) -> None:
+        cursor.waiting = False
+        self._catch_up(cursor)
+
+    def drained(self, conn: Connection) -> None:
+        """``conn``'s client read its answers (the transport resumed writing):
+        its watchers that had no room go on now, not at their next recheck."""
+        for (cid, _), sub in list(self.subs.items()):
+            if cid == conn.id:
+                for cursor in list(sub.cursors.values()):
+                    if cursor.waiting:
+                        self._recheck(cursor)
+
+    def _catch_up(self, cursor: Cursor) -> None:
+        if cursor.reading or cursor.waiting or cursor.sub.ended or cursor.sub.conn.transport is None:
+            return
+        if not self._room(cursor.sub.conn, self.read_chunk + FRAME_OVERHEAD, alone=True):
+            self._wait(cursor)
+            return
+        try:  # the watcher's connection's fair share of the read pool
+            fut = self.daemon.fair.submit(_read_from, cursor.path, cursor.pos, self.read_chunk, self.line_cap,
+                                          cursor.scanned, owner=cursor.sub.conn.id, answer=True)
+        except SessiondError:  # its share is full (busy): try again shortly, holding nothing
+            self._wait(cursor)
+            return
+        cursor.reading = True
+        fut.add_done_callback(lambda f: self._read_done(cursor, f))
+
+    def _read_done(self, cursor: Cursor, fut) -> None:
+        cursor.reading = False
+        if cursor.sub.ended:
+            return
+        if fut.cancelled():  # its client went, or the read pool shut down (the daemon is exiting)
+            return
+        exc = fut.exception()
+        if exc is not None:
+            if isinstance(exc, FileNotFoundError) and cursor.path == cursor.sub.main:
+                self.unsubscribe(cursor.sub.conn, cursor.sub.id, "gone")
+            elif isinstance(exc, SessiondError):  # made room for another client's job (busy): try again shortly
+                self._wait(cursor)
+            else:
+                log.warning("watching %s: %s", cursor.path, exc)
+            return
+        span, more = fut.result()
+        lines, end = span.lines(), span.end
+        if span.offset < cursor.pos:  # what ``last`` found before where the cursor stood
+            cursor.pos = span.offset
+        elif span.offset > cursor.pos:  # read from further on than it stands now (reset meanwhile): read again
+            lines, end = [], cursor.pos
+        if span.offset == cursor.pos:
+            cursor.scanned = span.scanned
+        if lines or span.skipped and end > cursor.pos:
+            if span.skipped:
+                log.info("watching %s: skipped %d bytes at %d (%d lines longer than %d bytes)",
+                         cursor.path, span.skipped_bytes, span.offset, span.skipped, self.line_cap)
+            self._send(cursor, lines, span.start, end, alone=len(lines) <= 1, skipped=span.skipped_bytes)
+        else:
+            cursor.pos = max(cursor.pos, end)
+        if more or cursor.seen_end > cursor.pos:
+            self._catch_up(cursor)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _read_from(path: Path, offset: int, chunk: int, cap: int, scanned: int = 0) -> tuple[Span, bool]:
+    """Whole lines of ``path`` from ``offset`` (worker thread): at most ``chunk``
+    bytes of them, or one line up to ``cap`` alone; lines over ``cap`` skipped
+    (``linecap.read_span``), at most ``SCAN_LIMIT`` looked at for newlines,
+    from ``scanned`` on in an unfinished line. The span, and whether more may be left."""
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        span = read_span(fd, offset, chunk, cap, scanned=scanned, limit=SCAN_LIMIT)
+    finally:
+        os.close(fd)
+    # a full read, or the look stopped by its limit: more may follow
+    return span, offset < span.end < size and size - offset >= chunk or span.scanned < size
+
+
+def _read_last(path: Path, count: int, size: int, chunk: int) -> tuple[Span, bool]:
+    """Where the last ``count`` whole lines of ``path`` up to ``size`` start,
+    looking back at most ``LAST_WINDOW`` bytes, ``chunk`` at a time (worker
+    thread); the lines themselves are then read forward like any catch-up, so
+    they count against the watcher's output budget like everything else."""
+    if count <= 0 or size == 0:
+        return Span(size, size, b"", 0), False
+    newlines: list[int] = []  # newest first, up to count + 1
+    floor = max(0, size - LAST_WINDOW)
+    fd = open_regular(path)
+    try:
+        top = size
+        while top > floor and len(newlines) <= count:
+            base = max(floor, top - chunk)
+            data = os.pread(fd, top - base, base)
+            at = len(data)
+            while len(newlines) <= count and (at := data.rfind(b"\n", 0, at)) >= 0:
+                newlines.append(base + at)
+            top = base
+    finally:
+        os.close(fd)
+    if not newlines:
+        return Span(size, size, b"", 0), False
+    if len(newlines) > count:
+        start = newlines[count] + 1
+    elif floor == 0:
+        start = 0
+    else:  # the first line found may be cut by the window
+        start = newlines[-1] + 1
+    return Span(start, start, b"", 0), start <= newlines[0]

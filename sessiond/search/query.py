@@ -1,0 +1,244 @@
+"""Queries: what a user types, how it becomes an FTS5 query, and the hits.
+
+A query is words and "quoted phrases"; every one must match (AND); a word
+ending in ``*`` matches as a prefix. Everything else is taken literally: each
+word is quoted before it reaches FTS5, so ``AND``, ``NEAR(``, ``-`` or a colon
+in a path are plain text, never syntax (a query can never be an FTS5 error).
+
+A hit is a session, not a line: the best-ranked entry of each session (BM25;
+among the newest matches only, for a very common query: ``rank``) stands for
+it, so twenty hits are twenty conversations. A hit in a subagent
+file points at its parent session (``sessionId``, ``path``) and says which
+agent file matched (``agentId``, ``file``, ``sidechain``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from sessiond.store.paths import projects_dir
+from sessiond.wire.hit import FILTER_ROLES, MAX_LIMIT, Hit
+
+from .budget import DEFAULT_CPU_SECONDS, Budget
+from .rank import best_sessions
+from .schema import from_db, to_db
+
+if TYPE_CHECKING:
+    import sqlite3  # the CLI's daemon path never loads the library
+    import threading
+
+MAX_QUERY: Final = 1000
+"""Characters of a query; terms beyond are ignored (a query is typed, not a file)."""
+MARK_START: Final = "\x02"
+MARK_END: Final = "\x03"
+
+
+class QueryError(ValueError):
+    """A query that cannot be run (empty, a bad date, a bad role)."""
+
+
+class QueryTooCostly(QueryError):
+    """A query stopped when it had used its CPU budget (``budget.py``)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the query was stopped after {seconds:g} s of CPU: it matches too much to rank "
+                         "(a prefix of one or two letters, or only very common words); "
+                         "give a longer prefix or another word")
+
+
+class QueryStopped(Exception):
+    """A query stopped because whoever asked for it is gone (``budget.py``):
+    no answer to make, so no error for anyone either."""
+
+
+class Term(msgspec.Struct, frozen=True):
+    words: tuple[str, ...]
+    """One word, or the words of a phrase."""
+    prefix: bool = False
+
+
+class SearchResult(msgspec.Struct, kw_only=True):
+    hits: list[Hit]
+    window: int | None = None
+    """Set when the query matched more entries than the ranking window: the
+    hits are the best among the newest ``window`` matches (``rank``)."""
+    scanned: str | None = None
+    """Set when the hits come from a scan of the files: why the index was not read."""
+
+
+_TOKEN = re.compile(r'"([^"]*)"?|(\S+)')
+_WORD = re.compile(r"[^\W_]+")
+
+
+def words_of(text: str) -> list[str]:
+    """Words as the tokenizer sees them (unicode61: letters and digits)."""
+    return _WORD.findall(text)
+
+
+def parse(text: str) -> list[Term]:
+    """Terms of a query; ``QueryError`` when nothing searchable is left."""
+    terms: list[Term] = []
+    for m in _TOKEN.finditer(text[:MAX_QUERY]):
+        if m.group(1) is not None:
+            words = tuple(w for w in words_of(m.group(1)))
+            if words:
+                terms.append(Term(words))
+            continue
+        raw = m.group(2)
+        prefix = raw.endswith("*")
+        words = tuple(words_of(raw))
+        if words:
+            terms.append(Term(words, prefix=prefix and raw.rstrip("*")[-1:].isalnum()))
+    if not terms:
+        raise QueryError(f"nothing to search for in {text!r}: give words or \"a phrase\"")
+    return terms
+
+
+def fts_expression(terms: list[Term]) -> str:
+    """The FTS5 MATCH string: each term a quoted phrase, ANDed."""
+    parts = []
+    for t in terms:
+        phrase = '"' + " ".join(t.words) + '"'
+        parts.append(phrase + ("*" if t.prefix else ""))
+    return " AND ".join(parts)
+
+
+def parse_since(value: str | None, now: datetime | None = None) -> str | None:
+    """``YYYY-MM-DD``, an ISO date-time, or ``N[mhdw]`` ago, as the ISO UTC string
+    entries carry (``2026-01-02T03:04:05.000Z``), which compares as text."""
+    if value is None:
+        return None
+    v = value.strip()
+    rel = re.fullmatch(r"(\d{1,6})\s*([mhdw])", v)
+    try:
+        if rel:
+            n, unit = int(rel.group(1)), rel.group(2)
+            delta = {"m": timedelta(minutes=n), "h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+            when = (now or datetime.now(UTC)) - delta
+        else:
+            try:
+                when = datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                unit = " (a number needs a unit)" if v.isdigit() else ""
+                raise QueryError(f"--since {value!r}{unit}: give an age (30m, 2h, 7d, 2w), a date (2026-01-31) "
+                                 "or an ISO date-time") from None
+            if when.tzinfo is None:
+                when = when.astimezone()  # a date the user typed is in their time zone
+        when = when.astimezone(UTC)
+    except (OverflowError, ValueError) as exc:  # before year 1 or after 9999, here or in UTC (999999w ago, 0001-01-01)
+        if isinstance(exc, QueryError):
+            raise
+        raise QueryError(f"--since {value!r}: out of the range of dates (years 1 to 9999)") from None
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def check_role(role: str | None) -> None:
+    if role is not None and role not in FILTER_ROLES:
+        raise QueryError(f"--role {role!r}: one of {', '.join(FILTER_ROLES)}")
+
+
+def split_marks(snippet: str) -> tuple[str, list[tuple[int, int]]]:
+    """A snippet with FTS5's marks → the plain text and the marked ranges."""
+    out: list[str] = []
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    start = None
+    for part in re.split(f"([{MARK_START}{MARK_END}])", snippet):
+        if part == MARK_START:
+            start = pos
+        elif part == MARK_END:
+            if start is not None:
+                spans.append((start, pos))
+            start = None
+        else:
+            out.append(part)
+            pos += len(part)
+    return "".join(out), spans
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that can only read (``mode=ro``): never writes, never creates."""
+    import sqlite3
+
+    from .schema import connect_functions, read_only_uri
+
+    conn = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
+    conn.execute("PRAGMA query_only = 1")
+    connect_functions(conn)
+    return conn
+
+
+def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] | None = None, limit: int = 20,
+        since: str | None = None, role: str | None = None, cpu_seconds: float = DEFAULT_CPU_SECONDS,
+        stop: threading.Event | None = None) -> SearchResult:
+    """The best ``limit`` sessions for ``text`` in ``projects`` (dir names; None:
+    every project), best first; ``QueryTooCostly`` past ``cpu_seconds``,
+    ``QueryStopped`` once ``stop`` is set (its asker went away)."""
+    check_role(role)
+    expr = fts_expression(parse(text))
+    limit = max(1, min(limit, MAX_LIMIT))
+    import sqlite3
+
+    if stop is not None and stop.is_set():
+        raise QueryStopped("the query was not started: its asker went away")
+    budget = Budget(conn, cpu_seconds, stop)
+    try:
+        with budget:
+            return _hits(conn, root, expr, projects=None if projects is None else [to_db(p) for p in projects],
+                         limit=limit, since=since, role=role)
+    except sqlite3.OperationalError:
+        if budget.stopped:
+            raise QueryStopped("the query was stopped: its asker went away") from None
+        if budget.expired:
+            raise QueryTooCostly(cpu_seconds) from None
+        raise
+
+
+def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str] | None, limit: int,
+          since: str | None, role: str | None) -> SearchResult:
+    from sessiond.store.lite import session_title as file_title
+
+    ranked = best_sessions(conn, expr, projects=projects, role=role, since=since, limit=limit)
+    hits = []
+    base = projects_dir(root)
+    for e in ranked.entries:
+        project, session = from_db(e.project), from_db(e.session)
+        row = conn.execute(
+            """SELECT snippet(docs, 0, ?, ?, '…', 24), i.uuid, i.ts, i.role, i.sidechain, f.path, f.agent, f.cwd
+               FROM docs JOIN doc_info i ON i.id = docs.rowid JOIN files f ON f.id = i.file
+               WHERE docs MATCH ? AND docs.rowid = ?""", (MARK_START, MARK_END, expr, e.rowid)).fetchone()
+        if row is None:  # the indexer replaced it between the two statements
+            continue
+        snip, uuid, ts, doc_role, sidechain, file, agent, cwd = row
+        plain, spans = split_marks(snip)
+        indexed, main_cwd = session_title(conn, e.project, e.session)
+        main = base / project / f"{session}.jsonl"
+        title = file_title(main) or indexed  # the title list and show give it; the index's when the file is gone
+        hits.append(Hit(sessionId=session, project=project, path=str(main),
+                        title=title, uuid=uuid, timestamp=ts, role=doc_role, snippet=plain, highlights=spans,
+                        score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent and from_db(agent), file=from_db(file),
+                        cwd=main_cwd or cwd))
+    return SearchResult(hits=hits, window=ranked.window)
+
+
+def session_title(conn: sqlite3.Connection, project: str, session: str) -> tuple[str | None, str | None]:
+    """The title the listing shows (custom title, else AI title, else summary,
+    else first prompt) and the cwd, from the session's files."""
+    rows = conn.execute(
+        "SELECT custom_title, ai_title, summary, first_prompt, cwd, agent IS NULL FROM files "
+        "WHERE project = ? AND session = ? ORDER BY agent IS NOT NULL, id", (project, session)).fetchall()
+    for pick in range(4):
+        for r in rows:
+            if r[5] and r[pick]:
+                return r[pick], r[4]
+    cwd = next((r[4] for r in rows if r[4]), None)
+    for pick in range(4):
+        for r in rows:
+            if r[pick]:
+                return r[pick], cwd
+    return None, cwd

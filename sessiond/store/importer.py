@@ -1,0 +1,360 @@
+"""Importing existing Claude Code sessions into the store, every file as it is.
+
+Why file copies and not appends of entries: an import must keep each file byte
+for byte (summary-only files whose summaries title other sessions, inline 1.0.x
+sidechains, lines that repeat a uuid on purpose), and the append path would
+route, deduplicate and hold back entries by design. So a session's files are
+copied: a new file whole (to a temp file, synced, then linked into place, so it
+appears complete or not at all), a file that grew since by its new whole lines
+only (under the writers' exclusive ``flock``, after checking that what the store
+holds is a prefix of the source), and a copy that differs is reported
+``diverged`` and never overwritten. A second run imports nothing.
+
+``plan`` turns the user's paths (a projects dir, a project dir, ``.jsonl``
+files) into one ``SessionSource`` per session; ``import_session`` copies one.
+The daemon runs ``import_session`` for an ``Import`` request (so its catalog and
+its sessions learn of the change), the CLI runs it itself when no daemon runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from sessiond.wire.errors import bad_request
+from sessiond.wire.records import FileResult, ImportFile, SessionSource, Status
+
+from .appendfile import append_unlocked, ensure_dir, file_lock, fsync_dir, whole_lines_end, write_all
+from .entries import decode_object
+from .linecap import MAX_LINE
+from .paths import canonical_cwd, check_inside, is_session_id, projects_dir, sanitize
+from .regular import open_regular
+from .safeopen import FILE_MODE
+
+STATUSES: tuple[str, ...] = ("imported", "grown", "unchanged", "diverged", "unreadable", "busy")
+CHUNK = 8 * 1024 * 1024
+
+
+def session_status(results: list[FileResult]) -> Status:
+    """One word for a session: the most telling of its files' outcomes."""
+    present = {r.status for r in results}
+    for status in ("busy", "diverged", "unreadable", "imported", "grown"):
+        if status in present:
+            return status
+    return "unchanged"
+
+
+# ----------------------------------------------------------------------- planning
+
+
+def _regular_files(d: Path, base: Path) -> tuple[list[ImportFile], list[str]]:
+    files, skipped = [], []
+    for dirpath, dirs, names in os.walk(d):
+        for name in sorted(names) + [x for x in dirs if os.path.islink(os.path.join(dirpath, x))]:
+            p = Path(dirpath) / name
+            if p.is_symlink() or not p.is_file():
+                skipped.append(str(p))
+                continue
+            files.append(ImportFile(src=str(p), rel=str(p.relative_to(base))))
+        dirs[:] = sorted(x for x in dirs if not os.path.islink(os.path.join(dirpath, x)))
+    return files, skipped
+
+
+FIRST_LINE_MAX = 1 << 20
+FLAT_AGENT = re.compile(r"agent-[A-Za-z0-9_-]{1,128}\.jsonl")
+"""Claude Code 2.0.x kept subagent transcripts beside the sessions, in the project dir."""
+
+
+def flat_agent_session(path: Path | str) -> str | None:
+    """The session a flat ``agent-<id>.jsonl`` belongs to: the ``sessionId`` of
+    its first entry (a subagent's entries carry their parent session's id)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(FIRST_LINE_MAX)
+    except OSError:
+        return None
+    entry = decode_object(first.rstrip(b"\r\n"))
+    sid = entry.get("sessionId") if entry else None
+    return sid if isinstance(sid, str) and is_session_id(sid) else None
+
+
+def flat_agents(project: Path) -> dict[str, list[ImportFile]]:
+    """The flat agent files of a project dir, by the session they belong to."""
+    out: dict[str, list[ImportFile]] = {}
+    try:
+        entries = sorted(os.scandir(project), key=lambda e: e.name)
+    except OSError:
+        return out
+    for e in entries:
+        if FLAT_AGENT.fullmatch(e.name) and e.is_file(follow_symlinks=False):
+            owner = flat_agent_session(e.path)
+            if owner is not None:
+                out.setdefault(owner, []).append(ImportFile(src=e.path, rel=e.name))
+    return out
+
+
+def _project_sessions(project: Path) -> tuple[list[SessionSource], list[str]]:
+    ids: set[str] = set()
+    skipped: list[str] = []
+    flat = flat_agents(project)
+    ids.update(flat)
+    for e in sorted(os.scandir(project), key=lambda e: e.name):
+        if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
+            if is_session_id(e.name[:-6]):
+                ids.add(e.name[:-6])
+            elif not any(f.rel == e.name for files in flat.values() for f in files):
+                skipped.append(e.path)
+        elif is_session_id(e.name) and e.is_dir(follow_symlinks=False):
+            ids.add(e.name)
+        elif e.name.endswith(".jsonl"):
+            skipped.append(e.path)
+    return [s for sid in sorted(ids) if (s := _session(project, sid, skipped, flat.get(sid, []))) is not None], skipped
+
+
+def _session(project: Path, sid: str, skipped: list[str], flat: list[ImportFile] = []) -> SessionSource | None:  # noqa: B006
+    files = list(flat)
+    main = project / f"{sid}.jsonl"
+    if main.is_file() and not main.is_symlink():
+        files.append(ImportFile(src=str(main), rel=main.name))
+    side = project / sid
+    if side.is_dir() and not side.is_symlink():
+        more, bad = _regular_files(side, project)
+        files += more
+        skipped += bad
+    return SessionSource(project=project.name, session=sid, files=files) if files else None
+
+
+def _is_project_dir(d: Path) -> bool:
+    with os.scandir(d) as it:
+        return any(e.name.endswith(".jsonl") or is_session_id(e.name) for e in it)
+
+
+_PROJECT_NAME = re.compile(r"-.*|[A-Za-z]--.*")
+"""What a project dir's name looks like: a sanitized absolute path (``/`` and
+``C:\\`` become ``-`` and ``C--``)."""
+
+
+def _recorded_project(src: Path) -> str:
+    """The project dir of a session file found outside any project dir (``~/torn/
+    <id>.jsonl``): the one its recorded cwd names, where Claude Code keeps it;
+    the folder it was copied into names no project."""
+    from .lite import read_lite
+
+    try:
+        cwd = read_lite(src).cwd
+    except OSError as exc:
+        raise bad_request(f"{src}: {exc.strerror or exc}") from None
+    if not cwd or not os.path.isabs(cwd):
+        raise bad_request(f"{src} is not in a project dir and records no cwd: import the project dir it came from")
+    return sanitize(canonical_cwd(cwd))
+
+
+def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
+    """The sessions to import from ``sources``, and the paths that cannot be
+    (not a session file, a symlink, not a regular file). A directory holding
+    ``.jsonl`` files or session dirs is a project dir; any other directory is
+    a projects dir (its subdirectories are project dirs); a dir with a
+    ``projects/`` inside (``~/.claude``) stands for that."""
+    sessions: dict[tuple[str, str], SessionSource] = {}
+    skipped: list[str] = []
+
+    def add(found: list[SessionSource]) -> None:
+        for s in found:
+            sessions.setdefault((s.project, s.session), s)
+
+    for src in sources:
+        src = Path(os.path.abspath(src))
+        if src.is_symlink() and not src.is_dir():
+            skipped.append(str(src))
+        elif src.is_file():
+            sid = src.name[:-6] if src.name.endswith(".jsonl") else ""
+            session = _session(src.parent, sid, skipped, flat_agents(src.parent).get(sid, [])) if is_session_id(sid) else None
+            if session is None:
+                skipped.append(str(src))
+            else:
+                if not _PROJECT_NAME.fullmatch(session.project):
+                    session.project = _recorded_project(src)
+                add([session])
+        elif src.is_dir():
+            if (src / "projects").is_dir() and not _is_project_dir(src):
+                src = src / "projects"
+            if _is_project_dir(src):
+                found, bad = _project_sessions(src)
+                add(found)
+                skipped += bad
+            else:
+                for d in sorted(p for p in src.iterdir() if p.is_dir() and not p.is_symlink()):
+                    found, bad = _project_sessions(d)
+                    add(found)
+                    skipped += bad
+        else:
+            raise bad_request(f"{src}: no such file or directory")
+    return list(sessions.values()), skipped
+
+
+def inside_store(root: Path, source: SessionSource) -> bool:
+    """The source already is the store's own copy (importing the root itself)."""
+    base = os.path.realpath(projects_dir(Path(root))) + os.sep
+    return bool(source.files) and all(os.path.realpath(f.src).startswith(base) for f in source.files)
+
+
+# ------------------------------------------------------------------------ copying
+
+
+def destination(root: Path, source: SessionSource, f: ImportFile) -> Path:
+    """Where a source file goes, after refusing any name that could escape the
+    session's own files (the daemon takes these names from a client)."""
+    project = source.project
+    if not project or project.startswith(".") or "/" in project or "\x00" in project:
+        raise bad_request(f"not a project dir name: {project!r}")
+    if not is_session_id(source.session):
+        raise bad_request(f"session id must be a UUID: {source.session!r}")
+    parts = f.rel.split("/")
+    if f.rel == f"{source.session}.jsonl" or FLAT_AGENT.fullmatch(f.rel):
+        pass
+    elif len(parts) < 2 or parts[0] != source.session or any(p in ("", ".", "..") or "\x00" in p for p in parts):
+        raise bad_request(f"{f.rel!r} is not a file of session {source.session}")
+    return check_inside(root, projects_dir(Path(root)) / project / f.rel)
+
+
+def _same(a: int, b: int, length: int) -> bool:
+    off = 0
+    while off < length:
+        n = min(CHUNK, length - off)
+        if os.pread(a, n, off) != os.pread(b, n, off):
+            return False
+        off += n
+    return True
+
+
+def _copy_range(src: int, dst: int, start: int, end: int, path: Path) -> None:
+    off = start
+    while off < end:
+        data = os.pread(src, min(CHUNK, end - off), off)
+        if not data:
+            raise OSError(f"source shrank while being read ({path.name})")
+        cut = data.rfind(b"\n") + 1  # whole lines per write: a kill between two leaves no torn line
+        if 0 < cut < len(data):
+            data = data[:cut]
+        append_unlocked(dst, path, data, known_end=off)
+        off += len(data)
+
+
+def _copy_new(src: int, end: int, dest: Path) -> bool:
+    """A new file, complete or not at all; False when one appeared meanwhile.
+
+    Written into an anonymous file (``O_TMPFILE``) that is linked into place only
+    once synced: a kill half-way through leaves nothing behind in the store.
+    Where the filesystem (or the system: no ``/proc``) lacks it, a dot-named
+    temp file is used."""
+    ensure_dir(dest.parent)
+    tmp: Path | None = None
+    try:
+        if not os.path.isdir("/proc/self/fd"):  # linking an anonymous file needs its /proc name
+            raise OSError("no /proc")
+        fd = os.open(dest.parent, os.O_RDWR | os.O_TMPFILE | os.O_CLOEXEC, FILE_MODE)
+    except (AttributeError, OSError):
+        tmp = dest.with_name(f".{dest.name}.import-{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        off = 0
+        while off < end:
+            data = os.pread(src, min(CHUNK, end - off), off)
+            if not data:
+                raise OSError(f"source shrank while being read ({dest.name})")
+            write_all(fd, data)
+            off += len(data)
+        os.fsync(fd)
+        try:  # never replaces: a file that appeared meanwhile wins
+            if tmp is not None:
+                os.link(tmp, dest)
+            else:  # a dir fd makes os.link use linkat(AT_SYMLINK_FOLLOW), which /proc/self/fd needs
+                dfd = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    os.link(f"/proc/self/fd/{fd}", dest, src_dir_fd=dfd, follow_symlinks=True)
+                finally:
+                    os.close(dfd)
+        except FileExistsError:
+            return False
+    finally:
+        os.close(fd)
+        if tmp is not None:
+            os.unlink(tmp)
+    fsync_dir(dest.parent)
+    return True
+
+
+def importable_end(fd: int, size: int) -> int:
+    """Where a transcript's copy ends: at its end when its last line is whole
+    (with or without a newline: Claude Code leaves the last one off), else
+    before the fragment a writer is still in the middle of (a later import
+    brings it). A fragment over the line cap is no entry: it is not read."""
+    end = whole_lines_end(fd, size)
+    if end < size and size - end <= MAX_LINE and decode_object(os.pread(fd, size - end, end)) is not None:
+        return size
+    return end
+
+
+def import_file(src_path: str, dest: Path) -> FileResult:
+    rel = dest.name
+    try:
+        src = open_regular(src_path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        return FileResult(rel=rel, status="unreadable", error=exc.strerror or str(exc))
+    try:
+        size = os.fstat(src).st_size
+        end = importable_end(src, size) if dest.suffix == ".jsonl" else size
+        if not os.path.lexists(dest) and _copy_new(src, end, dest):
+            result = FileResult(rel=rel, status="imported", bytes=end)
+        else:  # there already, or it appeared meanwhile
+            result = _merge(src, end, dest, rel)
+        if result.bytes:
+            _keep_mtime(src, dest)
+        return result
+    except OSError as exc:
+        return FileResult(rel=rel, status="unreadable", error=exc.strerror or str(exc))
+    finally:
+        os.close(src)
+
+
+def _keep_mtime(src: int, dest: Path) -> None:
+    """The copy keeps the source's modification time: a session last written a
+    year ago is not made young (listing, ``prune --older-than``) by importing it."""
+    st = os.fstat(src)
+    try:
+        os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    except OSError:
+        pass
+
+
+def _merge(src: int, end: int, dest: Path, rel: str) -> FileResult:
+    """The store has the file already: unchanged, grown by new whole lines, or diverged."""
+    fd = os.open(dest, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return FileResult(rel=rel, status="diverged", error="the store holds something else at this path")
+        with file_lock(fd):
+            have = os.fstat(fd).st_size
+            if not _same(src, fd, min(have, end)):
+                return FileResult(rel=rel, status="diverged", error="the store's copy differs from the source")
+            if have >= end:
+                return FileResult(rel=rel, status="unchanged")
+            if dest.suffix != ".jsonl":
+                return FileResult(rel=rel, status="diverged", error="the store's copy differs from the source")
+            _copy_range(src, fd, have, end, dest)
+            return FileResult(rel=rel, status="grown", bytes=end - have)
+    finally:
+        os.close(fd)
+
+
+def import_session(root: Path, source: SessionSource) -> list[FileResult]:
+    """Copy one session's files into the store (see the module doc)."""
+    out = []
+    for f in source.files:
+        result = import_file(f.src, destination(root, source, f))
+        result.rel = f.rel
+        out.append(result)
+    return out

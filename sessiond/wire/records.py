@@ -1,0 +1,143 @@
+"""The records some answers carry: import results, trash manifests, disk usage.
+
+Plain Structs, kept apart from the code that computes them (``importer``,
+``trash``, ``usage``, which import ctypes, shutil, regexes and the file
+helpers): the wire messages name them, and every client, the CLI's quickest
+commands included, imports the wire messages. Those modules import them from
+here under their old names.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Literal
+
+import msgspec
+
+MAX_PATH_CHARS = 4096
+"""Characters of any path a request carries (Linux's PATH_MAX is 4096 bytes):
+the daemon resolves, splits and compares paths, and none of that may cost it
+more than a path's worth of work."""
+
+PathText = Annotated[str, msgspec.Meta(max_length=MAX_PATH_CHARS)]
+PathBytes = Annotated[bytes, msgspec.Meta(max_length=MAX_PATH_CHARS)]
+
+
+def path_text(path: str) -> tuple[str, bytes | None]:
+    """A path as a record carries it: itself when it is UTF-8; else its bytes
+    shown escaped (``\\xff``) and the bytes themselves, which JSON and msgpack
+    strings cannot hold but a file name may, so it comes back byte for byte."""
+    try:
+        path.encode("utf-8")
+        return path, None
+    except UnicodeEncodeError:
+        raw = os.fsencode(path)
+        return raw.decode("utf-8", "backslashreplace"), raw
+
+
+def path_from(text: str, raw: bytes | None) -> str:
+    """The path ``path_text`` made ``(text, raw)`` of (``os`` functions take it)."""
+    return os.fsdecode(raw) if raw is not None else text
+
+MAX_IMPORT_FILES = 10_000
+"""Files one session's Import may name (its transcript and its subagents' files)."""
+
+# ------------------------------------------------------------------ import
+
+
+Status = Literal["imported", "grown", "unchanged", "diverged", "unreadable", "busy"]
+
+
+class ImportFile(msgspec.Struct):
+    src: PathText
+    """Absolute path of the source file."""
+    rel: PathText
+    """Its path inside the project dir: ``<id>.jsonl`` or ``<id>/...``."""
+
+
+class SessionSource(msgspec.Struct):
+    project: PathText
+    """The project dir name, kept as it is."""
+    session: str
+    files: Annotated[list[ImportFile], msgspec.Meta(max_length=MAX_IMPORT_FILES)]
+
+
+class FileResult(msgspec.Struct):
+    rel: str
+    status: Status
+    bytes: int = 0
+    """Bytes copied into the store."""
+    error: str | None = None
+
+
+# ------------------------------------------------------------------ trash
+
+
+State = Literal["trashing", "trashed", "restoring"]
+
+
+class TrashedItem(msgspec.Struct):
+    path: str
+    """Where it was, relative to the store root (``projects/<dir>/<id>.jsonl``)."""
+    kind: Literal["file", "dir"]
+    bytes: int
+    files: int = 1
+    raw: PathBytes | None = None
+    """The path's bytes when they are not UTF-8 (``path`` then shows them escaped)."""
+
+    @property
+    def rel(self) -> str:
+        """The path relative to the root, as ``os`` functions take it."""
+        return path_from(self.path, self.raw)
+
+
+class TrashEntry(msgspec.Struct):
+    """One trashed session: its manifest, as stored and as ``trash --json`` prints it."""
+
+    name: str
+    session: str
+    project: str
+    trashedAt: str
+    reason: str
+    bytes: int
+    items: list[TrashedItem]
+    files: int = 0
+    state: State = "trashed"
+    version: int = 1
+
+
+# ------------------------------------------------------------------ usage
+
+
+class SessionUsage(msgspec.Struct):
+    sessionId: str
+    project: str
+    path: str
+    bytes: int
+    files: int
+    lastWrite: str
+    mtime: float
+
+
+class ProjectUsage(msgspec.Struct):
+    project: str
+    bytes: int
+    sessions: int
+    files: int
+
+
+class Usage(msgspec.Struct):
+    bytes: int
+    files: int
+    projects: list[ProjectUsage]
+    sessions: list[SessionUsage]
+    """Largest first."""
+
+
+class StateFileProblem(msgspec.Struct):
+    """A state file the daemon could not use at its start (``status``'s ``stateFiles``)."""
+
+    file: str
+    problem: str
+    setAside: str | None = None
+    """Where the file was moved (same directory); None when it could not be."""
