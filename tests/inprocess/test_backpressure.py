@@ -4,6 +4,8 @@ daemon-wide one, and a frame that never completes."""
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 
 import pytest
 
@@ -11,7 +13,7 @@ from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import BAD_REQUEST
 from sessiond.protocol.wire.framing import HEADER, encode
 
-from .conftest import in_process, until
+from .conftest import CWD, entry, in_process, until
 
 pytestmark = pytest.mark.anyio
 
@@ -105,3 +107,56 @@ def _frames(data: bytes | bytearray) -> int:
         pos += HEADER.size + HEADER.unpack_from(data, pos)[0]
         n += 1
     return n
+
+
+async def test_a_big_frame_waits_unread_for_the_partial_frame_budget_then_is_served(tmp_path):
+    """Two 200 KB frames arriving at once against a 300 KB budget for frames
+    being received: the second waits, unread and charged only what it holds,
+    until the first is complete; then it is read and served."""
+    budget = 300 * 1024
+    async with in_process(tmp_path, max_frame=budget, max_partial_bytes=budget) as d:
+        first, second = await d.greeted(), await d.greeted()
+        frames = [encode(m.Append(id=1, session=str(uuid.uuid4()), cwd=CWD, entries=[entry("x" * 200_000)],
+                                  durability="written")) for _ in range(2)]
+        first.transport.send(frames[0][:1000])
+        second.transport.send(frames[1][:1000])
+        assert first.transport.reading and not second.transport.reading
+        assert d.daemon.bounds.partial_bytes == len(frames[0]) + 1000
+        second.transport.send(frames[1][1000:])  # stays in its socket meanwhile
+        await passes()
+        assert second.answers() == [] and d.daemon.bounds.partial_bytes <= budget
+        first.transport.send(frames[0][1000:])
+        (a,) = await first.wait_answers(1)
+        (b,) = await second.wait_answers(1)
+        assert isinstance(a, m.Appended) and isinstance(b, m.Appended) and a.accepted == b.accepted == 1
+        assert d.daemon.bounds.partial_bytes == 0 and second.transport.reading
+
+
+async def test_a_client_is_not_read_while_the_write_queues_are_over_their_budget(tmp_path):
+    """``queued`` appends past ``max_queued_bytes`` (their coalescing window
+    long): the connection stops being read, not refused; once the queues are
+    written it is read again, and every entry is in the file, in order."""
+    async with in_process(tmp_path, max_queued_bytes=16 * 1024, flush_interval=0.05) as d:
+        peer = await d.greeted()
+        sid = str(uuid.uuid4())
+        texts = [f"{i:03d}" + "q" * 4000 for i in range(20)]
+        samples: list[tuple[bool, int]] = []
+
+        async def sample() -> None:
+            while True:
+                samples.append((peer.transport.reading, d.daemon.writer.queued_bytes))
+                await asyncio.sleep(0)
+
+        sampler = asyncio.create_task(sample())
+        for i, text in enumerate(texts):
+            peer.send(m.Append(id=i, session=sid, cwd=CWD, entries=[entry(text)]))
+            samples.append((peer.transport.reading, d.daemon.writer.queued_bytes))
+        answers = await peer.wait_answers(len(texts))
+        sampler.cancel()
+        assert [a.id for a in answers] == list(range(len(texts))) and all(isinstance(a, m.Appended) for a in answers)
+        assert not all(reading for reading, _ in samples)
+        assert max(queued for _, queued in samples) <= 16 * 1024 + 4100  # one append past the budget at most
+        await until(lambda: peer.transport.reading)
+        await until(lambda: d.transcript(sid).exists() and d.transcript(sid).read_bytes().count(b"\n") == len(texts))
+        lines = d.transcript(sid).read_bytes().splitlines()
+        assert [json.loads(line)["message"]["content"] for line in lines] == texts
