@@ -1,8 +1,8 @@
 """The mirror's publishing pump: the connection to NATS and what goes over it.
 
-Why its own module: the ``Mirror`` (``engine``) is what the daemon sees, the
-files to mirror and the hooks into appends; the pump is what it runs, and it
-changes for other reasons (the wire's failure modes): connect and check the
+Why its own module: the ``Mirror`` (``engine``) is what the daemon sees (the
+hooks into appends, status) and ``TrackedFiles`` the files to mirror; the pump
+is what runs, and it changes for other reasons (the wire's failure modes): connect and check the
 stream, take a file's next range from the backlog and publish it with the
 sequence the previous range got, advance the file's watermark on the ack, and
 on any failure (a lost connection, an ack that does not come, a range the
