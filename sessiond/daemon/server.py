@@ -324,7 +324,7 @@ async def _run(settings: Settings, flags: dict) -> int:
         await daemon.follower.start()  # before serving: an append after ready is followed
         if daemon.mirror is not None:
             daemon.mirror.restore()  # before serving: its reads must not run on a loop that serves
-            daemon.state_files += daemon.mirror.state_problems
+            daemon.state_files += daemon.mirror.state.problems
         server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
         log.info(
             "ready: pid %d, socket %s%s, root %s, sessiond %s",

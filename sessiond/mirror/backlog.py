@@ -8,15 +8,18 @@ failed, a restart). ``Backlog.take`` hides which of the two a range came from.
 
 The per-file bytes live on the ``TrackedFile`` (``mem``, ``mem_start``,
 ``mem_end``); this class fills and empties them and keeps the totals shown
-in ``status`` (the engine only asks whether a file holds any).
+in ``status`` (eviction only asks whether a file holds any).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sessiond.config import MirrorSettings
 from sessiond.mirror.stream_format import cut_at_line, read_range
 
-from .tracking import TrackedFile
+if TYPE_CHECKING:
+    from .tracking import TrackedFile
 
 
 class Backlog:

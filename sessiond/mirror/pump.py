@@ -1,8 +1,8 @@
 """The mirror's publishing pump: the connection to NATS and what goes over it.
 
-Why its own module: the ``Mirror`` (``engine``) is what the daemon sees, the
-files to mirror and the hooks into appends; the pump is what it runs, and it
-changes for other reasons (the wire's failure modes): connect and check the
+Why its own module: the ``Mirror`` (``engine``) is what the daemon sees (the
+hooks into appends, status) and ``TrackedFiles`` the files to mirror; the pump
+is what runs, and it changes for other reasons (the wire's failure modes): connect and check the
 stream, take a file's next range from the backlog and publish it with the
 sequence the previous range got, advance the file's watermark on the ack, and
 on any failure (a lost connection, an ack that does not come, a range the
@@ -11,10 +11,10 @@ watermarks. One range per file is in flight at a time (each expects the
 previous one's sequence), so a file's writes pile up into the next, bigger
 range meanwhile (ack-clocked batching).
 
-``Pump`` is the ``Mirror``'s base: it owns the connection and publishing state
-it sets up here; the tracked files, the work queue, the backlog and the
-counters it reads are the ``Mirror``'s, as are the five methods it calls
-(both declared in ``Pump``'s body).
+``Pump`` is one part of the ``Mirror``: it owns the connection, what is in
+flight and the publishing counters; it takes its work from the
+``TrackedFiles`` it is given, its ranges from the ``Backlog``, and tells the
+``StateFile`` when watermarks moved.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ import logging
 import os
 import time
 import zlib
-from collections import OrderedDict
-from pathlib import Path
 from typing import Any
 
 from sessiond.config import MirrorSettings
@@ -45,7 +43,8 @@ from .jetstream import (
     ensure_stream,
     remote_end,
 )
-from .tracking import TrackedFile
+from .statefile import StateFile
+from .tracking import Errors, TrackedFile, TrackedFiles
 
 log = logging.getLogger("sessiond")
 
@@ -59,30 +58,23 @@ MAX_INFLIGHT_MSGS = 2048
 RETRY_MIN, RETRY_MAX = 0.1, 5.0
 TICK = 0.5
 """The pump's housekeeping period: ack timeouts, waiter deadlines, eviction."""
-STATE_EVERY = 2.0
-"""How often the state file is rewritten while files lag (a rename costs ~0.5 ms)."""
 
 
 class Pump:
-    """Connects, publishes, counts; see the module docstring."""
+    """Publishes the tracked files' next ranges over one NATS connection and
+    advances their watermarks on the acks; see the module docstring."""
 
-    # The Mirror's state the pump reads and updates.
-    cfg: MirrorSettings
-    loop: asyncio.AbstractEventLoop
-    name: str
-    forever: bool
-    files: dict[Path, TrackedFile]
-    backlog: Backlog
-    errors: int
-    last_error: str | None
-    _clean: OrderedDict[Path, tuple[int, int]]
-    _work: dict[TrackedFile, None]
-    _busy: set[TrackedFile]
-    _state_dirty: bool
-    _state_saved: float
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._wake = asyncio.Event()
+    def __init__(self, cfg: MirrorSettings, loop: asyncio.AbstractEventLoop, tracked: TrackedFiles,
+                 backlog: Backlog, state: StateFile, errors: Errors, *, name: str, forever: bool) -> None:
+        self.cfg = cfg
+        self.loop = loop
+        self.tracked = tracked
+        self.backlog = backlog
+        self.state = state
+        self.errors = errors
+        self.name = name
+        self.forever = forever
+        self._wake = tracked.wake
         self._acked_evt = asyncio.Event()
         self._fail: BaseException | None = None
         self.nc: Any = None
@@ -101,27 +93,33 @@ class Pump:
         self._max_message = MAX_MESSAGE
         self.acks = AckInbox(loop)
 
-    # What the Mirror does for the pump.
+    @property
+    def healthy(self) -> bool:
+        """Connected, the stream checked, and the last publish did not fail."""
+        return self.ready and not self.failing and self.nc is not None and self.nc.is_connected
 
-    def _schedule(self, f: TrackedFile) -> None:
-        """``f`` has something to publish (or to resolve)."""
-        raise NotImplementedError
+    def start(self) -> None:
+        """Connect and publish from now on, retrying with backoff until ``stop``."""
+        self._task = self.loop.create_task(self._run())
 
-    def _break(self, f: TrackedFile, why: str) -> None:
-        """``f`` can no longer be mirrored (its remote copy diverged, it is gone)."""
-        raise NotImplementedError
+    async def stop(self) -> None:
+        """Stop publishing (what is in flight stays unacknowledged: the
+        watermarks say where the next run goes on)."""
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
 
-    def _fail_waiters(self, why: str) -> None:
-        """Required mode: the durable acks waiting for the mirror fail."""
-        raise NotImplementedError
-
-    def _evict(self) -> None:
-        """Forget the files that are mirrored and idle."""
-        raise NotImplementedError
-
-    def _save_state(self, clean: bool = False) -> None:
-        """Write the state file (the lagging files' watermarks)."""
-        raise NotImplementedError
+    async def disconnect(self) -> None:
+        """Close the connection (bounded: a server that does not answer is left)."""
+        if self.nc is not None:
+            try:
+                await asyncio.wait_for(self.nc.close(), 2.0)
+            except Exception:
+                pass
 
     async def _run(self) -> None:
         delay = RETRY_MIN
@@ -160,18 +158,13 @@ class Pump:
             await ensure_stream(self.js, self.cfg)
             self._max_message = max(4096, min(MAX_MESSAGE, (self.nc.max_payload or MAX_MESSAGE) - HEADER_ROOM))
             self.ready = True
-            self.last_error = None
-
-    @property
-    def healthy(self) -> bool:
-        """Whether the mirror can publish now (the engine's ``Mirror`` says)."""
-        raise NotImplementedError
+            self.errors.last = None
 
     async def _nats_error(self, exc: Exception) -> None:
         """Connection attempts that fail (the server is down): shown in status."""
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if not self.healthy:
-            self.last_error = why
+            self.errors.last = why
         now = time.monotonic()
         if why != self._last_log[0] or now - self._last_log[1] > 30:
             log.warning("mirror: nats: %s", why)
@@ -180,9 +173,8 @@ class Pump:
     async def _disconnected(self) -> None:
         if not self._closing:
             log.warning("mirror: disconnected from NATS; writes go on locally and are caught up later")
-            self.errors += 1
-            self.last_error = "disconnected from NATS"
-            self._fail_waiters("disconnected from NATS")
+            self.errors.note("disconnected from NATS")
+            self.tracked.fail_waiters("disconnected from NATS")
             self._wake.set()
 
     async def _reconnected(self) -> None:
@@ -213,7 +205,8 @@ class Pump:
                 self.ready = False
                 await self._wait_connected()
                 raise MirrorFailure("reconnected")  # check the stream again, then go on
-            f = next(iter(self._work), None)
+            work = self.tracked.work
+            f = next(iter(work), None)
             if f is None:
                 if not self.inflight_msgs:
                     self.failing = False  # everything handed over was acknowledged
@@ -225,7 +218,7 @@ class Pump:
                 self._housekeeping()
                 continue
             if f.broken or (f.resolved and f.sent >= f.size):
-                del self._work[f]
+                del work[f]
                 continue
             if not f.resolved:
                 await self._resolve(f)  # on an error f stays queued
@@ -234,7 +227,7 @@ class Pump:
                 # One range in flight per file (each expects the previous one's
                 # sequence); meanwhile its writes pile up into the next, bigger
                 # range: ack-clocked batching. Its ack reschedules it.
-                del self._work[f]
+                del work[f]
                 continue
             if self.inflight_bytes >= MAX_INFLIGHT_BYTES or self.inflight_msgs >= MAX_INFLIGHT_MSGS:
                 self._acked_evt.clear()
@@ -244,12 +237,12 @@ class Pump:
                     pass
                 self._housekeeping()
                 continue
-            del self._work[f]
+            del work[f]
             start = f.sent
             try:
                 data = self.backlog.take(f, self._max_message)
             except OSError as exc:
-                self._break(f, f"cannot read it back: {exc.strerror or exc}")
+                self.tracked.mark_broken(f, f"cannot read it back: {exc.strerror or exc}")
                 continue
             if not data:
                 continue
@@ -265,7 +258,7 @@ class Pump:
                 continue
             f.sent = end
             f.inflight.append((end, fut, self.loop.time(), len(data)))
-            self._busy.add(f)
+            self.tracked.busy.add(f)
             self.inflight_bytes += len(data)
             self.inflight_msgs += 1
             fut.add_done_callback(functools.partial(self._acked, f, epoch))
@@ -276,19 +269,20 @@ class Pump:
         try:
             local_size = os.stat(f.path).st_size
         except FileNotFoundError:
-            self._break(f, "the file is gone")
+            self.tracked.mark_broken(f, "the file is gone")
             return
         if end > local_size:
-            self._break(f, f"the stream holds {end} bytes of it, the local file {local_size}: the session was written on another machine")
+            self.tracked.mark_broken(
+                f, f"the stream holds {end} bytes of it, the local file {local_size}: the session was written on another machine")
             return
         if last and read_range(f.path, last_start, len(last)) != last:
-            self._break(f, f"the local file differs from the stream's copy at offset {last_start}")
+            self.tracked.mark_broken(f, f"the local file differs from the stream's copy at offset {last_start}")
             return
         f.acked = f.sent = end
         f.last_seq = seq
         f.resolved = True
         self.failing = False
-        self._state_dirty = True
+        self.state.changed()
         if end < f.size:
             log.info("mirror: %s: the stream has %d of its %d bytes; catching up from there", f.path.name, end, f.size)
 
@@ -319,13 +313,13 @@ class Pump:
             self.published += 1
             self.published_bytes += size
         self._acked_evt.set()
-        self._state_dirty = True
+        self.state.changed()
         if f.waiters:
             waiters.release(f)
         if not inflight and not f.waiters:
-            self._busy.discard(f)
+            self.tracked.busy.discard(f)
         if f.sent < f.size and not inflight:
-            self._schedule(f)
+            self.tracked.schedule(f)
 
     def _lost_track(self, f: TrackedFile) -> None:
         """The stream's last range of ``f`` is not the one we expected: our own
@@ -338,7 +332,7 @@ class Pump:
         f.inflight.clear()
         f.sent = f.acked
         f.resolved = False
-        self._schedule(f)
+        self.tracked.schedule(f)
 
     def _failed(self, exc: BaseException) -> None:
         """Forget everything in flight; the pump restarts from the watermarks."""
@@ -348,42 +342,42 @@ class Pump:
         reconnected = isinstance(exc, MirrorFailure) and str(exc) == "reconnected"
         if not reconnected:
             self.failing = True
-            if str(exc) != DISCONNECTED:  # counted by _disconnected already
-                self.errors += 1
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            self.last_error = why
+            if str(exc) != DISCONNECTED:  # counted by _disconnected already
+                self.errors.note(why)
+            else:
+                self.errors.last = why
             now = time.monotonic()
             if why != self._last_log[0] or now - self._last_log[1] > 30:
                 log.warning("mirror: %s; retrying (writes go on locally)", why)
                 self._last_log = (why, now)
-        for f in list(self._busy):
+        tracked = self.tracked
+        for f in list(tracked.busy):
             for _, fut, _, _ in f.inflight:
                 fut.cancel()  # frees the client's pending-ack slots
             f.inflight.clear()
-        for f in self.files.values():
+        for f in tracked.files.values():
             if f.broken:
                 continue
             if f.resolved and f.sent > f.acked:
                 f.sent = f.acked
             if not f.resolved or f.sent < f.size:
-                self._schedule(f)
+                tracked.schedule(f)
         self.inflight_bytes = self.inflight_msgs = 0
         if not reconnected:
-            self._fail_waiters(self.last_error or "")
-        self._busy = {f for f in self._busy if f.waiters}
+            tracked.fail_waiters(self.errors.last or "")
+        tracked.busy = {f for f in tracked.busy if f.waiters}
 
     def _housekeeping(self) -> None:
         now = self.loop.time()
         if now - self._housekept < TICK:
             return
         self._housekept = now
-        for f in list(self._busy):
+        for f in list(self.tracked.busy):
             if f.inflight and now - f.inflight[0][2] > self.cfg.ack_timeout:
                 if self._fail is None:
                     self._fail = MirrorFailure(f"no acknowledgement from JetStream within {self.cfg.ack_timeout:g}s")
             if f.waiters:
                 waiters.expire(f, now, f"written locally, but the mirror did not confirm it within {3 * self.cfg.ack_timeout:g}s")
-        if self._state_dirty and now - self._state_saved >= STATE_EVERY:
-            self._state_saved = now
-            self._save_state()
-        self._evict()
+        self.state.save_due(now)
+        self.tracked.evict()

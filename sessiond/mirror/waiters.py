@@ -6,17 +6,21 @@ append touched up to the size it wrote. One ``Countdown`` per append is hung on
 each of those files as a ``(target offset, countdown)`` waiter; this module is
 all the code that hangs, releases, expires and fails them, so the rules of a
 durable ack in required mode read in one place. When to call each is the
-Mirror's business (an ack came, a tick passed, the connection failed).
+pump's and the tracked files' business (an ack came, a tick passed, the
+connection failed, a file diverged).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sessiond.wire.errors import SessiondError
 
 from .jetstream import mirror_error
-from .tracking import TrackedFile
+
+if TYPE_CHECKING:
+    from .tracking import TrackedFile
 
 
 class Countdown:

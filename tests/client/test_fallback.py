@@ -44,12 +44,14 @@ def test_fallback_keeps_lazy_materialization_and_dedup(tmp_path):
 def test_session_close_falls_back_when_the_daemon_died(daemon):
     sid = str(uuid.uuid4())
     c = Client(daemon.socket, root=daemon.root, autostart=False, timeout=10)
-    s = Session(c, sid, CWD, reconnect_timeout=1)  # the record after the kill waits this out: what is tested is after it
+    # The record after the kill and the close wait out ``reconnect_timeout`` and
+    # their own timeout against a dead socket: what is tested is after them.
+    s = Session(c, sid, CWD, reconnect_timeout=0.2)
     first = s.record([{"type": "user", "message": {"role": "user", "content": "before"}}], durability="written")
     daemon.kill()
     last = s.record([{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "after"}]}}])
     assert last == first  # not delivered: the hint does not move
-    res = s.close()
+    res = s.close(timeout=0.2)
     assert res is not None and res.written == 1
     c.close()
     entries = read_entries(main_path(daemon.root, CWD, sid))

@@ -124,12 +124,14 @@ def test_session_close_on_a_dead_socket_leaves_a_served_root_alone(daemon_factor
     a.start()
     sid = str(uuid.uuid4())
     c = Client(a.socket, root=a.root, autostart=False, timeout=5)
-    s = Session(c, sid, CWD, reconnect_timeout=1)  # the append after the kill waits this out: what is tested is after it
+    # The append after the kill and the close wait out ``reconnect_timeout`` and
+    # their own timeout against a dead socket: what is tested is after them.
+    s = Session(c, sid, CWD, reconnect_timeout=0.2)
     s.append(user("delivered"), "written")
     a.kill()
     b.start()
     s.append(user("after the kill"))
-    res = s.close(timeout=2)
+    res = s.close(timeout=0.2)
     assert res is not None and res.undelivered == 1 and res.written == 0
     assert [e["message"]["content"] for e in read_entries(main_path(a.root, CWD, sid))] == ["delivered"]
 

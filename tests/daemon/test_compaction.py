@@ -66,7 +66,9 @@ def test_packed_uuids_take_little_memory(daemon_factory, short_tmp):
     """``memory.packedUuidBytes`` is what the packed sets take as allocated
     (objects and spare capacity too): a bound on it per uuid held."""
     cfg = short_tmp / "c.toml"
-    cfg.write_text("idle_evict_s = 60\n")
+    # The sweep that packs quiet sets runs every half of idle_evict (10 s at
+    # most); the sessions stay attached to the client, so none is evicted.
+    cfg.write_text("idle_evict_s = 2\n")
     d = daemon_factory("--config", str(cfg)).start()
     sids = [str(uuid.uuid4()) for _ in range(4)]
     with d.client() as c:
@@ -87,7 +89,7 @@ def test_packed_uuids_take_little_memory(daemon_factory, short_tmp):
 
 def test_dedup_is_exact_after_packing_eviction_and_reload(daemon_factory, short_tmp):
     cfg = short_tmp / "c.toml"
-    cfg.write_text("idle_evict_s = 2\n")
+    cfg.write_text("idle_evict_s = 1\n")  # sweeps every half second
     d = daemon_factory("--config", str(cfg)).start()
     sid = str(uuid.uuid4())
     entries = [line(user(f"m{i}")) for i in range(3000)]

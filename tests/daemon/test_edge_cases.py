@@ -178,12 +178,14 @@ def test_no_direct_writes_beside_a_stalled_daemon(daemon_factory):
     daemon = daemon_factory().start()  # stopped with SIGSTOP: a daemon of its own
     sid = str(uuid.uuid4())
     c = Client(daemon.socket, root=daemon.root, autostart=False, timeout=1.0)
-    s = Session(c, sid, CWD, reconnect_timeout=1.0)  # the record into the stopped daemon waits this out
+    # The record into the stopped daemon waits out the client's timeout (its
+    # retries ``reconnect_timeout``), the close its own: what is tested is after them.
+    s = Session(c, sid, CWD, reconnect_timeout=0.2)
     s.record([{"type": "user", "message": {"content": "q"}}], durability="written")
     daemon.signal(signal.SIGSTOP)
     try:
         s.record([{"type": "assistant", "message": {"content": "a"}}])  # times out
-        res = s.close(timeout=1.0)
+        res = s.close(timeout=0.2)
         assert res is not None and res.undelivered >= 1 and res.written == 0
     finally:
         daemon.signal(signal.SIGCONT)

@@ -72,10 +72,10 @@ def test_a_client_stalling_inside_a_frame_is_cut_off(daemon_factory, short_tmp):
 
 def test_a_runaway_client_is_throttled_not_refused(daemon_factory, short_tmp):
     cfg = short_tmp / "c.toml"
-    cfg.write_text("rate_limit_bytes = 200000\nrate_burst_bytes = 100000\n")
+    cfg.write_text("rate_limit_bytes = 400000\nrate_burst_bytes = 50000\n")  # throttled for ~0.6 s
     d = daemon_factory().start("--config", str(cfg))
     sid = str(uuid.uuid4())
-    msgs = [user("y" * 2000) for _ in range(300)]  # ~600 KB: several times the burst
+    msgs = [user("y" * 2000) for _ in range(150)]  # ~300 KB: several times the burst
     with d.client() as c:
         c.pipeline([m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(e)]) for e in msgs], window=64)
         c.flush()

@@ -44,7 +44,9 @@ def test_an_unbroken_stream_of_writes_is_indexed_while_it_lasts(short_tmp):
             started = time.monotonic()
             seen_during = False
             i = 0
-            while time.monotonic() - started < 8:  # a write every 20 ms: never a 100 ms pause
+            # A write every 20 ms, never a 100 ms pause, until the index shows the
+            # first (due within LOOK_MAX_DELAY) or for 8 s at most.
+            while not seen_during and time.monotonic() - started < 8:
                 c.call(m.Append(id=c.next_id(), session=session, cwd=CWD, durability="written",
                                 entries=[line(assistant(f"streamword{i:05d}", cwd=CWD))]))
                 i += 1

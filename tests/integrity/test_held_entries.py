@@ -135,10 +135,10 @@ def test_a_dropped_connection_does_not_discard_what_was_acknowledged(daemon):
 @pytest.mark.timeout(120)
 def test_held_entries_of_a_client_that_never_comes_back_are_discarded(daemon_factory, short_tmp, monkeypatch):
     """The grace after a dropped connection is bounded (``idle_evict``, 30 s by
-    default, 2 s here, seen by the sweep every half of it): then the session ends
+    default, 1 s here, seen by the sweep every half of it): then the session ends
     without a message, no transcript, no spool."""
     cfg = short_tmp / "config.toml"
-    cfg.write_text("idle_evict_s = 2\n")
+    cfg.write_text("idle_evict_s = 1\n")
     monkeypatch.setenv("SESSIOND_CONFIG", str(cfg))
     daemon = daemon_factory().start()
     sid = str(uuid.uuid4())
@@ -146,7 +146,7 @@ def test_held_entries_of_a_client_that_never_comes_back_are_discarded(daemon_fac
     c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
                     entries=[line({"type": "custom-title", "customTitle": "abandoned"})]))
     c.close()  # dropped, and never back
-    wait_until(lambda: not spool_path(daemon.root, sid).exists(), "the abandoned spool to go", timeout=90, every=0.5)
+    wait_until(lambda: not spool_path(daemon.root, sid).exists(), "the abandoned spool to go", timeout=90, every=0.1)
     with daemon.client() as other:
         assert other.status().pendingEntries == 0
         other.call(m.Record(id=other.next_id(), session=sid, cwd=CWD, messages=[line(user("later"))], durability="written"))

@@ -359,12 +359,12 @@ async def backfill(cfg, root: Path, paths: list[Path], timeout: float) -> dict:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(timeout, CONNECT_TIMEOUT)
     while not mirror.healthy and loop.time() < deadline:  # an unreachable server: fail fast
-        if mirror.nc is None and mirror.errors:  # every server refused the first connection
+        if mirror.pump.nc is None and mirror.errors.count:  # every server refused the first connection
             break
         await asyncio.sleep(0.02)
     if not mirror.healthy:
         await mirror.close(0)
-        raise SessiondError(f"cannot reach the mirror: {mirror.last_error or 'no answer'}", code="mirror_unavailable")
+        raise SessiondError(f"cannot reach the mirror: {mirror.errors.last or 'no answer'}", code="mirror_unavailable")
     done = await mirror.wait_caught_up(timeout)
     st = mirror.status()
     await mirror.close(0)
