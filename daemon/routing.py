@@ -8,8 +8,8 @@ when large) before anything is accepted, so a batch is routed all or nothing.
 Inline sidechain entries of 1.0.x files (``isSidechain`` without ``agentId``)
 stay in the main file but are deduplicated apart from the main chain. Before a
 session's first message its entries are held in the pending buffer (spooled).
-The base of ``Registry``, on top of ``Readiness``: the registry owns the
-sessions' lifecycle, this the path of an append through them.
+A part of ``Registry``: the registry owns the sessions' lifecycle, this the
+path of a batch through them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.entries import (
     COMPACT_BOUNDARY,
     MATERIALIZING_TYPES,
-    REAPPENDED_METADATA,
     REAPPENDED_SET,
     TRANSCRIPT_TYPES,
     EntryHeader,
@@ -33,14 +32,18 @@ from sessiond.protocol.transcript.jsonl import scan_uuids
 from sessiond.protocol.wire.errors import SessiondError, too_large
 
 from .filequeue import FileQueue
-from .readiness import Readiness
 from .session_state import SessionState, Target
 from .tails import recent_lines
 from .uuidset import UuidSet
 
 if TYPE_CHECKING:
+    from sessiond.common.config import Settings
+
+    from .bounds import Bounds
     from .compaction import Compactor
+    from .readiness import Readiness
     from .spool import Spool
+    from .writer import Writer
 
 _TYPE = attrgetter("type")
 _UUID = attrgetter("uuid")
@@ -60,11 +63,21 @@ class Routed:
         self.last: str | None = None
 
 
-class Routing(Readiness):
-    """Base of ``Registry``: routing and accepting batches."""
+class Routing:
+    """Takes a validated batch into a session: resolves each entry's target
+    file (preparing agent files first), drops duplicates, holds what comes
+    before the session's first message, and queues the rest on the writer,
+    all or nothing."""
 
-    spool: Spool
-    compactor: Compactor | None
+    def __init__(self, settings: Settings, writer: Writer, bounds: Bounds, spool: Spool,
+                 compactor: Compactor | None, readiness: Readiness) -> None:
+        self.settings = settings
+        self.writer = writer
+        self.bounds = bounds
+        self.spool = spool
+        self.compactor = compactor
+        self.readiness = readiness
+        """Where an agent file's existing content is scanned, and requests parked meanwhile."""
 
     def when_agents_ready(self, state: SessionState, headers: list[EntryHeader], agent: str | None, run: str | None,
                           resume: Callable[..., None], *args: object) -> bool:
@@ -82,7 +95,7 @@ class Routing(Readiness):
                 if err is not None:
                     raise err
                 self._add_agent(state, path)
-        return self.when_loaded(state, resume, *args)
+        return self.readiness.when_loaded(state, resume, *args)
 
     @staticmethod
     def _agents_of(headers: list[EntryHeader], agent: str | None) -> set[str]:
@@ -91,7 +104,7 @@ class Routing(Readiness):
         return {h.agentId for h in headers if h.isSidechain and h.agentId is not None}
 
     def _add_agent(self, state: SessionState, path: Path) -> None:
-        self._check(path)
+        self.readiness.check(path)
         target = Target(self.writer.queue(path), UuidSet(), None)
 
         def apply(uuids: set[str]) -> None:
@@ -101,7 +114,7 @@ class Routing(Readiness):
         def failed(err: SessiondError) -> None:
             state.agent_errors[path] = err
 
-        if not self._scan(state, path, scan_uuids, apply, failed):
+        if not self.readiness.scan(state, path, scan_uuids, apply, failed):
             state.agents[path] = target
 
     def target_for(self, state: SessionState, header: EntryHeader, agent: str | None, run: str | None) -> Target:
@@ -232,7 +245,7 @@ class Routing(Readiness):
                 if kind == "system" and is_compact_boundary(header) and not inline_side:
                     # SPEC 3.5: the current metadata goes just before the boundary,
                     # so it stays in the tail window of the compacted session.
-                    main_lines.extend(self.metadata_lines(state))
+                    main_lines.extend(state.metadata_lines())
                 main_lines.append(line)
             elif kind in MATERIALIZING_TYPES:
                 state.materialized = True
@@ -265,7 +278,3 @@ class Routing(Readiness):
             self.writer.enqueue(target.queue, lines)
             out.queues.append(target.queue)
         return out
-
-    @staticmethod
-    def metadata_lines(state: SessionState) -> list[bytes]:
-        return [state.metadata[k] for k in REAPPENDED_METADATA if k in state.metadata]

@@ -84,7 +84,7 @@ class Daemon:
         self.fair = FairShare(loop, self.reads, settings.read_threads, settings.expensive_per_client,
                               settings.max_expensive_waiting, settings.max_expensive_jobs)
         self.registry = Registry(settings, self.writer, self.fair, self.bounds)
-        self.tails = Tails(self.registry, self.fair)
+        self.tails = Tails(self.writer.root, self.registry.readiness, self.registry.routing, self.fair)
         self.catalog = Catalog(settings.root, loop, self.fair)
         self.pages = Pages(self.catalog, settings.max_list_views)
         self.writer.observers.append(self.catalog.written)

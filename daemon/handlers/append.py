@@ -27,7 +27,7 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     if state is None:
         return None
     headers = decode_headers(req.entries)
-    if daemon.registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
+    if daemon.registry.routing.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
         return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
@@ -38,7 +38,7 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
         recent = daemon.tails.recent_for(conn, req, state, headers, req.entries, req.agent, req.run)
         if recent is None:
             return None  # parked until its tails are read
-    routed = daemon.registry.accept(state, headers, req.entries, req.agent, req.run, resend=req.resend, recent=recent)
+    routed = daemon.registry.routing.accept(state, headers, req.entries, req.agent, req.run, resend=req.resend, recent=recent)
     return _ack(conn, req.id, req.durability, routed, state)
 
 
@@ -50,14 +50,14 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
     if state is None:
         return None
     headers = decode_headers(req.messages)  # all decoded first: one bad entry refuses all
-    if registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
+    if registry.routing.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
         return None
     if daemon.mirror is not None:
         daemon.mirror.check_session(state.id)
     daemon.leases.guard(state.id, conn, req.lease, lambda: is_chain(headers, req.agent))
     conn.attach(state)
     batch = list(zip(headers, req.messages))
-    targets = registry.resolve(state, batch, req.agent, req.run)
+    targets = registry.routing.resolve(state, batch, req.agent, req.run)
     # Each target file is its own chain (a sidechain message never chains onto,
     # nor dedups against, the main transcript): chain each group separately.
     groups: dict[int, tuple[Target, list[tuple[EntryHeader, bytes]]]] = {}
@@ -81,7 +81,7 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
         recent = daemon.tails.recent_for(conn, req, state, headers, chained_lines, req.agent, req.run)
         if recent is None:
             return None  # parked until its tails are read (chained again then)
-    routed = registry.accept(state, headers, chained_lines, req.agent, req.run, resend=req.resend, recent=recent)
+    routed = registry.routing.accept(state, headers, chained_lines, req.agent, req.run, resend=req.resend, recent=recent)
     for target, cursor in cursors:
         target.last, target.cursor = cursor.tip, cursor  # the tip, not the last entry written
     routed.duplicates += duplicates
