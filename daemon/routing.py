@@ -19,6 +19,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from sessiond.protocol.transcript import paths
 from sessiond.protocol.transcript.entries import (
     COMPACT_BOUNDARY,
@@ -51,6 +53,20 @@ _SUBTYPE = attrgetter("subtype")
 _SIDECHAIN = attrgetter("isSidechain")
 
 
+class Batch(msgspec.Struct, frozen=True):
+    """One request's entries on their way into a session, as admitted: the
+    session, each entry's routing header and line (``headers[i]`` is the header
+    of ``lines[i]``), the agent or workflow run the request routes them to, and
+    whether the client is resending after losing its daemon."""
+
+    state: SessionState
+    headers: list[EntryHeader]
+    lines: list[bytes]
+    agent: str | None = None
+    run: str | None = None
+    resend: bool = False
+
+
 class Routed:
     """Result of accepting one batch: counts and the queues it touched."""
 
@@ -79,12 +95,12 @@ class Routing:
         self.readiness = readiness
         """Where an agent file's existing content is scanned, and requests parked meanwhile."""
 
-    def when_agents_ready(self, state: SessionState, headers: list[EntryHeader], agent: str | None, run: str | None,
-                          resume: Callable[..., None], *args: object) -> bool:
+    def when_agents_ready(self, batch: Batch, resume: Callable[..., None], *args: object) -> bool:
         """Give every agent file a batch routes to its ``Target``, its existing
         file scanned for uuids first (in a worker thread when large, as for main
         transcripts); True when ``resume(*args)`` is parked behind such a scan.
         Call it after ``when_loaded``, before ``resolve``."""
+        state, headers, agent, run = batch.state, batch.headers, batch.agent, batch.run
         if agent is None and run is None and not any(map(_SIDECHAIN, headers)):
             return False
         self.check_targets(headers, agent, run)
@@ -138,36 +154,37 @@ class Routing:
                 if h.isSidechain and h.agentId is not None:
                     paths.check_id("agent", h.agentId)
 
-    def resolve(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None) -> list[Target]:
+    def resolve(self, batch: Batch) -> list[Target]:
         """The target of every entry, resolved before anything is mutated, so a
         batch that cannot be routed (bad id, unreadable agent file) changes nothing."""
-        if agent is None and run is None and not any(h.isSidechain for h, _ in batch):
-            return [state.main] * len(batch)  # the common case: all of it is the main transcript
-        self.check_targets([h for h, _ in batch], agent, run)
-        return [self.target_for(state, h, agent, run) for h, _ in batch]
+        state, headers, agent, run = batch.state, batch.headers, batch.agent, batch.run
+        if agent is None and run is None and not any(map(_SIDECHAIN, headers)):
+            return [state.main] * len(headers)  # the common case: all of it is the main transcript
+        self.check_targets(headers, agent, run)
+        return [self.target_for(state, h, agent, run) for h in headers]
 
     fast_path = True
     """Off only in the test that checks the fast path against the general one."""
 
-    def accept(self, state: SessionState, headers: list[EntryHeader], lines: list[bytes], agent: str | None,
-               run: str | None, *, resend: bool = False, recent: dict[int, set[bytes]] | None = None) -> Routed:
-        """Dedup, route and queue a validated batch (``headers[i]`` is the header
-        of ``lines[i]``): all or nothing. ``recent``: for a resend, the recent
-        lines of its targets (by ``id(target)``) already read off the loop
-        (``tails``); a target missing there is read here."""
-        if self.fast_path and agent is None and run is None and not resend and state.materialized:
-            out = self._accept_plain(state, headers, lines)
+    def accept(self, batch: Batch, recent: dict[int, set[bytes]] | None = None) -> Routed:
+        """Dedup, route and queue an admitted batch: all or nothing. ``recent``:
+        for a resend, the recent lines of its targets (by ``id(target)``)
+        already read off the loop (``tails``); a target missing there is read here."""
+        if (self.fast_path and batch.agent is None and batch.run is None and not batch.resend
+                and batch.state.materialized):
+            out = self._accept_plain(batch)
             if out is not None:
                 return out
-        return self._accept(state, list(zip(headers, lines)), agent, run, resend, recent)
+        return self._accept(batch, recent)
 
-    def _accept_plain(self, state: SessionState, headers: list[EntryHeader], lines: list[bytes]) -> Routed | None:
+    def _accept_plain(self, batch: Batch) -> Routed | None:
         """The batch an agent sends nearly always: transcript entries of a
         started session, each with a new uuid, none a sidechain, metadata or
         compaction boundary. Checked and applied with C-level passes over the
         batch (``map``, set operations) instead of the per-entry loop, which was
         the largest Python cost of an append. None when the batch is anything
         else: ``_accept`` then handles it, with the same outcome this would have."""
+        state, headers, lines = batch.state, batch.headers, batch.lines
         if not TRANSCRIPT_TYPES.issuperset(map(_TYPE, headers)) or any(map(_SIDECHAIN, headers)):
             return None
         if COMPACT_BOUNDARY in set(map(_SUBTYPE, headers)):
@@ -190,18 +207,19 @@ class Routing:
             out.queues.append(main.queue)
         return out
 
-    def _accept(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None,
-                resend: bool, known: dict[int, set[bytes]] | None = None) -> Routed:
-        targets = self.resolve(state, batch, agent, run)
+    def _accept(self, batch: Batch, known: dict[int, set[bytes]] | None) -> Routed:
+        state, resend = batch.state, batch.resend
+        targets = self.resolve(batch)
+        entries = list(zip(batch.headers, batch.lines))
         recent: dict[int, set[bytes]] = dict(known) if known else {}
         if not state.materialized:
-            extra = sum(len(line) for h, line in batch if h.type not in MATERIALIZING_TYPES)
+            extra = sum(len(line) for h, line in entries if h.type not in MATERIALIZING_TYPES)
             if state.pending_bytes + extra > self.settings.max_pending_bytes:
                 raise too_large(
                     f"session {state.id} has no message yet and its pending buffer would exceed "
                     f"{self.settings.max_pending_bytes} bytes"
                 )
-            if extra and not any(h.type in MATERIALIZING_TYPES for h, _ in batch) and state.main in targets:
+            if extra and not any(h.type in MATERIALIZING_TYPES for h in batch.headers) and state.main in targets:
                 self.spool.prepare(state)  # entries will be held: their spool file first, or refuse it all
             self.bounds.check_pending(extra)
         out = Routed()
@@ -213,7 +231,7 @@ class Routing:
         accepted = duplicates = 0
         # The loop runs once per entry of every append: locals, no helper calls
         # on the common path (a main-transcript entry with a uuid).
-        for (header, line), target in zip(batch, targets):
+        for (header, line), target in zip(entries, targets):
             uuid = header.uuid
             inline_side = target is main and bool(header.isSidechain)
             if uuid is None:

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessiond.protocol.transcript.appendfile import RESEND_WINDOW, tail_lines
-from sessiond.protocol.transcript.entries import EntryHeader
 from sessiond.protocol.transcript.safeopen import StoreRoot, error_for
 from sessiond.protocol.wire.errors import SessiondError, io_error
 
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from .connection import Connection
     from .filequeue import FileQueue
     from .readiness import Readiness
-    from .routing import Routing
+    from .routing import Batch, Routing
     from .session_state import SessionState, Target
     from .workers import FairShare
 
@@ -102,14 +101,14 @@ class Tails:
         """Per parked request (by ``id`` of the request object, alive while
         parked): the tails read for it, or the error reading them."""
 
-    def recent_for(self, conn: Connection, req: m.Request, state: SessionState, headers: list[EntryHeader],
-                   lines: list[bytes], agent: str | None, run: str | None) -> Recent | None:
+    def recent_for(self, conn: Connection, req: m.Request, batch: Batch) -> Recent | None:
         """The recent lines of every target that an entry without a uuid of
         this resend goes to; None when the request is parked until they are read."""
         ready = self._ready.pop(id(req), None)
         if isinstance(ready, SessiondError):
             raise ready
-        targets = self._targets(state, headers, lines, agent, run)
+        state = batch.state
+        targets = self._targets(batch)
         if ready is not None:
             for target in targets:  # what was queued while the job ran
                 ready[id(target)] |= self._queued(state, target)
@@ -134,13 +133,11 @@ class Tails:
         fut.add_done_callback(done)
         return None
 
-    def _targets(self, state: SessionState, headers: list[EntryHeader], lines: list[bytes], agent: str | None,
-                 run: str | None) -> list[Target]:
-        if all(h.uuid is not None for h in headers):
+    def _targets(self, batch: Batch) -> list[Target]:
+        if all(h.uuid is not None for h in batch.headers):
             return []
-        batch = list(zip(headers, lines))
         out: dict[int, Target] = {}
-        for (header, _), target in zip(batch, self.routing.resolve(state, batch, agent, run)):
+        for header, target in zip(batch.headers, self.routing.resolve(batch)):
             if header.uuid is None:
                 out.setdefault(id(target), target)
         return list(out.values())
