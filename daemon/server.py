@@ -42,6 +42,7 @@ from .follow import Follower
 from .handlers.search import readers as search_readers
 from .index.link import IndexLink, index_path
 from .leases import Leases
+from .looppass import EndOfPass
 from .notify import Notifier
 from .outbox import Outbox
 from .pages import Pages
@@ -73,9 +74,10 @@ class Daemon:
         self.stats = Stats()
         self.state_files: list[StateFileProblem] = []
         """The daemon's own state files found unusable at the start (``status``)."""
-        self.writer = Writer(loop, settings, self.stats)
-        self.outbox = Outbox(loop)
-        self.writer.after_pass = self.outbox.flush
+        self.end_of_pass = EndOfPass(loop)
+        """The one callback ending each loop pass: the writer's drains, then the answers."""
+        self.writer = Writer(loop, settings, self.stats, self.end_of_pass)
+        self.outbox = Outbox(self.end_of_pass)
         # Connections get the fds the transcript LRU leaves, less a few for the
         # socket, lock, log, watches and directories.
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
