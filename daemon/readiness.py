@@ -4,7 +4,7 @@ parks the session's requests meanwhile.
 
 What is cheap runs inline: a cwd of up to ``INLINE_CWD_LEVELS`` levels, a file
 of up to ``INLINE_SCAN_BYTES``. Anything more runs in a worker thread while every
-request of that session waits in arrival order (``ready``, ``when_loaded``), and
+request of that session waits in arrival order (``park_for_cwd``, ``when_loaded``), and
 a Flush waits for all of it (``after_loads``); everyone else is served. Every
 file is opened through the writer's ``StoreRoot``: a FIFO at a transcript path
 is refused, not waited on.

@@ -65,6 +65,12 @@ class AlreadyRunning(Exception):
 
 
 class Daemon:
+    """One running daemon's objects, wired together: the writer and the end of
+    its loop passes, the session registry, the read pool, the catalog, leases,
+    watchers, the follower of foreign writers, the optional mirror and search
+    index; plus the status, sweep and shutdown that span them. Connections
+    reach everything through it."""
+
     def __init__(self, settings: Settings, loop: asyncio.AbstractEventLoop, notifier: Notifier | None = None,
                  flags: dict | None = None) -> None:
         self.settings = settings
