@@ -49,8 +49,8 @@ def daemon(short_tmp: Path) -> Iterator[Daemon]:
 
 def request(kind: str, sid: str, entries: list[bytes], **extra: object) -> m.Append | m.Record:
     if kind == "append":
-        return m.Append(id=1, session=sid, cwd=CWD, entries=entries, **extra)  # type: ignore[arg-type]
-    return m.Record(id=1, session=sid, cwd=CWD, messages=entries, **extra)  # type: ignore[arg-type]
+        return m.Append(id=1, session=sid, cwd=CWD, entries=entries, **extra)
+    return m.Record(id=1, session=sid, cwd=CWD, messages=entries, **extra)
 
 
 def entries_of(req: m.Append | m.Record) -> list[bytes]:

@@ -66,10 +66,10 @@ def test_a_drains_answers_leave_in_the_same_pass_after_the_write(tmp_path, loop,
     events: list[tuple[str, bytes]] = []
     conn = Recorder(events, path)
     if answer_first:
-        outbox.add(conn)  # type: ignore[arg-type]  # the outbox only calls send_answers
+        outbox.add(conn)  # the outbox only calls send_answers
     q = writer.queue(path)
     writer.enqueue(q, [b'{"a":1}'])
-    writer.when_written(q, lambda err: (events.append(("acked", path.read_bytes())), outbox.add(conn)))  # type: ignore[arg-type, func-returns-value]
+    writer.when_written(q, lambda err: (events.append(("acked", path.read_bytes())), outbox.add(conn)))
     assert events == []  # nothing before the end of the pass
     try:
         one_pass(loop)
