@@ -45,6 +45,10 @@ SHRINK_AFTER = 65536
 
 
 class Compactor:
+    """Packs sessions' dedup sets in the read pool, off the append path: a set
+    quiet for ``QUIET_S``, or a busy one whose unpacked part has grown, so a
+    uuid held costs its packed size without an append paying for the packing."""
+
     def __init__(self, fair: FairShare) -> None:
         self.fair = fair
         self.jobs = 0

@@ -79,6 +79,10 @@ def peer_uid(sock: socket.socket) -> int | None:
 
 
 class Connection(asyncio.Protocol):
+    """One client's connection: splits its frames, serves its requests in
+    order through ``dispatch``, collects its answers for the end of the pass
+    (``Outbox``), and bounds what the client can make the daemon hold."""
+
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.id = next(_ids)
@@ -470,7 +474,9 @@ class Connection(asyncio.Protocol):
             self._out_scheduled = True
             self.daemon.outbox.add(self)
 
-    def _flush_out(self) -> None:
+    def send_answers(self) -> None:
+        """Write every answer collected so far in one ``transport.write``: the
+        outbox calls it at the end of the pass, ``close`` and refusals at once."""
         self._out_scheduled = False
         if self._out and self.transport is not None:
             out, self._out = self._out, []
@@ -494,10 +500,10 @@ class Connection(asyncio.Protocol):
 
     def _send_now(self, resp: m.Response) -> None:
         self._out.append(encode(resp))
-        self._flush_out()
+        self.send_answers()
 
     def close(self) -> None:
         self.closing = True
         if self.transport is not None:
-            self._flush_out()
+            self.send_answers()
             self.transport.close()

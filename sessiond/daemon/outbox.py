@@ -1,15 +1,16 @@
 """Answers go out once per event-loop pass, one write per connection.
 
-A pipelining client gets all the acks of a pass in one write; the writer's
-end-of-pass hook sends them when they came from a drain (no extra loop
-iteration), else one ``call_soon`` sends every connection's.
+A pipelining client gets all the acks of a pass in one write. The outbox is
+the answers stage of the end of the pass (``looppass``): it runs after the
+writer's stage, so the answers a drain makes leave in the same pass.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
+
+from .looppass import ANSWERS, EndOfPass
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -18,28 +19,25 @@ log = logging.getLogger("sessiond")
 
 
 class Outbox:
-    """Connections with answers to send, each written once per loop pass: by
-    the writer's end-of-pass hook when the answers came from a drain (no extra
-    loop iteration), else by one ``call_soon`` for all of them."""
+    """Connections with answers to send, each written once at the end of the
+    loop pass that made them (the ``ANSWERS`` stage of ``EndOfPass``)."""
 
-    __slots__ = ("loop", "pending", "scheduled")
+    __slots__ = ("end_of_pass", "pending")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    def __init__(self, end_of_pass: EndOfPass) -> None:
+        self.end_of_pass = end_of_pass
         self.pending: list[Connection] = []
-        self.scheduled = False
+        end_of_pass.register(ANSWERS, self.flush)
 
     def add(self, conn: Connection) -> None:
+        """``conn`` has answers to send: at the end of this pass."""
         self.pending.append(conn)
-        if not self.scheduled:
-            self.scheduled = True
-            self.loop.call_soon(self.flush)
+        self.end_of_pass.request()
 
     def flush(self) -> None:
-        self.scheduled = False
         pending, self.pending = self.pending, []
         for conn in pending:
             try:
-                conn._flush_out()
+                conn.send_answers()
             except Exception:  # a bug: the other connections still get their answers
                 log.exception("%s: internal error sending answers", conn.peer)

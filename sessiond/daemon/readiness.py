@@ -1,10 +1,10 @@
-"""Getting a session ready without stalling the loop: the part of the registry
+"""Getting a session ready without stalling the loop: the registry's part
 that resolves a new session's cwd, scans existing files for their uuids, and
 parks the session's requests meanwhile.
 
 What is cheap runs inline: a cwd of up to ``INLINE_CWD_LEVELS`` levels, a file
 of up to ``INLINE_SCAN_BYTES``. Anything more runs in a worker thread while every
-request of that session waits in arrival order (``ready``, ``when_loaded``), and
+request of that session waits in arrival order (``park_for_cwd``, ``when_loaded``), and
 a Flush waits for all of it (``after_loads``); everyone else is served. Every
 file is opened through the writer's ``StoreRoot``: a FIFO at a transcript path
 is refused, not waited on.
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from .bounds import Bounds
     from .session_state import SessionState
+    from .workers import FairShare
     from .writer import Writer
 
 log = logging.getLogger("sessiond")
@@ -44,17 +45,18 @@ thread: realpath's cost grows with the square of the depth (118 ms for a
 
 
 class Readiness:
-    """Base of ``Registry``: its ``sessions``, ``settings`` and ``writer``, its
-    ``get`` and ``_create``, and the parking of requests while work runs in a
-    worker thread."""
+    """Gets sessions ready to write without stalling the loop: resolves a deep
+    cwd and scans a big existing file in worker threads, and parks the requests
+    that wait for either (per session, in arrival order; a Flush behind all of
+    them). Each parked request counts against ``max_parked_requests``."""
 
-    sessions: dict[str, SessionState]
-    settings: Settings
-    writer: Writer
-    bounds: Bounds
-    """Every request parked here counts against ``max_parked_requests``."""
-
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings, writer: Writer, bounds: Bounds, fair: FairShare | None) -> None:
+        self.settings = settings
+        self.writer = writer
+        self.bounds = bounds
+        self.fair = fair
+        """Where big scans run, charged to the asking client (None: the loop's
+        default executor)."""
         self.loads_in_flight = 0
         self._after_loads: list[Callable[[], None]] = []
         self._resolving: dict[str, list[Callable[[], None]]] = {}
@@ -63,50 +65,42 @@ class Readiness:
         """Sessions whose cwd could not be used: the error, while the requests
         that waited for it are run again (and get it)."""
 
-    def get(self, session_id: str, cwd: str) -> SessionState:  # pragma: no cover - Registry's
-        raise NotImplementedError
-
-    def _create(self, session_id: str, project: Path) -> SessionState:  # pragma: no cover - Registry's
-        raise NotImplementedError
-
-    def ready(self, session_id: str, cwd: str, resume: Callable[..., None], *args: object) -> SessionState | None:
-        """``get`` and ``when_loaded`` in one: the session, or None when
-        ``resume(*args)`` is parked until its cwd is resolved or its file
-        scanned (both in worker threads when slow), in arrival order."""
-        if session_id not in self.sessions:
-            failed = self._unresolved.get(session_id)
-            if failed is not None:
-                raise failed
-            waiting = self._resolving.get(session_id)
-            if waiting is None and cwd.count("/") > INLINE_CWD_LEVELS:
-                paths.check_session_id(session_id)
-                paths.check_cwd(cwd)
-                waiting = self._resolving[session_id] = []
-                self.loads_in_flight += 1
-                fut = self.writer.loop.run_in_executor(None, self._resolve_cwd, session_id, cwd)
-                fut.add_done_callback(lambda f: self._cwd_resolved(session_id, f))
-            if waiting is not None:
-                self.bounds.park()
-                waiting.append(partial(resume, *args))
-                return None
-        state = self.get(session_id, cwd)
-        if self.when_loaded(state, resume, *args):
-            return None
-        return state
+    def park_for_cwd(self, session_id: str, cwd: str, create: Callable[[str, Path], object],
+                     resume: Callable[..., None], *args: object) -> bool:
+        """For a session not in memory: True when ``resume(*args)`` is parked
+        until its cwd is resolved in a worker (a deep one, or one being resolved
+        already); ``create(session_id, project)`` then makes the session unless
+        it exists by then. False: the cwd is resolved inline, by the caller."""
+        failed = self._unresolved.get(session_id)
+        if failed is not None:
+            raise failed
+        waiting = self._resolving.get(session_id)
+        if waiting is None and cwd.count("/") > INLINE_CWD_LEVELS:
+            paths.check_session_id(session_id)
+            paths.check_cwd(cwd)
+            waiting = self._resolving[session_id] = []
+            self.loads_in_flight += 1
+            fut = self.writer.loop.run_in_executor(None, self._resolve_cwd, session_id, cwd)
+            fut.add_done_callback(lambda f: self._cwd_resolved(session_id, create, f))
+        if waiting is None:
+            return False
+        self.bounds.park()
+        waiting.append(partial(resume, *args))
+        return True
 
     def _resolve_cwd(self, session_id: str, cwd: str) -> Path:
         """Worker thread: the project directory of a deep cwd, checked."""
         project = paths.project_dir(self.settings.root, cwd)
-        self._check(paths.session_file(project, session_id))
+        self.check(paths.session_file(project, session_id))
         return project
 
-    def _cwd_resolved(self, session_id: str, fut) -> None:
+    def _cwd_resolved(self, session_id: str, create: Callable[[str, Path], object], fut) -> None:
         waiting = self._resolving.pop(session_id)
         self.bounds.unpark(len(waiting))
         exc = fut.exception()
-        if exc is None and session_id not in self.sessions:
+        if exc is None:
             try:
-                self._create(session_id, fut.result())
+                create(session_id, fut.result())
             except SessiondError as err:
                 exc = err
         if exc is not None:
@@ -121,7 +115,7 @@ class Readiness:
             self._unresolved.pop(session_id, None)
             self._load_done()
 
-    def _check(self, path: Path) -> None:
+    def check(self, path: Path) -> None:
         """Refuse a target the writer would refuse (a symlink on the way, not a
         regular file) at the request that names it, not at its first write."""
         try:
@@ -129,8 +123,8 @@ class Readiness:
         except OSError as exc:
             raise error_for(exc, f"checking {path.name}") from None
 
-    def _scan(self, state: SessionState, path: Path, scan: Callable[[int], object], apply: Callable[..., None],
-              failed: Callable[[SessiondError], None]) -> bool:
+    def scan(self, state: SessionState, path: Path, scan: Callable[[int], object], apply: Callable[..., None],
+             failed: Callable[[SessiondError], None]) -> bool:
         """Scan the existing file at ``path`` and ``apply`` the result: on the
         loop when small, else in a worker thread while every request of the
         session waits in order (``state.loading``); ``failed`` gets the error of
@@ -155,10 +149,9 @@ class Readiness:
             finally:
                 os.close(fd)
             return True
-        fair = getattr(self, "fair", None)  # the Registry's read-pool share, charged to the asking client
         try:
-            if fair is not None:
-                fut = fair.submit(_scan_and_close, scan, fd)
+            if self.fair is not None:
+                fut = self.fair.submit(_scan_and_close, scan, fd)
             else:
                 fut = self.writer.loop.run_in_executor(None, _scan_and_close, scan, fd)
         except BaseException:  # busy: that client has too many jobs waiting
@@ -185,6 +178,29 @@ class Readiness:
         if not state.scans:
             waiting, state.loading = state.loading or [], None
             self.bounds.unpark(len(waiting))
+            for resume in waiting:
+                resume()
+        self._load_done()
+
+    def hold(self, state: SessionState) -> None:
+        """Make the session's requests (and every Flush) wait, in arrival
+        order, until ``release``: while its file is read in a worker (a
+        resend's tail, see ``tails``), as behind a scan."""
+        if state.loading is None:
+            state.loading = []
+        state.scans += 1
+        self.loads_in_flight += 1
+
+    def release(self, state: SessionState, first: Callable[[], None]) -> None:
+        """Run ``first`` (the request the hold was for), then the requests
+        that waited, unless a scan still holds the session: then ``first``
+        waits at the head of the line."""
+        state.scans -= 1
+        if state.scans:
+            state.loading.insert(0, first)  # type: ignore[union-attr]  # a list while a scan runs
+        else:
+            waiting, state.loading = state.loading or [], None
+            first()
             for resume in waiting:
                 resume()
         self._load_done()

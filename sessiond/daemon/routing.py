@@ -8,8 +8,8 @@ when large) before anything is accepted, so a batch is routed all or nothing.
 Inline sidechain entries of 1.0.x files (``isSidechain`` without ``agentId``)
 stay in the main file but are deduplicated apart from the main chain. Before a
 session's first message its entries are held in the pending buffer (spooled).
-The base of ``Registry``, on top of ``Readiness``: the registry owns the
-sessions' lifecycle, this the path of an append through them.
+A part of ``Registry``: the registry owns the sessions' lifecycle, this the
+path of a batch through them.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from sessiond.store import paths
 from sessiond.store.entries import (
     COMPACT_BOUNDARY,
     MATERIALIZING_TYPES,
-    REAPPENDED_METADATA,
     REAPPENDED_SET,
     TRANSCRIPT_TYPES,
     EntryHeader,
@@ -33,19 +34,37 @@ from sessiond.store.jsonl import scan_uuids
 from sessiond.wire.errors import SessiondError, too_large
 
 from .filequeue import FileQueue
-from .readiness import Readiness
 from .session_state import SessionState, Target
 from .tails import recent_lines
 from .uuidset import UuidSet
 
 if TYPE_CHECKING:
+    from sessiond.config import Settings
+
+    from .bounds import Bounds
     from .compaction import Compactor
+    from .readiness import Readiness
     from .spool import Spool
+    from .writer import Writer
 
 _TYPE = attrgetter("type")
 _UUID = attrgetter("uuid")
 _SUBTYPE = attrgetter("subtype")
 _SIDECHAIN = attrgetter("isSidechain")
+
+
+class Batch(msgspec.Struct, frozen=True):
+    """One request's entries on their way into a session, as admitted: the
+    session, each entry's routing header and line (``headers[i]`` is the header
+    of ``lines[i]``), the agent or workflow run the request routes them to, and
+    whether the client is resending after losing its daemon."""
+
+    state: SessionState
+    headers: list[EntryHeader]
+    lines: list[bytes]
+    agent: str | None = None
+    run: str | None = None
+    resend: bool = False
 
 
 class Routed:
@@ -60,18 +79,28 @@ class Routed:
         self.last: str | None = None
 
 
-class Routing(Readiness):
-    """Base of ``Registry``: routing and accepting batches."""
+class Routing:
+    """Takes a validated batch into a session: resolves each entry's target
+    file (preparing agent files first), drops duplicates, holds what comes
+    before the session's first message, and queues the rest on the writer,
+    all or nothing."""
 
-    spool: Spool
-    compactor: Compactor | None
+    def __init__(self, settings: Settings, writer: Writer, bounds: Bounds, spool: Spool,
+                 compactor: Compactor | None, readiness: Readiness) -> None:
+        self.settings = settings
+        self.writer = writer
+        self.bounds = bounds
+        self.spool = spool
+        self.compactor = compactor
+        self.readiness = readiness
+        """Where an agent file's existing content is scanned, and requests parked meanwhile."""
 
-    def when_agents_ready(self, state: SessionState, headers: list[EntryHeader], agent: str | None, run: str | None,
-                          resume: Callable[..., None], *args: object) -> bool:
+    def when_agents_ready(self, batch: Batch, resume: Callable[..., None], *args: object) -> bool:
         """Give every agent file a batch routes to its ``Target``, its existing
         file scanned for uuids first (in a worker thread when large, as for main
         transcripts); True when ``resume(*args)`` is parked behind such a scan.
         Call it after ``when_loaded``, before ``resolve``."""
+        state, headers, agent, run = batch.state, batch.headers, batch.agent, batch.run
         if agent is None and run is None and not any(map(_SIDECHAIN, headers)):
             return False
         self.check_targets(headers, agent, run)
@@ -82,7 +111,7 @@ class Routing(Readiness):
                 if err is not None:
                     raise err
                 self._add_agent(state, path)
-        return self.when_loaded(state, resume, *args)
+        return self.readiness.when_loaded(state, resume, *args)
 
     @staticmethod
     def _agents_of(headers: list[EntryHeader], agent: str | None) -> set[str]:
@@ -91,7 +120,7 @@ class Routing(Readiness):
         return {h.agentId for h in headers if h.isSidechain and h.agentId is not None}
 
     def _add_agent(self, state: SessionState, path: Path) -> None:
-        self._check(path)
+        self.readiness.check(path)
         target = Target(self.writer.queue(path), UuidSet(), None)
 
         def apply(uuids: set[str]) -> None:
@@ -101,7 +130,7 @@ class Routing(Readiness):
         def failed(err: SessiondError) -> None:
             state.agent_errors[path] = err
 
-        if not self._scan(state, path, scan_uuids, apply, failed):
+        if not self.readiness.scan(state, path, scan_uuids, apply, failed):
             state.agents[path] = target
 
     def target_for(self, state: SessionState, header: EntryHeader, agent: str | None, run: str | None) -> Target:
@@ -125,36 +154,37 @@ class Routing(Readiness):
                 if h.isSidechain and h.agentId is not None:
                     paths.check_id("agent", h.agentId)
 
-    def resolve(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None) -> list[Target]:
+    def resolve(self, batch: Batch) -> list[Target]:
         """The target of every entry, resolved before anything is mutated, so a
         batch that cannot be routed (bad id, unreadable agent file) changes nothing."""
-        if agent is None and run is None and not any(h.isSidechain for h, _ in batch):
-            return [state.main] * len(batch)  # the common case: all of it is the main transcript
-        self.check_targets([h for h, _ in batch], agent, run)
-        return [self.target_for(state, h, agent, run) for h, _ in batch]
+        state, headers, agent, run = batch.state, batch.headers, batch.agent, batch.run
+        if agent is None and run is None and not any(map(_SIDECHAIN, headers)):
+            return [state.main] * len(headers)  # the common case: all of it is the main transcript
+        self.check_targets(headers, agent, run)
+        return [self.target_for(state, h, agent, run) for h in headers]
 
     fast_path = True
     """Off only in the test that checks the fast path against the general one."""
 
-    def accept(self, state: SessionState, headers: list[EntryHeader], lines: list[bytes], agent: str | None,
-               run: str | None, *, resend: bool = False, recent: dict[int, set[bytes]] | None = None) -> Routed:
-        """Dedup, route and queue a validated batch (``headers[i]`` is the header
-        of ``lines[i]``): all or nothing. ``recent``: for a resend, the recent
-        lines of its targets (by ``id(target)``) already read off the loop
-        (``tails``); a target missing there is read here."""
-        if self.fast_path and agent is None and run is None and not resend and state.materialized:
-            out = self._accept_plain(state, headers, lines)
+    def accept(self, batch: Batch, recent: dict[int, set[bytes]] | None = None) -> Routed:
+        """Dedup, route and queue an admitted batch: all or nothing. ``recent``:
+        for a resend, the recent lines of its targets (by ``id(target)``)
+        already read off the loop (``tails``); a target missing there is read here."""
+        if (self.fast_path and batch.agent is None and batch.run is None and not batch.resend
+                and batch.state.materialized):
+            out = self._accept_plain(batch)
             if out is not None:
                 return out
-        return self._accept(state, list(zip(headers, lines)), agent, run, resend, recent)
+        return self._accept(batch, recent)
 
-    def _accept_plain(self, state: SessionState, headers: list[EntryHeader], lines: list[bytes]) -> Routed | None:
+    def _accept_plain(self, batch: Batch) -> Routed | None:
         """The batch an agent sends nearly always: transcript entries of a
         started session, each with a new uuid, none a sidechain, metadata or
         compaction boundary. Checked and applied with C-level passes over the
         batch (``map``, set operations) instead of the per-entry loop, which was
         the largest Python cost of an append. None when the batch is anything
         else: ``_accept`` then handles it, with the same outcome this would have."""
+        state, headers, lines = batch.state, batch.headers, batch.lines
         if not TRANSCRIPT_TYPES.issuperset(map(_TYPE, headers)) or any(map(_SIDECHAIN, headers)):
             return None
         if COMPACT_BOUNDARY in set(map(_SUBTYPE, headers)):
@@ -177,18 +207,19 @@ class Routing(Readiness):
             out.queues.append(main.queue)
         return out
 
-    def _accept(self, state: SessionState, batch: list[tuple[EntryHeader, bytes]], agent: str | None, run: str | None,
-                resend: bool, known: dict[int, set[bytes]] | None = None) -> Routed:
-        targets = self.resolve(state, batch, agent, run)
+    def _accept(self, batch: Batch, known: dict[int, set[bytes]] | None) -> Routed:
+        state, resend = batch.state, batch.resend
+        targets = self.resolve(batch)
+        entries = list(zip(batch.headers, batch.lines))
         recent: dict[int, set[bytes]] = dict(known) if known else {}
         if not state.materialized:
-            extra = sum(len(line) for h, line in batch if h.type not in MATERIALIZING_TYPES)
+            extra = sum(len(line) for h, line in entries if h.type not in MATERIALIZING_TYPES)
             if state.pending_bytes + extra > self.settings.max_pending_bytes:
                 raise too_large(
                     f"session {state.id} has no message yet and its pending buffer would exceed "
                     f"{self.settings.max_pending_bytes} bytes"
                 )
-            if extra and not any(h.type in MATERIALIZING_TYPES for h, _ in batch) and state.main in targets:
+            if extra and not any(h.type in MATERIALIZING_TYPES for h in batch.headers) and state.main in targets:
                 self.spool.prepare(state)  # entries will be held: their spool file first, or refuse it all
             self.bounds.check_pending(extra)
         out = Routed()
@@ -200,7 +231,7 @@ class Routing(Readiness):
         accepted = duplicates = 0
         # The loop runs once per entry of every append: locals, no helper calls
         # on the common path (a main-transcript entry with a uuid).
-        for (header, line), target in zip(batch, targets):
+        for (header, line), target in zip(entries, targets):
             uuid = header.uuid
             inline_side = target is main and bool(header.isSidechain)
             if uuid is None:
@@ -232,7 +263,7 @@ class Routing(Readiness):
                 if kind == "system" and is_compact_boundary(header) and not inline_side:
                     # SPEC 3.5: the current metadata goes just before the boundary,
                     # so it stays in the tail window of the compacted session.
-                    main_lines.extend(self.metadata_lines(state))
+                    main_lines.extend(state.metadata_lines())
                 main_lines.append(line)
             elif kind in MATERIALIZING_TYPES:
                 state.materialized = True
@@ -265,7 +296,3 @@ class Routing(Readiness):
             self.writer.enqueue(target.queue, lines)
             out.queues.append(target.queue)
         return out
-
-    @staticmethod
-    def metadata_lines(state: SessionState) -> list[bytes]:
-        return [state.metadata[k] for k in REAPPENDED_METADATA if k in state.metadata]

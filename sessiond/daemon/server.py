@@ -43,6 +43,7 @@ from .follow import Follower
 from .handlers.search import readers as search_readers
 from .index.link import IndexLink, index_path
 from .leases import Leases
+from .looppass import EndOfPass
 from .notify import Notifier
 from .outbox import Outbox
 from .pages import Pages
@@ -65,6 +66,12 @@ class AlreadyRunning(Exception):
 
 
 class Daemon:
+    """One running daemon's objects, wired together: the writer and the end of
+    its loop passes, the session registry, the read pool, the catalog, leases,
+    watchers, the follower of foreign writers, the optional mirror and search
+    index; plus the status, sweep and shutdown that span them. Connections
+    reach everything through it."""
+
     def __init__(self, settings: Settings, loop: asyncio.AbstractEventLoop, notifier: Notifier | None = None,
                  flags: dict | None = None) -> None:
         self.settings = settings
@@ -74,9 +81,10 @@ class Daemon:
         self.stats = Stats()
         self.state_files: list[StateFileProblem] = []
         """The daemon's own state files found unusable at the start (``status``)."""
-        self.writer = Writer(loop, settings, self.stats)
-        self.outbox = Outbox(loop)
-        self.writer.after_pass = self.outbox.flush
+        self.end_of_pass = EndOfPass(loop)
+        """The one callback ending each loop pass: the writer's drains, then the answers."""
+        self.writer = Writer(loop, settings, self.stats, self.end_of_pass)
+        self.outbox = Outbox(self.end_of_pass)
         # Connections get the fds the transcript LRU leaves, less a few for the
         # socket, lock, log, watches and directories.
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -85,7 +93,7 @@ class Daemon:
         self.fair = FairShare(loop, self.reads, settings.read_threads, settings.expensive_per_client,
                               settings.max_expensive_waiting, settings.max_expensive_jobs)
         self.registry = Registry(settings, self.writer, self.fair, self.bounds)
-        self.tails = Tails(self.registry, self.fair)
+        self.tails = Tails(self.writer.root, self.registry.readiness, self.registry.routing, self.fair)
         self.catalog = Catalog(settings.root, loop, self.fair)
         self.pages = Pages(self.catalog, settings.max_list_views)
         self.writer.observers.append(self.catalog.written)

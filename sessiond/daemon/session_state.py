@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessiond.store import paths
+from sessiond.store.entries import REAPPENDED_METADATA
 from sessiond.store.jsonl import SessionScan
 from sessiond.store.recording import Cursor
 from sessiond.wire.errors import SessiondError
@@ -40,6 +41,10 @@ class Target:
 
 
 class SessionState:
+    """One session as the daemon holds it between requests: where it writes,
+    what it has already accepted (dedup sets, chain ends), what it holds
+    before its first message, its metadata and its clients."""
+
     __slots__ = (
         "id", "project", "path", "materialized", "pending", "pending_bytes",
         "metadata", "dirty_since_meta", "side_uuids", "main", "agents", "clients",
@@ -81,6 +86,10 @@ class SessionState:
         self.main.uuids = UuidSet.unpacked(scan.uuids)
         self.main.last = scan.cursor.tip
         self.main.cursor = scan.cursor
+
+    def metadata_lines(self) -> list[bytes]:
+        """The metadata to re-append at EOF, in its fixed order."""
+        return [self.metadata[k] for k in REAPPENDED_METADATA if k in self.metadata]
 
     def targets(self) -> list[Target]:
         return [self.main, *self.agents.values()]

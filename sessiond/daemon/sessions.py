@@ -6,9 +6,10 @@ created only by its first ``user``/``assistant`` message. An existing file is
 scanned for its uuids first (``readiness``), entries a previous daemon held for
 it are taken back (``restore_held``), and when its last client leaves its
 metadata is re-appended at EOF (``exit_cleanup``); idle sessions are forgotten
-(``sweep``), their files being the truth. What happens to a batch on its way
-into a session's files is the base class's (``routing``); the state itself is
-``session_state``.
+(``sweep``), their files being the truth. The registry is composed of parts
+that each own one thing: ``readiness`` (work off the loop and the requests
+parked behind it), ``routing`` (a batch's way into a session's files) and
+``spool`` (held entries on disk); the state itself is ``session_state``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from sessiond.wire.errors import SessiondError, bad_request
 from .bounds import Bounds
 from .compaction import Compactor
 from .filequeue import FileQueue
+from .readiness import Readiness
 from .routing import Routing
 from .session_state import SessionState
 from .spool import Spool
@@ -40,21 +42,25 @@ from .writer import Writer
 log = logging.getLogger("sessiond")
 
 
-class Registry(Routing):
+class Registry:
+    """The sessions the daemon holds in memory, by id: made on first use (ready
+    to write, off the loop when that is costly), attached to clients, cleaned
+    up when the last one leaves, and forgotten when idle."""
+
     def __init__(self, settings: Settings, writer: Writer, fair: FairShare | None = None,
                  bounds: Bounds | None = None) -> None:
         self.settings = settings
         self.writer = writer
-        self.fair = fair
-        """Where scans of existing files run, charged to the requesting client
-        (None: the loop's default executor)."""
         self.compactor = Compactor(fair) if fair is not None else None
         """Packs dedup sets in the background (None: they stay unpacked)."""
         self.bounds = bounds or Bounds(settings)
         self._full_sweep_at = 0.0
         self.sessions: dict[str, SessionState] = {}
         self.spool = Spool(settings.root, writer)
-        Routing.__init__(self)
+        self.readiness = Readiness(settings, writer, self.bounds, fair)
+        """Scans and cwd resolution off the loop, and the requests parked behind them."""
+        self.routing = Routing(settings, writer, self.bounds, self.spool, self.compactor, self.readiness)
+        """A batch's way into a session's files."""
         self.unavailable: dict[str, SessiondError] = {}
         """Sessions no request may touch, and why: in the trash, or being moved or
         imported right now (see ``sessiond/daemon/trash.py``)."""
@@ -79,6 +85,18 @@ class Registry(Routing):
         state.cwd = cwd
         return self._ready(state)
 
+    def ready(self, session_id: str, cwd: str, resume: Callable[..., None], *args: object) -> SessionState | None:
+        """``get`` once the session is ready to write: None when ``resume(*args)``
+        is parked until its cwd is resolved or its file scanned (both in worker
+        threads when slow), in arrival order."""
+        if session_id not in self.sessions and self.readiness.park_for_cwd(
+                session_id, cwd, self._create_missing, resume, *args):
+            return None
+        state = self.get(session_id, cwd)
+        if self.readiness.when_loaded(state, resume, *args):
+            return None
+        return state
+
     def adopt(self, session_id: str, project: Path) -> SessionState:
         """The session, bound to an existing file in ``project`` (resume): a
         session whose file lives in a hash-variant dir keeps writing there."""
@@ -90,11 +108,16 @@ class Registry(Routing):
             raise bad_request(f"session {session_id} is already open in {state.project}")
         return self._ready(state)
 
+    def _create_missing(self, session_id: str, project: Path) -> None:
+        """A session whose cwd was resolved in a worker, unless a request made it meanwhile."""
+        if session_id not in self.sessions:
+            self._create(session_id, project)
+
     def _create(self, session_id: str, project: Path) -> SessionState:
         refused = self.unavailable.get(session_id)
         if refused is not None:
             raise refused
-        self._check(paths.session_file(project, session_id))
+        self.readiness.check(paths.session_file(project, session_id))
         if len(self.sessions) >= self.settings.max_sessions:
             now = time.monotonic()
             if now - self._full_sweep_at >= 1.0:  # a scan of every session: at most once a second
@@ -157,7 +180,7 @@ class Registry(Routing):
     def reappend_metadata(self, state: SessionState) -> int:
         """After a resume adopts a file: re-append the current metadata at EOF
         unless every line of it is already within the tail window listing reads."""
-        lines = self.metadata_lines(state)
+        lines = state.metadata_lines()
         if not lines:
             return 0
         tail = recent_lines(self.writer.root, state.main.queue, window=LITE_WINDOW)
@@ -172,32 +195,9 @@ class Registry(Routing):
             state.load_error = err
 
         try:
-            self._scan(state, state.path, scan_session, state.apply_scan, failed)
+            self.readiness.scan(state, state.path, scan_session, state.apply_scan, failed)
         except SessiondError as err:
             state.load_error = err
-
-    def hold(self, state: SessionState) -> None:
-        """Make the session's requests (and every Flush) wait, in arrival
-        order, until ``release``: while its file is read in a worker (a
-        resend's tail, see ``tails``), as behind a scan."""
-        if state.loading is None:
-            state.loading = []
-        state.scans += 1
-        self.loads_in_flight += 1
-
-    def release(self, state: SessionState, first: Callable[[], None]) -> None:
-        """Run ``first`` (the request the hold was for), then the requests
-        that waited, unless a scan still holds the session: then ``first``
-        waits at the head of the line."""
-        state.scans -= 1
-        if state.scans:
-            state.loading.insert(0, first)  # type: ignore[union-attr]  # a list while a scan runs
-        else:
-            waiting, state.loading = state.loading or [], None
-            first()
-            for resume in waiting:
-                resume()
-        self._load_done()
 
     # ------------------------------------------------------------ clients, cleanup
 
@@ -230,7 +230,7 @@ class Registry(Routing):
             return
         if state.materialized:
             if state.dirty_since_meta and state.metadata:
-                self.writer.enqueue(state.main.queue, self.metadata_lines(state))
+                self.writer.enqueue(state.main.queue, state.metadata_lines())
                 state.dirty_since_meta = False
         elif state.pending or state.metadata or state.main.uuids:
             # Nothing of the main transcript reached the disk: forget every trace

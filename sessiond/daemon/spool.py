@@ -48,6 +48,11 @@ log = logging.getLogger("sessiond")
 
 
 class Spool:
+    """The spool files of sessions holding entries before their first message:
+    each held entry is written there (so its ack means what it means
+    everywhere), the file is deleted once the transcript holds them, and what a
+    previous daemon left is held again at start (``replay``)."""
+
     def __init__(self, root: Path, writer: Writer) -> None:
         self.root = root
         self.writer = writer

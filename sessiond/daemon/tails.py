@@ -7,7 +7,7 @@ splitting that megabyte took a few ms on the loop per request, so a client
 resending in a loop stalled every other client; here it is a fair-share job in
 the read pool (``workers``), charged to the client that asked.
 
-While the job runs, the session is held (``Registry.hold``): its later requests
+While the job runs, the session is held (``Readiness.hold``): its later requests
 and every Flush wait, in order, as behind a scan. The file's size is taken when
 the hold starts and the job reads the window ending there, so what it reads,
 plus the lines queued then (which may be written meanwhile), is exactly what a
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessiond.store.appendfile import RESEND_WINDOW, tail_lines
-from sessiond.store.entries import EntryHeader
 from sessiond.store.safeopen import StoreRoot, error_for
 from sessiond.wire.errors import SessiondError, io_error
 
@@ -32,12 +31,13 @@ if TYPE_CHECKING:
 
     from .connection import Connection
     from .filequeue import FileQueue
+    from .readiness import Readiness
+    from .routing import Batch, Routing
     from .session_state import SessionState, Target
-    from .sessions import Registry
     from .workers import FairShare
 
 Recent = dict[int, set[bytes]]
-"""Recent lines per target, keyed by ``id(target)`` (what ``Registry.accept`` takes)."""
+"""Recent lines per target, keyed by ``id(target)`` (what ``Routing.accept`` takes)."""
 
 
 def read_tail(root: StoreRoot, path: Path, end: int, window: int = RESEND_WINDOW) -> set[bytes]:
@@ -89,21 +89,26 @@ def file_size(path: os.PathLike) -> int:
 
 
 class Tails:
-    def __init__(self, registry: Registry, fair: FairShare) -> None:
-        self.registry = registry
+    """Reads, off the loop, the recent lines a resend is deduplicated against,
+    holding the session meanwhile, and hands them to the request when it runs again."""
+
+    def __init__(self, root: StoreRoot, readiness: Readiness, routing: Routing, fair: FairShare) -> None:
+        self.root = root
+        self.readiness = readiness
+        self.routing = routing
         self.fair = fair
         self._ready: dict[int, Recent | SessiondError] = {}
         """Per parked request (by ``id`` of the request object, alive while
         parked): the tails read for it, or the error reading them."""
 
-    def recent_for(self, conn: Connection, req: m.Request, state: SessionState, headers: list[EntryHeader],
-                   lines: list[bytes], agent: str | None, run: str | None) -> Recent | None:
+    def recent_for(self, conn: Connection, req: m.Request, batch: Batch) -> Recent | None:
         """The recent lines of every target that an entry without a uuid of
         this resend goes to; None when the request is parked until they are read."""
         ready = self._ready.pop(id(req), None)
         if isinstance(ready, SessiondError):
             raise ready
-        targets = self._targets(state, headers, lines, agent, run)
+        state = batch.state
+        targets = self._targets(batch)
         if ready is not None:
             for target in targets:  # what was queued while the job ran
                 ready[id(target)] |= self._queued(state, target)
@@ -111,9 +116,9 @@ class Tails:
         if not targets:
             return {}
         jobs = [(t, self._queued(state, t), file_size(t.queue.path)) for t in targets]
-        fut = self.fair.submit(_read_all, self.registry.writer.root, [(t.queue.path, end) for t, _, end in jobs],
+        fut = self.fair.submit(_read_all, self.root, [(t.queue.path, end) for t, _, end in jobs],
                                owner=conn.id)
-        self.registry.hold(state)
+        self.readiness.hold(state)
 
         def done(f) -> None:
             if f.cancelled():  # the read pool shut down: the daemon is exiting
@@ -123,18 +128,16 @@ class Tails:
                 self._ready[id(req)] = {id(t): queued | lines for (t, queued, _), lines in zip(jobs, f.result())}
             else:
                 self._ready[id(req)] = io_error(f"cannot read the tail of {state.path.name}: {exc}")
-            self.registry.release(state, first=lambda: conn.redispatch(req))
+            self.readiness.release(state, first=lambda: conn.redispatch(req))
 
         fut.add_done_callback(done)
         return None
 
-    def _targets(self, state: SessionState, headers: list[EntryHeader], lines: list[bytes], agent: str | None,
-                 run: str | None) -> list[Target]:
-        if all(h.uuid is not None for h in headers):
+    def _targets(self, batch: Batch) -> list[Target]:
+        if all(h.uuid is not None for h in batch.headers):
             return []
-        batch = list(zip(headers, lines))
         out: dict[int, Target] = {}
-        for (header, _), target in zip(batch, self.registry.resolve(state, batch, agent, run)):
+        for header, target in zip(batch.headers, self.routing.resolve(batch)):
             if header.uuid is None:
                 out.setdefault(id(target), target)
         return list(out.values())

@@ -3,7 +3,7 @@
 One ``FileQueue`` per target file (a main transcript and each agent file are
 separate queues). ``queued`` appends wait out the coalescing window; a request for
 ``written`` or ``durable`` makes its file drain at the end of the current event-loop
-pass together with everything else pending (group commit), and ``durable`` joins a
+pass (the writer's stage of ``looppass.EndOfPass``) together with everything else pending (group commit), and ``durable`` joins a
 sync round (``syncs``): what waits while a sync is in flight goes out in one
 ``syncfs`` (or one fdatasync for a lone file) in a worker thread. Descriptors
 come from the open-file cache (``openfiles``). Each drain joins the queued
@@ -28,6 +28,7 @@ from sessiond.wire.errors import SessiondError, io_error
 
 from .filequeue import FileQueue, Stats, Waiter
 from .filework import FileWork, create_file, cut_torn_file
+from .looppass import WRITES, EndOfPass
 from .openfiles import OpenFiles, open_files_budget
 from .pathwatch import PathWatch
 from .syncs import SyncRounds
@@ -39,7 +40,13 @@ ERROR_RETRY = 1.0
 
 
 class Writer:
-    def __init__(self, loop: asyncio.AbstractEventLoop, settings: Settings, stats: Stats) -> None:
+    """The only code that writes transcripts: a queue per file, drained at the
+    end of a loop pass when a request waits for it (group commit) or after the
+    coalescing window, synced in rounds for ``durable``; tells its observers of
+    every write and answers its waiters with plain callbacks."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, settings: Settings, stats: Stats,
+                 end_of_pass: EndOfPass | None = None) -> None:
         self.loop = loop
         self.settings = settings
         self.stats = stats
@@ -53,8 +60,9 @@ class Writer:
         self.queued_entries = 0
         self._soon: list[FileQueue] = []
         self._to_arm: list[FileQueue] = []
-        self._pass_scheduled = False
-        self.after_pass: Callable[[], None] | None = None
+        self.end_of_pass = end_of_pass or EndOfPass(loop)
+        """Runs ``end_pass`` at the end of every loop pass that queued or asked for a drain."""
+        self.end_of_pass.register(WRITES, self.end_pass)
         self._below_limit: list[Callable[[], None]] = []
         self.observers: list[Callable[[Path, list[bytes], int], None]] = []
         """Called after every successful write with (path, lines written, file size
@@ -94,7 +102,7 @@ class Writer:
             # nothing asked for a drain by then (written/durable do, at once).
             q.arming = True
             self._to_arm.append(q)
-            self._schedule_pass()
+            self.end_of_pass.request()
 
     @property
     def over_limit(self) -> bool:
@@ -129,18 +137,12 @@ class Writer:
             return
         q.soon = True
         self._soon.append(q)
-        self._schedule_pass()
+        self.end_of_pass.request()
 
-    def _schedule_pass(self) -> None:
-        if not self._pass_scheduled:
-            self._pass_scheduled = True
-            self.loop.call_soon(self._end_of_pass)
-
-    def _end_of_pass(self) -> None:
-        """After the requests of one loop pass: drain what was asked for (group
-        commit), arm the coalescing timer of what was not, then let the
-        ``after_pass`` hook send the answers of this pass at once."""
-        self._pass_scheduled = False
+    def end_pass(self) -> None:
+        """The writer's stage at the end of a loop pass: drain what was asked
+        for (group commit), then arm the coalescing timer of what was not. The
+        answers the drains make are sent by the next stage (``looppass``)."""
         if self.closed:
             return
         batch, self._soon = self._soon, []
@@ -155,8 +157,6 @@ class Writer:
             q.arming = False
             if q.lines and q.timer is None and q.retry is None and not q.soon:
                 q.timer = self.loop.call_later(self.settings.flush_interval, self._drain, q)
-        if self.after_pass is not None:
-            self.after_pass()
 
     def _drain(self, q: FileQueue) -> None:
         if q.timer is not None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from sessiond.config import Settings
 from sessiond.daemon.filequeue import Stats
+from sessiond.daemon.routing import Batch
 from sessiond.daemon.sessions import Registry
 from sessiond.daemon.writer import Writer
 from sessiond.store.entries import decode_headers
@@ -55,16 +56,16 @@ def run(batches: list[list[bytes]], fast: bool, root, sid: str) -> tuple:
     writer = Writer(loop, cfg, Stats())
     try:
         registry = Registry(cfg, writer)
-        registry.fast_path = fast
+        registry.routing.fast_path = fast
         state = registry.get(sid, "/work/p")
         answers = []
         for lines in batches:
             if lines is None:
                 registry.exit_cleanup(state)
                 continue
-            headers = decode_headers(lines)
-            assert not registry.when_agents_ready(state, headers, None, None, lambda: None)  # the handlers' order
-            r = registry.accept(state, headers, lines, None, None)
+            batch = Batch(state, decode_headers(lines), lines)
+            assert not registry.routing.when_agents_ready(batch, lambda: None)  # the handlers' order
+            r = registry.routing.accept(batch)
             answers.append((r.accepted, r.duplicates, sorted(str(q.path.name) for q in r.queues)))
         files = {str(p.name): list(q.lines) for p, q in writer.queues.items()}
         targets = {str(p.name): (sorted(t.uuids), t.last) for p, t in state.agents.items()}
@@ -101,10 +102,10 @@ def test_a_plain_batch_takes_the_fast_path(tmp_path):
         registry = Registry(cfg, writer)
         state = registry.get(str(uuidlib.uuid4()), "/work/p")
         first = [entry("user", POOL[0], False, False)]
-        registry.accept(state, decode_headers(first), first, None, None)  # materializes: general path
-        registry._accept = None  # type: ignore[assignment]  # any fall-back would now fail
+        registry.routing.accept(Batch(state, decode_headers(first), first))  # materializes: general path
+        registry.routing._accept = None  # type: ignore[assignment]  # any fall-back would now fail
         plain = [entry("assistant", POOL[1], False, False), entry("system", POOL[2], False, False)]
-        r = registry.accept(state, decode_headers(plain), plain, None, None)
+        r = registry.routing.accept(Batch(state, decode_headers(plain), plain))
         assert r.accepted == 2 and state.main.last == POOL[2]
     finally:
         writer.close()

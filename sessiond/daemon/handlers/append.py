@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from sessiond.store.entries import EntryHeader, decode_headers
 from sessiond.store.recording import Cursor, chain_messages
 from sessiond.wire import messages as m
 from sessiond.wire.errors import SessiondError
 
 from ..leases import is_chain
+from ..routing import Batch
 from .completion import after_all
 
 if TYPE_CHECKING:
@@ -20,48 +23,60 @@ if TYPE_CHECKING:
     from ..session_state import SessionState, Target
 
 
-def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
-    daemon = conn.daemon
-    daemon.refuse_if_stopping()
-    state = daemon.registry.ready(req.session, req.cwd, conn.redispatch, req)
-    if state is None:
-        return None
-    headers = decode_headers(req.entries)
-    if daemon.registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
-        return None
-    if daemon.mirror is not None:
-        daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
-    daemon.leases.guard(state.id, conn, req.lease, lambda: is_chain(headers, req.agent))
-    conn.attach(state)
-    recent = None
-    if req.resend:
-        recent = daemon.tails.recent_for(conn, req, state, headers, req.entries, req.agent, req.run)
-        if recent is None:
-            return None  # parked until its tails are read
-    routed = daemon.registry.accept(state, headers, req.entries, req.agent, req.run, resend=req.resend, recent=recent)
-    return _ack(conn, req.id, req.durability, routed, state)
-
-
-def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
+def admit(conn: Connection, req: m.Append | m.Record, entries: list[bytes]) -> Batch | None:
+    """The one admission step of Append and Record: the daemon is not stopping,
+    the session is ready (parked otherwise), every entry's routing header
+    decodes (one bad entry refuses all), its agent files are ready (parked
+    otherwise), a required mirror is up, the session's lease allows it, and
+    the session is attached to the connection. The admitted ``Batch``; None
+    when the request is parked (it runs again from the start)."""
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     registry = daemon.registry
     state = registry.ready(req.session, req.cwd, conn.redispatch, req)
     if state is None:
         return None
-    headers = decode_headers(req.messages)  # all decoded first: one bad entry refuses all
-    if registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
+    batch = Batch(state, decode_headers(entries), entries, req.agent, req.run, req.resend)
+    if registry.routing.when_agents_ready(batch, conn.redispatch, req):
         return None
     if daemon.mirror is not None:
-        daemon.mirror.check_session(state.id)
-    daemon.leases.guard(state.id, conn, req.lease, lambda: is_chain(headers, req.agent))
+        daemon.mirror.check_session(state.id)  # required mirror down: refuse, never diverge
+    daemon.leases.guard(state.id, conn, req.lease, lambda: is_chain(batch.headers, batch.agent))
     conn.attach(state)
-    batch = list(zip(headers, req.messages))
-    targets = registry.resolve(state, batch, req.agent, req.run)
+    return batch
+
+
+def route(conn: Connection, req: m.Append | m.Record, batch: Batch) -> Routed | None:
+    """Accept an admitted batch; None when a resend is parked until the recent
+    tails of its files are read (``tails``)."""
+    recent = None
+    if batch.resend:
+        recent = conn.daemon.tails.recent_for(conn, req, batch)
+        if recent is None:
+            return None
+    return conn.daemon.registry.routing.accept(batch, recent)
+
+
+def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
+    batch = admit(conn, req, req.entries)
+    if batch is None:
+        return None
+    routed = route(conn, req, batch)
+    if routed is None:
+        return None
+    return _ack(conn, req.id, req.durability, routed, batch.state)
+
+
+def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
+    batch = admit(conn, req, req.messages)
+    if batch is None:
+        return None
+    state = batch.state
+    targets = conn.daemon.registry.routing.resolve(batch)
     # Each target file is its own chain (a sidechain message never chains onto,
     # nor dedups against, the main transcript): chain each group separately.
     groups: dict[int, tuple[Target, list[tuple[EntryHeader, bytes]]]] = {}
-    for item, target in zip(batch, targets):
+    for item, target in zip(zip(batch.headers, batch.lines), targets):
         groups.setdefault(id(target), (target, []))[1].append(item)
     lines: list[tuple[EntryHeader, bytes]] = []
     duplicates = 0
@@ -75,13 +90,10 @@ def handle_record(conn: Connection, req: m.Record) -> m.Response | None:
         cursors.append((target, chained.cursor))
         if target is state.main or last is None:
             last = chained.last
-    headers, chained_lines = [h for h, _ in lines], [line for _, line in lines]
-    recent = None
-    if req.resend:
-        recent = daemon.tails.recent_for(conn, req, state, headers, chained_lines, req.agent, req.run)
-        if recent is None:
-            return None  # parked until its tails are read (chained again then)
-    routed = registry.accept(state, headers, chained_lines, req.agent, req.run, resend=req.resend, recent=recent)
+    chained_batch = msgspec.structs.replace(batch, headers=[h for h, _ in lines], lines=[line for _, line in lines])
+    routed = route(conn, req, chained_batch)
+    if routed is None:
+        return None  # parked until its tails are read (chained again then)
     for target, cursor in cursors:
         target.last, target.cursor = cursor.tip, cursor  # the tip, not the last entry written
     routed.duplicates += duplicates

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def handle_flush(conn: Connection, req: m.Flush) -> m.Response | None:
     daemon = conn.daemon
-    if daemon.registry.after_loads(conn.redispatch, req):
+    if daemon.registry.readiness.after_loads(conn.redispatch, req):
         return None  # appends parked behind a file scan arrived before this flush
     if req.session is not None:
         state = daemon.registry.sessions.get(check_session_id(req.session))

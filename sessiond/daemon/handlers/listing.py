@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def handle_list(conn: Connection, req: m.List) -> None:
     daemon = conn.daemon
-    if daemon.registry.after_loads(conn.redispatch, req):
+    if daemon.registry.readiness.after_loads(conn.redispatch, req):
         return None  # appends parked behind a session's file scan arrived before this List
     after_queued_writes(daemon, lambda: _submit(conn, req))
     return None

@@ -113,7 +113,7 @@ def handle_search(conn: Connection, req: m.Search) -> None:
             query.parse_since(req.since)
     except query.QueryError as exc:
         raise bad_request(str(exc)) from None
-    if conn.daemon.registry.after_loads(conn.redispatch, req):
+    if conn.daemon.registry.readiness.after_loads(conn.redispatch, req):
         return None  # appends parked behind a session's file scan arrived before this Search
     # on the loop: text work and at most one lstat per dir (``scope``), like decoding the request
     projects = requested_projects(conn.daemon.settings.root, req.dirs, req.all)

@@ -120,7 +120,7 @@ def handle_adopt(conn: Connection, req: m.Adopt) -> m.Response | None:
         raise not_found(f"no transcript at {req.path}")
     registry = daemon.registry
     state = registry.adopt(sid, path.parent)
-    if registry.when_loaded(state, conn.redispatch, req):
+    if registry.readiness.when_loaded(state, conn.redispatch, req):
         return None
     if req.lease:
         daemon.leases.claim(state.id, conn, req.take_over)
