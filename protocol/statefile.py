@@ -27,19 +27,11 @@ import msgspec
 
 from .transcript.regular import NotRegularFile
 from .transcript.safeopen import OversizedFile, UnsafePath, read_regular
+from .wire.core import StateFileProblem as StateFileProblem  # status carries it: defined with the Status answer
 
 log = logging.getLogger("sessiond")
 
 T = TypeVar("T")
-
-
-class StateFileProblem(msgspec.Struct):
-    """A state file the daemon could not use at its start (``status``'s ``stateFiles``)."""
-
-    file: str
-    problem: str
-    setAside: str | None = None
-    """Where the file was moved (same directory); None when it could not be."""
 
 
 def read_state(path: Path, max_bytes: int, decode: Callable[[bytes], T],
