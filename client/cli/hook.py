@@ -200,7 +200,9 @@ COMMANDS: dict[str, Callable[[Context, list[str]], Callable[[], None]]] = {"stat
 def run(argv: list[str]) -> int:
     """Run ``argv`` (without the program name); its exit code."""
     if argv in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE)
+        from .output import echo
+
+        echo(USAGE, nl=False)
         return 0
     import_msgspec_lean()  # first: whatever the command imports then finds it loaded
     try:
