@@ -1,22 +1,21 @@
-"""Start-up: the whole ``sessiond`` process for the commands a hook or a shell
-prompt runs, against the bare interpreter, all in one run.
+"""Start-up: the whole process for the commands a hook or an agent runs at
+every turn, against the bare interpreter, all in one run.
 
     python bench/startup.py [--runs 21] [--out bench/results/startup.json]
 
-Each command is a fresh process of the installed console script (what a user
-types), timed from spawn to exit; the floor is ``python -c pass`` of the same
-interpreter (its ``site`` included, as the script's is). Commands:
-``--help``; ``status``, ``append`` of one entry (``written``) and
-``list --limit 20`` (100 sessions in the project) through a running daemon;
-and, for reference, the bare imports of click and of msgspec, and each command
-through the click group (what every other command line runs: the fast path,
-``sessiond/client/cli/fastpath.py``, takes these four without importing click).
-Bytecode is written and a first round runs untimed, as on a user's machine
-after the first use (``PYTHONDONTWRITEBYTECODE`` would make every run compile
-the edited modules again). The runs interleave the commands, so a noisy stretch hits them all alike;
-figures are medians and ratios to the floor's median, of wall time and of the
-process's CPU time (user + system, from ``wait4``), which a loaded machine
-disturbs less than wall time.
+Each command is a fresh process of an installed console script, timed from
+spawn to exit; the floor is ``python -c pass`` of the same interpreter (its
+``site`` included, as the scripts' is). Commands: ``sessiond-hook status`` and
+``sessiond-hook append`` of one entry (``written``) through a running daemon
+(the entry point hooks and agents run: no click), the same two through
+``sessiond`` (the click CLI people type), and for reference the bare imports
+of msgspec (as the hook imports it, without typing_extensions, and plain) and
+of click. Bytecode is written and a first round runs untimed, as on a user's
+machine after the first use (``PYTHONDONTWRITEBYTECODE`` would make every run
+compile the edited modules again). The runs interleave the commands, so a
+noisy stretch hits them all alike; figures are medians and ratios to the
+floor's median, of wall time and of the process's CPU time (user + system,
+from ``wait4``), which a loaded machine disturbs less than wall time.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ import benchlib
 
 HERE = Path(__file__).resolve().parent
 CWD = "/home/dev/startup-project"
-CLICK = "import sys; from sessiond.client.cli import cli; cli(sys.argv[1:], prog_name='sessiond')"
+LEAN_MSGSPEC = "import sys; sys.modules['typing_extensions'] = None; import msgspec"
 
 
 def entry(text: str) -> bytes:
@@ -57,36 +56,30 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--out", default=str(HERE / "results" / "startup.json"))
     args = ap.parse_args()
-    script = shutil.which("sessiond", path=str(Path(sys.executable).parent))
-    if script is None:
-        raise SystemExit("no sessiond console script beside this interpreter (pip install -e . first)")
+    scripts = {name: shutil.which(name, path=str(Path(sys.executable).parent)) for name in ("sessiond", "sessiond-hook")}
+    if None in scripts.values():
+        raise SystemExit("no sessiond/sessiond-hook console script beside this interpreter (pip install -e . first)")
     base = Path(tempfile.mkdtemp(prefix="sd-start-", dir="/tmp"))
     sock, root = base / "run" / "s.sock", base / "root"
     proc = benchlib.start_daemon(sock, root)
     glob = ["--socket", str(sock), "--root", str(root), "--no-autostart"]
     try:
-        for i in range(100):  # a project with a page's worth of sessions to list
-            sid = str(uuid.uuid4())
-            subprocess.run([script, *glob, "append", "--cwd", CWD, "--session", sid, "--durability", "written"],
-                           input=entry(f"session {i}"), check=True, capture_output=True)
         one = str(uuid.uuid4())
         commands = {
             "python -c pass": ([sys.executable, "-c", "pass"], None),
-            # What the two dependencies every command needs cost on their own:
-            # the least a click CLI speaking msgspec frames can start in.
-            "python -c 'import click'": ([sys.executable, "-c", "import click"], None),
+            # What the dependencies cost on their own: msgspec as the hook
+            # imports it (without typing_extensions), plainly, and click.
+            "python -c 'import msgspec' (lean)": ([sys.executable, "-c", LEAN_MSGSPEC], None),
             "python -c 'import msgspec'": ([sys.executable, "-c", "import msgspec"], None),
+            "python -c 'import click'": ([sys.executable, "-c", "import click"], None),
         }
         hot = {
-            "--help": (["--help"], None),
             "status": ([*glob, "status"], None),
             "append (1 entry)": ([*glob, "append", "--cwd", CWD, "--session", one, "--durability", "written"], "entry"),
-            "list --limit 20": ([*glob, "list", "--cwd", CWD, "--limit", "20"], None),
         }
-        for name, (argv, feed) in hot.items():
-            commands[f"sessiond {name}"] = ([script, *argv], feed)
-        for name, (argv, feed) in hot.items():
-            commands[f"click path: {name}"] = ([sys.executable, "-c", CLICK, *argv], feed)
+        for script in ("sessiond-hook", "sessiond"):
+            for name, (argv, feed) in hot.items():
+                commands[f"{script} {name}"] = ([scripts[script], *argv], feed)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         times: dict[str, list[float]] = {name: [] for name in commands}
         cpu: dict[str, list[float]] = {name: [] for name in commands}

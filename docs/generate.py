@@ -60,6 +60,10 @@ def cli_md() -> str:
              "## sessiond", "", "```text", cli.get_help(root), "```", ""]
     for command, ctx in _commands(cli, root):
         parts += [f"## {ctx.command_path}", "", "```text", command.get_help(ctx), "```", ""]
+    from sessiond.client.cli.hook import USAGE
+
+    parts += ["## sessiond-hook", "", "The click-free entry point for hooks and agents (`sessiond-hook --help`).", "",
+              "```text", USAGE.rstrip("\n"), "```", ""]
     return "\n".join(parts)
 
 

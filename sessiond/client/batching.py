@@ -11,34 +11,29 @@ stored), and one entry that cannot fit in any frame is refused at once with
 
 from __future__ import annotations
 
+from sessiond.wire.core import Append, Record
 from sessiond.wire.errors import EntryTooLarge
+from sessiond.wire.framing import encode
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the lite append imports this
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: sessiond-hook imports this
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
-
-    from sessiond.wire import messages as m
-    from sessiond.wire.codecs import Codec
 
 ENTRY_OVERHEAD = 5
 """The most msgpack adds to an entry's bytes in a request (a bin 32 header)."""
 
 
-def request_overhead(req: m.Append | m.Record, codec: Codec | None = None) -> int:
+def request_overhead(req: Append | Record) -> int:
     """Bytes of ``req``'s frame other than its entries (the request encoded empty,
-    plus room for the largest id), in ``codec`` (msgspec's by default; the lite
-    codec writes the same bytes)."""
-    from sessiond.wire.codecs import msgspec_codec
-
-    codec = codec or msgspec_codec()
-    m = codec.messages
-    if type(req).__name__ == "Record":
-        empty = m.Record(id=2**63 - 1, session=req.session, cwd=req.cwd, messages=[], parent=req.parent or "",  # type: ignore[union-attr]  # a Record (lite's or messages.py's: told by name)
-                         durability=req.durability, agent=req.agent, run=req.run, resend=True)
+    plus room for the largest id)."""
+    empty: Append | Record
+    if isinstance(req, Record):
+        empty = Record(id=2**63 - 1, session=req.session, cwd=req.cwd, messages=[], parent=req.parent or "",
+                       durability=req.durability, agent=req.agent, run=req.run, resend=True)
     else:
-        empty = m.Append(id=2**63 - 1, session=req.session, cwd=req.cwd, entries=[], durability=req.durability,
-                         agent=req.agent, run=req.run, resend=True)
-    return len(codec.encode(empty)) + 64  # a parent uuid set later, the list's own header
+        empty = Append(id=2**63 - 1, session=req.session, cwd=req.cwd, entries=[], durability=req.durability,
+                       agent=req.agent, run=req.run, resend=True)
+    return len(encode(empty)) + 64  # a parent uuid set later, the list's own header
 
 
 def check_entry(size: int, overhead: int, cap: int, what: str = "entry") -> None:

@@ -5,10 +5,8 @@ Hello handshake, and exchanges typed messages. ``call`` sends one request and
 waits for its answer; ``pipeline`` sends many before reading, which is how the CLI
 streams a big file. Every wait has a timeout.
 
-What the messages are is the client's ``codec`` (``sessiond/wire/codecs.py``):
-msgspec's Structs by default, or the lite codec the hot CLI commands use to
-skip importing msgspec. Everything else here (dialing, owner checks, autostart,
-the handshake, timeouts, the errors raised) is the same code for both.
+It imports only ``wire/core.py``'s messages (what its own requests and their
+answers are): ``sessiond-hook`` runs on it without building every message.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ import time
 from pathlib import Path
 
 from sessiond.store.locations import check_private_dir, default_root, default_socket
-from sessiond.wire.codecs import Codec, msgspec_codec
+from sessiond.wire import core
 from sessiond.wire.errors import (
     LEASE_LOST,
     SESSION_BUSY,
@@ -36,9 +34,10 @@ from sessiond.wire.errors import (
     VersionMismatch,
     WrongRoot,
 )
-from sessiond.wire.frames import DEFAULT_MAX_FRAME, FrameBuffer
+from sessiond.wire.frames import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, FrameBuffer
+from sessiond.wire.framing import decode_response, encode
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the lite path never does)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (sessiond-hook never does)
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
@@ -65,9 +64,9 @@ def check_socket_owner(path: Path) -> None:
         raise DaemonUnavailable(f"{path} is owned by uid {st.st_uid}; refusing to talk to it")
 
 
-def raise_for(resp: m.Response, codec: Codec | None = None) -> m.Response:
+def raise_for(resp: m.Response) -> m.Response:
     """``resp`` itself, or the exception an ``Error`` answer stands for."""
-    if isinstance(resp, (codec or msgspec_codec()).messages.Error):
+    if isinstance(resp, core.Error):
         if resp.code == "version_mismatch":
             raise VersionMismatch(resp.message)
         if resp.code == LEASE_LOST:
@@ -125,12 +124,8 @@ class Endpoint:
 
 
 class Client(Endpoint):
-    def __init__(self, socket_path: Path | str | None = None, *, codec: Codec | None = None, **kw: Any) -> None:
+    def __init__(self, socket_path: Path | str | None = None, **kw: Any) -> None:
         super().__init__(socket_path, **kw)
-        self.codec = codec or msgspec_codec()
-        self.messages = self.codec.messages
-        """The message classes of the codec (``messages.py``'s Structs, or
-        ``lite.py``'s): what a caller builds its requests from."""
         self._sock: _socket.socket | None = None
         self._frames = FrameBuffer()
         self.handles: dict[str, int] = {}
@@ -161,9 +156,8 @@ class Client(Endpoint):
             raise DaemonUnavailable(f"cannot reach the daemon on {self.socket_path}: {exc}") from None
         self._sock = sock
         self._frames = FrameBuffer()
-        m = self.messages
-        welcome = self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
-        assert isinstance(welcome, m.Welcome)
+        welcome = self.call(core.Hello(id=0, protocol_version=PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
+        assert isinstance(welcome, core.Welcome)
         try:
             self.welcomed(welcome)
         except WrongRoot:
@@ -211,7 +205,7 @@ class Client(Endpoint):
         if self._sock is None:
             self.connect()
         try:
-            self._sock.sendall(self.codec.encode(req))  # type: ignore[union-attr]  # connected: callers connect first
+            self._sock.sendall(encode(req))  # type: ignore[union-attr]  # connected: callers connect first
         except OSError as exc:
             self.close()
             raise DaemonUnavailable(f"lost the daemon while sending: {exc}") from None
@@ -219,11 +213,10 @@ class Client(Endpoint):
     def receive(self, rid: int) -> m.Response:
         """The response to request ``rid`` (answers to others are kept for later)."""
         early = self._early
-        decode, error = self.codec.decode_response, self.messages.Error
         while rid not in early:
             for body in self._read_bodies():
-                resp = decode(body)
-                if resp.id == 0 and isinstance(resp, error):
+                resp = decode_response(body)
+                if resp.id == 0 and isinstance(resp, core.Error):
                     return resp  # a connection-level refusal answers everything
                 early[resp.id] = resp
         return early.pop(rid)
@@ -249,7 +242,7 @@ class Client(Endpoint):
 
     def call(self, req: m.Request) -> m.Response:
         self.send(req)
-        return raise_for(self.receive(req.id), self.codec)
+        return raise_for(self.receive(req.id))
 
     def pipeline(self, reqs: Iterable[m.Request], window: int = 32) -> list[m.Response]:
         """Send requests keeping up to ``window`` in flight; answers in order.
@@ -268,13 +261,13 @@ class Client(Endpoint):
     # ----------------------------------------------------------------- shortcuts
 
     def status(self) -> m.StatusResult:
-        return self.call(self.messages.Status(id=self.next_id()))  # type: ignore[return-value]  # the answer to a Status (an Error raises)
+        return self.call(core.Status(id=self.next_id()))  # type: ignore[return-value]  # the answer to a Status (an Error raises)
 
     def flush(self, session: str | None = None, durable: bool = False) -> m.Flushed:
-        return self.call(self.messages.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]  # the answer to a Flush (an Error raises)
+        return self.call(core.Flush(id=self.next_id(), session=session, durable=durable))  # type: ignore[return-value]  # the answer to a Flush (an Error raises)
 
     def shutdown(self) -> None:
-        self.call(self.messages.Shutdown(id=self.next_id()))
+        self.call(core.Shutdown(id=self.next_id()))
 
     def session(self, session_id: str | None = None, cwd: str | None = None, **kw) -> Session:
         from .session import Session

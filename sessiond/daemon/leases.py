@@ -37,9 +37,9 @@ from sessiond.store.entries import EntryHeader
 from sessiond.store.paths import is_session_id
 from sessiond.store.safeopen import StoreRoot
 from sessiond.store.statefile import read_state
+from sessiond.wire.core import StateFileProblem
 from sessiond.wire.errors import LeaseLost, SessionBusy
 from sessiond.wire.lease import CHAIN_TYPES, LeaseHolder, iso
-from sessiond.wire.records import StateFileProblem
 
 from .filework import FileWork
 

@@ -30,8 +30,8 @@ from sessiond.daemon.reload import reload as reload_settings
 from sessiond.daemon.reload import reread
 from sessiond.store import rootlock
 from sessiond.store.locations import check_private_dir, lock_path, open_private_file
+from sessiond.wire.core import StateFileProblem
 from sessiond.wire.errors import SHUTTING_DOWN, RootHeld, SessiondError
-from sessiond.wire.records import StateFileProblem
 
 from . import memory
 from .activation import activated_socket

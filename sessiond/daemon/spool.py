@@ -33,8 +33,8 @@ from sessiond.store.paths import check_inside, is_session_id
 from sessiond.store.safeopen import OversizedFile, StoreRoot, UnsafePath
 from sessiond.store.spoolfile import HEADER_SLACK, header_line, read_spool, spool_dir, spool_path
 from sessiond.store.statefile import not_used, set_aside
+from sessiond.wire.core import StateFileProblem
 from sessiond.wire.errors import SessiondError, io_error
-from sessiond.wire.records import StateFileProblem
 
 from .filequeue import FileQueue
 from .handlers.completion import after_all

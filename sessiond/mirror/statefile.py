@@ -26,8 +26,8 @@ from sessiond.mirror.stream_format import file_ref
 from sessiond.store.paths import check_inside
 from sessiond.store.safeopen import open_regular
 from sessiond.store.statefile import read_state
+from sessiond.wire.core import StateFileProblem
 from sessiond.wire.errors import SessiondError
-from sessiond.wire.records import StateFileProblem
 
 if TYPE_CHECKING:
     from .tracking import TrackedFiles

@@ -3,9 +3,8 @@ long name), and with ``worktrees`` those of the repository's other git
 worktrees, as Claude Code's picker lists them.
 
 Apart from ``lookup.py`` (finding one session by id, whose answer is a
-msgspec Struct) because ``sessiond list`` needs only this, and a hot
-command's start-up imports no msgspec (see ``sessiond/wire/lite.py``);
-``lookup`` re-exports these names.
+msgspec Struct) because ``sessiond list`` needs only this; ``lookup``
+re-exports these names.
 """
 
 from __future__ import annotations

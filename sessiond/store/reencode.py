@@ -15,7 +15,6 @@ an internal error.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import msgspec
@@ -42,6 +41,8 @@ def loads_exact(data: bytes | memoryview) -> Any:
     """The standard library's reading of ``data``, every non-integer number kept as
     its text (so ``1e400`` is written back as ``1e400``), as are integers msgspec
     cannot hold. Raises ValueError or RecursionError."""
+    import json  # the fallback's only: a hook's append never needs it
+
     return json.loads(bytes(data), parse_float=_raw_number, parse_int=_int, parse_constant=_refuse)
 
 
@@ -82,6 +83,8 @@ def _escape_surrogates(value: Any) -> Any:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
+            import json
+
             return msgspec.Raw(json.dumps(value).encode())  # ASCII with \\uXXXX escapes: the same string
         return value
     if isinstance(value, dict):

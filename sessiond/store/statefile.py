@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import msgspec
 
-from sessiond.wire.records import StateFileProblem
+from sessiond.wire.core import StateFileProblem
 
 from .regular import NotRegularFile
 from .safeopen import OversizedFile, UnsafePath, read_regular

@@ -1,10 +1,10 @@
 """Length-prefixed frames: a 4-byte big-endian length, then the body; and the
 protocol's major version.
 
-Apart from ``framing.py`` (msgspec's encoder and typed decoders) so that the
-lite codec (``lite.py``) splits and builds frames with the very same code
-without importing msgspec: the daemon, both clients and both codecs feed the
-same ``FrameBuffer``, so there is one framing implementation.
+Apart from ``framing.py`` (msgspec's encoder and typed decoders) so that what
+only splits frames (the daemon's byte budgets, a relay) imports no msgspec:
+the daemon and both clients feed the same ``FrameBuffer``, so there is one
+framing implementation.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ PROTOCOL_VERSION = 1
 
 MAX_COUNT = 2**63 - 1
 """The largest count, byte offset or request id a request may carry: what an
-off_t and an SQLite integer hold (``messages.Count``; here for the clients that
-check what they send without importing msgspec)."""
+off_t and an SQLite integer hold (``core.Count``)."""
 """Major version: peers with different values refuse each other in the handshake."""
 
 

@@ -12,14 +12,17 @@ msgspec's typed encoding and decoding of the messages.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from .core import Responses
 from .errors import ProtocolError
 from .frames import DEFAULT_MAX_FRAME, HEADER, HEADER_SIZE, FrameBuffer
 from .fsnames import pack, unpack
-from .messages import Request, Response
+
+if TYPE_CHECKING:
+    from .messages import Request, Response
 
 __all__ = ["DEFAULT_MAX_FRAME", "HEADER", "HEADER_SIZE", "FrameBuffer", "encode", "decode_request", "decode_response",
            "request_id_of"]
@@ -40,11 +43,23 @@ def encode(message: Any) -> bytes:
 
 
 def decode_request(body: bytes | memoryview) -> Request:
+    from .messages import Request
+
     decoder: msgspec.msgpack.Decoder[Request] = _decoders.get("request") or _decoders.setdefault("request", msgspec.msgpack.Decoder(Request))
     return _decode(decoder, body, "request")
 
 
 def decode_response(body: bytes | memoryview) -> Response:
+    """The answer in ``body``: one of ``core.Responses`` when it is one (an
+    unknown tag is refused at the tag, before anything is built), else
+    decoded with every answer's union, whose error is the one raised."""
+    core: msgspec.msgpack.Decoder[Responses] = _decoders.get("core") or _decoders.setdefault("core", msgspec.msgpack.Decoder(Responses))
+    try:
+        return unpack(core, body)
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    from .messages import Response
+
     decoder: msgspec.msgpack.Decoder[Response] = _decoders.get("response") or _decoders.setdefault("response", msgspec.msgpack.Decoder(Response))
     return _decode(decoder, body, "response")
 

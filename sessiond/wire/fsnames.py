@@ -24,7 +24,6 @@ byte-identical on the wire to what it always was.
 
 from __future__ import annotations
 
-import json
 from typing import Any, TypeVar
 
 import msgspec
@@ -88,5 +87,7 @@ def json_bytes(value: Any) -> bytes:
     try:
         return msgspec.json.encode(value)
     except UnicodeEncodeError:
+        import json  # only for such a name: a hook's run never needs it
+
         text = json.dumps(msgspec.to_builtins(value), ensure_ascii=False, separators=(",", ":"))
         return text.encode("utf-8", "backslashreplace")

@@ -9,49 +9,101 @@ JSON bytes, one object each; the daemon writes them unchanged.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
 
-from .frames import MAX_COUNT
+from .core import (  # sessiond-hook's messages: defined there, every message is reached here
+    DURABILITIES,
+    MAX_BATCH_ENTRIES,
+    MAX_PID,
+    Append,
+    Appended,
+    Close,
+    Count,
+    Done,
+    Durability,
+    Error,
+    Flush,
+    Flushed,
+    Hello,
+    Record,
+    Shutdown,
+    StateFileProblem,
+    Status,
+    StatusResult,
+    Welcome,
+    _Message,
+)
 from .frames import (  # re-exported: m.PROTOCOL_VERSION is what the handshake sends
     PROTOCOL_VERSION as PROTOCOL_VERSION,
 )
 from .hit import MAX_LIMIT, Hit
 from .lease import LeaseHolder
-from .records import FileResult, PathBytes, PathText, SessionSource, StateFileProblem, TrashEntry
+from .records import FileResult, PathBytes, PathText, SessionSource, TrashEntry
 from .records import Usage as UsageReport
 from .session_info import SessionInfo
 
-Durability = Literal["queued", "written", "durable"]
-"""When an append is acknowledged: accepted into the queue, written with write(2),
-or written and fdatasync'ed."""
-
-DURABILITIES: tuple[str, ...] = ("queued", "written", "durable")
-
-MAX_BATCH_ENTRIES = 100_000
-"""Entries one Append or Record may carry. msgspec checks an array's announced
-length before it builds a single element, so a frame of millions of tiny
-entries (each a Python object some 20x its wire size) is refused for what it
-weighs on the wire, not decoded into gigabytes."""
+__all__ = [
+    "Adopt",
+    "Adopted",
+    "Append",
+    "Appended",
+    "Close",
+    "Count",
+    "DURABILITIES",
+    "Done",
+    "Durability",
+    "EmptyTrash",
+    "Entries",
+    "Error",
+    "Flush",
+    "Flushed",
+    "Hello",
+    "Import",
+    "Imported",
+    "LeaseHolder",
+    "List",
+    "Listed",
+    "MAX_AGE_SECONDS",
+    "MAX_BATCH_ENTRIES",
+    "MAX_LIST_DIRS",
+    "MAX_PID",
+    "MAX_SINCE_CHARS",
+    "Open",
+    "Opened",
+    "PROTOCOL_VERSION",
+    "ProjectDirs",
+    "Record",
+    "Reindex",
+    "Reindexed",
+    "Request",
+    "Response",
+    "Restore",
+    "Search",
+    "Searched",
+    "Seconds",
+    "SetAgentMeta",
+    "Shutdown",
+    "StateFileProblem",
+    "Status",
+    "StatusResult",
+    "Subscribe",
+    "Subscribed",
+    "Trash",
+    "TrashChanged",
+    "Unsubscribe",
+    "Unsubscribed",
+    "Usage",
+    "UsageResult",
+    "Welcome",
+]
 
 MAX_LIST_DIRS = 4096
 """Project dirs one List, Search, Reindex or Usage may name (a repository's
 worktrees are a handful)."""
 
 ProjectDirs = Annotated[list[PathText], msgspec.Meta(max_length=MAX_LIST_DIRS)]
-
-# Every number a client sends is range-checked as it is decoded, so a value no
-# handler can use (a negative offset, a count past what a file offset or SQLite
-# integer holds, a NaN or infinite age) is ``bad_request`` naming the field
-# (msgspec's "Expected `int` >= 0 - at `$.offset`"), never an OverflowError
-# deep inside the daemon.
-
-Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
-"""A count, a byte offset or an id: 0 to ``MAX_COUNT``."""
-
-MAX_PID = 1 << 22
-"""Linux's PID_MAX_LIMIT."""
 
 MAX_AGE_SECONDS = 1000 * 366 * 86400.0
 """The longest age a request may name (a thousand years): past it a date is
@@ -63,21 +115,8 @@ Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_AGE_SECONDS)]
 MAX_SINCE_CHARS = 64
 """An ISO-8601 date-time is some 30 characters."""
 
-EntryBatch = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
-
-
-class _Message(msgspec.Struct, tag_field="op", tag=True, omit_defaults=True, forbid_unknown_fields=False):
-    pass
-
 
 # ----------------------------------------------------------------------- requests
-
-
-class Hello(_Message):
-    id: Count
-    protocol_version: Count
-    client: str = ""
-    pid: Annotated[int, msgspec.Meta(ge=0, le=MAX_PID)] = 0
 
 
 class Open(_Message):
@@ -91,45 +130,6 @@ class Open(_Message):
     another client holds it."""
     take_over: bool = False
     """Take the lease from its holder on purpose (see ``Adopt.take_over``)."""
-
-
-class Append(_Message):
-    """Raw entries, stored as they are (deduplicated and routed)."""
-
-    id: Count
-    session: str
-    cwd: str
-    entries: EntryBatch
-    durability: Durability = "queued"
-    agent: str | None = None
-    """Route every entry of the batch to this agent's transcript."""
-    run: str | None = None
-    """Workflow run id: agent files go under ``subagents/workflows/<run>/``."""
-    resend: bool = False
-    """A client resending after losing its daemon: an entry WITHOUT a uuid is
-    dropped if a byte-identical line is already near the end of its file (the
-    lost daemon may have written it). Entries with a uuid are always deduped."""
-    lease: bool = False
-    """Claim (or keep) the session's lease with this batch; see ``Open.lease``."""
-
-
-class Record(_Message):
-    """Messages to chain (SPEC 3.1): the daemon stamps ``parentUuid`` on each.
-
-    ``parent`` is the hint returned by the previous Record of this process; when
-    absent the chain continues after the session's last recorded participant.
-    """
-
-    id: Count
-    session: str
-    cwd: str
-    messages: EntryBatch
-    parent: str | None = None
-    durability: Durability = "queued"
-    agent: str | None = None
-    run: str | None = None
-    resend: bool = False
-    lease: bool = False
 
 
 class SetAgentMeta(_Message):
@@ -196,29 +196,6 @@ class List(_Message):
     all: bool = False
     limit: Count | None = None
     offset: Count = 0
-
-
-class Flush(_Message):
-    """Resolves once everything accepted before it is written (and synced if asked)."""
-
-    id: Count
-    session: str | None = None
-    durable: bool = False
-
-
-class Close(_Message):
-    """Detach from a session; the last client's Close runs exit cleanup."""
-
-    id: Count
-    session: str
-
-
-class Status(_Message):
-    id: Count
-
-
-class Shutdown(_Message):
-    id: Count
 
 
 # Lifecycle (SPEC 9): file operations the daemon performs itself, so its
@@ -296,20 +273,6 @@ Request = (Hello | Open | Append | Record | SetAgentMeta | Adopt | List | Flush 
 # ---------------------------------------------------------------------- responses
 
 
-class Welcome(_Message):
-    id: int
-    protocol_version: int
-    daemon_version: str
-    pid: int
-    max_frame_bytes: int = 0
-    """The daemon's frame cap, so a client splits batches and refuses an entry
-    that cannot fit; 0 (an older daemon): the default cap."""
-    root: str = ""
-    """The store root the daemon serves, so a client that names another root
-    (``--root``, ``SESSIOND_ROOT``) learns at once that this daemon's files are
-    not its own and sends it nothing; "" (an older daemon): unknown."""
-
-
 class Opened(_Message):
     id: int
     session: str
@@ -330,74 +293,6 @@ class Adopted(_Message):
 class Listed(_Message):
     id: int
     sessions: list[SessionInfo]
-
-
-class Appended(_Message):
-    id: int
-    accepted: int
-    duplicates: int = 0
-    last: str | None = None
-    """Record only: uuid of the last chain participant, the next call's hint."""
-    pending: int = 0
-    """Entries of this session held before its first user/assistant message, in
-    no file yet (lazy materialization): written with that message, dropped if
-    the session closes without one. 0 once the session has its file."""
-
-
-class Flushed(_Message):
-    id: int
-    files: int = 0
-
-
-class Done(_Message):
-    """Plain success for requests that have nothing else to say."""
-
-    id: int
-
-
-class StatusResult(_Message):
-    id: int
-    pid: int
-    version: str
-    root: str
-    socket: str
-    uptime: float
-    sessions: int
-    materialized: int
-    clients: int
-    queuedEntries: int
-    queuedBytes: int
-    pendingEntries: int
-    writes: int
-    bytesWritten: int
-    fsyncs: int
-    errors: int
-    config: dict[str, str | int | float | bool]
-    mirror: dict[str, str | int | float | bool | None] | None = None
-    """The remote mirror's state (servers, connected, lag), when one is configured."""
-    spooledBytes: int = 0
-    """Bytes of entries held before their session's first message, on disk in the spool."""
-    pendingBytes: int = 0
-    """Bytes of pre-message entries held across all sessions (in memory, beside the spool)."""
-    budgets: dict[str, dict[str, int]] | None = None
-    """Every memory budget: ``{name: {"used": n, "limit": n}}`` (sessiond/daemon/bounds.py)."""
-    workers: dict[str, int] | None = None
-    """The read pool's fair share: threads, jobs running and waiting, requests refused ``busy``."""
-    memory: dict[str, int] | None = None
-    """RSS, and the uuids held for dedup (how many, how many not packed yet, bytes of the packed ones)."""
-    index: dict[str, str | int | float | bool | None] | None = None
-    """The search indexer's state, when the index is on."""
-    live: list[LeaseHolder] = []
-    """Sessions held by a writing client (SPEC 7)."""
-    watchers: int = 0
-    """Subscriptions streaming entries to clients."""
-    follow: dict[str, int] | None = None
-    """The follower of foreign writers: files followed, inotify watches held,
-    dirs re-stat'ed instead, lines and bytes passed on, bytes known at start,
-    bytes re-hashed to look for rewrites, files read again from 0 (resets)."""
-    stateFiles: list[StateFileProblem] = []
-    """The daemon's own state files it found unusable at its start (not a
-    regular file, too big, not valid) and set aside instead of reading."""
 
 
 class Subscribed(_Message):
@@ -435,14 +330,6 @@ class Unsubscribed(_Message):
 
     id: int
     reason: str
-
-
-class Error(_Message):
-    id: int
-    code: str
-    message: str
-    holder: LeaseHolder | None = None
-    """Who holds the session, for ``session_busy`` and ``lease_lost``."""
 
 
 class TrashChanged(_Message):

@@ -132,12 +132,3 @@ class Usage(msgspec.Struct):
     projects: list[ProjectUsage]
     sessions: list[SessionUsage]
     """Largest first."""
-
-
-class StateFileProblem(msgspec.Struct):
-    """A state file the daemon could not use at its start (``status``'s ``stateFiles``)."""
-
-    file: str
-    problem: str
-    setAside: str | None = None
-    """Where the file was moved (same directory); None when it could not be."""

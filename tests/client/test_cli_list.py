@@ -112,7 +112,7 @@ def test_list_aligns_wide_titles_by_terminal_cells(daemon: DaemonProc, columns):
 
 
 def test_list_refuses_cwd_with_all_and_takes_a_relative_cwd_like_append(daemon: DaemonProc, short_tmp):
-    r = daemon.cli("list", "--all", "--cwd", CWD, check=False)  # both paths: tests/client/test_cli_fastpath.py
+    r = daemon.cli("list", "--all", "--cwd", CWD, check=False)
     assert r.returncode == 1 and r.stdout == b"" and b"--cwd and --all exclude each other" in r.stderr, r.stderr
     (short_tmp / "proj").mkdir()
     sid = str(uuid.uuid4())

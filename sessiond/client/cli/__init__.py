@@ -7,10 +7,11 @@ SESSIOND_NO_AUTOSTART=1) is given, in which case ``append`` falls back to writin
 the files directly. Commands live in small modules by what they touch: the
 daemon's lifecycle, writing, reading.
 
-Importing this package imports no click: the console script's ``main`` first
-tries ``fastpath`` (the hot invocations a hook or a shell prompt runs, parsed by
-hand), and only what it does not fully understand goes to the click group in
-``group`` (``cli``, resolved on first use, for the command modules and tests).
+Importing this package imports no click: the click group is in ``group``
+(``cli``, resolved on first use, for the command modules and tests), and
+``hook`` is the click-free entry point hooks and agents run at every turn
+(``sessiond-hook``: ``status``, ``append``, ``record``), which shares this
+package's ``Context``, ``run_guarded`` and the commands' own functions.
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ COMMAND_MODULES = {
 one its command needs (``--help`` and completion import them all). A module
 imported registers its commands with the group as usual."""
 
+GLOBAL_OPTION_HELP = {
+    "--root": "Store root (default ~/.local/share/sessiond).",
+    "--socket": "Daemon socket path.",
+    "--no-autostart": "Never start a daemon on demand.",
+    "--timeout": "Seconds to wait for the daemon's answer (default 30).",
+}
+"""The global options' help, in ``sessiond --help`` and ``sessiond-hook --help`` alike."""
+
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a shell reports for ``cat`` or ``grep`` when the reader
 of their output (``head``) went away first."""
@@ -52,31 +61,37 @@ class Context:
     """The global options, handed to every command (a plain class: the CLI's
     start-up imports nothing it does not need)."""
 
-    __slots__ = ("root", "socket", "autostart", "socket_given", "timeout", "lite")
+    __slots__ = ("root", "socket", "autostart", "socket_given", "timeout")
 
     def __init__(self, root: Path | None, socket: Path, autostart: bool, socket_given: bool = False,
-                 timeout: float | None = None, lite: bool = False) -> None:
+                 timeout: float | None = None) -> None:
         self.root = root
         self.socket = socket
         self.autostart = autostart
         self.socket_given = socket_given
         self.timeout = timeout
-        self.lite = lite
-        """Speak the wire with the lite codec (``sessiond/wire/lite.py``, no
-        msgspec): set by the fast path for what it can print from plain objects;
-        a ``NotLite`` answer turns it off and the command runs again."""
+
+    @classmethod
+    def from_options(cls, root: str | Path | None, socket: str | Path | None, no_autostart: bool,
+                     timeout: float | None) -> Context:
+        """The context of the global options as given (or from their
+        environment variables): the one way both entry points build it."""
+        from pathlib import Path
+
+        from sessiond.store.locations import default_socket
+
+        return cls(root=Path(root).absolute() if root is not None else None,
+                   socket=(Path(socket) if socket is not None else default_socket()).absolute(),
+                   autostart=not no_autostart, socket_given=socket is not None, timeout=timeout)
 
     def client(self, autostart: bool | None = None, other_root_ok: bool = False):
         """A client of the daemon on ``--socket``; with ``--root`` given, one that
         refuses (``WrongRoot``) a daemon of another root unless ``other_root_ok``
         (a reading command that says so and reads the files, ``status``, ``stop``)."""
-        from sessiond.wire.codecs import lite_codec, msgspec_codec
-
         from ..connection import DEFAULT_TIMEOUT, Client
 
         return Client(self.socket, root=self.root, autostart=self.autostart if autostart is None else autostart, name="sessiond-cli",
-                      timeout=self.timeout or DEFAULT_TIMEOUT, codec=lite_codec() if self.lite else msgspec_codec(),
-                      other_root_ok=other_root_ok)
+                      timeout=self.timeout or DEFAULT_TIMEOUT, other_root_ok=other_root_ok)
 
     def store_root(self) -> Path:
         """The root a command that reads the whole store reads (list, search,
@@ -94,33 +109,24 @@ class Context:
             raise not_found(f"no store at {self.root} (given by --root or SESSIOND_ROOT): no such directory")
         return self.root
 
-    def without_lite(self) -> Context:
-        """The same options on the msgspec codec: how a command runs again
-        from the start after an answer the lite codec does not handle."""
-        return Context(self.root, self.socket, self.autostart, self.socket_given, self.timeout)
-
 
 MAX_SECONDS = 7 * 86400.0
 """The longest ``--timeout`` (a week): past some 24 days a wait's milliseconds
 overflow a C int, and past some 292 years a socket timeout overflows time_t."""
 
 
-def import_msgspec_lean() -> None:
-    """Import msgspec without typing_extensions, unless something already
-    imported either. Half of msgspec's import is typing_extensions (itself
-    importing inspect, ast, dis), which msgspec only prefers to ``typing`` when
-    present (its ``_utils`` falls back when the import fails; on Python 3.11+
-    ``typing`` has all it uses). The fast path's commands import nothing else
-    that wants it (no anyio), so it is kept out for msgspec's import only, and
-    importable again afterwards: called when one of them goes the msgspec way."""
-    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
-        return
-    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # the import system's "not importable"
+def seconds(value: object, least: float) -> float:
+    """``--timeout``'s value: a number of seconds from ``least`` to
+    ``MAX_SECONDS`` (float() alone lets NaN through, since no comparison with
+    it is true, and any huge value, which then overflows where the wait
+    begins); ValueError saying what is wrong with it."""
     try:
-        import msgspec  # noqa: F401
-    finally:
-        if sys.modules.get("typing_extensions", ...) is None:
-            del sys.modules["typing_extensions"]
+        number = float(value)  # type: ignore[arg-type]  # a str or a number: float() refuses the rest
+    except (TypeError, ValueError):
+        raise ValueError(f"{value!r} is not a number of seconds") from None
+    if not least <= number <= MAX_SECONDS:
+        raise ValueError(f"{value} is not in the range {least:g} to {MAX_SECONDS:g} seconds")
+    return number
 
 
 def quiet_stdout() -> None:
@@ -187,16 +193,10 @@ def escape_undecodable() -> None:
 
 
 def main() -> None:
-    """The console script: the click-free fast path when it understands the
-    whole command line, else the click group, unchanged."""
+    """The ``sessiond`` console script: the click group."""
     if sys.stdout.errors == "strict":  # a UTF-8 locale's; see escape_undecodable
         escape_undecodable()
     try:
-        from .fastpath import run_fast
-
-        code = run_fast(sys.argv[1:])
-        if code is not None:
-            sys.exit(code)
         from .group import cli
 
         cli(prog_name="sessiond")

@@ -8,7 +8,7 @@ before anything is sent. Entries that cannot make a file on their own (a
 session's summary or snapshot with no user/assistant message) are reported at
 once, since by the lazy-materialization rule they are never written alone.
 
-Click-free: the click command and the fast path both call ``append_entries``.
+Click-free: the click command and ``sessiond-hook append`` both call ``append_entries``.
 """
 
 from __future__ import annotations
@@ -20,15 +20,13 @@ from sessiond.store.bom import strip_bom
 from sessiond.store.locations import default_root
 from sessiond.wire.errors import DaemonUnavailable, EntryTooLarge, SessiondError
 
-from . import Context, import_msgspec_lean
+from . import Context
 from .output import count, echo, echo_json, skipped_lines
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the lite append never does)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (sessiond-hook never does)
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import IO, Any
-
-    from sessiond.wire.messages import Appended
 
     from ..connection import Client
 
@@ -125,30 +123,11 @@ def entry_line(raw: bytes) -> bytes | None:
     return line if line.strip() else None
 
 
-class Replay:
-    """The input with its first lines already read: iterating it gives those
-    lines again, then the rest of the stream, so the msgspec path reads the
-    input from its start (line numbers and all) after the lite path looked."""
-
-    def __init__(self, stream: IO[bytes], head: list[bytes]) -> None:
-        self.stream = stream
-        self.head = head
-        self.name = getattr(stream, "name", "-")
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self.head
-        yield from self.stream
-
-
 def append_entries(obj: Context, cwd: str, session: str, agent: str | None, run: str | None, durability: str,
                    as_json: bool, source: IO[bytes]) -> None:
     """Send the entries of ``source`` to the daemon in pipelined batches (or,
     with no daemon and no autostart, write them to the files directly), then
-    print the counts; exit 1 for what ``finish`` reports.
-
-    On the lite codec (the fast path), a small input goes as one batch
-    (``_append_one_batch``); anything else runs this again from the start on
-    msgspec's codec, with the lines already read replayed."""
+    print the counts; exit 1 for what ``finish`` reports."""
     from sessiond.store.paths import check_cwd, check_session_id
 
     if cwd and not os.path.isabs(cwd):  # taken from the current directory, as list and every reader take it
@@ -160,13 +139,6 @@ def append_entries(obj: Context, cwd: str, session: str, agent: str | None, run:
         client.connect()
     except DaemonUnavailable as exc:
         _append_without_daemon(obj, exc, cwd, session, agent, run, as_json, source)
-        return
-    if client.codec.lite:
-        replay = _append_one_batch(client, cwd, session, agent, run, durability, as_json, source)
-        if replay is not None:
-            import_msgspec_lean()
-            append_entries(obj.without_lite(), cwd, session, agent, run, durability, as_json,
-                           replay)  # type: ignore[arg-type]  # a Replay reads as the stream it wraps
         return
     _append_batches(client, cwd, session, agent, run, durability, as_json, source)
 
@@ -194,9 +166,9 @@ def _append_without_daemon(obj: Context, exc: DaemonUnavailable, cwd: str, sessi
 
 def _append_batches(client: Client, cwd: str, session: str, agent: str | None, run: str | None, durability: str,
                     as_json: bool, source: IO[bytes]) -> None:
-    """The msgspec path: every line checked here, bad ones reported and left
-    out, the rest pipelined in batches that fit the daemon's frames."""
-    from sessiond.wire import messages as m
+    """Every line checked here, bad ones reported and left out, the rest
+    pipelined in batches that fit the daemon's frames."""
+    from sessiond.wire import core as m
 
     from ..batching import pack, request_overhead
 
@@ -223,91 +195,6 @@ def _append_batches(client: Client, cwd: str, session: str, agent: str | None, r
         client.call(m.Close(id=client.next_id(), session=session))
     report(as_json, session, accepted, duplicates, lines.skipped, pending=pending)
     finish(lines, pending)
-
-
-def _append_one_batch(client: Client, cwd: str, session: str, agent: str | None, run: str | None, durability: str,
-                      as_json: bool, source: IO[bytes]) -> Replay | None:
-    """The hot case (a hook appending a few entries) on the lite codec: the
-    input sent as ONE batch without checking its lines here (no msgspec).
-
-    The daemon checks every entry with the same ``decode_header`` the msgspec
-    path uses and refuses a batch with a bad entry whole, writing nothing
-    (``decode_headers`` runs before anything is accepted). So the outcome is
-    today's whenever the lines are all good, and otherwise nothing happened:
-    the input is handed back (a ``Replay``) for the msgspec path to run from
-    the start, whose output (skipped-line summaries, exit codes) is today's.
-    The same happens, before anything is sent, for input that is empty, more
-    than one batch, or has a line over the frame cap, and for an answer the
-    lite codec does not read. None when the command is done here."""
-    from sessiond.wire.lite import NotLite
-
-    from ..batching import check_entry, pack, request_overhead
-
-    m = client.messages
-    with client:
-        overhead = request_overhead(m.Append(id=0, session=session, cwd=cwd, entries=[], durability=durability, agent=agent, run=run),
-                                    client.codec)
-        budget = min(BATCH_BYTES, client.max_frame_bytes - overhead)
-        head, entries, whole = _read_head(source, BATCH_ENTRIES, budget)
-        if not whole:  # more than one batch's worth: the msgspec path streams it
-            return Replay(source, head)
-        try:
-            for entry in entries:
-                check_entry(len(entry), overhead, client.max_frame_bytes)
-        except EntryTooLarge:
-            return Replay(source, head)
-        batches = list(pack(entries, budget, BATCH_ENTRIES))
-        if len(batches) != 1:  # nothing, or more than one batch: the msgspec path's pipeline
-            return Replay(source, head)
-        req = m.Append(id=client.next_id(), session=session, cwd=cwd, entries=entries, durability=durability, agent=agent, run=run)
-        try:
-            client.send(req)
-            resp = client.receive(req.id)
-        except NotLite:
-            return Replay(source, head)
-        if isinstance(resp, m.Error):
-            if _all_good(head, entries):  # today's path sends this very batch: this is its answer
-                raise SessiondError(resp.message, code=resp.code)
-            return Replay(source, head)  # a batch with a bad entry: refused whole, nothing written
-        try:
-            client.call(m.Close(id=client.next_id(), session=session))
-        except NotLite as exc:  # the entries are in: never sent again
-            raise SessiondError(f"unexpected answer to Close: {exc}", code="internal") from None
-    appended: Appended = resp  # type: ignore[assignment]  # not an Error: the answer to an Append (lite's or messages.py's)
-    report(as_json, session, appended.accepted, appended.duplicates, 0, pending=appended.pending)
-    finish(EntryReader(source), appended.pending)  # a reader with no line skipped and none too large
-    return None
-
-
-def _read_head(source: IO[bytes], max_entries: int, budget: int) -> tuple[list[bytes], list[bytes], bool]:
-    """The input's first lines as read (``head``), its entries among them, and
-    whether that is the whole input: reading stops at the end, or as soon as
-    there is more than one batch's worth (``max_entries`` entries, ``budget``
-    bytes), so a big input is not held twice before the msgspec path streams it."""
-    from ..batching import ENTRY_OVERHEAD
-
-    head: list[bytes] = []
-    entries: list[bytes] = []
-    used = 0
-    for raw in source:
-        head.append(raw)
-        line = entry_line(raw)
-        if line is None:
-            continue
-        entries.append(line)
-        used += len(line) + ENTRY_OVERHEAD
-        if len(entries) > max_entries or used > budget:
-            return head, entries, False
-    return head, entries, True
-
-
-def _all_good(head: list[bytes], entries: list[bytes]) -> bool:
-    """Whether the msgspec path's ``EntryReader`` keeps every entry of the input:
-    asked only when the daemon refused the batch, to tell today's answer (the
-    same batch sent) from a refusal of a line that path would have left out."""
-    import io
-
-    return list(EntryReader(io.BytesIO(b"".join(head)))) == entries
 
 
 def chain_first(first: list[bytes] | None, rest: Iterator[list[bytes]]) -> Iterator[list[bytes]]:

@@ -8,8 +8,6 @@ not touch) or serves another root than ``--root`` would otherwise be hidden
 behind an answer that looks like the daemon's. Each such fallback is said here,
 in one line on stderr (stdout, ``--json`` included, stays the answer alone),
 the same way for every command.
-
-Click-free: ``list`` runs on the fast path.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The click command group: the global options and the lazy command table.
 
-Everything that is not a hot invocation comes here (see ``fastpath``): every
-subcommand's options, usage errors, per-command help, completion. Importing it
-costs about as much as the interpreter's own start, which is why ``main``
-tries the fast path first.
+Every ``sessiond`` command line comes here: every subcommand's options, usage
+errors, per-command help, completion. Importing click costs about as much as
+the interpreter's own start; the commands hooks and agents run at every turn
+have their own click-free entry point, ``sessiond-hook`` (``hook.py``).
 """
 
 from __future__ import annotations
@@ -15,17 +15,15 @@ from pathlib import Path
 
 import click
 
-from sessiond.store.locations import default_socket
-
-from . import COMMAND_MODULES, MAX_SECONDS, Context, run_guarded
+from . import COMMAND_MODULES, GLOBAL_OPTION_HELP, Context, run_guarded, seconds
 from .output import echo
-from .toplevel_help import DESCRIPTION, GLOBAL_OPTION_HELP
+
+DESCRIPTION = "sessiond: one daemon that owns every AI-agent transcript file."
 
 
 class Seconds(click.ParamType):
-    """A number of seconds from ``least`` to ``MAX_SECONDS``: every ``--timeout``.
-    click's FloatRange lets NaN through (no comparison with it is true) and any
-    huge value, which then overflow where the wait begins."""
+    """A number of seconds from ``least`` to ``MAX_SECONDS``: every ``--timeout``
+    (``seconds``: click's FloatRange lets NaN and overflowing values through)."""
 
     name = "seconds"
 
@@ -34,12 +32,9 @@ class Seconds(click.ParamType):
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
         try:
-            seconds = float(value)  # type: ignore[arg-type]  # click's str or a number: float() refuses the rest
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not self.least <= seconds <= MAX_SECONDS:
-            self.fail(f"{value} is not in the range {self.least:g} to {MAX_SECONDS:g} seconds", param, ctx)
-        return seconds
+            return seconds(value, self.least)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 class CLI(click.Group):
@@ -94,10 +89,4 @@ class CLI(click.Group):
 @click.version_option(package_name="sessiond")
 @click.pass_context
 def cli(ctx: click.Context, root: Path | None, socket_path: Path | None, no_autostart: bool, timeout: float | None) -> None:
-    ctx.obj = Context(
-        root=root.absolute() if root else None,
-        socket=(socket_path or default_socket()).absolute(),
-        autostart=not no_autostart,
-        socket_given=socket_path is not None,
-        timeout=timeout,
-    )
+    ctx.obj = Context.from_options(root, socket_path, no_autostart, timeout)

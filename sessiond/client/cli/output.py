@@ -12,7 +12,7 @@ added after (``show``'s colours, a progress line's CR), is written with
 encoding being their own escaping. ``tests/client/test_output_layer.py``
 holds every module of ``sessiond/client/cli`` to this.
 
-Click-free (the fast path prints through it too): ``echo`` writes what
+Click-free (``sessiond-hook`` prints through it too): ``echo`` writes what
 ``click.echo`` writes for plain text and bytes, so both paths print alike."""
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """``sessiond list``: the sessions of a project (or all), newest first, as a
 table that fits the terminal or as JSON; from the daemon's catalog when one
 runs, else read from the files (reading never starts a daemon).
-
-Click-free: the click command and the fast path both call ``list_sessions``.
 """
 
 from __future__ import annotations
@@ -130,6 +128,7 @@ def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int 
     """The page from a running daemon's catalog, or None when none runs, or it
     serves another root, or it refused the List (the last two said on stderr:
     the files are read instead)."""
+    from sessiond.wire import messages as m
     from sessiond.wire.errors import DaemonUnavailable, RemoteError
 
     from .daemon_source import fell_back, other_root, refused, serves
@@ -141,7 +140,7 @@ def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int 
             if (root := other_root(obj, client)) is not None:
                 fell_back(serves(obj, root), "listed from the files")
                 return None
-            resp = client.call(client.messages.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects, limit=limit, offset=offset))
+            resp = client.call(m.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects, limit=limit, offset=offset))
     except DaemonUnavailable:
         return None
     except RemoteError as exc:

@@ -1,6 +1,6 @@
 """``sessiond status``: the running daemon's figures, or exit 1 when none runs.
 
-Click-free: the click command and the fast path both call ``report_status``.
+Click-free: the click command and ``sessiond-hook status`` both call ``report_status``.
 """
 
 from __future__ import annotations

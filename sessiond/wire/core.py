@@ -1,0 +1,239 @@
+"""The messages a process that only writes and asks for status exchanges: the
+handshake, ``Append``/``Record``, ``Close``, ``Flush``, ``Status``, ``Shutdown``,
+their answers and ``Error``.
+
+They are apart from ``messages.py`` (which imports and re-exports each of them,
+so every message is defined once) for ``sessiond-hook``, the entry point hooks
+and agents run at every turn: building these dozen Structs is what such a run
+pays, not the sixty of every command. ``Responses`` is the union of the answers
+here; ``framing.decode_response`` tries it first and decodes with the whole
+union of ``messages.py`` (imported then) only for an answer not in it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from .frames import MAX_COUNT
+from .lease import LeaseHolder
+
+Durability = Literal["queued", "written", "durable"]
+"""When an append is acknowledged: accepted into the queue, written with write(2),
+or written and fdatasync'ed."""
+
+DURABILITIES: tuple[str, ...] = ("queued", "written", "durable")
+
+MAX_BATCH_ENTRIES = 100_000
+"""Entries one Append or Record may carry. msgspec checks an array's announced
+length before it builds a single element, so a frame of millions of tiny
+entries (each a Python object some 20x its wire size) is refused for what it
+weighs on the wire, not decoded into gigabytes."""
+
+# Every number a client sends is range-checked as it is decoded, so a value no
+# handler can use (a negative offset, a count past what a file offset or SQLite
+# integer holds, a NaN or infinite age) is ``bad_request`` naming the field
+# (msgspec's "Expected `int` >= 0 - at `$.offset`"), never an OverflowError
+# deep inside the daemon.
+
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+"""A count, a byte offset or an id: 0 to ``MAX_COUNT``."""
+
+MAX_PID = 1 << 22
+"""Linux's PID_MAX_LIMIT."""
+
+EntryBatch = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
+
+
+class _Message(msgspec.Struct, tag_field="op", tag=True, omit_defaults=True, forbid_unknown_fields=False):
+    pass
+
+
+class StateFileProblem(msgspec.Struct):
+    """A state file the daemon could not use at its start (``status``'s ``stateFiles``)."""
+
+    file: str
+    problem: str
+    setAside: str | None = None
+    """Where the file was moved (same directory); None when it could not be."""
+
+
+# ----------------------------------------------------------------------- requests
+
+
+class Hello(_Message):
+    id: Count
+    protocol_version: Count
+    client: str = ""
+    pid: Annotated[int, msgspec.Meta(ge=0, le=MAX_PID)] = 0
+
+
+
+class Append(_Message):
+    """Raw entries, stored as they are (deduplicated and routed)."""
+
+    id: Count
+    session: str
+    cwd: str
+    entries: EntryBatch
+    durability: Durability = "queued"
+    agent: str | None = None
+    """Route every entry of the batch to this agent's transcript."""
+    run: str | None = None
+    """Workflow run id: agent files go under ``subagents/workflows/<run>/``."""
+    resend: bool = False
+    """A client resending after losing its daemon: an entry WITHOUT a uuid is
+    dropped if a byte-identical line is already near the end of its file (the
+    lost daemon may have written it). Entries with a uuid are always deduped."""
+    lease: bool = False
+    """Claim (or keep) the session's lease with this batch; see ``Open.lease``."""
+
+
+
+class Record(_Message):
+    """Messages to chain (SPEC 3.1): the daemon stamps ``parentUuid`` on each.
+
+    ``parent`` is the hint returned by the previous Record of this process; when
+    absent the chain continues after the session's last recorded participant.
+    """
+
+    id: Count
+    session: str
+    cwd: str
+    messages: EntryBatch
+    parent: str | None = None
+    durability: Durability = "queued"
+    agent: str | None = None
+    run: str | None = None
+    resend: bool = False
+    lease: bool = False
+
+
+
+class Flush(_Message):
+    """Resolves once everything accepted before it is written (and synced if asked)."""
+
+    id: Count
+    session: str | None = None
+    durable: bool = False
+
+
+
+class Close(_Message):
+    """Detach from a session; the last client's Close runs exit cleanup."""
+
+    id: Count
+    session: str
+
+
+
+class Status(_Message):
+    id: Count
+
+
+
+class Shutdown(_Message):
+    id: Count
+
+
+# ---------------------------------------------------------------------- responses
+
+
+class Welcome(_Message):
+    id: int
+    protocol_version: int
+    daemon_version: str
+    pid: int
+    max_frame_bytes: int = 0
+    """The daemon's frame cap, so a client splits batches and refuses an entry
+    that cannot fit; 0 (an older daemon): the default cap."""
+    root: str = ""
+    """The store root the daemon serves, so a client that names another root
+    (``--root``, ``SESSIOND_ROOT``) learns at once that this daemon's files are
+    not its own and sends it nothing; "" (an older daemon): unknown."""
+
+
+
+class Appended(_Message):
+    id: int
+    accepted: int
+    duplicates: int = 0
+    last: str | None = None
+    """Record only: uuid of the last chain participant, the next call's hint."""
+    pending: int = 0
+    """Entries of this session held before its first user/assistant message, in
+    no file yet (lazy materialization): written with that message, dropped if
+    the session closes without one. 0 once the session has its file."""
+
+
+
+class Flushed(_Message):
+    id: int
+    files: int = 0
+
+
+
+class Done(_Message):
+    """Plain success for requests that have nothing else to say."""
+
+    id: int
+
+
+
+class StatusResult(_Message):
+    id: int
+    pid: int
+    version: str
+    root: str
+    socket: str
+    uptime: float
+    sessions: int
+    materialized: int
+    clients: int
+    queuedEntries: int
+    queuedBytes: int
+    pendingEntries: int
+    writes: int
+    bytesWritten: int
+    fsyncs: int
+    errors: int
+    config: dict[str, str | int | float | bool]
+    mirror: dict[str, str | int | float | bool | None] | None = None
+    """The remote mirror's state (servers, connected, lag), when one is configured."""
+    spooledBytes: int = 0
+    """Bytes of entries held before their session's first message, on disk in the spool."""
+    pendingBytes: int = 0
+    """Bytes of pre-message entries held across all sessions (in memory, beside the spool)."""
+    budgets: dict[str, dict[str, int]] | None = None
+    """Every memory budget: ``{name: {"used": n, "limit": n}}`` (sessiond/daemon/bounds.py)."""
+    workers: dict[str, int] | None = None
+    """The read pool's fair share: threads, jobs running and waiting, requests refused ``busy``."""
+    memory: dict[str, int] | None = None
+    """RSS, and the uuids held for dedup (how many, how many not packed yet, bytes of the packed ones)."""
+    index: dict[str, str | int | float | bool | None] | None = None
+    """The search indexer's state, when the index is on."""
+    live: list[LeaseHolder] = []
+    """Sessions held by a writing client (SPEC 7)."""
+    watchers: int = 0
+    """Subscriptions streaming entries to clients."""
+    follow: dict[str, int] | None = None
+    """The follower of foreign writers: files followed, inotify watches held,
+    dirs re-stat'ed instead, lines and bytes passed on, bytes known at start,
+    bytes re-hashed to look for rewrites, files read again from 0 (resets)."""
+    stateFiles: list[StateFileProblem] = []
+    """The daemon's own state files it found unusable at its start (not a
+    regular file, too big, not valid) and set aside instead of reading."""
+
+
+
+class Error(_Message):
+    id: int
+    code: str
+    message: str
+    holder: LeaseHolder | None = None
+    """Who holds the session, for ``session_busy`` and ``lease_lost``."""
+
+
+Responses = Welcome | Appended | Flushed | Done | StatusResult | Error
+"""The answers to the requests above (``messages.Response`` is every answer)."""
