@@ -236,7 +236,8 @@ class SessiondSessionStore:
         async with self._client() as client:
             main = self._projects(client) / project / f"{fid}.jsonl"
             try:
-                await client.call(m.Trash(id=client.next_id(), session=fid, path=str(main), force=True))
+                await client.call(m.Trash(id=client.next_id(), session=fid, path=str(main), force=True,
+                                          agent=agent, run=run))
             except RemoteError as exc:
                 if exc.code != "not_found":  # never written, or already deleted
                     raise

@@ -258,6 +258,12 @@ class Trash(_Message):
     reason: str = "rm"
     raw_path: PathBytes | None = None
     """``path``'s bytes when they are not UTF-8 (``records.path_text``)."""
+    agent: str | None = None
+    """Only this agent's transcript of the session
+    (``<id>/subagents/[workflows/<run>/]agent-<agent>.jsonl``) goes into the
+    trash, in an entry of its own; the session and its other files stay, and
+    ``path`` (the main transcript) need not exist."""
+    run: str | None = None
 
 
 class Restore(_Message):
