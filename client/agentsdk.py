@@ -35,11 +35,10 @@ import math
 import os
 import re
 import uuid as uuidlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
@@ -49,7 +48,7 @@ from sessiond.protocol.transcript.paths import check_session_id, is_session_id, 
 from sessiond.protocol.transcript.regular import open_regular
 from sessiond.protocol.transcript.session_info import SessionInfo
 from sessiond.protocol.wire import messages as m
-from sessiond.protocol.wire.errors import RemoteError
+from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError, UnsafeSocketDir
 
 from .async_client import AsyncClient
 
@@ -61,6 +60,9 @@ _SHORT_ID = re.compile(r"[A-Za-z0-9_-]{1,15}")
 _TAG = 0b1010  # the payload's last 4 bits: a version-8 UUID made here
 _SUBPATH = re.compile(r"subagents/(?:workflows/(?P<run>[A-Za-z0-9_-]{1,128})/)?agent-(?P<agent>[A-Za-z0-9_-]{1,128})")
 _decode_line = msgspec.json.Decoder().decode
+RECONNECT_PAUSE = 0.05
+"""Seconds between tries to reach a lost daemon."""
+T = TypeVar("T")
 
 
 def _project_hash(project_key: str) -> int:
@@ -146,9 +148,10 @@ class SessiondSessionStore:
     daemon, started on first use unless ``autostart=False``).
 
     Each call is one connection of an ``AsyncClient``, so a store can be used
-    from any task and any event loop, and a call after a daemon restart simply
-    reaches the new daemon. ``durability``: when an append returns (``written``
-    by default: the SDK's own copy is already on disk)."""
+    from any task and any event loop; a call that loses its daemon is made
+    again on a new connection (the daemon autostarted, or waited for) for up to
+    ``timeout`` seconds. ``durability``: when an append returns (``written`` by
+    default: the SDK's own copy is already on disk)."""
 
     def __init__(self, socket: Path | str | None = None, root: Path | str | None = None, *,
                  durability: m.Durability = "written", autostart: bool = True, timeout: float = 30.0) -> None:
@@ -158,11 +161,32 @@ class SessiondSessionStore:
         self.autostart = autostart
         self.timeout = timeout
 
-    @asynccontextmanager
-    async def _client(self) -> AsyncIterator[AsyncClient]:
-        async with AsyncClient(self.socket, root=self.root, autostart=self.autostart, timeout=self.timeout,
-                               name="sessiond-agentsdk") as client:
-            yield client
+    async def _with_daemon(self, work: Callable[[AsyncClient, bool], Awaitable[T]]) -> T:
+        """``work(client, again)`` on a fresh connection; when the daemon is
+        lost (killed, restarting) it is done again on a new connection, with
+        ``again`` True, until ``timeout`` has passed: every request of the
+        store is idempotent (an append is sent again with ``resend``, so what
+        the lost daemon already wrote is not written twice). The SDK's own
+        three tries within one second are too short for a daemon to restart."""
+        deadline = anyio.current_time() + self.timeout
+        again = False
+        while True:
+            try:
+                async with AsyncClient(self.socket, root=self.root, autostart=self.autostart,
+                                       timeout=self.timeout, name="sessiond-agentsdk") as client:
+                    return await work(client, again)
+            except UnsafeSocketDir:
+                raise
+            except (DaemonUnavailable, ConnectionError) as exc:
+                lost: Exception = exc
+            except RemoteError as exc:
+                if exc.code != "shutting_down":
+                    raise
+                lost = exc
+            if anyio.current_time() >= deadline:
+                raise lost
+            again = True
+            await anyio.sleep(RECONNECT_PAUSE)
 
     def _projects(self, client: AsyncClient) -> Path:
         return projects_dir(Path(client.served_root) if client.served_root else self.root or default_root())
@@ -177,9 +201,13 @@ class SessiondSessionStore:
         project = key["project_key"]
         fid = store_file_id(project, key["session_id"])
         agent, run = _subpath_route(key.get("subpath"))
-        async with self._client() as client:
+
+
+        async def send(client: AsyncClient, again: bool) -> None:
             await client.append(fid, "/", entries, durability=self.durability, agent=agent, run=run,
-                                exact=True, project=project)
+                                exact=True, project=project, resend=again)
+
+        await self._with_daemon(send)
 
     async def load(self, key: Any) -> list[Any] | None:
         """Every entry of the key's file, in order; None when it has none."""
@@ -189,9 +217,13 @@ class SessiondSessionStore:
             agent, run = _subpath_route(key.get("subpath"))
         except ValueError:
             return None  # a key append refuses was never written
-        async with self._client() as client:
+
+
+        async def flushed(client: AsyncClient, _again: bool) -> Path:
             await client.flush(fid)  # whatever another client had queued for it is in the file
-            base = self._projects(client) / project
+            return self._projects(client) / project
+
+        base = await self._with_daemon(flushed)
         path = base / f"{fid}.jsonl"
         if agent is not None:
             sub = base / fid / "subagents"
@@ -212,14 +244,18 @@ class SessiondSessionStore:
         catalog (one ``List``, kept up to date by the daemon as files are
         written; no transcript is read for it here)."""
         _check_project(project_key)
-        async with self._client() as client:
+
+
+        async def listed(client: AsyncClient, _again: bool) -> list[SessionInfo]:
             d = self._projects(client) / project_key
             if not await anyio.to_thread.run_sync(d.is_dir):
                 return []
-            listed = await client.call(m.List(id=client.next_id(), dirs=[str(d)], every=True))
-        assert isinstance(listed, m.Listed)
+            answer = await client.call(m.List(id=client.next_id(), dirs=[str(d)], every=True))
+            assert isinstance(answer, m.Listed)
+            return answer.sessions
+
         out = []
-        for info in listed.sessions:
+        for info in await self._with_daemon(listed):
             mtime = _epoch_ms(info.modifiedAt)
             if mtime is None or not math.isfinite(mtime):
                 continue
@@ -233,7 +269,9 @@ class SessiondSessionStore:
         project = key["project_key"]
         fid = store_file_id(project, key["session_id"])
         agent, run = _subpath_route(key.get("subpath"))
-        async with self._client() as client:
+
+
+        async def trash(client: AsyncClient, _again: bool) -> None:
             main = self._projects(client) / project / f"{fid}.jsonl"
             try:
                 await client.call(m.Trash(id=client.next_id(), session=fid, path=str(main), force=True,
@@ -242,14 +280,19 @@ class SessiondSessionStore:
                 if exc.code != "not_found":  # never written, or already deleted
                     raise
 
+        await self._with_daemon(trash)
+
     async def list_subkeys(self, key: Any) -> list[str]:
         """The subpaths of the session's agent files."""
         project = key["project_key"]
         fid = store_file_id(project, key["session_id"])
-        async with self._client() as client:
+
+
+        async def flushed(client: AsyncClient, _again: bool) -> Path:
             await client.flush(fid)
-            sub = self._projects(client) / project / fid / "subagents"
-        return await anyio.to_thread.run_sync(_subkeys, sub)
+            return self._projects(client) / project / fid / "subagents"
+
+        return await anyio.to_thread.run_sync(_subkeys, await self._with_daemon(flushed))
 
 
 def _check_project(project_key: str) -> None:
