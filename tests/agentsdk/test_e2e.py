@@ -113,7 +113,7 @@ def test_resume_from_sessiond_then_continue_fork_rename_tag_delete(agent: Agent)
     anyio.run(lambda: delete_session_via_store(agent.store, sid, directory=str(agent.work)))
     assert sid not in agent.listed() and fork in agent.listed()
     assert not agent.mirror_file(sid).exists()
-    trash = json.loads(agent.sessiond("trash", "--json").stdout)
+    trash = json.loads(agent.daemon.cli("trash", "--json", timeout=30).stdout)
     assert [e["session"] for e in trash] == [sid]  # in the trash, not unlinked
     assert anyio.run(agent.store.load, {"project_key": agent.project, "session_id": sid}) is None
 
