@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -18,6 +19,7 @@ from claude_agent_sdk import (
     rename_session_via_store,
     tag_session_via_store,
 )
+from claude_agent_sdk._internal.transcript_mirror_batcher import MIRROR_APPEND_BACKOFF_S
 
 from tests.agentsdk.conftest import LOCAL_ONLY, Agent, Lines, cli_args, entries, session_of, wait_for
 
@@ -131,6 +133,7 @@ def test_daemon_killed_and_restarted_mid_turn_leaves_every_entry_once(agent: Age
         daemon.wait()
         go.touch()  # the turn goes on: its next batches find no daemon
         wait_for(lambda: not turn.is_alive() or b"finished" in agent.local_file(sid).read_bytes(), timeout=30)
+        time.sleep(sum(MIRROR_APPEND_BACKOFF_S) + 0.5)  # down for longer than the SDK's own retries span
         daemon.start()
     finally:
         go.touch()
