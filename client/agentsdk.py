@@ -82,8 +82,8 @@ def store_file_id(project_key: str, session_id: str) -> str:
         raise ValueError(f"sessiond stores a session id that is a UUID or 1 to 15 characters of [A-Za-z0-9_-], "
                          f"not {session_id[:80]!r}")
     chars = 0
-    for c in session_id.ljust(15, "A"):
-        chars = chars << 6 | _INDEX[c]
+    for char in session_id.ljust(15, "A"):
+        chars = chars << 6 | _INDEX[char]
     payload = ((len(session_id) - 1) << 118 | chars << 28 | _project_hash(project_key) << 4 | _TAG)
     a, b, c = payload >> 74, (payload >> 62) & 0xFFF, payload & ((1 << 62) - 1)
     return str(uuidlib.UUID(int=a << 80 | 8 << 76 | b << 64 | 0b10 << 62 | c))
