@@ -31,7 +31,6 @@ when the file changed), never from a read of the transcript per listing.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import uuid as uuidlib
@@ -44,8 +43,8 @@ import anyio
 import msgspec
 
 from sessiond.protocol.locations import default_root
-from sessiond.protocol.transcript.paths import check_session_id, is_session_id, projects_dir
-from sessiond.protocol.transcript.regular import open_regular
+from sessiond.protocol.transcript.paths import PROJECT_RE, agent_file, check_session_id, is_session_id, projects_dir
+from sessiond.protocol.transcript.safeopen import StoreRoot
 from sessiond.protocol.transcript.session_info import SessionInfo
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import DaemonUnavailable, RemoteError, UnsafeSocketDir
@@ -188,47 +187,38 @@ class SessiondSessionStore:
             again = True
             await anyio.sleep(RECONNECT_PAUSE)
 
-    def _projects(self, client: AsyncClient) -> Path:
-        return projects_dir(Path(client.served_root) if client.served_root else self.root or default_root())
+    def _root(self, client: AsyncClient) -> Path:
+        return Path(client.served_root) if client.served_root else self.root or default_root()
 
     # ------------------------------------------------------------------ required
 
     async def append(self, key: Any, entries: list[Any]) -> None:
         """Mirror a batch: the entries in call order, each one JSON line of the
-        key's file; a uuid already in the file is not written again."""
+        key's file; a uuid already in the file is not written again.
+        ``ValueError`` for a key the store cannot name (see the module doc)."""
         if not entries:
             return
-        project = key["project_key"]
-        fid = store_file_id(project, key["session_id"])
-        agent, run = _subpath_route(key.get("subpath"))
-
+        k = _Key.of(key)
 
         async def send(client: AsyncClient, again: bool) -> None:
-            await client.append(fid, "/", entries, durability=self.durability, agent=agent, run=run,
-                                exact=True, project=project, resend=again)
+            await client.append(k.file_id, "/", entries, durability=self.durability, agent=k.agent, run=k.run,
+                                exact=True, project=k.project, resend=again)
 
         await self._with_daemon(send)
 
     async def load(self, key: Any) -> list[Any] | None:
         """Every entry of the key's file, in order; None when it has none."""
-        project = key["project_key"]
         try:
-            fid = store_file_id(project, key["session_id"])
-            agent, run = _subpath_route(key.get("subpath"))
+            k = _Key.of(key)
         except ValueError:
             return None  # a key append refuses was never written
 
-
         async def flushed(client: AsyncClient, _again: bool) -> Path:
-            await client.flush(fid)  # whatever another client had queued for it is in the file
-            return self._projects(client) / project
+            await client.flush(k.file_id)  # whatever another client had queued for it is in the file
+            return self._root(client)
 
-        base = await self._with_daemon(flushed)
-        path = base / f"{fid}.jsonl"
-        if agent is not None:
-            sub = base / fid / "subagents"
-            path = (sub / "workflows" / run if run else sub) / f"agent-{agent}.jsonl"
-        data = await anyio.to_thread.run_sync(_read, path)
+        root = await self._with_daemon(flushed)
+        data = await anyio.to_thread.run_sync(_read, root, k.path(projects_dir(root)))
         if not data:
             return None
         return [_decode_line(line) for line in data.splitlines() if line.strip()]
@@ -243,11 +233,11 @@ class SessiondSessionStore:
         """Every session of the project with its summary, from the daemon's
         catalog (one ``List``, kept up to date by the daemon as files are
         written; no transcript is read for it here)."""
-        _check_project(project_key)
-
+        if not PROJECT_RE.fullmatch(project_key):
+            return []  # no session can be stored there
 
         async def listed(client: AsyncClient, _again: bool) -> list[SessionInfo]:
-            d = self._projects(client) / project_key
+            d = projects_dir(self._root(client)) / project_key
             if not await anyio.to_thread.run_sync(d.is_dir):
                 return []
             answer = await client.call(m.List(id=client.next_id(), dirs=[str(d)], every=True))
@@ -257,25 +247,26 @@ class SessiondSessionStore:
         out = []
         for info in await self._with_daemon(listed):
             mtime = _epoch_ms(info.modifiedAt)
-            if mtime is None or not math.isfinite(mtime):
+            if mtime is None:
                 continue
             out.append({"session_id": store_session_id(project_key, info.sessionId), "mtime": mtime,
                         "data": _summary_data(info)})
         return out
 
     async def delete(self, key: Any) -> None:
-        """Move the session (its main transcript and every agent file) into the
-        trash; nothing is unlinked, and ``sessiond restore`` brings it back."""
-        project = key["project_key"]
-        fid = store_file_id(project, key["session_id"])
-        agent, run = _subpath_route(key.get("subpath"))
-
+        """Move the session (its main transcript and every agent file), or the
+        one agent file its subpath names, into the trash; nothing is unlinked,
+        and ``sessiond restore`` brings it back."""
+        try:
+            k = _Key.of(key)
+        except ValueError:
+            return  # never written
 
         async def trash(client: AsyncClient, _again: bool) -> None:
-            main = self._projects(client) / project / f"{fid}.jsonl"
+            main = projects_dir(self._root(client)) / k.project / f"{k.file_id}.jsonl"
             try:
-                await client.call(m.Trash(id=client.next_id(), session=fid, path=str(main), force=True,
-                                          agent=agent, run=run))
+                await client.call(m.Trash(id=client.next_id(), session=k.file_id, path=str(main), force=True,
+                                          agent=k.agent, run=k.run))
             except RemoteError as exc:
                 if exc.code != "not_found":  # never written, or already deleted
                     raise
@@ -284,44 +275,73 @@ class SessiondSessionStore:
 
     async def list_subkeys(self, key: Any) -> list[str]:
         """The subpaths of the session's agent files."""
-        project = key["project_key"]
-        fid = store_file_id(project, key["session_id"])
-
+        try:
+            k = _Key.of({"project_key": key["project_key"], "session_id": key["session_id"]})
+        except ValueError:
+            return []
 
         async def flushed(client: AsyncClient, _again: bool) -> Path:
-            await client.flush(fid)
-            return self._projects(client) / project / fid / "subagents"
+            await client.flush(k.file_id)
+            return self._root(client)
 
-        return await anyio.to_thread.run_sync(_subkeys, await self._with_daemon(flushed))
-
-
-def _check_project(project_key: str) -> None:
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,255}", project_key):
-        raise ValueError(f"a project key is a project dir's name ([A-Za-z0-9_-]{{1,255}}), not {project_key[:200]!r}")
+        root = await self._with_daemon(flushed)
+        return await anyio.to_thread.run_sync(_subkeys, root, projects_dir(root) / k.project / k.file_id / "subagents")
 
 
-def _read(path: Path) -> bytes:
+class _Key:
+    """An SDK key as the store names it: project dir, file id, agent and run."""
+
+    __slots__ = ("project", "file_id", "agent", "run")
+
+    def __init__(self, project: str, file_id: str, agent: str | None, run: str | None) -> None:
+        self.project, self.file_id, self.agent, self.run = project, file_id, agent, run
+
+    @classmethod
+    def of(cls, key: Any) -> _Key:
+        """``ValueError`` for a key no file of the store can hold."""
+        project = key["project_key"]
+        if not isinstance(project, str) or not PROJECT_RE.fullmatch(project):
+            raise ValueError(f"a project key is a project dir's name ([A-Za-z0-9_-]{{1,255}}), not {str(project)[:200]!r}")
+        return cls(project, store_file_id(project, key["session_id"]), *_subpath_route(key.get("subpath")))
+
+    def path(self, projects: Path) -> Path:
+        if self.agent is None:
+            return projects / self.project / f"{self.file_id}.jsonl"
+        return agent_file(projects / self.project, self.file_id, self.agent, self.run)
+
+
+def _read(root: Path, path: Path) -> bytes:
+    """The file's bytes, opened through the root (no symlink followed on the
+    way, nothing but a regular file); b"" when there is none."""
     try:
-        fd = open_regular(path)
+        with StoreRoot(root) as store:
+            fd = store.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return b""
     with os.fdopen(fd, "rb") as f:
         return f.read()
 
 
-def _subkeys(sub: Path) -> list[str]:
+def _subkeys(root: Path, sub: Path) -> list[str]:
+    """The subpaths of the agent files under ``sub`` (a session's
+    ``subagents`` dir), found through the root like ``_read``."""
     out: list[str] = []
-    for base, prefix in [(sub, "subagents/")] + [(d, f"subagents/workflows/{d.name}/") for d in _dirs(sub / "workflows")]:
-        try:
-            names = os.listdir(base)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        out += [prefix + n[:-6] for n in sorted(names) if n.startswith("agent-") and n.endswith(".jsonl")]
+    with StoreRoot(root) as store:
+        for rel in ("", *(f"workflows/{d}" for d in _names(store, sub / "workflows", dirs=True))):
+            prefix = f"subagents/{rel}/" if rel else "subagents/"
+            out += [prefix + n[:-6] for n in sorted(_names(store, sub / rel if rel else sub, dirs=False))
+                    if n.startswith("agent-") and n.endswith(".jsonl")]
     return out
 
 
-def _dirs(d: Path) -> list[Path]:
+def _names(store: StoreRoot, d: Path, *, dirs: bool) -> list[str]:
+    """Names of the subdirs (or of the regular files) of ``d``; none when it is missing."""
     try:
-        return [Path(e.path) for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
+        fd = store.open_dir(d)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    try:
+        with os.scandir(fd) as it:
+            return [e.name for e in it if (e.is_dir(follow_symlinks=False) if dirs else e.is_file(follow_symlinks=False))]
+    finally:
+        os.close(fd)

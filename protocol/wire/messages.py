@@ -16,6 +16,7 @@ import msgspec
 from ..lease import LeaseHolder
 from ..search.hit import MAX_LIMIT, Hit
 from ..statefile import StateFileProblem
+from ..transcript.paths import PROJECT_RE
 from ..transcript.session_info import SessionInfo
 from .frames import (
     MAX_COUNT,
@@ -66,7 +67,7 @@ Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_AGE_SECONDS)]
 MAX_SINCE_CHARS = 64
 """An ISO-8601 date-time is some 30 characters."""
 
-ProjectName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,255}$")]
+ProjectName = Annotated[str, msgspec.Meta(pattern=f"^{PROJECT_RE.pattern}$")]
 """A project dir's name: what Claude Code's sanitizing of a cwd leaves (no
 ``/``, no ``.``, so never a path out of ``projects/``)."""
 

@@ -163,3 +163,20 @@ def test_delete_moves_into_the_trash_and_restore_brings_back(daemon: DaemonProc)
     assert [e["session"] for e in entries] == [key["session_id"]]  # the agent entry went back out
     daemon.cli("restore", key["session_id"], timeout=30)
     assert anyio.run(store.load, key) == [{"type": "x", "n": 1}]
+
+
+def test_no_key_reads_outside_the_store(daemon: DaemonProc, tmp_path: Path) -> None:
+    store = _store(daemon)
+    sid = str(uuid.uuid4())
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / f"{sid}.jsonl").write_text('{"type":"secret"}\n')
+    (daemon.root / "projects").mkdir(parents=True, exist_ok=True)
+    (daemon.root / "projects" / "linked").symlink_to(outside)
+    escape = f"..-..-{outside}".replace("/", "-")
+    assert anyio.run(store.load, {"project_key": "../../" + str(outside), "session_id": sid}) is None
+    assert anyio.run(store.load, {"project_key": escape, "session_id": sid}) is None
+    with pytest.raises(ValueError):
+        anyio.run(store.append, {"project_key": "../x", "session_id": sid}, [{"type": "x"}])
+    with pytest.raises(OSError):  # a project dir linked out of the root is refused, not read
+        anyio.run(store.load, {"project_key": "linked", "session_id": sid})
