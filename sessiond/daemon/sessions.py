@@ -181,7 +181,7 @@ class Registry:
         """After a resume adopts a file: re-append the current metadata at EOF
         unless every line of it is already within the tail window listing reads."""
         lines = state.metadata_lines()
-        if not lines:
+        if not lines or state.exact:
             return 0
         tail = recent_lines(self.writer.root, state.main.queue, window=LITE_WINDOW)
         if all(line in tail for line in lines):
@@ -229,7 +229,7 @@ class Registry:
         if state.gone:
             return
         if state.materialized:
-            if state.dirty_since_meta and state.metadata:
+            if state.dirty_since_meta and state.metadata and not state.exact:
                 self.writer.enqueue(state.main.queue, state.metadata_lines())
                 state.dirty_since_meta = False
         elif state.pending or state.metadata or state.main.uuids:

@@ -27,6 +27,7 @@ from pathlib import Path
 import msgspec
 
 from sessiond.store.appendfile import whole_lines_end
+from sessiond.store.paths import PROJECT_RE
 from sessiond.store.regular import open_regular
 
 HDR_PROJECT = "Sessiond-Project"
@@ -38,8 +39,6 @@ _ID = r"[A-Za-z0-9_-]{1,128}"
 REL_RE = re.compile(
     rf"(?P<sid>{_UUID})(?:\.jsonl|/subagents/(?:workflows/(?P<run>{_ID})/)?agent-(?P<agent>{_ID})\.jsonl)"
 )
-PROJECT_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
-"""Project dir names as Claude Code sanitizes them (alphanumerics and dashes)."""
 
 
 def project_key(project: str) -> str:

@@ -20,6 +20,7 @@ import unicodedata
 from array import array
 from pathlib import Path
 
+from sessiond.wire.core import PROJECT_NAME
 from sessiond.wire.errors import SessiondError, bad_request, permission_denied
 
 MAX_SANITIZED = 200
@@ -32,6 +33,8 @@ _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 _ID_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
 _NOT_ALNUM = re.compile("[^A-Za-z0-9]")
+PROJECT_RE = re.compile(PROJECT_NAME)
+"""Project dir names as Claude Code sanitizes them (alphanumerics and dashes)."""
 
 
 def utf16_units(text: str) -> array[int]:

@@ -38,6 +38,11 @@ weighs on the wire, not decoded into gigabytes."""
 # deep inside the daemon.
 
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+
+PROJECT_NAME = r"[A-Za-z0-9_-]{1,255}"
+"""Project dir names as Claude Code sanitizes a cwd (alphanumerics, ``_`` and ``-``)."""
+ProjectName = Annotated[str, msgspec.Meta(pattern=f"^{PROJECT_NAME}$")]
+"""A project dir's name: no ``/``, no ``.``, so never a path out of ``projects/``."""
 """A count, a byte offset or an id: 0 to ``MAX_COUNT``."""
 
 MAX_PID = 1 << 22
@@ -88,6 +93,17 @@ class Append(_Message):
     lost daemon may have written it). Entries with a uuid are always deduped."""
     lease: bool = False
     """Claim (or keep) the session's lease with this batch; see ``Open.lease``."""
+    exact: bool = False
+    """The batch is a copy of a file its writer keeps elsewhere (the Agent SDK's
+    SessionStore mirror): written at once, never held for the session's first
+    user/assistant message (lazy materialization), and the daemon adds no line
+    of its own to the session from then on (no metadata re-appended at exit, on
+    adopt or before a compaction boundary), so the file is the copy, line for line."""
+    project: ProjectName | None = None
+    """The project dir (a name under ``projects/``, as Claude Code sanitizes a
+    cwd) to place a new session in, instead of ``cwd``'s: the Agent SDK names a
+    session by its project key, which is that name and not a path. A session
+    already open in another project dir is ``bad_request``."""
 
 
 

@@ -196,6 +196,10 @@ class List(_Message):
     all: bool = False
     limit: Count | None = None
     offset: Count = 0
+    every: bool = False
+    """Also the sessions a listing hides because they have no user/assistant
+    message yet (metadata only: what an Agent SDK store holds of a session
+    that has only titles or entries of its own types)."""
 
 
 # Lifecycle (SPEC 9): file operations the daemon performs itself, so its
@@ -213,6 +217,12 @@ class Trash(_Message):
     reason: str = "rm"
     raw_path: PathBytes | None = None
     """``path``'s bytes when they are not UTF-8 (``records.path_text``)."""
+    agent: str | None = None
+    """Only this agent's transcript of the session
+    (``<id>/subagents/[workflows/<run>/]agent-<agent>.jsonl``) goes into the
+    trash, in an entry of its own; the session and its other files stay, and
+    ``path`` (the main transcript) need not exist."""
+    run: str | None = None
 
 
 class Restore(_Message):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from sessiond.store.entries import EntryHeader, decode_headers
+from sessiond.store.paths import projects_dir
 from sessiond.store.recording import Cursor, chain_messages
 from sessiond.wire import messages as m
 from sessiond.wire.errors import SessiondError
@@ -33,10 +34,15 @@ def admit(conn: Connection, req: m.Append | m.Record, entries: list[bytes]) -> B
     daemon = conn.daemon
     daemon.refuse_if_stopping()
     registry = daemon.registry
-    state = registry.ready(req.session, req.cwd, conn.redispatch, req)
+    state = _session_of(conn, req)
     if state is None:
         return None
-    batch = Batch(state, decode_headers(entries), entries, req.agent, req.run, req.resend)
+    headers = decode_headers(entries)
+    exact = isinstance(req, m.Append) and req.exact
+    if exact and req.agent is None and any(h.isSidechain and h.agentId for h in headers):
+        # a copy goes to the file its request names, not to the agent file an entry's agentId would pick
+        headers = [msgspec.structs.replace(h, agentId=None) if h.agentId else h for h in headers]
+    batch = Batch(state, headers, entries, req.agent, req.run, req.resend)
     if registry.routing.when_agents_ready(batch, conn.redispatch, req):
         return None
     if daemon.mirror is not None:
@@ -54,7 +60,20 @@ def route(conn: Connection, req: m.Append | m.Record, batch: Batch) -> Routed | 
         recent = conn.daemon.tails.recent_for(conn, req, batch)
         if recent is None:
             return None
+    if isinstance(req, m.Append) and req.exact:
+        batch.state.exact = True  # from now on the daemon adds no line of its own to this session
     return conn.daemon.registry.routing.accept(batch, recent)
+
+
+def _session_of(conn: Connection, req: m.Append | m.Record) -> SessionState | None:
+    """The session a request names: placed by its cwd, or in the project dir
+    an Append names (``Append.project``); None when the request is parked."""
+    registry = conn.daemon.registry
+    project = req.project if isinstance(req, m.Append) else None
+    if project is None:
+        return registry.ready(req.session, req.cwd, conn.redispatch, req)
+    state = registry.adopt(req.session, projects_dir(conn.daemon.settings.root) / project)
+    return None if registry.readiness.when_loaded(state, conn.redispatch, req) else state
 
 
 def handle_append(conn: Connection, req: m.Append) -> m.Response | None:

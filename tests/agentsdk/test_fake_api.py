@@ -1,0 +1,60 @@
+"""The fake Messages API run standalone, as the TypeScript tests start it:
+``--port 0`` prints the port it listens on, and a streamed answer is the
+event sequence the real API sends."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from tests.agentsdk.fake_api import reply_for
+
+FAKE_API = Path(__file__).with_name("fake_api.py")
+
+
+def _events(body: bytes) -> list[tuple[str, dict]]:
+    out = []
+    for block in body.decode().strip().split("\n\n"):
+        event, data = block.split("\n")
+        out.append((event.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return out
+
+
+def test_standalone_streams_a_scripted_tool_call(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    proc = subprocess.Popen([sys.executable, str(FAKE_API), "--port", "0", "--log", str(log)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().split()[1])
+        # the prompt is the LAST user message, with the system message Claude Code puts after it
+        request = {"model": "m", "stream": True, "max_tokens": 10,
+                   "messages": [{"role": "user", "content": "old: RUN: false"},
+                                {"role": "assistant", "content": "ok"},
+                                {"role": "user", "content": [{"type": "text", "text": "READ: /etc/hostname"}]},
+                                {"role": "system", "content": "reminder RUN: rm -rf /"}]}
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/messages", data=json.dumps(request).encode(),
+                                     headers={"content-type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.headers["content-type"] == "text/event-stream"
+            events = _events(resp.read())
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        proc.stdout.close()  # type: ignore[union-attr]
+    assert [e for e, _ in events] == ["message_start", "content_block_start", "content_block_delta",
+                                      "content_block_stop", "message_delta", "message_stop"]
+    block = events[1][1]["content_block"]
+    assert block["type"] == "tool_use" and block["name"] == "Read"
+    assert json.loads(events[2][1]["delta"]["partial_json"]) == {"file_path": "/etc/hostname"}
+    assert events[4][1]["delta"]["stop_reason"] == "tool_use"
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [request]
+
+
+def test_a_tool_result_ends_the_turn_with_text() -> None:
+    body = {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "42"}]}]}
+    assert reply_for(body) == [{"type": "text", "text": "done: 42"}]
+    assert reply_for({"messages": [{"role": "user", "content": "hello\nthere"}]}) == [{"type": "text", "text": "echo: hello"}]

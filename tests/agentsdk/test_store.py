@@ -1,0 +1,182 @@
+"""What ``SessiondSessionStore`` and the requests it uses promise, each on a
+real daemon: ``Append.exact`` and ``Append.project``, the dedup of a retried
+batch, ``List.every``, ``Trash.agent``, and the key mapping."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from sessiond.client.agentsdk import SessiondSessionStore, store_file_id, store_session_id
+from sessiond.store import trash
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError
+from tests.conftest import DaemonProc
+
+PROJECT = "-home-me-project"
+
+
+def _line(entry: dict[str, Any]) -> bytes:
+    return json.dumps(entry, separators=(",", ":")).encode()
+
+
+def _store(daemon: DaemonProc) -> SessiondSessionStore:
+    return SessiondSessionStore(socket=daemon.socket, root=daemon.root, autostart=False)
+
+
+def _main(daemon: DaemonProc, sid: str, project: str = PROJECT) -> Path:
+    return daemon.root / "projects" / project / f"{sid}.jsonl"
+
+
+def _append(daemon: DaemonProc, sid: str, entries: list[dict[str, Any]], **kw: Any) -> m.Response:
+    kw.setdefault("project", PROJECT)
+    with daemon.client() as c:
+        resp = c.call(m.Append(id=c.next_id(), session=sid, cwd="/", entries=[_line(e) for e in entries],
+                               durability="written", **kw))
+        c.call(m.Close(id=c.next_id(), session=sid))  # the last client leaves: the exit cleanup has run
+    return resp
+
+
+def test_file_ids_round_trip() -> None:
+    sid = str(uuid.uuid4())
+    assert store_file_id(PROJECT, sid.upper()) == sid  # Claude Code's ids are their file names
+    assert store_session_id(PROJECT, sid) == sid
+    for short in ("a", "sess", "never-appended", "Z_9-xxxxxxxxxxx"):
+        fid = store_file_id(PROJECT, short)
+        assert uuid.UUID(fid).version == 8 and store_session_id(PROJECT, fid) == short
+        assert store_file_id("other", short) != fid  # one short id in two projects: two sessions
+        assert store_session_id("other", fid) == fid  # not this project's: shown as it is
+    for bad in ("x" * 16, "a/b", "", "é"):
+        with pytest.raises(ValueError):
+            store_file_id(PROJECT, bad)
+
+
+def test_exact_writes_at_once_and_adds_nothing(daemon: DaemonProc) -> None:
+    """A mirror's entries are never held for a first message, and the exit
+    cleanup re-appends no metadata: the file is the batch, line for line."""
+    entries = [{"type": "custom-title", "customTitle": "t"}, {"type": "user", "uuid": "u1", "message": {}},
+               {"type": "last-prompt", "lastPrompt": "p"}, {"type": "assistant", "uuid": "a1", "message": {}}]
+    exact = str(uuid.uuid4())
+    held = _append(daemon, exact, entries[:1], exact=True)
+    assert isinstance(held, m.Appended) and held.pending == 0 and _main(daemon, exact).read_bytes() == _line(entries[0]) + b"\n"
+    _append(daemon, exact, entries[1:], exact=True)
+    assert _main(daemon, exact).read_bytes() == b"".join(_line(e) + b"\n" for e in entries)
+
+    plain = str(uuid.uuid4())  # the same without exact: the title held, and dropped as its client left
+    assert _append(daemon, plain, entries[:1]).pending == 1  # type: ignore[union-attr]
+    _append(daemon, plain, entries[1:])  # then the last prompt re-appended at exit
+    assert _main(daemon, plain).read_bytes() == b"".join(_line(e) + b"\n" for e in [*entries[1:], entries[2]])
+
+
+def test_exact_keeps_a_sidechain_entry_in_the_file_it_names(daemon: DaemonProc) -> None:
+    sid = str(uuid.uuid4())
+    entry = {"type": "user", "uuid": "s1", "isSidechain": True, "agentId": "a1", "message": {}}
+    _append(daemon, sid, [entry], exact=True)
+    assert _main(daemon, sid).read_bytes() == _line(entry) + b"\n"
+    assert not (_main(daemon, sid).parent / sid).exists()
+
+
+def test_project_names_the_dir(daemon: DaemonProc) -> None:
+    sid = str(uuid.uuid4())
+    _append(daemon, sid, [{"type": "x"}], exact=True, project="A")
+    assert _main(daemon, sid, "A").is_file()
+    with pytest.raises(RemoteError) as err:
+        _append(daemon, sid, [{"type": "x"}], exact=True, project="B")  # a session lives in one project dir
+    assert err.value.code == "bad_request"
+    for bad in ("..", "a/b", ".trash", ""):
+        with pytest.raises(RemoteError) as err:
+            _append(daemon, str(uuid.uuid4()), [{"type": "x"}], exact=True, project=bad)
+        assert err.value.code == "bad_request"
+    assert sorted(p.name for p in (daemon.root / "projects").iterdir()) == ["A"]
+
+
+def test_a_retried_batch_is_written_once_and_entries_without_uuid_each_time(daemon: DaemonProc) -> None:
+    store = _store(daemon)
+    key = {"project_key": PROJECT, "session_id": str(uuid.uuid4())}
+    batch = [{"type": "user", "uuid": "u1", "n": 1}, {"type": "tag", "tag": "x"}]
+
+    async def go() -> list[Any] | None:
+        await store.append(key, batch)
+        await store.append(key, batch)  # the SDK's retry of a batch whose answer it lost
+        return await store.load(key)
+
+    assert anyio.run(go) == [batch[0], batch[1], batch[1]]
+
+
+def test_list_every_includes_metadata_only_sessions(daemon: DaemonProc) -> None:
+    plain, meta = str(uuid.uuid4()), str(uuid.uuid4())
+    _append(daemon, plain, [{"type": "user", "uuid": "u", "message": {"role": "user", "content": "hi"}}], exact=True)
+    _append(daemon, meta, [{"type": "custom-title", "customTitle": "only a title"}], exact=True)
+    d = str(daemon.root / "projects" / PROJECT)
+    with daemon.client() as c:
+        listed = c.call(m.List(id=c.next_id(), dirs=[d]))
+        every = c.call(m.List(id=c.next_id(), dirs=[d], every=True))
+    assert [s.sessionId for s in listed.sessions] == [plain]  # type: ignore[union-attr]
+    assert sorted(s.sessionId for s in every.sessions) == sorted([plain, meta])  # type: ignore[union-attr]
+
+
+def test_summaries_follow_writes(daemon: DaemonProc) -> None:
+    store = _store(daemon)
+    key = {"project_key": PROJECT, "session_id": str(uuid.uuid4())}
+
+    async def go() -> tuple[list[Any], list[Any]]:
+        await store.append(key, [{"type": "user", "uuid": "u", "timestamp": "2026-01-01T00:00:00.000Z",
+                                  "message": {"role": "user", "content": "fix the parser"}}])
+        first = await store.list_session_summaries(PROJECT)
+        await store.append(key, [{"type": "custom-title", "customTitle": "Parser", "sessionId": key["session_id"]}])
+        return first, await store.list_session_summaries(PROJECT)
+
+    first, second = anyio.run(go)
+    assert first[0]["data"]["first_prompt"] == "fix the parser" and "custom_title" not in first[0]["data"]
+    assert second[0]["data"]["custom_title"] == "Parser" and second[0]["mtime"] >= first[0]["mtime"]
+
+
+def test_delete_moves_into_the_trash_and_restore_brings_back(daemon: DaemonProc) -> None:
+    store = _store(daemon)
+    key = {"project_key": PROJECT, "session_id": str(uuid.uuid4())}
+    sub = {**key, "subpath": "subagents/agent-a1"}
+    agent = str(uuid.uuid4())  # an agent id that is a UUID: its trash entry's name ends like a session's
+    other = {**key, "subpath": f"subagents/workflows/r1/agent-{agent}"}
+
+    async def fill() -> None:
+        await store.append(key, [{"type": "x", "n": 1}])
+        await store.append(sub, [{"type": "x", "n": 2}])
+        await store.append(other, [{"type": "x", "n": 3}])
+        assert await store.list_subkeys(key) == ["subagents/agent-a1", other["subpath"]]
+        await store.delete(other)
+
+    anyio.run(fill)
+    assert anyio.run(store.load, other) is None and anyio.run(store.load, sub) == [{"type": "x", "n": 2}]
+    assert trash.trashed_ids(daemon.root) == set()  # one agent file: no session is in the trash
+    daemon.cli("restore", key["session_id"], timeout=30)
+    assert anyio.run(store.load, other) == [{"type": "x", "n": 3}]
+
+    anyio.run(store.delete, key)
+    assert anyio.run(store.load, key) is None and anyio.run(store.load, sub) is None
+    assert key["session_id"] in trash.trashed_ids(daemon.root)
+    entries = json.loads(daemon.cli("trash", "--json", timeout=30).stdout)
+    assert [e["session"] for e in entries] == [key["session_id"]]  # the agent entry went back out
+    daemon.cli("restore", key["session_id"], timeout=30)
+    assert anyio.run(store.load, key) == [{"type": "x", "n": 1}]
+
+
+def test_no_key_reads_outside_the_store(daemon: DaemonProc, tmp_path: Path) -> None:
+    store = _store(daemon)
+    sid = str(uuid.uuid4())
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / f"{sid}.jsonl").write_text('{"type":"secret"}\n')
+    (daemon.root / "projects").mkdir(parents=True, exist_ok=True)
+    (daemon.root / "projects" / "linked").symlink_to(outside)
+    escape = f"..-..-{outside}".replace("/", "-")
+    assert anyio.run(store.load, {"project_key": "../../" + str(outside), "session_id": sid}) is None
+    assert anyio.run(store.load, {"project_key": escape, "session_id": sid}) is None
+    with pytest.raises(ValueError):
+        anyio.run(store.append, {"project_key": "../x", "session_id": sid}, [{"type": "x"}])
+    with pytest.raises(OSError):  # a project dir linked out of the root is refused, not read
+        anyio.run(store.load, {"project_key": "linked", "session_id": sid})
