@@ -30,7 +30,7 @@ from typing import Literal
 import msgspec
 
 from sessiond.protocol.transcript.listing import session_candidates
-from sessiond.protocol.transcript.lite import LiteInfo, read_lite
+from sessiond.protocol.transcript.lite import METADATA_ONLY, LiteInfo, read_lite
 from sessiond.protocol.transcript.paths import is_session_id
 from sessiond.protocol.wire.fsnames import pack
 
@@ -308,11 +308,11 @@ class Catalog:
         self._refresh_stale(projects)
         return out, now
 
-    def record_of(self, path: str, f: _File) -> msgspec.Raw | None:
+    def record_of(self, path: str, f: _File, every: bool = False) -> msgspec.Raw | None:
         """The listing record of one file (its lite info read when changed
         since the last read), or None when it is not listed (empty, a
-        sidechain-only or summary-only file). Raises ``OSError`` when the
-        file cannot be read now."""
+        sidechain-only or, unless ``every``, a metadata-only file). Raises
+        ``OSError`` when the file cannot be read now."""
         if f.size == 0:
             return None
         lite = f.lite
@@ -321,7 +321,7 @@ class Catalog:
             with self.lock:
                 if f.lite is None and (lite.size, lite.mtime_ns) >= (f.size, 0):
                     f.lite = lite
-        return f.record(lite) if lite.listable else None
+        return f.record(lite) if lite.listable or (every and lite.state == METADATA_ONLY) else None
 
     def _refresh_stale(self, projects: list[tuple[str, _Project]]) -> None:
         for d, project in projects:

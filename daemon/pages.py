@@ -43,10 +43,12 @@ class _View:
     """One scope's listable sessions, newest first; ``records[i]`` is None
     until the page that reaches it reads the file's lite info."""
 
-    __slots__ = ("dirs", "versions", "keys", "files", "records", "unresolved", "by_path", "retry", "lock")
+    __slots__ = ("dirs", "every", "versions", "keys", "files", "records", "unresolved", "by_path", "retry", "lock")
 
-    def __init__(self, dirs: tuple[str, ...]) -> None:
+    def __init__(self, dirs: tuple[str, ...], every: bool = False) -> None:
         self.dirs = dirs
+        self.every = every
+        """Metadata-only sessions too (``List.every``)."""
         self.versions: list[int] | None = None  # None: not built yet
         self.keys: list[tuple[int, str]] = []  # (-mtime_ns, path): ascending is newest first
         self.files: list[_File] = []
@@ -90,14 +92,15 @@ class Pages:
     def __init__(self, catalog: Catalog, max_views: int) -> None:
         self.catalog = catalog
         self.max_views = max_views
-        self._views: OrderedDict[tuple[str, ...], _View] = OrderedDict()
+        self._views: OrderedDict[tuple[bool, tuple[str, ...]], _View] = OrderedDict()
         self._lock = threading.Lock()
 
     def frame(self, rid: int, dirs: list[str], limit: int | None, offset: int,
-              live: dict[str, dict[str, str | int]]) -> bytes:
+              live: dict[str, dict[str, str | int]], every: bool = False) -> bytes:
         """The ``Listed`` frame answering request ``rid`` (worker thread);
-        ``live``: the sessions a client holds now, each its ``live`` value."""
-        view = self._view(tuple(dirs))
+        ``live``: the sessions a client holds now, each its ``live`` value;
+        ``every``: metadata-only sessions too (a view of its own)."""
+        view = self._view(tuple(dirs), every)
         with view.lock:
             self._update(view)
             sessions = self._page(view, limit, offset)
@@ -111,15 +114,16 @@ class Pages:
             views = list(self._views.values())
         return len(views), sum(len(v.keys) for v in views)
 
-    def _view(self, dirs: tuple[str, ...]) -> _View:
+    def _view(self, dirs: tuple[str, ...], every: bool) -> _View:
+        key = (every, dirs)
         with self._lock:
-            view = self._views.get(dirs)
+            view = self._views.get(key)
             if view is None:
-                view = self._views[dirs] = _View(dirs)
+                view = self._views[key] = _View(dirs, every)
                 while len(self._views) > self.max_views:
                     self._views.popitem(last=False)
             else:
-                self._views.move_to_end(dirs)
+                self._views.move_to_end(key)
             return view
 
     def _update(self, view: _View) -> None:
@@ -150,7 +154,7 @@ class Pages:
                 break
             path, f = view.keys[i][1], view.files[i]
             try:
-                record = self.catalog.record_of(path, f)
+                record = self.catalog.record_of(path, f, view.every)
             except OSError:
                 view.retry[path] = f
                 record = None

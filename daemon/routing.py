@@ -181,7 +181,7 @@ class Routing(Readiness):
                 resend: bool, known: dict[int, set[bytes]] | None = None) -> Routed:
         targets = self.resolve(state, batch, agent, run)
         recent: dict[int, set[bytes]] = dict(known) if known else {}
-        if not state.materialized:
+        if not state.materialized and not state.exact:  # an exact copy is never held back: its first entry makes the file
             extra = sum(len(line) for h, line in batch if h.type not in MATERIALIZING_TYPES)
             if state.pending_bytes + extra > self.settings.max_pending_bytes:
                 raise too_large(
@@ -229,12 +229,12 @@ class Routing(Readiness):
             else:
                 state.dirty_since_meta = True
             if state.materialized:
-                if kind == "system" and is_compact_boundary(header) and not inline_side:
+                if kind == "system" and is_compact_boundary(header) and not inline_side and not state.exact:
                     # SPEC 3.5: the current metadata goes just before the boundary,
                     # so it stays in the tail window of the compacted session.
                     main_lines.extend(self.metadata_lines(state))
                 main_lines.append(line)
-            elif kind in MATERIALIZING_TYPES:
+            elif kind in MATERIALIZING_TYPES or state.exact:
                 state.materialized = True
                 materialized = True
                 held = []  # this batch's held entries go straight into the new file with it

@@ -43,7 +43,7 @@ class SessionState:
     __slots__ = (
         "id", "project", "path", "materialized", "pending", "pending_bytes",
         "metadata", "dirty_since_meta", "side_uuids", "main", "agents", "clients",
-        "last_active", "loading", "load_error", "cwd", "scans", "agent_errors", "gone",
+        "last_active", "loading", "load_error", "cwd", "scans", "agent_errors", "gone", "exact",
     )
 
     def __init__(self, session_id: str, project: Path, writer: Writer) -> None:
@@ -70,6 +70,10 @@ class SessionState:
         self.side_uuids = UuidSet()
         self.main = Target(writer.queue(self.path), UuidSet(), None)
         self.gone = False
+        self.exact = False
+        """An ``Append.exact`` touched it: its files are copies of files kept
+        elsewhere, so nothing is held for a first message and the daemon adds
+        no line of its own (metadata re-appends)."""
         """Its files were moved away (trash): nothing may be written for it any more,
         not even the exit cleanup of a client still attached."""
 

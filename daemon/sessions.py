@@ -158,7 +158,7 @@ class Registry(Routing):
         """After a resume adopts a file: re-append the current metadata at EOF
         unless every line of it is already within the tail window listing reads."""
         lines = self.metadata_lines(state)
-        if not lines:
+        if not lines or state.exact:
             return 0
         tail = recent_lines(self.writer.root, state.main.queue, window=LITE_WINDOW)
         if all(line in tail for line in lines):
@@ -229,7 +229,7 @@ class Registry(Routing):
         if state.gone:
             return
         if state.materialized:
-            if state.dirty_since_meta and state.metadata:
+            if state.dirty_since_meta and state.metadata and not state.exact:
                 self.writer.enqueue(state.main.queue, self.metadata_lines(state))
                 state.dirty_since_meta = False
         elif state.pending or state.metadata or state.main.uuids:

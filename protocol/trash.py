@@ -39,6 +39,7 @@ import fcntl
 import logging
 import math
 import os
+import re
 import shutil
 import stat
 import time
@@ -52,7 +53,7 @@ import msgspec
 
 from .transcript.appendfile import SETTLE_WAIT, ensure_dir, fsync_dir, write_all
 from .transcript.importer import FLAT_AGENT, flat_agents
-from .transcript.paths import check_inside, check_session_id, is_session_id, projects_dir
+from .transcript.paths import agent_file, check_inside, check_session_id, is_session_id, projects_dir
 from .transcript.safeopen import DIR_MODE, FILE_MODE, StoreRoot, UnsafePath, error_for, open_regular, read_regular
 from .transcript.usage import tree_stats
 from .wire.errors import bad_request, conflict, not_found
@@ -63,6 +64,10 @@ log = logging.getLogger("sessiond")
 TRASH_DIR = ".trash"
 MANIFEST = "manifest.json"
 DELETING = ".deleting-"
+AGENT_MARK = "~"
+"""Names an entry holding one agent transcript of a session, not the session:
+``<stamp>-<session>~[<run>~]<agent>``. Such an entry leaves its session where
+it is (``trashed_ids`` does not count it)."""
 MAX_LOCKED = 64
 """Transcripts of one session whose writers' lock an rm takes while moving them
 (the main one first): a session with thousands of agent files must not run the
@@ -224,7 +229,9 @@ def check_entry(entry: TrashEntry, name: str) -> None:
     a date and counts in range, and items that are each one plain name in one
     project dir of the store (``projects/<dir>/<name>``) belonging to the
     session, so no path it gives reaches outside that dir."""
-    if entry.name != name or not is_session_id(entry.session) or not name.endswith("-" + entry.session):
+    agent = AGENT_MARK in name
+    if (entry.name != name or not is_session_id(entry.session)
+            or not (f"-{entry.session}{AGENT_MARK}" in name if agent else name.endswith("-" + entry.session))):
         raise BadManifest(f"it names entry {shown(entry.name)[:100]!r}, session {shown(entry.session)[:40]!r}")
     try:
         when = parse_iso(entry.trashedAt)
@@ -241,11 +248,16 @@ def check_entry(entry: TrashEntry, name: str) -> None:
         _count(item.bytes, "byte count")
         _count(item.files, "file count")
         parts = item.rel.split("/")
-        if (len(parts) != 3 or parts[0] != "projects" or parts[1] in ("", ".", "..") or parts[1].startswith(".")
-                or "\x00" in item.rel or not _belongs(parts[2], entry.session)
-                or (project is not None and parts[1] != project)):
+        if (len(parts) < 3 or parts[0] != "projects" or parts[1] in ("", ".", "..") or parts[1].startswith(".")
+                or "\x00" in item.rel or (project is not None and parts[1] != project)
+                or not (_AGENT_ITEM.fullmatch("/".join(parts[2:])) is not None and parts[2] == entry.session if agent
+                        else len(parts) == 3 and _belongs(parts[2], entry.session))):
             raise BadManifest(f"its item {shown(item.rel)[:200]!r} is not a file of the session in one project dir")
         project = parts[1]
+
+
+_AGENT_ITEM = re.compile(r"[^/]+/subagents/(?:workflows/[A-Za-z0-9_-]{1,128}/)?agent-[A-Za-z0-9_-]{1,128}\.jsonl")
+"""The one item of an agent entry, below its project dir."""
 
 
 def _belongs(name: str, session: str) -> bool:
@@ -385,25 +397,53 @@ def trash_session(root: Path, main: Path, *, reason: str = "rm", now: float | No
         if not main.is_file() or main.is_symlink():
             raise not_found(f"no transcript of session {sid} at {main}")
         items = session_items(root, main)
-        name = f"{_stamp(now)}-{sid}"
-        entry_dir = trash_root(root) / name
-        os.mkdir(entry_dir, DIR_MODE)
-        entry = TrashEntry(name=name, session=sid, project=shown(main.parent.name), trashedAt=iso(now), reason=reason,
-                           bytes=sum(i.bytes for i in items), items=items, files=sum(i.files for i in items),
-                           state="trashing")
-        write_manifest(entry_dir, entry)
-        fsync_dir(entry_dir.parent)
-        dest_parent = entry_dir / "files" / main.parent.relative_to(root)
-        ensure_dir(dest_parent)
         locked = [main, *_jsonl_files(main.parent / sid)[:MAX_LOCKED - 1]]
-        with _writers_locked(locked):
-            for item in items:
-                rename_noreplace(root / item.rel, entry_dir / "files" / item.rel)
-        fsync_dir(main.parent)
-        fsync_dir(dest_parent)
-        entry.state = "trashed"
-        write_manifest(entry_dir, entry)
-        return entry
+        return _move_in(root, f"{_stamp(now)}-{sid}", sid, main.parent, items, locked, reason, now)
+
+
+def trash_agent(root: Path, main: Path, agent: str, run: str | None = None, *, reason: str = "rm",
+                now: float | None = None) -> TrashEntry:
+    """Move one agent transcript of the session whose main transcript is
+    ``main`` (which need not exist) into the trash, in an entry of its own; the
+    session and its other files stay."""
+    root = Path(root)
+    sid = main.name[: -len(".jsonl")]
+    main = check_transcript_path(root, main, sid)
+    path = agent_file(main.parent, sid, agent, run)
+    now = time.time() if now is None else now
+    with trash_lock(root):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            raise not_found(f"no transcript of agent {agent} of session {sid}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise bad_request(f"{shown(path)} is not a regular file")
+        name = f"{_stamp(now)}-{sid}{AGENT_MARK}" + (f"{run}{AGENT_MARK}" if run else "") + agent
+        return _move_in(root, name, sid, main.parent, [_item(root, path, "file", st.st_size)], [path], reason, now)
+
+
+def _move_in(root: Path, name: str, sid: str, project: Path, items: list[TrashedItem], locked: list[Path],
+             reason: str, now: float) -> TrashEntry:
+    """Make the entry ``name`` and move ``items`` into it (the caller holds the
+    trash lock): its manifest first, saying ``trashing``, then the moves, each
+    one ``rename``, with the writers' locks of ``locked`` held, then ``trashed``."""
+    entry_dir = trash_root(root) / name
+    os.mkdir(entry_dir, DIR_MODE)
+    entry = TrashEntry(name=name, session=sid, project=shown(project.name), trashedAt=iso(now), reason=reason,
+                       bytes=sum(i.bytes for i in items), items=items, files=sum(i.files for i in items),
+                       state="trashing")
+    write_manifest(entry_dir, entry)
+    fsync_dir(entry_dir.parent)
+    for parent in {(entry_dir / "files" / item.rel).parent for item in items}:
+        ensure_dir(parent)
+    with _writers_locked(locked):
+        for item in items:
+            rename_noreplace(root / item.rel, entry_dir / "files" / item.rel)
+    for parent in {(root / item.rel).parent for item in items} | {(entry_dir / "files" / item.rel).parent for item in items}:
+        fsync_dir(parent)
+    entry.state = "trashed"
+    write_manifest(entry_dir, entry)
+    return entry
 
 
 def entries(root: Path) -> list[TrashEntry]:
@@ -446,7 +486,8 @@ def trashed_ids(root: Path) -> set[str]:
         names = os.listdir(trash_root(Path(root)))
     except FileNotFoundError:
         return set()
-    return {n[-36:] for n in names if not n.startswith(".") and len(n) > 37 and is_session_id(n[-36:])}
+    return {n[-36:] for n in names
+            if not n.startswith(".") and len(n) > 37 and AGENT_MARK not in n and is_session_id(n[-36:])}
 
 
 def restore_session(root: Path, session: str) -> TrashEntry:

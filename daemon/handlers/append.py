@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from msgspec.structs import replace
+
 from sessiond.protocol.transcript.entries import EntryHeader, decode_headers
+from sessiond.protocol.transcript.paths import projects_dir
 from sessiond.protocol.transcript.recording import Cursor, chain_messages
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError
@@ -23,10 +26,13 @@ if TYPE_CHECKING:
 def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
     daemon = conn.daemon
     daemon.refuse_if_stopping()
-    state = daemon.registry.ready(req.session, req.cwd, conn.redispatch, req)
+    state = _session_of(conn, req)
     if state is None:
         return None
     headers = decode_headers(req.entries)
+    if req.exact and req.agent is None and any(h.isSidechain and h.agentId for h in headers):
+        # a copy goes to the file its request names, not to the agent file an entry's agentId would pick
+        headers = [replace(h, agentId=None) if h.agentId else h for h in headers]
     if daemon.registry.when_agents_ready(state, headers, req.agent, req.run, conn.redispatch, req):
         return None
     if daemon.mirror is not None:
@@ -38,8 +44,20 @@ def handle_append(conn: Connection, req: m.Append) -> m.Response | None:
         recent = daemon.tails.recent_for(conn, req, state, headers, req.entries, req.agent, req.run)
         if recent is None:
             return None  # parked until its tails are read
+    if req.exact:
+        state.exact = True
     routed = daemon.registry.accept(state, headers, req.entries, req.agent, req.run, resend=req.resend, recent=recent)
     return _ack(conn, req.id, req.durability, routed, state)
+
+
+def _session_of(conn: Connection, req: m.Append) -> SessionState | None:
+    """The session an Append names: placed by its cwd, or in the project dir
+    it names (``Append.project``); None when the request is parked."""
+    registry = conn.daemon.registry
+    if req.project is None:
+        return registry.ready(req.session, req.cwd, conn.redispatch, req)
+    state = registry.adopt(req.session, projects_dir(conn.daemon.settings.root) / req.project)
+    return None if registry.when_loaded(state, conn.redispatch, req) else state
 
 
 def handle_record(conn: Connection, req: m.Record) -> m.Response | None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiond.protocol import trash
 from sessiond.protocol.transcript import importer
-from sessiond.protocol.transcript.paths import check_session_id, projects_dir
+from sessiond.protocol.transcript.paths import check_id, check_session_id, projects_dir
 from sessiond.protocol.transcript.usage import usage
 from sessiond.protocol.wire import messages as m
 from sessiond.protocol.wire.errors import SessiondError, bad_request, conflict
@@ -52,6 +52,12 @@ def handle_trash(conn: Connection, req: m.Trash) -> None:
     if req.reason not in ("rm", "prune"):
         raise bad_request(f"unknown trash reason {req.reason!r}")
     lifecycle = daemon.lifecycle
+    if req.agent is not None:  # one agent file: the session stays (out of memory for the move, back on its next use)
+        agent, run = check_id("agent", req.agent), None if req.run is None else check_id("run", req.run)
+        lifecycle.operate(sid, lambda: trash.trash_agent(daemon.settings.root, path, agent, run, reason=req.reason),
+                          _answer(conn, req.id, lambda entry: m.TrashChanged(id=req.id, entries=[entry])),
+                          after=None, force=req.force)
+        return
 
     def trashed(entry: TrashEntry) -> m.Response:
         lifecycle.trashed(entry)

@@ -53,4 +53,4 @@ def _submit(conn: Connection, req: m.List) -> None:
 
 def _answer(daemon, req: m.List, live: dict) -> bytes:
     dirs = requested_dirs(daemon.settings.root, req.dirs, req.all)
-    return daemon.pages.frame(req.id, dirs, req.limit, req.offset, live)
+    return daemon.pages.frame(req.id, dirs, req.limit, req.offset, live, req.every)

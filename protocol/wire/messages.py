@@ -66,6 +66,10 @@ Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_AGE_SECONDS)]
 MAX_SINCE_CHARS = 64
 """An ISO-8601 date-time is some 30 characters."""
 
+ProjectName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,255}$")]
+"""A project dir's name: what Claude Code's sanitizing of a cwd leaves (no
+``/``, no ``.``, so never a path out of ``projects/``)."""
+
 EntryBatch = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
 
 
@@ -114,6 +118,17 @@ class Append(_Message):
     lost daemon may have written it). Entries with a uuid are always deduped."""
     lease: bool = False
     """Claim (or keep) the session's lease with this batch; see ``Open.lease``."""
+    exact: bool = False
+    """The batch is a copy of a file its writer keeps elsewhere (the Agent SDK's
+    SessionStore mirror): written at once, never held for the session's first
+    user/assistant message (lazy materialization), and the daemon adds no line
+    of its own to the session from then on (no metadata re-appended at exit, on
+    adopt or before a compaction boundary), so the file is the copy, line for line."""
+    project: ProjectName | None = None
+    """The project dir (a name under ``projects/``, as Claude Code sanitizes a
+    cwd) to place a new session in, instead of ``cwd``'s: the Agent SDK names a
+    session by its project key, which is that name and not a path. A session
+    already open in another project dir is ``bad_request``."""
 
 
 class Record(_Message):
@@ -199,6 +214,10 @@ class List(_Message):
     all: bool = False
     limit: Count | None = None
     offset: Count = 0
+    every: bool = False
+    """Also the sessions a listing hides because they have no user/assistant
+    message yet (metadata only: what an Agent SDK store holds of a session
+    that has only titles or entries of its own types)."""
 
 
 class Flush(_Message):
@@ -239,6 +258,12 @@ class Trash(_Message):
     reason: str = "rm"
     raw_path: PathBytes | None = None
     """``path``'s bytes when they are not UTF-8 (``records.path_text``)."""
+    agent: str | None = None
+    """Only this agent's transcript of the session
+    (``<id>/subagents/[workflows/<run>/]agent-<agent>.jsonl``) goes into the
+    trash, in an entry of its own; the session and its other files stay, and
+    ``path`` (the main transcript) need not exist."""
+    run: str | None = None
 
 
 class Restore(_Message):

@@ -1,0 +1,284 @@
+"""``SessiondSessionStore``: the Claude Agent SDK's ``SessionStore`` on sessiond.
+
+The SDK mirrors every transcript entry Claude Code writes to its store and can
+resume, continue, fork, list, rename, tag and delete sessions from it. This
+adapter makes the daemon that store, so the mirror lands in the same files every
+Claude Code tool reads, with sessiond's dedup, crash safety, watching and search::
+
+    from claude_agent_sdk import ClaudeAgentOptions
+    from sessiond.client.agentsdk import SessiondSessionStore
+    options = ClaudeAgentOptions(session_store=SessiondSessionStore())
+
+How a key maps onto the store (``docs/agent-sdk.md``):
+
+- ``project_key`` is the project dir's name under ``projects/`` (the SDK's
+  default key is Claude Code's sanitized cwd: the very dir Claude Code writes).
+- ``session_id`` is the transcript ``<session_id>.jsonl``. Claude Code's ids are
+  UUIDs and are their file names as they are; any other id (up to 15 characters
+  of ``[A-Za-z0-9_-]``, as the SDK's conformance suite uses) is packed, with a
+  hash of its project, into a UUID of version 8 (``store_file_id``), which the
+  listings unpack: the daemon's sessions are UUIDs, one project dir each.
+- ``subpath`` ``subagents/[workflows/<run>/]agent-<id>`` is that agent file.
+
+Entries travel as JSON lines in ``Append.exact`` batches: written at once (never
+held for a first message), byte for byte, nothing added by the daemon; entries
+with a ``uuid`` are deduplicated (a retried batch is written once), others never.
+``delete`` moves the session into the trash; summaries come from the daemon's
+catalog, which follows every write (the lite info of each file, re-read only
+when the file changed), never from a read of the transcript per listing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import uuid as uuidlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from sessiond.protocol.locations import default_root
+from sessiond.protocol.transcript.paths import check_session_id, is_session_id, projects_dir
+from sessiond.protocol.transcript.regular import open_regular
+from sessiond.protocol.transcript.session_info import SessionInfo
+from sessiond.protocol.wire import messages as m
+from sessiond.protocol.wire.errors import RemoteError
+
+from .async_client import AsyncClient
+
+__all__ = ["SessiondSessionStore", "store_file_id", "store_session_id"]
+
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+_INDEX = {c: i for i, c in enumerate(_ALPHABET)}
+_SHORT_ID = re.compile(r"[A-Za-z0-9_-]{1,15}")
+_TAG = 0b1010  # the payload's last 4 bits: a version-8 UUID made here
+_SUBPATH = re.compile(r"subagents/(?:workflows/(?P<run>[A-Za-z0-9_-]{1,128})/)?agent-(?P<agent>[A-Za-z0-9_-]{1,128})")
+_decode_line = msgspec.json.Decoder().decode
+
+
+def _project_hash(project_key: str) -> int:
+    return int.from_bytes(hashlib.sha256(project_key.encode()).digest()[:3], "big")
+
+
+def store_file_id(project_key: str, session_id: str) -> str:
+    """The daemon's session (and file name) for an SDK session id: the id
+    itself when it is a UUID; else the id (1 to 15 characters of
+    ``[A-Za-z0-9_-]``) and a 24-bit hash of its project packed into the 122
+    free bits of a version-8 UUID, so one short id can live in several projects
+    (the daemon's session ids are UUIDs, each in one project dir). ``ValueError``
+    for any other id."""
+    if is_session_id(session_id):
+        return check_session_id(session_id)
+    if not _SHORT_ID.fullmatch(session_id):
+        raise ValueError(f"sessiond stores a session id that is a UUID or 1 to 15 characters of [A-Za-z0-9_-], "
+                         f"not {session_id[:80]!r}")
+    chars = 0
+    for c in session_id.ljust(15, "A"):
+        chars = chars << 6 | _INDEX[c]
+    payload = ((len(session_id) - 1) << 118 | chars << 28 | _project_hash(project_key) << 4 | _TAG)
+    a, b, c = payload >> 74, (payload >> 62) & 0xFFF, payload & ((1 << 62) - 1)
+    return str(uuidlib.UUID(int=a << 80 | 8 << 76 | b << 64 | 0b10 << 62 | c))
+
+
+def store_session_id(project_key: str, file_id: str) -> str:
+    """The SDK session id of a file of ``project_key`` (``store_file_id``'s inverse)."""
+    value = uuidlib.UUID(file_id).int
+    if value >> 76 & 0xF != 8 or value >> 62 & 0b11 != 0b10:
+        return file_id
+    payload = (value >> 80) << 74 | (value >> 64 & 0xFFF) << 62 | value & ((1 << 62) - 1)
+    if payload & 0xF != _TAG or payload >> 4 & 0xFFFFFF != _project_hash(project_key):
+        return file_id
+    length = (payload >> 118) + 1
+    chars = payload >> 28 & ((1 << 90) - 1)
+    text = "".join(_ALPHABET[chars >> (6 * (14 - i)) & 63] for i in range(15))
+    return text[:length]
+
+
+def _subpath_route(subpath: str | None) -> tuple[str | None, str | None]:
+    """(agent, run) of a key's subpath; (None, None) for the main transcript."""
+    if subpath is None:
+        return None, None
+    found = _SUBPATH.fullmatch(subpath)
+    if found is None:
+        raise ValueError(f"sessiond stores subpaths subagents/[workflows/<run>/]agent-<id>, not {subpath[:200]!r}")
+    return found["agent"], found["run"]
+
+
+def _epoch_ms(iso: str | None) -> int | None:
+    if not iso:
+        return None
+    try:
+        return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _summary_data(info: SessionInfo) -> dict[str, Any]:
+    """The SDK's summary state (``fold_session_summary``'s keys) from the
+    daemon's listing record of the session."""
+    data: dict[str, Any] = {"is_sidechain": False}
+    created = _epoch_ms(info.createdAt)
+    if created is not None:
+        data["created_at"] = created
+    if info.cwd:
+        data["cwd"] = info.cwd
+    if info.firstPrompt:
+        data["first_prompt"] = info.firstPrompt
+        data["first_prompt_locked"] = True
+    for key, value in (("custom_title", info.customTitle), ("ai_title", info.aiTitle),
+                       ("last_prompt", info.lastPrompt), ("summary_hint", info.summary),
+                       ("git_branch", info.gitBranch), ("tag", info.tag)):
+        if value:
+            data[key] = value
+    return data
+
+
+class SessiondSessionStore:
+    """The Agent SDK's ``SessionStore`` (every method, required and optional)
+    on the daemon serving ``root`` at ``socket`` (the defaults: the user's
+    daemon, started on first use unless ``autostart=False``).
+
+    Each call is one connection of an ``AsyncClient``, so a store can be used
+    from any task and any event loop, and a call after a daemon restart simply
+    reaches the new daemon. ``durability``: when an append returns (``written``
+    by default: the SDK's own copy is already on disk)."""
+
+    def __init__(self, socket: Path | str | None = None, root: Path | str | None = None, *,
+                 durability: m.Durability = "written", autostart: bool = True, timeout: float = 30.0) -> None:
+        self.socket = socket
+        self.root = Path(root) if root is not None else None
+        self.durability: m.Durability = durability
+        self.autostart = autostart
+        self.timeout = timeout
+
+    @asynccontextmanager
+    async def _client(self) -> AsyncIterator[AsyncClient]:
+        async with AsyncClient(self.socket, root=self.root, autostart=self.autostart, timeout=self.timeout,
+                               name="sessiond-agentsdk") as client:
+            yield client
+
+    def _projects(self, client: AsyncClient) -> Path:
+        return projects_dir(Path(client.served_root) if client.served_root else self.root or default_root())
+
+    # ------------------------------------------------------------------ required
+
+    async def append(self, key: Any, entries: list[Any]) -> None:
+        """Mirror a batch: the entries in call order, each one JSON line of the
+        key's file; a uuid already in the file is not written again."""
+        if not entries:
+            return
+        project = key["project_key"]
+        fid = store_file_id(project, key["session_id"])
+        agent, run = _subpath_route(key.get("subpath"))
+        async with self._client() as client:
+            await client.append(fid, "/", entries, durability=self.durability, agent=agent, run=run,
+                                exact=True, project=project)
+
+    async def load(self, key: Any) -> list[Any] | None:
+        """Every entry of the key's file, in order; None when it has none."""
+        project = key["project_key"]
+        try:
+            fid = store_file_id(project, key["session_id"])
+            agent, run = _subpath_route(key.get("subpath"))
+        except ValueError:
+            return None  # a key append refuses was never written
+        async with self._client() as client:
+            await client.flush(fid)  # whatever another client had queued for it is in the file
+            base = self._projects(client) / project
+        path = base / f"{fid}.jsonl"
+        if agent is not None:
+            sub = base / fid / "subagents"
+            path = (sub / "workflows" / run if run else sub) / f"agent-{agent}.jsonl"
+        data = await anyio.to_thread.run_sync(_read, path)
+        if not data:
+            return None
+        return [_decode_line(line) for line in data.splitlines() if line.strip()]
+
+    # ------------------------------------------------------------------ optional
+
+    async def list_sessions(self, project_key: str) -> list[dict[str, Any]]:
+        """The project's sessions with their mtime (epoch ms), subagents aside."""
+        return [{"session_id": s["session_id"], "mtime": s["mtime"]} for s in await self.list_session_summaries(project_key)]
+
+    async def list_session_summaries(self, project_key: str) -> list[dict[str, Any]]:
+        """Every session of the project with its summary, from the daemon's
+        catalog (one ``List``, kept up to date by the daemon as files are
+        written; no transcript is read for it here)."""
+        _check_project(project_key)
+        async with self._client() as client:
+            d = self._projects(client) / project_key
+            if not await anyio.to_thread.run_sync(d.is_dir):
+                return []
+            listed = await client.call(m.List(id=client.next_id(), dirs=[str(d)], every=True))
+        assert isinstance(listed, m.Listed)
+        out = []
+        for info in listed.sessions:
+            mtime = _epoch_ms(info.modifiedAt)
+            if mtime is None or not math.isfinite(mtime):
+                continue
+            out.append({"session_id": store_session_id(project_key, info.sessionId), "mtime": mtime,
+                        "data": _summary_data(info)})
+        return out
+
+    async def delete(self, key: Any) -> None:
+        """Move the session (its main transcript and every agent file) into the
+        trash; nothing is unlinked, and ``sessiond restore`` brings it back."""
+        project = key["project_key"]
+        fid = store_file_id(project, key["session_id"])
+        agent, run = _subpath_route(key.get("subpath"))
+        async with self._client() as client:
+            main = self._projects(client) / project / f"{fid}.jsonl"
+            try:
+                await client.call(m.Trash(id=client.next_id(), session=fid, path=str(main), force=True,
+                                          agent=agent, run=run))
+            except RemoteError as exc:
+                if exc.code != "not_found":  # never written, or already deleted
+                    raise
+
+    async def list_subkeys(self, key: Any) -> list[str]:
+        """The subpaths of the session's agent files."""
+        project = key["project_key"]
+        fid = store_file_id(project, key["session_id"])
+        async with self._client() as client:
+            await client.flush(fid)
+            sub = self._projects(client) / project / fid / "subagents"
+        return await anyio.to_thread.run_sync(_subkeys, sub)
+
+
+def _check_project(project_key: str) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,255}", project_key):
+        raise ValueError(f"a project key is a project dir's name ([A-Za-z0-9_-]{{1,255}}), not {project_key[:200]!r}")
+
+
+def _read(path: Path) -> bytes:
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _subkeys(sub: Path) -> list[str]:
+    out: list[str] = []
+    for base, prefix in [(sub, "subagents/")] + [(d, f"subagents/workflows/{d.name}/") for d in _dirs(sub / "workflows")]:
+        try:
+            names = os.listdir(base)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        out += [prefix + n[:-6] for n in sorted(names) if n.startswith("agent-") and n.endswith(".jsonl")]
+    return out
+
+
+def _dirs(d: Path) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
