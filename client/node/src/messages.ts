@@ -202,4 +202,10 @@ export interface WriteOptions {
   run?: string;
   /** Claim (or keep) the session's lease with this batch. */
   lease?: boolean;
+  /** Append only: the batch is a copy of a file its writer keeps elsewhere (a
+   * SessionStore mirror): written at once, never held for a first message, and
+   * the daemon adds no line of its own to the session. */
+  exact?: boolean;
+  /** Append only: the project dir (a name under `projects/`) of a new session, instead of `cwd`'s. */
+  project?: string;
 }

@@ -1,0 +1,43 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { after, describe, it } from "node:test";
+
+import type { SessionStore } from "@anthropic-ai/claude-agent-sdk";
+
+import { SessiondSessionStore, storeFileId, storeSessionId } from "../src/index.js";
+import { runSessionStoreConformance } from "./conformance.js";
+import { Daemon, PYTHON } from "./daemon.js";
+
+describe("SessiondSessionStore", () => {
+  const daemons: Daemon[] = [];
+  const stores: SessiondSessionStore[] = [];
+  after(async () => {
+    await Promise.all(stores.map((s) => s.close()));
+    await Promise.all(daemons.map((d) => d.dispose()));
+  });
+
+  it("passes the SDK's 14 SessionStore contracts, a fresh daemon for each", async () => {
+    const ran = await runSessionStoreConformance(async () => {
+      const d = await new Daemon().start();
+      daemons.push(d);
+      const store: SessionStore = new SessiondSessionStore({ socket: d.socket, root: d.root });
+      stores.push(store as SessiondSessionStore);
+      return store;
+    });
+    assert.equal(ran, 14);
+  });
+
+  it("names files as the Python adapter does", () => {
+    const cases: [string, string][] = [["proj", "sess"], ["proj", "a"], ["-home-u-x", "ABCdef_-0123456"],
+      ["p", "3F2504E0-4F89-41D3-9A0C-0305E82C3301"]];
+    const script = "import json,sys\nfrom sessiond.client.agentsdk import store_file_id\n" +
+      "print(json.dumps([store_file_id(p, s) for p, s in json.loads(sys.argv[1])]))";
+    const out = spawnSync(PYTHON, ["-c", script, JSON.stringify(cases)], { encoding: "utf-8", timeout: 30_000 });
+    assert.equal(out.status, 0, out.stderr);
+    const python = JSON.parse(out.stdout) as string[];
+    assert.deepStrictEqual(cases.map(([p, s]) => storeFileId(p, s)), python);
+    for (const [p, s] of cases.slice(0, 3)) assert.equal(storeSessionId(p, storeFileId(p, s)), s);
+    // A short id's file in another project is another session.
+    assert.notEqual(storeSessionId("other", storeFileId("proj", "sess")), "sess");
+  });
+});
