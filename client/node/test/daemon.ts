@@ -6,7 +6,6 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
-import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -34,7 +33,8 @@ export class Daemon {
   readonly log: string;
   proc: ChildProcess | null = null;
 
-  constructor() {
+  /** `config`: TOML for the daemon's config file (SESSIOND_CONFIG). */
+  constructor(private readonly config?: string) {
     // Unix socket paths must stay under ~104 bytes: a short dir under /tmp.
     this.base = fs.mkdtempSync(path.join("/tmp", "sdn-"));
     fs.chmodSync(this.base, 0o700);
@@ -44,11 +44,14 @@ export class Daemon {
   }
 
   get env(): NodeJS.ProcessEnv {
-    return { ...process.env, SESSIOND_ROOT: this.root, SESSIOND_SOCKET: this.socket };
+    const env: NodeJS.ProcessEnv = { ...process.env, SESSIOND_ROOT: this.root, SESSIOND_SOCKET: this.socket };
+    if (this.config !== undefined) env.SESSIOND_CONFIG = path.join(this.base, "config.toml");
+    return env;
   }
 
   async start(timeoutMs = 20_000): Promise<this> {
     fs.mkdirSync(path.dirname(this.socket), { recursive: true, mode: 0o700 });
+    if (this.config !== undefined) fs.writeFileSync(path.join(this.base, "config.toml"), this.config);
     const log = fs.openSync(this.log, "a");
     this.proc = spawn(PYTHON, ["-m", "sessiond.client.cli", "serve", "--log-level", "debug"], {
       env: this.env, stdio: ["ignore", log, log],
@@ -75,12 +78,18 @@ export class Daemon {
     });
   }
 
+  /** Send `signal` to the daemon (SIGSTOP/SIGCONT to freeze it). */
+  signal(signal: NodeJS.Signals): void {
+    this.proc?.kill(signal);
+  }
+
   async kill(): Promise<void> {
     this.proc?.kill("SIGKILL");
     await this.waitExit();
   }
 
   async stop(): Promise<void> {
+    this.proc?.kill("SIGCONT");
     this.proc?.kill("SIGTERM");
     await this.waitExit();
   }
@@ -99,4 +108,3 @@ export class Daemon {
   }
 }
 
-export const tmpdir = os.tmpdir;
