@@ -197,6 +197,28 @@ export class Client {
     if (sock) await new Promise<void>((resolve) => sock.end(resolve));
   }
 
+  /** Connected, for a request: once this client has had a daemon, one that
+   * went away (restarting) is waited for, with backoff, up to `reconnectTimeout`. */
+  private async connected(): Promise<void> {
+    if (this.sock !== null) return;
+    if (this.welcome === null) {
+      await this.connect();
+      return;
+    }
+    const deadline = Date.now() + this.reconnectTimeout;
+    let delay = 50;
+    for (;;) {
+      try {
+        await this.connect();
+        return;
+      } catch (err) {
+        if (this.closed || !(err instanceof DaemonUnavailable) || Date.now() + delay > deadline) throw err;
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 1000);
+      }
+    }
+  }
+
   private async dialAndGreet(): Promise<void> {
     const sock = await this.dial();
     const frames = new FrameBuffer(DEFAULT_MAX_FRAME);
@@ -413,9 +435,9 @@ export class Client {
   /** Send one request (the client adds its id) and wait for its answer. */
   private async request(message: Record<string, unknown>, id?: number, extra: Partial<Pending> = {}): Promise<Response> {
     if (id === undefined) {
-      await this.connect();
+      await this.connected();
       await this.acquire();
-      if (this.sock === null) await this.connect();
+      await this.connected();
       id = this.nextId++;
     }
     const seq = extra.batch?.seq ?? ++this.seq;
@@ -505,7 +527,7 @@ export class Client {
   }
 
   private async writeAll(op: "Append" | "Record", key: string, fields: Record<string, unknown>, entries: Entry[]): Promise<Appended> {
-    await this.connect();
+    await this.connected();
     const lines = entries.map(entryBytes);
     const durability = (fields.durability as Durability | undefined) ?? "queued";
     const parts = this.split(op, fields, lines);

@@ -249,4 +249,23 @@ describe("a daemon restart", () => {
       await client.close();
     }
   });
+
+  it("waits for a restarting daemon rather than failing a call made while it is down", async () => {
+    const client = new Client({ socket: daemon.socket, reconnectTimeout: 20_000 });
+    try {
+      await client.connect();
+      await daemon.kill();
+      const sid = randomUUID();
+      const line = user("sent while no daemon runs");
+      const answer = client.append(sid, CWD, [line], { durability: "written" });
+      const status = client.status();
+      await new Promise((r) => setTimeout(r, 300));
+      await daemon.start();
+      assert.equal((await answer).accepted, 1);
+      assert.equal((await status).op, "StatusResult");
+      assert.deepStrictEqual(lines(fileOf(daemon, sid)), [line]);
+    } finally {
+      await client.close();
+    }
+  });
 });
