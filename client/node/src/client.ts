@@ -264,6 +264,7 @@ export class Client {
       throw new WrongRoot(`the daemon on ${this.socketPath} serves ${welcome.root}, not ${this.root}; nothing sent to it`);
     }
     this.welcome = welcome;
+    this.holdOpen();
     this.maxFrameBytes = welcome.max_frame_bytes || DEFAULT_MAX_FRAME;
     frames.maxFrame = Math.max(this.maxFrameBytes, DEFAULT_MAX_FRAME);
   }
@@ -410,6 +411,14 @@ export class Client {
     this.pending.delete(id);
     clearTimeout(p.timer);
     this.release();
+    this.holdOpen();
+  }
+
+  /** The connection keeps the process alive only while something is owed on it:
+   * a program that is done exits without closing its store. */
+  private holdOpen(): void {
+    if (this.pending.size) this.sock?.ref();
+    else this.sock?.unref();
   }
 
   // -------------------------------------------------------------------- requests
@@ -453,6 +462,7 @@ export class Client {
         }, this.timeout);
       }
       this.pending.set(id!, p);
+      this.holdOpen();
       try {
         this.send({ ...message, id });
       } catch (err) {

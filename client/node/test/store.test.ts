@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import * as path from "node:path";
 import { after, describe, it } from "node:test";
 
 import type { SessionStore } from "@anthropic-ai/claude-agent-sdk";
 
 import { SessiondSessionStore, storeFileId, storeSessionId } from "../src/index.js";
 import { runSessionStoreConformance } from "./conformance.js";
-import { Daemon, PYTHON } from "./daemon.js";
+import { Daemon, PACKAGE_DIR, PYTHON } from "./daemon.js";
 
 describe("SessiondSessionStore", () => {
   const daemons: Daemon[] = [];
@@ -25,6 +26,20 @@ describe("SessiondSessionStore", () => {
       return store;
     });
     assert.equal(ran, 14);
+  });
+
+  it("lets a program that is done exit without closing the store", async () => {
+    const d = await new Daemon().start();
+    daemons.push(d);
+    const script = `
+      import { SessiondSessionStore } from ${JSON.stringify(path.join(PACKAGE_DIR, "dist", "src", "index.js"))};
+      const store = new SessiondSessionStore();
+      await store.append({ projectKey: "p", sessionId: "s" }, [{ type: "x", uuid: "u" }]);
+      console.log(JSON.stringify(await store.load({ projectKey: "p", sessionId: "s" })));`;
+    const out = spawnSync(process.execPath, ["--input-type=module", "-e", script], { env: d.env, encoding: "utf-8", timeout: 20_000 });
+    assert.equal(out.error, undefined); // not killed by the timeout: it exited by itself
+    assert.equal(out.status, 0, out.stderr);
+    assert.deepStrictEqual(JSON.parse(out.stdout), [{ type: "x", uuid: "u" }]);
   });
 
   it("names files as the Python adapter does", () => {
