@@ -154,6 +154,7 @@ export class Client {
 
   private sock: net.Socket | null = null;
   private connecting: Promise<void> | null = null;
+  private reconnecting: Promise<void> | null = null;
   private closed = false;
   private nextId = 1;
   private seq = 0;
@@ -198,13 +199,20 @@ export class Client {
   }
 
   /** Connected, for a request: once this client has had a daemon, one that
-   * went away (restarting) is waited for, with backoff, up to `reconnectTimeout`. */
-  private async connected(): Promise<void> {
-    if (this.sock !== null) return;
-    if (this.welcome === null) {
-      await this.connect();
-      return;
-    }
+   * went away (restarting) is waited for, with backoff, up to `reconnectTimeout`.
+   * Every waiter shares one wait and resumes in the order it came (a promise's
+   * reactions run in order), after the resend of what was owed: writes made
+   * while the daemon was away keep their call order. */
+  private connected(): Promise<unknown> {
+    if (this.sock !== null) return Promise.resolve();
+    if (this.welcome === null) return this.connect();
+    this.reconnecting ??= this.retryConnect().finally(() => {
+      this.reconnecting = null;
+    });
+    return this.reconnecting;
+  }
+
+  private async retryConnect(): Promise<void> {
     const deadline = Date.now() + this.reconnectTimeout;
     let delay = 50;
     for (;;) {
@@ -308,7 +316,7 @@ export class Client {
     const err = why instanceof DaemonUnavailable ? why : new DaemonUnavailable(`lost the daemon: ${why.message}`);
     const owed = this.failAll(err, false);
     if (this.closed || (owed.length === 0 && this.unconfirmed.length === 0)) return;
-    void this.recover(owed, err);
+    void this.recover(owed);
   }
 
   /** Fail every request in flight but the writes (returned, for resending),
@@ -329,27 +337,18 @@ export class Client {
     return owed;
   }
 
-  private async recover(owed: Pending[], why: Error): Promise<void> {
-    const deadline = Date.now() + this.reconnectTimeout;
-    let delay = 50;
-    for (;;) {
-      try {
-        await this.connect();
-        break;
-      } catch (err) {
-        if (this.closed || err instanceof WrongRoot || err instanceof VersionMismatch || Date.now() + delay > deadline) {
-          for (const p of owed) {
-            clearTimeout(p.timer);
-            this.release();
-            p.reject(err instanceof SessiondError ? err : why);
-          }
-          this.unconfirmed = [];
-          this.unconfirmedBytes.clear();
-          return;
-        }
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, 1000);
+  private async recover(owed: Pending[]): Promise<void> {
+    try {
+      await this.connected();
+    } catch (err) {
+      for (const p of owed) {
+        clearTimeout(p.timer);
+        this.release();
+        p.reject(err as Error);
       }
+      this.unconfirmed = [];
+      this.unconfirmedBytes.clear();
+      return;
     }
     // Everything not known written, in its first order: the acknowledged ones
     // answer nobody (their promises are settled), the owed ones their callers.
@@ -372,6 +371,7 @@ export class Client {
         p.reject(err as Error);
       }
     }
+    this.holdOpen();
   }
 
   private dispatch(resp: Response): void {

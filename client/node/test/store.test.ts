@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import * as path from "node:path";
 import { after, describe, it } from "node:test";
 
 import type { SessionStore } from "@anthropic-ai/claude-agent-sdk";
 
-import { SessiondSessionStore, storeFileId, storeSessionId } from "../src/index.js";
+import { SessiondSessionStore, storeFileId, storeSessionId, type SessionKey, type SessionStoreEntry } from "../src/index.js";
 import { runSessionStoreConformance } from "./conformance.js";
 import { Daemon, PACKAGE_DIR, PYTHON } from "./daemon.js";
 
@@ -26,6 +27,36 @@ describe("SessiondSessionStore", () => {
       return store;
     });
     assert.equal(ran, 14);
+  });
+
+  it("keeps every entry exactly once, in call order, across a SIGKILL and restart of the daemon", async () => {
+    const d = await new Daemon().start();
+    daemons.push(d);
+    const store = new SessiondSessionStore({ socket: d.socket, root: d.root, reconnectTimeout: 20_000 });
+    stores.push(store);
+    const project = "-work-agents";
+    const keys = [0, 1, 2].map((i): SessionKey => ({ projectKey: project, sessionId: randomUUID() }));
+    keys.push({ ...keys[0], subpath: "subagents/agent-a1" });
+    const sent = new Map<SessionKey, SessionStoreEntry[]>(keys.map((k) => [k, []]));
+    let batches = 0;
+    // Each key's batches in order, as the SDK sends them (the next after the last
+    // resolved); the keys at once, on the store's one connection.
+    const producers = keys.map(async (key, k) => {
+      for (let b = 0; b < 40; b++) {
+        const batch: SessionStoreEntry[] = [
+          { type: "user", uuid: randomUUID(), message: { role: "user", content: `${k}.${b}` } },
+          { type: "x-mode", n: b, key: k }, // no uuid: never deduplicated, never doubled by a resend
+        ];
+        sent.get(key)!.push(...batch);
+        await store.append(key, batch);
+        batches++;
+      }
+    });
+    while (batches < 30) await new Promise((r) => setTimeout(r, 5));
+    await d.kill();
+    await d.start();
+    await Promise.all(producers);
+    for (const key of keys) assert.deepStrictEqual(await store.load(key), sent.get(key));
   });
 
   it("lets a program that is done exit without closing the store", async () => {
