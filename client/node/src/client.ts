@@ -53,6 +53,9 @@ import type {
 } from "./messages.js";
 
 export const SOCKET_NAME = "sessiond.sock";
+/** Requests made once more after a lost connection: they change nothing (a
+ * Flush after a resend confirms what was resent). */
+const IDEMPOTENT = new Set(["Status", "List", "Search", "Flush", "Usage"]);
 /** The most msgpack adds to an entry's bytes in a request (a bin 32 header). */
 const ENTRY_OVERHEAD = 5;
 /** Above this many bytes acknowledged only `queued`, the client asks for a flush
@@ -475,7 +478,20 @@ export class Client {
   /** Any request, as the wire has it (`op` and its fields; the id is added);
    * resolves to the answer, or rejects with the typed error of an Error frame. */
   call<T extends Response = Response>(message: { op: string; [field: string]: unknown }): Promise<T> {
+    if (IDEMPOTENT.has(message.op)) return this.again(() => this.request(message)) as Promise<T>;
     return this.request(message) as Promise<T>;
+  }
+
+  /** `send()`, made once more when the connection was lost while it was in
+   * flight (the second waits for the daemon to be back): for requests that
+   * change nothing, or nothing twice. */
+  private async again(send: () => Promise<Response>): Promise<Response> {
+    try {
+      return await send();
+    } catch (err) {
+      if (!(err instanceof DaemonUnavailable) || err instanceof DaemonTimeout || this.closed) throw err;
+      return await send();
+    }
   }
 
   // ----------------------------------------------------------------------- writes
@@ -564,14 +580,15 @@ export class Client {
 
   /** Messages to chain: the daemon stamps `parentUuid` on each, after `parent`
    * (else the session's last recorded participant); `last` is the next hint. */
-  record(session: string, cwd: string, messages: Entry[], options: WriteOptions & { parent?: string } = {}): Promise<Appended> {
+  record(session: string, cwd: string, messages: Entry[], options: Omit<WriteOptions, "exact" | "project"> & { parent?: string } = {}): Promise<Appended> {
     return this.writeAll("Record", "messages", { session, cwd, ...options }, messages);
   }
 
   /** Resolves once everything accepted before it (of `session`, or all) is
    * written, and fdatasync'ed when `durable`. */
   flush(session?: string, durable = false): Promise<Flushed> {
-    return this.request({ op: "Flush", session, durable: durable || undefined }, undefined, { flushes: session ?? "" }) as Promise<Flushed>;
+    const message = { op: "Flush", session, durable: durable || undefined };
+    return this.again(() => this.request(message, undefined, { flushes: session ?? "" })) as Promise<Flushed>;
   }
 
   // ------------------------------------------------------------------ the others

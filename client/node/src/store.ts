@@ -28,7 +28,7 @@ import * as fs from "node:fs/promises";
 import * as path from "node:path";
 
 import { Client, defaultRoot, type ClientOptions } from "./client.js";
-import { NotFound } from "./errors.js";
+import { DaemonTimeout, DaemonUnavailable, NotFound } from "./errors.js";
 import type { Durability, Listed, SessionInfo } from "./messages.js";
 
 /** The SDK's key types (structurally the same as `@anthropic-ai/claude-agent-sdk`'s). */
@@ -259,8 +259,13 @@ export class SessiondSessionStore {
     const fid = storeFileId(key.projectKey, key.sessionId);
     const [agent, run] = route(key.subpath);
     const main = path.join(await this.projects(), key.projectKey, `${fid}.jsonl`);
+    const trash = () => this.client.call({ op: "Trash", session: fid, path: main, force: true, agent, run });
     try {
-      await this.client.call({ op: "Trash", session: fid, path: main, force: true, agent, run });
+      await trash().catch((err) => {
+        // lost in flight: once more (the daemon may have trashed it: then not_found)
+        if (err instanceof DaemonUnavailable && !(err instanceof DaemonTimeout)) return trash();
+        throw err;
+      });
     } catch (err) {
       if (!(err instanceof NotFound)) throw err; // never written, or already deleted
     }

@@ -237,10 +237,12 @@ describe("a daemon restart", () => {
       daemon.signal("SIGSTOP");
       const owed = Array.from({ length: 20 }, (_, i) => user(`owed ${i}`));
       const answers = Promise.all(owed.map((line) => client.append(sid, CWD, [line], { durability: "written" })));
+      const listed = client.list({ all: true });
       await new Promise((r) => setTimeout(r, 100));
       await daemon.kill();
       await daemon.start();
       const got = await answers; // answered by the new daemon, after the resend
+      assert.equal((await listed).op, "Listed"); // a read in flight is made again
       assert.equal(got.reduce((n, a) => n + a.accepted + (a.duplicates ?? 0), 0), owed.length);
       await client.flush(sid);
       assert.deepStrictEqual(lines(fileOf(daemon, sid)), [...written, ...queued, ...owed]);
