@@ -56,8 +56,10 @@ export class FrameBuffer {
     this.length += data.length;
     const out: Uint8Array[] = [];
     while (this.length >= HEADER_SIZE) {
-      const head = this.chunks.length === 1 ? this.chunks[0] : this.join();
-      const size = head.readUInt32BE(0);
+      // The chunks are joined only once a whole frame is here: a big frame
+      // arriving in many reads is copied once, not once a read.
+      if (this.chunks[0].length < HEADER_SIZE) this.join();
+      const size = this.chunks[0].readUInt32BE(0);
       if (size > this.maxFrame) {
         throw new FrameTooLarge(`frame of ${size} bytes exceeds the ${this.maxFrame}-byte cap`);
       }

@@ -76,6 +76,15 @@ describe("errors", () => {
     const [body] = ok.feed(frame.subarray(3));
     assert.deepStrictEqual(Buffer.from(body), frame.subarray(4));
     assert.equal(ok.pending, 0);
+    // a big frame in many small reads, then two frames in one read
+    const big = Buffer.from(encodeFrame({ op: "Done", id: 8, pad: "z".repeat(100_000) }));
+    const many = new FrameBuffer();
+    const out = [];
+    for (let i = 0; i < big.length; i += 1000) out.push(...many.feed(big.subarray(i, i + 1000)));
+    assert.equal(out.length, 1);
+    assert.deepStrictEqual(Buffer.from(out[0]), big.subarray(4));
+    assert.equal(many.feed(Buffer.concat([frame, frame])).length, 2);
+    assert.equal(many.pending, 0);
   });
 });
 
