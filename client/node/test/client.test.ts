@@ -40,7 +40,7 @@ function lines(file: string): string[] {
   return fs.readFileSync(file, "utf-8").split("\n").filter((l) => l);
 }
 
-describe("errors", () => {
+describe("errors", { timeout: 60_000 }, () => {
   it("has one class per wire code of the daemon's protocol/wire/errors.py", () => {
     const script = "import json\n" +
       "try:\n    from sessiond.protocol.wire.errors import CODES\n" +
@@ -88,7 +88,7 @@ describe("errors", () => {
   });
 });
 
-describe("the wire client against a real daemon", () => {
+describe("the wire client against a real daemon", { timeout: 60_000 }, () => {
   let daemon: Daemon;
   let client: Client;
   before(async () => {
@@ -198,7 +198,7 @@ describe("the wire client against a real daemon", () => {
   });
 });
 
-describe("the frame cap", () => {
+describe("the frame cap", { timeout: 60_000 }, () => {
   let daemon: Daemon;
   let client: Client;
   before(async () => {
@@ -223,7 +223,7 @@ describe("the frame cap", () => {
   });
 });
 
-describe("a daemon restart", () => {
+describe("a daemon restart", { timeout: 60_000 }, () => {
   let daemon: Daemon;
   before(async () => {
     daemon = await new Daemon().start();

@@ -10,7 +10,7 @@ import { SessiondSessionStore, storeFileId, storeSessionId, type SessionKey, typ
 import { runSessionStoreConformance } from "./conformance.js";
 import { Daemon, PACKAGE_DIR, PYTHON } from "./daemon.js";
 
-describe("SessiondSessionStore", () => {
+describe("SessiondSessionStore", { timeout: 60_000 }, () => {
   const daemons: Daemon[] = [];
   const stores: SessiondSessionStore[] = [];
   after(async () => {
