@@ -110,6 +110,10 @@ interface Batch {
 }
 
 interface Pending {
+  /** The id it was (last) sent with. */
+  id: number;
+  /** The request's op, for messages. */
+  op: string;
   seq: number;
   resolve: (resp: Response) => void;
   reject: (err: Error) => void;
@@ -364,8 +368,9 @@ export class Client {
     // All sent now, in one go, before any new request: the daemon sees them in order.
     for (const { batch, owner } of again) {
       const id = this.nextId++;
-      const p: Pending = owner ?? { seq: batch.seq, batch, resolve: () => {}, reject: () => {} };
-      p.timer?.refresh();
+      const p: Pending = owner ?? { id, op: batch.op, seq: batch.seq, batch, resolve: () => {}, reject: () => {} };
+      p.id = id;
+      this.arm(p);
       this.pending.set(id, p);
       try {
         this.send({ op: batch.op, ...batch.fields, id, resend: true });
@@ -444,6 +449,22 @@ export class Client {
     if (next) next();
   }
 
+  /** Start (or restart) `p`'s wait for its answer: past `timeout` it fails
+   * with DaemonTimeout. A write that timed out may still land: it is kept for
+   * a resend. A write owed across a reconnect is not failed by it (it is not
+   * in flight then; the reconnect's own deadline governs it). */
+  private arm(p: Pending): void {
+    clearTimeout(p.timer);
+    p.timer = setTimeout(() => {
+      if (this.pending.get(p.id) !== p) return;
+      this.finish(p.id, p);
+      if (p.batch) this.keep(p.batch);
+      const err = new DaemonTimeout(`the daemon did not answer a ${p.op} within ${this.timeout} ms`);
+      p.subscription?.fail(err);
+      p.reject(err);
+    }, this.timeout);
+  }
+
   /** Send one request (the client adds its id) and wait for its answer. */
   private async request(message: Record<string, unknown>, id?: number, extra: Partial<Pending> = {}): Promise<Response> {
     if (id === undefined) {
@@ -454,16 +475,8 @@ export class Client {
     }
     const seq = extra.batch?.seq ?? ++this.seq;
     return new Promise<Response>((resolve, reject) => {
-      const p: Pending = { seq, resolve, reject, ...extra };
-      if (!extra.subscription) {
-        p.timer = setTimeout(() => {
-          if (this.pending.get(id!) !== p) return;
-          this.finish(id!, p);
-          // An append that timed out may still land: keep it for a resend.
-          if (p.batch) this.keep(p.batch);
-          reject(new DaemonTimeout(`the daemon did not answer a ${String(message.op)} within ${this.timeout} ms`));
-        }, this.timeout);
-      }
+      const p: Pending = { id: id!, op: String(message.op), seq, resolve, reject, ...extra };
+      this.arm(p);
       this.pending.set(id!, p);
       this.holdOpen();
       try {
