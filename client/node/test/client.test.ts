@@ -186,6 +186,7 @@ describe("the wire client against a real daemon", { timeout: 60_000 }, () => {
     daemon.signal("SIGSTOP");
     try {
       await assert.rejects(impatient.status(), DaemonTimeout);
+      await assert.rejects(impatient.subscribe(randomUUID(), { cwd: CWD }), DaemonTimeout);
     } finally {
       daemon.signal("SIGCONT");
       await impatient.close();
