@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run lint test bench crash install install-cli clean
+.PHONY: run lint test bench crash install install-cli clean node
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,11 +34,24 @@ lint: $(STAMP)
 	$(BIN)/ruff check --quiet .
 	$(BIN)/mypy -p sessiond
 
+## The TypeScript client (client/node): its npm dependencies as package-lock.json
+## pins them (installed again only when the lock changes), then tsc. Optional
+## dependencies are left out: the Agent SDK's bundled Claude Code binary (some
+## 400 MB) is not needed to type-check the store or run the store's contracts.
+NODE_DIR   = client/node
+NODE_STAMP = $(NODE_DIR)/node_modules/.installed
+$(NODE_STAMP): $(NODE_DIR)/package-lock.json $(NODE_DIR)/package.json
+	cd $(NODE_DIR) && npm ci --omit=optional --no-audit --no-fund
+	touch $@
+
+node: $(NODE_STAMP)
+	cd $(NODE_DIR) && npm run --silent build
+
 ## The test suite (what CI runs), in TEST_JOBS pytest-xdist workers: most of a
 ## test is waiting on other processes (daemons, CLI runs), so more workers than
 ## cores keeps both cores busy. TEST_JOBS=0 runs it in this one process.
 TEST_JOBS ?= 4
-test: lint
+test: lint node
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 ## Benchmarks: the figures in docs/benchmarks.md (not tests; takes a while). Installs
@@ -65,4 +78,4 @@ crash: $(STAMP)
 	$(BIN)/python bench/crash_soak.py
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info $(NODE_DIR)/node_modules $(NODE_DIR)/dist
