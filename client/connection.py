@@ -14,7 +14,6 @@ the handshake, timeouts, the errors raised) is the same code for both.
 from __future__ import annotations
 
 import _socket  # the C socket type itself: ``socket.py`` only wraps it in enums and
-import itertools
 import os
 
 # ``makefile``, and building those enums was 5 ms of a 60 ms ``sessiond status``
@@ -36,16 +35,21 @@ from sessiond.protocol.wire.errors import (
     VersionMismatch,
     WrongRoot,
 )
-from sessiond.protocol.wire.frames import DEFAULT_MAX_FRAME, FrameBuffer
+from sessiond.protocol.wire.frames import DEFAULT_MAX_FRAME
+
+from .core import Call, Channel, Sleep
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the lite path never does)
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-    from typing import Any
+    from collections.abc import Generator, Iterable
+    from typing import Any, TypeVar
 
     from sessiond.protocol.wire import messages as m
 
+    from .core import Connect
     from .session import Session
+
+    T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -132,13 +136,12 @@ class Client(Endpoint):
         """The message classes of the codec (``messages.py``'s Structs, or
         ``lite.py``'s): what a caller builds its requests from."""
         self._sock: _socket.socket | None = None
-        self._frames = FrameBuffer()
+        self.channel = Channel(self.codec)
+        """Ids, frames and answers of the wire (the sans-IO core, ``core.py``)."""
         self.handles: dict[str, int] = {}
         """Open ``Session`` handles per session id. The daemon attaches a session
         to the connection, not to a handle: only the last handle's close may
         send ``Close`` (see ``Session.close``)."""
-        self._ids = itertools.count(1)
-        self._early: dict[int, m.Response] = {}
 
     # ----------------------------------------------------------------- connection
 
@@ -160,10 +163,9 @@ class Client(Endpoint):
         except OSError as exc:
             raise DaemonUnavailable(f"cannot reach the daemon on {self.socket_path}: {exc}") from None
         self._sock = sock
-        self._frames = FrameBuffer()
-        m = self.messages
-        welcome = self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
-        assert isinstance(welcome, m.Welcome)
+        self.channel.opened()
+        welcome = self.call(self.channel.hello(self.name, os.getpid()))
+        assert isinstance(welcome, self.messages.Welcome)
         try:
             self.welcomed(welcome)
         except WrongRoot:
@@ -205,30 +207,33 @@ class Client(Endpoint):
     # ------------------------------------------------------------------- messages
 
     def next_id(self) -> int:
-        return next(self._ids)
+        return self.channel.next_id()
 
     def send(self, req: m.Request) -> None:
         if self._sock is None:
             self.connect()
         try:
-            self._sock.sendall(self.codec.encode(req))  # type: ignore[union-attr]  # connected: callers connect first
+            self._sock.sendall(self.channel.encode(req))  # type: ignore[union-attr]  # connected: callers connect first
         except OSError as exc:
             self.close()
             raise DaemonUnavailable(f"lost the daemon while sending: {exc}") from None
 
     def receive(self, rid: int) -> m.Response:
-        """The response to request ``rid`` (answers to others are kept for later)."""
-        early = self._early
-        decode, error = self.codec.decode_response, self.messages.Error
-        while rid not in early:
-            for body in self._read_bodies():
-                resp = decode(body)
-                if resp.id == 0 and isinstance(resp, error):
-                    return resp  # a connection-level refusal answers everything
-                early[resp.id] = resp
-        return early.pop(rid)
+        """The response to request ``rid`` (answers to others are kept for later;
+        a connection-level refusal answers everything)."""
+        channel = self.channel
+        while (resp := channel.answer(rid)) is None:
+            data = self.receive_data()
+            try:
+                channel.feed(data)
+            except ProtocolError:
+                self.close()
+                raise
+        return resp
 
-    def _read_bodies(self) -> list[bytes | memoryview]:
+    def receive_data(self) -> bytes:
+        """The next bytes from the daemon (``DaemonUnavailable``, the socket
+        closed, when there are none within the timeout or it went away)."""
         assert self._sock is not None
         try:
             data = self._sock.recv(1 << 20)
@@ -241,15 +246,33 @@ class Client(Endpoint):
         if not data:
             self.close()
             raise DaemonUnavailable("the daemon closed the connection")
-        try:
-            return self._frames.feed(data)
-        except ProtocolError:
-            self.close()
-            raise
+        return data
 
     def call(self, req: m.Request) -> m.Response:
         self.send(req)
         return raise_for(self.receive(req.id), self.codec)
+
+    def drive(self, steps: Generator[Connect | Call | Sleep, Any, T]) -> T:
+        """Run one of the core's state machines (``core.deliver``) on this
+        socket: connect, call and sleep as it says, and throw what failed back
+        in for it to decide (retry, give up, or raise)."""
+        answer: Any = None
+        failed: Exception | None = None
+        while True:
+            try:
+                op = steps.send(answer) if failed is None else steps.throw(failed)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]  # the generator's return value
+            answer = failed = None
+            try:
+                if isinstance(op, Call):
+                    answer = self.call(op.request)
+                elif isinstance(op, Sleep):
+                    time.sleep(op.seconds)
+                elif self._sock is None:
+                    self.connect()
+            except Exception as exc:  # noqa: BLE001 (thrown into the state machine, which re-raises what it does not handle)
+                failed = exc
 
     def pipeline(self, reqs: Iterable[m.Request], window: int = 32) -> list[m.Response]:
         """Send requests keeping up to ``window`` in flight; answers in order.
