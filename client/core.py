@@ -34,7 +34,15 @@ from __future__ import annotations
 
 import time
 
-from sessiond.protocol.wire.errors import DaemonUnavailable, LeaseLost, SessionBusy, UnsafeSocketDir
+from sessiond.protocol.wire.errors import (
+    BUSY,
+    IO_ERROR,
+    SHUTTING_DOWN,
+    DaemonUnavailable,
+    LeaseLost,
+    RemoteError,
+    UnsafeSocketDir,
+)
 from sessiond.protocol.wire.frames import FrameBuffer
 
 from .batching import request_overhead, split
@@ -51,6 +59,11 @@ if TYPE_CHECKING:
 MAX_UNCONFIRMED_BYTES = 16 * 1024 * 1024
 """Above this many bytes acknowledged only as ``queued``, an outbox asks for a
 flush, which confirms them: what a session keeps for resending stays bounded."""
+
+NOT_NOW = frozenset({SHUTTING_DOWN, BUSY})
+"""Error codes that refuse a request for now only (the daemon is stopping, or
+a bound is full and it closes the connection): retried as when the daemon is
+away, on a new connection."""
 
 FIRST_DELAY = 0.05
 MAX_DELAY = 1.0
@@ -263,13 +276,20 @@ class Outbox:
         else:
             self.confirm_all()
 
-    def refused(self, exc: SessionBusy) -> None:
-        """The head batch was refused for the lease: it is never to be written
-        (not resent, not by the fallback). After a take-over, what was
+    def refused(self, exc: RemoteError) -> None:
+        """The daemon answered the head batch with an error (raised to the
+        caller). ``io_error``: it holds the entries queued and retries the write
+        itself, so the batch is kept as if acknowledged ``queued`` (resent only
+        if that daemon is lost). Any other refusal (a lease held by another
+        client, a bad request): the batch is never to be written, not resent,
+        not by the fallback. After a take-over (``LeaseLost``), what was
         acknowledged before it is in the file already (the take-over wrote it)."""
-        self.unsent.pop(0)
+        batch = self.unsent.pop(0)
         self.resends = max(0, self.resends - 1)
-        if isinstance(exc, LeaseLost):
+        if exc.code == IO_ERROR:
+            self.unconfirmed.append(batch)
+            self.unconfirmed_bytes += batch.size
+        elif isinstance(exc, LeaseLost):
             self.lease_lost = exc
             self.confirm_all()
 
@@ -362,8 +382,8 @@ def deliver(outbox: Outbox, channel: Channel, backoff: Backoff,
     with ``backoff`` while the daemon is away. Returns the acks of the batches
     it delivered and the answer to ``then``.
 
-    A batch refused for the lease (``SessionBusy``) is dropped and the error
-    raised; ``UnsafeSocketDir`` is raised at once (waiting does not make the
+    An error answer to a batch is raised after ``Outbox.refused`` (except
+    ``NOT_NOW``: waited out like a lost daemon); ``UnsafeSocketDir`` is raised at once (waiting does not make the
     directory ours); ``DaemonUnavailable`` once ``backoff`` gives up, with
     everything kept in the outbox."""
     acks: list[m.Appended] = []
@@ -375,8 +395,9 @@ def deliver(outbox: Outbox, channel: Channel, backoff: Backoff,
             while (req := outbox.next_request(channel.next_id())) is not None:
                 try:
                     resp = yield Call(req)
-                except SessionBusy as exc:
-                    outbox.refused(exc)
+                except RemoteError as exc:
+                    if exc.code not in NOT_NOW:
+                        outbox.refused(exc)
                     raise
                 outbox.acknowledged(resp)
                 acks.append(resp)
@@ -389,7 +410,9 @@ def deliver(outbox: Outbox, channel: Channel, backoff: Backoff,
             return acks, result
         except UnsafeSocketDir:
             raise
-        except DaemonUnavailable:
+        except (DaemonUnavailable, RemoteError) as exc:
+            if isinstance(exc, RemoteError) and exc.code not in NOT_NOW:
+                raise
             delay = backoff.next()
             if delay is None:
                 raise
