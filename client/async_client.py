@@ -157,8 +157,8 @@ class AsyncClient(Endpoint):
                 data = await stream.receive()
                 for rid in self.channel.feed(data):
                     if rid == 0:  # a refusal of the connection answers everything
-                        for event in self._waiting.values():
-                            event.set()
+                        for waiter in self._waiting.values():
+                            waiter.set()
                     elif (event := self._waiting.get(rid)) is not None:
                         event.set()
         except (*_LOST, ProtocolError) as exc:
@@ -217,7 +217,7 @@ class AsyncClient(Endpoint):
             try:
                 op = steps.send(answer) if failed is None else steps.throw(failed)
             except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]  # the generator's return value
+                return done.value
             answer = failed = None
             try:
                 if isinstance(op, Call):
@@ -304,8 +304,10 @@ class AsyncClient(Endpoint):
                 await self.flush(sid, durable)
             return await self.call(m.Flush(id=self.next_id(), durable=durable))  # type: ignore[return-value]  # the answer to a Flush (an Error raises)
         async with self._session(session) as outbox:
-            return await self._drive(confirming(outbox, self.channel, self._backoff(),  # type: ignore[return-value]  # the answer to a Flush
-                                                lambda rid: m.Flush(id=rid, session=session, durable=durable)))
+            flushed = await self._drive(confirming(outbox, self.channel, self._backoff(),
+                                                   lambda rid: m.Flush(id=rid, session=session, durable=durable)))
+        assert isinstance(flushed, m.Flushed)  # the answer to a Flush (an Error raises)
+        return flushed
 
     async def close_session(self, session: str) -> FallbackResult | None:
         """Detach the session (its exit cleanup runs), once everything sent to it

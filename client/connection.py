@@ -262,7 +262,7 @@ class Client(Endpoint):
             try:
                 op = steps.send(answer) if failed is None else steps.throw(failed)
             except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]  # the generator's return value
+                return done.value
             answer = failed = None
             try:
                 if isinstance(op, Call):

@@ -102,7 +102,7 @@ class Channel:
 
     def hello(self, name: str, pid: int) -> m.Hello:
         msgs = self.codec.messages
-        return msgs.Hello(id=0, protocol_version=msgs.PROTOCOL_VERSION, client=name, pid=pid)  # type: ignore[no-any-return]  # the codec's own Hello
+        return msgs.Hello(id=0, protocol_version=msgs.PROTOCOL_VERSION, client=name, pid=pid)
 
     def encode(self, req: m.Request) -> bytes:
         return self.codec.encode(req)
@@ -234,10 +234,10 @@ class Outbox:
         msgs = self.messages
         resend = resend or batch.resend
         if batch.is_record:
-            return msgs.Record(id=rid, session=self.session, cwd=batch.cwd, messages=batch.lines, parent=batch.parent,  # type: ignore[no-any-return]  # the codec's Record
+            return msgs.Record(id=rid, session=self.session, cwd=batch.cwd, messages=batch.lines, parent=batch.parent,
                                durability=batch.durability, agent=batch.agent, run=batch.run, resend=resend,
                                lease=batch.lease)
-        return msgs.Append(id=rid, session=self.session, cwd=batch.cwd, entries=batch.lines, durability=batch.durability,  # type: ignore[no-any-return]  # the codec's Append
+        return msgs.Append(id=rid, session=self.session, cwd=batch.cwd, entries=batch.lines, durability=batch.durability,
                            agent=batch.agent, run=batch.run, resend=resend, lease=batch.lease)
 
     def on(self, generation: int) -> None:
@@ -310,7 +310,7 @@ class Outbox:
             return None
         if len(results) == 1:
             return results[0]
-        return self.messages.Appended(id=results[-1].id, accepted=sum(r.accepted for r in results),  # type: ignore[no-any-return]  # the codec's Appended
+        return self.messages.Appended(id=results[-1].id, accepted=sum(r.accepted for r in results),
                                       duplicates=sum(r.duplicates for r in results), last=results[-1].last,
                                       pending=results[-1].pending)
 
