@@ -10,7 +10,7 @@ from collections import Counter
 import anyio
 import pytest
 
-from sessiond.client import AsyncClient, Client, Session
+from sessiond.client import AsyncClient
 from sessiond.protocol.wire.errors import DaemonUnavailable
 from tests.helpers import assistant, main_path, read_entries, user
 
@@ -130,24 +130,3 @@ async def test_the_public_api_keeps_its_names_and_answers(daemon):
         listed = await c.call(m.List(id=c.next_id(), all=True))
         assert sid in [s.sessionId for s in listed.sessions]
         await c.close_session(sid)
-
-
-def test_a_session_resends_what_the_daemon_lost_after_another_session_reconnected(daemon_factory):
-    """Two sessions on one blocking client: B's call reconnects the client after
-    a daemon kill; A's entries that daemon held queued are resent all the same
-    (before, A only resent after a failure of its own, and its next written
-    ack then let go of entries nobody had written)."""
-    d = daemon_factory("--flush-interval", "60000").start()
-    a_id, b_id = str(uuid.uuid4()), str(uuid.uuid4())
-    with Client(d.socket, root=d.root, autostart=False, timeout=10) as c:
-        a, b = Session(c, a_id, CWD), Session(c, b_id, CWD)
-        held = user("held by the daemon")
-        assert a.append(held) is not None  # queued
-        d.kill()
-        d.start()
-        b.append(user("b"), "written")  # the client reconnects here
-        later = assistant("later")
-        a.append(later, "written")
-        a.close()
-        b.close()
-    assert [e["uuid"] for e in read_entries(main_path(d.root, CWD, a_id))] == [held["uuid"], later["uuid"]]
