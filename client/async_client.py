@@ -35,7 +35,7 @@ from sessiond.protocol.wire.errors import DaemonUnavailable, ProtocolError, Unsa
 
 from .autostart import start_daemon
 from .connection import Endpoint, check_socket_owner, raise_for
-from .core import Backoff, Call, Channel, Connect, Outbox, Sleep, confirming, deliver
+from .core import MAX_UNCONFIRMED_BYTES, Backoff, Call, Channel, Connect, Held, Outbox, Sleep, confirming, deliver
 from .fallback import FallbackResult, write_outbox
 
 _json = msgspec.json.Encoder()
@@ -60,6 +60,11 @@ class AsyncClient(Endpoint):
         self._connect_lock = anyio.Lock()
         self._outboxes: dict[str, Outbox] = {}
         self._locks: dict[str, anyio.Lock] = {}
+        self._held = Held()
+        self.max_unconfirmed = MAX_UNCONFIRMED_BYTES
+        """Above this many bytes acknowledged only as ``queued`` over all its
+        sessions, the client flushes the sessions holding the most until it is
+        under again: what it keeps for resending stays bounded."""
 
     # ----------------------------------------------------------------- connection
 
@@ -250,7 +255,7 @@ class AsyncClient(Endpoint):
         async with lock:
             outbox = self._outboxes.get(session)
             if outbox is None:
-                outbox = self._outboxes[session] = Outbox(session, m)
+                outbox = self._outboxes[session] = Outbox(session, m, held=self._held)
             try:
                 yield outbox
             finally:
@@ -293,7 +298,23 @@ class AsyncClient(Endpoint):
                 return m.Appended(id=0, accepted=done.written, duplicates=done.duplicates)
         merged = outbox.merge([b.response for b in batches if b.response is not None])
         assert merged is not None  # delivered: every batch was acknowledged
+        await self._within_budget()
         return merged
+
+    @property
+    def unconfirmed_bytes(self) -> int:
+        """Bytes acknowledged only as ``queued``, kept for resending (all sessions)."""
+        return self._held.bytes
+
+    async def _within_budget(self) -> None:
+        while self._held.bytes > self.max_unconfirmed:
+            largest = max(self._outboxes.values(), key=lambda o: o.unconfirmed_bytes)
+            if not largest.unconfirmed_bytes:
+                return
+            try:
+                await self.flush(largest.session)
+            except DaemonUnavailable:
+                return  # kept: the next append (or the exit) tries again
 
     async def flush(self, session: str | None = None, durable: bool = False) -> m.Flushed:
         """Have the daemon write (``durable``: and fsync) one session, or all.

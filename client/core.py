@@ -45,8 +45,6 @@ from sessiond.protocol.wire.errors import (
 )
 from sessiond.protocol.wire.frames import FrameBuffer
 
-from .batching import request_overhead, split
-
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the lite CLI path imports Channel)
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -190,19 +188,33 @@ class Batch:
         self.size = sum(len(x) for x in lines)
 
 
+class Held:
+    """Bytes acknowledged only as ``queued`` across all the sessions of one
+    client: what it keeps for resending, bounded as a whole (many sessions each
+    under their own bound could still add up without end)."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+
 class Outbox:
     """One session's undelivered and unconfirmed batches, and what the daemon
     told it back (counts, the record hint, a lost lease)."""
 
-    def __init__(self, session: str, messages: ModuleType, max_unconfirmed: int = MAX_UNCONFIRMED_BYTES) -> None:
+    def __init__(self, session: str, messages: ModuleType, max_unconfirmed: int = MAX_UNCONFIRMED_BYTES,
+                 held: Held | None = None) -> None:
         self.session = session
         self.messages = messages
         self.max_unconfirmed = max_unconfirmed
+        self.held = held or Held()
+        """The client's total, kept up to date by this outbox."""
         self.unsent: list[Batch] = []
         """Not yet acknowledged at all (the head may have been sent)."""
         self.unconfirmed: list[Batch] = []
         """Acknowledged ``queued``, not known written."""
-        self.unconfirmed_bytes = 0
+        self._unconfirmed_bytes = 0
         self.generation: int | None = None
         """The connection it last delivered on."""
         self.resends = 0
@@ -217,6 +229,8 @@ class Outbox:
                 agent: str | None = None, run: str | None = None, lease: bool = False, resend: bool = False) -> list[Batch]:
         """``lines`` as batches whose requests fit under ``cap`` (``EntryTooLarge``,
         and nothing made, when one entry cannot fit in any frame)."""
+        from .batching import request_overhead, split  # not on the blocking CLI's path, which imports Channel
+
         empty = Batch(is_record, [], cwd, durability, agent, run, lease, resend)
         overhead = request_overhead(self._request(empty, 0, False))
         return [Batch(is_record, part, cwd, durability, agent, run, lease, resend) for part in split(lines, overhead, cap)]
@@ -225,6 +239,15 @@ class Outbox:
         if self.lease_lost is not None and any(b.is_record for b in batches):
             raise LeaseLost(str(self.lease_lost), holder=self.lease_lost.holder)
         self.unsent += batches
+
+    @property
+    def unconfirmed_bytes(self) -> int:
+        return self._unconfirmed_bytes
+
+    @unconfirmed_bytes.setter
+    def unconfirmed_bytes(self, value: int) -> None:
+        self.held.bytes += value - self._unconfirmed_bytes
+        self._unconfirmed_bytes = value
 
     @property
     def empty(self) -> bool:

@@ -130,3 +130,17 @@ async def test_the_public_api_keeps_its_names_and_answers(daemon):
         listed = await c.call(m.List(id=c.next_id(), all=True))
         assert sid in [s.sessionId for s in listed.sessions]
         await c.close_session(sid)
+
+
+async def test_what_the_client_keeps_for_resending_is_bounded_across_sessions(daemon_factory):
+    d = daemon_factory("--flush-interval", "60000").start()  # nothing is written unless asked: all stays queued
+    sids = [str(uuid.uuid4()) for _ in range(20)]
+    async with AsyncClient(d.socket, root=d.root, autostart=False) as c:
+        c.max_unconfirmed = 50_000
+        for i in range(10):
+            for sid in sids:
+                await c.append(sid, CWD, [user(f"{i} " + "x" * 1000)])
+                assert c.unconfirmed_bytes <= 50_000
+        assert c.unconfirmed_bytes > 30_000  # it flushed only what it had to
+    for sid in sids:
+        assert len(read_entries(main_path(d.root, CWD, sid))) == 10
