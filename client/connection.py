@@ -223,17 +223,22 @@ class Client(Endpoint):
         a connection-level refusal answers everything)."""
         channel = self.channel
         while (resp := channel.answer(rid)) is None:
-            data = self.receive_data()
-            try:
-                channel.feed(data)
-            except ProtocolError:
-                self.close()
-                raise
+            for answer in self.read_answers():
+                channel.file(answer)
         return resp
 
-    def receive_data(self) -> bytes:
-        """The next bytes from the daemon (``DaemonUnavailable``, the socket
-        closed, when there are none within the timeout or it went away)."""
+    def read_answers(self) -> list[m.Response]:
+        """The answers completed by the next bytes from the daemon, not filed
+        (``DaemonUnavailable``, the socket closed, when none come within the
+        timeout or it went away; ``ProtocolError``, closed too, for a bad stream)."""
+        data = self._receive_data()
+        try:
+            return self.channel.decode(data)
+        except ProtocolError:
+            self.close()
+            raise
+
+    def _receive_data(self) -> bytes:
         assert self._sock is not None
         try:
             data = self._sock.recv(1 << 20)

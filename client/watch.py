@@ -33,7 +33,7 @@ def subscribe(client: Client, req: m.Subscribe) -> Iterator[m.Subscribed | m.Ent
                 yield resp  # type: ignore[misc]  # the answers to a Subscribe
                 if isinstance(resp, m.Unsubscribed):
                     return
-            for resp in client.channel.decode(client.receive_data()):
+            for resp in client.read_answers():
                 if resp.id == req.id or (resp.id == 0 and isinstance(resp, m.Error)):
                     ready.append(resp)
                 else:
