@@ -275,10 +275,8 @@ class Outbox:
         self.confirm_all()
         self.generation = generation
 
-    def next_request(self, rid: int) -> m.Append | m.Record | None:
-        """The request for the head batch, or None when all is sent."""
-        if not self.unsent:
-            return None
+    def next_request(self, rid: int) -> m.Append | m.Record:
+        """The request for the head batch (there is one: ``unsent``)."""
         batch = self.unsent[0]
         if not batch.sent:
             batch.parent, batch.sent = self.hint, True
@@ -399,23 +397,23 @@ class Sleep:
 
 def deliver(outbox: Outbox, channel: Channel, backoff: Backoff,
             then: Callable[[int], m.Request] | None = None,
-            ) -> Generator[Connect | Call | Sleep, Any, tuple[list[m.Appended], m.Response | None]]:
+            ) -> Generator[Connect | Call | Sleep, Any, m.Response | None]:
     """Send what ``outbox`` holds (after a reconnect: resend what is not known
     written, first), then the request ``then`` makes from a fresh id; retry
-    with ``backoff`` while the daemon is away. Returns the acks of the batches
-    it delivered and the answer to ``then``.
+    with ``backoff`` while the daemon is away. Returns the answer to ``then``
+    (each batch's ack is its ``response``).
 
     An error answer to a batch is raised after ``Outbox.refused`` (except
-    ``NOT_NOW``: waited out like a lost daemon); ``UnsafeSocketDir`` is raised at once (waiting does not make the
-    directory ours); ``DaemonUnavailable`` once ``backoff`` gives up, with
-    everything kept in the outbox."""
-    acks: list[m.Appended] = []
+    ``NOT_NOW``: waited out like a lost daemon); ``UnsafeSocketDir`` is raised
+    at once (waiting does not make the directory ours); ``DaemonUnavailable``
+    once ``backoff`` gives up, with everything kept in the outbox."""
     msgs = outbox.messages
     while True:
         try:
             yield CONNECT
             outbox.on(channel.generation)
-            while (req := outbox.next_request(channel.next_id())) is not None:
+            while outbox.unsent:
+                req = outbox.next_request(channel.next_id())
                 try:
                     resp = yield Call(req)
                 except RemoteError as exc:
@@ -423,14 +421,13 @@ def deliver(outbox: Outbox, channel: Channel, backoff: Backoff,
                         outbox.refused(exc)
                     raise
                 outbox.acknowledged(resp)
-                acks.append(resp)
             result = None
             if then is not None:
                 result = yield Call(then(channel.next_id()))
             if outbox.over_budget:
                 yield Call(msgs.Flush(id=channel.next_id(), session=outbox.session))
                 outbox.confirm_all()
-            return acks, result
+            return result
         except UnsafeSocketDir:
             raise
         except (DaemonUnavailable, RemoteError) as exc:
@@ -446,6 +443,6 @@ def confirming(outbox: Outbox, channel: Channel, backoff: Backoff, request: Call
                ) -> Generator[Connect | Call | Sleep, Any, m.Response | None]:
     """``deliver`` ending with a flush or close of the session: once answered,
     everything the outbox holds is written."""
-    _, result = yield from deliver(outbox, channel, backoff, request)
+    result = yield from deliver(outbox, channel, backoff, request)
     outbox.confirm_all()
     return result

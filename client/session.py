@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import os
 import uuid as uuidlib
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -108,7 +109,7 @@ class Session:
         it. ``take_over`` moves the lease here on purpose: once this returns,
         everything the old holder had acknowledged is in the file, ready to be
         loaded, and the old holder's further chain entries are refused."""
-        _, resp = self._deliver(lambda rid: m.Open(id=rid, session=self.id, cwd=self.cwd, lease=True, take_over=take_over))
+        resp = self._deliver(lambda rid: m.Open(id=rid, session=self.id, cwd=self.cwd, lease=True, take_over=take_over))
         self.outbox.lease_lost = None
         return resp.holder  # type: ignore[union-attr]  # the answer to an Open: Opened
 
@@ -171,7 +172,7 @@ class Session:
             return None
         return self.outbox.merge([b.response for b in batches if b.response is not None])
 
-    def _deliver(self, then: Any = None) -> tuple[list[m.Appended], m.Response | None]:
+    def _deliver(self, then: Callable[[int], m.Request] | None = None) -> m.Response | None:
         return self.client.drive(deliver(self.outbox, self.client.channel, Backoff(self.reconnect_timeout), then))
 
     # ------------------------------------------------------------------- closing
