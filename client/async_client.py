@@ -271,7 +271,7 @@ class AsyncClient(Endpoint):
 
     async def append(self, session: str, cwd: str, entries: list[dict[str, Any] | bytes], *,
                      durability: m.Durability = "queued", agent: str | None = None, run: str | None = None,
-                     resend: bool = False, lease: bool = False) -> m.Appended:
+                     resend: bool = False, lease: bool = False, **fields: Any) -> m.Appended:
         """Store raw entries: one request, or several in order when one frame
         cannot hold them (an entry no frame can hold: ``EntryTooLarge``).
 
@@ -279,7 +279,10 @@ class AsyncClient(Endpoint):
         reconnect. When no daemon answers within ``reconnect_timeout`` they are
         written directly (with whatever the session still had unconfirmed);
         ``DaemonUnavailable`` only when a daemon holds the socket but does not
-        answer (they stay queued here, sent before the session's next entries)."""
+        answer (they stay queued here, sent before the session's next entries).
+        ``fields``: any other field of ``Append``, sent as given; entries sent
+        with one are never written by the fallback (it does not implement
+        them): ``DaemonUnavailable`` instead."""
         lines = [e if isinstance(e, bytes) else _json.encode(e) for e in entries]
         try:
             await self._connect()  # the daemon's frame cap sizes the batches
@@ -287,7 +290,7 @@ class AsyncClient(Endpoint):
             pass
         async with self._session(session) as outbox:
             batches = outbox.batches(False, lines, self.max_frame_bytes, cwd=cwd, durability=durability, agent=agent,
-                                     run=run, lease=lease, resend=resend)
+                                     run=run, lease=lease, resend=resend, fields=fields)
             outbox.add(batches)
             try:
                 await self._drive(deliver(outbox, self.channel, self._backoff()))

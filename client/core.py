@@ -167,11 +167,11 @@ class Backoff:
 class Batch:
     """One request's entries, kept until known written."""
 
-    __slots__ = ("is_record", "lines", "cwd", "durability", "agent", "run", "lease", "resend", "parent", "sent",
+    __slots__ = ("is_record", "lines", "cwd", "durability", "agent", "run", "lease", "resend", "fields", "parent", "sent",
                  "response", "size")
 
     def __init__(self, is_record: bool, lines: list[bytes], cwd: str, durability: m.Durability, agent: str | None,
-                 run: str | None, lease: bool, resend: bool = False) -> None:
+                 run: str | None, lease: bool, resend: bool = False, fields: dict[str, Any] | None = None) -> None:
         self.is_record = is_record
         self.lines = lines
         self.cwd = cwd
@@ -180,6 +180,10 @@ class Batch:
         self.run = run
         self.lease = lease
         self.resend = resend
+        self.fields = fields or {}
+        """More fields of the request, as the caller gave them (fields a newer
+        protocol adds): sent as they are; the direct write does not implement
+        them, so a batch with any is never written by the fallback."""
         """The caller asked for ``resend`` itself (its own retry): every send is one."""
         self.parent: str | None = None
         """Record: the hint it was first sent with (a resend chains the same way)."""
@@ -226,14 +230,20 @@ class Outbox:
         self.lease_lost: LeaseLost | None = None
 
     def batches(self, is_record: bool, lines: list[bytes], cap: int, *, cwd: str, durability: m.Durability,
-                agent: str | None = None, run: str | None = None, lease: bool = False, resend: bool = False) -> list[Batch]:
+                agent: str | None = None, run: str | None = None, lease: bool = False, resend: bool = False,
+                fields: dict[str, Any] | None = None) -> list[Batch]:
         """``lines`` as batches whose requests fit under ``cap`` (``EntryTooLarge``,
         and nothing made, when one entry cannot fit in any frame)."""
         from .batching import request_overhead, split  # not on the blocking CLI's path, which imports Channel
 
         empty = Batch(is_record, [], cwd, durability, agent, run, lease, resend)
         overhead = request_overhead(self._request(empty, 0, False))
-        return [Batch(is_record, part, cwd, durability, agent, run, lease, resend) for part in split(lines, overhead, cap)]
+        if fields:
+            import msgspec
+
+            overhead += len(msgspec.msgpack.encode(fields))  # keys and values as the request carries them
+        return [Batch(is_record, part, cwd, durability, agent, run, lease, resend, fields)
+                for part in split(lines, overhead, cap)]
 
     def add(self, batches: list[Batch]) -> None:
         if self.lease_lost is not None and any(b.is_record for b in batches):
@@ -259,9 +269,9 @@ class Outbox:
         if batch.is_record:
             return msgs.Record(id=rid, session=self.session, cwd=batch.cwd, messages=batch.lines, parent=batch.parent,
                                durability=batch.durability, agent=batch.agent, run=batch.run, resend=resend,
-                               lease=batch.lease)
+                               lease=batch.lease, **batch.fields)
         return msgs.Append(id=rid, session=self.session, cwd=batch.cwd, entries=batch.lines, durability=batch.durability,
-                           agent=batch.agent, run=batch.run, resend=resend, lease=batch.lease)
+                           agent=batch.agent, run=batch.run, resend=resend, lease=batch.lease, **batch.fields)
 
     def on(self, generation: int) -> None:
         """About to send on connection ``generation``: if it is not the one this

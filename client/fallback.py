@@ -72,6 +72,11 @@ def write_outbox(outbox: Outbox, root: Path | None, socket: Path) -> FallbackRes
         log.error("sessiond is alive but did not answer within the timeout: %d entries of session %s NOT DELIVERED "
                   "(writing beside a stalled daemon could reorder its file)", count, outbox.session)
         return FallbackResult(undelivered=count)
+    beyond = sorted({name for b in outbox.unconfirmed + outbox.unsent for name in b.fields})
+    if beyond:
+        log.error("sessiond is unreachable and the direct write does not implement %s: %d entries of session %s "
+                  "NOT DELIVERED", ", ".join(beyond), count, outbox.session)
+        return FallbackResult(undelivered=count)
     result = FallbackResult()
     for cwd, agent, run, lines in outbox.take_for_fallback():
         try:
