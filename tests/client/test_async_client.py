@@ -23,10 +23,12 @@ def uuids_on_disk(d, sid: str) -> Counter[str]:
     return Counter(e["uuid"] for e in read_entries(main_path(d.root, CWD, sid)))
 
 
-async def test_sigkill_mid_stream_and_restart_leave_every_entry_exactly_once(daemon_factory):
+@pytest.mark.parametrize("end", ["kill", "stop"])
+async def test_sigkill_mid_stream_and_restart_leave_every_entry_exactly_once(daemon_factory, end):
     """Tasks stream entries at every durability into three sessions while the
-    daemon is SIGKILLed (entries it held queued die with it) and restarted:
-    every entry whose append returned is on disk exactly once."""
+    daemon is SIGKILLed (entries it held queued die with it), or stopped (it
+    answers ``shutting_down`` while it drains), and restarted: every entry
+    whose append returned is on disk exactly once."""
     d = daemon_factory("--flush-interval", "300").start()  # queued entries wait in memory: a kill loses them
     sids = [str(uuid.uuid4()) for _ in range(3)]
     acked: dict[str, list[str]] = {sid: [] for sid in sids}
@@ -44,7 +46,7 @@ async def test_sigkill_mid_stream_and_restart_leave_every_entry_exactly_once(dae
             for _ in range(2):
                 while sum(map(len, acked.values())) < 120 * (kills + 1):
                     await anyio.sleep(0.01)
-                await anyio.to_thread.run_sync(d.kill)
+                await anyio.to_thread.run_sync(d.kill if end == "kill" else d.stop)
                 kills += 1
                 await anyio.sleep(0.3)  # appends wait, reconnecting, meanwhile
                 await anyio.to_thread.run_sync(d.start)
