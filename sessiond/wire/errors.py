@@ -97,9 +97,9 @@ class VersionMismatch(SessiondError):
 
 
 class DaemonUnavailable(SessiondError):
-    """No daemon answers on the socket (none runs, or the socket is not ours): the
-    client starts one when allowed, ``Session.close`` appends directly, the CLI says
-    so in one line."""
+    """No daemon answers on the socket (none runs and autostart is off, one started
+    cannot be reached, or the socket is not ours): ``Session.close`` then appends to
+    the file directly, and the CLI says so in one line."""
 
     code = "unavailable"
 
