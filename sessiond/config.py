@@ -53,6 +53,10 @@ class MirrorSettings(msgspec.Struct, kw_only=True):
 
 
 class Settings(msgspec.Struct, kw_only=True):
+    """Everything the daemon's behaviour depends on (root, socket, flush and sync
+    policy, budgets, limits, index, mirror), from flags, environment, config file and
+    defaults in that order; clients take the root and socket from it too."""
+
     root: Path = msgspec.field(default_factory=default_root)
     """The store (transcripts under ``<root>/projects``); default ``$XDG_DATA_HOME/sessiond``
     (``~/.local/share/sessiond``). Clients read it from the file too."""

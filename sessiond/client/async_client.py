@@ -28,6 +28,10 @@ _json = msgspec.json.Encoder()
 
 
 class AsyncClient(Endpoint):
+    """The client for anyio/asyncio code: one socket shared by every task, each
+    answer handed to the task waiting for its request id, so concurrent calls
+    pipeline. Starts the daemon when none runs, like ``Client``."""
+
     def __init__(self, socket_path: Path | str | None = None, **kw: Any) -> None:
         kw.setdefault("name", "sessiond-py-async")
         super().__init__(socket_path, **kw)

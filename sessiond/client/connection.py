@@ -124,6 +124,10 @@ class Endpoint:
 
 
 class Client(Endpoint):
+    """The blocking client: one Unix socket, the Hello handshake, then typed requests
+    and their answers (``call``, ``pipeline``); starts the daemon when none runs unless
+    told not to. What the CLI, ``Session`` and ``sessiond-hook`` talk through."""
+
     def __init__(self, socket_path: Path | str | None = None, **kw: Any) -> None:
         super().__init__(socket_path, **kw)
         self._sock: _socket.socket | None = None

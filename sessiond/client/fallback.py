@@ -31,6 +31,9 @@ from sessiond.store.trash import trashed_ids
 
 
 class FallbackResult(msgspec.Struct):
+    """What a direct append (no daemon reachable) did with the entries it was given:
+    how many were written, were duplicates, or were not written and why."""
+
     written: int = 0
     duplicates: int = 0
     dropped: int = 0

@@ -76,6 +76,9 @@ def _lenient(raw: bytes) -> _Entry | None:
 
 
 class Health(msgspec.Struct):
+    """What ``sessiond check`` finds in one transcript (``--json`` prints it): its size,
+    each kind of problem with where it is, and a verdict."""
+
     path: str
     bytes: int
     lines: int
@@ -182,6 +185,9 @@ def check_file(path: Path | str) -> Health:
 
 
 class Repair(msgspec.Struct):
+    """What ``sessiond repair`` did to one transcript (a torn tail moved aside, a
+    missing last newline added) and what ``check`` finds in it afterwards."""
+
     path: str
     movedTornTail: TornTail | None
     """The fragment moved to ``<file>.torn``, if there was one."""

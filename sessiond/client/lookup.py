@@ -46,6 +46,10 @@ ALL_PROJECTS = "all-projects"
 
 
 class SessionLocation(msgspec.Struct, frozen=True):
+    """Where ``find_session`` found a session: its file and project dir, how it was
+    found, and whether resuming it from the caller's cwd is right (if not,
+    ``resume_hint`` says where)."""
+
     session_id: str
     path: str
     project_dir: str

@@ -61,6 +61,11 @@ class _Batch:
 
 
 class Session:
+    """An agent process's handle on one conversation: ``record`` chains its messages,
+    ``append`` stores raw entries, setters write metadata. It claims the lease by
+    default, keeps each batch until it is known written (to resend it to a restarted
+    daemon), and at ``close`` writes what no daemon took straight into the file."""
+
     def __init__(
         self,
         client: Client,

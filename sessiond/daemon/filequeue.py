@@ -29,6 +29,10 @@ class Stats:
 
 
 class FileQueue:
+    """One file's queue of lines on their way to disk: its fd, the lines not written
+    yet, the accepted/written/synced sequence numbers its waiters wait on, and the
+    flags saying what holds it now."""
+
     __slots__ = (
         "path", "fd", "lines", "nbytes", "accepted", "written", "synced",
         "write_waiters", "sync_waiters", "timer", "soon", "arming", "syncing", "pinned", "sync_queued", "retry", "ident", "end",

@@ -6,8 +6,8 @@ fsync, rename, fsync of the directory) wait on the disk: never on the event
 loop. One thread, not a pool: they land in the order they were asked for (two
 SetAgentMeta of one agent: the last one wins), and a burst of new sessions holds
 a bounded number of descriptors however many there are (a daemon under a low
-fd limit must not run out mid-walk). They were serial on the loop before, so
-none waits longer than it did; everyone else no longer waits at all.
+fd limit must not run out mid-walk). Serial, as they would be on the loop,
+but nothing else waits for them.
 
 The writer's two jobs are here too: ``create_file`` runs on this thread,
 ``cut_torn_file`` in the default pool (it waits for the file's lock, which
@@ -28,6 +28,10 @@ from sessiond.store.safeopen import StoreRoot
 
 
 class FileWork:
+    """The daemon's one thread for blocking file creations and meta-file
+    replacements: they run in the order asked for, off the event loop, holding a
+    bounded number of descriptors."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sessiond-files")

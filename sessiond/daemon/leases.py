@@ -59,6 +59,10 @@ class _Saved(msgspec.Struct):
 
 
 class Lease:
+    """One session's lease: the holding connection (None while a holder of the
+    previous daemon has not reconnected), its pid and client name, since when, and
+    its last write."""
+
     __slots__ = ("conn", "pid", "client", "since", "last_write")
 
     def __init__(self, conn: int | None, pid: int, client: str, since: float, last_write: float | None = None) -> None:
@@ -86,6 +90,10 @@ def is_chain(headers: list[EntryHeader], agent: str | None) -> bool:
 
 
 class Leases:
+    """Every live session's lease (SPEC 7): checked on every append, granted,
+    released and taken over here, and saved to a file so that holders get theirs
+    back after a daemon restart."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop, store: StoreRoot, files: FileWork, grace: float,
                  problems: list[StateFileProblem]) -> None:
         self.loop = loop

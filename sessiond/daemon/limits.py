@@ -17,6 +17,9 @@ LOG_EVERY = 10.0
 
 
 class TokenBucket:
+    """One connection's byte rate: bytes read spend tokens that refill at ``rate`` up
+    to ``burst``; past them the connection is not read for the time ``take`` returns."""
+
     __slots__ = ("rate", "burst", "tokens", "stamp")
 
     def __init__(self, rate: float, burst: float) -> None:

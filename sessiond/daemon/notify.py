@@ -16,6 +16,10 @@ log = logging.getLogger("sessiond")
 
 
 class Notifier:
+    """The daemon's messages to its service manager (systemd ``Type=notify``): READY,
+    STOPPING, WATCHDOG and STATUS datagrams to ``NOTIFY_SOCKET``; without one, every
+    call does nothing."""
+
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
         addr = env.get("NOTIFY_SOCKET", "")

@@ -27,6 +27,10 @@ from .pathwatch import PathWatch
 
 
 class OpenFiles:
+    """The LRU of transcript descriptors the writer keeps open, at most ``max_open``
+    with the borrowed ones counted, so many sessions and subagents never run the
+    daemon out of descriptors."""
+
     def __init__(self, max_open: int, watch: PathWatch) -> None:
         self.max_open = max_open
         self.watch = watch

@@ -1,10 +1,10 @@
 """List answers kept ready and patched with what changed, made in a worker.
 
-A client listing 3,000 sessions in a loop took another client's durable append
-p99 to 3-5x its unflooded figure: every List sorted all the files again (one
-write anywhere made the order stale), walked them in Python in a read-pool
-thread (holding the GIL against the event loop at each step), and the loop then
-encoded a 2.2 MB answer. Here each List scope (its tuple of project dirs) keeps
+Why: a List made from scratch sorts all the files again (one write anywhere
+makes the order stale), walks them in Python in a read-pool thread (holding the
+GIL against the event loop at each step), and has the loop encode an answer of
+megabytes; a client listing thousands of sessions in a loop would then slow
+every other client's appends. Here each List scope (its tuple of project dirs) keeps
 its answer: the files newest first with their encoded records. A List applies
 only what the catalog logged since (usually the one session being written: one
 bisect out, one in), reads the lite info of just the files that changed, slices
@@ -89,6 +89,9 @@ class _View:
 
 
 class Pages:
+    """The ``List`` answers kept per scope and patched with the catalog's changes,
+    made and encoded in a worker so that the event loop only sends the bytes."""
+
     def __init__(self, catalog: Catalog, max_views: int) -> None:
         self.catalog = catalog
         self.max_views = max_views

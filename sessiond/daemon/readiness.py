@@ -40,8 +40,8 @@ scanned on the loop (a few ms); larger ones in a worker thread."""
 INLINE_CWD_LEVELS = 32
 """A new session's cwd of up to this many levels is resolved (realpath, NFC,
 sanitizing) on the loop, in well under a millisecond; a deeper one in a worker
-thread: realpath's cost grows with the square of the depth (118 ms for a
-4096-byte cwd of 2,044 levels here)."""
+thread: realpath's cost grows with the square of the depth, and a cwd of
+thousands of levels would hold the loop."""
 
 
 class Readiness:

@@ -62,7 +62,8 @@ EXIT_ALREADY_RUNNING = 3
 
 
 class AlreadyRunning(Exception):
-    pass
+    """Another daemon serves this socket or holds this root: ``serve`` logs it and
+    exits 3 rather than become a second writer."""
 
 
 class Daemon:

@@ -34,6 +34,10 @@ log = logging.getLogger("sessiond")
 
 
 class SyncRounds:
+    """Every fdatasync and syncfs the daemon makes, in threads of its own: files are
+    grouped into rounds, the syncs in flight are bounded, and the queues' sync
+    waiters are answered."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop, settings: Settings, stats: Stats, root: StoreRoot,
                  queues: dict[Path, FileQueue], open_files: OpenFiles, drain_soon: Callable[[FileQueue], None]) -> None:
         self.loop = loop
@@ -105,9 +109,9 @@ class SyncRounds:
         Durable requests are group-committed: where ``syncfs`` is usable, each
         filesystem has at most one such job in flight, and the files that come
         to need a sync meanwhile go together in the next one, as a single
-        ``syncfs`` (one journal commit: 1.3-3 ms for 16 files here, against 3-5.6
-        ms for 16 parallel fdatasyncs and 11.8 ms one by one) or one fdatasync
-        for a lone file. Syncs nobody waits for (the ``interval`` and ``always``
+        ``syncfs`` (one journal commit for them all, where an fdatasync each
+        commits once per file; figures in docs/benchmarks.md, "Append load") or
+        one fdatasync for a lone file. Syncs nobody waits for (the ``interval`` and ``always``
         policies) stay one fdatasync per file: they must not write out other
         programs' data every second. So does everything with ``group_sync`` off
         or without syncfs. At most ``sync_slots`` jobs run at once.

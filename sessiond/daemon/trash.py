@@ -46,6 +46,10 @@ def busy(session: str) -> SessiondError:
 
 
 class Lifecycle:
+    """The daemon's side of rm, restore, trash empty and import: the store's file
+    operations run in a worker while the session is held unavailable, then the
+    registry and the catalog learn of them."""
+
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.root = daemon.settings.root

@@ -1,8 +1,8 @@
 """The dedup set of one transcript file, held in about 30 bytes per uuid.
 
 A ``set`` of uuid strings costs about 145 bytes per uuid (an 85-byte str and
-its share of the hash table): 1M entries in 200 sessions took the daemon from
-28 MB to 172 MB. Here a canonical uuid (36 characters, lowercase hex, dashes at
+its share of the hash table): a million uuids held for dedup would weigh some
+145 MB. Here a canonical uuid (36 characters, lowercase hex, dashes at
 8-13-18-23, which is what every agent writes) is packed as a 24-byte record,
 the string's own hash (8 bytes) and its 128 bits (16), appended to one of many
 ``bytearray`` buckets chosen by that hash. A bitmap filter indexed by other
@@ -13,11 +13,11 @@ merged: a uuid is packed once, and its record moves only when the buckets grow
 (4x steps).
 
 Buckets hold 32-128 records on average (0.8-3 KB): a buffer over 512 bytes
-comes from malloc, not from pymalloc's arenas. Buckets of 8-64 records (what 8x
-steps gave) were small-object allocations; 1M packed uuids then filled 26 MB of
-pymalloc arenas, and an arena goes back to the system only once every block in
-it is free: one long-lived object allocated during a big load kept its arena,
-so an idle daemon stayed at 2.5x its fresh RSS after every session was evicted.
+comes from malloc, not from pymalloc's arenas. Smaller buckets would be
+small-object allocations filling pymalloc arenas, and an arena goes back to the
+system only once every block in it is free: one long-lived object allocated
+during a big load would keep its arena, and an idle daemon would stay far above
+its fresh RSS after every session was evicted.
 Malloc's free pages go back with ``malloc_trim`` (``sessiond/daemon/memory.py``).
 
 New uuids first go into a plain set (``recent``), so an append stays a few C

@@ -21,9 +21,8 @@ read yet is not made; the cursor stays where the watcher stands and, once the
 client reads again, the rest is read from the file, ``read_chunk`` at a time
 (a quarter of the budget, at most ``READ_CHUNK``; at once when the client
 drained its socket, ``drained``). A slow watcher is fed at its own pace and
-loses nothing; a stalled one costs the daemon its cursor. (It used to have a
-buffer of its own, ``watch_buffer_bytes``, past which lines were dropped and
-counted in ``Entries.skipped``; nothing is dropped now.)
+loses nothing; a stalled one costs the daemon its cursor, and no buffer of
+lines beside it.
 
 The one thing a watcher does not get is a line no frame can carry: longer
 than the shared line cap (``linecap.MAX_LINE``) or than this daemon's frame
@@ -102,6 +101,9 @@ class Cursor:
 
 
 class Subscription:
+    """One ``Subscribe`` of one connection: the session, its main transcript and (if
+    asked) agent files, a cursor per file, and whether it has ended."""
+
     __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended", "finding")
 
     def __init__(self, rid: int, conn: Connection, session: str, main: Path, agents: bool) -> None:
@@ -129,6 +131,10 @@ def agent_session_dir(path: Path) -> Path | None:
 
 
 class Watchers:
+    """Every subscription of the daemon: each watcher gets the lines written to its
+    files, live from the writer's observers or read back from the file, within its
+    connection's output budget."""
+
     def __init__(self, daemon) -> None:
         self.daemon = daemon
         self.loop = daemon.loop

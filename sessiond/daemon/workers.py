@@ -6,9 +6,9 @@ make a sync wait: the writer owns a small pool for ``fdatasync``/``syncfs``
 everything else runs: List pages, resend tail reads, scans of existing
 transcripts, catalog refreshes, the mirror's catch-up stats. The read pool is
 also the loop's default executor, so whatever is handed to
-``run_in_executor(None, ...)`` lands here and never among the syncs. (List
-reads and syncs once shared one pool: a client listing 3,000 sessions in a
-loop took another client's durable append from 1.7 ms to 132 ms.)
+``run_in_executor(None, ...)`` lands here and never among the syncs. (With
+one pool for both, a client listing in a loop would fill its threads, and
+another client's durable append would wait behind the Lists for its sync.)
 
 Expensive jobs do not go to the pool directly but through ``FairShare``: each
 owner (a connection, or the daemon's own background work) has at most
@@ -34,8 +34,8 @@ wait for them, so they run whoever asked.)
 An owner whose answers pile up unread (its connection's output budget,
 ``bounds.py``: the transport paused writing) is *held*: its waiting jobs get no
 thread until it reads again. Without that, the requests read before the pause
-went on being served, and a client that pipelined eight Lists and read slowly
-had eight 2.2 MB answers made and buffered for it, past its budget, at the
+would go on being served: a client that pipelined Lists and read slowly would
+have answers of megabytes made and buffered for it, past its budget, at the
 expense of everyone else's share of the CPU.
 """
 

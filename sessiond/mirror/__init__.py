@@ -22,8 +22,9 @@ flight the file's next writes pile up into the next range (ack-clocked batching)
 Why ranges and not one message per entry with the uuid as id: a uuid is not unique
 within a file (1.0.x inline sidechains and fork-inherited messages repeat uuids by
 design, and JetStream's dedup is stream-wide), entries without a uuid need a
-position anyway, and a message per line costs ~60 µs of client CPU where a range
-of lines costs ~6 µs per line (measured here): the mirror shares the daemon's loop.
+position anyway, and a message per line costs the client its whole per-message
+work (headers, encoding, an ack to wait for) for each line, where a range shares it
+among its lines: the mirror shares the daemon's loop.
 
 **The daemon side.** ``Mirror.observe`` is a ``Writer`` observer: it records each
 file's size and keeps the written bytes in a bounded in-memory queue; a pump task

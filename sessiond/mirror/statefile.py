@@ -46,10 +46,14 @@ MAX_LAGGING_FILES = 65_536
 """Lagging files taken from the state file at most (each one an open and a
 stat at the start); past it, the rest are found by the recovery pass."""
 STATE_EVERY = 2.0
-"""How often the state file is rewritten while files lag (a rename costs ~0.5 ms)."""
+"""How often the state file is rewritten while files lag (each rewrite is a write
+and a rename)."""
 
 
 class MirrorState(msgspec.Struct):
+    """The mirror's state file as stored: whether the last run stopped cleanly, when
+    it saved, and each lagging file's watermark (None: not known yet)."""
+
     clean: bool = False
     savedAt: float = 0.0
     files: dict[str, int | None] = {}

@@ -2,9 +2,9 @@
 
 Why: FTS5 answers a one-letter prefix, or only the commonest words, by merging
 the doclists of every term they cover inside one step of the statement, where
-no progress handler is ever called. ``a*`` over the 2 GB bench index took
-9.5 s of CPU (16 s of wall time); ``a* b* c*`` 26 s. Through the daemon that is
-a read-pool thread held and a core burned for a query no one can use; in the
+no progress handler is ever called. On an index of gigabytes of transcripts
+``a*`` takes seconds of CPU, and ``a* b* c*`` several times that. Through the
+daemon that is a read-pool thread held and a core burned for a query no one can use; in the
 CLI's own read of the index it is a process Ctrl-C cannot stop. SQLite's
 ``interrupt()`` may be called from any thread and stops such a step within
 milliseconds, so a watcher thread measures the querying thread's own CPU time
@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     import sqlite3  # the CLI's daemon path never loads the library
 
 DEFAULT_CPU_SECONDS: Final = 3.0
-"""Every query measured on the 2 GB bench index needs less than 0.2 s (the
-commonest word 8 ms, a two-letter prefix 165 ms)."""
+"""Many times what any query of the search benchmark needs (docs/benchmarks.md,
+"Search": the commonest word and a two-letter prefix included), a fraction of
+what a one-letter prefix takes."""
 
 
 class Budget:

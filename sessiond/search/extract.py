@@ -38,6 +38,9 @@ TEXT_MAX: Final = 100_000
 """Characters kept of one prompt or one assistant text (a pasted log)."""
 
 class Doc(msgspec.Struct, frozen=True):
+    """One searchable part of a transcript entry: its text and the role it is
+    indexed under (user, assistant, tool, title, tag, summary)."""
+
     role: str
     text: str
 

@@ -18,6 +18,10 @@ from sessiond.store.paths import is_session_id, projects_dir
 
 
 class Transcript:
+    """One transcript file of the store (a main transcript or an agent file): its
+    path, project dir, session, agent id and stat, what the indexer and the offline
+    scan need to index or re-stat it."""
+
     __slots__ = ("path", "project", "session", "agent", "st")
 
     def __init__(self, path: str, project: str, session: str, agent: str | None, st: os.stat_result) -> None:

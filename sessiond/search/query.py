@@ -57,12 +57,18 @@ class QueryStopped(Exception):
 
 
 class Term(msgspec.Struct, frozen=True):
+    """One term of a parsed query: a word or a phrase's words, and whether the last
+    word is a prefix (``word*``)."""
+
     words: tuple[str, ...]
     """One word, or the words of a phrase."""
     prefix: bool = False
 
 
 class SearchResult(msgspec.Struct, kw_only=True):
+    """A query's hits, and how they were found: ranked in a window of the newest
+    matches, or from a scan of the files; the daemon sends them on as ``Searched``."""
+
     hits: list[Hit]
     window: int | None = None
     """Set when the query matched more entries than the ranking window: the

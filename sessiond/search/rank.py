@@ -1,7 +1,7 @@
 """Which entries a query's hits come from: exact BM25, or a bounded window.
 
 FTS5 ranks by BM25 only by scoring every match, and a term in most entries
-matches hundreds of thousands of them (5 s for the best 20 of 600,000). So a
+matches hundreds of thousands of them, which takes seconds to score. So a
 query is answered from at most ``WINDOW`` matching entries, walked newest
 first (``ORDER BY rowid DESC``, which FTS5 does from its doclists without
 scoring the rest; rowids follow the order the indexer met the lines, and it
@@ -22,9 +22,9 @@ meets files oldest first, so the highest rowids are the newest entries):
 
 Why not FTS5's ``bm25()`` for every windowed query: before it scores its first
 row it counts every row of the whole index that matches each term (the IDF),
-and for a word in most entries that count is the query's whole cost (23 ms of
-26 for a word in 611,000 of 712,000 entries, against 2 ms for the window's
-walk and its entries' lengths). Within one query every entry shares the IDF;
+and for a word in most entries that count is nearly the query's whole cost,
+many times the window's walk and its entries' lengths (docs/benchmarks.md,
+"Search"). Within one query every entry shares the IDF;
 what the count buys in a window is only the term frequency.
 
 A scope (project dirs) bounds the walk to the rowid span of its files, so a
@@ -39,11 +39,13 @@ if TYPE_CHECKING:
     import sqlite3  # the CLI's daemon path never loads the library
 
 WINDOW: Final = 2000
-"""Matching entries ranked at most (1-2 µs each to walk, score and group)."""
+"""Matching entries ranked at most: each is walked, scored and grouped, so this
+bounds a query's work whatever it matches."""
 
 COUNT_LIMIT: Final = 50_000
 """Matching entries past which a windowed query is not scored by ``bm25()``:
-counting that many takes it about 2 ms (see above)."""
+past it, counting the matches for the IDF costs more than the window (see
+above)."""
 PROBE: Final = 256
 """Newest matches whose spread estimates how many entries match in all."""
 
@@ -53,6 +55,9 @@ B: Final = 0.75
 
 
 class Entry(NamedTuple):
+    """One matching index row as the ranking sees it: its score, where it is
+    (project, session, file, position) and its role."""
+
     rowid: int
     score: float
     """FTS5's bm25(), or ``-length_score`` in a window: lower is better."""
@@ -64,6 +69,9 @@ class Entry(NamedTuple):
 
 
 class Ranked(NamedTuple):
+    """The ranking's result: the best entry of each of the best sessions, and the
+    window when the ranking was windowed."""
+
     entries: list[Entry]
     """The best entry of each of the best sessions, best first."""
     window: int | None

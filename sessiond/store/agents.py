@@ -1,11 +1,11 @@
 """Finding a session's agent (subagent) files: a bounded look, never through a symlink.
 
 Why one function: the daemon's watchers (a subscription with agents), resume's
-``subagents`` and export all need the agent files of ``<project>/<session>/``;
-each once globbed ``subagents/`` in its own way, following whatever stood there.
-A ``<session>/subagents`` planted as a symlink to ``/``, ``/proc`` or a huge
-tree outside the root was then walked (by the daemon, on its event loop). Here
-only the layout Claude Code writes is looked at, each level opened relative to
+``subagents`` and export all need the agent files of ``<project>/<session>/``,
+and a glob of ``subagents/`` follows whatever stands there: a
+``<session>/subagents`` planted as a symlink to ``/``, ``/proc`` or a huge tree
+outside the root would be walked (by the daemon, on its event loop). Here only
+the layout Claude Code writes is looked at, each level opened relative to
 the one above with ``O_NOFOLLOW`` (a symlink at any level, the session dir
 included, is not followed: the session's agents are taken as having none
 there), and at most ``MAX_ENTRIES`` directory entries are looked at in all, so
@@ -27,6 +27,8 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_
 
 
 class AgentFile(NamedTuple):
+    """One agent (subagent) transcript of a session: its id, path and size."""
+
     agent: str
     """The id in ``agent-<id>.jsonl`` (not checked: callers that need a legal id check it)."""
     path: Path
@@ -34,6 +36,9 @@ class AgentFile(NamedTuple):
 
 
 class AgentFiles(NamedTuple):
+    """What ``agent_files`` found: the agent files in layout order, and whether the
+    look was complete or stopped at ``MAX_ENTRIES``."""
+
     files: list[AgentFile]
     """Sorted: ``subagents/`` first, then each workflow run's."""
     complete: bool

@@ -226,6 +226,9 @@ class TornTailFound(Exception):
 
 
 class Appended(msgspec.Struct):
+    """What ``locked_append`` did: the file's size after the write, and the torn
+    tail it moved aside first, if there was one."""
+
     size: int
     """File size after the write."""
     torn: TornTail | None = None

@@ -22,6 +22,8 @@ CHUNK = 1 << 16
 
 
 class Line(msgspec.Struct, frozen=True):
+    """One whole line of a file and the offset it starts at."""
+
     offset: int
     """Where the line starts in the file."""
     data: bytes
@@ -29,6 +31,9 @@ class Line(msgspec.Struct, frozen=True):
 
 
 class LastLines(msgspec.Struct, frozen=True):
+    """What ``last_lines`` read from a file's end: the last whole lines, where they
+    end (where a follower goes on), and whether the file is blank."""
+
     lines: list[Line]
     """The last non-blank whole lines (at most the count asked for), in file order."""
     end: int

@@ -36,6 +36,10 @@ class Cursor(msgspec.Struct):
 
 
 class Chained(msgspec.Struct):
+    """What ``chain_messages`` made of a Record's messages: the lines to write with
+    their parents stamped, the hint for the next Record, the duplicates skipped, and
+    where the conversation continues."""
+
     lines: list[tuple[EntryHeader, bytes]]
     last: str | None
     """The tip: the hint for the next call."""

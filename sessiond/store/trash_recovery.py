@@ -40,6 +40,9 @@ from .usage import tree_stats
 
 
 class Recovered(msgspec.Struct):
+    """What recovery at start did with one trash entry a killed operation left:
+    completed, rolled back, removed, or skipped (and why)."""
+
     name: str
     action: Literal["completed", "rolled-back", "removed", "skipped"]
     state: str

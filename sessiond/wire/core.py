@@ -38,12 +38,12 @@ weighs on the wire, not decoded into gigabytes."""
 # deep inside the daemon.
 
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+"""A count, a byte offset or an id: 0 to ``MAX_COUNT``."""
 
 PROJECT_NAME = r"[A-Za-z0-9_-]{1,255}"
 """Project dir names as Claude Code sanitizes a cwd (alphanumerics, ``_`` and ``-``)."""
 ProjectName = Annotated[str, msgspec.Meta(pattern=f"^{PROJECT_NAME}$")]
 """A project dir's name: no ``/``, no ``.``, so never a path out of ``projects/``."""
-"""A count, a byte offset or an id: 0 to ``MAX_COUNT``."""
 
 MAX_PID = 1 << 22
 """Linux's PID_MAX_LIMIT."""
@@ -68,6 +68,10 @@ class StateFileProblem(msgspec.Struct):
 
 
 class Hello(_Message):
+    """The first request of every connection: the client's protocol version, name
+    and pid. The daemon answers ``Welcome`` (or ``version_mismatch``, then closes) and
+    names the client by them in its log and in the leases it holds."""
+
     id: Count
     protocol_version: Count
     client: str = ""
@@ -145,11 +149,18 @@ class Close(_Message):
 
 
 class Status(_Message):
+    """Asks for the daemon's figures, answered ``StatusResult``: what ``sessiond status``
+    prints."""
+
     id: Count
 
 
 
 class Shutdown(_Message):
+    """Asks the daemon to exit as on SIGTERM (``sessiond stop``): answered ``Done`` at
+    once, then every session's exit cleanup runs, every queue is written and synced,
+    and the process exits 0."""
+
     id: Count
 
 
@@ -157,6 +168,10 @@ class Shutdown(_Message):
 
 
 class Welcome(_Message):
+    """The daemon's answer to ``Hello``: its protocol and package versions, its pid,
+    and what a client must know before it sends anything (the frame cap, the root
+    served)."""
+
     id: int
     protocol_version: int
     daemon_version: str
@@ -172,6 +187,10 @@ class Welcome(_Message):
 
 
 class Appended(_Message):
+    """The answer to ``Append`` or ``Record``, sent once the batch reached the
+    durability it asked for: how many entries were accepted, how many were dropped as
+    duplicates, and (Record) the hint for the next call."""
+
     id: int
     accepted: int
     duplicates: int = 0
@@ -185,6 +204,9 @@ class Appended(_Message):
 
 
 class Flushed(_Message):
+    """The answer to ``Flush``: everything accepted before it is written (and synced,
+    if asked); ``files`` counts the files that had something to write."""
+
     id: int
     files: int = 0
 
@@ -198,6 +220,10 @@ class Done(_Message):
 
 
 class StatusResult(_Message):
+    """The answer to ``Status``: the daemon's identity, load and counters, its
+    settings, and the state of each of its parts (mirror, index, budgets, workers,
+    leases, watchers, follower), as ``sessiond status`` prints them."""
+
     id: int
     pid: int
     version: str
@@ -244,6 +270,10 @@ class StatusResult(_Message):
 
 
 class Error(_Message):
+    """The answer to a request that failed: a stable ``code`` (``errors.py``) and a
+    message for a person. The client raises it as ``RemoteError`` (``SessionBusy`` or
+    ``LeaseLost``, with ``holder``, for a held session)."""
+
     id: int
     code: str
     message: str

@@ -71,10 +71,16 @@ class SessiondError(Exception):
 
 
 class ProtocolError(SessiondError):
+    """Bytes from the peer that are not a valid frame or message (malformed msgpack,
+    an unknown or misshapen request, a Hello out of place): ``bad_request``."""
+
     code = BAD_REQUEST
 
 
 class FrameTooLarge(ProtocolError):
+    """A frame whose announced length is over the cap: refused before its body is
+    read, so a bogus length never makes the reader buffer it."""
+
     code = TOO_LARGE
 
 
@@ -84,10 +90,17 @@ class EntryTooLarge(FrameTooLarge):
 
 
 class VersionMismatch(SessiondError):
+    """The peers speak different protocol versions: the daemon answers the Hello
+    with it and closes, so neither side misreads the other's messages."""
+
     code = VERSION_MISMATCH
 
 
 class DaemonUnavailable(SessiondError):
+    """No daemon answers on the socket (none runs and autostart is off, one started
+    cannot be reached, or the socket is not ours): ``Session.close`` then appends to
+    the file directly, and the CLI says so in one line."""
+
     code = "unavailable"
 
 

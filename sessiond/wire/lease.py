@@ -20,6 +20,9 @@ anyone may add to a live session."""
 
 
 class LeaseHolder(msgspec.Struct, omit_defaults=True):
+    """Who holds a live session: pid, client name, since when and the last write;
+    what ``session_busy`` errors, ``status``, ``list`` and the CLI show of a holder."""
+
     session: str
     pid: int
     client: str

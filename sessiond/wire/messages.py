@@ -183,6 +183,9 @@ class Subscribe(_Message):
 
 
 class Unsubscribe(_Message):
+    """Cancels a subscription of this connection: answered ``Done``, and the stream
+    ends with ``Unsubscribed``."""
+
     id: Count
     subscription: Count
     """The ``id`` of the Subscribe to cancel."""
@@ -226,11 +229,19 @@ class Trash(_Message):
 
 
 class Restore(_Message):
+    """Puts the newest trashed copy of a session back where it was, byte for byte
+    (``sessiond restore``); ``conflict`` when any of its paths exists again. Answered
+    ``TrashChanged``."""
+
     id: Count
     session: str
 
 
 class EmptyTrash(_Message):
+    """Deletes trash entries for good: all, or those trashed longer ago than
+    ``older_than`` (``sessiond trash empty``); ``dry_run`` only names them. Answered
+    ``TrashChanged``."""
+
     id: Count
     older_than: Seconds | None = None
     """Seconds: only entries trashed longer ago than this."""
@@ -284,6 +295,9 @@ Request = (Hello | Open | Append | Record | SetAgentMeta | Adopt | List | Flush 
 
 
 class Opened(_Message):
+    """The answer to ``Open``: the session's transcript path, whether the file
+    exists yet (``materialized``), and the lease when this connection claimed it."""
+
     id: int
     session: str
     path: str
@@ -293,6 +307,9 @@ class Opened(_Message):
 
 
 class Adopted(_Message):
+    """The answer to ``Adopt``: the file the session's appends go to from now on,
+    and how many metadata entries were re-appended at its end."""
+
     id: int
     session: str
     path: str
@@ -301,11 +318,16 @@ class Adopted(_Message):
 
 
 class Listed(_Message):
+    """The answer to ``List``: one page of sessions, newest first."""
+
     id: int
     sessions: list[SessionInfo]
 
 
 class Subscribed(_Message):
+    """The first answer to ``Subscribe``: the main transcript streamed and the byte
+    offset its first ``Entries`` frame starts at."""
+
     id: int
     session: str
     path: str
@@ -331,8 +353,7 @@ class Entries(_Message):
     skipped: int = 0
     """Bytes just before ``offset`` (lines with their newlines) not sent: lines
     longer than the line cap (``sessiond/store/linecap.py``) or than a
-    frame of this daemon carries. (0 from a daemon that never skips: the field
-    once counted what a watcher buffer dropped, and was gone for a while.)"""
+    frame of this daemon carries. A frame without the field decodes as 0."""
 
 
 class Unsubscribed(_Message):
@@ -350,17 +371,27 @@ class TrashChanged(_Message):
 
 
 class Imported(_Message):
+    """The answer to ``Import``: what became of each file of the session (imported,
+    grown, unchanged, diverged, unreadable, busy)."""
+
     id: int
     session: str
     files: list[FileResult]
 
 
 class UsageResult(_Message):
+    """The answer to ``Usage``: bytes and files per project and per session
+    (``sessiond du``)."""
+
     id: int
     usage: UsageReport
 
 
 class Searched(_Message):
+    """The answer to ``Search``: the hits, best session first, and what to know of
+    them (the indexer behind, a windowed ranking, a scan of the files instead of the
+    index)."""
+
     id: int
     hits: list[Hit]
     caughtUp: bool = True
@@ -368,7 +399,7 @@ class Searched(_Message):
     hits may miss the newest lines."""
     window: int | None = None
     """Set when the query matched more entries than this: the hits are ranked
-    among the newest ``window`` matching entries (``protocol.search.rank``)."""
+    among the newest ``window`` matching entries (``sessiond/search/rank.py``)."""
     scanned: str | None = None
     """Set when the index could not be used (being rebuilt, damaged, missing,
     unwritable): why; the hits come from reading the files instead."""
@@ -377,6 +408,9 @@ class Searched(_Message):
 
 
 class Reindexed(_Message):
+    """The answer to ``Reindex``, once the index of those dirs is rebuilt: files and
+    bytes indexed, and the seconds it took."""
+
     id: int
     files: int
     bytes: int

@@ -4,7 +4,7 @@ Plain Structs, kept apart from the code that computes them (``importer``,
 ``trash``, ``usage``, which import ctypes, shutil, regexes and the file
 helpers): the wire messages name them, and every client, the CLI's quickest
 commands included, imports the wire messages. Those modules import them from
-here under their old names.
+here.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ Status = Literal["imported", "grown", "unchanged", "diverged", "unreadable", "bu
 
 
 class ImportFile(msgspec.Struct):
+    """One file of a session to import: where it is now, and its path inside the
+    project dir."""
+
     src: PathText
     """Absolute path of the source file."""
     rel: PathText
@@ -56,6 +59,9 @@ class ImportFile(msgspec.Struct):
 
 
 class SessionSource(msgspec.Struct):
+    """One session to import (``Import``): the project dir it goes into, its id, and
+    each of its files (transcript and subagent files)."""
+
     project: PathText
     """The project dir name, kept as it is."""
     session: str
@@ -63,6 +69,9 @@ class SessionSource(msgspec.Struct):
 
 
 class FileResult(msgspec.Struct):
+    """What an import did with one file: its ``status``, the bytes copied, and the
+    error when it could not be read."""
+
     rel: str
     status: Status
     bytes: int = 0
@@ -77,6 +86,9 @@ State = Literal["trashing", "trashed", "restoring"]
 
 
 class TrashedItem(msgspec.Struct):
+    """One file or directory of a trash entry: where it was in the store and what it
+    weighs; ``restore`` puts it back there."""
+
     path: str
     """Where it was, relative to the store root (``projects/<dir>/<id>.jsonl``)."""
     kind: Literal["file", "dir"]
@@ -110,6 +122,9 @@ class TrashEntry(msgspec.Struct):
 
 
 class SessionUsage(msgspec.Struct):
+    """One session's disk use (its transcript and subagent files) and when it was
+    last written: a row of ``sessiond du``."""
+
     sessionId: str
     project: str
     path: str
@@ -120,6 +135,8 @@ class SessionUsage(msgspec.Struct):
 
 
 class ProjectUsage(msgspec.Struct):
+    """One project dir's disk use: bytes, sessions and files."""
+
     project: str
     bytes: int
     sessions: int
@@ -127,6 +144,9 @@ class ProjectUsage(msgspec.Struct):
 
 
 class Usage(msgspec.Struct):
+    """What ``Usage`` answers (``sessiond du``): the bytes and files of the dirs asked
+    for, per project and per session."""
+
     bytes: int
     files: int
     projects: list[ProjectUsage]

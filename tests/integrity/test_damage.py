@@ -1,6 +1,6 @@
 """Each kind of damage a real transcript can carry, through the CLI a user runs:
 ``show --json`` (what ``resume`` hands the agent) gives a conversation the model
-API accepts (tests/protocol/resume/api_rule.py: roles alternate once responses
+API accepts (tests/client/resume/api_rule.py: roles alternate once responses
 and user entries merge, every tool_use answered in the next turn, no message
 or text block empty), holding what the damage left, and ``check --json`` names
 the damage. One base conversation (a prompt, a response of text + a Bash call,
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.client.resume.api_rule import violations
 from tests.conftest import run_cli
-from tests.protocol.resume.api_rule import violations
 
 pytestmark = pytest.mark.timeout(120)
 

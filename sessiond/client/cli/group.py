@@ -38,6 +38,10 @@ class Seconds(click.ParamType):
 
 
 class CLI(click.Group):
+    """The ``sessiond`` command group: lists every command but imports a command's
+    module only when that command runs (``COMMAND_MODULES``), and writes usage errors
+    through ``echo`` like every other line."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *COMMAND_MODULES})
 

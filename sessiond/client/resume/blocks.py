@@ -4,20 +4,21 @@ This module owns the bytes: how they get from the file into memory, and where it
 lines are. It knows nothing of JSON: loader.py hands the blocks it yields to
 chainentry.py to decode.
 
-Why it is built this way (figures: 100 MB of ~2 KB lines, this 2-core VM):
+Why it is built this way:
 
 - What is kept is never copied: the file is mapped read-only and an entry keeps a
   reference to its block of lines (:class:`Lines`) and its line number, slicing its
-  bytes out on demand. Copying every kept line into its own ``bytes`` (52,000
-  objects, 100 MB of fresh memory) cost ~100 ms alone, half the budget of a
-  500 MB/s parse; reading the file into fresh anonymous memory costs its page faults
-  too (~80 ms per 100 MB here), where mapping the page cache costs ~10 ms. The
-  price: the mapping also holds the lines nobody keeps (progress, metadata: ~5 % of
-  the bytes of real transcripts). Only whole lines are read through the mapping
+  bytes out on demand. Copying every kept line into its own ``bytes`` would build
+  one object per line and as much fresh memory as the file, a large part of a
+  load's cost; reading the file into fresh anonymous memory pays a page fault per
+  page too, where mapping the page cache does not. The price: the mapping also
+  holds the lines nobody keeps (progress, metadata: a small share of the bytes of
+  real transcripts). Only whole lines are read through the mapping
   (:func:`mapped_blocks`).
 - History the loader's skip discards is read with ``read`` into ONE reused buffer
-  (:func:`reused_blocks`), page-aligned: reads into it copy at ~8 GB/s here, into a
-  bytearray (16 bytes off a page) at ~2 GB/s.
+  (:func:`reused_blocks`), page-aligned: the kernel copies into a page-aligned
+  buffer several times faster than into a bytearray (whose data starts 16 bytes
+  off a page).
 - A file that cannot be mapped is read into buffers that are never reused
   (:func:`kept_blocks`).
 """
@@ -177,7 +178,7 @@ def kept_blocks(fd: int, offset: int, chunk: int) -> Iterator[Block]:
 
 
 def _buffer(size: int) -> mmap.mmap:
-    """A page-aligned buffer (reads into it run ~4x faster than into a bytearray).
+    """A page-aligned buffer (the kernel copies into it faster than into a bytearray).
     Private: shared anonymous memory never gets transparent huge pages."""
     buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if size >= 1 << 21 and hasattr(mmap, "MADV_HUGEPAGE"):

@@ -69,6 +69,10 @@ _is_entry = partial(is_not, None)
 
 
 class Bridge(msgspec.Struct):
+    """A dangling parent the walk crossed: the entry whose ``parentUuid`` names no
+    entry of the file, and that missing uuid. Resume reports each one instead of
+    ending the conversation there."""
+
     at: str
     """uuid of the entry whose parent is missing."""
     missingParent: str

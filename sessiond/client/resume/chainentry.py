@@ -5,7 +5,7 @@ block to :func:`decode_block`; steps 3-8 (relink, chain, deserialize) then work 
 the :class:`Entry` values. This module owns the shape of an entry and the tolerant,
 fast way lines become entries; what a pass keeps of them is loader.py's.
 
-Why it is built this way (figures: 100 MB of ~2 KB lines, 52,000 lines, this 2-core VM):
+Why it is built this way:
 
 - Every line is decoded with ONE typed msgspec decoder of the few header fields the
   chain needs (:class:`Entry`); msgspec skips everything else without building it.
@@ -43,21 +43,33 @@ from .blocks import Block, Lines
 
 
 class MessageHeader(msgspec.Struct, gc=False):
+    """The one field of ``message`` the chain needs: ``message.id``, shared by the
+    entries of one assistant response."""
+
     id: str | None = None
 
 
 class PreservedMessages(msgspec.Struct, gc=False):
+    """``compactMetadata.preservedMessages``: the uuids a compaction kept, in order,
+    and the anchor the first of them hangs off (SPEC 4 step 3)."""
+
     anchorUuid: str | None = None
     uuids: list[str] | None = None
 
 
 class PreservedSegment(msgspec.Struct, gc=False):
+    """``compactMetadata.preservedSegment``: a kept run of messages named by its head
+    and tail, relinked onto the anchor (SPEC 4 step 3)."""
+
     headUuid: str | None = None
     anchorUuid: str | None = None
     tailUuid: str | None = None
 
 
 class CompactMetadata(msgspec.Struct, gc=False):
+    """A compact boundary's ``compactMetadata``: which messages the compaction
+    preserved, if any (``relink.py`` relinks them after the summary)."""
+
     preservedMessages: PreservedMessages | None = None
     preservedSegment: PreservedSegment | None = None
 
@@ -67,6 +79,9 @@ class CompactMetadata(msgspec.Struct, gc=False):
 
 
 class SnipMetadata(msgspec.Struct, gc=False):
+    """An entry's ``snipMetadata``: the uuids of the messages a snip removed, which
+    resume drops, relinking their children."""
+
     removedUuids: list[str] | None = None
 
 

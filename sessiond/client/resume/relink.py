@@ -37,6 +37,10 @@ from .chainentry import Entry
 
 
 class Compaction(msgspec.Struct):
+    """What step 3 did with the last compact boundary: its uuid, the preserved
+    messages in chain order, those whose ``usage`` is zeroed, and the uuids it needed
+    but the file lacks."""
+
     boundary: str | None = None
     preserved: list[str] = []
     zero_usage: set[str] = set()

@@ -1,4 +1,4 @@
-"""What resume changes so that the model API accepts the conversation (issue 16),
+"""What resume changes so that the model API accepts the conversation,
 each change reported as a :class:`Repair` (``show --json``'s ``repairs``).
 
 The file is never touched; only the returned messages are. Kinds:
@@ -43,6 +43,10 @@ LOST_RESULT_TEXT: Final = (
 
 
 class Repair(msgspec.Struct):
+    """One change resume made so the model API accepts the conversation (``kind``,
+    see the module docstring), the entry it touched and how; listed in
+    ``show --json``'s ``repairs``."""
+
     kind: str
     uuid: str | None
     """The entry repaired (the response's first entry for ``reordered``, the call's

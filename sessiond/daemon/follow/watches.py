@@ -31,6 +31,10 @@ Found = list[tuple[Path, FileState | None, bool]]
 
 
 class Watches:
+    """The follower's inotify watches on the project tree: which dirs are watched,
+    which are re-stat'ed instead (no inotify, or past ``max_watches``), and the walks
+    that find the transcripts in them."""
+
     def __init__(self, projects: Path, max_watches: int) -> None:
         self.projects = projects
         self.max_watches = max_watches

@@ -3,8 +3,8 @@ share of it (``workers``) from the answer kept for its scope (``pages``); the
 loop only sends the encoded frame.
 
 A List first waits for what was accepted before it to be written
-(``completion.after_queued_writes``): an agent's ``queued`` append was
-missing from every List made within its 100 ms coalescing window."""
+(``completion.after_queued_writes``), so an agent's ``queued`` append is in
+every List made after its answer, even within its coalescing window."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """Which project dirs a request names (List, Search, Reindex, Usage), checked
 to be project dirs of this daemon's root, at a cost bounded per dir.
 
-Why not ``realpath`` of every dir, as before: it makes one ``lstat`` per
-component, and each costs the kernel a walk of the path so far, so a dir
-spelled ``<root>/projects/-x/../-x/../-x...`` costs the square of its length
-and still resolves to a project dir. 20,000 such dirs of 200 pairs in one
-Search held the event loop for 68 s. Here a dir is normalized as text
+Why not ``realpath`` of every dir: it makes one ``lstat`` per component, and
+each costs the kernel a walk of the path so far, so a dir spelled
+``<root>/projects/-x/../-x/../-x...`` costs the square of its length and still
+resolves to a project dir; thousands of them in one request would hold the
+event loop for a long time. Here a dir is normalized as text
 (``..`` taken lexically, as a shell's ``cd`` does), its parent compared with
 the projects dir as configured and as resolved (computed once per request),
 and only a parent spelled some other way (a link to the root the daemon does

@@ -10,11 +10,11 @@ one that would rank too much (``a*`` over a big index) is stopped and answered
 ``bad_request``, so it never holds a thread for seconds.
 
 The index is a cache that can be lost under the daemon (deleted, truncated,
-overwritten, replaced: ``protocol.search.indexfile``). A search never answers
+overwritten, replaced: ``sessiond/search/indexfile.py``). A search never answers
 from an index that is not the file the indexer writes, nor "no matches"
 because it is gone: while the indexer rebuilds it, or when the file at its
 path is not that file or SQLite finds it damaged (then the indexer is told,
-and rebuilds it), the search scans the files instead (``protocol.search.scan``)
+and rebuilds it), the search scans the files instead (``sessiond/search/scan.py``)
 and the answer says so (``scanned``); one that waited for a rebuild says that
 (``rebuilt``).
 

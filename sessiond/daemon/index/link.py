@@ -4,12 +4,12 @@
 notes the path; the noted paths go to the indexer process in one pipe write
 once the writes pause for ``LOOK_SETTLE`` (at most ``LOOK_MAX_DELAY`` after
 the first of them), or at once when a search or a reindex asks. The indexer
-needs ~2.7x the daemon's CPU per entry; run beside a burst of appends on a
-2-core machine it takes the gaps the writers leave, with their caches, even
-at SCHED_IDLE, so it works in the pauses instead: a burst's entries are
-indexed after it (or every ``LOOK_MAX_DELAY`` of a longer one), and a search
-never sees the difference, since it first asks for everything noted. It never waits: when the pipe is full (the indexer is
-behind) paths stay in a set (at most one entry per file, so bounded by the
+needs more CPU per entry than the daemon spends writing it; run beside a burst
+of appends on a machine with few cores it takes the gaps the writers leave, with
+their caches, even at SCHED_IDLE, so it works in the pauses instead: a burst's
+entries are indexed after it (or every ``LOOK_MAX_DELAY`` of a longer one), and
+a search never sees the difference, since it first asks for everything noted.
+It never waits: when the pipe is full (the indexer is behind) paths stay in a set (at most one entry per file, so bounded by the
 files written) and are sent when it drains; the indexer reads the bytes from
 the files themselves, from the offset it reached. Foreign writers are found by
 the indexer's re-stats (one before each search of a scope not re-stated in
@@ -78,6 +78,10 @@ class _Protocol(asyncio.SubprocessProtocol):
 
 
 class IndexLink:
+    """The daemon's end of the search indexer: notes the paths written, sends them to
+    the indexer process in batches, asks it to catch up before a search or a reindex,
+    and restarts it after a crash."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop, root: Path, index: Path, refresh: float) -> None:
         self.loop = loop
         self.root = root
@@ -264,13 +268,13 @@ class IndexLink:
         """Wait until the indexer has looked at every file written before now;
         ``projects`` are re-stated if that was not done in the last ``refresh``
         s: before the answer when ``refresh`` is 0, else in the background (a
-        re-stat of 10,000 files costs ~100 ms; the answer need not wait for it).
+        re-stat stats every file of the scope; the answer need not wait for it).
         False when it did not answer within ``timeout`` (or is not running).
 
-        Searches asking at once share one question (``refresh`` > 0): each
-        search was a message to the indexer, and a crowd of connections
-        searching and closing queued a million of them (hundreds of MiB in
-        the pipe's buffer) that every later search waited behind."""
+        Searches asking at once share one question (``refresh`` > 0): with a
+        message per search, a crowd of connections searching and closing would
+        queue messages without bound in the pipe's buffer, and every later
+        search would wait behind them."""
         self._send_noted()
         scope = None if projects is None else tuple(sorted(projects))
         if self.refresh > 0 and not self.noted and self._looks_done == self._looks_sent and self.transport is not None:

@@ -54,10 +54,13 @@ class Damaged(_Msg):
 
 
 class Stop(_Msg):
-    pass
+    """Daemon to indexer: commit what is done and exit (the daemon is stopping)."""
 
 
 class Done(_Msg):
+    """Indexer to daemon: the answer to the ``Rescan`` or ``Reindex`` with this
+    ``token``; for a reindex, the files and bytes indexed and the seconds it took."""
+
     token: int
     files: int = 0
     bytes: int = 0
@@ -65,6 +68,9 @@ class Done(_Msg):
 
 
 class Progress(_Msg):
+    """Indexer to daemon during a reindex or a rebuild: bytes indexed so far out of
+    ``total``, which ``status`` shows."""
+
     token: int
     done: int
     total: int

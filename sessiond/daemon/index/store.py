@@ -354,8 +354,8 @@ class Store:
     def _index_lines(self, fd: int, row: FileRow, size: int) -> int:
         """Index the whole lines from ``row.indexed`` on, ``READ_CHUNK`` of
         them at a time (up to ``size``, or the end of a line that crosses it);
-        a line over the shared cap is passed over (``linecap.read_span``: it
-        used to be carried, copied onto each next read, until its end came).
+        a line over the shared cap is passed over (``linecap.read_span``), never
+        carried from one read to the next until its end comes.
         Returns the offset reached."""
         pos = row.indexed
         while pos < size:

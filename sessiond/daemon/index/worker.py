@@ -15,7 +15,7 @@ re-stats everything: what changed while no daemon ran is caught up. EOF on
 stdin (the daemon is gone, even SIGKILLed) commits and exits.
 
 The index is a cache, and the file at its path may be deleted, truncated,
-overwritten or replaced under it (``protocol.search.indexfile``): each pass
+overwritten or replaced under it (``sessiond/search/indexfile.py``): each pass
 first checks the path still names the file it writes, and that file, a
 SQLite error saying it is damaged, or a search that found it so
 (``Damaged``), makes it set the file aside and build a new index from the
@@ -67,6 +67,10 @@ RETRY_EVERY = 5.0
 
 
 class Worker:
+    """The indexer process's state and loop: the files to catch up, the re-stats to
+    run, the answers owed to the daemon, and the index file, checked each pass and
+    rebuilt when it is lost or damaged."""
+
     def __init__(self, root: Path, index: Path, out_fd: int) -> None:
         self.root = root
         self.index = index

@@ -180,7 +180,7 @@ def report(paths: list) -> dict[str, Any]:
     return out
 
 
-if __name__ == "__main__":  # python -m tests.protocol.resume.api_rule DIR...
+if __name__ == "__main__":  # python -m tests.client.resume.api_rule DIR...
     import json
     import sys
     from pathlib import Path

@@ -4,7 +4,7 @@ The expected results were computed once with this script and then checked by han
 against the files (see each entry's ``why``). Re-running it after a change overwrites
 them: only do that for a change meant to alter results, and review the diff line by line.
 
-    .venv/bin/python -m tests.protocol.resume.make_expected
+    .venv/bin/python -m tests.client.resume.make_expected
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from sessiond.store.entries import decode_header
 from sessiond.store.recording import chain_messages, stamp_parent
-from tests.protocol.resume.test_api_rule import streamed
+from tests.client.resume.test_api_rule import streamed
 
 
 def msg(uid, type_="assistant", **extra):
@@ -132,7 +132,7 @@ def test_whitespace_and_escaped_keys_still_give_one_valid_object():
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(conv=streamed(), cut=st.integers(1, 9))
 def test_recording_a_generated_stream_gives_its_links(conv, cut):
-    """Claude Code-like streams (tests/protocol/resume/test_api_rule.py's generator,
+    """Claude Code-like streams (tests/client/resume/test_api_rule.py's generator,
     which writes Claude Code's links) stripped of their links and recorded in calls
     of ``cut`` messages: every link comes back (through the progress entries)."""
     lines = [x for x in conv.lines if isinstance(x, dict)]

@@ -11,8 +11,7 @@ import pytest
 from sessiond.client.lookup import find_project_dir, find_session, git_worktrees, hash_variant_dirs, listing_dirs
 from sessiond.store.paths import MAX_SANITIZED, canonical_cwd, sanitize
 from sessiond.wire.errors import SessiondError
-
-from .store import new_id, user_msg, write
+from tests.store.listing.store import new_id, user_msg, write
 
 
 def put_session(root: Path, cwd: str, sid: str | None = None, dir_name: str | None = None) -> tuple[str, Path]:

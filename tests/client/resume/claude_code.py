@@ -6,7 +6,7 @@ legacy progress entries; ``getLastSessionLog`` takes ``findLatestMessage`` of
 the non-sidechain ones (``Date.parse`` of ``timestamp``, strictly greater, so the
 FIRST of equal timestamps; an unparseable one never wins) and
 ``buildConversationChain`` walks ``parentUuid`` up from it (cycle guard).
-What sessiond must hold at least: tests/protocol/resume/test_leaf.py.
+What sessiond must hold at least: tests/client/resume/test_leaf.py.
 """
 
 from __future__ import annotations

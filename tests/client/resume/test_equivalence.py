@@ -1,5 +1,5 @@
 """The batch-decoding loader and the shortcut walk give exactly what the line-by-line
-loader and plain walk gave (tests/protocol/resume/reference.py), on damaged files too.
+loader and plain walk gave (tests/client/resume/reference.py), on damaged files too.
 
 The batch path decodes a block of lines in one call only when every line in it is one
 ``{...}`` object; any damage sends the block back to the line-by-line path. These
