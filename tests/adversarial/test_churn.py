@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from sessiond.store.trash import trash_lock, trash_root
 from sessiond.wire import messages as m
 from sessiond.wire.framing import encode
 from tests.conftest import DaemonProc
@@ -24,7 +23,7 @@ from tests.helpers import line, user, wait_until
 
 from . import attacks
 from .attacks import MiB, peak_rss, raw_conn, read_answers
-from .conftest import SLACK
+from .conftest import SLACK, read_pool_held
 
 CWD = "/work/churn"
 
@@ -97,18 +96,6 @@ def workers(d: DaemonProc) -> dict[str, int]:
             "rescans": int(st.index["rescansSent"] or 0)}
 
 
-def waiting_for_flock(pid: int, path: Path) -> bool:
-    """Is process ``pid`` blocked waiting for an flock on ``path``? (A waiter
-    is listed in /proc/locks with ``->`` before its lock type.)"""
-    ino = str(path.stat().st_ino)
-    for row in Path("/proc/locks").read_text().splitlines():
-        fields = row.split()
-        if len(fields) >= 8 and fields[1] == "->" and fields[2] == "FLOCK" and fields[5] == str(pid) \
-                and fields[6].rsplit(":", 1)[-1] == ino:
-            return True
-    return False
-
-
 @pytest.mark.timeout(120)
 def test_searches_of_a_client_gone_are_dropped_not_run(daemon_factory, short_tmp: Path) -> None:
     """Budget: the read pool's threads. 60 Searches pipelined by a client that
@@ -123,13 +110,7 @@ def test_searches_of_a_client_gone_are_dropped_not_run(daemon_factory, short_tmp
     d = configured(daemon_factory(), short_tmp, read_threads=1, idle_evict_s=3600)
     seeded(d)
     count = 60
-    lock = trash_root(d.root) / ".lock"
-    with trash_lock(d.root):
-        emptier = raw_conn(d.socket, timeout=60)
-        emptier.sendall(encode(m.EmptyTrash(id=1)))
-        assert d.proc is not None
-        wait_until(lambda: waiting_for_flock(d.proc.pid, lock), "the read pool's thread to wait for the trash lock",
-                   timeout=30)
+    with read_pool_held(d):
         before = workers(d)
         s = raw_conn(d.socket)
         s.sendall(b"".join(encode(m.Search(id=i + 1, query="churn", all=True)) for i in range(count)))
@@ -141,9 +122,7 @@ def test_searches_of_a_client_gone_are_dropped_not_run(daemon_factory, short_tmp
 
         wait_until(accounted, "every Search but the one the pool holds dropped", timeout=60)
         wait_until(lambda: workers(d)["clients"] == 2, "the gone client's connection to close", timeout=30)
-    emptied = read_answers(emptier, 1)[0]  # the pool's thread is free again, the gone client's Searches with it
-    emptier.close()
-    assert isinstance(emptied, m.TrashChanged), emptied
+    # the pool's thread is free again: the one Search it was handed runs out, the dropped ones never start
     wait_until(lambda: workers(d)["expensiveJobs"] == 0, "the gone client's jobs all accounted for", timeout=30)
     after = workers(d)
     started = after["jobsStarted"] - before["jobsStarted"]
