@@ -158,3 +158,22 @@ def read_pool_held(d: DaemonProc) -> Iterator[None]:
     finally:
         s.close()
     assert isinstance(emptied, m.TrashChanged), emptied
+
+
+def settled_non_readers(d: DaemonProc) -> dict[str, int]:
+    """The ``unreadOutputBytes`` budget once the daemon has served what its
+    non-readers sent: each one still connected is held (counted there), the
+    rest were disconnected. Read at once after they stop sending, a slow
+    daemon still serving the last one's bytes would count it neither way."""
+    seen: dict[str, int] = {}
+
+    def settled() -> bool:
+        with d.client() as c:
+            st = c.status()
+        assert st.budgets is not None
+        seen.clear()
+        seen.update(st.budgets["unreadOutputBytes"])
+        return st.clients - 1 == seen["clients"]  # the status call's own connection aside
+
+    wait_until(settled, "every non-reader held or disconnected", timeout=60)
+    return seen
