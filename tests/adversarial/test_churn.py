@@ -185,9 +185,10 @@ def test_connection_churn_keeps_jobs_bounded_and_serves_a_victim(daemon_factory,
     try:
         wait_until(lambda: workers(d)["jobsDropped"] > 0, "the churn to start", timeout=60)
         with d.client(timeout=30.0) as c:
-            # at least `rounds`, and until the churn made 100 cycles (each one's 8 Searches are counted once
-            # at most, started, dropped or refused), however slow this machine is
-            while len(samples) < rounds or churned(d, before) < 8 * 100:
+            # at least `rounds`, and until the churn made 100 cycles, however slow this machine is: each
+            # cycle's 8 Searches are counted once at most (started, dropped or refused), each round's Search
+            # and List once
+            while len(samples) < rounds or churned(d, before) < 8 * 100 + 2 * len(samples):
                 assert isinstance(c.call(m.Search(id=c.next_id(), query="churn", all=True)), m.Searched)
                 assert isinstance(c.call(m.List(id=c.next_id(), all=True)), m.Listed)
                 assert isinstance(c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(user("victim"))],
