@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from sessiond.store.trash import trash_lock, trash_root
 from sessiond.wire import messages as m
+from sessiond.wire.framing import encode
 from tests.conftest import DaemonProc, short_dir, stopped_after
-from tests.helpers import line, main_path, read_entries, user
+from tests.helpers import line, main_path, read_entries, user, wait_until
 
-from .attacks import MiB, peak_rss
+from .attacks import MiB, peak_rss, raw_conn, read_answers
 
 CWD = "/work/adversary"
 BUDGETS = {
@@ -114,3 +117,63 @@ def shared_bounded() -> Iterator[Bounded]:
     mark: each attack is checked against the bound with all before it counted."""
     with short_dir() as base, stopped_after(DaemonProc(base)) as d:
         yield start_bounded(d, base)
+
+
+def waiting_for_flock(pid: int, path: Path) -> bool:
+    """Is process ``pid`` blocked waiting for an flock on ``path``? (A waiter
+    is listed in /proc/locks with ``->`` before its lock type.)"""
+    ino = str(path.stat().st_ino)
+    for row in Path("/proc/locks").read_text().splitlines():
+        fields = row.split()
+        if (len(fields) >= 8 and fields[1] == "->" and fields[2] == "FLOCK" and fields[5] == str(pid)
+                and fields[6].rsplit(":", 1)[-1] == ino):
+            return True
+    return False
+
+
+@contextmanager
+def read_pool_held(d: DaemonProc) -> Iterator[None]:
+    """The read pool of a daemon started with ``read_threads = 1`` kept busy
+    for the block, so what a test queues meanwhile waits and none of it runs
+    however fast the machine is: its one thread runs an EmptyTrash that waits
+    for the trash lock, held here as another process's lifecycle command
+    (``sessiond rm`` without a daemon) would hold it. On leaving, the lock is
+    let go and the EmptyTrash answered: the pool runs what waits, in its order.
+    Jobs submitted meanwhile are still counted ``jobsStarted`` when handed to
+    the pool: at most one (its thread is taken), its run waits for the lock."""
+    assert d.proc is not None
+    with trash_lock(d.root):
+        s = raw_conn(d.socket, timeout=60)
+        try:
+            s.sendall(encode(m.EmptyTrash(id=1)))
+            lock = trash_root(d.root) / ".lock"
+            wait_until(lambda: waiting_for_flock(d.proc.pid, lock), "the read pool's thread to wait for the trash lock",
+                       timeout=30)
+            yield
+        except BaseException:
+            s.close()
+            raise
+    try:
+        emptied = read_answers(s, 1)[0]
+    finally:
+        s.close()
+    assert isinstance(emptied, m.TrashChanged), emptied
+
+
+def settled_non_readers(d: DaemonProc) -> dict[str, int]:
+    """The ``unreadOutputBytes`` budget once the daemon has served what its
+    non-readers sent: each one still connected is held (counted there), the
+    rest were disconnected. Read at once after they stop sending, a slow
+    daemon still serving the last one's bytes would count it neither way."""
+    seen: dict[str, int] = {}
+
+    def settled() -> bool:
+        with d.client() as c:
+            st = c.status()
+        assert st.budgets is not None
+        seen.clear()
+        seen.update(st.budgets["unreadOutputBytes"])
+        return st.clients - 1 == seen["clients"]  # the status call's own connection aside
+
+    wait_until(settled, "every non-reader held or disconnected", timeout=60)
+    return seen

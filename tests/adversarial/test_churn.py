@@ -14,6 +14,8 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
+
 from sessiond.wire import messages as m
 from sessiond.wire.framing import encode
 from tests.conftest import DaemonProc
@@ -21,7 +23,7 @@ from tests.helpers import line, user, wait_until
 
 from . import attacks
 from .attacks import MiB, peak_rss, raw_conn, read_answers
-from .conftest import SLACK
+from .conftest import SLACK, read_pool_held
 
 CWD = "/work/churn"
 
@@ -94,31 +96,45 @@ def workers(d: DaemonProc) -> dict[str, int]:
             "rescans": int(st.index["rescansSent"] or 0)}
 
 
+def churned(d: DaemonProc, before: dict[str, int]) -> int:
+    """Searches the daemon took since ``before``: started, dropped or refused ``busy``."""
+    now = workers(d)
+    return sum(now[k] - before[k] for k in ("jobsStarted", "jobsDropped", "busyRefused"))
+
+
+@pytest.mark.timeout(120)
 def test_searches_of_a_client_gone_are_dropped_not_run(daemon_factory, short_tmp: Path) -> None:
     """Budget: the read pool's threads. 60 Searches pipelined by a client that
-    then closes its socket: at most the few started before the daemon saw it go
-    run; every other one is dropped (counted ``jobsDropped``), none is run for
-    an answer nobody reads."""
-    d = configured(daemon_factory(), short_tmp, read_threads=1)
+    then closes its socket: none is run for an answer nobody reads. The pool's
+    one thread is held busy meanwhile (an EmptyTrash waiting for the trash lock,
+    held here as a lifecycle command of another process would), so which of
+    them run does not depend on how fast this machine is: at most the one the
+    pool was handed before the client went (the pool's queue holds it), every
+    other one dropped (counted ``jobsDropped``), and still none started once
+    the pool is free again."""
+    # idle_evict_s: no session evicted during the test, so no memory trim joins the pool's jobs counted here
+    d = configured(daemon_factory(), short_tmp, read_threads=1, idle_evict_s=3600)
     seeded(d)
-    before = workers(d)
     count = 60
-    s = raw_conn(d.socket)
-    s.sendall(b"".join(encode(m.Search(id=i + 1, query="churn", all=True)) for i in range(count)))
-    s.close()
+    with read_pool_held(d):
+        before = workers(d)
+        s = raw_conn(d.socket)
+        s.sendall(b"".join(encode(m.Search(id=i + 1, query="churn", all=True)) for i in range(count)))
+        s.close()
 
-    def accounted() -> bool:
-        now = workers(d)
-        return now["jobsStarted"] - before["jobsStarted"] + now["jobsDropped"] - before["jobsDropped"] >= count
+        def accounted() -> bool:
+            now = workers(d)
+            return now["jobsStarted"] - before["jobsStarted"] + now["jobsDropped"] - before["jobsDropped"] >= count - 1
 
-    wait_until(accounted, "every Search run or dropped", timeout=60)
+        wait_until(accounted, "every Search but the one the pool holds dropped", timeout=60)
+        wait_until(lambda: workers(d)["clients"] == 2, "the gone client's connection to close", timeout=30)
+    # the pool's thread is free again: the one Search it was handed runs out, the dropped ones never start
+    wait_until(lambda: workers(d)["expensiveJobs"] == 0, "the gone client's jobs all accounted for", timeout=30)
     after = workers(d)
     started = after["jobsStarted"] - before["jobsStarted"]
-    assert started <= 3, f"{started} of {count} Searches of a gone client were run"
-    assert after["jobsDropped"] - before["jobsDropped"] >= count - 3
-    wait_until(lambda: workers(d)["clients"] == 1, "the gone client's connection to close", timeout=30)
-    # a Search it started may still be running out (a loaded machine): the count comes back to 0, nothing leaks
-    wait_until(lambda: workers(d)["expensiveJobs"] == 0, "the gone client's jobs all accounted for", timeout=30)
+    dropped = after["jobsDropped"] - before["jobsDropped"]
+    assert started <= 1, f"{started} of {count} Searches of a gone client were run"
+    assert started + dropped == count, (started, dropped)
 
 
 def test_reusing_a_request_id_runs_one_request(daemon_factory, short_tmp: Path) -> None:
@@ -154,7 +170,10 @@ def test_connection_churn_keeps_jobs_bounded_and_serves_a_victim(daemon_factory,
     their bound at every sample, and peak RSS within its fresh RSS plus a
     small constant."""
     limit, rounds = 16, 15
-    d = configured(daemon_factory(), short_tmp, read_threads=1, max_expensive_jobs=limit, max_clients=64)
+    # search_refresh_s: the background re-stat of a scope (one a refresh) happens once here, so the count of
+    # messages to the indexer below does not grow with how long a slow machine takes over the rounds
+    d = configured(daemon_factory(), short_tmp, read_threads=1, max_expensive_jobs=limit, max_clients=64,
+                   search_refresh_s=3600)
     seeded(d)
     fresh = peak_rss(d.pid)
     before = workers(d)
@@ -166,7 +185,10 @@ def test_connection_churn_keeps_jobs_bounded_and_serves_a_victim(daemon_factory,
     try:
         wait_until(lambda: workers(d)["jobsDropped"] > 0, "the churn to start", timeout=60)
         with d.client(timeout=30.0) as c:
-            for _ in range(rounds):
+            # at least `rounds`, and until the churn made 100 cycles, however slow this machine is: each
+            # cycle's 8 Searches are counted once at most (started, dropped or refused), each round's Search
+            # and List once
+            while len(samples) < rounds or churned(d, before) < 8 * 100 + 2 * len(samples):
                 assert isinstance(c.call(m.Search(id=c.next_id(), query="churn", all=True)), m.Searched)
                 assert isinstance(c.call(m.List(id=c.next_id(), all=True)), m.Listed)
                 assert isinstance(c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(user("victim"))],
@@ -185,8 +207,8 @@ def test_connection_churn_keeps_jobs_bounded_and_serves_a_victim(daemon_factory,
     searches = after["jobsStarted"] + after["jobsDropped"] - before["jobsStarted"] - before["jobsDropped"]
     rescans = after["rescans"] - before["rescans"]
     # Searches asking the indexer at once share a question: one message per
-    # write the victim made (and a re-stat per refresh), not one per Search.
-    assert rescans <= 3 * rounds + 10, f"{rescans} messages to the indexer for {searches} Searches"
+    # write the victim made (and one re-stat), not one per Search.
+    assert rescans <= 3 * len(samples) + 10, f"{rescans} messages to the indexer for {searches} Searches"
     peak = peak_rss(d.pid)
     assert peak <= fresh + SLACK, f"peak RSS {peak / MiB:.0f} MiB, fresh {fresh / MiB:.0f} MiB"
     wait_until(lambda: workers(d)["clients"] == 1 and workers(d)["expensiveJobs"] == 0, "the churn to be over", timeout=60)

@@ -18,7 +18,7 @@ from tests.helpers import line, main_path, read_entries, user
 
 from . import attacks
 from .attacks import MiB, raw_conn
-from .conftest import BUDGETS, CWD, Bounded
+from .conftest import BUDGETS, CWD, Bounded, settled_non_readers
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -100,8 +100,7 @@ def test_half_closed_clients_that_do_not_read_are_still_cut_off_together(daemon_
     readers = [attacks.pipeline_without_reading(d.socket, 8 * MiB, patience=0.3) for _ in range(8)]
     for s, _ in readers:
         s.shutdown(socket.SHUT_WR)
-    with d.client() as c:
-        unread = c.status().budgets["unreadOutputBytes"]
+    unread = settled_non_readers(d)
     assert 0 < unread["used"] <= unread["limit"] and 2 <= unread["clients"] < 8, unread
     burst = b"".join(encode(m.Status(id=i + 1)) for i in range(attacks.STATUS_BURST))
     dropped = 0

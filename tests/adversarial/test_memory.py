@@ -16,7 +16,7 @@ from tests.helpers import line, main_path, read_entries, user, wait_until
 
 from . import attacks
 from .attacks import MiB, raw_conn, read_answers
-from .conftest import BUDGETS, CWD, Bounded
+from .conftest import BUDGETS, CWD, Bounded, settled_non_readers
 
 
 def test_a_client_that_pipelines_and_never_reads_stops_being_read(bounded: Bounded):
@@ -203,8 +203,7 @@ def test_many_clients_that_never_read_are_bounded_together(daemon_factory, short
     cfg.write_text(f"max_output_bytes = {MiB}\nmax_output_total_bytes = {3 * MiB}\n")
     d = daemon_factory().start("--config", str(cfg), "--log-level", "info")
     readers = [attacks.pipeline_without_reading(d.socket, 8 * MiB, patience=0.3) for _ in range(8)]
-    with d.client() as c:
-        unread = c.status().budgets["unreadOutputBytes"]
+    unread = settled_non_readers(d)
     assert 0 < unread["used"] <= unread["limit"] and 2 <= unread["clients"] < 8, unread
     dropped = 0
     for s, sent in readers:

@@ -15,8 +15,11 @@ def req_append(c, sid, entries, **kw):
     return m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(e) for e in entries], **kw)
 
 
-def test_many_queued_appends_are_coalesced_into_few_writes(daemon_factory):
-    d = daemon_factory("--flush-interval", "200").start()
+def test_many_queued_appends_are_coalesced_into_one_write(daemon_factory):
+    """300 queued appends wait in their file's queue and go out in one write.
+    The window never fires here: with a short one, how many windows the
+    pipelining spans (and so how many writes) depends on the machine's speed."""
+    d = daemon_factory("--flush-interval", "60000").start()
     sid = str(uuid.uuid4())
     msgs = [user(f"m{i}") for i in range(300)]
     with d.client() as c:
@@ -26,7 +29,7 @@ def test_many_queued_appends_are_coalesced_into_few_writes(daemon_factory):
         st = c.status()
     assert read_entries(main_path(d.root, CWD, sid)) == msgs
     writes = st.writes - before
-    assert 1 <= writes <= 5, f"300 appends took {writes} writes"
+    assert writes == 1, f"300 appends took {writes} writes"
 
 
 def test_written_ack_means_the_line_is_in_the_file(daemon_factory):
