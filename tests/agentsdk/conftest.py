@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import claude_agent_sdk
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, query
 
@@ -22,6 +24,16 @@ from sessiond.client.agentsdk import SessiondSessionStore
 from sessiond.store.paths import sanitize
 from tests.agentsdk.fake_api import FakeAPI
 from tests.conftest import DaemonProc
+
+CLAUDE = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+"""The Claude Code CLI the Python SDK's wheel bundles. The npm SDK is given it
+too (``pathToClaudeCodeExecutable``): ``make node`` leaves out the npm SDK's
+own copy (an optional platform package of some 400 MB), and it is the same
+Claude Code release (the wheel's ``claude.version`` and the npm SDK's
+``claudeCodeVersion`` move together)."""
+
+NODE_AGENT = Path(__file__).resolve().parents[2] / "client" / "node" / "dist" / "test" / "agent.js"
+"""client/node/test/agent.ts built by ``make node``: one TypeScript SDK agent process."""
 
 LOCAL_ONLY = frozenset({"api-request-shape", "api-request-blob", "api-request"})
 """Entry types Claude Code writes to its own file and never hands the SDK's
@@ -86,6 +98,89 @@ class Agent:
     def listed(self) -> dict[str, dict[str, Any]]:
         """``sessiond list --json`` of its project, by session id."""
         return {s["sessionId"]: s for s in json.loads(self.sessiond("list", "--json").stdout)}
+
+
+class NodeAgent:
+    """One run of the TypeScript SDK agent (``client/node/test/agent.ts``) in
+    ``agent``'s setting (its config dir, work dir, fake API and daemon):
+    ``steps`` done in order, each answered by one JSON line, collected as
+    they come so a test can act while a step runs."""
+
+    def __init__(self, agent: Agent, steps: list[dict[str, Any]]) -> None:
+        node = shutil.which("node")
+        assert node is not None, "node is not installed (.ci/run installs it)"
+        assert NODE_AGENT.exists(), f"the TypeScript client is not built: run `make node` ({NODE_AGENT} is missing)"
+        spec = {"cwd": str(agent.work), "claude": str(CLAUDE), "steps": steps}
+        self.proc = subprocess.Popen([node, str(NODE_AGENT), json.dumps(spec)], env={**agent.daemon.env, **agent.env},
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: list[dict[str, Any]] = []
+        self.stderr = b""
+        self._threads = [threading.Thread(target=self._read, daemon=True),
+                         threading.Thread(target=self._read_stderr, daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(json.loads(line))
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def wait(self, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Every step's answer, once the process has exited (killed after ``timeout``)."""
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise AssertionError(f"the Node agent did not finish in {timeout}s: {self.lines} {self.stderr[-3000:]!r}") from None
+        finally:
+            for t in self._threads:
+                t.join(10)
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+        assert code == 0, f"the Node agent failed ({code}): {self.lines} {self.stderr[-3000:].decode(errors='replace')}"
+        return self.lines
+
+    @classmethod
+    def run(cls, agent: Agent, *steps: dict[str, Any], timeout: float = 60.0) -> list[dict[str, Any]]:
+        return cls(agent, list(steps)).wait(timeout)
+
+
+def mirrored(local: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What of a local file the SDK mirrors: all but the ``LOCAL_ONLY`` types."""
+    return [e for e in local if e["type"] not in LOCAL_ONLY]
+
+
+def waiting_prompt(agent: Agent, word: str) -> tuple[str, Any]:
+    """A prompt whose Bash call waits for the file ``go`` (so the test acts
+    mid-turn), and that file."""
+    go = agent.work / "go"
+    return f"look for {word} RUN: while [ ! -e {go} ]; do sleep 0.05; done; echo finished-{word}", go
+
+
+def search_hit(agent: Agent, word: str) -> dict[str, Any] | None:
+    hits = json.loads(agent.sessiond("search", word, "--json").stdout)
+    return hits[0] if hits else None
+
+
+def chained_onto(before: list[dict[str, Any]], after: list[dict[str, Any]], prompt: str) -> bool:
+    """Whether, in ``after`` (a file that was ``before`` and grew), the new
+    user entry carrying ``prompt`` descends by ``parentUuid`` from an
+    assistant entry of ``before``: the next turn went on from the old one."""
+    new = after[len(before):]
+    entry = next(e for e in new if e["type"] == "user" and prompt in json.dumps(e["message"]))
+    chain = {e["uuid"]: e for e in after if "uuid" in e}
+    ancestors = set()
+    parent = entry.get("parentUuid")
+    while parent in chain and parent not in ancestors:
+        ancestors.add(parent)
+        parent = chain[parent].get("parentUuid")
+    return bool(ancestors & {e["uuid"] for e in before if e["type"] == "assistant"})
 
 
 def session_of(messages: list[Any]) -> str:
