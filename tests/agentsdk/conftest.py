@@ -77,7 +77,8 @@ class Agent:
         kw.setdefault("session_store", self.store)
         kw.setdefault("session_store_flush", "eager")
         # allowed_tools, not bypassPermissions: the CLI refuses bypass mode as root
-        return ClaudeAgentOptions(cwd=str(self.work), env=self.env, allowed_tools=["Bash", "Read"], max_turns=4, **kw)
+        kw.setdefault("allowed_tools", ["Bash", "Read"])
+        return ClaudeAgentOptions(cwd=str(self.work), env=self.env, max_turns=4, **kw)
 
     def run(self, prompt: str, **kw: Any) -> list[Any]:
         """One query to its end: every message the SDK yielded."""
