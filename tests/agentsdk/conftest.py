@@ -80,12 +80,12 @@ class Agent:
         kw.setdefault("allowed_tools", ["Bash", "Read"])
         return ClaudeAgentOptions(cwd=str(self.work), env=self.env, max_turns=4, **kw)
 
-    def run(self, prompt: str, **kw: Any) -> list[Any]:
+    def run(self, prompt: str, timeout: float = 50.0, **kw: Any) -> list[Any]:
         """One query to its end: every message the SDK yielded."""
         async def go() -> list[Any]:
             return [msg async for msg in query(prompt=prompt, options=self.options(**kw))]
 
-        return asyncio.run(asyncio.wait_for(go(), 50))
+        return asyncio.run(asyncio.wait_for(go(), timeout))
 
     def local_file(self, sid: str) -> Path:
         return self.config / "projects" / self.project / f"{sid}.jsonl"
@@ -167,6 +167,19 @@ def waiting_prompt(agent: Agent, word: str) -> tuple[str, Any]:
 def search_hit(agent: Agent, word: str) -> dict[str, Any] | None:
     hits = json.loads(agent.sessiond("search", word, "--json").stdout)
     return hits[0] if hits else None
+
+
+def assert_turn_mirrored(agent: Agent, sid: str, word: str) -> None:
+    """Session ``sid`` of ``agent``, one turn with the Bash call of
+    ``waiting_prompt(agent, word)``, is in sessiond as Claude Code wrote it:
+    entry for entry, but for the ``LOCAL_ONLY`` types (which were written)."""
+    local, mirror = entries(agent.local_file(sid)), entries(agent.mirror_file(sid))
+    assert mirror == mirrored(local)  # nothing held back, nothing added
+    tool_uses = [b for e in mirror if e["type"] == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
+    results = [b for e in mirror if e["type"] == "user" for b in e["message"]["content"]
+               if isinstance(b, dict) and b["type"] == "tool_result"]
+    assert [t["name"] for t in tool_uses] == ["Bash"] and f"finished-{word}" in json.dumps(results)
+    assert set(e["type"] for e in local) & LOCAL_ONLY  # the exception is real: those types were written locally
 
 
 def chained_onto(before: list[dict[str, Any]], after: list[dict[str, Any]], prompt: str) -> bool:

@@ -22,9 +22,9 @@ from claude_agent_sdk import (
 from claude_agent_sdk._internal.transcript_mirror_batcher import MIRROR_APPEND_BACKOFF_S
 
 from tests.agentsdk.conftest import (
-    LOCAL_ONLY,
     Agent,
     Lines,
+    assert_turn_mirrored,
     chained_onto,
     cli_args,
     entries,
@@ -60,13 +60,7 @@ def test_a_turn_with_a_tool_call_lands_live_and_equals_the_local_file(agent: Age
         wait_for(lambda: watch.seen(f"done: finished-{word}".encode()))  # the rest streams to the watcher
     finally:
         watch.stop()
-    local, mirror = entries(agent.local_file(sid)), entries(agent.mirror_file(sid))
-    assert mirror == mirrored(local)  # entry for entry, nothing held back, nothing added
-    tool_uses = [b for e in mirror if e["type"] == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
-    results = [b for e in mirror if e["type"] == "user" for b in e["message"]["content"]
-               if isinstance(b, dict) and b["type"] == "tool_result"]
-    assert [t["name"] for t in tool_uses] == ["Bash"] and f"finished-{word}" in json.dumps(results)
-    assert set(e["type"] for e in local) & LOCAL_ONLY  # the exception is real: those types were written locally
+    assert_turn_mirrored(agent, sid, word)
 
 
 def test_resume_from_sessiond_then_continue_fork_rename_tag_delete(agent: Agent) -> None:

@@ -33,7 +33,7 @@ from tests.agentsdk.conftest import (
 from tests.agentsdk.fake_api import FakeAPI
 from tests.conftest import DaemonProc
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def _files(projects: Path, project: str) -> dict[str, list[dict[str, Any]]]:
@@ -123,7 +123,7 @@ def test_python_and_node_agents_and_subagents_at_once_across_a_daemon_crash(shor
     tools = ["Agent", "Bash", "Read"]
     api.hold()
     done: dict[str, Any] = {}
-    py_turn = threading.Thread(target=lambda: done.update(messages=py.run(f"SPAWN: {py_prompt}", allowed_tools=tools)))
+    py_turn = threading.Thread(target=lambda: done.update(messages=py.run(f"SPAWN: {py_prompt}", 150, allowed_tools=tools)))
     py_turn.start()
     node_run = NodeAgent(node, [{"op": "query", "prompt": node_prompt}])
     sub_run = NodeAgent(sub, [{"op": "query", "prompt": f"SPAWN: {sub_prompt}", "tools": tools}])
@@ -149,9 +149,9 @@ def test_python_and_node_agents_and_subagents_at_once_across_a_daemon_crash(shor
         api.release()
         for go in (py_go, node_go, sub_go):
             go.touch()
-        py_turn.join(60)
-        node_answers = node_run.wait(60)
-        sub_answers = sub_run.wait(60)
+        py_turn.join(90)
+        node_answers = node_run.wait(90)
+        sub_answers = sub_run.wait(90)
     assert session_of(done["messages"])
     assert node_answers[0]["result"] == f"done: finished-{words[1]}"
     assert sub_answers[0]["result"].startswith("done: ")

@@ -14,10 +14,10 @@ from tests.agentsdk.conftest import (
     Agent,
     Lines,
     NodeAgent,
+    assert_turn_mirrored,
     chained_onto,
     cli_args,
     entries,
-    mirrored,
     search_hit,
     wait_for,
     waiting_prompt,
@@ -45,13 +45,7 @@ def test_a_turn_with_a_tool_call_lands_live_and_equals_the_local_file(agent: Age
         wait_for(lambda: watch.seen(f"done: finished-{word}".encode()))  # the rest streams to the watcher
     finally:
         watch.stop()
-    local, mirror = entries(agent.local_file(sid)), entries(agent.mirror_file(sid))
-    assert mirror == mirrored(local)  # entry for entry, nothing held back, nothing added
-    tool_uses = [b for e in mirror if e["type"] == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
-    results = [b for e in mirror if e["type"] == "user" for b in e["message"]["content"]
-               if isinstance(b, dict) and b["type"] == "tool_result"]
-    assert [t["name"] for t in tool_uses] == ["Bash"] and f"finished-{word}" in json.dumps(results)
-    assert len(mirror) < len(local)  # the exception is real: Claude Code kept some entries local
+    assert_turn_mirrored(agent, sid, word)
 
 
 def test_resume_from_sessiond_then_continue_fork_rename_tag_delete(agent: Agent) -> None:
