@@ -35,6 +35,19 @@ Claude Code release (the wheel's ``claude.version`` and the npm SDK's
 NODE_AGENT = Path(__file__).resolve().parents[2] / "client" / "node" / "dist" / "test" / "agent.js"
 """client/node/test/agent.ts built by ``make node``: one TypeScript SDK agent process."""
 
+def versions() -> str:
+    """The Claude Code release given to the npm SDK and the one that SDK
+    expects: said when a Node agent fails, as they may drift apart when one
+    SDK is upgraded without the other."""
+    sdk = NODE_AGENT.parents[2] / "node_modules" / "@anthropic-ai" / "claude-agent-sdk" / "package.json"
+    try:
+        wanted = json.loads(sdk.read_text()).get("claudeCodeVersion", "?")
+        given = (CLAUDE.parent / "claude.version").read_text().split()[0]
+    except (OSError, ValueError, IndexError) as exc:
+        return f"versions unknown: {exc}"
+    return f"Claude Code {given} given, the npm SDK expects {wanted}"
+
+
 LOCAL_ONLY = frozenset({"api-request-shape", "api-request-blob", "api-request"})
 """Entry types Claude Code writes to its own file and never hands the SDK's
 mirror (the API requests it made, kept for its own diagnostics)."""
@@ -144,7 +157,8 @@ class NodeAgent:
             for stream in (self.proc.stdout, self.proc.stderr):
                 if stream is not None:
                     stream.close()
-        assert code == 0, f"the Node agent failed ({code}): {self.lines} {self.stderr[-3000:].decode(errors='replace')}"
+        assert code == 0, (f"the Node agent failed ({code}; {versions()}): {self.lines} "
+                           f"{self.stderr[-3000:].decode(errors='replace')}")
         return self.lines
 
     @classmethod
