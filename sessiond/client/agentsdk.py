@@ -162,17 +162,20 @@ class SessiondSessionStore:
 
     async def _with_daemon(self, work: Callable[[AsyncClient, bool], Awaitable[T]]) -> T:
         """``work(client, again)`` on a fresh connection; when the daemon is
-        lost (killed, restarting) it is done again on a new connection, with
-        ``again`` True, until ``timeout`` has passed: every request of the
+        lost (killed, restarting) it is done again on a new connection (with
+        ``again`` True once an attempt may have reached the lost daemon), until
+        ``timeout`` has passed: every request of the
         store is idempotent (an append is sent again with ``resend``, so what
         the lost daemon already wrote is not written twice). The SDK's own
         three tries within one second are too short for a daemon to restart."""
         deadline = anyio.current_time() + self.timeout
         again = False
         while True:
+            greeted = False
             try:
                 async with AsyncClient(self.socket, root=self.root, autostart=self.autostart,
                                        timeout=self.timeout, name="sessiond-agentsdk") as client:
+                    greeted = True
                     return await work(client, again)
             except UnsafeSocketDir:
                 raise
@@ -184,7 +187,11 @@ class SessiondSessionStore:
                 lost = exc
             if anyio.current_time() >= deadline:
                 raise lost
-            again = True
+            # Only a request that may have reached the lost daemon is a resend: one
+            # that found no daemon was never sent, and a resend drops an entry without
+            # a uuid whose line is already in the file (Claude Code writes some such
+            # lines again and again, byte for byte).
+            again = again or greeted
             await anyio.sleep(RECONNECT_PAUSE)
 
     def _root(self, client: AsyncClient) -> Path:

@@ -17,7 +17,7 @@ import msgspec
 from anyio.abc import SocketStream, TaskGroup
 
 from sessiond.wire import messages as m
-from sessiond.wire.errors import DaemonUnavailable, ProtocolError, WrongRoot
+from sessiond.wire.errors import DaemonUnavailable, ProtocolError
 from sessiond.wire.framing import FrameBuffer, decode_response, encode
 
 from .autostart import start_daemon
@@ -53,11 +53,12 @@ class AsyncClient(Endpoint):
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._reader)
-        welcome = await self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
         try:
+            welcome = await self.call(m.Hello(id=0, protocol_version=m.PROTOCOL_VERSION, client=self.name,
+                                              pid=os.getpid()))
             self.welcomed(welcome)  # type: ignore[arg-type]  # the answer to a Hello: Welcome
-        except WrongRoot:
-            await self.__aexit__(None, None, None)
+        except BaseException:  # no Welcome (a daemon killed or frozen meanwhile), or the wrong root
+            await self.__aexit__(None, None, None)  # nobody else closes the socket and the reader
             raise
         return self
 

@@ -9,11 +9,17 @@ message or as later blocks, so the prompt is found by its marker, not its place)
 
 - a message carrying a ``tool_result`` block: the turn's final text,
   ``done: <the first 200 characters of the result>``;
+- ``SPAWN: <prompt>`` in its text: an ``Agent`` tool call (in the foreground)
+  starting a general-purpose subagent on ``<prompt>`` (the rest of the line),
+  so Claude Code runs a sidechain and writes its own transcript;
 - ``RUN: <command>`` in its text: a ``Bash`` tool call running ``<command>``;
 - ``READ: <path>``: a ``Read`` tool call of ``<path>``;
 - anything else: the text ``echo: <the prompt's first line>``.
 
 ``/v1/messages/count_tokens`` answers a fixed count; any other path is 404.
+``FakeAPI.hold()`` keeps every answer to a tool result waiting (``held``
+counts them) until ``release()``: a test acts while each agent is mid-turn,
+at a point it knows, rather than at a time it guesses.
 Each request body is kept (``FakeAPI.requests``) and, with ``--log``, written
 as one JSON line to that file.
 
@@ -72,6 +78,11 @@ def reply_for(body: dict[str, Any]) -> list[dict[str, Any]]:
     if results:
         return [{"type": "text", "text": "done: " + _text_of(results[-1])[:200]}]
     text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    spawn = re.search(r"SPAWN: (.+)", text)
+    if spawn:
+        return [{"type": "tool_use", "id": f"toolu_fake{next(_ids)}", "name": "Agent",
+                 "input": {"description": "run a subagent", "prompt": spawn.group(1).strip(),
+                           "subagent_type": "general-purpose", "run_in_background": False}}]
     run = re.search(r"RUN: (.+)", text)
     if run:
         return [{"type": "tool_use", "id": f"toolu_fake{next(_ids)}", "name": "Bash",
@@ -127,6 +138,9 @@ class FakeAPI:
         self.port = port
         self.log = log
         self.requests: list[dict[str, Any]] = []
+        self.held = 0
+        """Answers to a tool result waiting for ``release()`` now."""
+        self._open: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
@@ -156,7 +170,20 @@ class FakeAPI:
             raise RuntimeError("the fake API did not start")
         return self
 
+    def hold(self) -> None:
+        """From now on, answers to a tool result wait for ``release()``."""
+        assert self._loop is not None, "hold() is for a started server"
+        self._open = asyncio.Event()
+
+    def release(self) -> None:
+        """Send the held answers, and hold no more."""
+        gate, loop = self._open, self._loop
+        self._open = None
+        if gate is not None and loop is not None:
+            loop.call_soon_threadsafe(gate.set)
+
     def stop(self) -> None:
+        self.release()
         loop, server = self._loop, self._server
         if loop is None or server is None:
             return
@@ -196,6 +223,14 @@ class FakeAPI:
                 with open(self.log, "a") as f:
                     f.write(json.dumps(request) + "\n")
             content = reply_for(request)
+            gate = self._open
+            message = last_user_message(request)
+            if gate is not None and message is not None and any(b.get("type") == "tool_result" for b in _blocks(message)):
+                self.held += 1
+                try:
+                    await gate.wait()
+                finally:
+                    self.held -= 1
             if request.get("stream"):
                 out = "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in sse_events(content)).encode()
                 await self._send(writer, 200, "text/event-stream", out)

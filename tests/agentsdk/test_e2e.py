@@ -21,37 +21,33 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk._internal.transcript_mirror_batcher import MIRROR_APPEND_BACKOFF_S
 
-from tests.agentsdk.conftest import LOCAL_ONLY, Agent, Lines, cli_args, entries, session_of, wait_for
+from tests.agentsdk.conftest import (
+    Agent,
+    Lines,
+    assert_turn_mirrored,
+    chained_onto,
+    cli_args,
+    entries,
+    mirrored,
+    search_hit,
+    session_of,
+    wait_for,
+    waiting_prompt,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 
-def _mirrored(local: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in local if e["type"] not in LOCAL_ONLY]
-
-
-def _waiting_prompt(agent: Agent, word: str) -> tuple[str, Any]:
-    """A prompt whose Bash call waits for the file ``go`` (so the test acts
-    mid-turn), and that file."""
-    go = agent.work / "go"
-    return f"look for {word} RUN: while [ ! -e {go} ]; do sleep 0.05; done; echo finished-{word}", go
-
-
-def _search(agent: Agent, word: str) -> dict[str, Any] | None:
-    hits = json.loads(agent.sessiond("search", word, "--json").stdout)
-    return hits[0] if hits else None
-
-
 def test_a_turn_with_a_tool_call_lands_live_and_equals_the_local_file(agent: Agent) -> None:
     word = f"zebra{uuid.uuid4().hex[:8]}"
-    prompt, go = _waiting_prompt(agent, word)
+    prompt, go = waiting_prompt(agent, word)
     done: dict[str, Any] = {}
     turn = threading.Thread(target=lambda: done.update(messages=agent.run(prompt)))
     turn.start()
     watch = None
     try:
         # While the tool runs (the turn is not over), the prompt and the tool call are in sessiond already.
-        hit = wait_for(lambda: _search(agent, word))
+        hit = wait_for(lambda: search_hit(agent, word))
         sid = hit["sessionId"]
         watch = Lines(cli_args("watch", sid, "--json", "--cwd", str(agent.work)), agent.daemon.env)
         wait_for(lambda: watch.seen(b'"name":"Bash"'))
@@ -64,13 +60,7 @@ def test_a_turn_with_a_tool_call_lands_live_and_equals_the_local_file(agent: Age
         wait_for(lambda: watch.seen(f"done: finished-{word}".encode()))  # the rest streams to the watcher
     finally:
         watch.stop()
-    local, mirror = entries(agent.local_file(sid)), entries(agent.mirror_file(sid))
-    assert mirror == _mirrored(local)  # entry for entry, nothing held back, nothing added
-    tool_uses = [b for e in mirror if e["type"] == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
-    results = [b for e in mirror if e["type"] == "user" for b in e["message"]["content"]
-               if isinstance(b, dict) and b["type"] == "tool_result"]
-    assert [t["name"] for t in tool_uses] == ["Bash"] and f"finished-{word}" in json.dumps(results)
-    assert set(e["type"] for e in local) & LOCAL_ONLY  # the exception is real: those types were written locally
+    assert_turn_mirrored(agent, sid, word)
 
 
 def test_resume_from_sessiond_then_continue_fork_rename_tag_delete(agent: Agent) -> None:
@@ -83,16 +73,9 @@ def test_resume_from_sessiond_then_continue_fork_rename_tag_delete(agent: Agent)
     assert session_of(resumed) == sid
     after = entries(agent.mirror_file(sid))
     assert after[:len(before)] == before  # the old turn is not written again
-    new = after[len(before):]
-    prompt = next(e for e in new if e["type"] == "user" and "what was the word?" in json.dumps(e["message"]))
-    chain = {e["uuid"]: e for e in after if "uuid" in e}
-    ancestors = set()
-    parent = prompt.get("parentUuid")
-    while parent in chain:
-        ancestors.add(parent)
-        parent = chain[parent].get("parentUuid")
-    assert ancestors & {e["uuid"] for e in before if e["type"] == "assistant"}  # chained onto the old turn
-    assert any(e["type"] == "assistant" and "echo: what was the word?" in json.dumps(e["message"]) for e in new)
+    assert chained_onto(before, after, "what was the word?")  # chained onto the old turn
+    assert any(e["type"] == "assistant" and "echo: what was the word?" in json.dumps(e["message"])
+               for e in after[len(before):])
 
     continued = agent.run("and again", continue_conversation=True)
     assert session_of(continued) == sid  # the newest session in sessiond
@@ -122,13 +105,13 @@ def test_resume_from_sessiond_then_continue_fork_rename_tag_delete(agent: Agent)
 
 def test_daemon_killed_and_restarted_mid_turn_leaves_every_entry_once(agent: Agent) -> None:
     word = f"kiwi{uuid.uuid4().hex[:8]}"
-    prompt, go = _waiting_prompt(agent, word)
+    prompt, go = waiting_prompt(agent, word)
     done: dict[str, Any] = {}
     turn = threading.Thread(target=lambda: done.update(messages=agent.run(prompt)))
     turn.start()
     daemon = agent.daemon
     try:
-        sid = wait_for(lambda: _search(agent, word))["sessionId"]
+        sid = wait_for(lambda: search_hit(agent, word))["sessionId"]
         daemon.signal(signal.SIGKILL)
         daemon.wait()
         go.touch()  # the turn goes on: its next batches find no daemon
@@ -139,6 +122,6 @@ def test_daemon_killed_and_restarted_mid_turn_leaves_every_entry_once(agent: Age
         go.touch()
         turn.join(60)
     assert session_of(done["messages"]) == sid
-    local, mirror = _mirrored(entries(agent.local_file(sid))), entries(agent.mirror_file(sid))
+    local, mirror = mirrored(entries(agent.local_file(sid))), entries(agent.mirror_file(sid))
     assert mirror == local  # every entry exactly once, in order
     assert len({e["uuid"] for e in mirror if "uuid" in e}) == sum(1 for e in mirror if "uuid" in e)

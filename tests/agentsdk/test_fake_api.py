@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from pathlib import Path
 
-from tests.agentsdk.fake_api import reply_for
+from tests.agentsdk.fake_api import FakeAPI, reply_for
 
 FAKE_API = Path(__file__).with_name("fake_api.py")
 
@@ -58,3 +60,38 @@ def test_a_tool_result_ends_the_turn_with_text() -> None:
     body = {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "42"}]}]}
     assert reply_for(body) == [{"type": "text", "text": "done: 42"}]
     assert reply_for({"messages": [{"role": "user", "content": "hello\nthere"}]}) == [{"type": "text", "text": "echo: hello"}]
+
+
+def test_spawn_calls_a_foreground_subagent_on_the_rest_of_the_line() -> None:
+    body = {"messages": [{"role": "user", "content": "SPAWN: look RUN: echo hi\nmore"}]}
+    [call] = reply_for(body)
+    assert call["name"] == "Agent" and call["input"]["prompt"] == "look RUN: echo hi"  # the subagent runs the command
+    assert call["input"]["run_in_background"] is False
+
+
+def _post(api: FakeAPI, body: dict) -> bytes:
+    req = urllib.request.Request(f"{api.url}/v1/messages", data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=20) as resp:
+        return resp.read()
+
+
+def test_hold_keeps_answers_to_tool_results_until_release() -> None:
+    api = FakeAPI().start()
+    try:
+        api.hold()
+        result = {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "7"}]}]}
+        answers: list[bytes] = []
+        waiting = threading.Thread(target=lambda: answers.append(_post(api, result)))
+        waiting.start()
+        deadline = time.monotonic() + 20
+        while api.held != 1:
+            assert time.monotonic() < deadline, "the request never arrived"
+            time.sleep(0.01)
+        assert b"echo: hi" in _post(api, {"messages": [{"role": "user", "content": "hi"}]})  # a prompt is not held
+        assert not answers and waiting.is_alive()
+        api.release()
+        waiting.join(20)
+        assert b"done: 7" in answers[0] and api.held == 0
+    finally:
+        api.stop()

@@ -5,6 +5,7 @@ batch, ``List.every``, ``Trash.agent``, and the key mapping."""
 from __future__ import annotations
 
 import json
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,25 @@ def test_no_key_reads_outside_the_store(daemon: DaemonProc, tmp_path: Path) -> N
         anyio.run(store.append, {"project_key": "../x", "session_id": sid}, [{"type": "x"}])
     with pytest.raises(OSError):  # a project dir linked out of the root is refused, not read
         anyio.run(store.load, {"project_key": "linked", "session_id": sid})
+
+
+def test_an_append_made_while_the_daemon_is_down_is_written_whole(daemon: DaemonProc) -> None:
+    """Claude Code writes some entries without a uuid again and again, byte
+    for byte (one ``api-request-route`` per API request). An append that found
+    no daemon was never sent: once one is back it is a first send, so an
+    identical line already in the file does not make it a duplicate."""
+    store, sid = _store(daemon), str(uuid.uuid4())
+    key = {"project_key": PROJECT, "session_id": sid}
+    again = {"type": "api-request-route", "provider": "customEndpoint", "sessionId": sid}
+    anyio.run(store.append, key, [again])
+    daemon.signal(signal.SIGKILL)
+    daemon.wait()
+
+    async def while_down() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.append, key, [again, {"type": "user", "uuid": str(uuid.uuid4())}])
+            await anyio.sleep(0.3)  # the append is retrying: no daemon to take it
+            await anyio.to_thread.run_sync(daemon.start)
+
+    anyio.run(while_down)
+    assert [e["type"] for e in anyio.run(store.load, key)] == ["api-request-route", "api-request-route", "user"]

@@ -1,5 +1,8 @@
 """The blocking and async clients against a real daemon: concurrency, autostart."""
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -77,3 +80,20 @@ async def test_async_client_pipelines_from_many_tasks(daemon):
         await c.close_session(sid)
     entries = read_entries(main_path(daemon.root, CWD, sid))
     assert sorted(e["message"]["content"] for e in entries) == sorted(f"t{i}" for i in range(100))
+
+
+@pytest.mark.anyio
+async def test_async_client_whose_hello_fails_leaves_no_connection_open(daemon):
+    """A daemon that takes the connection but never answers the Hello (frozen
+    here; killed or starting in life): whether entering the client fails or
+    not, the socket it dialed is closed, not left for the garbage collector."""
+    fds = len(os.listdir("/proc/self/fd"))
+    daemon.signal(signal.SIGSTOP)  # the kernel still accepts connections into the backlog
+    try:
+        client = AsyncClient(daemon.socket, autostart=False, timeout=0.5)
+        with contextlib.suppress(DaemonUnavailable):
+            async with client:
+                pass
+        assert len(os.listdir("/proc/self/fd")) == fds  # client is still referenced: nothing else closes it
+    finally:
+        daemon.signal(signal.SIGCONT)
