@@ -101,17 +101,24 @@ def report_skipped(path: Path, skipped: int, session: str | None = None) -> None
 @click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
+@click.option("--bridge", "wide", is_flag=True,
+              help="Repair: join the part before a missing parent that Claude Code leaves out (more than 5 s older).")
 @view_options
 @click.pass_obj
-def show(obj: Context, target: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
+def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, all_entries: bool,
+         no_pager: bool) -> None:
     """Show the conversation a resume would restore (never starts a daemon).
 
-    Exit 1 when the file holds no conversation (empty, not a transcript,
-    metadata only) or had unreadable lines (counted in one line on stderr)."""
+    Where a parent line is missing, the conversation is joined as Claude Code
+    joins it (to an entry at most 5 s older) or starts after the gap; the
+    output says so, and `--bridge` joins the earlier part too (a repair,
+    named in the output). Exit 1 when the file holds no conversation (empty,
+    not a transcript, metadata only) or had unreadable lines (counted in one
+    line on stderr)."""
     from sessiond.client.resume.pipeline import load_transcript
 
     path, loc = locate(obj, target, cwd)
-    result = load_transcript(path)
+    result = load_transcript(path, wide=wide)
     refuse_unusable(path, result)
     hint = loc.resume_hint() if loc is not None else None
     if hint is not None:

@@ -116,8 +116,18 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False) -> st
     lines.append("")
     state = {"none": "turn complete", "interrupted_turn": "interrupted mid-turn", "interrupted_prompt": "last prompt got no answer"}
     lines.append(paint(f"{count(len(result.chain), 'message')}; {state.get(result.interruption, result.interruption)}"))
-    if result.bridges:
-        lines.append(paint(f"{count(len(result.bridges), 'gap')} bridged where a parent message was missing"))
+    claude = [b for b in result.bridges if b.repair is None]
+    wide = [b for b in result.bridges if b.repair is not None]
+    if claude:
+        lines.append(paint(f"{count(len(claude), 'gap')} bridged where a parent message was missing "
+                           "(to a message at most 5 s older, as Claude Code does)"))
+    if wide:
+        lines.append(paint(f"repair: {count(len(wide), 'gap')} bridged beyond Claude Code's 5 s (--bridge); "
+                           "Claude Code's resume starts after them", fg="yellow"))
+    if result.cuts:
+        lines.append(paint(f"{count(len(result.cuts), 'missing parent')}: the conversation starts after it, as in "
+                           "Claude Code; the earlier part is still in the file (`show --bridge` joins it, a repair)",
+                           fg="yellow"))
     if result.repairs:
         kinds = sorted({r.kind for r in result.repairs})
         lines.append(paint(f"{len(result.repairs)} repair(s) so the model API accepts it: {', '.join(kinds)}"))
