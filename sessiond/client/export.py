@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from sessiond.store.agents import agent_files as find_agents
+from sessiond.store.agents import session_agent_files
 
 from .resume.pipeline import Resumed, load_transcript
 
@@ -37,10 +37,9 @@ class Exported(msgspec.Struct):
 
 
 def agent_files(path: Path, session_id: str | None) -> list[tuple[str, Path]]:
-    """(agent id, file) of the session's subagents, workflow runs included, sorted (``agents``)."""
-    if not session_id:
-        return []
-    return [(f.agent, f.path) for f in find_agents(path.parent / session_id).files]
+    """(agent id, file) of the session's subagents, workflow runs and Claude Code
+    2.0.x's flat agent files included, sorted (``agents.session_agent_files``)."""
+    return [(f.agent, f.path) for f in session_agent_files(path, session_id)]
 
 
 def load_export(path: Path | str) -> Exported:

@@ -18,10 +18,10 @@ Choices where SPEC is silent:
   attachment): progress and unknown-type entries with a uuid are walked through, never
   reported.
 - ``path``: absolute, not resolved through symlinks.
-- ``subagents``: agent ids of ``<dir-of-file>/<sessionId>/subagents/agent-*.jsonl`` and of
-  ``.../subagents/workflows/<run>/agent-*.jsonl``, sorted, ids that are not legal agent
-  ids ignored. Legacy flat ``agent-*.jsonl`` files beside the session are not claimed
-  (that would need reading each one).
+- ``subagents``: agent ids of ``<dir-of-file>/<sessionId>/subagents/agent-*.jsonl``, of
+  ``.../subagents/workflows/<run>/agent-*.jsonl`` and of Claude Code 2.0.x's flat
+  ``agent-*.jsonl`` files beside the session whose entries carry its ``sessionId``
+  (``agents.session_agent_files``), sorted, ids that are not legal agent ids ignored.
 - The >5 MB skip (loader.py) is undone, i.e. the file is read again in full, when step 3
   needed a uuid the map lacks (the skip may have discarded it) or the loader is unsure:
   the result must not depend on the file size.
@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from sessiond.store.agents import agent_files
+from sessiond.store.agents import session_agent_files
 from sessiond.store.entries import decode_object
 from sessiond.store.jsonl import CHUNK
 from sessiond.store.paths import check_id, check_session_id, is_session_id
@@ -150,7 +150,8 @@ def _legal_agent_id(agent: str) -> bool:
 
 
 def subagent_ids(path: Path | str, session_id: str | None = None) -> list[str]:
-    """Agent ids with a transcript under ``<dir-of-path>/<session id>/subagents/``.
+    """Agent ids with a transcript under ``<dir-of-path>/<session id>/subagents/``
+    or flat beside ``path`` (2.0.x: their entries carry the session's id).
 
     ``session_id`` defaults to the file name (``<uuid>.jsonl``).
     """
@@ -158,7 +159,7 @@ def subagent_ids(path: Path | str, session_id: str | None = None) -> list[str]:
     sid = session_id if session_id is not None else path.name.removesuffix(".jsonl")
     if not is_session_id(sid):
         return []
-    return sorted({f.agent for f in agent_files(path.parent / sid).files if _legal_agent_id(f.agent)})
+    return sorted({f.agent for f in session_agent_files(path, sid) if _legal_agent_id(f.agent)})
 
 
 def load_transcript(
