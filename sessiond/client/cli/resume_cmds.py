@@ -31,19 +31,26 @@ from .locate import session_id as resolved_id
 from .output import colour_on, count, echo, echo_json, local_time, page, printable, skipped_lines
 
 
-def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "") -> None:
+def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "",
+           history: list[dict] | None = None) -> None:
     """JSON for programs; for a person the rendered conversation (then
     ``footer``), in colour on a terminal (unless ``NO_COLOR``), through
     ``$PAGER`` (``less`` by default, ``LESS=FRX`` unless set) when it is longer
-    than the screen."""
+    than the screen. ``history``: the entries before the last compaction
+    (``show --history``), first, marked; in JSON a ``history`` key."""
     if as_json:
-        echo_json(result)
+        if history is None:
+            echo_json(result)
+        else:
+            import msgspec
+
+            echo_json({**msgspec.to_builtins(result), "history": history})
         return
     tty = sys.stdout.isatty()
     color = colour_on()
     from .transcript_view import render
 
-    text = render(result, all_entries=all_entries, color=color) + (f"\n{printable(footer)}" if footer else "")
+    text = render(result, all_entries=all_entries, color=color, history=history) + (f"\n{printable(footer)}" if footer else "")
     import shutil
 
     if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
@@ -103,9 +110,11 @@ def report_skipped(path: Path, skipped: int, session: str | None = None) -> None
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
 @click.option("--bridge", "wide", is_flag=True,
               help="Repair: join the part before a missing parent that Claude Code leaves out (more than 5 s older).")
+@click.option("--history", is_flag=True,
+              help="Also the conversation before the last compaction (marked; a resume does not restore it).")
 @view_options
 @click.pass_obj
-def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, all_entries: bool,
+def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, history: bool, all_entries: bool,
          no_pager: bool) -> None:
     """Show the conversation a resume would restore (never starts a daemon).
 
@@ -131,7 +140,12 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, 
 
         first = "" if stored else f"sessiond import {shlex.quote(str(path))} && "  # resume finds sessions of the store
         footer = f"to resume it: {hint or f'{first}sessiond resume {sid}'}"
-    _print(result, as_json, all_entries=all_entries, pager=not no_pager, footer=footer)
+    before = None
+    if history:
+        from sessiond.client.resume.history import pre_compaction
+
+        before = pre_compaction(path)
+    _print(result, as_json, all_entries=all_entries, pager=not no_pager, footer=footer, history=before)
     report_skipped(path, result.skippedLines, sid if stored else None)
 
 
