@@ -138,8 +138,8 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, 
     if sid:
         import shlex
 
-        first = "" if stored else f"sessiond import {shlex.quote(str(path))} && "  # resume finds sessions of the store
-        footer = f"to resume it: {hint or f'{first}sessiond resume {sid}'}"
+        first = "" if stored else f"sessiond import {shlex.quote(str(path))} && {_cd_to_its_project(path, cwd)}"
+        footer = f"to resume it: {hint or f'{first}sessiond resume {sid}'}"  # resume finds sessions of the store
     before = None
     if history:
         from sessiond.client.resume.history import pre_compaction
@@ -147,6 +147,26 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, 
         before = pre_compaction(path)
     _print(result, as_json, all_entries=all_entries, pager=not no_pager, footer=footer, history=before)
     report_skipped(path, result.skippedLines, sid if stored else None)
+
+
+def _cd_to_its_project(path: Path, cwd: str | None) -> str:
+    """``cd <cwd> && `` when the file's recorded cwd is another project than the
+    one the command runs in: ``import`` puts it in the project its cwd names,
+    and ``resume`` there finds it (from elsewhere it refuses another project's)."""
+    import shlex
+
+    from sessiond.store.lite import read_lite
+    from sessiond.store.paths import canonical_cwd, sanitize
+
+    try:
+        recorded = read_lite(path).cwd
+    except OSError:
+        return ""
+    if not recorded or not os.path.isabs(recorded):
+        return ""
+    if sanitize(canonical_cwd(recorded)) == sanitize(canonical_cwd(where(cwd))):
+        return ""
+    return f"cd {shlex.quote(recorded)} && "
 
 
 def _in_store(obj: Context, path: Path) -> bool:
