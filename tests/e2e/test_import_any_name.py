@@ -56,7 +56,7 @@ def test_two_files_of_one_session_are_merged_by_uuid(daemon, short_tmp):
         u = str(uuid.uuid4())
         added.append({"parentUuid": last["uuid"], "isSidechain": False, "type": "user" if i == 0 else "assistant",
                       "message": {"role": "user" if i == 0 else "assistant", "content": text}, "uuid": u,
-                      "timestamp": "2026-02-01T00:00:0%d.000Z" % i, "sessionId": SID, "cwd": RECORDED_CWD})
+                      "timestamp": f"2026-02-01T00:00:0{i}.000Z", "sessionId": SID, "cwd": RECORDED_CWD})
         last = added[-1]
     added_lines = [json.dumps(e).encode() for e in added]
     a = short_tmp / "a" / "full.jsonl"
