@@ -185,21 +185,64 @@ def _live_options(f):
                              "first, and it is refused from then on.")(f)
 
 
+def _claude_option(f):
+    return click.option("--claude", "in_claude", is_flag=True,
+                        help="Open it in Claude Code: `claude --resume ID` in the session's own directory, its file "
+                             "placed into Claude Code's projects dir first when the store is elsewhere.")(f)
+
+
 @cli.command()
 @click.argument("session_id", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
+@_claude_option
 @view_options
 @_live_options
 @click.pass_obj
-def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool,
-           take_over: bool, fork_it: bool) -> None:
+def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, in_claude: bool, all_entries: bool,
+           no_pager: bool, take_over: bool, fork_it: bool) -> None:
     """Resume a session: show it and make the daemon adopt its file.
 
     Exit 4 when another client is writing it (the session is live): stderr names
-    its pid; --take-over takes it, --fork continues in a copy."""
+    its pid; --take-over takes it, --fork continues in a copy. With --claude,
+    Claude Code resumes it instead (--fork --claude: the fork)."""
+    if in_claude:
+        if fork_it:
+            click.get_current_context().invoke(fork, target=session_id, cwd=cwd, as_json=False, in_claude=True)
+            return
+        path, _ = locate(obj, resolved_id(obj, session_id), cwd)
+        _hand_to_claude(obj, path)
+        return
     _resume(obj, resolved_id(obj, session_id), cwd, as_json, take_over, fork_it, all_entries=all_entries,
             pager=not no_pager)
+
+
+def _hand_to_claude(obj: Context, path: Path, session: str | None = None) -> None:
+    """Place the session where Claude Code reads it (saying so), then run
+    ``claude --resume ID`` in its directory, or say in one line how to."""
+    from sessiond.client import claude_handoff
+    from sessiond.store.paths import is_session_id
+
+    sid = session or path.name.removesuffix(".jsonl")
+    if not is_session_id(sid):
+        raise SessiondError(f"{path} is not named by a session id: import it first (`sessiond import {path}`)",
+                            code="bad_request")
+    h = claude_handoff.prepare(path, sid)
+    if h.placed:
+        echo(f"sessiond: placed {count(len(h.placed), 'file')} of session {sid} into {os.path.dirname(h.path)} "
+             "(byte for byte), where Claude Code reads it", err=True)
+    program = claude_handoff.program_path(h.command[0])
+    if program is None:
+        echo(f"sessiond: `{h.command[0]}` is not on PATH; to resume it in Claude Code: {h.by_hand()}", err=True)
+        sys.exit(1)
+    if not os.path.isdir(h.cwd):
+        echo(f"sessiond: {h.cwd} (the session's directory) does not exist here; Claude Code resumes it only "
+             f"from there: {h.by_hand()}", err=True)
+        sys.exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.chdir(h.cwd)
+    os.execv(program, h.command)
 
 
 @cli.command("continue")
@@ -271,9 +314,12 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
 @click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Where the fork works: its project dir and recorded cwd (default: the original's).")
 @click.option("--json", "as_json", is_flag=True, help="The new id, the source id, the message count and the cwd as one JSON object.")
+@_claude_option
 @click.pass_obj
-def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
-    """Start a new session seeded with the old one's chain; prints the new id."""
+def fork(obj: Context, target: str, cwd: str | None, as_json: bool, in_claude: bool = False) -> None:
+    """Start a new session seeded with the old one's chain; prints the new id
+    (--claude: then opens the fork in Claude Code, never stranded where
+    `claude --resume` cannot see it)."""
     from sessiond.client.resume.pipeline import load_transcript
     from sessiond.store.reencode import encode_entry
     from sessiond.wire import messages as m
@@ -305,6 +351,9 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
         echo_json({"sessionId": new_id, "forkedFrom": result.sessionId, "messages": len(entries), "cwd": session_cwd})
     else:
         echo(new_id)
+    if in_claude:
+        forked, _ = locate(obj, new_id, session_cwd)
+        _hand_to_claude(obj, forked, new_id)
 
 
 def fork_entries(path: Path, chain: list[str]) -> list[dict]:
