@@ -1,7 +1,8 @@
 """A resumed conversation as a document a person reads: Markdown or one HTML file.
 
 What goes in is what a resume restores (``load_transcript``), so an export shows
-the conversation the agent would continue, not every line of the file: turns
+the conversation the agent would continue, not every line of the file (the
+turns before the last compaction come first, marked, collapsed in HTML): turns
 under role headers with their times, tool calls and their results collapsed,
 thinking only on demand, each subagent's conversation after the main one and
 linked from it, the title and the dates at the top.
@@ -22,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from sessiond.store.agents import agent_files as find_agents
+from sessiond.store.agents import session_agent_files
 
 from .resume.pipeline import Resumed, load_transcript
 
@@ -34,19 +35,23 @@ class Exported(msgspec.Struct):
 
     main: Resumed
     subagents: list[tuple[str, Resumed]]
+    history: list[dict[str, Any]] = []
+    """The main conversation before its last compaction (``resume.history``):
+    exported first, marked as what a resume no longer restores."""
 
 
 def agent_files(path: Path, session_id: str | None) -> list[tuple[str, Path]]:
-    """(agent id, file) of the session's subagents, workflow runs included, sorted (``agents``)."""
-    if not session_id:
-        return []
-    return [(f.agent, f.path) for f in find_agents(path.parent / session_id).files]
+    """(agent id, file) of the session's subagents, workflow runs and Claude Code
+    2.0.x's flat agent files included, sorted (``agents.session_agent_files``)."""
+    return [(f.agent, f.path) for f in session_agent_files(path, session_id)]
 
 
 def load_export(path: Path | str) -> Exported:
+    from .resume.history import pre_compaction
+
     main = load_transcript(path)
     subs = [(agent, load_transcript(p)) for agent, p in agent_files(Path(main.path), main.sessionId)]
-    return Exported(main=main, subagents=subs)
+    return Exported(main=main, subagents=subs, history=pre_compaction(path))
 
 
 def title_of(resumed: Resumed) -> str:
@@ -84,13 +89,13 @@ def _json(value: Any) -> str:
     return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
 
 
-def _turns(resumed: Resumed):
+def _turns(messages: list[dict[str, Any]]):
     """(role, time, blocks, meta) per turn a person reads: the blocks of one API
     response (separate entries sharing ``message.id``) form one turn, tool
     results one turn of their own; a string content is one text block."""
     last_id: Any = None
     turn: list[Any] | None = None
-    for msg in resumed.messages:
+    for msg in messages:
         kind = msg.get("type")
         if kind in ("user", "assistant"):
             inner = msg.get("message") or {}
@@ -156,7 +161,7 @@ def _md_anchor(agent: str) -> str:
     return "subagent-" + re.sub(r"[^a-z0-9_-]", "-", agent.lower())
 
 
-def _md_conversation(resumed: Resumed, out: list[str], level: int, when: When = _when) -> None:
+def _md_conversation(messages: list[dict[str, Any]], out: list[str], level: int, when: When = _when) -> None:
     """Every piece of transcript text goes out fenced (``_md_fence``: a prompt,
     an assistant's message, a tool's input and result, thinking), escaped as
     inline text (``_md_inline``: times) or HTML-escaped inside the export's own
@@ -164,7 +169,7 @@ def _md_conversation(resumed: Resumed, out: list[str], level: int, when: When = 
     never rendered as Markdown or HTML (a ``<script>``, an ``onerror=``, a
     ``javascript:`` link, a fake heading)."""
     h = "#" * level
-    for role, ts, blocks, meta in _turns(resumed):
+    for role, ts, blocks, meta in _turns(messages):
         out.append(f"{h} {role}{' (meta)' if meta else ''} · {_md_inline(when(ts))}\n")
         if meta:
             text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
@@ -198,10 +203,14 @@ def to_markdown(export: Exported, when: When = _when) -> str:
     if export.subagents:
         out.append("- Subagents: " + ", ".join(f"[{_md_inline(a)}](#{_md_anchor(a)})" for a, _ in export.subagents))
     out.append("")
-    _md_conversation(main, out, 2, when)
+    if export.history:
+        out.append(f"## Before compaction ({len(export.history)} entries: not what a resume restores)\n")
+        _md_conversation(export.history, out, 3, when)
+        out.append("## After compaction (what a resume restores)\n")
+    _md_conversation(main.messages, out, 2, when)
     for agent, resumed in export.subagents:
         out.append(f'<a id="{_md_anchor(agent)}"></a>\n\n## Subagent {_md_inline(agent)}\n')
-        _md_conversation(resumed, out, 3, when)
+        _md_conversation(resumed.messages, out, 3, when)
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -217,6 +226,7 @@ header{border-bottom:2px solid #d2d2d7;margin-bottom:1.5rem}h1{font-size:1.6rem;
 .text{white-space:pre-wrap;word-wrap:break-word}pre{white-space:pre-wrap;word-wrap:break-word;background:#f2f2f7;padding:.5rem;border-radius:6px;font-size:.85rem;max-height:40rem;overflow:auto}
 details{margin:.4rem 0}summary{cursor:pointer;color:#0066cc}details.thinking summary{color:#8e44ad}details.error summary{color:#c0392b}
 section.subagent{border-top:2px dashed #d2d2d7;margin-top:2rem}nav a{margin-right:.8rem}
+details.history{border:1px dashed #d2d2d7;border-radius:10px;padding:.4rem 1rem;opacity:.85}
 """
 
 
@@ -224,8 +234,8 @@ def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _html_conversation(resumed: Resumed, out: list[str], agents: set[str], when: When = _when) -> None:
-    for role, ts, blocks, meta in _turns(resumed):
+def _html_conversation(messages: list[dict[str, Any]], out: list[str], agents: set[str], when: When = _when) -> None:
+    for role, ts, blocks, meta in _turns(messages):
         out.append(f'<div class="turn {role}"><div class="role">{_e(role)}{" · meta" if meta else ""}'
                    f'<time>{_e(when(ts))}</time></div>')
         if meta:  # skill bodies, command output, synthetic prompts: there on demand
@@ -282,10 +292,15 @@ def to_html(export: Exported, when: When = _when) -> str:
         out.append("<nav>Subagents: " + "".join(f'<a href="#subagent-{_e(a)}">{_e(a)}</a>' for a, _ in export.subagents) + "</nav>")
     out.append("</header><main>")
     agents = {a for a, _ in export.subagents}
-    _html_conversation(main, out, agents, when)
+    if export.history:  # collapsed: there to look back at, not the conversation a resume continues
+        out.append(f'<details class="history"><summary>Before compaction: {len(export.history)} entries '
+                   "(not what a resume restores)</summary>")
+        _html_conversation(export.history, out, agents, when)
+        out.append('</details><h2 class="after">After compaction</h2>')
+    _html_conversation(main.messages, out, agents, when)
     for agent, resumed in export.subagents:
         out.append(f'<section class="subagent" id="subagent-{_e(agent)}"><h2>Subagent {_e(agent)}</h2>')
-        _html_conversation(resumed, out, set(), when)
+        _html_conversation(resumed.messages, out, set(), when)
         out.append("</section>")
     out.append("</main></body></html>")
     return "\n".join(out) + "\n"

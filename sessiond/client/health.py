@@ -4,9 +4,9 @@ Unhealthy is reserved for what loses or confuses data: a torn last line (a
 writer died mid-line; ``repair`` moves it aside), unparseable lines in the
 middle (their content is lost to every reader), duplicate uuids (within the main
 chain or within the sidechains: two writers, or a bug). A dangling parent (a
-``parentUuid`` naming no entry of the file) is a warning: resume bridges it to
-the nearest earlier message without losing a message, and Claude Code's own
-files have them (entries it never writes, such as progress lines). Entries of
+``parentUuid`` naming no entry of the file) is a warning: resume links it to a
+message at most 5 s older as Claude Code does (else starts after it; ``show
+--bridge`` joins the rest), and Claude Code's own files have them (entries it never writes, such as progress lines). Entries of
 another session in a file named by a session id are a warning too (two writers
 on one file, or files joined with ``cat``): resume takes the file's own session.
 Tool uses without a result, and messages with nothing to send (no content, or

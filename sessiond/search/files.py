@@ -3,7 +3,9 @@
 A project dir holds ``<session>.jsonl`` main transcripts and, under
 ``<session>/subagents/`` (and ``…/workflows/<run>/``), ``agent-<id>.jsonl``
 files; the session of an agent file is its parent's, so a hit there points
-at the conversation it belongs to. Only regular files count; symlinks are
+at the conversation it belongs to. Claude Code 2.0.x kept agent files flat,
+``agent-<id>.jsonl`` beside the sessions: their session is the one their first
+entry names (``sessionId``), read once when the file is met. Only regular files count; symlinks are
 never followed (a planted link cannot make us read outside the root).
 """
 
@@ -14,6 +16,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from sessiond.store.importer import FLAT_AGENT, flat_agent_session
 from sessiond.store.paths import is_session_id, projects_dir
 
 
@@ -43,6 +46,9 @@ def describe(root: Path, path: str | Path) -> tuple[str, str, str | None] | None
         return None
     if len(parts) == 2 and parts[1].endswith(".jsonl") and is_session_id(parts[1][:-6]):
         return parts[0], parts[1][:-6].lower(), None
+    if len(parts) == 2 and FLAT_AGENT.fullmatch(parts[1]):
+        owner = flat_agent_session(path)
+        return None if owner is None else (parts[0], owner.lower(), parts[1][6:-6])
     if not (4 <= len(parts) <= 6 and is_session_id(parts[1]) and parts[2] == "subagents"):
         return None
     name = parts[-1]
@@ -97,6 +103,11 @@ def transcripts(root: Path, projects: list[str] | None = None) -> Iterator[Trans
                 st = _regular(e)
                 if st is not None:
                     yield Transcript(e.path, project, name[:-6].lower(), None, st)
+            elif FLAT_AGENT.fullmatch(name):  # Claude Code 2.0.x: beside the sessions
+                st = _regular(e)
+                owner = flat_agent_session(e.path) if st is not None else None
+                if st is not None and owner is not None:
+                    yield Transcript(e.path, project, owner.lower(), name[6:-6], st)
             elif is_session_id(name) and e.is_dir(follow_symlinks=False):
                 yield from _agents(os.path.join(e.path, "subagents"), project, name.lower())
 

@@ -14,6 +14,7 @@ import unicodedata
 from pathlib import Path
 
 from sessiond.store.jsonl import iter_lines
+from sessiond.store.lite import session_title as file_title
 from sessiond.store.paths import projects_dir
 
 from .extract import extract
@@ -136,7 +137,7 @@ def scan(root: Path, text: str, *, projects: list[str] | None = None, limit: int
     out = []
     for key, (_, hit) in ranked:
         title, cwd = titles.get(key, (None, None))
-        hit.title = title
+        hit.title = file_title(hit.path) or title  # the one title list and show give; the scan's when unreadable
         hit.cwd = hit.cwd or cwd
         out.append(hit)
     return out

@@ -13,6 +13,13 @@ a directory of 200,000 entries costs a bounded listing:
 
     <session>/subagents/agent-<id>.jsonl
     <session>/subagents/workflows/<run>/agent-<id>.jsonl
+
+Claude Code 2.0.x kept them flat, as ``agent-<id>.jsonl`` beside the sessions
+in the project dir, where only the entries say whose they are (their
+``sessionId`` is the parent session's): ``session_agent_files`` gives a
+session's agents in both layouts, so show, export and search link a 2.0.x
+tree as they link a 2.1 one (du, rm and import already did, through
+``importer.flat_agents``).
 """
 
 from __future__ import annotations
@@ -64,6 +71,39 @@ def agent_files(session_dir: Path, max_entries: int = MAX_ENTRIES) -> AgentFiles
                 found.append(AgentFile(name[len("agent-"):-len(".jsonl")], base / name, size))
     top = sorted(f for f in found if f.path.parent == base)
     return AgentFiles(top + [f for f in found if f.path.parent != base], left[0] > 0)
+
+
+def flat_agent_files(project: Path, session_id: str, max_entries: int = MAX_ENTRIES) -> list[AgentFile]:
+    """The flat ``agent-<id>.jsonl`` files of ``project`` whose first entry
+    carries ``session_id`` (Claude Code 2.0.x's layout), sorted; at most
+    ``max_entries`` directory entries are looked at, no symlink is followed."""
+    from .importer import FLAT_AGENT, flat_agent_session
+
+    found = []
+    sid = session_id.lower()
+    with _Dir.open(project) as d:
+        for name, _, size in _entries(d, [max_entries]):
+            if size is not None and FLAT_AGENT.fullmatch(name):
+                path = project / name
+                owner = flat_agent_session(path)
+                if owner is not None and owner.lower() == sid:
+                    found.append(AgentFile(name[len("agent-"):-len(".jsonl")], path, size))
+    return sorted(found)
+
+
+def session_agent_files(main: Path, session_id: str | None) -> list[AgentFile]:
+    """The agent files of the session whose main transcript is ``main``, in both
+    layouts: ``<session>/subagents/`` (2.1) first, then the flat 2.0.x ones
+    beside ``main`` that the 2.1 layout does not already hold (only when
+    ``main`` is ``<session id>.jsonl``: an agent file's siblings are not its
+    subagents)."""
+    if not session_id:
+        return []
+    nested = agent_files(main.parent / session_id).files
+    if main.name.lower() != f"{session_id.lower()}.jsonl":
+        return nested
+    held = {f.agent for f in nested}
+    return nested + [f for f in flat_agent_files(main.parent, session_id) if f.agent not in held]
 
 
 def _is_agent(name: str) -> bool:

@@ -10,6 +10,14 @@ only (under the writers' exclusive ``flock``, after checking that what the store
 holds is a prefix of the source), and a copy that differs is reported
 ``diverged`` and never overwritten. A second run imports nothing.
 
+A transcript under another name (a shared ``chat.jsonl``, an Entire checkpoint
+``full.jsonl``) is the session its entries name (the last ``sessionId`` in the
+file), imported as ``<id>.jsonl`` into the project its cwd names. Two files of
+one session (two checkpoints, a checkpoint and the live file) are merged by
+uuid: the lines of the second whose uuid (or, for a line without one, whose
+bytes) the store's copy lacks are appended, ``merged``; a copy is never
+overwritten, and a source with a line that is no entry is ``diverged``.
+
 ``plan`` turns the user's paths (a projects dir, a project dir, ``.jsonl``
 files) into one ``SessionSource`` per session; ``import_session`` copies one.
 The daemon runs ``import_session`` for an ``Import`` request (so its catalog and
@@ -33,14 +41,14 @@ from .paths import canonical_cwd, check_inside, is_session_id, projects_dir, san
 from .regular import open_regular
 from .safeopen import FILE_MODE
 
-STATUSES: tuple[str, ...] = ("imported", "grown", "unchanged", "diverged", "unreadable", "busy")
+STATUSES: tuple[str, ...] = ("imported", "grown", "merged", "unchanged", "diverged", "unreadable", "busy")
 CHUNK = 8 * 1024 * 1024
 
 
 def session_status(results: list[FileResult]) -> Status:
     """One word for a session: the most telling of its files' outcomes."""
     present = {r.status for r in results}
-    for status in ("busy", "diverged", "unreadable", "imported", "grown"):
+    for status in ("busy", "diverged", "unreadable", "imported", "merged", "grown"):
         if status in present:
             return status
     return "unchanged"
@@ -126,6 +134,48 @@ def _session(project: Path, sid: str, skipped: list[str], flat: list[ImportFile]
     return SessionSource(project=project.name, session=sid, files=files) if files else None
 
 
+_SESSION_ID_FIELD = re.compile(rb'"sessionId"\s*:\s*"([0-9A-Fa-f-]{36})"')
+_ID_WINDOW = 1 << 20
+
+
+def entries_session(src: Path) -> str | None:
+    """The session a transcript under any name is: the last ``sessionId`` of its
+    last MB (a conversation resumed from an older copy keeps the old id on its
+    first entries, the file is named by the newest), else of its first MB."""
+    try:
+        with open(src, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - _ID_WINDOW))
+            tail = f.read(_ID_WINDOW)
+            f.seek(0)
+            head = f.read(_ID_WINDOW) if size > _ID_WINDOW else b""
+    except OSError:
+        return None
+    for window, last in ((tail, True), (head, False)):
+        found: list[str] = [m.decode() for m in _SESSION_ID_FIELD.findall(window) if is_session_id(m.decode())]
+        if found:
+            return (found[-1] if last else found[0]).lower()
+    return None
+
+
+def _named_by_entries(src: Path) -> SessionSource | None:
+    """A transcript whose name is no session id: the session its entries name,
+    as ``<id>.jsonl`` (None when it is no session: a subagent's, empty, only
+    metadata, or no id in it)."""
+    from .lite import SESSION, read_lite
+
+    try:
+        if read_lite(src).state != SESSION:
+            return None
+    except OSError:
+        return None
+    sid = entries_session(src)
+    if sid is None:
+        return None
+    project = src.parent.name if _PROJECT_NAME.fullmatch(src.parent.name) else _recorded_project(src)
+    return SessionSource(project=project, session=sid, files=[ImportFile(src=str(src), rel=f"{sid}.jsonl")])
+
+
 def _is_project_dir(d: Path) -> bool:
     with os.scandir(d) as it:
         return any(e.name.endswith(".jsonl") or is_session_id(e.name) for e in it)
@@ -161,8 +211,10 @@ def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
     skipped: list[str] = []
 
     def add(found: list[SessionSource]) -> None:
-        for s in found:
-            sessions.setdefault((s.project, s.session), s)
+        for s in found:  # a session met twice (two files of it) imports both: the second merges
+            have = sessions.setdefault((s.project, s.session), s)
+            if have is not s:
+                have.files += [f for f in s.files if f.src not in {g.src for g in have.files}]
 
     for src in sources:
         src = Path(os.path.abspath(src))
@@ -170,7 +222,12 @@ def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
             skipped.append(str(src))
         elif src.is_file():
             sid = src.name[:-6] if src.name.endswith(".jsonl") else ""
-            session = _session(src.parent, sid, skipped, flat_agents(src.parent).get(sid, [])) if is_session_id(sid) else None
+            if is_session_id(sid):
+                session = _session(src.parent, sid, skipped, flat_agents(src.parent).get(sid, []))
+            elif FLAT_AGENT.fullmatch(src.name):
+                session = None
+            else:
+                session = _named_by_entries(src)
             if session is None:
                 skipped.append(str(src))
             else:
@@ -339,6 +396,8 @@ def _merge(src: int, end: int, dest: Path, rel: str) -> FileResult:
         with file_lock(fd):
             have = os.fstat(fd).st_size
             if not _same(src, fd, min(have, end)):
+                if dest.suffix == ".jsonl":
+                    return _merge_by_uuid(src, end, fd, have, dest, rel)
                 return FileResult(rel=rel, status="diverged", error="the store's copy differs from the source")
             if have >= end:
                 return FileResult(rel=rel, status="unchanged")
@@ -348,6 +407,53 @@ def _merge(src: int, end: int, dest: Path, rel: str) -> FileResult:
             return FileResult(rel=rel, status="grown", bytes=end - have)
     finally:
         os.close(fd)
+
+
+def _lines(fd: int, end: int) -> list[bytes]:
+    data = bytearray()
+    off = 0
+    while off < end:
+        chunk = os.pread(fd, min(CHUNK, end - off), off)
+        if not chunk:
+            break
+        data += chunk
+        off += len(chunk)
+    return [line for line in bytes(data).split(b"\n") if line.strip()]
+
+
+def _merge_by_uuid(src: int, end: int, fd: int, have: int, dest: Path, rel: str) -> FileResult:
+    """Two copies of one session that are not one the other's prefix (two
+    checkpoints of it, one redacted): the source's entries the store's copy
+    lacks are appended (by uuid; a line without one by its bytes), in the
+    source's order; nothing of the store's copy changes (called under its lock)."""
+    held_uuids: set[str] = set()
+    held_lines: set[bytes] = set()
+    for line in _lines(fd, have):
+        held_lines.add(line)
+        obj = decode_object(line)
+        if obj is not None and isinstance(obj.get("uuid"), str):
+            held_uuids.add(obj["uuid"])
+    new: list[bytes] = []
+    for line in _lines(src, end):
+        obj = decode_object(line)
+        if obj is None:
+            return FileResult(rel=rel, status="diverged",
+                              error="the store's copy differs from the source, which holds a line that is no entry")
+        uuid = obj.get("uuid")
+        if isinstance(uuid, str):
+            if uuid in held_uuids:
+                continue
+            held_uuids.add(uuid)
+        elif line in held_lines:
+            continue
+        held_lines.add(line)
+        new.append(line)
+    if not new:
+        return FileResult(rel=rel, status="unchanged")
+    lead = b"\n" if have and os.pread(fd, 1, have - 1) != b"\n" else b""
+    data = lead + b"\n".join(new) + b"\n"
+    append_unlocked(fd, dest, data, known_end=have)
+    return FileResult(rel=rel, status="merged", bytes=len(data))
 
 
 def import_session(root: Path, source: SessionSource) -> list[FileResult]:

@@ -9,7 +9,9 @@ a root pointed at ``~/.claude`` shows the titles Claude Code's picker shows:
   flag, teamName;
 * tail → customTitle, aiTitle, lastPrompt, tag, summary, the LAST occurrence of
   each winning (metadata is re-appended at EOF, SPEC 3.5, to stay in this window);
-* title = customTitle, else aiTitle, else summary, else first prompt.
+  a custom or AI title found only in the head (a big file whose title was set
+  early and never re-appended) is taken from there, as the picker does;
+* title = the one Claude Code's ``--resume`` picker shows (``title_of``).
 
 Where each part lives: ``lite_head`` reads the head window (envelope, first
 prompt, a prompt cut by the window), ``lite_tail`` the tail window (the
@@ -39,7 +41,7 @@ from sessiond.wire.session_info import (  # noqa: F401  (what the lite read fill
 )
 
 from .lite_head import HeadState, probe_tail, salvage, scan_head
-from .lite_tail import last_entry_at, message_count, scan_tail
+from .lite_tail import head_titles, last_entry_at, message_count, scan_tail
 from .regular import open_regular
 
 LITE_WINDOW: Final = 65536
@@ -69,6 +71,8 @@ class LiteInfo(msgspec.Struct, kw_only=True):
     state: str = EMPTY
     session_id: str | None = None
     first_prompt: str | None = None
+    first_media: str | None = None
+    """"Image" or "Document" when the first prompt was an attachment."""
     created_at: str | None = None
     cwd: str | None = None
     git_branch: str | None = None
@@ -88,7 +92,9 @@ class LiteInfo(msgspec.Struct, kw_only=True):
 
     @property
     def title(self) -> str | None:
-        return self.custom_title or self.ai_title or self.summary or self.first_prompt
+        """The title Claude Code's picker shows for this file (``title_of``)."""
+        return title_of(self.custom_title, self.ai_title, self.last_prompt, self.summary, self.first_prompt,
+                        self.first_media)
 
     def session_info(self, session_id: str | None = None) -> SessionInfo:
         """The listing record; the id defaults to the file name (what resume takes)."""
@@ -113,15 +119,28 @@ class LiteInfo(msgspec.Struct, kw_only=True):
         )
 
 
+def title_of(custom_title: str | None, ai_title: str | None, last_prompt: str | None, summary: str | None,
+             first_prompt: str | None, first_media: str | None = None) -> str | None:
+    """The one order every place that names a session uses: Claude Code's
+    picker's (its lite listing, 2.1.3xx, and the Agent SDK's ``list_sessions``,
+    which ports it): the custom title, else the AI title, else the tail's
+    ``last-prompt`` entry (what the user was most recently doing), else the
+    tail's ``summary``, else the first prompt (a slash command by its name when
+    nothing else was typed), else "Image"/"Document" for a session that began
+    with an attachment. Claude Code reads ``lastPrompt`` before ``summary``;
+    the two meet only in a session resumed across versions (summaries are
+    1.x/2.0's, ``last-prompt`` 2.1's)."""
+    return custom_title or ai_title or last_prompt or summary or first_prompt or first_media or None
+
+
 UNTITLED: Final = "(untitled)"
 """What is shown for a session with no title and no prompt."""
 
 
 def session_title(path: str | os.PathLike[str]) -> str | None:
     """The one title of the session file at ``path``, as ``list``, ``show``,
-    ``export`` and ``search`` show it: ``LiteInfo.title`` (custom title, else AI
-    title, else summary, else the first real prompt, command markup and
-    machinery stripped). Why one function: each command had its own idea (the
+    ``export`` and ``search`` show it: ``LiteInfo.title`` (``title_of``: the
+    title Claude Code's picker shows). Why one function: each command had its own idea (the
     loaded chain's first user text, tags and all), and a session was called
     four different things. None when there is none or the file is unreadable."""
     try:
@@ -171,11 +190,16 @@ def parse_lite(head: bytes, tail: bytes | None, *, path: str = "", size: int | N
         tail_fields, parsed = scan_tail(buf, start, end)
         for field, value in tail_fields.items():
             setattr(info, field, value)
+        if not whole and not (info.custom_title and info.ai_title):
+            for field, value in head_titles(head, head_end).items():
+                if not getattr(info, field):
+                    setattr(info, field, value)
 
     if st.message and not (st.side or st.team):  # listed: when last written, how many messages
         info.last_entry_at = last_entry_at(buf, start, end)
         info.message_count = message_count(buf, start, end, whole)
     info.first_prompt = st.prompt or st.command
+    info.first_media = st.media
     info.created_at = st.created_at
     info.cwd = st.cwd
     info.git_branch = st.branch

@@ -43,11 +43,15 @@ _head_dec = msgspec.json.Decoder(Head)
 class HeadState:
     """What the head (and, failing it, the tail's newest message) tells so far."""
 
-    __slots__ = ("prompt", "command", "created_at", "cwd", "branch", "sid", "side", "team", "message", "entries")
+    __slots__ = ("prompt", "command", "media", "created_at", "cwd", "branch", "sid", "side", "team", "message",
+                 "entries")
 
     def __init__(self) -> None:
         self.prompt: str | None = None
         self.command: str | None = None
+        self.media: str | None = None
+        """"Image" or "Document": what the picker shows for a session that began
+        with an attachment and no text."""
         self.created_at: str | None = None
         self.cwd: str | None = None
         self.branch: str | None = None
@@ -58,8 +62,6 @@ class HeadState:
         self.entries = 0
 
     def envelope(self, e: Head) -> None:
-        if self.side is None and e.isSidechain is not None:
-            self.side = e.isSidechain
         if self.created_at is None and e.timestamp:
             self.created_at = e.timestamp
         if self.cwd is None and e.cwd:
@@ -85,12 +87,27 @@ _NO_HEAD_FIELDS: Final = b'{"type":"file-history-snapshot"'
 """Often the first and the biggest lines of a file, and never with a field we need."""
 _NOT_A_PROMPT: Final = (b'"tool_result"', b'"role":"assistant"')
 _PEEK: Final = 1024
+_MEDIA: Final = ((b'"type":"image"', "Image"), (b'"type":"document"', "Document"))
+
+
+def _media(line: bytes) -> str | None:
+    """What the picker names a user line that carries an image or a document."""
+    if b'"tool_result"' in line:
+        return None
+    for needle, name in _MEDIA:
+        if needle in line:
+            return name
+    return None
 
 
 def scan_head(head: bytes, end: int, st: HeadState) -> None:
     """Decode the complete lines of ``head[:end]`` in order until the first
-    prompt, or until the first entry shows a sidechain or team transcript.
+    prompt, or until the first line shows a sidechain or an entry a team
+    transcript.
 
+    As in Claude Code's picker, only the FIRST line says whether the file is a
+    subagent's (``"isSidechain":true`` there); a sidechain user entry further
+    down (1.0.x wrote Task prompts inline) is a prompt like any other.
     Once the envelope is known, only prompt candidates matter: a big line whose
     first KB shows a tool_result block or an assistant message is passed over
     without decoding (the quoted needles cannot occur inside an escaped string).
@@ -104,6 +121,9 @@ def scan_head(head: bytes, end: int, st: HeadState) -> None:
         if stop == pos:
             pos += 1
             continue
+        first = st.side is None
+        if first:
+            st.side = False
         if startswith(_NO_HEAD_FIELDS, pos):
             st.entries += 1
             pos = stop + 1
@@ -113,19 +133,24 @@ def scan_head(head: bytes, end: int, st: HeadState) -> None:
             if find(_NOT_A_PROMPT[0], pos, peek) >= 0 or find(_NOT_A_PROMPT[1], pos, peek) >= 0:
                 pos = stop + 1
                 continue
+        line_start = pos
         e = decode_line(_head_dec, Head, head[pos:stop])
         pos = stop + 1
         if e is None:
             continue
         st.entries += 1
+        if first:
+            st.side = bool(e.isSidechain)
         st.envelope(e)
         if st.side or st.team:
             return
         if e.type in MATERIALIZING_TYPES:
             st.message = True
-            ready = bool(st.cwd and st.created_at and st.side is not None)
-        if e.type != "user" or e.isMeta or e.isCompactSummary or e.isSidechain:
+            ready = bool(st.cwd and st.created_at)
+        if e.type != "user" or e.isMeta or e.isCompactSummary:
             continue
+        if st.media is None:
+            st.media = _media(head[line_start:stop])
         for raw in message_texts(e.message) or ():
             st.offer(classify_text(raw))
             if st.prompt is not None:
@@ -199,7 +224,7 @@ def salvage(seg: bytes, st: HeadState) -> None:
         return
     if not sidechain:
         st.message = True
-    if sidechain or _TRUE[b"isMeta"].search(before) or _TRUE[b"isCompactSummary"].search(before):
+    if _TRUE[b"isMeta"].search(before) or _TRUE[b"isCompactSummary"].search(before):
         return
     c = _CONTENT_KEY.search(seg, m.end())
     if c is None:

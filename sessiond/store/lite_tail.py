@@ -75,6 +75,21 @@ def scan_tail(buf: bytes, start: int, end: int) -> tuple[dict[str, str | None], 
     return found, parsed
 
 
+_HEAD_TITLE_KINDS: Final = ("custom_title", "ai_title")
+_HEAD_TITLE_NEEDLES: Final = (b'"type":"custom-title"', b'"type":"ai-title"')
+
+
+def head_titles(buf: bytes, end: int) -> dict[str, str | None]:
+    """The custom and AI titles of the complete lines of ``buf[:end]`` (the head
+    window), the last of each winning: Claude Code's picker falls back to the
+    head when the tail names no title. Two C-level ``find`` calls spare the
+    walk in the usual head, which holds neither."""
+    if all(buf.find(n, 0, end) < 0 for n in _HEAD_TITLE_NEEDLES):
+        return {}
+    found, _ = scan_tail(buf, 0, end)
+    return {k: found[k] for k in _HEAD_TITLE_KINDS if found.get(k)}
+
+
 # ------------------------------------------------ last write and message count
 
 

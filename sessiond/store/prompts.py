@@ -1,8 +1,9 @@
 """What counts as a person's prompt in a user entry's text (SPEC 5).
 
-Why its own module: the rules (slash commands remembered but not taken as the
-first prompt, machinery in tags skipped, ``!`` for bash input, one line cut at
-200 characters as Claude Code writes ``lastPrompt``) are shared by the lite
+Why its own module: the rules (Claude Code's picker's: slash commands
+remembered by name but not taken as the first prompt, machinery in tags
+skipped, ``!`` for bash input, one line cut at 200 characters as Claude Code
+writes ``lastPrompt``) are shared by the lite
 read's first prompt and by search, which ranks prompts apart from other text;
 they change when Claude Code's markup changes, not when the windows do.
 """
@@ -18,10 +19,8 @@ PROMPT_MAX: Final = 200
 """Prompts are shown on one line, cut at 200 characters plus an ellipsis, as
 Claude Code writes ``lastPrompt`` — so firstPrompt and lastPrompt look alike."""
 
-_COMMAND = re.compile(r"\s*<command-(?:name|message)>")
 _COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>")
-_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>")
-_BASH_INPUT = re.compile(r"\s*<bash-input>(.*?)</bash-input>")
+_BASH_INPUT = re.compile(r"<bash-input>([\s\S]*?)</bash-input>")
 # Tag-led text is machinery (<local-command-stdout>, <ide_opened_file>,
 # <system-reminder>, <bash-stdout> ...); so are interrupt markers.
 _SKIP = re.compile(r"\s*<[a-z][\w-]*[\s>]|\[Request interrupted by user[^\]]*\]")
@@ -36,26 +35,23 @@ def clip(text: str, cut: bool = False) -> str:
 
 
 def classify_text(raw: str) -> tuple[str, str] | None:
-    """``("prompt", text)``, ``("command", "/name args")`` or None (not a prompt).
+    """``("prompt", text)``, ``("command", "/name")`` or None (not a prompt).
     Newlines become spaces: a prompt is shown on one line.
 
-    A slash command is not the first prompt, but it is remembered: a session that
-    only ran ``/init`` is shown as ``/init`` rather than untitled (Claude Code
-    does the same, we add the command's arguments, which say what it was about).
+    The rules are those of Claude Code's picker (2.1.3xx, the SDK's bundled
+    CLI): a text holding ``<command-name>`` anywhere is a slash command, not the
+    first prompt, but the first one is remembered by its name alone (built-in
+    or not: a session that only ran ``/init`` is shown as ``/init``, one that
+    ran ``/erk:plan-implement 8107`` as ``/erk:plan-implement``); bash-mode
+    input is ``! cmd``; tag-led text and interrupt markers are machinery.
     """
     text = raw.replace("\n", " ").strip()
     if not text:
         return None
-    if _COMMAND.match(text):
-        name = _COMMAND_NAME.search(text)
-        if name is None:
-            return None
-        args = _COMMAND_ARGS.search(text)
-        cmd = name.group(1).strip()
-        if args and args.group(1).strip():
-            cmd = f"{cmd} {args.group(1).strip()}"
-        return ("command", cmd) if cmd else None
-    bash = _BASH_INPUT.match(text)
+    name = _COMMAND_NAME.search(text)
+    if name is not None:
+        return ("command", name.group(1)) if name.group(1) else None
+    bash = _BASH_INPUT.search(text)
     if bash:
         return ("prompt", "! " + bash.group(1).strip())
     if _SKIP.match(text):

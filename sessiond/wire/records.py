@@ -45,7 +45,7 @@ MAX_IMPORT_FILES = 10_000
 # ------------------------------------------------------------------ import
 
 
-Status = Literal["imported", "grown", "unchanged", "diverged", "unreadable", "busy"]
+Status = Literal["imported", "grown", "merged", "unchanged", "diverged", "unreadable", "busy"]
 
 
 class ImportFile(msgspec.Struct):

@@ -34,7 +34,9 @@ def test_show_ends_with_the_command_that_resumes_it(daemon: DaemonProc, short_tm
     outside = short_tmp / f"{sid}.jsonl"  # a copy outside the store: resume needs it imported first
     shutil.copy(main_path(daemon.root, CWD, sid), outside)
     copied = daemon.cli("show", str(outside), "--no-pager").stdout.decode().splitlines()
-    assert copied[-1] == f"to resume it: sessiond import {outside} && sessiond resume {sid}"
+    # Imported, it lands in the project its cwd names; resume finds it from there (issue 29: the
+    # suggestion must work, and `sessiond resume` refuses another project's session from here).
+    assert copied[-1] == f"to resume it: sessiond import {outside} && cd {CWD} && sessiond resume {sid}"
     assert "to resume" not in daemon.cli("show", sid, "--cwd", CWD, "--json").stdout.decode()  # --json unchanged
 
 

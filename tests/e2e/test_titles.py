@@ -1,7 +1,8 @@
 """One title per session: ``list``, ``show``, ``export`` and ``search`` call a
-session the same thing (``lite.session_title``: custom title > AI title >
-summary > the first real prompt, slash-command markup, IDE and interrupt
-noise stripped), for corpus files whose first user entries are exactly that
+session the same thing (``lite.session_title``: the title Claude Code's
+picker shows, custom title > AI title > last prompt > summary > the first
+prompt, a slash command by its name, IDE and interrupt noise stripped), for
+corpus files whose first user entries are exactly that
 noise. Before, ``show`` printed "(untitled)" for a session ``list`` called
 ``/init``, and ``export`` titled it ``<command-message>init is analyzing…``."""
 
@@ -17,8 +18,11 @@ from tests.conftest import CORPUS
 
 TRICKY = {  # what makes each first prompt hard, and the title every command must show
     "1af7fc5e-8455-4414-9ccd-011d40f70b2a": "/init",  # only a slash command
-    "5c0375b4-57a5-4f26-b12d-d022ee4e51b7": "/orchestrator @CLAUDE.md を最新の状態にアップデートしてください",  # command + args, CJK
-    "8425536d-8181-4524-9ea2-c2148a31dcb0": "/erk:plan-implement 8491",  # "is running…" command message
+    # A command, then inline 1.0.x sidechain Task prompts: the picker takes the first of those.
+    "5c0375b4-57a5-4f26-b12d-d022ee4e51b7": "Examine the package.json file(s) in /path/to/Demo and any subdirectories. "
+    "Focus on: 1. Dependencies (both dependencies and devDependencies) 2. Scripts available for development, build, "
+    "lint, etc. 3. V…",
+    "8425536d-8181-4524-9ea2-c2148a31dcb0": "/erk:plan-implement",  # "is running…" command message: by its name
     "ef0fcd06-4c4d-4b87-9001-41d5f0f00a11": "continue",  # an interrupt marker before the prompt
     "cb2e607c-c758-415a-8b45-c49e4631906a": None,  # <ide_selection> first
     "9e953218-585f-4692-89df-9e0747a31c68": None,  # <ide_opened_file> first

@@ -48,7 +48,13 @@ def _entry_line(e) -> str:
 @click.option("--json", "as_json", is_flag=True, help="The trashed entries as a JSON array.")
 @click.pass_obj
 def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as_json: bool) -> None:
-    """Move sessions (transcript, subagent files, meta files) into the trash."""
+    """Move sessions (transcript, subagent files, meta files) into the trash.
+
+    A session being written right now, by a sessiond client or by a process
+    outside sessiond (Claude Code: the file open for writing), is refused
+    without --force."""
+    from sessiond.store.writers import live_writer
+
     ids = [resolved_id(obj, sid) for sid in sessions]  # canonical: lower case, no braces; prefixes and paths expanded
     moved, failed = [], 0
     with _ops(obj) as ops:
@@ -57,6 +63,12 @@ def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as
                 ops.client.flush(sid)
         locs = [(sid, _find(obj, sid, cwd)) for sid in ids]  # all found before anything moves
         for sid, loc in locs:
+            writer = None if force else live_writer(str(loc.path))
+            if writer is not None:  # Claude Code itself, writing it outside sessiond's clients
+                echo(f"sessiond: {sid}: live: pid {writer['pid']} holds it open for writing (Claude Code?); "
+                     "--force trashes it anyway", err=True)
+                failed += 1
+                continue
             try:
                 entry = ops.trash(sid, Path(loc.path), force=force)
             except SessiondError as exc:

@@ -123,8 +123,8 @@ def _health_line(h) -> str:
     if h.duplicateUuids:
         problems.append(f"{count(len(h.duplicateUuids), 'duplicate uuid')} (two writers, or a bug; resume keeps the last of each)")
     if h.danglingParents:
-        problems.append(f"{count(len(h.danglingParents), 'dangling parent')} (resume bridges each to the nearest earlier "
-                        "message; nothing is lost, nothing to do)")
+        problems.append(f"{count(len(h.danglingParents), 'dangling parent')} (resume bridges each to a message at most "
+                        "5 s older, as Claude Code does, else starts after it; `show --bridge` joins the rest)")
     if h.otherSessions:
         problems.append(f"entries of {count(len(h.otherSessions), 'other session')} (two writers on one file, or files "
                         "joined; resume takes this session's own latest message; nothing to do)")

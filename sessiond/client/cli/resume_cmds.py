@@ -31,19 +31,26 @@ from .locate import session_id as resolved_id
 from .output import colour_on, count, echo, echo_json, local_time, page, printable, skipped_lines
 
 
-def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "") -> None:
+def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "",
+           history: list[dict] | None = None) -> None:
     """JSON for programs; for a person the rendered conversation (then
     ``footer``), in colour on a terminal (unless ``NO_COLOR``), through
     ``$PAGER`` (``less`` by default, ``LESS=FRX`` unless set) when it is longer
-    than the screen."""
+    than the screen. ``history``: the entries before the last compaction
+    (``show --history``), first, marked; in JSON a ``history`` key."""
     if as_json:
-        echo_json(result)
+        if history is None:
+            echo_json(result)
+        else:
+            import msgspec
+
+            echo_json({**msgspec.to_builtins(result), "history": history})
         return
     tty = sys.stdout.isatty()
     color = colour_on()
     from .transcript_view import render
 
-    text = render(result, all_entries=all_entries, color=color) + (f"\n{printable(footer)}" if footer else "")
+    text = render(result, all_entries=all_entries, color=color, history=history) + (f"\n{printable(footer)}" if footer else "")
     import shutil
 
     if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
@@ -101,17 +108,26 @@ def report_skipped(path: Path, skipped: int, session: str | None = None) -> None
 @click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
+@click.option("--bridge", "wide", is_flag=True,
+              help="Repair: join the part before a missing parent that Claude Code leaves out (more than 5 s older).")
+@click.option("--history", is_flag=True,
+              help="Also the conversation before the last compaction (marked; a resume does not restore it).")
 @view_options
 @click.pass_obj
-def show(obj: Context, target: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool) -> None:
+def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, history: bool, all_entries: bool,
+         no_pager: bool) -> None:
     """Show the conversation a resume would restore (never starts a daemon).
 
-    Exit 1 when the file holds no conversation (empty, not a transcript,
-    metadata only) or had unreadable lines (counted in one line on stderr)."""
+    Where a parent line is missing, the conversation is joined as Claude Code
+    joins it (to an entry at most 5 s older) or starts after the gap; the
+    output says so, and `--bridge` joins the earlier part too (a repair,
+    named in the output). Exit 1 when the file holds no conversation (empty,
+    not a transcript, metadata only) or had unreadable lines (counted in one
+    line on stderr)."""
     from sessiond.client.resume.pipeline import load_transcript
 
     path, loc = locate(obj, target, cwd)
-    result = load_transcript(path)
+    result = load_transcript(path, wide=wide)
     refuse_unusable(path, result)
     hint = loc.resume_hint() if loc is not None else None
     if hint is not None:
@@ -122,10 +138,35 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, all_entries:
     if sid:
         import shlex
 
-        first = "" if stored else f"sessiond import {shlex.quote(str(path))} && "  # resume finds sessions of the store
-        footer = f"to resume it: {hint or f'{first}sessiond resume {sid}'}"
-    _print(result, as_json, all_entries=all_entries, pager=not no_pager, footer=footer)
+        first = "" if stored else f"sessiond import {shlex.quote(str(path))} && {_cd_to_its_project(path, cwd)}"
+        footer = f"to resume it: {hint or f'{first}sessiond resume {sid}'}"  # resume finds sessions of the store
+    before = None
+    if history:
+        from sessiond.client.resume.history import pre_compaction
+
+        before = pre_compaction(path)
+    _print(result, as_json, all_entries=all_entries, pager=not no_pager, footer=footer, history=before)
     report_skipped(path, result.skippedLines, sid if stored else None)
+
+
+def _cd_to_its_project(path: Path, cwd: str | None) -> str:
+    """``cd <cwd> && `` when the file's recorded cwd is another project than the
+    one the command runs in: ``import`` puts it in the project its cwd names,
+    and ``resume`` there finds it (from elsewhere it refuses another project's)."""
+    import shlex
+
+    from sessiond.store.lite import read_lite
+    from sessiond.store.paths import canonical_cwd, sanitize
+
+    try:
+        recorded = read_lite(path).cwd
+    except OSError:
+        return ""
+    if not recorded or not os.path.isabs(recorded):
+        return ""
+    if sanitize(canonical_cwd(recorded)) == sanitize(canonical_cwd(where(cwd))):
+        return ""
+    return f"cd {shlex.quote(recorded)} && "
 
 
 def _in_store(obj: Context, path: Path) -> bool:
@@ -144,21 +185,64 @@ def _live_options(f):
                              "first, and it is refused from then on.")(f)
 
 
+def _claude_option(f):
+    return click.option("--claude", "in_claude", is_flag=True,
+                        help="Open it in Claude Code: `claude --resume ID` in the session's own directory, its file "
+                             "placed into Claude Code's projects dir first when the store is elsewhere.")(f)
+
+
 @cli.command()
 @click.argument("session_id", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The resumed conversation as one JSON object.")
+@_claude_option
 @view_options
 @_live_options
 @click.pass_obj
-def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, all_entries: bool, no_pager: bool,
-           take_over: bool, fork_it: bool) -> None:
+def resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, in_claude: bool, all_entries: bool,
+           no_pager: bool, take_over: bool, fork_it: bool) -> None:
     """Resume a session: show it and make the daemon adopt its file.
 
     Exit 4 when another client is writing it (the session is live): stderr names
-    its pid; --take-over takes it, --fork continues in a copy."""
+    its pid; --take-over takes it, --fork continues in a copy. With --claude,
+    Claude Code resumes it instead (--fork --claude: the fork)."""
+    if in_claude:
+        if fork_it:
+            click.get_current_context().invoke(fork, target=session_id, cwd=cwd, as_json=False, in_claude=True)
+            return
+        path, _ = locate(obj, resolved_id(obj, session_id), cwd)
+        _hand_to_claude(obj, path)
+        return
     _resume(obj, resolved_id(obj, session_id), cwd, as_json, take_over, fork_it, all_entries=all_entries,
             pager=not no_pager)
+
+
+def _hand_to_claude(obj: Context, path: Path, session: str | None = None) -> None:
+    """Place the session where Claude Code reads it (saying so), then run
+    ``claude --resume ID`` in its directory, or say in one line how to."""
+    from sessiond.client import claude_handoff
+    from sessiond.store.paths import is_session_id
+
+    sid = session or path.name.removesuffix(".jsonl")
+    if not is_session_id(sid):
+        raise SessiondError(f"{path} is not named by a session id: import it first (`sessiond import {path}`)",
+                            code="bad_request")
+    h = claude_handoff.prepare(path, sid)
+    if h.placed:
+        echo(f"sessiond: placed {count(len(h.placed), 'file')} of session {sid} into {os.path.dirname(h.path)} "
+             "(byte for byte), where Claude Code reads it", err=True)
+    program = claude_handoff.program_path(h.command[0])
+    if program is None:
+        echo(f"sessiond: `{h.command[0]}` is not on PATH; to resume it in Claude Code: {h.by_hand()}", err=True)
+        sys.exit(1)
+    if not os.path.isdir(h.cwd):
+        echo(f"sessiond: {h.cwd} (the session's directory) does not exist here; Claude Code resumes it only "
+             f"from there: {h.by_hand()}", err=True)
+        sys.exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.chdir(h.cwd)
+    os.execv(program, h.command)
 
 
 @cli.command("continue")
@@ -230,9 +314,12 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
 @click.argument("target", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Where the fork works: its project dir and recorded cwd (default: the original's).")
 @click.option("--json", "as_json", is_flag=True, help="The new id, the source id, the message count and the cwd as one JSON object.")
+@_claude_option
 @click.pass_obj
-def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
-    """Start a new session seeded with the old one's chain; prints the new id."""
+def fork(obj: Context, target: str, cwd: str | None, as_json: bool, in_claude: bool = False) -> None:
+    """Start a new session seeded with the old one's chain; prints the new id
+    (--claude: then opens the fork in Claude Code, never stranded where
+    `claude --resume` cannot see it)."""
     from sessiond.client.resume.pipeline import load_transcript
     from sessiond.store.reencode import encode_entry
     from sessiond.wire import messages as m
@@ -264,6 +351,9 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool) -> None:
         echo_json({"sessionId": new_id, "forkedFrom": result.sessionId, "messages": len(entries), "cwd": session_cwd})
     else:
         echo(new_id)
+    if in_claude:
+        forked, _ = locate(obj, new_id, session_cwd)
+        _hand_to_claude(obj, forked, new_id)
 
 
 def fork_entries(path: Path, chain: list[str]) -> list[dict]:

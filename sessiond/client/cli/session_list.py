@@ -26,6 +26,18 @@ from .output import (
 )
 
 
+def _mark_outside_writers(sessions: list) -> None:
+    """Sessions a process outside sessiond (Claude Code in a terminal) holds open
+    for writing are live too (``store.writers``): one look at ``/proc`` for the page."""
+    from sessiond.store.writers import open_for_writing
+
+    quiet = [s for s in sessions if not s.live]
+    held = open_for_writing(s.path for s in quiet)
+    for s in quiet:
+        if s.path in held:
+            s.live = {"pid": held[s.path], "writer": "open for writing"}
+
+
 def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
                   as_json: bool) -> None:
     """Print one page of sessions (``limit`` after the ``offset`` newest)."""
@@ -58,6 +70,7 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
             sessions = listing.list_sessions(dirs, limit=limit, offset=offset, progress=progress) if dirs else []
         if progress is not None:
             progress.finish()
+    _mark_outside_writers(sessions)
     if as_json:
         echo_json(sessions)
         return
@@ -98,7 +111,7 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
     if show_project:
         columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", UNLIMITED if whole else PROJECT_MAX)
                               for s in sessions]
-    if any(s.live for s in sessions):  # written by a client right now (SPEC 7): who
+    if any(s.live for s in sessions):  # written by a client right now (SPEC 7), or by Claude Code itself: who
         columns["LIVE"] = [f"pid {s.live['pid']}" if s.live else "" for s in sessions]
     columns["ID"] = [s.sessionId for s in sessions]
     widths = {name: max(cells(name), *map(cells, column)) for name, column in columns.items()}

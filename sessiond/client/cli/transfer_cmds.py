@@ -22,9 +22,13 @@ from .output import Progress, count, echo, echo_json, local_time, printable, wri
 def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
     """Copy existing sessions in, every file as it is (default ~/.claude/projects).
 
-    PATH is a projects dir, a project dir or session .jsonl files. Running it
-    again imports only what is new; a copy that differs is reported, never
-    overwritten. Exit 1 when something could not be imported."""
+    PATH is a projects dir, a project dir or transcript .jsonl files of any
+    name (chat.jsonl, an Entire checkpoint's full.jsonl: the session is the
+    one their entries name, put in the project their cwd names). Running it
+    again imports only what is new; a second copy of a session is merged by
+    uuid (its entries the store lacks are appended), never over the store's;
+    one with a line that is no entry is reported. Exit 1 when something could
+    not be imported."""
     from sessiond.store import importer
 
     from ..lifecycle import Lifecycle

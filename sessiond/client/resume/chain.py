@@ -25,14 +25,19 @@
   newer), the leaf is the file's own latest message (``session``; only the
   leaf's ``sessionId`` is read, and the others' only then: chainentry.session_of).
 - Walk: ``parentUuid`` from the leaf until ``null`` or a uuid already walked (cycle
-  guard). A parent that is not in the map is DANGLING: instead of ending the
-  conversation there, the walk bridges to the nearest earlier (file order) entry that
-  is not a sidechain (unless ``sidechain_only``) and not walked yet, and reports a
-  :class:`Bridge`. A dangling parent with nothing earlier to bridge to ends the walk
-  silently. The bridge prefers an entry of the dangling entry's own session
-  (interleaved writers: not into the other conversation while its own has an
-  earlier entry), else takes any (an older resume's copy with the old id).
-  progress entries are walked through (older versions chain through them).
+  guard). A parent that is not in the map (DANGLING), or one already walked (a
+  cycle), is met as Claude Code meets it (``buildConversationChain``'s timestamp
+  fallback, 2.1.3xx): the child is linked to the entry with the latest timestamp
+  not after its own, of its own side (sidechain or not), not walked yet, not a
+  ``file_snapshot`` system entry nor progress, when that entry is at most
+  :data:`CLAUDE_BRIDGE_MS` older (of equal times, the first in the file), and
+  reported as a :class:`Bridge`; otherwise the conversation STARTS at the child,
+  and the missing parent is reported in ``cuts`` (the earlier part is still in
+  the file). A wider bridge is never silent: ``wide=True`` (``show --bridge``)
+  is the explicit repair that joins a cut to the nearest earlier entry in file
+  order (of the child's own session first: interleaved writers), reported as a
+  Bridge with ``repair="wide"``. progress entries are walked through (older
+  versions chain through them).
 - Parallel tool results: Claude Code writes one content block per entry, and each
   tool_result hangs off the entry holding its tool_use, so one walk passes a single
   branch of a parallel call. For every ``message.id`` group on the chain, the group's
@@ -49,7 +54,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from datetime import datetime
 from functools import partial
@@ -68,14 +73,21 @@ _parent = attrgetter("parentUuid")
 _is_entry = partial(is_not, None)
 
 
-class Bridge(msgspec.Struct):
-    """A dangling parent the walk crossed: the entry whose ``parentUuid`` names no
-    entry of the file, and that missing uuid. Resume reports each one instead of
-    ending the conversation there."""
+CLAUDE_BRIDGE_MS = 5000
+"""How much older an entry may be for Claude Code to link a child whose parent
+line is missing to it (its ``buildConversationChain`` timestamp fallback)."""
+
+
+class Bridge(msgspec.Struct, omit_defaults=True):
+    """A parent line the walk did not find: where the walk went on (a bridge)
+    or where the conversation starts (a cut); ``show --json`` reports both."""
 
     at: str
     """uuid of the entry whose parent is missing."""
     missingParent: str
+    repair: str | None = None
+    """None: Claude Code's own link (or cut); ``"wide"``: the explicit repair
+    ``show --bridge`` asked for, beyond what Claude Code restores."""
 
 
 def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False, session: str | None = None) -> Entry | None:
@@ -196,6 +208,7 @@ class _FileOrder:
     def __init__(self, entries: dict[str, Entry]) -> None:
         self.order = list(entries.values())
         self.positions = [e.index for e in self.order]
+        self._timed: dict[bool | None, list[tuple[float, int, Entry]]] = {}
 
     def nearest_before(self, at: Entry, seen: set[str | None], sidechain_only: bool) -> Entry | None:
         """The nearest earlier entry of ``at``'s own session, else of any: a lost
@@ -215,15 +228,43 @@ class _FileOrder:
                     other = e
         return other
 
+    def claude_link(self, at: Entry, seen: set[str | None]) -> Entry | None:
+        """Claude Code's timestamp fallback: the entry of ``at``'s side with the
+        latest time not after ``at``'s, not walked, at most CLAUDE_BRIDGE_MS
+        older; of equal times the first in the file. None when there is none."""
+        t = _instant(at.timestamp)
+        if t == float("-inf"):
+            return None
+        side = at.isSidechain  # Claude Code groups by the value: an entry without the field is of neither side
+        timed = self._timed.get(side)
+        if timed is None:
+            timed = sorted(
+                ((ti, -e.index, e) for e in self.order
+                 if e.isSidechain == side and e.type in TRANSCRIPT_TYPES
+                 and not (e.type == "system" and e.subtype == "file_snapshot")
+                 and (ti := _instant(e.timestamp)) != float("-inf")),
+                key=lambda x: (x[0], x[1]))
+            self._timed[side] = timed
+        i = bisect_right(timed, (t, 0), key=lambda x: (x[0], x[1]))
+        while i > 0:
+            i -= 1
+            ti, _, e = timed[i]
+            if e.uuid in seen:
+                continue
+            return e if (t - ti) * 1000 <= CLAUDE_BRIDGE_MS else None
+        return None
+
 
 def walk(
-    entries: dict[str, Entry], leaf: Entry | None, *, sidechain_only: bool = False
-) -> tuple[list[Entry], list[Bridge]]:
-    """Chronological chain ending at ``leaf`` and the bridges it needed."""
+    entries: dict[str, Entry], leaf: Entry | None, *, sidechain_only: bool = False, wide: bool = False
+) -> tuple[list[Entry], list[Bridge], list[Bridge]]:
+    """Chronological chain ending at ``leaf``, the bridges it took and the
+    cuts where it started at an entry whose parent is missing (see the module
+    docstring; ``wide``: join cuts too, a named repair)."""
     chain = _plain_walk(entries, leaf)
     if chain is not None:
-        return chain, []
-    return _guarded_walk(entries, leaf, sidechain_only)
+        return chain, [], []
+    return _guarded_walk(entries, leaf, sidechain_only, wide)
 
 
 def _plain_walk(entries: dict[str, Entry], leaf: Entry | None) -> list[Entry] | None:
@@ -248,10 +289,11 @@ def _plain_walk(entries: dict[str, Entry], leaf: Entry | None) -> list[Entry] | 
 
 
 def _guarded_walk(
-    entries: dict[str, Entry], leaf: Entry | None, sidechain_only: bool
-) -> tuple[list[Entry], list[Bridge]]:
+    entries: dict[str, Entry], leaf: Entry | None, sidechain_only: bool, wide: bool = False
+) -> tuple[list[Entry], list[Bridge], list[Bridge]]:
     chain: list[Entry] = []
     bridges: list[Bridge] = []
+    cuts: list[Bridge] = []
     seen: set[str | None] = set()
     order: _FileOrder | None = None
     cur = leaf
@@ -262,16 +304,20 @@ def _guarded_walk(
         if not parent:
             break
         nxt = entries.get(parent)
-        if nxt is None:
+        if nxt is None or nxt.uuid in seen:
             if order is None:
                 order = _FileOrder(entries)
-            nxt = order.nearest_before(cur, seen, sidechain_only)
-            if nxt is not None:
-                bridges.append(Bridge(at=cur.uuid, missingParent=parent))  # type: ignore[arg-type]  # a walked entry has one
+            missing = Bridge(at=cur.uuid, missingParent=parent)  # type: ignore[arg-type]  # a walked entry has one
+            nxt = order.claude_link(cur, seen)
+            if nxt is None and wide:
+                nxt = order.nearest_before(cur, seen, sidechain_only)
+                missing.repair = "wide"
+            (bridges if nxt is not None else cuts).append(missing)
         cur = nxt
     chain.reverse()
     bridges.reverse()
-    return chain, bridges
+    cuts.reverse()
+    return chain, bridges, cuts
 
 
 def _add_attachments(

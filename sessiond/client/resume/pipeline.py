@@ -18,10 +18,10 @@ Choices where SPEC is silent:
   attachment): progress and unknown-type entries with a uuid are walked through, never
   reported.
 - ``path``: absolute, not resolved through symlinks.
-- ``subagents``: agent ids of ``<dir-of-file>/<sessionId>/subagents/agent-*.jsonl`` and of
-  ``.../subagents/workflows/<run>/agent-*.jsonl``, sorted, ids that are not legal agent
-  ids ignored. Legacy flat ``agent-*.jsonl`` files beside the session are not claimed
-  (that would need reading each one).
+- ``subagents``: agent ids of ``<dir-of-file>/<sessionId>/subagents/agent-*.jsonl``, of
+  ``.../subagents/workflows/<run>/agent-*.jsonl`` and of Claude Code 2.0.x's flat
+  ``agent-*.jsonl`` files beside the session whose entries carry its ``sessionId``
+  (``agents.session_agent_files``), sorted, ids that are not legal agent ids ignored.
 - The >5 MB skip (loader.py) is undone, i.e. the file is read again in full, when step 3
   needed a uuid the map lacks (the skip may have discarded it) or the loader is unsure:
   the result must not depend on the file size.
@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from sessiond.store.agents import agent_files
+from sessiond.store.agents import session_agent_files
 from sessiond.store.entries import decode_object
 from sessiond.store.jsonl import CHUNK
 from sessiond.store.paths import check_id, check_session_id, is_session_id
@@ -61,6 +61,9 @@ class Resumed(msgspec.Struct):
     interruption: Interruption
     consistencyDelta: int | None
     bridges: list[Bridge]
+    cuts: list[Bridge]
+    """Missing parents where the conversation starts, as in Claude Code (no entry
+    within 5 s to link to); ``show --bridge`` joins them, a named repair."""
     repairs: list[Repair]
     skippedLines: int
     metadata: dict[str, Any]
@@ -74,33 +77,36 @@ class Resolved(msgspec.Struct):
     compaction: Compaction
     chain: list[Entry]
     bridges: list[Bridge]
+    cuts: list[Bridge]
     reordered: list[Repair]
     """One ``reordered`` repair per response the order step moved."""
 
 
-def _resolve(loaded: Loaded, session: str | None) -> Resolved:
+def _resolve(loaded: Loaded, session: str | None, wide: bool = False) -> Resolved:
     entries = loaded.entries
     side = loaded.sidechain_only
     compaction = apply_compaction(entries, loaded.boundaries, sidechain_only=side)
     apply_snips(entries, loaded.snips)
     leaf = choose_leaf(entries, sidechain_only=side, session=session)
-    chain, bridges = walk(entries, leaf, sidechain_only=side)
+    chain, bridges, cuts = walk(entries, leaf, sidechain_only=side, wide=wide)
     chain = recover_parallel_tool_results(entries, chain, sidechain_only=side)
     chain, reordered = order_responses(chain)
-    return Resolved(loaded, compaction, chain, bridges, reordered)
+    return Resolved(loaded, compaction, chain, bridges, cuts, reordered)
 
 
 def resolve_chain(
-    path: Path | str, *, skip_threshold: float = SKIP_THRESHOLD, chunk: int = CHUNK
+    path: Path | str, *, skip_threshold: float = SKIP_THRESHOLD, chunk: int = CHUNK, wide: bool = False
 ) -> Resolved:
     """Steps 1-6 over ``path``; a file named ``<uuid>.jsonl`` is that session's
-    (the leaf is its own message when another session's entries got in)."""
+    (the leaf is its own message when another session's entries got in).
+    ``wide``: bridge every missing parent (a named repair), not only as Claude
+    Code does."""
     stem = Path(path).name.removesuffix(".jsonl")
     session = check_session_id(stem) if is_session_id(stem) else None
-    resolved = _resolve(load_entries(path, skip_threshold=skip_threshold, chunk=chunk), session)
+    resolved = _resolve(load_entries(path, skip_threshold=skip_threshold, chunk=chunk), session, wide)
     loaded = resolved.loaded
     if loaded.discarded and (loaded.unsure or resolved.compaction.missing):
-        resolved = _resolve(load_entries(path, skip_threshold=float("inf"), chunk=chunk), session)
+        resolved = _resolve(load_entries(path, skip_threshold=float("inf"), chunk=chunk), session, wide)
     return resolved
 
 
@@ -144,7 +150,8 @@ def _legal_agent_id(agent: str) -> bool:
 
 
 def subagent_ids(path: Path | str, session_id: str | None = None) -> list[str]:
-    """Agent ids with a transcript under ``<dir-of-path>/<session id>/subagents/``.
+    """Agent ids with a transcript under ``<dir-of-path>/<session id>/subagents/``
+    or flat beside ``path`` (2.0.x: their entries carry the session's id).
 
     ``session_id`` defaults to the file name (``<uuid>.jsonl``).
     """
@@ -152,15 +159,15 @@ def subagent_ids(path: Path | str, session_id: str | None = None) -> list[str]:
     sid = session_id if session_id is not None else path.name.removesuffix(".jsonl")
     if not is_session_id(sid):
         return []
-    return sorted({f.agent for f in agent_files(path.parent / sid).files if _legal_agent_id(f.agent)})
+    return sorted({f.agent for f in session_agent_files(path, sid) if _legal_agent_id(f.agent)})
 
 
 def load_transcript(
-    path: Path | str, *, skip_threshold: float = SKIP_THRESHOLD, chunk: int = CHUNK
+    path: Path | str, *, skip_threshold: float = SKIP_THRESHOLD, chunk: int = CHUNK, wide: bool = False
 ) -> Resumed:
-    """SPEC 4 steps 1-8 over the transcript at ``path``."""
+    """SPEC 4 steps 1-8 over the transcript at ``path`` (``wide``: see resolve_chain)."""
     path = Path(os.path.abspath(path))
-    resolved = resolve_chain(path, skip_threshold=skip_threshold, chunk=chunk)
+    resolved = resolve_chain(path, skip_threshold=skip_threshold, chunk=chunk, wide=wide)
     loaded = resolved.loaded
     reported = chain_messages(resolved.chain)
     repairs = list(resolved.reordered)
@@ -174,6 +181,7 @@ def load_transcript(
         interruption=interruption,
         consistencyDelta=_consistency(resolved, reported),
         bridges=resolved.bridges,
+        cuts=resolved.cuts,
         repairs=repairs,
         skippedLines=loaded.skipped,
         metadata=metadata_values(loaded.metadata),

@@ -7,7 +7,6 @@ not change (relink) are imported, not copied. Tests only."""
 from __future__ import annotations
 
 import os
-from bisect import bisect_left
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Final
@@ -306,31 +305,39 @@ def choose_leaf(entries: dict[str, Entry], *, sidechain_only: bool = False) -> E
     return _descend(entries, best, sidechain_only)
 
 
-class _FileOrder:
-    """Entries by file position, built only when a walk meets a dangling parent."""
+BRIDGE_MS = 5000
 
-    def __init__(self, entries: dict[str, Entry]) -> None:
-        self.order = list(entries.values())
-        self.positions = [e.index for e in self.order]
 
-    def nearest_before(self, at: Entry, seen: set[str], sidechain_only: bool) -> Entry | None:
-        i = bisect_left(self.positions, at.index)
-        while i > 0:
-            i -= 1
-            e = self.order[i]
-            if e.uuid not in seen and (sidechain_only or not e.isSidechain):
-                return e
+def claude_link(entries: dict[str, Entry], at: Entry, seen: set[str]) -> Entry | None:
+    """Claude Code's timestamp fallback for a missing (or already walked)
+    parent, as plainly as it can be written: of the entries of ``at``'s side
+    not walked yet (messages, not a file_snapshot), the one with the latest
+    time not after ``at``'s (the first in the file of equals), if it is at most
+    5 s older. (Replaces the nearest-earlier-line bridge of 1001e2a: issue 29.)"""
+    t = _instant(at.timestamp)
+    if t == float("-inf"):
         return None
+    best, best_t = None, float("-inf")
+    for e in entries.values():
+        if e.uuid in seen or e.isSidechain != at.isSidechain or e.type not in TRANSCRIPT_TYPES:
+            continue
+        if e.type == "system" and e.subtype == "file_snapshot":
+            continue
+        ti = _instant(e.timestamp)
+        if ti == float("-inf") or ti > t:
+            continue
+        if best is None or ti > best_t:
+            best, best_t = e, ti
+    return best if best is not None and (t - best_t) * 1000 <= BRIDGE_MS else None
 
 
 def walk(
     entries: dict[str, Entry], leaf: Entry | None, *, sidechain_only: bool = False
 ) -> tuple[list[Entry], list[Bridge]]:
-    """Chronological chain ending at ``leaf`` and the bridges it needed."""
+    """Chronological chain ending at ``leaf`` and the bridges it took."""
     chain: list[Entry] = []
     bridges: list[Bridge] = []
     seen: set[str] = set()
-    order: _FileOrder | None = None
     cur = leaf
     while cur is not None and cur.uuid not in seen:
         seen.add(cur.uuid)
@@ -339,10 +346,8 @@ def walk(
         if not parent:
             break
         nxt = entries.get(parent)
-        if nxt is None:
-            if order is None:
-                order = _FileOrder(entries)
-            nxt = order.nearest_before(cur, seen, sidechain_only)
+        if nxt is None or nxt.uuid in seen:
+            nxt = claude_link(entries, cur, seen)
             if nxt is not None:
                 bridges.append(Bridge(at=cur.uuid, missingParent=parent))
         cur = nxt

@@ -32,7 +32,7 @@ def walked_and_spliced(path: Path) -> list[str]:
     side = loaded.sidechain_only
     apply_compaction(loaded.entries, loaded.boundaries, sidechain_only=side)
     apply_snips(loaded.entries, loaded.snips)
-    chain, _ = walk(loaded.entries, choose_leaf(loaded.entries, sidechain_only=side), sidechain_only=side)
+    chain, _, _ = walk(loaded.entries, choose_leaf(loaded.entries, sidechain_only=side), sidechain_only=side)
     return [e.uuid for e in recover_parallel_tool_results(loaded.entries, chain, sidechain_only=side)]
 
 

@@ -18,7 +18,7 @@ def load(conv: Conv, tmp_path):
 def chain_of(loaded, sidechain_only=False):
     e = loaded.entries
     leaf = choose_leaf(e, sidechain_only=sidechain_only)
-    chain, bridges = walk(e, leaf, sidechain_only=sidechain_only)
+    chain, bridges, _ = walk(e, leaf, sidechain_only=sidechain_only)
     chain = recover_parallel_tool_results(e, chain, sidechain_only=sidechain_only)
     return [x.uuid for x in chain], bridges
 
@@ -57,7 +57,7 @@ def test_no_leaf_in_a_file_without_messages(tmp_path):
     conv = Conv()
     conv.meta("summary", summary="s")
     assert choose_leaf(load(conv, tmp_path).entries) is None
-    assert walk({}, None) == ([], [])
+    assert walk({}, None) == ([], [], [])
 
 
 # --- step 5: walk ---------------------------------------------------------------
@@ -189,7 +189,7 @@ def test_recovery_without_message_ids_is_a_no_op(tmp_path):
     conv.user("u1")
     conv.entry("assistant", "a1", message={"role": "assistant", "content": [thinking()]})
     loaded = load(conv, tmp_path)
-    chain, _ = walk(loaded.entries, loaded.entries["a1"])
+    chain, _, _ = walk(loaded.entries, loaded.entries["a1"])
     assert recover_parallel_tool_results(loaded.entries, chain) == chain
 
 

@@ -23,7 +23,7 @@ CORPUS_FILES = sorted(CORPUS.glob("*.jsonl"))
 EXPECTED = sorted((HERE / "expected").glob("*.json"))
 SHOW_KEYS = [
     "sessionId", "path", "chain", "messages", "interruption", "consistencyDelta",
-    "bridges", "repairs", "skippedLines", "metadata", "subagents",
+    "bridges", "cuts", "repairs", "skippedLines", "metadata", "subagents",
 ]
 INF = float("inf")
 

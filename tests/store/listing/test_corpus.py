@@ -36,14 +36,16 @@ EXPECTED = {
     # Only slash commands and tool results: the command stands in for a prompt.
     "1af7fc5e-8455-4414-9ccd-011d40f70b2a": (
         "/init", "/init", None, None, None, None, None, "/path/to/Demo", "2025-09-03T00:47:19.293Z"),
-    # The later user texts are inline (1.0.x) sidechain Task prompts, not the user's.
+    # The later user texts are inline (1.0.x) sidechain Task prompts; the picker
+    # (and the SDK's list_sessions) take the first of them over the command.
     "5c0375b4-57a5-4f26-b12d-d022ee4e51b7": (
-        "/orchestrator @CLAUDE.md を最新の状態にアップデートしてください",
-        "/orchestrator @CLAUDE.md を最新の状態にアップデートしてください",
+        'Examine the package.json file(s) in /path/to/Demo and any subdirectories. Focus on: 1. Dependencies (both dependencies and devDependencies) 2. Scripts available for development, build, lint, etc. 3. V…',
+        'Examine the package.json file(s) in /path/to/Demo and any subdirectories. Focus on: 1. Dependencies (both dependencies and devDependencies) 2. Scripts available for development, build, lint, etc. 3. V…',
         None, None, None, None, "main", "/path/to/Demo", "2025-09-07T09:52:03.071Z"),
     # Its one summary sits in the head of a 774 KB file, outside the tail window.
     "fe5e1c67-53e7-4862-81ae-d0e013e3270b": (
-        "/orchestrator create TODO app by Next.js", "/orchestrator create TODO app by Next.js",
+        'Create React components for the TODO app in a components/ directory: 1. TodoItem component - displays individual todo with checkbox, text, delete button 2. TodoList component - renders list of TodoIte…',
+        'Create React components for the TODO app in a components/ directory: 1. TodoItem component - displays individual todo with checkbox, text, delete button 2. TodoList component - renders list of TodoIte…',
         None, None, None, None, None, "/path/to/Demo", "2025-09-03T00:52:31.217Z"),
     "03eb5929-52b3-4b13-ada3-b93ae35806b8": (
         "Ok, so there's isn't much to see here, mostly one idea about how to organize the work Markdown documents generated during a Claude Code session.",
@@ -81,8 +83,9 @@ EXPECTED = {
         "How can I make this possible to install as a library with `uv` so I can run from any directory?",
         None, None, None, None, "fix/comment-attribution-and-pagination",
         DAAAIN + "coderabbit-review-helper", "2025-11-17T11:23:23.498Z"),
+    # Its tail's last-prompt entry names it before the first prompt does.
     "ef958aa1-0e93-49f0-bb71-150f63befcd1": (
-        "OK, we're going to make a little experiment here. Pretend we have a list of tasks (say, first would be \"research the capacity for Claude Code to handle tasks with a plan\", second would be \"research ho…",
+        "Well, the subagents seem to be either stuck or done... can you check?",
         "OK, we're going to make a little experiment here. Pretend we have a list of tasks (say, first would be \"research the capacity for Claude Code to handle tasks with a plan\", second would be \"research ho…",
         "Well, the subagents seem to be either stuck or done... can you check?",
         None, None, None, "master", "-experiments/worktrees", "2026-04-18T13:10:51.686Z"),
@@ -100,11 +103,12 @@ EXPECTED = {
         "/erk:plan-implement", "/erk:plan-implement", None, None, None, None,
         "plnd/http-dash-fetch-02-25-0823", "/Users/schrockn/.erk/repos/erk/worktrees/erk-slot-48",
         "2026-02-25T16:28:38.028Z"),
+    # A slash command stands in for the prompt by its name alone, as in the picker.
     "41140470-f3f6-4945-bf7f-884c4a037ab0": (
-        "/erk:plan-implement 8107", "/erk:plan-implement 8107", None, None, None, None,
+        "/erk:plan-implement", "/erk:plan-implement", None, None, None, None,
         "plnd/O7911-migrate-plan-test-he-02-24-2211", "/home/runner/work/erk/erk", "2026-02-24T22:24:34.084Z"),
     "8425536d-8181-4524-9ea2-c2148a31dcb0": (
-        "/erk:plan-implement 8491", "/erk:plan-implement 8491", None, None, None, None,
+        "/erk:plan-implement", "/erk:plan-implement", None, None, None, None,
         "plnd/i-can-t-search-broadly-thr-02-28-1640", "/home/runner/work/erk/erk", "2026-02-28T21:43:20.344Z"),
     "dc2f576f-81dd-4f52-8708-126e301daf57": (
         "/erk:plan-implement", "/erk:plan-implement", None, None, None, None,

@@ -50,13 +50,33 @@ def test_first_prompt_skips_meta_commands_tool_results_and_markers(tmp_path):
     assert (info.cwd, info.git_branch, info.session_id) == ("/w/proj", "main", SID)
 
 
-def test_inline_sidechain_prompts_are_not_the_users(tmp_path):
+def test_inline_sidechain_prompts_count_as_the_picker_counts_them(tmp_path):
+    """Claude Code's picker only asks the FIRST line whether a file is a
+    subagent's; an inline (1.0.x) sidechain Task prompt further down is the
+    first prompt, over the slash command that came before it."""
     info = lite_of(tmp_path, [
         user_msg(SID, "<command-message>go is running…</command-message>\n<command-name>/go</command-name>\n<command-args>fast</command-args>"),
         user_msg(SID, "Explore the repo and report", side=True),
     ])
     assert info.state == "session"
-    assert info.first_prompt == "/go fast"
+    assert info.first_prompt == "Explore the repo and report"
+    only_command = lite_of(tmp_path, [
+        user_msg(SID, "<command-message>go is running…</command-message>\n<command-name>/go</command-name>\n<command-args>fast</command-args>")])
+    assert only_command.title == "/go"  # by its name alone, as the picker shows it
+    first_side = lite_of(tmp_path, [user_msg(SID, "Explore the repo", side=True), user_msg(SID, "a main prompt")])
+    assert first_side.state == "sidechain"
+    snapshot_first = lite_of(tmp_path, [
+        {"type": "file-history-snapshot", "messageId": new_id(), "snapshot": {}},
+        user_msg(SID, "Explore the repo", side=True)])
+    assert snapshot_first.state == "session"  # the first line is no sidechain entry
+
+
+def test_a_session_that_began_with_an_image_is_named_image(tmp_path):
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}}
+    info = lite_of(tmp_path, [user_msg(SID, [image]), user_msg(SID, "<command-name>/x</command-name>")])
+    assert (info.first_prompt, info.title) == ("/x", "/x")
+    info = lite_of(tmp_path, [user_msg(SID, [image])])
+    assert (info.first_prompt, info.title) == (None, "Image")
 
 
 def test_bash_mode_input_is_shown_with_a_bang(tmp_path):
@@ -86,7 +106,7 @@ def test_prompt_bigger_than_the_head_window_is_salvaged(tmp_path):
     assert (info.cwd, info.git_branch, info.session_id) == ("/w/proj", "feature/x", SID)
     assert info.created_at == "2026-03-03T03:03:03.000Z"
     assert info.last_prompt == "and now?"
-    assert info.title == expected
+    assert info.title == "and now?"  # the tail's last-prompt names it before the first prompt
 
 
 def test_prompt_bigger_than_the_head_as_text_blocks_in_newer_key_order(tmp_path):
@@ -109,7 +129,7 @@ def test_cut_tool_result_or_meta_line_is_no_prompt(tmp_path):
         user_msg(SID, "<command-name>/model</command-name><command-args>opus</command-args>"),
         user_msg(SID, [{"type": "tool_result", "tool_use_id": "t", "content": big}]),
         *filler(2)])
-    assert info.first_prompt == "/model opus"
+    assert info.first_prompt == "/model"
     info = lite_of(tmp_path, [user_msg(SID, big, isMeta=True), *filler(2)])
     assert info.first_prompt is None and info.state == "session"
 
@@ -149,18 +169,35 @@ def test_last_occurrence_of_each_tail_field_wins(tmp_path):
 
 
 @pytest.mark.parametrize("kept, title", [
-    (("custom-title", "ai-title", "summary"), "custom"),
-    (("ai-title", "summary"), "ai"),
+    (("custom-title", "ai-title", "last-prompt", "summary"), "custom"),
+    (("ai-title", "last-prompt", "summary"), "ai"),
+    (("last-prompt", "summary"), "later"),
     (("summary",), "sum"),
+    (("last-prompt",), "later"),
     ((), "the prompt"),
 ])
 def test_title_precedence(tmp_path, kept, title):
+    """Claude Code's picker's order (its 2.1.3xx lite listing, the Agent SDK's
+    list_sessions): custom title, AI title, the tail's last prompt, the tail's
+    summary, the first prompt."""
     all_meta = {"custom-title": meta("custom-title", "customTitle", "custom", SID),
                 "ai-title": meta("ai-title", "aiTitle", "ai", SID),
+                "last-prompt": meta("last-prompt", "lastPrompt", "later", SID),
                 "summary": meta("summary", "summary", "sum", SID)}
-    info = lite_of(tmp_path, [user_msg(SID, "the prompt"), meta("last-prompt", "lastPrompt", "later", SID),
-                              *[all_meta[k] for k in kept]])
+    info = lite_of(tmp_path, [user_msg(SID, "the prompt"), *[all_meta[k] for k in kept]])
     assert info.title == title
+
+
+def test_a_title_only_in_the_head_still_names_a_big_file(tmp_path):
+    """A custom or AI title set early in a file bigger than both windows (never
+    re-appended) is found in the head, as the picker finds it; the tail's wins."""
+    early = [user_msg(SID, "start"), meta("ai-title", "aiTitle", "early ai", SID),
+             meta("custom-title", "customTitle", "early name", SID)]
+    info = lite_of(tmp_path, [*early, *filler(120), meta("last-prompt", "lastPrompt", "later", SID)])
+    assert info.size > 2 * LITE_WINDOW
+    assert (info.custom_title, info.ai_title, info.title) == ("early name", "early ai", "early name")
+    info = lite_of(tmp_path, [*early, *filler(120), meta("custom-title", "customTitle", "renamed", SID)])
+    assert (info.custom_title, info.title) == ("renamed", "renamed")
 
 
 def test_fields_are_taken_from_the_right_entry_type_only(tmp_path):
@@ -191,7 +228,7 @@ def exact_lines(n: int) -> bytes:
 
 
 def test_tail_window_skips_its_cut_first_line(tmp_path):
-    head = dump([user_msg(SID, "start"), *filler(5)])
+    head = dump([user_msg(SID, "start"), *filler(60)])  # the title line lies beyond the head window
     title_line = dump([meta("custom-title", "customTitle", "half visible " * 150, SID)])
     ai_line = dump([meta("ai-title", "aiTitle", "visible", SID)])
     tail_part = ai_line + exact_lines(LITE_WINDOW - 500 - len(ai_line))
@@ -204,7 +241,7 @@ def test_tail_window_skips_its_cut_first_line(tmp_path):
 
 
 def test_tail_window_starting_exactly_on_a_line_keeps_it(tmp_path):
-    head = dump([user_msg(SID, "start"), *filler(5)])
+    head = dump([user_msg(SID, "start"), *filler(60)])  # the title line lies beyond the head window
     title_line = dump([meta("custom-title", "customTitle", "exactly at the edge", SID)])
     tail = title_line + exact_lines(LITE_WINDOW - len(title_line))
     path = write(tmp_path / f"{SID}.jsonl", head + tail)

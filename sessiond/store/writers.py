@@ -1,0 +1,89 @@
+"""Who is writing a transcript right now, when it is not a sessiond client.
+
+Why: sessiond knows the sessions its own clients hold (leases, SPEC 7), but a
+Claude Code running in a terminal writes its session's file directly. Such a
+session is live all the same: ``list`` marks it, ``rm`` refuses it without
+``--force``. A file is taken as being written when a process of the same user
+that is not sessiond's own (its daemon keeps the files it writes open) holds it
+open for writing (``/proc/<pid>/fd`` and the ``flags`` of its ``fdinfo``).
+A writer that opens, appends and closes per entry is only seen while it
+writes: the mtime alone cannot tell it from sessiond's own writes. The look is
+bounded (processes and file descriptors per process) and follows nothing but
+``/proc``'s links; where there is no ``/proc``, nothing is found.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Final
+
+MAX_PROCESSES: Final = 4096
+MAX_FDS: Final = 4096
+_WRITE_FLAGS: Final = os.O_WRONLY | os.O_RDWR
+
+
+def open_for_writing(paths: Iterable[str]) -> dict[str, int]:
+    """``path -> pid`` of a process of this user (not this one) holding the file
+    open for writing, for each of ``paths`` (absolute, as given) that is."""
+    wanted = {os.path.realpath(p): p for p in paths}
+    found: dict[str, int] = {}
+    if not wanted:
+        return found
+    me, uid = os.getpid(), os.getuid()
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()][:MAX_PROCESSES]
+    except OSError:
+        return found
+    for pid in pids:
+        if pid == me:
+            continue
+        base = f"/proc/{pid}"
+        try:
+            if os.stat(base).st_uid != uid:
+                continue
+            fds = os.listdir(f"{base}/fd")[:MAX_FDS]
+            if fds and _is_sessiond(base):
+                continue
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"{base}/fd/{fd}")
+            except OSError:
+                continue
+            given = wanted.get(target)
+            if given is None or given in found:
+                continue
+            if _writable(f"{base}/fdinfo/{fd}"):
+                found[given] = pid
+        if len(found) == len(wanted):
+            break
+    return found
+
+
+def _writable(fdinfo: str) -> bool:
+    try:
+        with open(fdinfo) as f:
+            for line in f:
+                if line.startswith("flags:"):
+                    return bool(int(line.split()[1], 8) & _WRITE_FLAGS)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _is_sessiond(base: str) -> bool:
+    """sessiond's own processes (its daemon holds what it writes open)."""
+    try:
+        with open(f"{base}/cmdline", "rb") as f:
+            argv = f.read(4096).split(b"\0")
+    except OSError:
+        return False
+    return any(a == b"sessiond" or a.endswith(b"/sessiond") or a.startswith(b"sessiond.") for a in argv[:4])
+
+
+def live_writer(path: str) -> dict[str, str | int] | None:
+    """``{pid, writer}`` when a process outside sessiond holds ``path`` open for writing, else None."""
+    pid = open_for_writing([path]).get(path)
+    return None if pid is None else {"pid": pid, "writer": "open for writing"}

@@ -1,0 +1,50 @@
+"""Everything before a compaction stays reachable (issue 29): ``show`` stays
+what a resume restores, ``show --history`` adds the turns before the last
+compaction, marked, and ``export`` includes them, marked (collapsed in HTML).
+
+On a real transcript compacted twice (dagster-io/erk 41140470): its first
+prompt, the ``/erk:plan-implement`` command, lies before both compactions;
+the resumed conversation starts at the last boundary and its summary.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import CORPUS
+
+FILE = CORPUS / "dagster-io__erk__41140470-f3f6-4945-bf7f-884c4a037ab0.jsonl"
+FIRST_PROMPT = "erk:plan-implement is running"
+BEFORE_BANNER = "══ before compaction: "
+AFTER_BANNER = "══ after compaction: what a resume restores"
+
+
+def test_show_is_what_a_resume_restores_and_history_adds_the_rest(daemon_factory):
+    d = daemon_factory()  # never started: show reads the file itself
+    plain = d.cli("show", str(FILE), "--no-pager").stdout.decode()
+    assert FIRST_PROMPT not in plain and BEFORE_BANNER not in plain
+    assert "earlier turns were compacted: `show --history` shows them too" in plain
+    full = d.cli("show", str(FILE), "--no-pager", "--history").stdout.decode()
+    before, _, after = full.partition(AFTER_BANNER)
+    assert BEFORE_BANNER in before and FIRST_PROMPT in before and FIRST_PROMPT not in after
+    assert after.count("This session is being continued") == 1  # the last summary, after the banner
+    shown = json.loads(d.cli("show", str(FILE), "--json").stdout)
+    assert "history" not in shown
+    with_history = json.loads(d.cli("show", str(FILE), "--json", "--history").stdout)
+    assert {k: v for k, v in with_history.items() if k != "history"} == shown
+    history = with_history["history"]
+    assert not {m["uuid"] for m in history} & set(shown["chain"])
+    assert sum(m.get("subtype") == "compact_boundary" for m in history) == 1  # the earlier compaction
+    times = [m["timestamp"] for m in history if m.get("timestamp")]
+    assert max(times) < shown["messages"][0]["timestamp"]  # all of it older than the last boundary
+    assert not d.socket.exists()
+
+
+def test_export_includes_the_history_marked(daemon_factory):
+    d = daemon_factory()
+    md = d.cli("export", str(FILE), "--format", "markdown").stdout.decode()
+    before, _, after = md.partition("## After compaction (what a resume restores)")
+    assert "## Before compaction (" in before and FIRST_PROMPT in before and FIRST_PROMPT not in after
+    html = d.cli("export", str(FILE), "--format", "html").stdout.decode()
+    collapsed = html.split('<details class="history">', 1)[1].split('<h2 class="after">', 1)[0]
+    assert "Before compaction:" in collapsed and FIRST_PROMPT in collapsed
