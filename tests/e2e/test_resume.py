@@ -25,7 +25,7 @@ def daemon(shared_daemon: DaemonProc) -> DaemonProc:
     """One daemon for the module: every test here writes sessions of its own
     and leaves the daemon as it found it."""
     return shared_daemon
-EXPECTED = Path(__file__).resolve().parents[1] / "protocol" / "resume" / "expected"
+EXPECTED = Path(__file__).resolve().parents[1] / "client" / "resume" / "expected"
 
 
 @pytest.mark.parametrize("name", [
