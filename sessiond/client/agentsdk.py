@@ -37,6 +37,7 @@ import os
 import re
 import uuid as uuidlib
 import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -64,6 +65,10 @@ _SUBPATH = re.compile(r"subagents/(?:workflows/(?P<run>[A-Za-z0-9_-]{1,128})/)?a
 _decode_line = msgspec.json.Decoder().decode
 RECONNECT_PAUSE = 0.05
 """Seconds between tries to reach a lost daemon."""
+KEEP_OPEN = 16
+"""Sessions the store's connection stays in (an append joins its session on the
+daemon's side); past this many, the least recently appended is closed, so a
+long-lived store writing many sessions holds no more of the daemon than this."""
 T = TypeVar("T")
 
 
@@ -257,6 +262,9 @@ class SessiondSessionStore:
         async def send(client: AsyncClient, again: bool) -> None:
             await client.append(k.file_id, "/", entries, durability=self.durability, agent=k.agent, run=k.run,
                                 exact=True, project=k.project, resend=again)
+            held = self._held
+            if held is not None and held.holds(client):
+                await held.attached(client, k.file_id)
 
         await self._with_daemon(send)
 
@@ -358,6 +366,7 @@ class _Held:
         self._task = loop.create_task(self._hold(make), name="sessiond-agentsdk connection")
         self.on_drop: weakref.finalize | None = None
         """Closes this connection when its store is collected (set by the store)."""
+        self._sessions: OrderedDict[str, None] = OrderedDict()
 
     async def _hold(self, make: Callable[[], AsyncClient]) -> None:
         try:
@@ -377,6 +386,24 @@ class _Held:
         if self._client is None or self._done.is_set():
             raise self._error or DaemonUnavailable("the store's connection was closed")
         return self._client
+
+    def holds(self, client: AsyncClient) -> bool:
+        return client is self._client
+
+    async def attached(self, client: AsyncClient, session: str) -> None:
+        """``session`` was just appended to on this connection: the least
+        recently appended past ``KEEP_OPEN`` are closed (a failure to close
+        is left: a lost connection has left them all)."""
+        self._sessions[session] = None
+        self._sessions.move_to_end(session)
+        while len(self._sessions) > KEEP_OPEN:
+            old, _ = self._sessions.popitem(last=False)
+            try:
+                await client.close_session(old)
+            except RemoteError:
+                continue  # not in it any more (closed by a call of another task)
+            except (DaemonUnavailable, ConnectionError):
+                return
 
     def usable(self) -> bool:
         """Not known to be lost: still opening, or open and its reader has

@@ -252,3 +252,23 @@ def test_one_store_on_many_tasks_and_one_loop_after_another(daemon: DaemonProc) 
 
     assert anyio.run(read) == [[{"type": "user", "uuid": f"u{n}-{i}", "n": n} for n in range(2)] for i in range(len(keys))]
     observer.close()
+
+
+def test_a_store_writing_many_sessions_holds_few_of_them(daemon_factory, short_tmp: Path) -> None:
+    """The store's one connection stays in only the sessions it appended to
+    last (``KEEP_OPEN``): a long-lived store writing many sessions is not
+    refused by the daemon's bound on the sessions one connection holds."""
+    from sessiond.client.agentsdk import KEEP_OPEN
+
+    cfg = short_tmp / "c.toml"
+    cfg.write_text(f"max_sessions = {4 * (KEEP_OPEN + 4)}\n")  # one connection may hold KEEP_OPEN + 4
+    d = daemon_factory().start("--config", str(cfg))
+    store = _store(d)
+    keys = [{"project_key": PROJECT, "session_id": str(uuid.uuid4())} for _ in range(3 * KEEP_OPEN)]
+
+    async def go() -> list[list[Any] | None]:
+        for i, key in enumerate(keys):
+            await store.append(key, [{"type": "user", "uuid": f"u{i}", "n": i}])
+        return [await store.load(key) for key in keys]
+
+    assert anyio.run(go) == [[{"type": "user", "uuid": f"u{i}", "n": i}] for i in range(len(keys))]
