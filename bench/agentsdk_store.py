@@ -314,17 +314,22 @@ def render(results: dict[str, Any]) -> str:
         return STORE_NAMES[kind] + (f" at {rev[:9]}" if rev else "")
 
     def num(v: float | None, places: int) -> str:
-        return "—" if v is None else f"{v:,.{places}f}"
+        if v is None:
+            return "—"
+        return f"{v:,.{places}f}" if v >= 1 or v == 0 else f"{v:.2g}"  # an in-memory call: its digits, not 0.0
+
+    def times(v: float) -> str:
+        return f"{v:.2f}x" if v >= 0.01 else f"{v:.1g}x"
 
     out = [f"Long session ({results['entries']:,} entries, {results['batching']} batches of "
            f"{results['mean_batch']:.1f} entries on average):", "",
            "| store | append p50 ms | append p99 ms | entries/s | server CPU µs/entry | load p50 ms | load p99 ms | "
-           "entries/s vs sessiond | load vs sessiond |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "entries/s vs sessiond | load time vs sessiond |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     eps_ref, load_ref = median_of(med[ref], "append", "entries_per_s"), median_of(med[ref], "load", "p50_ms")
     for s in stores:
         eps, load = median_of(med[s], "append", "entries_per_s"), median_of(med[s], "load", "p50_ms")
-        ratio = f"{eps / eps_ref:.2f}x" if eps and eps_ref else "—"
-        load_ratio = f"{load / load_ref:.2f}x" if load and load_ref else "—"
+        ratio = times(eps / eps_ref) if eps and eps_ref else "—"
+        load_ratio = times(load / load_ref) if load and load_ref else "—"
         out.append(f"| {name(s)} | {num(median_of(med[s], 'append', 'p50_ms'), 3)} | "
                    f"{num(median_of(med[s], 'append', 'p99_ms'), 3)} | {num(eps, 0)} | "
                    f"{num(median_of(med[s], 'append', 'server_cpu_us_per_entry'), 1)} | {num(load, 1)} | "
