@@ -29,13 +29,21 @@ def start_daemon(sock: Path, root: Path, *serve_args: str, timeout: float = 20.0
     ``source``: a directory holding another ``sessiond`` package (a checkout of
     the baseline, see ``baseline_tree``) whose daemon runs instead of this one."""
     env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
-    return start_server(sock, [sys.executable, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root),
+    # -P: ``-m`` would put the working directory first on the path, and from a
+    # checkout that is this tree's ``sessiond``, not ``source``'s
+    isolate = ["-P"] if source is not None else []
+    return start_server(sock, [sys.executable, *isolate, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root),
                                "serve", "--log-level", "warning", *serve_args], timeout, env=env)
 
 
 def baseline_tree(rev: str, into: Path) -> Path:
-    """The repository's ``rev`` unpacked as ``into/sessiond`` (for ``start_daemon(source=)``:
-    a before/after comparison measured in the same run)."""
+    """The directory to put on ``PYTHONPATH`` for the repository's ``rev`` (for
+    ``start_daemon(source=)``: a before/after comparison measured in the same
+    run). The tree is unpacked as ``into/sessiond``: that is the package in
+    revisions whose root was it, and holds the package ``sessiond/`` in those
+    of today's layout (then it is the directory returned: put ``into`` on the
+    path instead and Python would take the checkout's root for a namespace
+    package and import the installed ``sessiond``, not the baseline)."""
     pkg = into / "sessiond"
     pkg.mkdir(parents=True)
     here = str(Path(__file__).resolve().parent)
@@ -43,7 +51,7 @@ def baseline_tree(rev: str, into: Path) -> Path:
                          text=True).stdout.strip()
     archive = subprocess.run(["git", "-C", top, "archive", rev], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(pkg)], input=archive, check=True)
-    return into
+    return pkg if (pkg / "sessiond" / "__init__.py").is_file() else into
 
 
 def start_server(sock: Path, cmd: list[str], timeout: float = 20.0, env: dict[str, str] | None = None) -> subprocess.Popen:

@@ -30,10 +30,14 @@ when the file changed), never from a read of the transcript per listing.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import os
 import re
 import uuid as uuidlib
+import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -61,6 +65,10 @@ _SUBPATH = re.compile(r"subagents/(?:workflows/(?P<run>[A-Za-z0-9_-]{1,128})/)?a
 _decode_line = msgspec.json.Decoder().decode
 RECONNECT_PAUSE = 0.05
 """Seconds between tries to reach a lost daemon."""
+KEEP_OPEN = 16
+"""Sessions the store's connection stays in (an append joins its session on the
+daemon's side); past this many, the least recently appended is closed, so a
+long-lived store writing many sessions holds no more of the daemon than this."""
 T = TypeVar("T")
 
 
@@ -146,11 +154,15 @@ class SessiondSessionStore:
     on the daemon serving ``root`` at ``socket`` (the defaults: the user's
     daemon, started on first use unless ``autostart=False``).
 
-    Each call is one connection of an ``AsyncClient``, so a store can be used
-    from any task and any event loop; a call that loses its daemon is made
-    again on a new connection (the daemon autostarted, or waited for) for up to
-    ``timeout`` seconds. ``durability``: when an append returns (``written`` by
-    default: the SDK's own copy is already on disk)."""
+    The store keeps one ``AsyncClient`` connection per event loop it is used
+    on (the SDK calls it from several tasks, and a connection and handshake
+    per call cost more than a small batch's append): it is opened on first
+    use, shared by every task of that loop, and closed when the loop ends (or
+    ``aclose``). A call that loses its daemon is made again on a new
+    connection (the daemon autostarted, or waited for) for up to ``timeout``
+    seconds. Outside asyncio (trio) each call has a connection of its own.
+    ``durability``: when an append returns (``written`` by default: the SDK's
+    own copy is already on disk)."""
 
     def __init__(self, socket: Path | str | None = None, root: Path | str | None = None, *,
                  durability: m.Durability = "written", autostart: bool = True, timeout: float = 30.0) -> None:
@@ -159,24 +171,37 @@ class SessiondSessionStore:
         self.durability: m.Durability = durability
         self.autostart = autostart
         self.timeout = timeout
+        self._held: _Held | None = None
+
+    def _client(self) -> Callable[[], AsyncClient]:
+        """What makes the store's client (holding no reference to the store,
+        so a store dropped while its connection is open can be collected)."""
+        return functools.partial(AsyncClient, self.socket, root=self.root, autostart=self.autostart,
+                                 timeout=self.timeout, name="sessiond-agentsdk")
 
     async def _with_daemon(self, work: Callable[[AsyncClient, bool], Awaitable[T]]) -> T:
-        """``work(client, again)`` on a fresh connection; when the daemon is
-        lost (killed, restarting) it is done again on a new connection (with
-        ``again`` True once an attempt may have reached the lost daemon), until
-        ``timeout`` has passed: every request of the
+        """``work(client, again)`` on the store's connection; when the daemon is
+        lost (killed, restarting) it is done again on a new connection, with
+        ``again`` True, until ``timeout`` has passed: every request of the
         store is idempotent (an append is sent again with ``resend``, so what
-        the lost daemon already wrote is not written twice). The SDK's own
-        three tries within one second are too short for a daemon to restart."""
+        the lost daemon already wrote is not written twice). A connection
+        found lost before the request was sent, or one that could not be
+        made, is replaced without ``again`` (nothing of this call reached a
+        daemon: an entry without uuid is then never taken for a resent one). The SDK's own three tries
+        within one second are too short for a daemon to restart."""
         deadline = anyio.current_time() + self.timeout
         again = False
         while True:
-            greeted = False
+            held, sent = None, False
             try:
-                async with AsyncClient(self.socket, root=self.root, autostart=self.autostart,
-                                       timeout=self.timeout, name="sessiond-agentsdk") as client:
-                    greeted = True
-                    return await work(client, again)
+                held = self._connection()
+                if held is None:  # not on asyncio: a connection for this call only
+                    async with self._client()() as client:
+                        sent = True
+                        return await work(client, again)
+                client = await held.client()
+                sent = True
+                return await work(client, again)
             except UnsafeSocketDir:
                 raise
             except (DaemonUnavailable, ConnectionError) as exc:
@@ -185,14 +210,45 @@ class SessiondSessionStore:
                 if exc.code != "shutting_down":
                     raise
                 lost = exc
+            if held is not None:
+                self._drop(held)
             if anyio.current_time() >= deadline:
                 raise lost
             # Only a request that may have reached the lost daemon is a resend: one
             # that found no daemon was never sent, and a resend drops an entry without
             # a uuid whose line is already in the file (Claude Code writes some such
             # lines again and again, byte for byte).
-            again = again or greeted
+            again = again or sent
             await anyio.sleep(RECONNECT_PAUSE)
+
+    def _connection(self) -> _Held | None:
+        """The live connection of the running event loop, opening one (its
+        handshake is awaited by ``client``); None outside asyncio."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        held = self._held
+        if held is not None and held.loop is loop and held.usable():
+            return held
+        if held is not None:
+            self._drop(held)
+        held = self._held = _Held(loop, self._client())
+        held.on_drop = weakref.finalize(self, held.close)  # a store dropped mid-loop does not keep its connection
+        return held
+
+    def _drop(self, held: _Held) -> None:
+        held.close()
+        if self._held is held:
+            self._held = None
+
+    async def aclose(self) -> None:
+        """Close the store's connection now (it closes by itself when its
+        event loop ends; the store opens a new one if used again)."""
+        held, self._held = self._held, None
+        if held is not None:
+            held.close()
+            await held.closed()
 
     def _root(self, client: AsyncClient) -> Path:
         return Path(client.served_root) if client.served_root else self.root or default_root()
@@ -210,6 +266,9 @@ class SessiondSessionStore:
         async def send(client: AsyncClient, again: bool) -> None:
             await client.append(k.file_id, "/", entries, durability=self.durability, agent=k.agent, run=k.run,
                                 exact=True, project=k.project, resend=again)
+            held = self._held
+            if held is not None and held.holds(client):
+                await held.attached(client, k.file_id)
 
         await self._with_daemon(send)
 
@@ -293,6 +352,84 @@ class SessiondSessionStore:
 
         root = await self._with_daemon(flushed)
         return await anyio.to_thread.run_sync(_subkeys, root, projects_dir(root) / k.project / k.file_id / "subagents")
+
+
+class _Held:
+    """One ``AsyncClient`` kept open for a store by a task of its own on one
+    event loop: the client's task group must be left by the task that entered
+    it, while the store is called from whichever task the SDK runs (and the
+    connection must outlive each of them). The task ends, closing the
+    connection, on ``close`` or when the loop cancels it at its end."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, make: Callable[[], AsyncClient]) -> None:
+        self.loop = loop
+        self._client: AsyncClient | None = None
+        self._error: BaseException | None = None
+        self._opened = asyncio.Event()
+        self._done = asyncio.Event()
+        self._task = loop.create_task(self._hold(make), name="sessiond-agentsdk connection")
+        self.on_drop: weakref.finalize | None = None
+        """Closes this connection when its store is collected (set by the store)."""
+        self._sessions: OrderedDict[str, None] = OrderedDict()
+
+    async def _hold(self, make: Callable[[], AsyncClient]) -> None:
+        try:
+            async with make() as client:
+                self._client = client
+                self._opened.set()
+                await self._done.wait()
+        except Exception as exc:  # handed to the caller waiting to open; a close's error is of no use
+            self._error = exc
+        finally:
+            self._opened.set()
+
+    async def client(self) -> AsyncClient:
+        """The connected client (``DaemonUnavailable`` and the like when it
+        could not connect, or has been closed)."""
+        await self._opened.wait()
+        if self._client is None or self._done.is_set():
+            raise self._error or DaemonUnavailable("the store's connection was closed")
+        return self._client
+
+    def holds(self, client: AsyncClient) -> bool:
+        return client is self._client
+
+    async def attached(self, client: AsyncClient, session: str) -> None:
+        """``session`` was just appended to on this connection: the least
+        recently appended past ``KEEP_OPEN`` are closed (a failure to close
+        is left: a lost connection has left them all)."""
+        self._sessions[session] = None
+        self._sessions.move_to_end(session)
+        while len(self._sessions) > KEEP_OPEN:
+            old, _ = self._sessions.popitem(last=False)
+            try:
+                await client.close_session(old)
+            except RemoteError:
+                continue  # not in it any more (closed by a call of another task)
+            except (DaemonUnavailable, ConnectionError):
+                return
+
+    def usable(self) -> bool:
+        """Not known to be lost: still opening, or open and its reader has
+        seen no end of the connection."""
+        if self._done.is_set() or self._task.done():
+            return False
+        return self._client is None or getattr(self._client, "_broken", None) is None
+
+    def close(self) -> None:
+        """Let the task close the connection (from any thread; a no-op once
+        the loop is gone)."""
+        if self.on_drop is not None:
+            self.on_drop.detach()
+        try:
+            self.loop.call_soon_threadsafe(self._done.set)
+        except RuntimeError:
+            pass  # the loop is closed: its end already cancelled the task
+
+    async def closed(self) -> None:
+        """Wait for the connection to be closed (on its own loop)."""
+        if asyncio.get_running_loop() is self.loop:
+            await asyncio.wait([self._task])
 
 
 class _Key:

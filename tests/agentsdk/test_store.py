@@ -203,3 +203,93 @@ def test_an_append_made_while_the_daemon_is_down_is_written_whole(daemon: Daemon
 
     anyio.run(while_down)
     assert [e["type"] for e in anyio.run(store.load, key)] == ["api-request-route", "api-request-route", "user"]
+def _clients(observer: Any) -> int:
+    """Connections the daemon holds, ``observer``'s own among them. Asked
+    twice: a connection a client closed before the first question is gone
+    from the daemon's count by the second answer."""
+    observer.status()
+    return observer.status().clients
+
+
+def test_one_connection_for_every_call_and_a_new_one_after_a_restart(daemon: DaemonProc) -> None:
+    """The store keeps its connection between calls (every method on one),
+    and after the daemon is stopped and started again its next calls go on a
+    new one; nothing is lost or doubled, and an entry without uuid sent after
+    the restart is not taken for a resend of the same line before it."""
+    store = _store(daemon)
+    sid = str(uuid.uuid4())
+    key = {"project_key": PROJECT, "session_id": sid}
+    mode = {"type": "permission-mode", "permissionMode": "default", "sessionId": sid}  # no uuid: repeats each turn
+    counts: list[int] = []
+    observers = [daemon.client()]
+
+    def restart() -> None:
+        observers[0].close()
+        daemon.stop()
+        daemon.start()
+        observers[0] = daemon.client()
+
+    async def go() -> list[Any] | None:
+        for i in range(3):
+            await store.append(key, [{"type": "user", "uuid": f"u{i}", "n": i}])
+            await store.load(key)
+            await store.list_sessions(PROJECT)
+            await store.list_session_summaries(PROJECT)
+            await store.list_subkeys(key)
+            counts.append(await anyio.to_thread.run_sync(_clients, observers[0]))
+        await store.append(key, [mode])
+        await anyio.to_thread.run_sync(restart)
+        await store.append(key, [mode, {"type": "user", "uuid": "u3", "n": 3}])
+        loaded = await store.load(key)
+        counts.append(await anyio.to_thread.run_sync(_clients, observers[0]))
+        return loaded
+
+    loaded = anyio.run(go)
+    assert counts == [2, 2, 2, 2]  # the observer and the store's one connection, between calls and after the restart
+    assert _clients(observers[0]) == 1  # the store's connection ended with its event loop
+    observers[0].close()
+    assert loaded == [{"type": "user", "uuid": f"u{i}", "n": i} for i in range(3)] + [
+        mode, mode, {"type": "user", "uuid": "u3", "n": 3}]
+
+
+def test_one_store_on_many_tasks_and_one_loop_after_another(daemon: DaemonProc) -> None:
+    """Concurrent calls of many tasks share the store's connection; a store
+    used again on a new event loop (each ``asyncio.run`` of an agent) gets a
+    connection there."""
+    store = _store(daemon)
+    keys = [{"project_key": PROJECT, "session_id": str(uuid.uuid4())} for _ in range(8)]
+    observer = daemon.client()
+
+    async def write(n: int) -> int:
+        async with anyio.create_task_group() as tg:
+            for i, key in enumerate(keys):
+                tg.start_soon(store.append, key, [{"type": "user", "uuid": f"u{n}-{i}", "n": n}])
+        return await anyio.to_thread.run_sync(_clients, observer)
+
+    assert [anyio.run(write, n) for n in range(2)] == [2, 2]
+
+    async def read() -> list[list[Any] | None]:
+        return [await store.load(key) for key in keys]
+
+    assert anyio.run(read) == [[{"type": "user", "uuid": f"u{n}-{i}", "n": n} for n in range(2)] for i in range(len(keys))]
+    observer.close()
+
+
+def test_a_store_writing_many_sessions_holds_few_of_them(daemon_factory, short_tmp: Path) -> None:
+    """The store's one connection stays in only the sessions it appended to
+    last (``KEEP_OPEN``): a long-lived store writing many sessions is not
+    refused by the daemon's bound on the sessions one connection holds."""
+    from sessiond.client.agentsdk import KEEP_OPEN
+
+    cfg = short_tmp / "c.toml"
+    cfg.write_text(f"max_sessions = {4 * (KEEP_OPEN + 4)}\n")  # one connection may hold KEEP_OPEN + 4
+    d = daemon_factory().start("--config", str(cfg))
+    store = _store(d)
+    keys = [{"project_key": PROJECT, "session_id": str(uuid.uuid4())} for _ in range(3 * KEEP_OPEN)]
+
+    async def go() -> list[list[Any] | None]:
+        for i, key in enumerate(keys):
+            await store.append(key, [{"type": "user", "uuid": f"u{i}", "n": i}])
+        return [await store.load(key) for key in keys]
+
+    assert anyio.run(go) == [[{"type": "user", "uuid": f"u{i}", "n": i}] for i in range(len(keys))]
