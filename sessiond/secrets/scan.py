@@ -20,6 +20,7 @@ import functools
 import hashlib
 import json
 import re
+from typing import Any
 
 import msgspec
 
@@ -208,3 +209,40 @@ def redact_line(line: bytes) -> tuple[bytes, list[Finding]]:
     same bytes when nothing was; otherwise only the strings that held a secret
     change, and a JSON line stays valid JSON."""
     return _line_findings(line, True)
+
+
+def redact_value(value: Any, key: str | None = None) -> tuple[Any, list[Finding]]:
+    """A decoded JSON value (an entry, a message) with the secrets in its strings
+    redacted, and what was found; the same rules as ``redact_line``: object
+    keys and protected fields are left alone, a secret-named key's strong value
+    is one. The value given is not changed; unchanged parts are shared."""
+    if isinstance(value, str):
+        if _protected(key):
+            return value, []
+        here = find(value)
+        if not here and key and SECRET_KEY.search(key) and len(value) <= 512 and strong_value(value):
+            here = [Finding("secret-assignment", fingerprint(value), 0, len(value))]
+        return (_apply(value, here), [Finding(f.kind, f.fingerprint, f.start, f.end, key) for f in here]) if here else (value, [])
+    if isinstance(value, dict):
+        found: list[Finding] = []
+        out: dict[Any, Any] | None = None
+        for k, v in value.items():
+            new, here = redact_value(v, k if isinstance(k, str) else None)
+            if here:
+                found.extend(here)
+                if out is None:
+                    out = dict(value)
+                out[k] = new
+        return (value if out is None else out), found
+    if isinstance(value, list):
+        found = []
+        items: list[Any] | None = None
+        for i, v in enumerate(value):
+            new, here = redact_value(v, key)
+            if here:
+                found.extend(here)
+                if items is None:
+                    items = list(value)
+                items[i] = new
+        return (value if items is None else items), found
+    return value, []
