@@ -12,6 +12,12 @@ Entries are decoded with a msgspec Struct naming only the fields used here; a
 line with an unexpected shape (a number where a string was expected, deep
 nesting) falls back to a generic decode read with ``isinstance`` checks, and a
 line that is not JSON at all gives nothing, never an error.
+
+No secret's text is ever indexed: a line the secret prefilter passes
+(``secrets.rules.maybe_secret``, most lines do not) has every text it gives
+redacted before it is cut (``secrets.redact_text``, ``redact_value``), so a search for a key finds nothing, the
+rest of the line is still found, and the marker's fingerprint finds every
+mention of one secret.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from typing import Any, Final
 
 import msgspec
 
+from sessiond.secrets import redact_text, redact_value
+from sessiond.secrets.rules import maybe_secret
 from sessiond.store.entries import readable_copy
 from sessiond.store.prompts import classify_text
 from sessiond.wire.hit import (  # noqa: F401  (the roles are named there)
@@ -108,7 +116,11 @@ def strings_of(value: Any, out: list[str], budget: int) -> int:
     return budget
 
 
-def _raw_text(raw: msgspec.Raw | None, budget: int) -> str:
+def _same(text: str) -> str:
+    return text
+
+
+def _raw_text(raw: msgspec.Raw | None, budget: int, risky: bool = False) -> str:
     if raw is None or not len(raw):
         return ""
     try:
@@ -117,17 +129,22 @@ def _raw_text(raw: msgspec.Raw | None, budget: int) -> str:
         return ""
     if isinstance(value, list):  # tool_result content: text blocks; images skipped
         value = [b.get("text") for b in value if isinstance(b, dict) and b.get("type") == "text"]
+    if risky:  # before any cut: half a key is still not indexed (and a secret-named key's value is found)
+        value = redact_value(value)[0]
     parts: list[str] = []
     strings_of(value, parts, budget)
     return " ".join(parts)
 
 
-def _message_docs(kind: str, msg: _Message, meta: bool, out: Extracted, summary: bool = False) -> None:
+def _message_docs(kind: str, msg: _Message, meta: bool, out: Extracted, summary: bool = False,
+                  risky: bool = False) -> None:
     content = msg.content
     if content is None:
         return
+    clean = redact_text if risky else _same
     role = ASSISTANT if kind == "assistant" else USER
     if isinstance(content, str):
+        content = clean(content)
         if content.strip() and not meta:
             out.docs.append(Doc(role, content[:TEXT_MAX]))
             if role == USER and not summary:
@@ -138,11 +155,11 @@ def _message_docs(kind: str, msg: _Message, meta: bool, out: Extracted, summary:
     for block in content:
         t = block.type
         if t == "text" and block.text:
-            texts.append(block.text)
+            texts.append(clean(block.text))
         elif t == "tool_use":
-            tools.append(" ".join(filter(None, (block.name, _raw_text(block.input, TOOL_TEXT_MAX)))))
+            tools.append(" ".join(filter(None, (block.name, _raw_text(block.input, TOOL_TEXT_MAX, risky)))))
         elif t == "tool_result":
-            text = _raw_text(block.content, TOOL_TEXT_MAX)
+            text = _raw_text(block.content, TOOL_TEXT_MAX, risky)
             if text:
                 tools.append(text)
     if texts and not meta:
@@ -178,11 +195,14 @@ def extract(line: bytes | memoryview) -> Extracted | None:
     out = Extracted(docs=[], uuid=e.uuid, timestamp=e.timestamp, sidechain=bool(e.isSidechain),
                     session=e.sessionId, cwd=e.cwd)
     kind = e.type
+    risky = maybe_secret(line)
     if kind in ("user", "assistant") and e.message is not None:
-        _message_docs(kind, e.message, bool(e.isMeta), out, bool(e.isCompactSummary))
+        _message_docs(kind, e.message, bool(e.isMeta), out, bool(e.isCompactSummary), risky)
     elif kind in _TITLE_FIELDS:
         field, role = _TITLE_FIELDS[kind]
         value = getattr(e, field)
+        if isinstance(value, str) and risky:
+            value = redact_text(value)
         if isinstance(value, str) and value.strip():
             out.titles = {kind: value[:1000]}
             out.docs.append(Doc(role, value[:1000]))

@@ -161,12 +161,12 @@ NAMES: tuple[re.Pattern[bytes], ...] = tuple(re.compile(p + rb"[\s\"'\\]{0,4}(?:
 (``AccountKey=``, ``API_TOKEN=``, ``"password":``, ``client_secret =``)."""
 
 
-def maybe_secret(data: bytes) -> bool:
+def maybe_secret(data: bytes | memoryview) -> bool:
     """Whether ``data`` may hold a secret: one of ``ANCHORS`` in it, or one of
     ``NAMES`` in its lowercased text. False means no rule can match, so text
     without any is never looked at further (most lines of a transcript)."""
     for anchor in ANCHORS:
         if anchor.search(data):
             return True
-    lowered = data.lower()
+    lowered = (data if isinstance(data, bytes) else bytes(data)).lower()
     return any(name.search(lowered) for name in NAMES)
