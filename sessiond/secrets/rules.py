@@ -170,3 +170,13 @@ def maybe_secret(data: bytes | memoryview) -> bool:
             return True
     lowered = (data if isinstance(data, bytes) else bytes(data)).lower()
     return any(name.search(lowered) for name in NAMES)
+
+
+def hit_positions(data: bytes) -> list[int]:
+    """Where in ``data`` the prefilter matches (``ANCHORS`` and ``NAMES``), sorted:
+    the only places a rule can match, so only the strings around them are read further."""
+    found = [m.start() for anchor in ANCHORS for m in anchor.finditer(data)]
+    lowered = data.lower()
+    found += [m.start() for name in NAMES for m in name.finditer(lowered)]
+    found.sort()
+    return found

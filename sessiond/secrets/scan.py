@@ -16,6 +16,7 @@ and given to the rules.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import json
@@ -24,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from .rules import RULES, SECRET_KEY, maybe_secret, strong_value
+from .rules import RULES, SECRET_KEY, hit_positions, maybe_secret, strong_value
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -153,6 +154,17 @@ def _encode(text: str) -> bytes:
         return json.dumps(text).encode()
 
 
+def _key(token: bytes) -> str | None:
+    """An object key's text (most are plain ASCII: no decoder needed)."""
+    if b"\\" not in token and token.isascii():
+        return token[1:-1].decode()
+    try:
+        key = json.loads(token)
+    except ValueError:
+        return None
+    return key if isinstance(key, str) else None
+
+
 def _line_findings(line: bytes, redact: bool) -> tuple[bytes, list[Finding]]:
     if not maybe_secret(line):
         return line, []
@@ -165,16 +177,14 @@ def _line_findings(line: bytes, redact: bool) -> tuple[bytes, list[Finding]]:
     out: list[bytes] = []
     at = 0
     key: str | None = None
+    hits = hit_positions(line)
     for m in _STRING.finditer(line):
         token = m.group()
-        is_key = _COLON.match(line, m.end()) is not None
-        if is_key:
-            try:
-                key = json.loads(token)
-            except ValueError:
-                key = None
+        if _COLON.match(line, m.end()) is not None:
+            key = _key(token)
             continue
-        if _protected(key) or not maybe_secret(token) and not (key and SECRET_KEY.search(key)):
+        i = bisect.bisect_left(hits, m.start())
+        if _protected(key) or not (i < len(hits) and hits[i] < m.end()) and not (key and SECRET_KEY.search(key)):
             continue
         try:
             value = json.loads(token)
