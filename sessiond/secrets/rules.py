@@ -66,14 +66,28 @@ def entropy(value: str) -> float:
 _CODE_LIKE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[\w$]+)*(?:\(.*)?$|^[a-z]+(?:[A-Z][a-z]+)+\d*$|^[a-z0-9]+(?:[_-][a-z0-9]+)+$|/")
 
 
+_SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[A-Z]")
+
+
+def wordy(value: str) -> bool:
+    """Whether ``value``'s letters read as words run together (camelCase,
+    PascalCase, snake_case): its case-delimited segments average 4 letters or
+    more, where a random mix of cases averages about 2."""
+    segments = _SEGMENT.findall(value)
+    return bool(segments) and sum(map(len, segments)) / len(segments) >= 4
+
+
 def strong_value(value: str) -> bool:
     """The entropy gate of a secret-named assignment: long enough, random enough,
-    letters and digits mixed, and not a placeholder, an expression, a path or an
+    letters and digits mixed (or a long mixed-case run of random letters), and not a placeholder, an expression, a path or an
     identifier (``os.environ``, ``getToken()``, ``some_setting_name``, camelCase)."""
     if len(value) < 12 or PLACEHOLDER.search(value):
         return False
-    if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+    if not any(c.isalpha() for c in value):
         return False
+    if not any(c.isdigit() for c in value) and (
+            len(value) < 16 or value.islower() or value.isupper() or wordy(value) or entropy(value) < 3.5):
+        return False  # no digit: only a long, mixed-case, random run of letters (not words in camelCase)
     segments = re.split(r"[-_.]", value)
     if len(segments) >= 3 and sum(1 for w in segments if len(w) >= 3 and w.isalpha()) >= 2:
         return False  # words joined by dashes or dots: a cache key, a package or a platform name

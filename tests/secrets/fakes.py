@@ -13,6 +13,7 @@ import base64
 import json
 import random
 import string
+import uuid as uuidlib
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -81,6 +82,8 @@ def fakes(seed: int) -> list[Fake]:
         Fake("private-key", _pem(rng, "OPENSSH PRIVATE KEY"), "DEPLOY_KEY"),
         Fake("private-key", _pem(rng, "EC PRIVATE KEY"), "EC_KEY"),
         Fake("azure-storage-key", base64.b64encode(rng.randbytes(64)).decode(), "AZURE_STORAGE_KEY"),
+        Fake("azure-shared-access-key", base64.b64encode(rng.randbytes(32)).decode(), "SERVICEBUS_CONNECTION"),
+        Fake("npm-token", str(uuidlib.UUID(int=rng.getrandbits(128))), "NPMRC"),
         Fake("twilio-api-key", "S" + "K" + _r(rng, hexd, 32), "TWILIO_API_KEY"),
         Fake("npm-token", "np" + "m_" + _r(rng, ALNUM, 36), "NPM_TOKEN"),
         Fake("pypi-token", "pyp" + "i-AgEIcHlwaS5vcmc" + _r(rng, ALNUM + "_-", 70), "PYPI_TOKEN"),
@@ -106,6 +109,11 @@ def mention(fake: Fake) -> str:
         return f"postgres://app_user:{fake.value}@db.internal.example:5432/app"
     if fake.kind == "connection-string-password":
         return f"Server=tcp:sql.example.net,1433;Database=app;User ID=app;Password={fake.value};Encrypt=true"
+    if fake.kind == "azure-shared-access-key":
+        return (f"Endpoint=sb://app.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;"
+                f"SharedAccessKey={fake.value}")
+    if fake.name == "NPMRC":
+        return f"//registry.npmjs.org/:_authToken={fake.value}"
     if fake.kind == "azure-storage-key":
         return f"DefaultEndpointsProtocol=https;AccountName=appstore;AccountKey={fake.value};EndpointSuffix=core.windows.net"
     if fake.kind == "google-service-account-key":

@@ -63,6 +63,14 @@ def test_every_kind_is_recalled_in_every_embedding():
     assert missed == []
 
 
+def test_every_rule_has_fakes():
+    """The generated set covers every kind the rules can report: a rule added
+    without its fakes fails here, before its recall is unmeasured."""
+    from sessiond.secrets.rules import RULES
+
+    assert {r.kind for r in RULES} == set(KINDS)
+
+
 def test_a_redacted_line_stays_valid_json_and_keeps_what_a_resume_needs():
     for fake, _how, carrier, text in cases():
         original = entry(text, carrier)
