@@ -5,8 +5,8 @@ session is being rewritten are all in the redacted copy afterwards, redacted."""
 from __future__ import annotations
 
 import json
-import time
 import threading
+import time
 import uuid
 
 import pytest
