@@ -13,9 +13,9 @@ line with an unexpected shape (a number where a string was expected, deep
 nesting) falls back to a generic decode read with ``isinstance`` checks, and a
 line that is not JSON at all gives nothing, never an error.
 
-No secret's text is ever indexed: a line the secret prefilter passes
-(``secrets.rules.maybe_secret``, most lines do not) has every text it gives
-redacted before it is cut (``secrets.redact_text``, ``redact_value``), so a search for a key finds nothing, the
+No secret's text is ever indexed: every text an entry gives is redacted
+(``clean``: ``secrets.redact_text``, and ``redact_value`` for a tool input
+naming its secret in a key) before it is cut, reading only what is kept, so a search for a key finds nothing, the
 rest of the line is still found, and the marker's fingerprint finds every
 mention of one secret.
 """
@@ -27,7 +27,7 @@ from typing import Any, Final
 import msgspec
 
 from sessiond.secrets import redact_text, redact_value
-from sessiond.secrets.rules import maybe_secret
+from sessiond.secrets.rules import SECRET_KEY, maybe_secret
 from sessiond.store.entries import readable_copy
 from sessiond.store.prompts import classify_text
 from sessiond.wire.hit import (  # noqa: F401  (the roles are named there)
@@ -116,11 +116,22 @@ def strings_of(value: Any, out: list[str], budget: int) -> int:
     return budget
 
 
-def _same(text: str) -> str:
-    return text
+MARGIN: Final = 512
+"""Characters past a cut that are read for secrets too: a key across the cut is
+recognized whole, so not even its first half is indexed."""
 
 
-def _raw_text(raw: msgspec.Raw | None, budget: int, risky: bool = False) -> str:
+def clean(text: str, keep: int) -> str:
+    """The first ``keep`` characters of ``text`` with no secret in them: only
+    what is kept (and ``MARGIN``) is read, so a 2 MB tool result costs the
+    detector no more than the 2,000 characters the index takes of it."""
+    head = text[:keep + MARGIN]
+    if maybe_secret(head.encode("utf-8", "surrogatepass")):
+        head = redact_text(head)
+    return head[:keep]
+
+
+def _raw_text(raw: msgspec.Raw | None, budget: int) -> str:
     if raw is None or not len(raw):
         return ""
     try:
@@ -129,22 +140,20 @@ def _raw_text(raw: msgspec.Raw | None, budget: int, risky: bool = False) -> str:
         return ""
     if isinstance(value, list):  # tool_result content: text blocks; images skipped
         value = [b.get("text") for b in value if isinstance(b, dict) and b.get("type") == "text"]
-    if risky:  # before any cut: half a key is still not indexed (and a secret-named key's value is found)
-        value = redact_value(value)[0]
+    if isinstance(value, dict) and any(SECRET_KEY.search(k) for k in value):
+        value = redact_value(value)[0]  # a tool input's ``"api_key": "..."``: the name and the value apart
     parts: list[str] = []
-    strings_of(value, parts, budget)
-    return " ".join(parts)
+    strings_of(value, parts, budget + MARGIN)
+    return clean(" ".join(parts), budget)
 
 
-def _message_docs(kind: str, msg: _Message, meta: bool, out: Extracted, summary: bool = False,
-                  risky: bool = False) -> None:
+def _message_docs(kind: str, msg: _Message, meta: bool, out: Extracted, summary: bool = False) -> None:
     content = msg.content
     if content is None:
         return
-    clean = redact_text if risky else _same
     role = ASSISTANT if kind == "assistant" else USER
     if isinstance(content, str):
-        content = clean(content)
+        content = clean(content, TEXT_MAX)
         if content.strip() and not meta:
             out.docs.append(Doc(role, content[:TEXT_MAX]))
             if role == USER and not summary:
@@ -155,11 +164,11 @@ def _message_docs(kind: str, msg: _Message, meta: bool, out: Extracted, summary:
     for block in content:
         t = block.type
         if t == "text" and block.text:
-            texts.append(clean(block.text))
+            texts.append(clean(block.text, TEXT_MAX))
         elif t == "tool_use":
-            tools.append(" ".join(filter(None, (block.name, _raw_text(block.input, TOOL_TEXT_MAX, risky)))))
+            tools.append(" ".join(filter(None, (block.name, _raw_text(block.input, TOOL_TEXT_MAX)))))
         elif t == "tool_result":
-            text = _raw_text(block.content, TOOL_TEXT_MAX, risky)
+            text = _raw_text(block.content, TOOL_TEXT_MAX)
             if text:
                 tools.append(text)
     if texts and not meta:
@@ -195,14 +204,13 @@ def extract(line: bytes | memoryview) -> Extracted | None:
     out = Extracted(docs=[], uuid=e.uuid, timestamp=e.timestamp, sidechain=bool(e.isSidechain),
                     session=e.sessionId, cwd=e.cwd)
     kind = e.type
-    risky = maybe_secret(line)
     if kind in ("user", "assistant") and e.message is not None:
-        _message_docs(kind, e.message, bool(e.isMeta), out, bool(e.isCompactSummary), risky)
+        _message_docs(kind, e.message, bool(e.isMeta), out, bool(e.isCompactSummary))
     elif kind in _TITLE_FIELDS:
         field, role = _TITLE_FIELDS[kind]
         value = getattr(e, field)
-        if isinstance(value, str) and risky:
-            value = redact_text(value)
+        if isinstance(value, str):
+            value = clean(value, 1000)
         if isinstance(value, str) and value.strip():
             out.titles = {kind: value[:1000]}
             out.docs.append(Doc(role, value[:1000]))

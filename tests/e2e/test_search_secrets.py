@@ -46,3 +46,17 @@ def test_a_key_is_not_found_the_rest_of_its_line_is(fresh_config, daemon_factory
     offline = d.cli("--no-autostart", "search", "quokka", "--cwd", CWD, "--json")
     assert b"scanned the files" in offline.stderr and len(json.loads(offline.stdout)) == 1
     assert json.loads(d.cli("--no-autostart", "search", token, "--cwd", CWD, "--json").stdout) == []
+
+
+def test_a_key_across_the_index_cut_is_not_indexed_in_part():
+    """A tool result is indexed up to ``TOOL_TEXT_MAX`` characters: a key that
+    the cut would halve is still recognized whole, and none of it is indexed."""
+    from sessiond.search.extract import TOOL_TEXT_MAX, extract
+
+    token = fakes(12)[3].value
+    for before in (TOOL_TEXT_MAX - 20, TOOL_TEXT_MAX - 4, TOOL_TEXT_MAX - 40):
+        text = "a" * before + " " + token + " tail"
+        got = extract(line(user("", message={"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": text}]})))
+        indexed = " ".join(d.text for d in got.docs)
+        assert token[:6] not in indexed and token[4:10] not in indexed and indexed.startswith("a" * 100)

@@ -70,6 +70,8 @@ def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bo
         _redact(obj, root, session, cwd, as_json)
         return
     if session is not None:
+        if all_projects:
+            raise click.UsageError("give a session or --all, not both")
         from sessiond.search.files import describe
 
         from .locate import locate
