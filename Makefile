@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/resume_parse.py --sizes 10,100,1000 --runs 3
 	$(BIN)/python bench/listing.py
 	$(BIN)/python bench/lifecycle.py
+	$(BIN)/python bench/secrets.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/bounds.py
 	$(BIN)/python bench/fairness.py
