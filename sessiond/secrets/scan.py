@@ -154,6 +154,14 @@ def _encode(text: str) -> bytes:
         return json.dumps(text).encode()
 
 
+def _named_value(value: str, key: str | None) -> list[Finding]:
+    """A whole string value that is a secret by its key's name (``"apiKey": "..."``)
+    and passes the assignments' entropy gate."""
+    if key and len(value) <= 512 and SECRET_KEY.search(key) and strong_value(value):
+        return [Finding("secret-assignment", fingerprint(value), 0, len(value))]
+    return []
+
+
 def _key(token: bytes) -> str | None:
     """An object key's text (most are plain ASCII: no decoder needed)."""
     if b"\\" not in token and token.isascii():
@@ -192,9 +200,7 @@ def _line_findings(line: bytes, redact: bool) -> tuple[bytes, list[Finding]]:
             continue
         if not isinstance(value, str):
             continue
-        here = _find(value)
-        if not here and key and SECRET_KEY.search(key) and strong_value(value) and len(value) <= 512:
-            here = [Finding("secret-assignment", fingerprint(value), 0, len(value))]
+        here = _find(value) or _named_value(value, key)
         if not here:
             continue
         found.extend(Finding(f.kind, f.fingerprint, f.start, f.end, key) for f in here)
@@ -229,30 +235,18 @@ def redact_value(value: Any, key: str | None = None) -> tuple[Any, list[Finding]
     if isinstance(value, str):
         if _protected(key):
             return value, []
-        here = find(value)
-        if not here and key and SECRET_KEY.search(key) and len(value) <= 512 and strong_value(value):
-            here = [Finding("secret-assignment", fingerprint(value), 0, len(value))]
+        here = find(value) or _named_value(value, key)
         return (_apply(value, here), [Finding(f.kind, f.fingerprint, f.start, f.end, key) for f in here]) if here else (value, [])
-    if isinstance(value, dict):
+    if isinstance(value, dict | list):
         found: list[Finding] = []
-        out: dict[Any, Any] | None = None
-        for k, v in value.items():
-            new, here = redact_value(v, k if isinstance(k, str) else None)
+        copy: Any = None
+        for slot, v in (value.items() if isinstance(value, dict) else enumerate(value)):
+            child = (slot if isinstance(slot, str) else None) if isinstance(value, dict) else key
+            new, here = redact_value(v, child)
             if here:
                 found.extend(here)
-                if out is None:
-                    out = dict(value)
-                out[k] = new
-        return (value if out is None else out), found
-    if isinstance(value, list):
-        found = []
-        items: list[Any] | None = None
-        for i, v in enumerate(value):
-            new, here = redact_value(v, key)
-            if here:
-                found.extend(here)
-                if items is None:
-                    items = list(value)
-                items[i] = new
-        return (value if items is None else items), found
+                if copy is None:
+                    copy = dict(value) if isinstance(value, dict) else list(value)
+                copy[slot] = new
+        return (value if copy is None else copy), found
     return value, []
