@@ -77,6 +77,11 @@ def test_secrets_lists_where_they_are_never_their_values(daemon_factory):
     assert human.returncode == 1 and f"{sid}  line 1  github-token  {fingerprint(github)}" in human.stdout.decode()
     assert github not in human.stdout.decode() + human.stderr.decode()
     assert d.cli("secrets", clean, "--cwd", CWD).returncode == 0  # one session, none in it
+    outside = d.root.parent / "elsewhere.jsonl"  # any transcript by its path, read only
+    outside.write_bytes(main_path(d.root, CWD, sid).read_bytes())
+    r = d.cli("secrets", str(outside), "--json", check=False)
+    assert r.returncode == 1 and len(json.loads(r.stdout)["findings"]) == 2
+    assert outside.read_bytes() == main_path(d.root, CWD, sid).read_bytes()
 
 
 def test_redact_goes_through_the_trash_and_the_daemon_writes_the_new_file(daemon_factory):

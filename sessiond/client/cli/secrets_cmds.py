@@ -16,13 +16,11 @@ from .completion import complete_session
 from .output import Progress, count, echo, echo_json
 
 
-def _scan(root: Path, projects: list[str] | None, progress: Progress):
-    """(findings, files, bytes, seconds) over the transcripts of ``projects``
-    (None: all), read through the same prefilter and rules as everything else."""
-    from sessiond.search.files import transcripts
+def _scan(files: list, progress: Progress):
+    """(findings, files, bytes, seconds) over ``files`` (``search.files.Transcript``s),
+    read through the same prefilter and rules as everything else."""
     from sessiond.secrets import scan_line
 
-    files = list(transcripts(root, projects))
     progress.update(0, len(files))
     found = []
     size = 0
@@ -55,12 +53,15 @@ def _scan(root: Path, projects: list[str] | None, progress: Progress):
 @click.pass_obj
 def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bool, redact: bool, as_json: bool) -> None:
     """Where the transcripts hold secrets: session, line, kind and fingerprint,
-    never the value (the project's sessions, or --all, or one session).
+    never the value (the project's sessions, or --all, or one session, or any
+    transcript file by its PATH).
 
     --redact ID rewrites that session's transcripts with every secret replaced
     by [REDACTED:<kind>:<fingerprint>] (ids and signatures untouched, so it
     still resumes). Never in place: the originals stay in the trash until it is
     emptied. A live session is refused. Exit 1 when secrets are listed."""
+    from sessiond.search.files import transcripts
+
     root = obj.root or default_root()
     if redact:
         if session is None:
@@ -72,23 +73,23 @@ def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bo
     if session is not None:
         if all_projects:
             raise click.UsageError("give a session or --all, not both")
-        from sessiond.search.files import describe
+        from sessiond.search.files import Transcript, describe
 
         from .locate import locate
 
         path, _ = locate(obj, session, cwd)
         where = describe(root, path)
-        if where is None:
-            raise click.ClickException(f"{path} is not a transcript of the store {root}")
-        projects: list[str] | None = [where[0]]
-        found, files, size, seconds = _scan(root, projects, Progress(0, "scanning transcripts"))
-        found = [f for f in found if f["session"] == where[1]]
+        if where is None:  # a transcript elsewhere (Claude Code's own, a copy): that file alone, read only
+            chosen = [Transcript(str(path), path.parent.name, path.name.removesuffix(".jsonl"), None, path.stat())]
+        else:
+            chosen = [t for t in transcripts(root, [where[0]]) if t.session == where[1]]
+        found, files, size, seconds = _scan(chosen, Progress(0, "scanning transcripts"))
     else:
         from .locate import project_scope
 
         dirs = project_scope(root, cwd, all_projects)
         projects = None if dirs is None else [d.name for d in dirs]
-        found, files, size, seconds = _scan(root, projects, Progress(0, "scanning transcripts"))
+        found, files, size, seconds = _scan(list(transcripts(root, projects)), Progress(0, "scanning transcripts"))
     speed = size / seconds / 1e6 if seconds > 0 else 0.0
     if as_json:
         for f in found:
