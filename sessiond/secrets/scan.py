@@ -78,12 +78,29 @@ def _named(text: str, at: int) -> bool:
     return (at > 0 and text[at - 1] in "_-.") or text[at:at + 3].isupper()
 
 
+def literal_prefix(pattern: str) -> str:
+    """The characters every match of ``pattern`` starts with (up to its first
+    special character), lowercased: a text without them cannot match."""
+    out = []
+    for c in pattern:
+        if c in "\\[](){}.*+?|^$":
+            break
+        out.append(c)
+    if out and pattern[len(out):len(out) + 1] in ("?", "*", "{"):
+        out.pop()  # the last one is optional or repeated
+    return "".join(out).lower()
+
+
+_NEEDLES = tuple(literal_prefix(rule.pattern.pattern) for rule in RULES)
+"""Per rule, what the lowercased text must hold for it to be run at all."""
+
+
 def _find(text: str) -> list[Finding]:
     lowered = text.lower()
     same = len(lowered) == len(text)
     spans: list[tuple[int, int, int, str]] = []
     for order, rule in enumerate(RULES):
-        if rule.context is not None and not rule.context.search(lowered):
+        if _NEEDLES[order] not in lowered or rule.context is not None and not rule.context.search(lowered):
             continue
         if rule.lowered:
             matches = rule.pattern.finditer(lowered) if same else _caseless(rule.pattern).finditer(text)
