@@ -9,6 +9,17 @@ validation call: a finding is a format match, never a check that a key works.
 Imports nothing of sessiond's, so every layer may use it.
 """
 
-from .scan import Finding, find, fingerprint, marker, redact_line, redact_text, redact_value, scan_line
+from .scan import (
+    Finding,
+    find,
+    fingerprint,
+    marker,
+    mask_line,
+    mask_lines,
+    redact_line,
+    redact_text,
+    redact_value,
+    scan_line,
+)
 
-__all__ = ["Finding", "find", "fingerprint", "marker", "redact_line", "redact_text", "redact_value", "scan_line"]
+__all__ = ["Finding", "find", "fingerprint", "marker", "mask_line", "mask_lines", "redact_line", "redact_text", "redact_value", "scan_line"]

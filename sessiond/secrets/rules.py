@@ -107,7 +107,7 @@ _ASSIGN = r"[\"'\\]*\s*(?:=>|:=|=|:(?!:))\s*"
 """What joins a name to its value: ``=``, ``:``, ``=>``, ``:=``, with the
 quotes and escapes of the name's own string before it (``"apiKey": ``)."""
 
-_CODE_VALUE = r"\\?[\"']([^\s\"'\\]{12,})\\?[\"']"
+_CODE_VALUE = r"\\*[\"']([^\s\"'\\]{12,})\\*[\"']"
 """A quoted literal value (code, JSON, YAML): a call or an expression is not one."""
 
 RULES: tuple[Rule, ...] = (
@@ -144,7 +144,7 @@ RULES: tuple[Rule, ...] = (
     *(Rule("connection-string-password", re.compile(word + r"\s*=\s*([^;\"'\s\\]{3,})"), 1, real_password, True, True,
            re.compile(r"(?:server|data source|host|address|user id|uid|username|database|initial catalog)\s*=[^;\n]*;"))
       for word in ("password", "pwd")),
-    *(Rule("secret-assignment", re.compile(word + r"\s*(?:=|:(?!:))\s*[\"']?([^\s\"'`,;)}\]\\]{12,})(?=[\s\"'`,;)}\]\\]|$)"), 1,
+    *(Rule("secret-assignment", re.compile(word + r"\s*(?:=|:(?!:))\s*\\*[\"']?([^\s\"'`,;)}\]\\]{12,})(?=[\s\"'`,;)}\]\\]|$)"), 1,
            strong_value, lowered=True, named=True)
       for word in ("key", "token", "secret", "password", "passwd", "pass", "pwd", "auth", "credentials")),
     *(Rule("secret-assignment", re.compile(word + _ASSIGN + _CODE_VALUE), 1, strong_value, lowered=True)

@@ -267,3 +267,77 @@ def redact_value(value: Any, key: str | None = None) -> tuple[Any, list[Finding]
                 copy[slot] = new
         return (value if copy is None else copy), found
     return value, []
+
+
+def _mask(kind: str, fp: str, size: int) -> str:
+    """A marker of exactly ``size`` ASCII characters: the whole one padded with
+    ``*``, else ``[REDACTED:<fingerprint>]`` padded, else ``*`` only."""
+    for text in (marker(kind, fp), f"[REDACTED:{fp}]"):
+        if len(text) <= size:
+            return text + "*" * (size - len(text))
+    return "*" * size
+
+
+def _mask_raw(raw: str, found: list[Finding]) -> str:
+    """``raw`` with each finding's span replaced by a mask of its byte length."""
+    parts = []
+    at = 0
+    for f in found:
+        parts.append(raw[at:f.start])
+        parts.append(_mask(f.kind, f.fingerprint, len(raw[f.start:f.end].encode("utf-8", "surrogateescape"))))
+        at = f.end
+    parts.append(raw[at:])
+    return "".join(parts)
+
+
+def mask_line(line: bytes) -> bytes:
+    """``line`` with its secrets masked in place, keeping its length byte for
+    byte (what the mirror sends: its stream is byte ranges at the files'
+    offsets). The rules run on the line as written (escapes and all), inside
+    its JSON strings only and never in a protected field, as ``redact_line``;
+    a string whose masking would break an escape is masked whole. A piece of a
+    line (a line longer than one message) is masked as text."""
+    if not maybe_secret(line):
+        return line
+    stripped = line.strip()
+    if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
+        raw = line.decode("utf-8", "surrogateescape")
+        found = _find(raw)
+        return _mask_raw(raw, found).encode("utf-8", "surrogateescape") if found else line
+    out = bytearray(line)
+    key: str | None = None
+    hits = hit_positions(line)
+    for m in _STRING.finditer(line):
+        token = m.group()
+        if _COLON.match(line, m.end()) is not None:
+            key = _key(token)
+            continue
+        i = bisect.bisect_left(hits, m.start())
+        if _protected(key) or not (i < len(hits) and hits[i] < m.end()) and not (key and SECRET_KEY.search(key)):
+            continue
+        raw = token[1:-1].decode("utf-8", "surrogateescape")
+        found = _find(raw)
+        if not found:
+            try:
+                value = json.loads(token)
+            except ValueError:
+                continue
+            named = _named_value(value, key) if isinstance(value, str) else []
+            if not named:
+                continue
+            found = [Finding(named[0].kind, named[0].fingerprint, 0, len(raw))]
+        masked = _mask_raw(raw, found).encode("utf-8", "surrogateescape")
+        try:
+            json.loads(b'"' + masked + b'"')
+        except ValueError:  # a span began inside an escape: the whole string instead
+            masked = _mask(found[0].kind, found[0].fingerprint, len(token) - 2).encode()
+        out[m.start() + 1:m.end() - 1] = masked
+    return bytes(out)
+
+
+def mask_lines(data: bytes) -> bytes:
+    """``mask_line`` on every line of ``data`` (whole lines, or the pieces of
+    one at either end): the same length, byte for byte."""
+    if not maybe_secret(data):
+        return data
+    return b"\n".join(mask_line(piece) for piece in data.split(b"\n"))

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from sessiond.secrets import find, fingerprint, redact_line, redact_text, scan_line
+from sessiond.secrets import find, fingerprint, mask_line, mask_lines, redact_line, redact_text, scan_line
 from tests.conftest import CORPUS
 from tests.secrets.fakes import CARRIERS, KINDS, embeddings, entry, fakes
 
@@ -86,6 +86,25 @@ def test_a_redacted_line_stays_valid_json_and_keeps_what_a_resume_needs():
         for key in ("uuid", "parentUuid", "sessionId", "timestamp", "type"):
             assert after[key] == original[key]
         assert re.search(rb"\[REDACTED:[a-z0-9-]+:[0-9a-f]{8}\]", new)
+
+
+def test_masking_keeps_every_line_its_length_and_loses_every_secret():
+    """What the mirror sends (``mask_line``): the same recall as redaction, each
+    line the same number of bytes (its offsets in the file hold), valid JSON,
+    the ids and signatures as written."""
+    missed = []
+    for fake, how, carrier, text in cases():
+        original = entry(text, carrier)
+        line = json.dumps(original, separators=(",", ":")).encode()
+        masked = mask_line(line)
+        after = json.loads(masked)
+        left = [c for c in chunks(fake.value) if c in masked.decode() or json.dumps(c)[1:-1] in masked.decode()]
+        if len(masked) != len(line) or left or after["uuid"] != original["uuid"]:
+            missed.append(f"{fake.kind} in {how} via {carrier}")
+    assert missed == []
+    for path in sorted(CORPUS.glob("*.jsonl")):  # nothing in the real transcripts: every line as it was
+        data = path.read_bytes()
+        assert mask_lines(data) == data
 
 
 def test_a_line_without_secrets_is_returned_as_the_same_bytes():
