@@ -21,6 +21,7 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -190,6 +191,22 @@ def _key(token: bytes) -> str | None:
     return key if isinstance(key, str) else None
 
 
+def _strings_to_read(line: bytes) -> Iterator[tuple[re.Match[bytes], str | None]]:
+    """The string values of a JSON line that may hold a secret, with the key
+    each sits under: those a prefilter hit falls in, or under a secret-named
+    key; never an object key or a protected field."""
+    key: str | None = None
+    hits = hit_positions(line)
+    for m in _STRING.finditer(line):
+        if _COLON.match(line, m.end()) is not None:
+            key = _key(m.group())
+            continue
+        i = bisect.bisect_left(hits, m.start())
+        if _protected(key) or not (i < len(hits) and hits[i] < m.end()) and not (key and SECRET_KEY.search(key)):
+            continue
+        yield m, key
+
+
 def _line_findings(line: bytes, redact: bool) -> tuple[bytes, list[Finding]]:
     if not maybe_secret(line):
         return line, []
@@ -201,16 +218,8 @@ def _line_findings(line: bytes, redact: bool) -> tuple[bytes, list[Finding]]:
     found: list[Finding] = []
     out: list[bytes] = []
     at = 0
-    key: str | None = None
-    hits = hit_positions(line)
-    for m in _STRING.finditer(line):
+    for m, key in _strings_to_read(line):
         token = m.group()
-        if _COLON.match(line, m.end()) is not None:
-            key = _key(token)
-            continue
-        i = bisect.bisect_left(hits, m.start())
-        if _protected(key) or not (i < len(hits) and hits[i] < m.end()) and not (key and SECRET_KEY.search(key)):
-            continue
         try:
             value = json.loads(token)
         except ValueError:
@@ -305,16 +314,8 @@ def mask_line(line: bytes) -> bytes:
         found = _find(raw)
         return _mask_raw(raw, found).encode("utf-8", "surrogateescape") if found else line
     out = bytearray(line)
-    key: str | None = None
-    hits = hit_positions(line)
-    for m in _STRING.finditer(line):
+    for m, key in _strings_to_read(line):
         token = m.group()
-        if _COLON.match(line, m.end()) is not None:
-            key = _key(token)
-            continue
-        i = bisect.bisect_left(hits, m.start())
-        if _protected(key) or not (i < len(hits) and hits[i] < m.end()) and not (key and SECRET_KEY.search(key)):
-            continue
         raw = token[1:-1].decode("utf-8", "surrogateescape")
         found = _find(raw)
         if not found:
