@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/agentsdk_store.py
 	$(BIN)/python bench/agentsdk_store.py --batching turn --out bench/results/agentsdk_store_turn.json
 	$(BIN)/python bench/lifecycle.py
+	$(BIN)/python bench/secrets.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/bounds.py
 	$(BIN)/python bench/fairness.py

@@ -4,6 +4,8 @@ The packages, each importing only those listed before it:
 
 - ``wire``: what the daemon and its clients say on the socket (messages, framing,
   error codes). Imports nothing of sessiond's.
+- ``secrets``: the one secret detector and redactor every side uses (export,
+  the search index, the mirror, ``sessiond secrets``). Imports nothing of sessiond's.
 - ``store``: the store on disk: the transcript format shared with Claude Code,
   paths, safe opens, appends, locks, state files, the trash, import.
 - ``search``: full-text search (the index's schema, queries, the scan fallback).

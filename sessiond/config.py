@@ -50,6 +50,10 @@ class MirrorSettings(msgspec.Struct, kw_only=True):
     """Seconds to wait for JetStream's acknowledgement of a publish."""
     shutdown_flush: float = 5.0
     """How long shutdown waits for the mirror to catch up before exiting anyway."""
+    redact: bool = False
+    """True: the stream gets every line with its secrets masked (``secrets.mask_line``:
+    the same length, so offsets hold; ids and signatures as written), and what
+    other machines pull is masked; the local files stay as written."""
 
 
 class Settings(msgspec.Struct, kw_only=True):

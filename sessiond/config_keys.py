@@ -40,6 +40,7 @@ class MirrorFileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults
     queue_bytes: int | None = None
     ack_timeout_s: float | None = None
     shutdown_flush_s: float | None = None
+    redact: bool | None = None
 
 
 class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

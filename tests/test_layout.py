@@ -19,13 +19,14 @@ PACKAGE = REPO / "sessiond"
 
 BELOW = {
     "wire": set(),
-    "store": {"wire"},
-    "search": {"wire", "store"},
-    "config_keys": {"wire", "store"},
-    "config": {"wire", "store", "search", "config_keys"},
-    "mirror": {"wire", "store", "config", "config_keys"},
-    "daemon": {"wire", "store", "search", "config", "config_keys", "mirror"},
-    "client": {"wire", "store", "search", "config", "config_keys", "mirror"},
+    "secrets": set(),
+    "store": {"wire", "secrets"},
+    "search": {"wire", "secrets", "store"},
+    "config_keys": {"wire", "secrets", "store"},
+    "config": {"wire", "secrets", "store", "search", "config_keys"},
+    "mirror": {"wire", "secrets", "store", "config", "config_keys"},
+    "daemon": {"wire", "secrets", "store", "search", "config", "config_keys", "mirror"},
+    "client": {"wire", "secrets", "store", "search", "config", "config_keys", "mirror"},
 }
 """Each part of ``sessiond`` (a sub-package, or a top-level module) and the parts it may import."""
 

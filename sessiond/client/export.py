@@ -38,6 +38,8 @@ class Exported(msgspec.Struct):
     history: list[dict[str, Any]] = []
     """The main conversation before its last compaction (``resume.history``):
     exported first, marked as what a resume no longer restores."""
+    redact: bool = False
+    """Whether its secrets were redacted (``redacted``): the title is then too."""
 
 
 def agent_files(path: Path, session_id: str | None) -> list[tuple[str, Path]]:
@@ -54,11 +56,37 @@ def load_export(path: Path | str) -> Exported:
     return Exported(main=main, subagents=subs, history=pre_compaction(path))
 
 
-def title_of(resumed: Resumed) -> str:
-    """The session's title as every command shows it (``lite.session_title``)."""
+def redacted(export: Exported) -> tuple[Exported, int]:
+    """The export with every secret its messages hold redacted (``sessiond.secrets``:
+    ``[REDACTED:<kind>:<fingerprint>]``), and how many there were: what an
+    export shows unless its reader asked for the secrets (``--no-redact``)."""
+    from sessiond.secrets import redact_value
+
+    count = 0
+
+    def one(resumed: Resumed) -> Resumed:
+        nonlocal count
+        messages, found = redact_value(resumed.messages)
+        count += len(found)
+        return msgspec.structs.replace(resumed, messages=messages) if found else resumed
+
+    history, found = redact_value(export.history)
+    count += len(found)
+    return Exported(main=one(export.main), subagents=[(a, one(r)) for a, r in export.subagents], history=history,
+                    redact=True), count
+
+
+def title_of(resumed: Resumed, redact: bool = False) -> str:
+    """The session's title as every command shows it (``lite.session_title``),
+    its secrets redacted when ``redact``."""
     from sessiond.store.lite import UNTITLED, session_title
 
-    return session_title(resumed.path) or UNTITLED
+    title = session_title(resumed.path) or UNTITLED
+    if redact:
+        from sessiond.secrets import redact_text
+
+        title = redact_text(title)
+    return title
 
 
 def dates(resumed: Resumed) -> tuple[str | None, str | None]:
@@ -196,7 +224,7 @@ def to_markdown(export: Exported, when: When = _when) -> str:
     text, every message in a fenced block (see ``_md_conversation``)."""
     main = export.main
     first, last = dates(main)
-    out = [f"# {_md_inline(title_of(main))}\n",
+    out = [f"# {_md_inline(title_of(main, export.redact))}\n",
            f"- Session: {_md_inline(main.sessionId or '?')}",
            f"- Started: {_md_inline(when(first) or '?')} · Last message: {_md_inline(when(last) or '?')}",
            f"- Messages: {len(main.chain)}"]
@@ -280,7 +308,7 @@ def _agent_of(args: Any, agents: set[str]) -> str | None:
 def to_html(export: Exported, when: When = _when) -> str:
     main = export.main
     first, last = dates(main)
-    title = title_of(main)
+    title = title_of(main, export.redact)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width,initial-scale=1">',
            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",

@@ -30,6 +30,7 @@ from typing import Any
 
 from sessiond.config import MirrorSettings
 from sessiond.mirror.stream_format import HDR_OFFSET, read_range
+from sessiond.secrets import mask_lines
 
 from . import waiters
 from .backlog import Backlog
@@ -59,6 +60,12 @@ RETRY_MIN, RETRY_MAX = 0.1, 5.0
 TICK = 0.5
 """The pump's housekeeping period: ack timeouts, waiter deadlines, eviction."""
 
+
+
+def _same_range(local: bytes, remote: bytes) -> bool:
+    """Whether the stream's copy of a range is the local file's: as written, or
+    as ``redact`` masked it (whichever the daemon that sent it was set to)."""
+    return local == remote or (len(local) == len(remote) and mask_lines(local) == remote)
 
 class Pump:
     """Publishes the tracked files' next ranges over one NATS connection and
@@ -246,6 +253,8 @@ class Pump:
                 continue
             if not data:
                 continue
+            if self.cfg.redact:  # the same length: offsets and watermarks are the file's
+                data = mask_lines(data)
             end = start + len(data)
             epoch = self.epoch
             headers = dict(f.headers)
@@ -275,7 +284,7 @@ class Pump:
             self.tracked.mark_broken(
                 f, f"the stream holds {end} bytes of it, the local file {local_size}: the session was written on another machine")
             return
-        if last and read_range(f.path, last_start, len(last)) != last:
+        if last and not _same_range(read_range(f.path, last_start, len(last)), last):
             self.tracked.mark_broken(f, f"the local file differs from the stream's copy at offset {last_start}")
             return
         f.acked = f.sent = end

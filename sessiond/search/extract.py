@@ -12,6 +12,12 @@ Entries are decoded with a msgspec Struct naming only the fields used here; a
 line with an unexpected shape (a number where a string was expected, deep
 nesting) falls back to a generic decode read with ``isinstance`` checks, and a
 line that is not JSON at all gives nothing, never an error.
+
+No secret's text is ever indexed: every text an entry gives is redacted
+(``clean``: ``secrets.redact_text``, and ``redact_value`` for a tool input
+naming its secret in a key) before it is cut, reading only what is kept, so a search for a key finds nothing, the
+rest of the line is still found, and the marker's fingerprint finds every
+mention of one secret.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from typing import Any, Final
 
 import msgspec
 
+from sessiond.secrets import redact_text, redact_value
+from sessiond.secrets.rules import SECRET_KEY, maybe_secret
 from sessiond.store.entries import readable_copy
 from sessiond.store.prompts import classify_text
 from sessiond.wire.hit import (  # noqa: F401  (the roles are named there)
@@ -111,6 +119,21 @@ def strings_of(value: Any, out: list[str], budget: int) -> int:
     return budget
 
 
+MARGIN: Final = 512
+"""Characters past a cut that are read for secrets too: a key across the cut is
+recognized whole, so not even its first half is indexed."""
+
+
+def clean(text: str, keep: int) -> str:
+    """The first ``keep`` characters of ``text`` with no secret in them: only
+    what is kept (and ``MARGIN``) is read, so a 2 MB tool result costs the
+    detector no more than the 2,000 characters the index takes of it."""
+    head = text[:keep + MARGIN]
+    if maybe_secret(head.encode("utf-8", "surrogatepass")):
+        head = redact_text(head)
+    return head[:keep]
+
+
 def _raw_text(raw: msgspec.Raw | None, budget: int) -> str:
     if raw is None or not len(raw):
         return ""
@@ -120,9 +143,11 @@ def _raw_text(raw: msgspec.Raw | None, budget: int) -> str:
         return ""
     if isinstance(value, list):  # tool_result content: text blocks; images skipped
         value = [b.get("text") for b in value if isinstance(b, dict) and b.get("type") == "text"]
+    if isinstance(value, dict) and any(SECRET_KEY.search(k) for k in value):
+        value = redact_value(value)[0]  # a tool input's ``"api_key": "..."``: the name and the value apart
     parts: list[str] = []
-    strings_of(value, parts, budget)
-    return " ".join(parts)
+    strings_of(value, parts, budget + MARGIN)
+    return clean(" ".join(parts), budget)
 
 
 def _message_docs(kind: str, msg: _Message, meta: bool, out: Extracted, summary: bool = False) -> None:
@@ -131,6 +156,7 @@ def _message_docs(kind: str, msg: _Message, meta: bool, out: Extracted, summary:
         return
     role = ASSISTANT if kind == "assistant" else USER
     if isinstance(content, str):
+        content = clean(content, TEXT_MAX)
         if content.strip() and not meta:
             out.docs.append(Doc(role, content[:TEXT_MAX]))
             if role == USER and not summary:
@@ -141,7 +167,7 @@ def _message_docs(kind: str, msg: _Message, meta: bool, out: Extracted, summary:
     for block in content:
         t = block.type
         if t == "text" and block.text:
-            texts.append(block.text)
+            texts.append(clean(block.text, TEXT_MAX))
         elif t == "tool_use":
             tools.append(" ".join(filter(None, (block.name, _raw_text(block.input, TOOL_TEXT_MAX)))))
         elif t == "tool_result":
@@ -186,6 +212,8 @@ def extract(line: bytes | memoryview) -> Extracted | None:
     elif kind in _TITLE_FIELDS:
         field, role = _TITLE_FIELDS[kind]
         value = getattr(e, field)
+        if isinstance(value, str):
+            value = clean(value, 1000)
         if isinstance(value, str) and value.strip():
             out.titles = {kind: value[:1000]}
             out.docs.append(Doc(role, value[:1000]))

@@ -207,6 +207,7 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
 
 def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str] | None, limit: int,
           since: str | None, role: str | None) -> SearchResult:
+    from sessiond.secrets import redact_text
     from sessiond.store.lite import session_title as file_title
 
     ranked = best_sessions(conn, expr, projects=projects, role=role, since=since, limit=limit)
@@ -225,6 +226,8 @@ def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str
         indexed, main_cwd = session_title(conn, e.project, e.session)
         main = base / project / f"{session}.jsonl"
         title = file_title(main) or indexed  # the title list and show give it; the index's when the file is gone
+        if title:
+            title = redact_text(title)  # a hit shows no secret, not even in the prompt that names its session
         hits.append(Hit(sessionId=session, project=project, path=str(main),
                         title=title, uuid=uuid, timestamp=ts, role=doc_role, snippet=plain, highlights=spans,
                         score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent and from_db(agent), file=from_db(file),

@@ -69,6 +69,12 @@ AGENT_MARK = "~"
 """Names an entry holding one agent transcript of a session, not the session:
 ``<stamp>-<session>~[<run>~]<agent>``. Such an entry leaves its session where
 it is (``trashed_ids`` does not count it)."""
+REDACTED_MARK = "+redacted"
+"""Ends the name of an entry holding the originals of a session's transcripts
+that ``sessiond secrets --redact`` replaced by redacted copies:
+``<stamp>-<session>+redacted``. The session stays where it is (``trashed_ids``
+does not count it); the entry is listed and emptied like any other, and
+``restore`` refuses to put the originals back over the redacted files."""
 MAX_LOCKED = 64
 """Transcripts of one session whose writers' lock an rm takes while moving them
 (the main one first): a session with thousands of agent files must not run the
@@ -231,8 +237,10 @@ def check_entry(entry: TrashEntry, name: str) -> None:
     project dir of the store (``projects/<dir>/<name>``) belonging to the
     session, so no path it gives reaches outside that dir."""
     agent = AGENT_MARK in name
+    redacted = name.endswith(REDACTED_MARK)
+    suffix = f"-{entry.session}{REDACTED_MARK}" if redacted else "-" + entry.session
     if (entry.name != name or not is_session_id(entry.session)
-            or not (f"-{entry.session}{AGENT_MARK}" in name if agent else name.endswith("-" + entry.session))):
+            or not (f"-{entry.session}{AGENT_MARK}" in name if agent else name.endswith(suffix))):
         raise BadManifest(f"it names entry {shown(entry.name)[:100]!r}, session {shown(entry.session)[:40]!r}")
     try:
         when = parse_iso(entry.trashedAt)
@@ -252,9 +260,17 @@ def check_entry(entry: TrashEntry, name: str) -> None:
         if (len(parts) < 3 or parts[0] != "projects" or parts[1] in ("", ".", "..") or parts[1].startswith(".")
                 or "\x00" in item.rel or (project is not None and parts[1] != project)
                 or not (_AGENT_ITEM.fullmatch("/".join(parts[2:])) is not None and parts[2] == entry.session if agent
+                        else _redacted_item(parts[2:], entry.session) if redacted
                         else len(parts) == 3 and _belongs(parts[2], entry.session))):
             raise BadManifest(f"its item {shown(item.rel)[:200]!r} is not a file of the session in one project dir")
         project = parts[1]
+
+
+def _redacted_item(parts: list[str], session: str) -> bool:
+    """An item of a ``+redacted`` entry: the session's main transcript or one of its agent transcripts."""
+    if len(parts) == 1:
+        return parts[0] == f"{session}.jsonl"
+    return parts[0] == session and _AGENT_ITEM.fullmatch("/".join(parts)) is not None
 
 
 _AGENT_ITEM = re.compile(r"[^/]+/subagents/(?:workflows/[A-Za-z0-9_-]{1,128}/)?agent-[A-Za-z0-9_-]{1,128}\.jsonl")

@@ -48,3 +48,22 @@ def test_export_includes_the_history_marked(daemon_factory):
     html = d.cli("export", str(FILE), "--format", "html").stdout.decode()
     collapsed = html.split('<details class="history">', 1)[1].split('<h2 class="after">', 1)[0]
     assert "Before compaction:" in collapsed and FIRST_PROMPT in collapsed
+
+
+def test_export_redacts_the_history_too(daemon_factory, tmp_path):
+    """The turns before a compaction are exported like the rest: their secrets
+    redacted unless ``--no-redact``."""
+    from tests.secrets.fakes import fakes
+
+    secret = next(f.value for f in fakes(7) if f.kind == "github-token")
+    lines = FILE.read_bytes().splitlines(keepends=True)
+    at = next(i for i, raw in enumerate(lines) if FIRST_PROMPT.encode() in raw)
+    lines[at] = lines[at].replace(FIRST_PROMPT.encode(), f"{FIRST_PROMPT} token {secret}".encode(), 1)
+    copy = tmp_path / FILE.name
+    copy.write_bytes(b"".join(lines))
+    d = daemon_factory()
+    for fmt in ("markdown", "html"):
+        out = d.cli("export", str(copy), "--format", fmt).stdout.decode()
+        before = out.split("After compaction" if fmt == "markdown" else '<h2 class="after">', 1)[0]
+        assert FIRST_PROMPT in before and secret not in out and "[REDACTED:github-token:" in before
+    assert secret in d.cli("export", str(copy), "--format", "markdown", "--no-redact").stdout.decode()

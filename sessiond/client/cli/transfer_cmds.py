@@ -70,26 +70,35 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Write to FILE (default: stdout): a new regular file, or an existing one with --force.")
 @click.option("--force", is_flag=True, help="Replace FILE when it exists (a regular file only).")
+@click.option("--no-redact", is_flag=True,
+              help="Keep the secrets it holds (by default each is [REDACTED:<kind>:<fingerprint>]).")
 @click.pass_obj
-def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path | None, force: bool) -> None:
+def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path | None, force: bool,
+           no_redact: bool) -> None:
     """The conversation as Markdown or one self-contained HTML page; jsonl: the
-    transcript's original lines."""
+    transcript's original lines. Secrets (keys, tokens, private keys,
+    passwords) are redacted unless --no-redact; stderr says how many."""
     from sessiond.store.appendfile import whole_lines_end
 
     from .locate import locate
 
     if output is not None:
         check_target(output, force)  # before any work: a refusal costs nothing
+    redactions = 0
     path, _ = locate(obj, session, cwd)
     _flush(obj, path)
     if fmt == "jsonl":
         with open(path, "rb") as f:
             data = f.read()
             data = data[: whole_lines_end(f.fileno(), len(data))]
+        if not no_redact:
+            data, redactions = _redact_lines(data)
     else:
         from sessiond.client import export as ex
 
         exported = ex.load_export(path)
+        if not no_redact:
+            exported, redactions = ex.redacted(exported)
         def when(ts) -> str:  # local, with the date: the reader's zone, any day it is read
             return local_time(ts, seconds=True) if isinstance(ts, str) else ""
 
@@ -98,11 +107,26 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
         # as everywhere (the export's own markup has none; a bidi override
         # would reorder the page in a browser too).
         data = printable(document).encode()
+    if redactions:
+        echo(f"sessiond: redacted {count(redactions, 'secret')} (--no-redact keeps them)", err=True)
     if output is None:
         write_all(data)  # all of it, or a broken pipe (exit 141)
         return
     write_new(output, data, force)
     echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
+
+
+def _redact_lines(data: bytes) -> tuple[bytes, int]:
+    """Whole JSONL lines with their secrets redacted (``secrets.redact_line``:
+    each line stays valid JSON, ids and signatures as they were), and how many."""
+    from sessiond.secrets import redact_line
+
+    lines = data.split(b"\n")
+    total = 0
+    for i, line in enumerate(lines):
+        lines[i], found = redact_line(line)
+        total += len(found)
+    return (b"\n".join(lines) if total else data), total
 
 
 def check_target(output: Path, force: bool) -> None:
