@@ -36,6 +36,7 @@ COMMAND_MODULES = {
     "du": "lifecycle_cmds", "rename": "lifecycle_cmds", "tag": "lifecycle_cmds",
     "import": "transfer_cmds", "export": "transfer_cmds",
     "search": "search_cmds", "reindex": "search_cmds",
+    "usage": "usage_cmds",
 }
 """Which module of this package defines each command: a run imports only the
 one its command needs (``--help`` and completion import them all). A module

@@ -37,7 +37,7 @@ class ModelSpend(msgspec.Struct, rename="camel"):
     unpriced: bool = False
 
 
-class Row(msgspec.Struct, rename="camel", omit_defaults=True):
+class Row(msgspec.Struct, rename="camel"):
     """One line of a report: its key (a day ``YYYY-MM-DD``, a month ``YYYY-MM``
     or a session id, with its project), the four token counts, their total, the
     cost in USD, the models used (and per model when asked), and the models
@@ -76,7 +76,7 @@ class Projection(msgspec.Struct, rename="camel"):
     remaining_minutes: int
 
 
-class Block(msgspec.Struct, rename="camel", omit_defaults=True):
+class Block(msgspec.Struct, rename="camel"):
     """A 5-hour billing window (or the gap between two): start, end, the last
     response in it, whether it is the active one, and its sums."""
 

@@ -1,0 +1,155 @@
+"""``sessiond usage``: tokens and USD spent, per day, month, session or 5-hour
+billing block (not bytes on disk: that is ``du``).
+
+The figures are ccusage's, by its rules (``sessiond.store.spend``), computed
+here from the transcript files; the command says so on stderr.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import date, datetime
+from pathlib import Path
+
+import click
+
+from . import Context, cli
+from .output import echo, echo_json, pad
+
+REPORTS = ("daily", "monthly", "session", "blocks")
+DATE_FORMATS = ["%Y-%m-%d", "%Y%m%d"]
+
+
+
+def _timezone(name: str | None):
+    if name is None:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise click.BadParameter(f"no such time zone: {name!r} (an IANA name, e.g. Europe/Paris)",
+                                 param_hint="--timezone") from None
+
+
+def _number(n: int) -> str:
+    return f"{n:,}"
+
+
+def _money(x: float) -> str:
+    return f"${x:,.2f}"
+
+
+def _table(head: list[str], rows: list[list[str]], right: set[int]) -> None:
+    widths = [max([len(head[i])] + [len(r[i]) for r in rows]) for i in range(len(head))]
+    for r in [head, *rows]:
+        echo("  ".join(pad(c, widths[i], i in right) for i, c in enumerate(r)).rstrip())
+
+
+def _token_cells(r) -> list[str]:
+    return [_number(r.input_tokens), _number(r.output_tokens), _number(r.cache_creation_tokens),
+            _number(r.cache_read_tokens), _number(r.total_tokens), _money(r.cost)]
+
+
+TOKEN_HEAD = ["INPUT", "OUTPUT", "CACHE WRITE", "CACHE READ", "TOTAL", "COST"]
+
+
+@cli.command("usage")
+@click.argument("report", type=click.Choice(REPORTS), default="daily", required=False)
+@click.option("--since", type=click.DateTime(DATE_FORMATS), default=None, help="From this day (YYYY-MM-DD), inclusive.")
+@click.option("--until", type=click.DateTime(DATE_FORMATS), default=None, help="To this day (YYYY-MM-DD), inclusive.")
+@click.option("--cwd", default=None, help="The project (default: the current directory's).")
+@click.option("--all", "all_projects", is_flag=True, help="Every project.")
+@click.option("--by", "by", type=click.Choice(["model"]), default=None, help="A breakdown per model under each row.")
+@click.option("--timezone", "tz_name", default=None, help="IANA time zone of the days (default: the system's).")
+@click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A price table to use instead of the shipped one (same JSON shape).")
+@click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
+@click.pass_obj
+def usage(obj: Context, report: str, since: datetime | None, until: datetime | None, cwd: str | None,
+          all_projects: bool, by: str | None, tz_name: str | None, prices_file: Path | None, as_json: bool) -> None:
+    """Tokens (input, output, cache write, cache read) and cost in USD per day,
+    month, session or 5-hour billing block (REPORT: daily, monthly, session,
+    blocks), counted as ccusage counts them, subagents included."""
+    from sessiond.store.spend import charges, prices, reports
+
+    from .locate import project_scope
+
+    tz = _timezone(tz_name)
+    try:
+        table = prices.Prices.load(prices_file)
+    except prices.BadPrices as exc:
+        raise click.BadParameter(str(exc), param_hint="--prices") from None
+    root = obj.store_root()
+    dirs = project_scope(root, cwd, all_projects)
+    names = None if dirs is None else {d.name for d in dirs}
+    keep = None if names is None else (lambda rel: bool(rel) and rel[0] in names)
+    ledger = charges.load(root / "projects", progress=report == "daily", keep=keep)
+    pricer = reports.Pricer(table)
+    first: date | None = since.date() if since else None
+    last: date | None = until.date() if until else None
+    by_model = by == "model"
+    echo(f"sessiond: usage computed from the transcript files under {root} "
+         f"({len(ledger.charges):,} API responses)", err=True)
+    head = {"source": "files", "report": report, "timezone": tz_name or "local",
+            "prices": {"source": table.table.source, "date": table.table.date, "path": str(table.path)}}
+    if report == "blocks":
+        found = reports.blocks(ledger.charges, pricer, tz, int(time.time() * 1000), first, last)
+        unpriced = sorted({m for b in found for m in b.unpriced})
+        if as_json:
+            echo_json({**head, "blocks": found, "unpriced": unpriced})
+            return
+        _blocks(found, tz)
+    else:
+        if report == "session":
+            rows = reports.sessions(ledger.charges, pricer, tz, first, last, by_model)
+        else:
+            rows = reports.periods(ledger.charges, pricer, tz, report == "monthly", first, last, by_model)
+        total = reports.totals(rows, by_model)
+        if as_json:
+            echo_json({**head, "rows": rows, "totals": total, "unpriced": total.unpriced})
+            return
+        _rows(report, rows, total, by_model)
+        unpriced = total.unpriced
+    if unpriced:
+        echo(f"sessiond: no price for {', '.join(unpriced)}: their tokens are counted, their cost is not "
+             "(--prices FILE to price them)", err=True)
+
+
+def _rows(report: str, rows: list, total, by_model: bool) -> None:
+    if not rows:
+        echo("no usage", err=True)
+        return
+    key = {"daily": "DAY", "monthly": "MONTH", "session": "SESSION"}[report]
+    lines = []
+    for r in rows:
+        lines.append([r.key, ", ".join(r.models) or "-", *_token_cells(r)]
+                     + ([r.project or ""] if report == "session" else []))
+        for m in r.breakdown or ():
+            lines.append(["  " + m.model, "", *_token_cells(m)] + ([""] if report == "session" else []))
+    lines.append(["total", "", *_token_cells(total)] + ([""] if report == "session" else []))
+    _table([key, "MODELS", *TOKEN_HEAD] + (["PROJECT"] if report == "session" else []), lines, set(range(2, 8)))
+
+
+def _blocks(found: list, tz) -> None:
+    from .output import local_time
+
+    real = [b for b in found if not b.is_gap]
+    if not real:
+        echo("no usage", err=True)
+        return
+    lines = []
+    for b in found:
+        if b.is_gap:
+            lines.append([local_time(b.start_time), "gap", "", "", ""])
+            continue
+        status = "ACTIVE" if b.is_active else f"until {local_time(b.actual_end_time)}"
+        lines.append([local_time(b.start_time), status, ", ".join(b.models) or "-", _number(b.total_tokens), _money(b.cost)])
+    _table(["BLOCK START", "STATUS", "MODELS", "TOKENS", "COST"], lines, {3, 4})
+    active = next((b for b in found if b.is_active), None)
+    if active is not None and active.burn_rate is not None and active.projection is not None:
+        echo(f"active block: {_number(round(active.burn_rate.tokens_per_minute))} tokens/min, "
+             f"{_money(active.burn_rate.cost_per_hour)}/h; projected to its end "
+             f"({active.projection.remaining_minutes} min left): {_number(active.projection.total_tokens)} tokens, "
+             f"{_money(active.projection.total_cost)}")
