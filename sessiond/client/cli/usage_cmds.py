@@ -7,7 +7,6 @@ here from the transcript files; the command says so on stderr.
 
 from __future__ import annotations
 
-import time
 from datetime import date, datetime
 from pathlib import Path
 
@@ -72,11 +71,77 @@ def usage(obj: Context, report: str, since: datetime | None, until: datetime | N
     """Tokens (input, output, cache write, cache read) and cost in USD per day,
     month, session or 5-hour billing block (REPORT: daily, monthly, session,
     blocks), counted as ccusage counts them, subagents included."""
+    tz = _timezone(tz_name)
+    first: date | None = since.date() if since else None
+    last: date | None = until.date() if until else None
+    out = None
+    if prices_file is None:
+        out = _from_daemon(obj, report, cwd, all_projects, first, last, tz_name, by == "model")
+    if out is None:
+        out = _from_files(obj, report, cwd, all_projects, first, last, tz, tz_name, by == "model", prices_file)
+    if as_json:
+        echo_json(out)
+    elif report == "blocks":
+        _blocks(out.blocks, tz)
+    else:
+        _rows(report, out.rows, out.totals, by == "model")
+    if out.unpriced:
+        echo(f"sessiond: no price for {', '.join(out.unpriced)}: their tokens are counted, their cost is not "
+             "(--prices FILE to price them)", err=True)
+
+
+def _named_local_zone() -> str | None:
+    """``TZ`` when it names an IANA zone (the daemon then counts days in it);
+    None: the daemon's local zone, the machine's, as this process's."""
+    import os
+
+    name = os.environ.get("TZ")
+    if not name:
+        return None
+    try:
+        _timezone(name)
+    except click.BadParameter:
+        return None
+    return name
+
+
+def _from_daemon(obj: Context, report: str, cwd: str | None, all_projects: bool, first: date | None,
+                 last: date | None, tz_name: str | None, by_model: bool):
+    """The report from the daemon serving the root (None: none runs; never started for this)."""
+    from sessiond.client.lifecycle import Lifecycle
+    from sessiond.store.locations import default_root
+    from sessiond.wire.errors import DaemonUnavailable, RemoteError
+
+    from .locate import project_scope
+
+    root = obj.store_root()
+    try:
+        ops = Lifecycle(obj.root or default_root(), obj.socket)
+    except DaemonUnavailable:
+        return None
+    with ops:
+        if ops.direct:
+            return None
+        dirs = project_scope(root, cwd, all_projects)
+        if dirs == []:
+            return None
+        try:
+            return ops.spend(report, dirs, first.isoformat() if first else None, last.isoformat() if last else None,
+                             tz_name or _named_local_zone(), by_model)
+        except RemoteError as exc:
+            if exc.code != "too_large":
+                raise
+            echo(f"sessiond: the daemon keeps no usage figures here: {exc.message}", err=True)
+            return None
+
+
+def _from_files(obj: Context, report: str, cwd: str | None, all_projects: bool, first: date | None,
+                last: date | None, tz, tz_name: str | None, by_model: bool, prices_file: Path | None):
+    """The report computed here from the transcript files, saying so on stderr."""
     from sessiond.store.spend import charges, prices, reports
 
     from .locate import project_scope
 
-    tz = _timezone(tz_name)
     try:
         table = prices.Prices.load(prices_file)
     except prices.BadPrices as exc:
@@ -86,36 +151,11 @@ def usage(obj: Context, report: str, since: datetime | None, until: datetime | N
     names = None if dirs is None else {d.name for d in dirs}
     keep = None if names is None else (lambda rel: bool(rel) and rel[0] in names)
     ledger = charges.load(root / "projects", progress=report == "daily", keep=keep)
-    pricer = reports.Pricer(table)
-    first: date | None = since.date() if since else None
-    last: date | None = until.date() if until else None
-    by_model = by == "model"
-    echo(f"sessiond: usage computed from the transcript files under {root} "
-         f"({len(ledger.charges):,} API responses)", err=True)
-    head = {"source": "files", "report": report, "timezone": tz_name or "local",
-            "prices": {"source": table.table.source, "date": table.table.date, "path": str(table.path)}}
-    if report == "blocks":
-        found = reports.blocks(ledger.charges, pricer, tz, int(time.time() * 1000), first, last)
-        unpriced = sorted({m for b in found for m in b.unpriced})
-        if as_json:
-            echo_json({**head, "blocks": found, "unpriced": unpriced})
-            return
-        _blocks(found, tz)
-    else:
-        if report == "session":
-            rows = reports.sessions(ledger.charges, pricer, tz, first, last, by_model)
-        else:
-            rows = reports.periods(ledger.charges, pricer, tz, report == "monthly", first, last, by_model)
-        total = reports.totals(rows, by_model)
-        if as_json:
-            echo_json({**head, "rows": rows, "totals": total, "unpriced": total.unpriced})
-            return
-        _rows(report, rows, total, by_model)
-        unpriced = total.unpriced
-    if unpriced:
-        echo(f"sessiond: no price for {', '.join(unpriced)}: their tokens are counted, their cost is not "
-             "(--prices FILE to price them)", err=True)
-
+    why = "--prices names another table" if prices_file is not None else "no daemon serves this root"
+    echo(f"sessiond: usage computed from the transcript files under {root} ({why}; "
+         f"{len(ledger.charges):,} API responses)", err=True)
+    return reports.report(report, ledger.charges, reports.Pricer(table), tz, tz_name or "local", "files",
+                          first, last, by_model)
 
 def _rows(report: str, rows: list, total, by_model: bool) -> None:
     if not rows:

@@ -232,6 +232,16 @@ def charge_of_line(line: bytes, session: str, project: str, progress: bool = Fal
                   usage.speed is not None, entry.cost_usd, session, project)
 
 
+def charge_and_kind(line: bytes, session: str, project: str) -> tuple[Charge, bool] | None:
+    """The response a line records for the daily report, and whether only the
+    daily report counts it (a subagent's response inside a ``progress`` line)."""
+    charge = charge_of_line(line, session, project)
+    if charge is not None:
+        return charge, False
+    charge = charge_of_line(line, session, project, progress=True)
+    return None if charge is None else (charge, True)
+
+
 def charges_of_file(path: Path, relative: tuple[str, ...], progress: bool = False) -> Iterator[Charge]:
     """Every countable response in one transcript, in line order (before the dedup)."""
     from ..jsonl import iter_line_views

@@ -16,87 +16,14 @@ from datetime import UTC, date, datetime, tzinfo
 
 import msgspec
 
+from sessiond.wire.spend import Block, BurnRate, ModelSpend, Projection, Row, SpendReport
+
 from .charges import Charge
 from .prices import Prices
 
 HOUR_MS = 3_600_000
 MINUTE_MS = 60_000
 BLOCK_HOURS = 5
-
-
-class ModelSpend(msgspec.Struct, rename="camel"):
-    """One model's part of a row."""
-
-    model: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_tokens: int = 0
-    cache_read_tokens: int = 0
-    total_tokens: int = 0
-    cost: float = 0.0
-    unpriced: bool = False
-
-
-class Row(msgspec.Struct, rename="camel"):
-    """One line of a report: its key (a day ``YYYY-MM-DD``, a month ``YYYY-MM``
-    or a session id, with its project), the four token counts, their total, the
-    cost in USD, the models used (and per model when asked), and the models
-    the price table did not know (their tokens counted, their cost not)."""
-
-    key: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_tokens: int = 0
-    cache_read_tokens: int = 0
-    total_tokens: int = 0
-    cost: float = 0.0
-    models: list[str] = []
-    unpriced: list[str] = []
-    responses: int = 0
-    project: str | None = None
-    first_activity: str | None = None
-    last_activity: str | None = None
-    breakdown: list[ModelSpend] | None = None
-
-
-class BurnRate(msgspec.Struct, rename="camel"):
-    """How fast the active block spends: all tokens and input+output per
-    minute, and USD per hour, over its first to last response."""
-
-    tokens_per_minute: float
-    tokens_per_minute_for_indicator: float
-    cost_per_hour: float
-
-
-class Projection(msgspec.Struct, rename="camel"):
-    """The active block's tokens and cost at its end at the current rate."""
-
-    total_tokens: int
-    total_cost: float
-    remaining_minutes: int
-
-
-class Block(msgspec.Struct, rename="camel"):
-    """A 5-hour billing window (or the gap between two): start, end, the last
-    response in it, whether it is the active one, and its sums."""
-
-    id: str
-    start_time: str
-    end_time: str
-    actual_end_time: str | None = None
-    is_active: bool = False
-    is_gap: bool = False
-    entries: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_tokens: int = 0
-    cache_read_tokens: int = 0
-    total_tokens: int = 0
-    cost: float = 0.0
-    models: list[str] = []
-    unpriced: list[str] = []
-    burn_rate: BurnRate | None = None
-    projection: Projection | None = None
 
 
 def iso_ms(ms: int) -> str:
@@ -354,3 +281,25 @@ def blocks(charges: Iterable[Charge], pricer: Pricer, tz: tzinfo | None, now_ms:
 def _parse_iso(value: str) -> int:
     dt = datetime.fromisoformat(value)
     return int(dt.timestamp() * 1000)
+
+
+def report(kind: str, charges: list[Charge], pricer: Pricer, tz: tzinfo | None, tz_label: str, source: str,
+           since: date | None = None, until: date | None = None, by_model: bool = False,
+           now_ms: int | None = None) -> SpendReport:
+    """A whole report of counted responses (for ``daily``, the ledger that took
+    ``progress`` lines too), as the CLI prints it and the daemon answers it."""
+    import time
+
+    table = pricer.prices.table
+    out = SpendReport(kind, source, tz_label, f"{table.source} ({table.date})", responses=len(charges))
+    if kind == "blocks":
+        out.blocks = blocks(charges, pricer, tz, int(time.time() * 1000) if now_ms is None else now_ms, since, until)
+        out.unpriced = sorted({m for b in out.blocks for m in b.unpriced})
+        return out
+    if kind == "session":
+        out.rows = sessions(charges, pricer, tz, since, until, by_model)
+    else:
+        out.rows = periods(charges, pricer, tz, kind == "monthly", since, until, by_model)
+    out.totals = totals(out.rows, by_model)
+    out.unpriced = out.totals.unpriced
+    return out
