@@ -150,14 +150,6 @@ class Lifecycle:
         scan = project_dirs(self.root) if dirs is None else dirs
         return usage((path, size, mtime) for mtime, path, size in session_candidates(scan, stat=True))
 
-    def spend(self, report: str, dirs: list[Path] | None, since: str | None, until: str | None,
-              timezone: str | None, by_model: bool):
-        """The daemon's usage report (``Spent.spend``); only with a daemon (``direct`` is False)."""
-        assert self.client is not None
-        req = m.Spend(id=self.client.next_id(), report=report, dirs=[str(d) for d in dirs or []],  # type: ignore[arg-type]
-                      all=dirs is None, since=since, until=until, timezone=timezone, byModel=by_model)
-        return self._call(req).spend  # type: ignore[union-attr]  # the answer to a Spend: Spent
-
     # ------------------------------------------------------------------ metadata
 
     def set_metadata(self, session: str, path: Path, cwd: str, entry: bytes) -> None:

@@ -198,8 +198,8 @@ class SpendBook:
         key = (kind, None if names is None else tuple(sorted(names)), since, until, tz_label, by_model)
         with self.lock:
             kept = self._answers.get(key)
-            if kept is not None and kept[0] == self.version and kind != "blocks":
-                return kept[1]
+            if kept is not None and kept[0] == self.version and not any(b.is_active for b in kept[1].blocks):
+                return kept[1]  # (an active block's rate and projection change with the time: made anew)
             version = self.version
             files = sorted((k, f) for k, f in self.files.items() if names is None or f.relative[0] in names)
             snapshot = [list(f.items) for _, f in files]

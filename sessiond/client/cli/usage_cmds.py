@@ -108,26 +108,31 @@ def _named_local_zone() -> str | None:
 def _from_daemon(obj: Context, report: str, cwd: str | None, all_projects: bool, first: date | None,
                  last: date | None, tz_name: str | None, by_model: bool):
     """The report from the daemon serving the root (None: none runs; never started for this)."""
-    from sessiond.client.lifecycle import Lifecycle
+    from sessiond.client.connection import Client
     from sessiond.store.locations import default_root
+    from sessiond.wire import messages as m
     from sessiond.wire.errors import DaemonUnavailable, RemoteError
 
     from .locate import project_scope
 
     root = obj.store_root()
-    try:
-        ops = Lifecycle(obj.root or default_root(), obj.socket)
+    try:  # a read: no daemon is started for it, and without one nothing is locked or recovered
+        client = Client(obj.socket, root=obj.root or default_root(), autostart=False, timeout=obj.timeout or 120.0,
+                        name="sessiond-cli", other_root_ok=True).connect()
     except DaemonUnavailable:
         return None
-    with ops:
-        if ops.direct:
+    with client:
+        if not client.serves_own_root():
             return None
         dirs = project_scope(root, cwd, all_projects)
         if dirs == []:
             return None
+        req = m.Spend(id=client.next_id(), report=report, dirs=[str(d) for d in dirs or []],  # type: ignore[arg-type]
+                      all=dirs is None, since=first.isoformat() if first else None,
+                      until=last.isoformat() if last else None, timezone=tz_name or _named_local_zone(),
+                      byModel=by_model)
         try:
-            return ops.spend(report, dirs, first.isoformat() if first else None, last.isoformat() if last else None,
-                             tz_name or _named_local_zone(), by_model)
+            return client.call(req).spend  # type: ignore[union-attr]  # the answer to a Spend: Spent
         except RemoteError as exc:
             if exc.code != "too_large":
                 raise
