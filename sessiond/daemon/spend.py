@@ -32,8 +32,9 @@ from sessiond.store.spend.reports import Pricer, report
 from sessiond.wire.errors import too_large
 from sessiond.wire.spend import SpendReport
 
-MAX_RESPONSES = 4_000_000
-"""API responses the book keeps (a few hundred bytes each)."""
+MAX_RESPONSES = 1_000_000
+"""API responses the book keeps, about half a KiB each (a store of 3 GB of
+transcripts holds some 200,000)."""
 MAX_ANSWERS = 32
 """Reports remembered until the next change."""
 
@@ -58,6 +59,22 @@ class _File:
         self.items: list[tuple[rules.Charge, bool]] = []
         self.relative = relative
         self.inode = inode
+
+
+def _fold(items: list[tuple[rules.Charge, bool]], found: tuple[rules.Charge, bool]) -> int:
+    """Add a line's response to a file's list: a copy of the response just
+    before it (Claude Code writes a response's content blocks on consecutive
+    lines) is folded into it, the copy the dedup would keep taking its place,
+    so a file holds one record per response, not per line. 1 when the list grew."""
+    charge, progress = found
+    if items and charge.message_id is not None:
+        last, last_progress = items[-1]
+        if last.message_id == charge.message_id and last.request_id == charge.request_id and last_progress == progress:
+            if rules.Ledger.replaces(charge, last):
+                items[-1] = found
+            return 0
+    items.append(found)
+    return 1
 
 
 class SpendBook:
@@ -94,8 +111,7 @@ class SpendBook:
                 if rules.MARKER in line:
                     found = rules.charge_and_kind(line, session, project)
                     if found is not None:
-                        f.items.append(found)
-                        self.responses += 1
+                        self.responses += _fold(f.items, found)
             f.offset = end
             self.version += 1
 
@@ -160,7 +176,7 @@ class SpendBook:
                                 end += len(line)
                                 found = rules.charge_and_kind(line, session, project)
                                 if found is not None:
-                                    items.append(found)
+                                    _fold(items, found)
                             break  # else not whole yet: read again when it is
                         skipped = len(line)  # over the cap: no entry; skip to its end
                         while (more := fh.readline(MAX_LINE + 1)) and not more.endswith(b"\n"):
@@ -173,7 +189,7 @@ class SpendBook:
                     if rules.MARKER in line:
                         found = rules.charge_and_kind(line[:-1], session, project)
                         if found is not None:
-                            items.append(found)
+                            _fold(items, found)
         except OSError:
             return
         with self.lock:
@@ -185,10 +201,10 @@ class SpendBook:
                 raise too_large(f"the store holds more than {MAX_RESPONSES:,} API responses: "
                                 "the daemon keeps no usage figures for it")
             self.responses -= replaced
-            f.items.extend(items)
+            for found in items:
+                self.responses += _fold(f.items, found)
             f.offset = end
             self.files[key] = f
-            self.responses += len(items)
             self.version += 1
 
     def answer(self, kind: str, names: set[str] | None, since, until, tz, tz_label: str, by_model: bool) -> SpendReport:

@@ -99,7 +99,7 @@ _line = msgspec.json.Decoder(_Line)
 _progress = msgspec.json.Decoder(_Progress)
 
 
-class Charge(msgspec.Struct, array_like=True):
+class Charge(msgspec.Struct, array_like=True, gc=False):
     """One API response as the reports count it: when (ms since the epoch),
     its identity for the dedup, its model as reported (None for the synthetic
     one; ``-fast`` appended in fast mode), its tokens, the ``costUSD`` the
@@ -269,7 +269,9 @@ class Ledger:
         self._by_message: dict[str, list[int]] = {}
 
     @staticmethod
-    def _replaces(new: Charge, old: Charge) -> bool:
+    def replaces(new: Charge, old: Charge) -> bool:
+        """Whether ``new``, a copy of the response ``old`` was counted from,
+        is the one to keep (``should_replace_deduped_entry``)."""
         if new.sidechain != old.sidechain:
             return old.sidechain
         if new.total != old.total:
@@ -290,7 +292,7 @@ class Ledger:
             found = next((i for i in self._by_message.get(mid, ())
                           if charge.sidechain or charges[i].sidechain), None)
         if found is not None:
-            if self._replaces(charge, charges[found]):
+            if self.replaces(charge, charges[found]):
                 charges[found] = charge
                 if not self.progress:
                     self._index(key, mid, found)
