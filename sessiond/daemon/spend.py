@@ -133,10 +133,17 @@ class SpendBook:
 
     # ------------------------------------------------------------ the answer
 
-    def refresh(self) -> None:
-        """Re-stat every transcript and read what the book has not (worker thread)."""
+    def refresh(self, names: set[str] | None = None) -> None:
+        """Re-stat the transcripts (of the project dirs ``names``, else all)
+        and read what the book has not (worker thread)."""
+        if names is None:
+            found = rules.transcripts(self.projects)
+        else:
+            found = []
+            for name in sorted(names):
+                found += [(p, (name, *rel)) for p, rel in rules.transcripts(self.projects / name)]
         seen: set[str] = set()
-        for path, relative in rules.transcripts(self.projects):
+        for path, relative in found:
             key = str(path)
             seen.add(key)
             try:
@@ -150,7 +157,7 @@ class SpendBook:
                 f = _File(relative, st.st_ino)
             self._read_from(key, f)
         with self.lock:
-            for key in [k for k in self.files if k not in seen]:
+            for key in [k for k, f in self.files.items() if k not in seen and (names is None or f.relative[0] in names)]:
                 self.responses -= len(self.files.pop(key).items)
                 self.version += 1
 
@@ -210,7 +217,7 @@ class SpendBook:
     def answer(self, kind: str, names: set[str] | None, since, until, tz, tz_label: str, by_model: bool) -> SpendReport:
         """A report (worker thread): the book brought up to date, then the
         responses counted once and summed; remembered until a file changes."""
-        self.refresh()
+        self.refresh(names)
         key = (kind, None if names is None else tuple(sorted(names)), since, until, tz_label, by_model)
         with self.lock:
             kept = self._answers.get(key)

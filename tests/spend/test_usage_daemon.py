@@ -49,6 +49,12 @@ def test_the_daemon_answers_what_the_files_say_and_keeps_it_current(daemon_facto
         assert files["source"] == "files"
         assert figures(mine) == figures(files), report
 
+    scoped = json.loads(daemon.cli("usage", "session", "--cwd", "/kfischer-okarin-scripts-and-tools", "--json").stdout)
+    assert scoped["source"] == "daemon"
+    assert {r["project"] for r in scoped["rows"]} == {"-kfischer-okarin-scripts-and-tools"}
+    every = usage(daemon, "session")
+    assert scoped["rows"] == [r for r in every["rows"] if r["project"] == "-kfischer-okarin-scripts-and-tools"]
+
     before = usage(daemon, "daily")["totals"]
     cwd = "/work/usage-test"
     session = str(uuid.uuid4())
