@@ -91,3 +91,18 @@ def test_every_report_equals_ccusage(ccusage, tmp_path):
         assert (b.end_time, b.actual_end_time, b.entries, b.is_gap, b.is_active, b.models) == (
             t["endTime"], t["actualEndTime"], t["entries"], t["isGap"], t["isActive"], t["models"]), b.id
         assert b.cost == pytest.approx(t["costUSD"], rel=0.005, abs=1e-12), b.id
+
+
+@pytest.mark.timeout(200)
+def test_the_shipped_prices_are_ccusages(ccusage):
+    """``prices.json`` is what ccusage prices offline, model by model, derived
+    again now (``bench/usage_prices.py``) from the same ccusage."""
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    models = (repo / "bench" / "usage_prices_models.txt").read_text()
+    done = subprocess.run([sys.executable, str(repo / "bench" / "usage_prices.py"), str(ccusage)], input=models,
+                          capture_output=True, text=True, timeout=180, check=True)
+    derived = json.loads(done.stdout)["models"]
+    shipped = json.loads((repo / "sessiond" / "store" / "spend" / "prices.json").read_text())["models"]
+    assert derived == shipped
