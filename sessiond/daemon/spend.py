@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from sessiond.store.paths import projects_dir
@@ -37,6 +38,12 @@ MAX_RESPONSES = 1_000_000
 transcripts holds some 200,000)."""
 MAX_ANSWERS = 32
 """Reports remembered until the next change."""
+RESTAT_AFTER = 1.0
+"""Seconds a scope's re-stat stands: answers within it trust the observers
+(the daemon's own writes, and the follower's lines of Claude Code's), so a
+repeated report costs no walk of the store; a write no observer saw shows
+at most this late."""
+MAX_SCOPES = 1024
 
 
 def _whole(line: bytes) -> bool:
@@ -89,6 +96,7 @@ class SpendBook:
         self.version = 0
         self.responses = 0
         self._answers: dict[tuple, tuple[int, SpendReport]] = {}
+        self._restated: dict[tuple[str, ...] | None, float] = {}
         self.prices = Prices.load()
         self.pricer = Pricer(self.prices)
 
@@ -100,11 +108,14 @@ class SpendBook:
         the next answer's re-stat reads them."""
         key = str(path)
         f = self.files.get(key)
-        if f is None:
+        if f is None:  # a file the book has not read (a new session): the next answer looks
+            if key.endswith(".jsonl") and self._restated:
+                self._restated.clear()
             return
         start = end - sum(len(line) + 1 for line in lines)
         with self.lock:
             if f.offset != start:
+                self._restated.clear()  # not what the book read up to: the next answer reads it
                 return
             session, project = rules.session_of(f.relative)
             for line in lines:
@@ -118,6 +129,7 @@ class SpendBook:
     def gone(self, path: Path) -> None:
         """Writer gone-observer: what was read of ``path`` no longer stands."""
         with self.lock:
+            self._restated.clear()  # the next answer looks again
             f = self.files.pop(str(path), None)
             if f is not None:
                 self.responses -= len(f.items)
@@ -130,6 +142,7 @@ class SpendBook:
             self.responses = 0
             self.version += 1
             self._answers.clear()
+            self._restated.clear()
 
     # ------------------------------------------------------------ the answer
 
@@ -217,7 +230,15 @@ class SpendBook:
     def answer(self, kind: str, names: set[str] | None, since, until, tz, tz_label: str, by_model: bool) -> SpendReport:
         """A report (worker thread): the book brought up to date, then the
         responses counted once and summed; remembered until a file changes."""
-        self.refresh(names)
+        scope = None if names is None else tuple(sorted(names))
+        now = time.monotonic()
+        last = self._restated.get(scope)
+        if last is None or now - last >= RESTAT_AFTER:
+            self.refresh(names)
+            with self.lock:
+                if len(self._restated) >= MAX_SCOPES:
+                    self._restated.clear()
+                self._restated[scope] = now
         key = (kind, None if names is None else tuple(sorted(names)), since, until, tz_label, by_model)
         with self.lock:
             kept = self._answers.get(key)
