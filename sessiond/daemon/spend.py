@@ -6,11 +6,12 @@ Per transcript file it holds the responses its lines record (``store.spend``'s
 rules) and the byte offset they reach. Lines reach it two ways, like the
 catalog: the writer's observer (the daemon's own appends and the follower's
 lines of foreign writers: Claude Code itself) parses each new line as it is
-written; and before each answer a re-stat of every ``*.jsonl`` under
-``projects/`` (in a worker thread) reads what no observer reported, from the
-offset reached (a file that shrank or was replaced is read again whole). The
-files stay the truth: ``forget`` (``reindex``) drops it all, the next answer
-rebuilds it.
+written; and a re-stat of every ``*.jsonl`` under ``projects/`` (a worker
+thread) reads what no observer reported, from the offset reached (a file that
+shrank or was replaced is read again whole): before a scope's first answer,
+and in the background after an answer once the last one is ``RESTAT_AFTER``
+old (stale-while-revalidate, as the catalog does). The files stay the truth:
+``forget`` (``reindex``) drops it all, the next answer rebuilds it.
 
 Counting once across files (ccusage's dedup, which depends on the order of
 files) is redone per answer over the kept responses, and the answer is
@@ -39,10 +40,10 @@ transcripts holds some 200,000)."""
 MAX_ANSWERS = 32
 """Reports remembered until the next change."""
 RESTAT_AFTER = 1.0
-"""Seconds a scope's re-stat stands: answers within it trust the observers
-(the daemon's own writes, and the follower's lines of Claude Code's), so a
-repeated report costs no walk of the store; a write no observer saw shows
-at most this late."""
+"""Seconds a scope's re-stat stands. Answers trust the observers (the
+daemon's own writes, the follower's lines of Claude Code's); the first answer
+after this long starts a re-stat in the background, so a write no observer
+saw shows from the answer after it, and no answer waits for a walk of the store."""
 MAX_SCOPES = 1024
 
 
@@ -97,6 +98,9 @@ class SpendBook:
         self.responses = 0
         self._answers: dict[tuple, tuple[int, SpendReport]] = {}
         self._restated: dict[tuple[str, ...] | None, float] = {}
+        """When each scope was last re-stated; a scope not in it is re-stated
+        before its next answer (observers clear it for what they cannot apply)."""
+        self._revalidating: set[tuple[str, ...] | None] = set()
         self.prices = Prices.load()
         self.pricer = Pricer(self.prices)
 
@@ -174,6 +178,31 @@ class SpendBook:
                 self.responses -= len(self.files.pop(key).items)
                 self.version += 1
 
+    def stale(self, names: set[str] | None) -> bool:
+        """Whether the scope's last re-stat is older than ``RESTAT_AFTER`` and
+        none is under way: the handler then runs ``revalidate`` in the background."""
+        scope = None if names is None else tuple(sorted(names))
+        last = self._restated.get(scope)
+        return scope not in self._revalidating and (last is None or time.monotonic() - last >= RESTAT_AFTER)
+
+    def revalidate(self, names: set[str] | None) -> None:
+        """Re-stat the scope and note when (worker thread)."""
+        scope = None if names is None else tuple(sorted(names))
+        with self.lock:
+            if scope in self._revalidating:
+                return
+            self._revalidating.add(scope)
+        try:
+            started = time.monotonic()
+            self.refresh(names)
+            with self.lock:
+                if len(self._restated) >= MAX_SCOPES:
+                    self._restated.clear()
+                self._restated[scope] = started
+        finally:
+            with self.lock:
+                self._revalidating.discard(scope)
+
     def _read_from(self, key: str, f: _File) -> None:
         from sessiond.store.linecap import MAX_LINE
         from sessiond.store.regular import open_regular
@@ -228,17 +257,13 @@ class SpendBook:
             self.version += 1
 
     def answer(self, kind: str, names: set[str] | None, since, until, tz, tz_label: str, by_model: bool) -> SpendReport:
-        """A report (worker thread): the book brought up to date, then the
-        responses counted once and summed; remembered until a file changes."""
+        """A report (worker thread), from the book as it stands, after a re-stat
+        of the scope when it never had one (or an observer saw a file the book
+        has not read); remembered until a file changes. A re-stat older than
+        ``RESTAT_AFTER`` is redone after the answer (``stale``, ``revalidate``)."""
         scope = None if names is None else tuple(sorted(names))
-        now = time.monotonic()
-        last = self._restated.get(scope)
-        if last is None or now - last >= RESTAT_AFTER:
-            self.refresh(names)
-            with self.lock:
-                if len(self._restated) >= MAX_SCOPES:
-                    self._restated.clear()
-                self._restated[scope] = now
+        if scope not in self._restated:
+            self.revalidate(names)
         key = (kind, None if names is None else tuple(sorted(names)), since, until, tz_label, by_model)
         with self.lock:
             kept = self._answers.get(key)

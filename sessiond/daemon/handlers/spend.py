@@ -10,6 +10,7 @@ from sessiond.wire import messages as m
 from sessiond.wire.errors import bad_request
 from sessiond.wire.spend import MAX_SPEND_ROWS
 
+from ..workers import BACKGROUND
 from .lifecycle import _answer
 from .scope import requested_projects
 
@@ -42,10 +43,12 @@ def handle_spend(conn: Connection, req: m.Spend) -> None:
     since, until, tz = _day(req.since), _day(req.until), _zone(req.timezone)
     book = daemon.spend
 
+    scope: list[set[str] | None] = []
+
     def work():
         names = requested_projects(daemon.settings.root, req.dirs, req.all)
-        out = book.answer(req.report, None if names is None else set(names), since, until, tz,
-                          req.timezone or "local", req.byModel)
+        scope.append(None if names is None else set(names))
+        out = book.answer(req.report, scope[0], since, until, tz, req.timezone or "local", req.byModel)
         if len(out.rows) > MAX_SPEND_ROWS or len(out.blocks) > MAX_SPEND_ROWS:
             from sessiond.wire.errors import too_large
 
@@ -58,5 +61,7 @@ def handle_spend(conn: Connection, req: m.Spend) -> None:
     def answer(f) -> None:
         if not f.cancelled():
             done(f.result() if f.exception() is None else None, f.exception())
+        if scope and book.stale(scope[0]):  # what no observer reported, for the next answer
+            daemon.fair.submit(book.revalidate, scope[0], owner=BACKGROUND)
 
     fut.add_done_callback(answer)
