@@ -1,8 +1,10 @@
 """``sessiond usage``: tokens and USD spent, per day, month, session or 5-hour
 billing block (not bytes on disk: that is ``du``).
 
-The figures are ccusage's, by its rules (``sessiond.store.spend``), computed
-here from the transcript files; the command says so on stderr.
+The figures are ccusage's, by its rules (``sessiond.store.spend``): from the
+daemon serving the store when one runs (the sums it keeps), else computed
+here from the transcript files, which the command says on stderr. It never
+starts a daemon.
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ from pathlib import Path
 import click
 
 from . import Context, cli
-from .output import echo, echo_json, pad
+from .output import cells, echo, echo_json, pad, printable
 
-REPORTS = ("daily", "monthly", "session", "blocks")
+REPORTS = ("daily", "monthly", "session", "blocks")  # wire.spend.REPORTS, without importing the wire at start-up
 DATE_FORMATS = ["%Y-%m-%d", "%Y%m%d"]
-
 
 
 def _timezone(name: str | None):
@@ -41,7 +42,7 @@ def _money(x: float) -> str:
 
 
 def _table(head: list[str], rows: list[list[str]], right: set[int]) -> None:
-    widths = [max([len(head[i])] + [len(r[i]) for r in rows]) for i in range(len(head))]
+    widths = [max([cells(head[i])] + [cells(printable(r[i])) for r in rows]) for i in range(len(head))]
     for r in [head, *rows]:
         echo("  ".join(pad(c, widths[i], i in right) for i, c in enumerate(r)).rstrip())
 
