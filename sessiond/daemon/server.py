@@ -48,6 +48,7 @@ from .notify import Notifier
 from .outbox import Outbox
 from .pages import Pages
 from .sessions import Registry
+from .spend import SpendBook
 from .tails import Tails
 from .trash import Lifecycle
 from .watchers import Watchers
@@ -98,6 +99,9 @@ class Daemon:
         self.catalog = Catalog(settings.root, loop, self.fair)
         self.pages = Pages(self.catalog, settings.max_list_views)
         self.writer.observers.append(self.catalog.written)
+        self.spend = SpendBook(settings.root)
+        self.writer.observers.append(self.spend.written)
+        self.writer.gone_observers.append(self.spend.gone)
         self.lifecycle = Lifecycle(self)
         self.mirror = None
         if settings.mirror is not None:  # nats-py is an optional extra: import only then

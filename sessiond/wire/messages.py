@@ -43,6 +43,7 @@ from .lease import LeaseHolder
 from .records import FileResult, PathBytes, PathText, SessionSource, TrashEntry
 from .records import Usage as UsageReport
 from .session_info import SessionInfo
+from .spend import Day, Report, SpendReport, TimeZoneName
 
 __all__ = [
     "Adopt",
@@ -85,6 +86,8 @@ __all__ = [
     "Seconds",
     "SetAgentMeta",
     "Shutdown",
+    "Spend",
+    "Spent",
     "StateFileProblem",
     "Status",
     "StatusResult",
@@ -265,6 +268,21 @@ class Usage(_Message):
     all: bool = False
 
 
+class Spend(_Message):
+    """Tokens and cost (``sessiond usage``): a daily, monthly, session or
+    blocks report of some project dirs (or all), from the sums the daemon keeps."""
+
+    id: Count
+    report: Report = "daily"
+    dirs: ProjectDirs = []
+    all: bool = False
+    since: Day | None = None
+    until: Day | None = None
+    timezone: TimeZoneName | None = None
+    """IANA name of the days' zone; None: the daemon's local one."""
+    byModel: bool = False
+
+
 class Search(_Message):
     """Full-text search of the index (SPEC 8): words and "phrases", best sessions first."""
 
@@ -288,7 +306,7 @@ class Reindex(_Message):
 
 
 Request = (Hello | Open | Append | Record | SetAgentMeta | Adopt | List | Flush | Close | Status | Shutdown
-           | Trash | Restore | EmptyTrash | Import | Usage | Search | Reindex | Subscribe | Unsubscribe)
+           | Trash | Restore | EmptyTrash | Import | Usage | Spend | Search | Reindex | Subscribe | Unsubscribe)
 
 
 # ---------------------------------------------------------------------- responses
@@ -387,6 +405,14 @@ class UsageResult(_Message):
     usage: UsageReport
 
 
+class Spent(_Message):
+    """The answer to ``Spend``: the tokens and cost of the report asked for (its
+    rows, or its 5-hour blocks), from the responses the daemon keeps counted."""
+
+    id: int
+    spend: SpendReport
+
+
 class Searched(_Message):
     """The answer to ``Search``: the hits, best session first, and what to know of
     them (the indexer behind, a windowed ranking, a scan of the files instead of the
@@ -418,4 +444,4 @@ class Reindexed(_Message):
 
 
 Response = (Welcome | Opened | Adopted | Listed | Appended | Flushed | Done | StatusResult | Error
-            | TrashChanged | Imported | UsageResult | Searched | Reindexed | Subscribed | Entries | Unsubscribed)
+            | TrashChanged | Imported | UsageResult | Spent | Searched | Reindexed | Subscribed | Entries | Unsubscribed)

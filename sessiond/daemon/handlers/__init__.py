@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from sessiond.wire import messages as m
 from sessiond.wire.errors import ProtocolError
 
-from . import admin, append, flush, lifecycle, listing, search, session, watch
+from . import admin, append, flush, lifecycle, listing, search, session, spend, watch
 
 if TYPE_CHECKING:
     from ..connection import Connection
@@ -55,6 +55,9 @@ def dispatch(conn: Connection, req: m.Request) -> m.Response | None:
             return lifecycle.handle_import(conn, req)
         case m.Usage():
             lifecycle.handle_usage(conn, req)  # answers when its work is done
+            return None
+        case m.Spend():
+            spend.handle_spend(conn, req)  # answers when its work is done
             return None
         case m.Search():
             search.handle_search(conn, req)  # answers when its work is done

@@ -196,6 +196,7 @@ def handle_reindex(conn: Connection, req: m.Reindex) -> None:
     link = _link(conn)
     if not req.all and not req.dirs:
         raise bad_request("reindex: give project dirs or all")
+    conn.daemon.spend.forget()  # the usage figures are rebuilt from the files too
 
     async def run() -> None:
         try:

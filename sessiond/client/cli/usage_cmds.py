@@ -1,0 +1,201 @@
+"""``sessiond usage``: tokens and USD spent, per day, month, session or 5-hour
+billing block (not bytes on disk: that is ``du``).
+
+The figures are ccusage's, by its rules (``sessiond.store.spend``): from the
+daemon serving the store when one runs (the sums it keeps), else computed
+here from the transcript files, which the command says on stderr. It never
+starts a daemon.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from pathlib import Path
+
+import click
+
+from . import Context, cli
+from .output import cells, echo, echo_json, pad, printable
+
+REPORTS = ("daily", "monthly", "session", "blocks")  # wire.spend.REPORTS, without importing the wire at start-up
+DATE_FORMATS = ["%Y-%m-%d", "%Y%m%d"]
+
+
+def _timezone(name: str | None):
+    if name is None:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise click.BadParameter(f"no such time zone: {name!r} (an IANA name, e.g. Europe/Paris)",
+                                 param_hint="--timezone") from None
+
+
+def _number(n: int) -> str:
+    return f"{n:,}"
+
+
+def _money(x: float) -> str:
+    return f"${x:,.2f}"
+
+
+def _table(head: list[str], rows: list[list[str]], right: set[int]) -> None:
+    widths = [max([cells(head[i])] + [cells(printable(r[i])) for r in rows]) for i in range(len(head))]
+    for r in [head, *rows]:
+        echo("  ".join(pad(c, widths[i], i in right) for i, c in enumerate(r)).rstrip())
+
+
+def _token_cells(r) -> list[str]:
+    return [_number(r.input_tokens), _number(r.output_tokens), _number(r.cache_creation_tokens),
+            _number(r.cache_read_tokens), _number(r.total_tokens), _money(r.cost)]
+
+
+TOKEN_HEAD = ["INPUT", "OUTPUT", "CACHE WRITE", "CACHE READ", "TOTAL", "COST"]
+
+
+@cli.command("usage")
+@click.argument("report", type=click.Choice(REPORTS), default="daily", required=False)
+@click.option("--since", type=click.DateTime(DATE_FORMATS), default=None, help="From this day (YYYY-MM-DD), inclusive.")
+@click.option("--until", type=click.DateTime(DATE_FORMATS), default=None, help="To this day (YYYY-MM-DD), inclusive.")
+@click.option("--cwd", default=None, help="The project (default: the current directory's).")
+@click.option("--all", "all_projects", is_flag=True, help="Every project.")
+@click.option("--by", "by", type=click.Choice(["model"]), default=None, help="A breakdown per model under each row.")
+@click.option("--timezone", "tz_name", default=None, help="IANA time zone of the days (default: the system's).")
+@click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A price table to use instead of the shipped one (same JSON shape).")
+@click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
+@click.pass_obj
+def usage(obj: Context, report: str, since: datetime | None, until: datetime | None, cwd: str | None,
+          all_projects: bool, by: str | None, tz_name: str | None, prices_file: Path | None, as_json: bool) -> None:
+    """Tokens (input, output, cache write, cache read) and cost in USD per day,
+    month, session or 5-hour billing block (REPORT: daily, monthly, session,
+    blocks), counted as ccusage counts them, subagents included."""
+    tz = _timezone(tz_name)
+    first: date | None = since.date() if since else None
+    last: date | None = until.date() if until else None
+    out = None
+    if prices_file is None:
+        out = _from_daemon(obj, report, cwd, all_projects, first, last, tz_name, by == "model")
+    if out is None:
+        out = _from_files(obj, report, cwd, all_projects, first, last, tz, tz_name, by == "model", prices_file)
+    if as_json:
+        echo_json(out)
+    elif report == "blocks":
+        _blocks(out.blocks, tz)
+    else:
+        _rows(report, out.rows, out.totals, by == "model")
+    if out.unpriced:
+        echo(f"sessiond: no price for {', '.join(out.unpriced)}: their tokens are counted, their cost is not "
+             "(--prices FILE to price them)", err=True)
+
+
+def _named_local_zone() -> str | None:
+    """``TZ`` when it names an IANA zone (the daemon then counts days in it);
+    None: the daemon's local zone, the machine's, as this process's."""
+    import os
+
+    name = os.environ.get("TZ")
+    if not name:
+        return None
+    try:
+        _timezone(name)
+    except click.BadParameter:
+        return None
+    return name
+
+
+def _from_daemon(obj: Context, report: str, cwd: str | None, all_projects: bool, first: date | None,
+                 last: date | None, tz_name: str | None, by_model: bool):
+    """The report from the daemon serving the root (None: none runs; never started for this)."""
+    from sessiond.client.connection import Client
+    from sessiond.store.locations import default_root
+    from sessiond.wire import messages as m
+    from sessiond.wire.errors import DaemonUnavailable, RemoteError
+
+    from .locate import project_scope
+
+    root = obj.store_root()
+    try:  # a read: no daemon is started for it, and without one nothing is locked or recovered
+        client = Client(obj.socket, root=obj.root or default_root(), autostart=False, timeout=obj.timeout or 120.0,
+                        name="sessiond-cli", other_root_ok=True).connect()
+    except DaemonUnavailable:
+        return None
+    with client:
+        if not client.serves_own_root():
+            return None
+        dirs = project_scope(root, cwd, all_projects)
+        if dirs == []:
+            return None
+        req = m.Spend(id=client.next_id(), report=report, dirs=[str(d) for d in dirs or []],  # type: ignore[arg-type]
+                      all=dirs is None, since=first.isoformat() if first else None,
+                      until=last.isoformat() if last else None, timezone=tz_name or _named_local_zone(),
+                      byModel=by_model)
+        try:
+            return client.call(req).spend  # type: ignore[union-attr]  # the answer to a Spend: Spent
+        except RemoteError as exc:
+            if exc.code != "too_large":
+                raise
+            echo(f"sessiond: the daemon keeps no usage figures here: {exc.message}", err=True)
+            return None
+
+
+def _from_files(obj: Context, report: str, cwd: str | None, all_projects: bool, first: date | None,
+                last: date | None, tz, tz_name: str | None, by_model: bool, prices_file: Path | None):
+    """The report computed here from the transcript files, saying so on stderr."""
+    from sessiond.store.spend import charges, prices, reports
+
+    from .locate import project_scope
+
+    try:
+        table = prices.Prices.load(prices_file)
+    except prices.BadPrices as exc:
+        raise click.BadParameter(str(exc), param_hint="--prices") from None
+    root = obj.store_root()
+    dirs = project_scope(root, cwd, all_projects)
+    names = None if dirs is None else {d.name for d in dirs}
+    keep = None if names is None else (lambda rel: bool(rel) and rel[0] in names)
+    ledger = charges.load(root / "projects", progress=report == "daily", keep=keep)
+    why = "--prices names another table" if prices_file is not None else "no daemon serves this root"
+    echo(f"sessiond: usage computed from the transcript files under {root} ({why}; "
+         f"{len(ledger.charges):,} API responses)", err=True)
+    return reports.report(report, ledger.charges, reports.Pricer(table), tz, tz_name or "local", "files",
+                          first, last, by_model)
+
+def _rows(report: str, rows: list, total, by_model: bool) -> None:
+    if not rows:
+        echo("no usage", err=True)
+        return
+    key = {"daily": "DAY", "monthly": "MONTH", "session": "SESSION"}[report]
+    lines = []
+    for r in rows:
+        lines.append([r.key, ", ".join(r.models) or "-", *_token_cells(r)]
+                     + ([r.project or ""] if report == "session" else []))
+        for m in r.breakdown or ():
+            lines.append(["  " + m.model, "", *_token_cells(m)] + ([""] if report == "session" else []))
+    lines.append(["total", "", *_token_cells(total)] + ([""] if report == "session" else []))
+    _table([key, "MODELS", *TOKEN_HEAD] + (["PROJECT"] if report == "session" else []), lines, set(range(2, 8)))
+
+
+def _blocks(found: list, tz) -> None:
+    from .output import local_time
+
+    real = [b for b in found if not b.is_gap]
+    if not real:
+        echo("no usage", err=True)
+        return
+    lines = []
+    for b in found:
+        if b.is_gap:
+            lines.append([local_time(b.start_time), "gap", "", "", ""])
+            continue
+        status = "ACTIVE" if b.is_active else f"until {local_time(b.actual_end_time)}"
+        lines.append([local_time(b.start_time), status, ", ".join(b.models) or "-", _number(b.total_tokens), _money(b.cost)])
+    _table(["BLOCK START", "STATUS", "MODELS", "TOKENS", "COST"], lines, {3, 4})
+    active = next((b for b in found if b.is_active), None)
+    if active is not None and active.burn_rate is not None and active.projection is not None:
+        echo(f"active block: {_number(round(active.burn_rate.tokens_per_minute))} tokens/min, "
+             f"{_money(active.burn_rate.cost_per_hour)}/h; projected to its end "
+             f"({active.projection.remaining_minutes} min left): {_number(active.projection.total_tokens)} tokens, "
+             f"{_money(active.projection.total_cost)}")

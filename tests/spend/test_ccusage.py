@@ -1,0 +1,108 @@
+"""Exact against ccusage itself: the daily, monthly, session and blocks
+reports of ``sessiond.store.spend`` on the corpus tree equal
+``ccusage claude <report> --json --offline`` to the token, and their costs
+within 0.5% per row.
+
+ccusage (the pinned version, whose offline prices ``prices.json`` was derived
+from) is installed from the npm registry into a directory of this test
+session. Skipped, saying why, only when npm is absent or the registry cannot
+be reached."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from sessiond.store.spend import charges, prices, reports
+from tests.spend.tree import build
+
+CCUSAGE = "ccusage@20.0.24"
+TZ = "America/New_York"
+
+
+@pytest.fixture(scope="module")
+def ccusage(tmp_path_factory) -> Path:
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed: cannot install ccusage to compare with")
+    where = tmp_path_factory.mktemp("ccusage")
+    done = subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(where), CCUSAGE],
+                          capture_output=True, text=True, timeout=240)
+    binary = where / "node_modules" / ".bin" / "ccusage"
+    if done.returncode != 0 or not binary.exists():
+        pytest.skip(f"could not install {CCUSAGE} from the npm registry: {done.stderr.strip()[-300:]}")
+    return binary
+
+
+def run(binary: Path, config: Path, report: str) -> dict:
+    out = subprocess.run([str(binary), "claude", report, "--json", "--offline", "--timezone", TZ],
+                         env={**os.environ, "CLAUDE_CONFIG_DIR": str(config)}, capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    return json.loads(out)
+
+
+TOKENS = (("input_tokens", "inputTokens"), ("output_tokens", "outputTokens"),
+          ("cache_creation_tokens", "cacheCreationTokens"), ("cache_read_tokens", "cacheReadTokens"))
+
+
+def same(mine: list[reports.Row], theirs: list[dict], key: str) -> None:
+    assert [r.key for r in mine] == [t[key] for t in theirs]
+    for row, t in zip(mine, theirs, strict=True):
+        assert {a: getattr(row, a) for a, _ in TOKENS} == {a: t[b] for a, b in TOKENS}, row.key
+        assert row.cost == pytest.approx(t["totalCost"], rel=0.005), row.key
+        assert row.models == sorted(t["modelsUsed"]), row.key
+
+
+@pytest.mark.timeout(400)
+def test_every_report_equals_ccusage(ccusage, tmp_path):
+    projects = build(tmp_path)
+    tz = ZoneInfo(TZ)
+    pricer = reports.Pricer(prices.Prices.load())
+    daily_ledger = charges.load(projects, progress=True)
+    ledger = charges.load(projects)
+    assert {c.model for c in ledger.charges} >= {"claude-opus-4-6", "claude-sonnet-4-20250514", "claude-haiku-4-5-20251001"}
+
+    theirs = run(ccusage, tmp_path, "daily")["daily"]
+    assert len(theirs) > 20
+    same(reports.periods(daily_ledger.charges, pricer, tz, month=False), theirs, "date")
+    same(reports.periods(ledger.charges, pricer, tz, month=True), run(ccusage, tmp_path, "monthly")["monthly"], "month")
+
+    theirs = run(ccusage, tmp_path, "session")["sessions"]
+    mine = reports.sessions(ledger.charges, pricer, tz)
+    same(mine, theirs, "sessionId")
+    assert [r.project for r in mine] == [t["projectPath"] for t in theirs]
+    assert [r.last_activity for r in mine] == [t["lastActivity"] for t in theirs]
+
+    theirs = run(ccusage, tmp_path, "blocks")["blocks"]
+    mine_blocks = reports.blocks(ledger.charges, pricer, tz, now_ms=int(time.time() * 1000))
+    assert [b.id for b in mine_blocks] == [t["id"] for t in theirs]
+    for b, t in zip(mine_blocks, theirs, strict=True):
+        counts = t["tokenCounts"]
+        assert (b.input_tokens, b.output_tokens, b.cache_creation_tokens, b.cache_read_tokens, b.total_tokens) == (
+            counts["inputTokens"], counts["outputTokens"], counts["cacheCreationInputTokens"],
+            counts["cacheReadInputTokens"], t["totalTokens"]), b.id
+        assert (b.end_time, b.actual_end_time, b.entries, b.is_gap, b.is_active, b.models) == (
+            t["endTime"], t["actualEndTime"], t["entries"], t["isGap"], t["isActive"], t["models"]), b.id
+        assert b.cost == pytest.approx(t["costUSD"], rel=0.005, abs=1e-12), b.id
+
+
+@pytest.mark.timeout(200)
+def test_the_shipped_prices_are_ccusages(ccusage):
+    """``prices.json`` is what ccusage prices offline, model by model, derived
+    again now (``bench/usage_prices.py``) from the same ccusage."""
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    models = (repo / "bench" / "usage_prices_models.txt").read_text()
+    done = subprocess.run([sys.executable, str(repo / "bench" / "usage_prices.py"), str(ccusage)], input=models,
+                          capture_output=True, text=True, timeout=180, check=True)
+    derived = json.loads(done.stdout)["models"]
+    shipped = json.loads((repo / "sessiond" / "store" / "spend" / "prices.json").read_text())["models"]
+    assert derived == shipped
