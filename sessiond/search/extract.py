@@ -95,6 +95,7 @@ class _Entry(msgspec.Struct):
     aiTitle: str | None = None
     summary: str | None = None
     tag: str | None = None
+    lastPrompt: str | None = None
 
 
 _decoder = msgspec.json.Decoder(_Entry)
@@ -217,6 +218,10 @@ def extract(line: bytes | memoryview) -> Extracted | None:
         if isinstance(value, str) and value.strip():
             out.titles = {kind: value[:1000]}
             out.docs.append(Doc(role, value[:1000]))
+    elif kind == "last-prompt" and isinstance(e.lastPrompt, str):
+        value = clean(e.lastPrompt, 1000)
+        if isinstance(value, str) and value.strip():
+            out.titles = {kind: value[:1000]}  # a title only: its text is a prompt already indexed
     return out
 
 
@@ -251,4 +256,5 @@ def _loose(line: bytes | memoryview) -> _Entry | None:
     return _Entry(type=s("type"), uuid=s("uuid"), timestamp=s("timestamp"), isSidechain=obj.get("isSidechain") is True,
                   isMeta=obj.get("isMeta") is True, isCompactSummary=obj.get("isCompactSummary") is True,
                   sessionId=s("sessionId"), cwd=s("cwd"), message=message,
-                  customTitle=s("customTitle"), aiTitle=s("aiTitle"), summary=s("summary"), tag=s("tag"))
+                  customTitle=s("customTitle"), aiTitle=s("aiTitle"), summary=s("summary"), tag=s("tag"),
+                  lastPrompt=s("lastPrompt"))

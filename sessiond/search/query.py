@@ -236,18 +236,22 @@ def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str
 
 
 def session_title(conn: sqlite3.Connection, project: str, session: str) -> tuple[str | None, str | None]:
-    """The title the listing shows (custom title, else AI title, else summary,
-    else first prompt) and the cwd, from the session's files."""
+    """The title the listing shows, in its one order (``lite.title_of``: custom
+    title, AI title, ``last-prompt``, summary, first prompt), as the index
+    recorded it, and the cwd, from the session's files: the main file's, else
+    a subagent file's."""
+    from sessiond.store.lite import title_of
+
     rows = conn.execute(
-        "SELECT custom_title, ai_title, summary, first_prompt, cwd, agent IS NULL FROM files "
+        "SELECT custom_title, ai_title, last_prompt, summary, first_prompt, cwd, agent IS NULL FROM files "
         "WHERE project = ? AND session = ? ORDER BY agent IS NOT NULL, id", (project, session)).fetchall()
-    for pick in range(4):
-        for r in rows:
-            if r[5] and r[pick]:
-                return r[pick], r[4]
-    cwd = next((r[4] for r in rows if r[4]), None)
-    for pick in range(4):
-        for r in rows:
-            if r[pick]:
-                return r[pick], cwd
+    for r in rows:
+        title = title_of(*r[:5]) if r[6] else None
+        if title:
+            return title, r[5]
+    cwd = next((r[5] for r in rows if r[5]), None)
+    for r in rows:
+        title = title_of(*r[:5])
+        if title:
+            return title, cwd
     return None, cwd

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sessiond.store.jsonl import iter_lines
 from sessiond.store.lite import session_title as file_title
+from sessiond.store.lite import title_of
 from sessiond.store.paths import projects_dir
 
 from .extract import extract
@@ -82,14 +83,15 @@ def scan(root: Path, text: str, *, projects: list[str] | None = None, limit: int
     for t in transcripts(root, projects):
         key = (t.project, t.session)
         first_prompt = None
-        custom = ai = summary = None
+        custom = ai = summary = last_prompt = None
         last_ts = None
         cwd = None
         for line in iter_lines(t.path):
             low = line.lower()
             got = None
             if not all(n in low for n in needles):
-                if t.agent is None and (first_prompt is None or b'-title"' in low or b'"summary"' in low):
+                if t.agent is None and (first_prompt is None or b'-title"' in low or b'"summary"' in low
+                                        or b'"last-prompt"' in low):
                     got = extract(line)  # still needed for the title
                     if got is None:
                         continue
@@ -97,6 +99,7 @@ def scan(root: Path, text: str, *, projects: list[str] | None = None, limit: int
                     custom = got.titles.get("custom-title", custom)
                     ai = got.titles.get("ai-title", ai)
                     summary = got.titles.get("summary", summary)
+                    last_prompt = got.titles.get("last-prompt", last_prompt)
                 continue
             got = extract(line)
             if got is None:
@@ -109,6 +112,7 @@ def scan(root: Path, text: str, *, projects: list[str] | None = None, limit: int
                 custom = got.titles.get("custom-title", custom)
                 ai = got.titles.get("ai-title", ai)
                 summary = got.titles.get("summary", summary)
+                last_prompt = got.titles.get("last-prompt", last_prompt)
             ts = got.timestamp or last_ts
             if since is not None and (ts is None or ts < since):
                 continue
@@ -132,7 +136,7 @@ def scan(root: Path, text: str, *, projects: list[str] | None = None, limit: int
                     score=round(score, 6), sidechain=bool(got.sidechain or t.agent), agentId=t.agent, file=t.path,
                     cwd=got.cwd or cwd))
         if t.agent is None:
-            titles[key] = (custom or ai or summary or first_prompt, cwd)
+            titles[key] = (title_of(custom, ai, last_prompt, summary, first_prompt), cwd)
     ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0][1]))[:limit]
     out = []
     for key, (_, hit) in ranked:

@@ -31,7 +31,7 @@ import zlib
 from pathlib import Path
 from typing import Final
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 INDEX_NAME: Final = ".sessiond-search.sqlite3"
 
 TOKENIZER: Final = "unicode61 remove_diacritics 2"
@@ -80,6 +80,7 @@ DDL: Final = (
         custom_title TEXT,
         ai_title TEXT,
         summary TEXT,
+        last_prompt TEXT,
         tag TEXT,
         last_ts TEXT,
         size INTEGER NOT NULL DEFAULT 0,

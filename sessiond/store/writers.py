@@ -15,7 +15,7 @@ bounded (processes and file descriptors per process) and follows nothing but
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 MAX_PROCESSES: Final = 4096
@@ -27,9 +27,31 @@ def open_for_writing(paths: Iterable[str]) -> dict[str, int]:
     """``path -> pid`` of a process of this user (not this one) holding the file
     open for writing, for each of ``paths`` (absolute, as given) that is."""
     wanted = {os.path.realpath(p): p for p in paths}
-    found: dict[str, int] = {}
     if not wanted:
-        return found
+        return {}
+    return _scan(wanted.get, len(wanted))
+
+
+def sessions_written_under(projects: str) -> dict[str, int]:
+    """``path -> pid`` for every session file directly in a project dir of
+    ``projects`` (``<projects>/<project>/<id>.jsonl``, not a subagent's) that a
+    process of this user outside sessiond holds open for writing: what
+    ``status`` counts as live besides the sessions sessiond's clients hold."""
+    base = os.path.realpath(projects) + os.sep
+
+    def session_file(target: str) -> str | None:
+        if not target.startswith(base) or not target.endswith(".jsonl"):
+            return None
+        parts = target[len(base):].split(os.sep)
+        return target if len(parts) == 2 and not parts[1].startswith("agent-") else None
+
+    return _scan(session_file, None)
+
+
+def _scan(match: Callable[[str], str | None], enough: int | None) -> dict[str, int]:
+    """One bounded look at ``/proc``: ``match(link target)`` names the files
+    wanted (None: not wanted); stops once ``enough`` are found."""
+    found: dict[str, int] = {}
     me, uid = os.getpid(), os.getuid()
     try:
         pids = [int(n) for n in os.listdir("/proc") if n.isdigit()][:MAX_PROCESSES]
@@ -52,12 +74,12 @@ def open_for_writing(paths: Iterable[str]) -> dict[str, int]:
                 target = os.readlink(f"{base}/fd/{fd}")
             except OSError:
                 continue
-            given = wanted.get(target)
+            given = match(target)
             if given is None or given in found:
                 continue
             if _writable(f"{base}/fdinfo/{fd}"):
                 found[given] = pid
-        if len(found) == len(wanted):
+        if enough is not None and len(found) >= enough:
             break
     return found
 

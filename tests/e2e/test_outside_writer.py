@@ -1,12 +1,14 @@
 """A session Claude Code itself is writing is live (issue 29): a process of
 the same user outside sessiond that holds the transcript open for writing is
-named in ``list`` (LIVE, ``--json`` ``live``), and ``rm`` refuses the session
+named in ``list`` (LIVE, ``--json`` ``live``) and ``status`` (LIVE, ``--json``
+``outsideWriters``), and ``rm`` refuses the session
 without ``--force``. The writer here is a real process holding the real file
 open with ``O_APPEND``, as a writer that keeps its file open does."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -57,3 +59,28 @@ def test_a_session_held_open_by_another_process_is_live(daemon: DaemonProc):
         writer.wait(timeout=30)
         if writer.stdout is not None:
             writer.stdout.close()
+
+
+def test_status_counts_and_names_a_session_held_open_by_another_process(daemon: DaemonProc):
+    held, free = session(daemon), session(daemon)
+    before = json.loads(daemon.cli("status", "--json").stdout)
+    assert before["outsideWriters"] == []  # sessiond's own writer does not count
+    assert "written by other processes" not in daemon.cli("status").stdout.decode()
+    path = main_path(daemon.root, CWD, held)
+    writer = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == b"open\n"
+        after = json.loads(daemon.cli("status", "--json").stdout)
+        assert after["outsideWriters"] == [{"sessionId": held, "project": path.parent.name,
+                                            "path": os.path.realpath(path), "pid": writer.pid,
+                                            "writer": "open for writing"}]
+        assert free not in json.dumps(after)
+        text = daemon.cli("status").stdout.decode()
+        assert "1 session written by other processes" in text
+        assert f"LIVE      {held}: pid {writer.pid} holds it open for writing" in text
+    finally:
+        writer.kill()
+        writer.wait(timeout=30)
+        if writer.stdout is not None:
+            writer.stdout.close()
+    assert json.loads(daemon.cli("status", "--json").stdout)["outsideWriters"] == []  # gone with its writer

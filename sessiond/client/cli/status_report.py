@@ -25,6 +25,7 @@ def report_status(obj: Context, as_json: bool) -> None:
         else:
             echo(f"sessiond: not running ({exc})", err=True)
         sys.exit(1)
+    outside = outside_writers(st.root)
     if as_json:
         import msgspec
 
@@ -32,13 +33,18 @@ def report_status(obj: Context, as_json: bool) -> None:
         data.pop("op", None)
         data.pop("id", None)
         data.setdefault("stateFiles", [])  # always there: scripts check it is empty
-        echo_json({"running": True, **data})
+        echo_json({"running": True, **data, "outsideWriters": outside})
         return
     cfg = st.config
     echo(f"sessiond {st.version}: pid {st.pid}, up {duration(st.uptime)}")
     echo(f"  socket    {st.socket}")
     echo(f"  root      {st.root}")
-    echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {count(st.clients, 'client')}")
+    written = f", {count(len(outside), 'session')} written by other processes" if outside else ""
+    echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {count(st.clients, 'client')}{written}")
+    for w in outside[:LIVE_SHOWN]:
+        echo(f"  LIVE      {w['sessionId']}: pid {w['pid']} holds it open for writing (Claude Code?), project {w['project']}")
+    if len(outside) > LIVE_SHOWN:
+        echo(f"            and {len(outside) - LIVE_SHOWN} more (status --json lists them all)")
     echo(f"  queued    {count(st.queuedEntries, 'entry', 'entries')}, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
     if st.budgets:
         b = st.budgets
@@ -58,6 +64,24 @@ def report_status(obj: Context, as_json: bool) -> None:
         echo(f"  mirror    {state} to {mr.get('servers')}, " + ", ".join(f"{k} {v}" for k, v in mr.items() if k not in ("servers", "connected")))
     if st.index:
         echo(f"  index     {index_line(st.index)}")
+
+
+LIVE_SHOWN = 10
+"""The live sessions of other writers ``status`` names one per line; ``--json`` has them all."""
+
+
+def outside_writers(root: str) -> list[dict[str, str | int]]:
+    """The sessions under the daemon's root that a process outside sessiond
+    (Claude Code in a terminal) holds open for writing, as ``list`` marks them
+    live (``store.writers``); by path, so the output is stable."""
+    from pathlib import Path
+
+    from sessiond.store.paths import projects_dir
+    from sessiond.store.writers import sessions_written_under
+
+    held = sessions_written_under(str(projects_dir(Path(root)))) if root else {}
+    return [{"sessionId": Path(p).stem, "project": Path(p).parent.name, "path": p, "pid": pid, "writer": "open for writing"}
+            for p, pid in sorted(held.items())]
 
 
 def index_line(ix: dict) -> str:

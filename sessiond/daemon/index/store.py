@@ -37,14 +37,15 @@ log = logging.getLogger("sessiond.index")
 READ_CHUNK = 8 * 1024 * 1024
 TAIL_SUM = 256
 """Bytes before the indexed offset whose CRC tells a file rewritten in place."""
-_TITLE_COLUMN = {"custom-title": "custom_title", "ai-title": "ai_title", "tag": "tag", "summary": "summary"}
+_TITLE_COLUMN = {"custom-title": "custom_title", "ai-title": "ai_title", "tag": "tag", "summary": "summary",
+                 "last-prompt": "last_prompt"}
 
 
 class FileRow:
     """One row of the ``files`` table (the schema's columns and types)."""
 
     __slots__ = ("id", "path", "project", "session", "agent", "dev", "ino", "indexed", "tailsum", "size", "mtime_ns",
-                 "cwd", "first_prompt", "custom_title", "ai_title", "summary", "tag", "last_ts")
+                 "cwd", "first_prompt", "custom_title", "ai_title", "summary", "last_prompt", "tag", "last_ts")
 
     COLUMNS = __slots__
 
@@ -64,6 +65,7 @@ class FileRow:
     custom_title: str | None
     ai_title: str | None
     summary: str | None
+    last_prompt: str | None
     tag: str | None
     last_ts: str | None
 
@@ -337,7 +339,7 @@ class Store:
     def _reset(self, row: FileRow) -> None:
         self.begin()
         self._delete_docs(row.id)
-        for k in ("cwd", "first_prompt", "custom_title", "ai_title", "summary", "tag", "last_ts"):
+        for k in ("cwd", "first_prompt", "custom_title", "ai_title", "summary", "last_prompt", "tag", "last_ts"):
             setattr(row, k, None)
         row.indexed = row.tailsum = row.size = row.mtime_ns = 0
 
