@@ -476,9 +476,9 @@ class Connection(asyncio.Protocol):
         self._out_bytes += sum(map(len, parts))
         if self._out_bytes >= self._out_soft:  # as ``_queue_out``
             self.daemon.fair.hold(self.id)
-        if not self._out_scheduled:
+        if not self._out_scheduled:  # after the connections with answers (``Outbox``)
             self._out_scheduled = True
-            self.daemon.outbox.add(self)
+            self.daemon.outbox.add_push(self)
 
     def _queue_out(self, frame: bytes) -> None:
         if self.transport is None:
