@@ -52,3 +52,29 @@ async def test_a_write_is_encoded_once_for_all_its_watchers(tmp_path):
             assert [decode_response(body) for body in bodies] == frames
             assert bytes(peer.transport.taken) == b"".join(encode(f) for f in frames)
         assert d.daemon.watchers.encoded - encoded == len(batches)
+
+
+async def test_the_writer_s_ack_leaves_before_the_watchers_pushes(tmp_path):
+    """A ``written`` append to a session five connections watch: its ack and
+    their pushes leave in the same pass, the ack first (the client waiting on
+    it is not held behind one socket write per watcher)."""
+    async with in_process(tmp_path) as d:
+        writer = await d.greeted()
+        sid = str(uuid.uuid4())
+        writer.send(m.Append(id=1, session=sid, cwd=CWD, entries=[entry("first")], durability="written"))
+        await writer.wait_answers(1)
+        order: list[str] = []
+        watchers = []
+        for k in range(5):
+            peer = await d.greeted()
+            peer.send(m.Subscribe(id=7, session=sid, cwd=CWD))
+            await peer.wait_answers(1)
+            peer.transport.on_write = lambda data, k=k: order.append(f"watcher {k}")
+            watchers.append(peer)
+        writer.transport.on_write = lambda data: order.append("writer")
+        writer.send(m.Append(id=2, session=sid, cwd=CWD, entries=[entry("second")], durability="written"))
+        await until(lambda: len(order) == 6)
+        assert order[0] == "writer" and sorted(order[1:]) == [f"watcher {k}" for k in range(5)]
+        for peer in watchers:
+            (pushed,) = peer.answers()[1:]
+            assert isinstance(pushed, m.Entries) and len(pushed.lines) == 1
