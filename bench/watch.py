@@ -1,6 +1,6 @@
 """Watching: what watchers cost the writer, and how soon they see an entry.
 
-    python bench/watch.py [--entries 16000] [--batch 16] [--watchers 0,1,10] [--runs 3]
+    python bench/watch.py [--entries 16000] [--batch 16] [--watchers 0,1,10] [--runs 3] [--baseline REV]
 
 One writer appends 1 KB entries to one session in batches, each acknowledged
 ``written``, through the real client library; 0, 1 or 10 watcher processes
@@ -12,13 +12,17 @@ every process; a negative figure means the push arrived before the ack), and
 how many entries each watcher got and how many bytes watchers skipped (a frame
 that starts past where the last one ended; none is expected: a watcher that
 reads more slowly than the writer writes is fed from the file at its own pace).
-Medians over ``--runs`` runs; writes bench/results/watch.json.
+Medians over ``--runs`` runs; writes bench/results/watch.json. ``--baseline
+REV``: that revision's daemon (``git archive``) is measured too, each of its
+runs interleaved with this code's, and every ratio is against the same code's
+0 watchers in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -66,9 +70,9 @@ def watcher(sock: str, session: str, out: str) -> None:
     Path(out).write_text(json.dumps({"got": got, "skipped": skipped}))
 
 
-def one_run(base: Path, watchers: int, entries: int, batch: int) -> dict:
+def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | None = None) -> dict:
     sock, root = base / "run" / "s.sock", base / "root"
-    daemon = benchlib.start_daemon(sock, root)
+    daemon = benchlib.start_daemon(sock, root, source=source)
     try:
         session = str(uuid.uuid4())
         pad = "x" * 900
@@ -128,37 +132,48 @@ def main() -> None:
     ap.add_argument("--watchers", default="0,1,10")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results" / "watch.json"))
+    ap.add_argument("--baseline", default=None, metavar="REV",
+                    help="a git revision whose daemon is measured too, its runs interleaved with this code's")
     ap.add_argument("--watcher", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.watcher:
         watcher(*args.watcher)
         return
     levels = [int(x) for x in args.watchers.split(",")]
-    runs: dict[int, list[dict]] = {n: [] for n in levels}
+    codes: dict[str, Path | None] = {"this": None}
+    if args.baseline:
+        tree = benchlib.baseline_tree(args.baseline, Path(tempfile.mkdtemp(prefix="sdw-base-")))
+        codes = {args.baseline: tree, **codes}
+    runs: dict[tuple[str, int], list[dict]] = {(c, n): [] for c in codes for n in levels}
+    load = []
     for _ in range(args.runs):
-        for n in levels:  # interleaved: each round measures every level on the same machine state
-            with tempfile.TemporaryDirectory(prefix="sdw-", dir="/tmp") as tmp:
-                runs[n].append(one_run(Path(tmp), n, args.entries, args.batch))
-    base = statistics.median(r["entries_per_s"] for r in runs[levels[0]])
+        load.append(os.getloadavg()[0])
+        for n in levels:  # interleaved: each round measures every level (and code) on the same machine state
+            for code, source in codes.items():
+                with tempfile.TemporaryDirectory(prefix="sdw-", dir="/tmp") as tmp:
+                    runs[code, n].append(one_run(Path(tmp), n, args.entries, args.batch, source))
     rows = []
-    for n in levels:
-        row = {"watchers": n}
-        for key in ("entries_per_s", "cpu_us_per_entry", "p50_ms", "p99_ms", "received", "skipped_bytes"):
-            values = [r[key] for r in runs[n] if r[key] is not None]
-            row[key] = round(statistics.median(values), 3) if values else None
-        row["vs_no_watcher"] = round(row["entries_per_s"] / base, 2)
-        rows.append(row)
-    Path(args.out).write_text(json.dumps({"entries": args.entries, "batch": args.batch, "runs": args.runs, "rows": rows},
-                                         indent=1) + "\n")
-    print("| watchers | entries/s | vs 0 watchers | daemon CPU µs/entry | ack → watcher p50 ms | p99 ms | entries each watcher got | bytes skipped |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for code in codes:
+        base = statistics.median(r["entries_per_s"] for r in runs[code, levels[0]])
+        for n in levels:
+            row: dict = {"code": code, "watchers": n}
+            for key in ("entries_per_s", "cpu_us_per_entry", "p50_ms", "p99_ms", "received", "skipped_bytes"):
+                values = [r[key] for r in runs[code, n] if r[key] is not None]
+                row[key] = round(statistics.median(values), 3) if values else None
+            row["vs_no_watcher"] = round(row["entries_per_s"] / base, 2)
+            rows.append(row)
+    Path(args.out).write_text(json.dumps({"entries": args.entries, "batch": args.batch, "runs": args.runs,
+                                          "load_avg": load, "rows": rows}, indent=1) + "\n")
+    print(f"load average (1 min) at each round: {', '.join(f'{x:.1f}' for x in load)}")
+    print("| code | watchers | entries/s | vs 0 watchers | daemon CPU µs/entry | ack → watcher p50 ms | p99 ms "
+          "| entries each watcher got | bytes skipped |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p50 = "—" if r["p50_ms"] is None else f"{r['p50_ms']:.2f}"
         p99 = "—" if r["p99_ms"] is None else f"{r['p99_ms']:.2f}"
         got = "—" if r["received"] is None else f"{r['received']:,.0f}"
-        print(f"| {r['watchers']} | {r['entries_per_s']:,.0f} | {r['vs_no_watcher']:.2f}x | {r['cpu_us_per_entry']:.1f} | {p50} | {p99} "
-              f"| {got} | {r['skipped_bytes']:,.0f} |")
-
+        print(f"| {r['code']} | {r['watchers']} | {r['entries_per_s']:,.0f} | {r['vs_no_watcher']:.2f}x | {r['cpu_us_per_entry']:.1f} "
+              f"| {p50} | {p99} | {got} | {r['skipped_bytes']:,.0f} |")
 
 if __name__ == "__main__":
     main()

@@ -463,6 +463,23 @@ class Connection(asyncio.Protocol):
                         and len(self._inflight) <= settings.max_inflight_requests // 2):
                     self._unpause("inflight")
 
+    def push(self, parts: tuple[bytes, ...]) -> None:
+        """Queue a frame the client did not ask for by a request of its own (a
+        subscription's ``Entries``), given as the ``parts`` it joins to: a part
+        several connections send (one write's lines, sent to each of its
+        watchers) is queued as the same bytes to all of them, not copied per
+        connection before the write. It counts whole against this connection's
+        output like any answer; no request is settled by it."""
+        if self.transport is None:
+            return
+        self._out.extend(parts)
+        self._out_bytes += sum(map(len, parts))
+        if self._out_bytes >= self._out_soft:  # as ``_queue_out``
+            self.daemon.fair.hold(self.id)
+        if not self._out_scheduled:  # after the connections with answers (``Outbox``)
+            self._out_scheduled = True
+            self.daemon.outbox.add_push(self)
+
     def _queue_out(self, frame: bytes) -> None:
         if self.transport is None:
             return

@@ -3,6 +3,11 @@
 A pipelining client gets all the acks of a pass in one write. The outbox is
 the answers stage of the end of the pass (``looppass``): it runs after the
 writer's stage, so the answers a drain makes leave in the same pass.
+
+Connections holding only pushed frames (a subscription's ``Entries``) are
+written after those holding answers: a write seen by ten watchers is ten
+socket writes, and the client waiting for its ack of that write gets it
+before them, not behind them (both still leave in the same pass).
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ class Outbox:
     """Connections with answers to send, each written once at the end of the
     loop pass that made them (the ``ANSWERS`` stage of ``EndOfPass``)."""
 
-    __slots__ = ("end_of_pass", "pending")
+    __slots__ = ("end_of_pass", "pending", "pushes")
 
     def __init__(self, end_of_pass: EndOfPass) -> None:
         self.end_of_pass = end_of_pass
         self.pending: list[Connection] = []
+        self.pushes: list[Connection] = []
+        """Connections whose output of this pass began with a pushed frame: written last."""
         end_of_pass.register(ANSWERS, self.flush)
 
     def add(self, conn: Connection) -> None:
@@ -34,8 +41,16 @@ class Outbox:
         self.pending.append(conn)
         self.end_of_pass.request()
 
+    def add_push(self, conn: Connection) -> None:
+        """``conn`` has pushed frames to send: at the end of this pass, after the answers."""
+        self.pushes.append(conn)
+        self.end_of_pass.request()
+
     def flush(self) -> None:
         pending, self.pending = self.pending, []
+        if self.pushes:
+            pushes, self.pushes = self.pushes, []
+            pending += pushes
         for conn in pending:
             try:
                 conn.send_answers()

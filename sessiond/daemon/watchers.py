@@ -37,6 +37,14 @@ bounded number of entries), after ``Subscribed`` went out; until it has, an
 agent file written to is watched from that write on, and a file it finds is
 watched from what the follower has reported of it (so a file made just after
 ``Subscribed`` is seen whole).
+
+A write seen by many watchers costs its lines' encoding once: the lines of an
+``Entries`` frame are encoded apart from its head (``EntriesFrame``), once per
+write for every watcher that stands where the write starts, and those same
+bytes are queued to each watcher's connection (``Connection.push``) behind a
+head of its own (its subscription id, the file's name); the frame a watcher
+reads is byte for byte ``encode(Entries(...))``. Each connection still counts
+the whole frame against its own output budget.
 """
 
 from __future__ import annotations
@@ -46,12 +54,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from sessiond.store.agents import MAX_ENTRIES as AGENT_ENTRIES
 from sessiond.store.agents import AgentFiles, agent_files
 from sessiond.store.linecap import MAX_LINE, Span, read_span
 from sessiond.store.regular import open_regular
 from sessiond.wire import messages as m
 from sessiond.wire.errors import TOO_LARGE, SessiondError, bad_request
+from sessiond.wire.frames import HEADER
+from sessiond.wire.fsnames import pack
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -77,6 +89,80 @@ read pool, not in one read that holds a thread of it for the whole line."""
 MAX_PER_CONNECTION = 64
 MAX_TOTAL = 4096
 """Subscriptions one connection, and all of them together, may hold."""
+
+
+class _Head(msgspec.Struct, tag="Entries", tag_field="op"):
+    """The fields of an ``Entries`` frame before its lines, in ``m.Entries``'s
+    order: encoded per watcher, the lines once for all of them."""
+
+    id: int
+    file: str
+    offset: int
+
+
+_encoder = msgspec.msgpack.Encoder()
+_LINES = b"\xa5lines"
+"""The msgpack key before an ``Entries`` frame's lines."""
+_RESET = b"\xa5reset\xc3"
+"""``reset: true``, as ``m.Entries`` encodes it (omitted when false)."""
+_SKIPPED = b"\xa7skipped"
+_FIXMAP = 0x80
+_HEAD_FIELDS = 4
+"""``op``, ``id``, ``file``, ``offset``: the map ``_Head`` encodes to."""
+
+
+class EntriesFrame:
+    """One ``Entries`` frame's lines, encoded once and shared by the frames of
+    every watcher that is sent them (a write seen by ten watchers is encoded
+    once, not ten times): ``parts`` gives one watcher's frame as the bytes to
+    queue, its own head, these lines, its own tail; joined, they are exactly
+    ``encode(m.Entries(...))``."""
+
+    __slots__ = ("lines", "_packed")
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self.lines = lines
+        self._packed: bytes | None = None
+
+    @property
+    def is_packed(self) -> bool:
+        """The lines were encoded already (for another watcher's frame)."""
+        return self._packed is not None
+
+    def packed(self) -> bytes:
+        """The lines as the frame carries them (the ``lines`` key and its array), made on first use."""
+        packed = self._packed
+        if packed is None:
+            packed = self._packed = _LINES + _encoder.encode(self.lines)
+        return packed
+
+    def parts(self, rid: int, file: str, offset: int, reset: bool, skipped: int) -> tuple[bytes, ...]:
+        """The frame of subscription ``rid`` for these lines at ``offset`` of ``file``."""
+        head = pack(_encoder, _Head(rid, file, offset))  # a name that is not UTF-8 as fsnames' extension
+        fields = _HEAD_FIELDS + 1
+        tail = b""
+        if reset:
+            tail, fields = _RESET, fields + 1
+        if skipped:
+            tail, fields = tail + _SKIPPED + _encoder.encode(skipped), fields + 1
+        lines = self.packed()
+        framed = HEADER.pack(len(head) + len(lines) + len(tail)) + bytes((_FIXMAP | fields,)) + head[1:]
+        return (framed, lines, tail) if tail else (framed, lines)
+
+
+class _Write:
+    """One write the observers were told of, as every cursor of its file looks
+    at it: where its lines start and end, whether one is too long for a frame
+    (looked at once, not per watcher), and its lines' frame (encoded at most once)."""
+
+    __slots__ = ("lines", "start", "end", "too_long", "frame")
+
+    def __init__(self, lines: list[bytes], start: int, end: int, line_cap: int) -> None:
+        self.lines = lines
+        self.start = start
+        self.end = end
+        self.too_long = bool(lines) and max(map(len, lines)) > line_cap
+        self.frame = EntriesFrame(lines)
 
 
 class Cursor:
@@ -146,6 +232,8 @@ class Watchers:
         self.read_chunk = max(MIN_CHUNK, min(READ_CHUNK, budget // 4))
         self.line_cap = min(MAX_LINE, daemon.settings.max_frame - FRAME_SLACK)
         """The longest line a frame takes to a watcher; longer ones are skipped."""
+        self.encoded = 0
+        """Line arrays encoded for ``Entries`` frames: one per write however many watch it."""
 
     def _room(self, conn: Connection, size: int, alone: bool) -> bool:
         """Does a frame of ``size`` bytes fit in ``conn``'s output budget beside
@@ -268,8 +356,9 @@ class Watchers:
             for sub in list(subs):  # a new agent file (or one not seen before): from its start
                 self._add(sub, path, start if sub.finding else 0)
             cursors = self.by_path[path]
+        write = _Write(lines, start, end, self.line_cap)
         for cursor in list(cursors):
-            self._deliver(cursor, lines, start, end)
+            self._deliver(cursor, write)
 
     def gone(self, path: Path) -> None:
         """What was reported of ``path`` no longer stands (deleted, replaced,
@@ -283,30 +372,40 @@ class Watchers:
             cursor.pos = cursor.seen_end = cursor.scanned = 0
             cursor.reset = True
 
-    def _deliver(self, cursor: Cursor, lines: list[bytes], start: int, end: int) -> None:
+    def _deliver(self, cursor: Cursor, write: _Write) -> None:
+        end = write.end
         if end > cursor.seen_end:
             cursor.seen_end = end
         if cursor.reading or end <= cursor.pos:
             return  # a read in flight covers it, or it was had already
+        start = write.start
         if start > cursor.pos:
             self._catch_up(cursor)  # a write we were not told of: read the gap
             return
-        if start < cursor.pos:  # partly had already: only the rest
-            skip = 0
-            while skip < len(lines) and start < cursor.pos:
-                start += len(lines[skip]) + 1
-                skip += 1
-            lines = lines[skip:]
-        if any(len(x) > self.line_cap for x in lines):  # no frame takes it: the catch-up read skips it
+        if start == cursor.pos:  # the common case: the write's frame, shared with its other watchers
+            if write.too_long:  # no frame takes it: the catch-up read skips it
+                self._catch_up(cursor)
+                return
+            self._send(cursor, write.lines, start, end, alone=False, frame=write.frame)
+            return
+        lines = write.lines  # partly had already: only the rest
+        skip = 0
+        while skip < len(lines) and start < cursor.pos:
+            start += len(lines[skip]) + 1
+            skip += 1
+        lines = lines[skip:]
+        if write.too_long and any(len(x) > self.line_cap for x in lines):
             self._catch_up(cursor)
             return
         self._send(cursor, lines, start, end, alone=False)
 
-    def _send(self, cursor: Cursor, lines: list[bytes], start: int, end: int, alone: bool, skipped: int = 0) -> None:
+    def _send(self, cursor: Cursor, lines: list[bytes], start: int, end: int, alone: bool, skipped: int = 0,
+              frame: EntriesFrame | None = None) -> None:
         """Send ``lines`` (``start``..``end`` of the file, ``start`` where the
         cursor stands) if they fit the connection's output budget; else the
         cursor stays and the file is read from there once they can.
-        ``skipped``: bytes of over-long lines just before ``start``."""
+        ``skipped``: bytes of over-long lines just before ``start``; ``frame``:
+        these lines' frame, shared with the other watchers of the same write."""
         sub = cursor.sub
         conn = sub.conn
         if conn.transport is None or sub.ended:
@@ -314,7 +413,11 @@ class Watchers:
         if not self._room(conn, end - start + 2 * len(lines) + FRAME_OVERHEAD, alone):
             self._wait(cursor)
             return
-        conn.reply(m.Entries(id=sub.id, file=cursor.rel, offset=start, lines=lines, reset=cursor.reset, skipped=skipped))
+        if frame is None:
+            frame = EntriesFrame(lines)
+        if not frame.is_packed:
+            self.encoded += 1
+        conn.push(frame.parts(sub.id, cursor.rel, start, cursor.reset, skipped))
         cursor.pos = end
         cursor.reset = False
 
