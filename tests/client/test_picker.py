@@ -287,3 +287,28 @@ def test_sessiond_alone_on_a_terminal_opens_the_picker(store):
             proc.kill()
     assert status == 0, bytes(out[-2000:])
     assert ids["newest"][:8].encode() in out and b"refactoring the parser" in out
+
+
+def test_moving_down_reaches_every_session_past_the_first_batch(short_tmp):
+    """The table is filled a batch at a time (a keystroke never fills 10,000
+    rows): paging down still reaches the oldest session."""
+    from sessiond.client.picker.app import BATCH
+
+    root = short_tmp / "root"
+    here = str(short_tmp / "proj")
+    os.mkdir(here)
+    ids = [write_session(root, here, f"session number {i}", 1 + i % 28, mtime_day=1) for i in range(BATCH + 30)]
+    obj = Context(root=root, socket=short_tmp / "none.sock", autostart=False)
+    seen = {}
+
+    async def page(pilot):
+        seen["rows"] = pilot.app.query_one("#sessions").row_count
+        await pilot.press(*["pagedown"] * ((BATCH + 30) // 10 + 2))
+        seen["last"] = pilot.app.selected().session.sessionId
+        seen["filled"] = pilot.app.query_one("#sessions").row_count
+
+    run(picker(obj, here), page)
+    assert seen["rows"] == BATCH
+    assert seen["filled"] == BATCH + 30
+    oldest = [sid for i, sid in enumerate(ids) if 1 + i % 28 == 1]
+    assert seen["last"] in oldest

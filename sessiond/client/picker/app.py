@@ -26,6 +26,11 @@ from .matching import Matcher
 PREVIEW_LINES = 400
 """The preview shows the conversation's last this many lines (``s`` shows all)."""
 
+BATCH = 200
+"""Rows put into the table at a time: the first batch of what the filter keeps,
+the next when the cursor comes near the end. A table of 10,000 rows costs
+seconds to fill; a keystroke must not."""
+
 
 class Actions(Protocol):
     """What the picker does to the store, through the commands' own functions."""
@@ -194,7 +199,7 @@ class PickerApp(App[Choice | None]):
         self.shown = self._matcher.filter(query)
         table = self.query_one(SessionTable)
         table.clear()
-        table.add_rows(self._cells(self.rows[i]) for i in self.shown)
+        table.add_rows(self._cells(self.rows[i]) for i in self.shown[:BATCH])
         what = f"{len(self.shown)} of {len(self.rows)} sessions" if query.strip() else f"{len(self.rows)} sessions"
         self.query_one("#status", Static).update(Text(f"{what} · {self.scope}"))
         if self.shown:
@@ -225,12 +230,22 @@ class PickerApp(App[Choice | None]):
             self.action_resume()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._fill(event.cursor_row)
         self.preview_selected()
+
+    def _fill(self, cursor: int) -> None:
+        """The next batch of rows when ``cursor`` comes near the table's end."""
+        table = self.query_one(SessionTable)
+        have = table.row_count
+        if cursor >= have - 20 and have < len(self.shown):
+            table.add_rows(self._cells(self.rows[i]) for i in self.shown[have:have + BATCH])
 
     def action_move(self, by: int) -> None:
         table = self.query_one(SessionTable)
         if self.shown:
-            table.move_cursor(row=max(0, min(len(self.shown) - 1, table.cursor_row + by)))
+            target = max(0, min(len(self.shown) - 1, table.cursor_row + by))
+            self._fill(target)
+            table.move_cursor(row=min(target, table.row_count - 1))
 
     def action_focus_table(self) -> None:
         self.query_one(SessionTable).focus()
