@@ -13,6 +13,9 @@ Figures (median of runs):
 - ``keystroke``: one character typed into the filter (``pilot.press``: the
   filter, the table rebuilt, the screen rendered), median and worst over the
   characters of a 24-character query, each run;
+- ``no-op key``: the baseline for a keystroke, measured in the same app: a key
+  that changes nothing (Home in the filter), the pilot's and the screen's own
+  cost;
 - ``filter alone``: ``Matcher.filter`` per prefix of that query, against the
   baseline measured in the same run: a plain case-insensitive substring scan
   of the titles (no typo tolerance, no index) over the same sessions.
@@ -71,13 +74,20 @@ def substring_scan(titles: list[str], query: str) -> list[int]:
     return [i for i, t in enumerate(titles) if all(w in t.lower() for w in terms)]
 
 
-async def drive(obj: Context, sessions: list) -> tuple[float, list[float], int]:
-    """First paint, then each character of QUERY typed: (paint s, keystroke s list, rows left)."""
+async def drive(obj: Context, sessions: list) -> tuple[float, list[float], list[float], int]:
+    """First paint, then no-op keys, then each character of QUERY typed:
+    (paint s, keystroke s list, no-op key s list, rows left)."""
     t = time.perf_counter()
     app = PickerApp(picker_rows(sessions, show_project=False), StoreActions(obj, CWD), show_project=False, scope="bench")
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()
         paint = time.perf_counter() - t
+        noops = []
+        for _ in range(5):
+            k = time.perf_counter()
+            await pilot.press("home")
+            await pilot.pause()
+            noops.append(time.perf_counter() - k)
         keys = []
         for ch in QUERY:
             k = time.perf_counter()
@@ -86,7 +96,7 @@ async def drive(obj: Context, sessions: list) -> tuple[float, list[float], int]:
             keys.append(time.perf_counter() - k)
         left = len(app.shown)
         await pilot.press("escape")
-    return paint, keys, left
+    return paint, keys, noops, left
 
 
 def main() -> None:
@@ -111,10 +121,11 @@ def main() -> None:
         finally:
             daemon.terminate()
             daemon.wait(timeout=60)
-        paints, key_medians, key_worst = [], [], []
+        paints, key_medians, key_worst, noop_medians = [], [], [], []
         for _ in range(args.runs):
-            paint, keys, left = asyncio.run(drive(offline, sessions))
+            paint, keys, noops, left = asyncio.run(drive(offline, sessions))
             paints.append(paint)
+            noop_medians.append(statistics.median(noops))
             key_medians.append(statistics.median(keys))
             key_worst.append(max(keys))
         titles = [s.title or "" for s in sessions]
@@ -130,6 +141,7 @@ def main() -> None:
             "first_paint_ms": statistics.median(paints) * 1e3,
             "keystroke_median_ms": statistics.median(key_medians) * 1e3,
             "keystroke_worst_ms": statistics.median(key_worst) * 1e3,
+            "noop_key_ms": statistics.median(noop_medians) * 1e3,
             "filter_per_key_ms": filter_s / len(prefixes) * 1e3,
             "substring_scan_per_key_ms": scan_s / len(prefixes) * 1e3,
             "index_build_ms": index_s * 1e3,

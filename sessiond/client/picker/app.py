@@ -145,7 +145,7 @@ class PickerApp(App[Choice | None]):
     TITLE = "sessiond"
     CSS = """
     #filter { dock: top; }
-    #status { dock: bottom; height: 1; color: $text-muted; }
+    #status { dock: bottom; height: 1; width: 100%; color: $text-muted; }
     #sessions { width: 3fr; }
     #preview-pane { width: 2fr; border-left: solid $primary; padding: 0 1; }
     """
@@ -201,7 +201,7 @@ class PickerApp(App[Choice | None]):
         table.clear()
         table.add_rows(self._cells(self.rows[i]) for i in self.shown[:BATCH])
         what = f"{len(self.shown)} of {len(self.rows)} sessions" if query.strip() else f"{len(self.rows)} sessions"
-        self.query_one("#status", Static).update(Text(f"{what} · {self.scope}"))
+        self.query_one("#status", Static).update(Text(f"{what} · {self.scope}"), layout=False)  # its size is fixed
         if self.shown:
             table.move_cursor(row=0)
             self.preview_selected()
