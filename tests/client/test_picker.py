@@ -247,10 +247,11 @@ def test_without_a_terminal_sessiond_alone_prints_usage_and_exits_2(short_tmp):
     assert pick.returncode == 2 and b"pick needs a terminal" in pick.stderr
 
 
-def test_sessiond_alone_on_a_terminal_opens_the_picker(store):
-    """A real pty: the picker paints the project's sessions and Escape leaves
-    it (exit 0). Escape is sent again until it is read: one sent before the
-    app reads its input is taken for the start of a terminal reply."""
+def in_pty(args: list[str], env: dict, cwd: str, keys: bytes, when: bytes) -> tuple[int, bytes]:
+    """Run the CLI on a real pty (140x30) in ``cwd``; once ``when`` has been
+    painted, type ``keys``, again every 2 s until it exits (keys sent before the
+    app reads its input are taken for the start of a terminal's reply).
+    (exit status, all it wrote)."""
     import fcntl
     import pty
     import select
@@ -260,16 +261,14 @@ def test_sessiond_alone_on_a_terminal_opens_the_picker(store):
     import termios
     import time
 
-    obj, here, ids = store
-    env = {**os.environ, "SESSIOND_ROOT": str(obj.root), "SESSIOND_SOCKET": str(obj.socket), "TERM": "xterm-256color"}
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 140, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli"], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, cwd=here, close_fds=True)
+    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", *args], stdin=slave, stdout=slave,
+                            stderr=slave, env=env, cwd=cwd, close_fds=True)
     os.close(slave)
     out = bytearray()
     deadline = time.monotonic() + 90
-    last_escape = 0.0
+    last = 0.0
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             if select.select([master], [], [], 0.2)[0]:
@@ -277,16 +276,40 @@ def test_sessiond_alone_on_a_terminal_opens_the_picker(store):
                     out += os.read(master, 65536)
                 except OSError:  # EIO: the other side closed
                     break
-            if b"refactoring the parser" in out and time.monotonic() - last_escape > 2:
-                os.write(master, b"\x1b")
-                last_escape = time.monotonic()
-        status = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            if when in out and time.monotonic() - last > 2:
+                os.write(master, keys)
+                last = time.monotonic()
+        while select.select([master], [], [], 0.5)[0]:  # what it wrote after leaving the screen
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        return proc.wait(timeout=max(1.0, deadline - time.monotonic())), bytes(out)
     finally:
         os.close(master)
         if proc.poll() is None:
             proc.kill()
-    assert status == 0, bytes(out[-2000:])
-    assert ids["newest"][:8].encode() in out and b"refactoring the parser" in out
+
+
+def test_sessiond_alone_on_a_terminal_opens_the_picker(store):
+    obj, here, ids = store
+    env = {**os.environ, "SESSIOND_ROOT": str(obj.root), "SESSIOND_SOCKET": str(obj.socket), "TERM": "xterm-256color"}
+    status, out = in_pty([], env, here, b"\x1b", b"refactoring the parser")
+    assert status == 0, out[-2000:]
+    assert ids["newest"][:8].encode() in out
+
+
+def test_pick_print_prints_the_resume_line_of_the_chosen_session(store):
+    """``pick --print``: Enter leaves the picker and prints the command line
+    that resumes the highlighted session (here the one the filter kept)."""
+    obj, here, ids = store
+    env = {**os.environ, "SESSIOND_ROOT": str(obj.root), "SESSIOND_SOCKET": str(obj.socket), "TERM": "xterm-256color"}
+    status, out = in_pty(["pick", "--print"], env, here, b"docs\r", b"refactoring the parser")
+    assert status == 0, out[-2000:]
+    assert f"sessiond resume {ids['oldest']}".encode() in out
 
 
 def test_moving_down_reaches_every_session_past_the_first_batch(short_tmp):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 
 import click
 
@@ -21,16 +21,18 @@ from . import Context, cli
 from .output import echo, home_relative, local_time, printable
 
 
-def activity(session) -> datetime:
-    """When the session was last active: its newest entry's time, else its file's mtime."""
+def activity(session) -> float:
+    """When the session was last active, in seconds: its newest entry's time,
+    else its file's mtime; -inf when neither reads as a time."""
+    from sessiond.store.trash import parse_iso
+
     for iso in (session.lastEntryAt, session.modifiedAt):
         if iso:
             try:
-                when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-            except ValueError:
+                return parse_iso(iso)
+            except (ValueError, OverflowError, OSError):
                 continue
-            return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-    return datetime.min.replace(tzinfo=UTC)
+    return float("-inf")
 
 
 def picker_rows(sessions: list, *, show_project: bool) -> list:
@@ -68,13 +70,13 @@ class StoreActions:
     def rename(self, session, title: str) -> None:
         from .lifecycle_cmds import rename_session
 
-        rename_session(self.obj, session.sessionId, title, session.cwd or self.cwd)
+        rename_session(self.obj, session.sessionId, title, self.cwd)
 
     def trash(self, session) -> str | None:
         from .lifecycle_cmds import trash_sessions
 
         refusals: list[str] = []
-        trash_sessions(self.obj, [session.sessionId], session.cwd or self.cwd,
+        trash_sessions(self.obj, [session.sessionId], self.cwd,
                        on_refused=lambda sid, why: refusals.append(why))
         return refusals[0] if refusals else None
 
