@@ -335,3 +335,16 @@ def test_moving_down_reaches_every_session_past_the_first_batch(short_tmp):
     assert seen["filled"] == BATCH + 30
     oldest = [sid for i, sid in enumerate(ids) if 1 + i % 28 == 1]
     assert seen["last"] in oldest
+
+
+def test_no_command_but_pick_imports_textual():
+    """Every command module imported (what ``--help`` and completion do)
+    leaves Textual unimported: only running ``pick`` pays for it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, click; from sessiond.client.cli.group import cli; ctx = click.Context(cli); "
+            "[cli.get_command(ctx, n) for n in cli.list_commands(ctx)]; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'sessiond') and 'picker' in m or m == 'textual'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout
+    assert out == b"[]\n"
