@@ -348,3 +348,13 @@ def test_no_command_but_pick_imports_textual():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'sessiond') and 'picker' in m or m == 'textual'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60).stdout
     assert out == b"[]\n"
+
+
+def test_a_project_without_sessions_opens_on_every_project(store, short_tmp):
+    obj, here, ids = store
+    empty = short_tmp / "empty"
+    empty.mkdir()
+    env = {**os.environ, "SESSIOND_ROOT": str(obj.root), "SESSIOND_SOCKET": str(obj.socket), "TERM": "xterm-256color"}
+    status, out = in_pty(["pick", "--print"], env, str(empty), b"elsewhere\r", b"refactoring the parser")
+    assert status == 0, out[-2000:]
+    assert f"sessiond resume {ids['other']}".encode() in out

@@ -86,7 +86,12 @@ def open_picker(obj: Context, cwd: str | None, all_projects: bool, print_only: b
     from .session_list import find_sessions
 
     sessions = find_sessions(obj, cwd, all_projects)
-    scope = "every project" if all_projects else f"project {home_relative(os.path.abspath(cwd) if cwd else os.getcwd())} (--all: every project)"
+    here = home_relative(os.path.abspath(cwd) if cwd else os.getcwd())
+    scope = "every project" if all_projects else f"project {here} (--all: every project)"
+    if not sessions and not all_projects:  # nothing here: every project's, saying so, rather than an empty list
+        all_projects = True
+        sessions = find_sessions(obj, None, True)
+        scope = f"every project (none in {here})"
     from ..picker.app import PickerApp
 
     app = PickerApp(picker_rows(sessions, show_project=all_projects), StoreActions(obj, cwd), show_project=all_projects,
@@ -116,9 +121,9 @@ def open_picker(obj: Context, cwd: str | None, all_projects: bool, print_only: b
 def pick(obj: Context, cwd: str | None, all_projects: bool, print_only: bool) -> None:
     """Pick a session interactively: type to filter, Enter resumes it in Claude Code.
 
-    The project's sessions (--all: every project's), newest activity first,
-    filtered as you type by title (typos forgiven) and id prefix, the
-    highlighted one's conversation beside them. On the list (Tab): Enter
+    The project's sessions (--all, or when it has none: every project's),
+    newest activity first, filtered as you type by title (typos forgiven)
+    and id prefix, the highlighted one's conversation beside them. On the list (Tab): Enter
     resume, s show, r rename, d move to the trash (asks first), q or Escape
     quit. Needs a terminal; `sessiond` alone on a terminal opens it too."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
