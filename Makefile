@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/append_load.py --clients 1,16 --levels durable,direct-durable --chart "" --out bench/results/append_durable.json
 	$(BIN)/python bench/resume_parse.py --sizes 10,100,1000 --runs 3
 	$(BIN)/python bench/listing.py
+	$(BIN)/python bench/picker.py --runs 5
 	$(BIN)/python bench/agentsdk_store.py
 	$(BIN)/python bench/agentsdk_store.py --batching turn --out bench/results/agentsdk_store_turn.json
 	$(BIN)/python bench/lifecycle.py

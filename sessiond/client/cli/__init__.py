@@ -38,6 +38,7 @@ COMMAND_MODULES = {
     "search": "search_cmds", "reindex": "search_cmds",
     "secrets": "secrets_cmds",
     "usage": "usage_cmds",
+    "pick": "pick_cmds",
 }
 """Which module of this package defines each command: a run imports only the
 one its command needs (``--help`` and completion import them all). A module

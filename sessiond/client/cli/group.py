@@ -84,7 +84,7 @@ class CLI(click.Group):
             ctx.exit(failed)
 
 
-@click.group(cls=CLI, help=DESCRIPTION, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CLI, help=DESCRIPTION, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--root", type=click.Path(path_type=Path), envvar="SESSIOND_ROOT", help=GLOBAL_OPTION_HELP["--root"])
 @click.option("--socket", "socket_path", type=click.Path(path_type=Path), envvar="SESSIOND_SOCKET", help=GLOBAL_OPTION_HELP["--socket"])
 @click.option("--no-autostart", is_flag=True, envvar="SESSIOND_NO_AUTOSTART", help=GLOBAL_OPTION_HELP["--no-autostart"])
@@ -94,3 +94,11 @@ class CLI(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, root: Path | None, socket_path: Path | None, no_autostart: bool, timeout: float | None) -> None:
     ctx.obj = Context.from_options(root, socket_path, no_autostart, timeout)
+    if ctx.invoked_subcommand is None:  # `sessiond` alone: the picker on a terminal, else the usage (exit 2)
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            pick = cli.get_command(ctx, "pick")
+            assert pick is not None
+            ctx.invoke(pick)
+            return
+        echo(ctx.get_help(), err=True)
+        ctx.exit(2)

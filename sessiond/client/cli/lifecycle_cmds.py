@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -18,6 +19,7 @@ import msgspec
 
 from sessiond.store.locations import default_root
 from sessiond.wire.errors import SessiondError
+from sessiond.wire.records import TrashEntry
 
 from . import Context, cli
 from .completion import complete_session, complete_trashed
@@ -53,10 +55,30 @@ def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as
     A session being written right now, by a sessiond client or by a process
     outside sessiond (Claude Code: the file open for writing), is refused
     without --force."""
+    ids = [resolved_id(obj, sid) for sid in sessions]  # canonical: lower case, no braces; prefixes and paths expanded
+
+    def failed(sid: str, why: str) -> None:
+        echo(f"sessiond: {sid}: {why}", err=True)
+
+    moved = trash_sessions(obj, ids, cwd, force, on_trashed=None if as_json else lambda e: echo(f"trashed {_entry_line(e)}"),
+                           on_refused=failed)
+    if as_json:
+        echo_json(moved)
+    if len(moved) < len(ids):
+        raise SystemExit(1)
+
+
+def trash_sessions(obj: Context, ids: list[str], cwd: str | None, force: bool = False, *,
+                   on_trashed: Callable[[TrashEntry], object] | None = None,
+                   on_refused: Callable[[str, str], object] | None = None) -> list[TrashEntry]:
+    """Move the sessions (canonical ids) into the trash: what ``rm`` and the
+    picker's trash key do. Each is found before any moves (not_found for one
+    that is not there); a live one (a client, or Claude Code holding the file
+    open for writing) is refused unless ``force``, saying why through
+    ``on_refused(id, why)``. Returns the entries trashed."""
     from sessiond.store.writers import live_writer
 
-    ids = [resolved_id(obj, sid) for sid in sessions]  # canonical: lower case, no braces; prefixes and paths expanded
-    moved, failed = [], 0
+    moved: list[TrashEntry] = []
     with _ops(obj) as ops:
         if ops.client is not None:  # what was just acknowledged may not have its file yet
             for sid in ids:
@@ -65,23 +87,20 @@ def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as
         for sid, loc in locs:
             writer = None if force else live_writer(str(loc.path))
             if writer is not None:  # Claude Code itself, writing it outside sessiond's clients
-                echo(f"sessiond: {sid}: live: pid {writer['pid']} holds it open for writing (Claude Code?); "
-                     "--force trashes it anyway", err=True)
-                failed += 1
+                if on_refused is not None:
+                    on_refused(sid, f"live: pid {writer['pid']} holds it open for writing (Claude Code?); "
+                               "--force trashes it anyway")
                 continue
             try:
                 entry = ops.trash(sid, Path(loc.path), force=force)
             except SessiondError as exc:
-                echo(f"sessiond: {sid}: {exc}", err=True)
-                failed += 1
+                if on_refused is not None:
+                    on_refused(sid, str(exc))
                 continue
             moved.append(entry)
-            if not as_json:
-                echo(f"trashed {_entry_line(entry)}")
-    if as_json:
-        echo_json(moved)
-    if failed:
-        raise SystemExit(1)
+            if on_trashed is not None:
+                on_trashed(entry)
+    return moved
 
 
 @cli.group(invoke_without_command=True)
@@ -259,12 +278,21 @@ def du(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None
              + (f"  {clip(s.project, 40)}" if all_projects else ""))
 
 
-def _set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> str:
-    """Append ``entry`` to the session's transcript; its path."""
+def set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> str:
+    """Append the metadata ``entry`` to the session's transcript, through the
+    daemon when one serves the root, else to the file: what ``rename`` and
+    ``tag`` (and the picker's rename) write. Its path."""
     loc = _find(obj, session, cwd)
     with _ops(obj) as ops:
         ops.set_metadata(session, Path(loc.path), loc.cwd or where(cwd), msgspec.json.encode(entry))
     return loc.path
+
+
+def rename_session(obj: Context, session: str, title: str, cwd: str | None = None) -> str:
+    """Give the session (a canonical id) the title ``title`` (not blank: the
+    caller refuses that): a ``custom-title`` entry, which every listing's title
+    (``title_of``) puts first. What ``rename`` and the picker's rename do. The path written."""
+    return set_metadata(obj, session, cwd, {"type": "custom-title", "customTitle": title, "sessionId": session})
 
 
 def _metadata_command(name: str, value: str, kind: str, field: str, help_text: str, said) -> None:
@@ -279,9 +307,12 @@ def _metadata_command(name: str, value: str, kind: str, field: str, help_text: s
     def command(obj: Context, session: str, cwd: str | None, as_json: bool, **args: str) -> None:
         text = args[value]
         session = resolved_id(obj, session)
-        if kind == "custom-title" and not text.strip():
-            raise click.UsageError("the title is empty")
-        path = _set_metadata(obj, session, cwd, {"type": kind, field: text, "sessionId": session})
+        if kind == "custom-title":
+            if not text.strip():
+                raise click.UsageError("the title is empty")
+            path = rename_session(obj, session, text, cwd)
+        else:
+            path = set_metadata(obj, session, cwd, {"type": kind, field: text, "sessionId": session})
         if as_json:
             echo_json({"session": session, "path": path, field: text or None})
         else:

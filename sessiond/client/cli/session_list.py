@@ -41,6 +41,25 @@ def _mark_outside_writers(sessions: list) -> None:
 def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
                   as_json: bool) -> None:
     """Print one page of sessions (``limit`` after the ``offset`` newest)."""
+    sessions = find_sessions(obj, cwd, all_projects, worktrees, limit, offset)
+    if as_json:
+        echo_json(sessions)
+        return
+    if not sessions:
+        echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}"), err=True)
+        return
+    # The terminal's width (or COLUMNS); piped into another program (no COLUMNS),
+    # rows are whole: no title, branch or project is cut.
+    for row in session_table(sessions, show_project=all_projects, width=terminal_columns(UNLIMITED)):
+        echo(row)
+
+
+def find_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool = False,
+                  limit: int | None = None, offset: int = 0) -> list:
+    """One page of sessions (``SessionInfo``, newest first), live ones marked:
+    the project's (``cwd``, default the current directory) or every project's.
+    From a running daemon's catalog, else read from the files (with progress
+    on a terminal); what ``list`` prints and the picker shows."""
     from sessiond.store import project_dirs
     from sessiond.store.paths import check_cwd, project_dir
 
@@ -71,16 +90,7 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
         if progress is not None:
             progress.finish()
     _mark_outside_writers(sessions)
-    if as_json:
-        echo_json(sessions)
-        return
-    if not sessions:
-        echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}"), err=True)
-        return
-    # The terminal's width (or COLUMNS); piped into another program (no COLUMNS),
-    # rows are whole: no title, branch or project is cut.
-    for row in session_table(sessions, show_project=all_projects, width=terminal_columns(UNLIMITED)):
-        echo(row)
+    return sessions
 
 
 UNLIMITED = 1 << 20
