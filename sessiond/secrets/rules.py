@@ -202,7 +202,7 @@ since the engine stops at every occurrence of a pattern's first character and
 
 NAME_GATES: tuple[re.Pattern[bytes], ...] = tuple(re.compile(p + _SEP) for p in (
     rb"k(?:ey|(?<=tok)en)", rb"cret(?<=secret)", rb"w(?:(?<=passw)(?:or)?d|(?<=pw)d)", rb"dential(?<=credential)s?",
-    rb"th(?<=auth)"))
+    rb"uth(?<=auth)"))
 """``NAMES`` the same way, over the lowercased text: ``key`` and ``token`` in one pass from their ``k``."""
 
 
