@@ -190,13 +190,14 @@ _SEP = rb"[\s\"'\\]{0,4}(?:[:=]|=>)"
 
 GATES: tuple[re.Pattern[bytes], ...] = tuple(re.compile(p) for p in (
     rb"A(?:KIA|SIA|BIA|CCA|3T|Iza)", rb"SK[0-9a-fA-F]{32}", rb"J(?<=eyJ)",
-    rb"-(?:----BEGIN(?<=-----BEGIN)|AgE(?<=pypi-AgE)|(?<=sk-)|(?<=xapp-)|(?<=xox[abposr]-)"
-    rb"|(?<=gl(?:pat|ptt|cbt|oas|imt)-)|(?<=gl(?:dt|rt|ft)-)|(?<=glsoat-)|(?<=glagent-))",
+    rb"-(?:----BEGIN|AgE(?<=pypi-AgE)|(?<=[kpabosrt]-)(?:(?<=sk-)|(?<=xapp-)|(?<=xox[abposr]-)"
+    rb"|(?<=gl(?:pat|ptt|cbt|oas|imt)-)|(?<=gl(?:dt|rt|ft)-)|(?<=glsoat-)|(?<=glagent-)))",
     rb"_(?:(?<=gh[pousr]_)|(?<=npm_)|(?<=github_pat_)|(?:live|test)_(?<=k_(?:live|test)_))",
     rb"hooks\.slack\.com", rb"://[^\s/?#@\"'<>\\]+:[^\s/?#@\"'<>\\]+@"))
 """``ANCHORS`` regrouped for a yes/no answer in fewer passes: each pattern
 starts with the rarest character of what it looks for (``eyJ`` is found from
-its ``J``, a key prefix from its ``-`` or ``_``, the rest checked behind it),
+its ``J``, a key prefix from its ``-`` or ``_``, the rest checked behind it:
+first the one letter before a ``-`` that any of them can end with),
 since the engine stops at every occurrence of a pattern's first character and
 ``e``, ``s`` or ``g`` are everywhere. Matches where an anchor does, and only there."""
 
