@@ -27,7 +27,7 @@ from typing import Any, Final
 import msgspec
 
 from sessiond.secrets import redact_text, redact_value
-from sessiond.secrets.rules import SECRET_KEY, maybe_secret
+from sessiond.secrets.rules import maybe_secret, secret_name
 from sessiond.store.entries import readable_copy
 from sessiond.store.prompts import classify_text
 from sessiond.wire.hit import (  # noqa: F401  (the roles are named there)
@@ -144,7 +144,7 @@ def _raw_text(raw: msgspec.Raw | None, budget: int) -> str:
         return ""
     if isinstance(value, list):  # tool_result content: text blocks; images skipped
         value = [b.get("text") for b in value if isinstance(b, dict) and b.get("type") == "text"]
-    if isinstance(value, dict) and any(SECRET_KEY.search(k) for k in value):
+    if isinstance(value, dict) and any(map(secret_name, value)):
         value = redact_value(value)[0]  # a tool input's ``"api_key": "..."``: the name and the value apart
     parts: list[str] = []
     strings_of(value, parts, budget + MARGIN)

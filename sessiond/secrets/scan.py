@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from .rules import RULES, SECRET_KEY, hit_positions, maybe_secret, strong_value
+from .rules import RULES, hit_positions, maybe_secret, secret_name, strong_value
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -175,7 +175,7 @@ def _encode(text: str) -> bytes:
 def _named_value(value: str, key: str | None) -> list[Finding]:
     """A whole string value that is a secret by its key's name (``"apiKey": "..."``)
     and passes the assignments' entropy gate."""
-    if key and len(value) <= 512 and SECRET_KEY.search(key) and strong_value(value):
+    if key and len(value) <= 512 and secret_name(key) and strong_value(value):
         return [Finding("secret-assignment", fingerprint(value), 0, len(value))]
     return []
 
@@ -202,7 +202,7 @@ def _strings_to_read(line: bytes) -> Iterator[tuple[re.Match[bytes], str | None]
             key = _key(m.group())
             continue
         i = bisect.bisect_left(hits, m.start())
-        if _protected(key) or not (i < len(hits) and hits[i] < m.end()) and not (key and SECRET_KEY.search(key)):
+        if _protected(key) or not (i < len(hits) and hits[i] < m.end()) and not (key and secret_name(key)):
             continue
         yield m, key
 

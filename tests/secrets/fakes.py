@@ -164,3 +164,49 @@ def entry(text: str, how: str) -> dict:
 
 
 CARRIERS = ("tool_result", "tool_result_blocks", "nested_json", "tool_use", "prompt")
+
+
+CONTEXTUAL = {"aws-secret-access-key", "secret-assignment"}
+"""Kinds a value is only known by from its name: found as the generic
+``secret-assignment`` where the name it carries is another (``api_key=``)."""
+
+ALSO = {"aws-secret-access-key": {"secret-assignment"}, "secret-assignment": set(),
+        "google-service-account-key": {"private-key"}}
+"""Another kind a fake may be found as where its embedding hides what it is:
+an AWS secret under another name (``api_key=``), a service account's key in
+JSON escaped three times (still a private key)."""
+
+NAMELESS = {"prose", "curl"}
+"""Embeddings that give a value no name: a contextual kind cannot be found there (entropy alone is no rule)."""
+
+
+def chunks(value: str) -> list[str]:
+    """The pieces of a secret that must not survive a redaction (each line of a PEM)."""
+    return [line for line in value.splitlines() if len(line) >= 8]
+
+
+def cases(seeds: int = 3) -> Iterator[tuple[Fake, str, str, str]]:
+    """(fake, how, carrier, text): every fake of ``seeds`` seeds in every embedding
+    that can name it, in every carrier: the generated set recall is measured on."""
+    for seed in range(seeds):
+        for fake in fakes(seed):
+            for how, text in embeddings(fake):
+                if fake.kind in CONTEXTUAL and how in NAMELESS:
+                    continue
+                for carrier in CARRIERS:
+                    yield fake, how, carrier, text
+
+
+def miss(fake: Fake, how: str, carrier: str, text: str) -> str | None:
+    """Why ``redact_line`` fails on one case (not found as its kind, or a piece of
+    it left in the redacted line), or None when it is recalled."""
+    from sessiond.secrets import redact_line
+
+    line = json.dumps(entry(text, carrier), separators=(",", ":")).encode()
+    new, found = redact_line(line)
+    kinds = {f.kind for f in found}
+    expected = {fake.kind, *ALSO.get(fake.kind, ())}
+    left = [c for c in chunks(fake.value) if c in new.decode()]
+    if kinds & expected and not left:
+        return None
+    return f"{fake.kind} in {how} via {carrier}: found {sorted(kinds)}, left {len(left)} piece(s)"

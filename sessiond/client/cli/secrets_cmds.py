@@ -16,10 +16,26 @@ from .completion import complete_session
 from .output import Progress, count, echo, echo_json
 
 
-def _scan(files: list, progress: Progress):
+class EngineNotInstalled(click.ClickException):
+    """``--engine kingfisher`` without the wheel: exit 2, since 1 says secrets were found."""
+
+    exit_code = 2
+
+
+def _scan(files: list, progress: Progress, engine: str = "builtin"):
     """(findings, files, bytes, seconds) over ``files`` (``search.files.Transcript``s),
-    read through the same prefilter and rules as everything else."""
+    read through the same prefilter and rules as everything else (and
+    Kingfisher's catalog too with ``engine="kingfisher"``)."""
     from sessiond.secrets import scan_line
+
+    if engine == "kingfisher":
+        from sessiond.secrets.kingfisher import EngineMissing, scan_line_extra
+
+        try:
+            scan_line_extra(b"{}")  # loads the wheel and compiles its rules once, before any file
+        except EngineMissing as e:
+            raise EngineNotInstalled(str(e)) from None
+        scan_line = scan_line_extra
 
     progress.update(0, len(files))
     found = []
@@ -49,9 +65,12 @@ def _scan(files: list, progress: Progress):
 @click.option("--all", "all_projects", is_flag=True, help="Every project.")
 @click.option("--redact", is_flag=True,
               help="Replace the session's transcripts by redacted copies; the originals go to the trash.")
+@click.option("--engine", type=click.Choice(["builtin", "kingfisher"]), default="builtin", show_default=True,
+              help="kingfisher: also Kingfisher's rule catalog, offline (the optional extra secrets-extra).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: the findings and the scan's size and speed.")
 @click.pass_obj
-def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bool, redact: bool, as_json: bool) -> None:
+def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bool, redact: bool, engine: str,
+            as_json: bool) -> None:
     """Where the transcripts hold secrets: session, line, kind and fingerprint,
     never the value (the project's sessions, or --all, or one session, or any
     transcript file by its PATH).
@@ -59,7 +78,12 @@ def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bo
     --redact ID rewrites that session's transcripts with every secret replaced
     by [REDACTED:<kind>:<fingerprint>] (ids and signatures untouched, so it
     still resumes). Never in place: the originals stay in the trash until it is
-    emptied. A live session is refused. Exit 1 when secrets are listed."""
+    emptied. A live session is refused. Exit 1 when secrets are listed.
+
+    --engine kingfisher lists what Kingfisher's few hundred rules find too
+    (kinds kingfisher:<rule>), never validating a key; it needs
+    pip install 'sessiond[secrets-extra]' (exit 2 without it). --redact uses
+    the built-in rules."""
     from sessiond.search.files import transcripts
 
     root = obj.root or default_root()
@@ -68,6 +92,8 @@ def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bo
             raise click.UsageError("--redact needs the session: sessiond secrets --redact ID")
         if all_projects:
             raise click.UsageError("--redact takes one session, not --all")
+        if engine != "builtin":
+            raise click.UsageError("--redact uses the built-in rules: list with --engine kingfisher, then redact")
         _redact(obj, root, session, cwd, as_json)
         return
     if session is not None:
@@ -83,13 +109,13 @@ def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bo
             chosen = [Transcript(str(path), path.parent.name, path.name.removesuffix(".jsonl"), None, path.stat())]
         else:
             chosen = [t for t in transcripts(root, [where[0]]) if t.session == where[1]]
-        found, files, size, seconds = _scan(chosen, Progress(0, "scanning transcripts"))
+        found, files, size, seconds = _scan(chosen, Progress(0, "scanning transcripts"), engine)
     else:
         from .locate import project_scope
 
         dirs = project_scope(root, cwd, all_projects)
         projects = None if dirs is None else [d.name for d in dirs]
-        found, files, size, seconds = _scan(list(transcripts(root, projects)), Progress(0, "scanning transcripts"))
+        found, files, size, seconds = _scan(list(transcripts(root, projects)), Progress(0, "scanning transcripts"), engine)
     speed = size / seconds / 1e6 if seconds > 0 else 0.0
     if as_json:
         for f in found:
