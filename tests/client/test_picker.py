@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -358,3 +360,32 @@ def test_a_project_without_sessions_opens_on_every_project(store, short_tmp):
     status, out = in_pty(["pick", "--print"], env, str(empty), b"elsewhere\r", b"refactoring the parser")
     assert status == 0, out[-2000:]
     assert f"sessiond resume {ids['other']}".encode() in out
+
+
+def test_a_session_another_process_writes_is_marked_live(store):
+    """A session a process of this user holds open for writing (Claude Code
+    writing it right now) is marked live with that process's pid, as ``list`` does."""
+    obj, here, ids = store
+    path = main_path(obj.store_root(), here, ids["middle"])
+    with subprocess.Popen([sys.executable, "-c", "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND); "
+                           "print('held', flush=True); sys.stdin.read()", str(path)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+            seen = {}
+
+            async def look(pilot):
+                seen["titles"] = dict(zip(shown_ids(pilot.app), table_column(pilot.app, "title")))
+                await pilot.press("down")
+                await pilot.app.workers.wait_for_complete()
+                await pilot.pause()
+                seen["preview"] = preview_text(pilot.app)
+
+            run(picker(obj, here), look)
+        finally:
+            holder.kill()
+            holder.wait(timeout=10)
+    titles = seen["titles"]
+    assert titles[ids["middle"]] == "● fix the flaky socket test"
+    assert not titles[ids["newest"]].startswith("●") and not titles[ids["oldest"]].startswith("●")
+    assert f"live: pid {holder.pid} writes this session right now" in seen["preview"]

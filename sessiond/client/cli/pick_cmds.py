@@ -47,7 +47,8 @@ def picker_rows(sessions: list, *, show_project: bool) -> list:
     return [Row(session=s, title=printable(" ".join((s.title or UNTITLED).split())), short_id=s.sessionId[:8],
                 project=printable(home_relative(s.cwd)) if show_project and s.cwd else ("?" if show_project else ""),
                 last=local_time(s.lastEntryAt or s.modifiedAt, today),
-                messages="-" if s.messageCount is None else str(s.messageCount))
+                messages="-" if s.messageCount is None else str(s.messageCount),
+                live=f"pid {s.live['pid']}" if s.live and s.live.get("pid") else ("live" if s.live else ""))
             for s in ordered]
 
 

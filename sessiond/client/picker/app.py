@@ -27,6 +27,8 @@ PREVIEW_LINES = 400
 """The preview shows the conversation's last this many lines (``s`` shows all)."""
 
 BATCH = 200
+LIVE_MARK = "● "
+"""Before the title of a session written right now (``Row.live`` says by whom)."""
 """Rows put into the table at a time: the first batch of what the filter keeps,
 the next when the cursor comes near the end. A table of 10,000 rows costs
 seconds to fill; a keystroke must not."""
@@ -56,6 +58,9 @@ class Row:
     project: str
     last: str
     messages: str
+    live: str = ""
+    """Who writes the session right now (a client holding its lease, or another
+    process holding the file open for writing: ``pid N``), empty when nobody does."""
 
 
 @dataclass(frozen=True)
@@ -211,8 +216,11 @@ class PickerApp(App[Choice | None]):
 
     def _cells(self, row: Row) -> list[Text]:
         cells = [row.title, row.short_id] + ([row.project] if self.show_project else []) + [row.last, row.messages]
-        return [Text(c, no_wrap=True, overflow="ellipsis", justify="right" if i == len(cells) - 1 else "left")
-                for i, c in enumerate(cells)]
+        out = [Text(c, no_wrap=True, overflow="ellipsis", justify="right" if i == len(cells) - 1 else "left")
+               for i, c in enumerate(cells)]
+        if row.live:  # written right now: a marker before the title (the status line says by whom)
+            out[0] = Text.assemble((LIVE_MARK, "bold green"), out[0], no_wrap=True, overflow="ellipsis")
+        return out
 
     def selected(self) -> Row | None:
         """The highlighted row, if any."""
@@ -260,7 +268,8 @@ class PickerApp(App[Choice | None]):
         if row is None or row.session.sessionId == self._previewed:
             return
         self._previewed = row.session.sessionId
-        self.query_one("#preview", Static).update(Text(f"{row.title}\n\nloading…"))
+        who = f"live: {row.live}\n" if row.live else ""
+        self.query_one("#preview", Static).update(Text(f"{row.title}\n{who}\nloading…"))
         self._load_preview(row)
 
     @work(thread=True, exclusive=True, group="preview")
@@ -275,6 +284,9 @@ class PickerApp(App[Choice | None]):
         self.call_from_thread(self._show_preview, row.session.sessionId, text)
 
     def _show_preview(self, session_id: str, text: str) -> None:
+        row = self.selected()
+        if row is not None and row.live and row.session.sessionId == session_id:
+            text = f"live: {row.live} writes this session right now\n\n{text}"
         if session_id == self._previewed:
             self.query_one("#preview", Static).update(Text(text))
             self.query_one("#preview-pane", VerticalScroll).scroll_home(animate=False)
