@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from sessiond.client import AsyncClient
+from sessiond.store.locations import LOG_NAME
 from sessiond.wire.errors import DaemonUnavailable
 from tests.helpers import assistant, main_path, read_entries, user
 
@@ -97,6 +98,31 @@ async def test_with_no_daemon_append_writes_the_files_directly(short_tmp):
     assert len(read_entries(path)) == 3
     assert read_entries(path.with_suffix("") / "subagents" / "agent-ag1.jsonl") == [side]
     assert not sock.exists()
+
+
+async def test_when_no_daemon_can_run_an_autostarting_client_writes_the_files_directly(daemon_factory, monkeypatch):
+    """Autostart on, and every daemon it starts exits at once (its configuration
+    is refused): the appends and the close are written directly all the same,
+    and the daemon that can run later dedups against them."""
+    d = daemon_factory()  # not started: its root and socket only
+    monkeypatch.setenv("SESSIOND_FLUSH_INTERVAL_MS", "never")  # a daemon started from here exits 2 on it
+    sid = str(uuid.uuid4())
+    entries = [user("hello"), assistant("offline")]
+    async with AsyncClient(d.socket, root=d.root, timeout=20, reconnect_timeout=0.3) as c:
+        assert c.autostart
+        r = await c.append(sid, CWD, entries, durability="written")
+        assert (r.accepted, r.duplicates) == (2, 0)
+        assert await c.close_session(sid) is not None  # the fallback's result
+    assert "SESSIOND_FLUSH_INTERVAL_MS" in (d.socket.parent / LOG_NAME).read_text()  # a daemon was started, and refused
+    assert not d.socket.exists()
+    assert read_entries(main_path(d.root, CWD, sid)) == entries
+    monkeypatch.delenv("SESSIOND_FLUSH_INTERVAL_MS")
+    d.start()
+    later = user("online")
+    async with AsyncClient(d.socket, root=d.root, autostart=False) as c:
+        r = await c.append(sid, CWD, [*entries, later], durability="written")
+        assert (r.accepted, r.duplicates) == (1, 2)
+    assert read_entries(main_path(d.root, CWD, sid)) == [*entries, later]
 
 
 async def test_the_async_client_autostarts_a_daemon_and_again_after_a_kill(daemon_factory):
