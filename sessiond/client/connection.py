@@ -12,7 +12,6 @@ answers are): ``sessiond-hook`` runs on it without building every message.
 from __future__ import annotations
 
 import _socket  # the C socket type itself: ``socket.py`` only wraps it in enums and
-import itertools
 import os
 
 # ``makefile``, and building those enums was 5 ms of a 60 ms ``sessiond status``
@@ -34,17 +33,21 @@ from sessiond.wire.errors import (
     VersionMismatch,
     WrongRoot,
 )
-from sessiond.wire.frames import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, FrameBuffer
-from sessiond.wire.framing import decode_response, encode
+from sessiond.wire.frames import DEFAULT_MAX_FRAME
+
+from .core import Call, Channel, Sleep
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (sessiond-hook never does)
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-    from typing import Any
+    from collections.abc import Generator, Iterable
+    from typing import Any, TypeVar
 
     from sessiond.wire import messages as m
 
+    from .core import Connect
     from .session import Session
+
+    T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -131,13 +134,12 @@ class Client(Endpoint):
     def __init__(self, socket_path: Path | str | None = None, **kw: Any) -> None:
         super().__init__(socket_path, **kw)
         self._sock: _socket.socket | None = None
-        self._frames = FrameBuffer()
+        self.channel = Channel()
+        """Ids, frames and answers of the wire (the sans-IO core, ``core.py``)."""
         self.handles: dict[str, int] = {}
         """Open ``Session`` handles per session id. The daemon attaches a session
         to the connection, not to a handle: only the last handle's close may
         send ``Close`` (see ``Session.close``)."""
-        self._ids = itertools.count(1)
-        self._early: dict[int, m.Response] = {}
 
     # ----------------------------------------------------------------- connection
 
@@ -159,8 +161,8 @@ class Client(Endpoint):
         except OSError as exc:
             raise DaemonUnavailable(f"cannot reach the daemon on {self.socket_path}: {exc}") from None
         self._sock = sock
-        self._frames = FrameBuffer()
-        welcome = self.call(core.Hello(id=0, protocol_version=PROTOCOL_VERSION, client=self.name, pid=os.getpid()))
+        self.channel.opened()
+        welcome = self.call(self.channel.hello(self.name, os.getpid()))
         assert isinstance(welcome, core.Welcome)
         try:
             self.welcomed(welcome)
@@ -203,29 +205,38 @@ class Client(Endpoint):
     # ------------------------------------------------------------------- messages
 
     def next_id(self) -> int:
-        return next(self._ids)
+        return self.channel.next_id()
 
     def send(self, req: m.Request) -> None:
         if self._sock is None:
             self.connect()
         try:
-            self._sock.sendall(encode(req))  # type: ignore[union-attr]  # connected: callers connect first
+            self._sock.sendall(self.channel.encode(req))  # type: ignore[union-attr]  # connected: callers connect first
         except OSError as exc:
             self.close()
             raise DaemonUnavailable(f"lost the daemon while sending: {exc}") from None
 
     def receive(self, rid: int) -> m.Response:
-        """The response to request ``rid`` (answers to others are kept for later)."""
-        early = self._early
-        while rid not in early:
-            for body in self._read_bodies():
-                resp = decode_response(body)
-                if resp.id == 0 and isinstance(resp, core.Error):
-                    return resp  # a connection-level refusal answers everything
-                early[resp.id] = resp
-        return early.pop(rid)
+        """The response to request ``rid`` (answers to others are kept for later;
+        a connection-level refusal answers everything)."""
+        channel = self.channel
+        while (resp := channel.answer(rid)) is None:
+            for answer in self.read_answers():
+                channel.file(answer)
+        return resp
 
-    def _read_bodies(self) -> list[bytes | memoryview]:
+    def read_answers(self) -> list[m.Response]:
+        """The answers completed by the next bytes from the daemon, not filed
+        (``DaemonUnavailable``, the socket closed, when none come within the
+        timeout or it went away; ``ProtocolError``, closed too, for a bad stream)."""
+        data = self._receive_data()
+        try:
+            return self.channel.decode(data)
+        except ProtocolError:
+            self.close()
+            raise
+
+    def _receive_data(self) -> bytes:
         assert self._sock is not None
         try:
             data = self._sock.recv(1 << 20)
@@ -238,15 +249,33 @@ class Client(Endpoint):
         if not data:
             self.close()
             raise DaemonUnavailable("the daemon closed the connection")
-        try:
-            return self._frames.feed(data)
-        except ProtocolError:
-            self.close()
-            raise
+        return data
 
     def call(self, req: m.Request) -> m.Response:
         self.send(req)
         return raise_for(self.receive(req.id))
+
+    def drive(self, steps: Generator[Connect | Call | Sleep, Any, T]) -> T:
+        """Run one of the core's state machines (``core.deliver``) on this
+        socket: connect, call and sleep as it says, and throw what failed back
+        in for it to decide (retry, give up, or raise)."""
+        answer: Any = None
+        failed: Exception | None = None
+        while True:
+            try:
+                op = steps.send(answer) if failed is None else steps.throw(failed)
+            except StopIteration as done:
+                return done.value
+            answer = failed = None
+            try:
+                if isinstance(op, Call):
+                    answer = self.call(op.request)
+                elif isinstance(op, Sleep):
+                    time.sleep(op.seconds)
+                elif self._sock is None:
+                    self.connect()
+            except Exception as exc:  # noqa: BLE001 (thrown into the state machine, which re-raises what it does not handle)
+                failed = exc
 
     def pipeline(self, reqs: Iterable[m.Request], window: int = 32) -> list[m.Response]:
         """Send requests keeping up to ``window`` in flight; answers in order.

@@ -15,6 +15,7 @@ daemon; a daemon starting meanwhile waits for it.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -24,10 +25,18 @@ from sessiond.store import paths
 from sessiond.store.appendfile import append_unlocked, file_lock, tail_lines
 from sessiond.store.entries import MATERIALIZING_TYPES, decode_header, try_header
 from sessiond.store.jsonl import scan_uuids
+from sessiond.store.locations import daemon_holds_lock, default_root
 from sessiond.store.rootlock import direct_writer
 from sessiond.store.safeopen import StoreRoot
 from sessiond.store.spoolfile import CLIENT_SPOOL_BYTES, read_spool, spool_path
 from sessiond.store.trash import trashed_ids
+from sessiond.wire.errors import SessiondError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .core import Outbox
+
+log = logging.getLogger("sessiond.client")
 
 
 class FallbackResult(msgspec.Struct):
@@ -44,6 +53,44 @@ class FallbackResult(msgspec.Struct):
     trashed: int = 0
     """Entries of a session that is in the trash: refused as the daemon refuses
     them, so an rm is never undone by a late writer recreating the file."""
+
+
+def write_outbox(outbox: Outbox, root: Path | None, socket: Path) -> FallbackResult:
+    """Write what ``outbox`` holds (not known written) directly into its files,
+    when no daemon can be reached on ``socket``: what both clients do when the
+    daemon is gone. A daemon that holds the socket's lock but does not answer
+    is never written beside (its queue could be reordered): the entries stay in
+    the outbox and count as ``undelivered``. The caller runs this off any event
+    loop (it reads and writes files)."""
+    count = sum(len(b.lines) for b in outbox.unconfirmed + outbox.unsent)
+    try:
+        alive = daemon_holds_lock(socket)
+    except PermissionError as exc:
+        # Not our directory or lock: no daemon of ours can run there, so
+        # nobody else writes these files; say so loudly and write them here.
+        log.error("sessiond: %s; no daemon can serve there: writing %d entries of session %s directly",
+                  exc, count, outbox.session)
+        alive = False
+    if alive:
+        log.error("sessiond is alive but did not answer within the timeout: %d entries of session %s NOT DELIVERED "
+                  "(writing beside a stalled daemon could reorder its file)", count, outbox.session)
+        return FallbackResult(undelivered=count)
+    beyond = sorted({name for b in outbox.unconfirmed + outbox.unsent for name in b.fields})
+    if beyond:
+        log.error("sessiond is unreachable and the direct write does not implement %s: %d entries of session %s "
+                  "NOT DELIVERED", ", ".join(beyond), count, outbox.session)
+        return FallbackResult(undelivered=count)
+    result = FallbackResult()
+    for cwd, agent, run, lines in outbox.take_for_fallback():
+        try:
+            part = direct_append(root or default_root(), cwd, outbox.session, lines, agent=agent, run=run, resend=True)
+        except (OSError, SessiondError) as exc:  # a refused path (a FIFO, a symlink out of the root), a failing disk
+            log.error("sessiond is unreachable and writing directly failed (%s): %d entries of session %s NOT DELIVERED",
+                      exc, len(lines), outbox.session)
+            part = FallbackResult(undelivered=len(lines))
+        for field in FallbackResult.__struct_fields__:
+            setattr(result, field, getattr(result, field) + getattr(part, field))
+    return result
 
 
 def direct_append(

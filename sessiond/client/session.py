@@ -11,9 +11,7 @@ writes whatever it could not deliver directly into the file (the fallback of SPE
 from __future__ import annotations
 
 import atexit
-import logging
 import os
-import time
 import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
@@ -21,43 +19,20 @@ from typing import Any
 import msgspec
 
 from sessiond import __version__
-from sessiond.store.entries import decode_header
-from sessiond.store.locations import daemon_holds_lock, default_root
 from sessiond.store.paths import check_session_id
-from sessiond.store.recording import chain_messages
 from sessiond.store.reencode import encode_entry
 from sessiond.wire import messages as m
-from sessiond.wire.errors import DaemonUnavailable, LeaseLost, SessionBusy, SessiondError, UnsafeSocketDir
+from sessiond.wire.errors import DaemonUnavailable, LeaseLost
 from sessiond.wire.lease import LeaseHolder
 
-from .batching import request_overhead, split
 from .connection import Client
+from .core import Backoff, Outbox, confirming, deliver
 from .envelope import Clock, stamp
-from .fallback import FallbackResult, direct_append
+from .fallback import FallbackResult, write_outbox
 
 _json = msgspec.json.Encoder()
-log = logging.getLogger("sessiond.client")
 
-
-MAX_UNCONFIRMED_BYTES = 16 * 1024 * 1024
-"""Above this many bytes acknowledged only as ``queued``, the session asks for a
-flush, which confirms them: what a session keeps for resending stays bounded."""
-
-
-class _Batch:
-    """One request's entries, kept until known written."""
-
-    __slots__ = ("is_record", "lines", "parent", "sent", "durability", "response", "size")
-
-    def __init__(self, is_record: bool, lines: list[bytes], durability: m.Durability | None) -> None:
-        self.is_record = is_record
-        self.lines = lines
-        self.parent: str | None = None
-        """Record: the hint it was first sent with (a resend chains the same way)."""
-        self.sent = False
-        self.durability = durability
-        self.response: m.Appended | None = None
-        self.size = sum(len(x) for x in lines)
+__all__ = ["Session"]
 
 
 class Session:
@@ -88,26 +63,45 @@ class Session:
         """The envelope's ``version`` for messages that lack one: the agent's own."""
         self.clock = Clock()
         self.durability = durability
-        self.hint: str | None = None
-        self.accepted = 0
-        self.duplicates = 0
-        self.pending = 0
-        """Entries held before the session's first message (``Appended.pending``
-        of the last answer): no file yet, and none if it closes without one."""
         self.reconnect_timeout = reconnect_timeout
-        self._unsent: list[_Batch] = []  # not yet acknowledged at all
-        self._unconfirmed: list[_Batch] = []  # acknowledged ``queued``, not known written
-        self._unconfirmed_bytes = 0
-        self._lost = False
+        self.outbox = Outbox(self.id, m)
+        """What was sent and is not known written, and what the daemon said
+        back (the sans-IO core, ``core.py``; this class drives it)."""
         self.closed = False
         self.lease = lease
         """Every request claims (or keeps) the session's lease (SPEC 7): while
         another client holds it, chain entries raise ``SessionBusy``. False for
         tools that only add metadata or import files."""
-        self.lease_lost: LeaseLost | None = None
+        client.handles[self.id] = client.handles.get(self.id, 0) + 1
+
+    @property
+    def hint(self) -> str | None:
+        """The chain's last uuid: what the next record hangs off."""
+        return self.outbox.hint
+
+    @hint.setter
+    def hint(self, value: str | None) -> None:
+        self.outbox.hint = value
+
+    @property
+    def accepted(self) -> int:
+        return self.outbox.accepted
+
+    @property
+    def duplicates(self) -> int:
+        return self.outbox.duplicates
+
+    @property
+    def pending(self) -> int:
+        """Entries held before the session's first message (``Appended.pending``
+        of the last answer): no file yet, and none if it closes without one."""
+        return self.outbox.pending
+
+    @property
+    def lease_lost(self) -> LeaseLost | None:
         """Set once the session was taken over from this client: its chain
         entries are refused from then on, here before they are even sent."""
-        client.handles[self.id] = client.handles.get(self.id, 0) + 1
+        return self.outbox.lease_lost
 
     # ------------------------------------------------------------------- writing
 
@@ -120,19 +114,15 @@ class Session:
         it. ``take_over`` moves the lease here on purpose: once this returns,
         everything the old holder had acknowledged is in the file, ready to be
         loaded, and the old holder's further chain entries are refused."""
-        resp = self._deliver(lambda: self.client.call(
-            m.Open(id=self.client.next_id(), session=self.id, cwd=self.cwd, lease=True, take_over=take_over)))
-        self.lease_lost = None
-        return resp.holder
+        resp = self._deliver(lambda rid: m.Open(id=rid, session=self.id, cwd=self.cwd, lease=True, take_over=take_over))
+        self.outbox.lease_lost = None
+        return resp.holder  # type: ignore[union-attr]  # the answer to an Open: Opened
 
     def record(self, messages: list[dict[str, Any]], durability: m.Durability | None = None) -> str | None:
         """Record the new tail of the conversation; returns the chain's last uuid."""
         if self.lease_lost is not None:
             raise LeaseLost(str(self.lease_lost), holder=self.lease_lost.holder)
-        lines = [self.encode(msg) for msg in messages]
-        resp = self._send(True, lines, durability)
-        if resp is not None:
-            self.hint = resp.last or self.hint
+        self._send(True, [self.encode(msg) for msg in messages], durability)
         return self.hint
 
     def append(self, entry: dict[str, Any] | bytes, durability: m.Durability | None = None) -> m.Appended | None:
@@ -164,116 +154,31 @@ class Session:
         )
 
     def flush(self, durable: bool = False) -> None:
-        self._deliver(lambda: self.client.flush(self.id, durable=durable))
-        self._unconfirmed.clear()
+        self.client.drive(confirming(self.outbox, self.client.channel, Backoff(self.reconnect_timeout),
+                                     lambda rid: m.Flush(id=rid, session=self.id, durable=durable)))
 
     # ------------------------------------------------------------------ delivery
     #
-    # Every batch is kept until the daemon has acknowledged it as WRITTEN: a
-    # ``queued`` ack only means a daemon holds it in memory, and a daemon can be
-    # SIGKILLed. When the daemon goes away, the session reconnects (with backoff,
-    # autostarting one if the client may) and resends every batch not known to be
-    # written, in order, with ``resend=True``. Entries with a uuid are deduped by
-    # the daemon; an entry WITHOUT a uuid is dropped on resend only if a
-    # byte-identical line is already near the end of its file (the lost daemon
-    # wrote it) — so nothing acknowledged is lost and nothing is written twice.
-    # A ``written``/``durable`` ack or a flush confirms every earlier batch of the
-    # session (its file is written in order).
-
-    def _request(self, batch: _Batch, durability: m.Durability | None, resend: bool) -> m.Append | m.Record:
-        rid = self.client.next_id()
-        level = durability or batch.durability or self.durability
-        if batch.is_record:
-            return m.Record(id=rid, session=self.id, cwd=self.cwd, messages=batch.lines, parent=batch.parent,
-                            durability=level, agent=self.agent, run=self.run, resend=resend, lease=self.lease)
-        return m.Append(id=rid, session=self.id, cwd=self.cwd, entries=batch.lines, durability=level,
-                        agent=self.agent, run=self.run, resend=resend, lease=self.lease)
+    # What to send, resend after a reconnect, and when to give up is the core's
+    # (``core.deliver``); this class only runs it on the blocking client.
 
     def _send(self, is_record: bool, lines: list[bytes], durability: m.Durability | None) -> m.Appended | None:
         """Queue ``lines`` as one request, or several when one frame cannot hold
         them all; an entry no frame can hold raises ``EntryTooLarge`` and
-        nothing of the call is queued."""
-        overhead = request_overhead(self._request(_Batch(is_record, [], durability), None, False))
-        batches = [_Batch(is_record, part, durability) for part in split(lines, overhead, self.client.max_frame_bytes)]
-        self._unsent += batches
+        nothing of the call is queued. None when the daemon stays away: kept,
+        resent by the next call, or written by ``close()``."""
+        batches = self.outbox.batches(is_record, lines, self.client.max_frame_bytes, cwd=self.cwd,
+                                      durability=durability or self.durability, agent=self.agent, run=self.run,
+                                      lease=self.lease)
+        self.outbox.add(batches)
         try:
-            self._deliver(lambda: None)
+            self._deliver()
         except DaemonUnavailable:
-            return None  # kept in _unsent: resent by the next call, or written by close()
-        if len(batches) == 1:
-            return batches[0].response
-        responses = [b.response for b in batches if b.response is not None]
-        return m.Appended(id=responses[-1].id, accepted=sum(r.accepted for r in responses),
-                          duplicates=sum(r.duplicates for r in responses), last=responses[-1].last)
+            return None
+        return self.outbox.merge([b.response for b in batches if b.response is not None])
 
-    def _deliver(self, then: Callable[[], Any]) -> Any:
-        """Send what is unsent (after a reconnect: resend what is unconfirmed
-        first), then run ``then``; retry with backoff while the daemon is away."""
-        deadline = time.monotonic() + self.reconnect_timeout
-        delay = 0.05
-        while True:
-            try:
-                if self._lost:
-                    self.client.close()
-                    self.client.connect()
-                    self._unsent[:0] = self._unconfirmed
-                    self._unconfirmed = []
-                    resend = len(self._unsent)
-                    self._lost = False
-                else:
-                    resend = 0
-                while self._unsent:
-                    batch = self._unsent[0]
-                    if not batch.sent:
-                        batch.parent, batch.sent = self.hint, True
-                    try:
-                        resp = self.client.call(self._request(batch, None, resend > 0))
-                    except SessionBusy as exc:
-                        self._refused(exc)
-                        raise
-                    resend -= 1
-                    assert isinstance(resp, m.Appended)
-                    self._count(resp)
-                    batch.response = resp
-                    if batch.is_record:
-                        self.hint = resp.last or self.hint
-                    self._unsent.pop(0)
-                    if (batch.durability or self.durability) == "queued":
-                        self._unconfirmed.append(batch)
-                        self._unconfirmed_bytes += batch.size
-                    else:
-                        self._unconfirmed.clear()
-                        self._unconfirmed_bytes = 0
-                result = then()
-                if self._unconfirmed_bytes > MAX_UNCONFIRMED_BYTES:
-                    self.client.flush(self.id)
-                    self._unconfirmed.clear()
-                    self._unconfirmed_bytes = 0
-                return result
-            except UnsafeSocketDir:
-                self._lost = True
-                raise  # waiting does not make the directory ours
-            except DaemonUnavailable:
-                self._lost = True
-                if time.monotonic() + delay > deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-
-    def _refused(self, exc: SessionBusy) -> None:
-        """The first unsent batch was refused for the lease: it is never to be
-        written (not resent, not by the fallback). After a take-over, what was
-        acknowledged before it is in the file already (the take-over wrote it)."""
-        self._unsent.pop(0)
-        if isinstance(exc, LeaseLost):
-            self.lease_lost = exc
-            self._unconfirmed.clear()
-            self._unconfirmed_bytes = 0
-
-    def _count(self, resp: m.Appended) -> None:
-        self.accepted += resp.accepted
-        self.duplicates += resp.duplicates
-        self.pending = resp.pending
+    def _deliver(self, then: Callable[[int], m.Request] | None = None) -> m.Response | None:
+        return self.client.drive(deliver(self.outbox, self.client.channel, Backoff(self.reconnect_timeout), then))
 
     # ------------------------------------------------------------------- closing
 
@@ -297,53 +202,18 @@ class Session:
         self.client.timeout = self.reconnect_timeout = timeout
         try:
             if left > 0:
-                self._deliver(lambda: self.client.flush(self.id))
+                self.flush()
             else:
-                self._deliver(lambda: self.client.call(m.Close(id=self.client.next_id(), session=self.id)))
+                self.client.drive(confirming(self.outbox, self.client.channel, Backoff(timeout),
+                                             lambda rid: m.Close(id=rid, session=self.id)))
             return None
         except DaemonUnavailable:
-            return self._fallback()
+            return write_outbox(self.outbox, self.client.root, self.client.socket_path)
         finally:
             self.client.timeout, self.reconnect_timeout = old
 
     def close_at_exit(self) -> None:
         atexit.register(self.close)
-
-    def _fallback(self) -> FallbackResult:
-        pending = self._unconfirmed + self._unsent
-        count = sum(len(b.lines) for b in pending)
-        try:
-            alive = daemon_holds_lock(self.client.socket_path)
-        except PermissionError as exc:
-            # Not our directory or lock: no daemon of ours can run there, so
-            # nobody else writes these files; say so loudly and write them here.
-            log.error("sessiond: %s; no daemon can serve there: writing %d entries of session %s directly",
-                      exc, count, self.id)
-            alive = False
-        if alive:
-            log.error("sessiond is alive but did not answer within the timeout: %d entries of session %s NOT DELIVERED "
-                      "(writing beside a stalled daemon could reorder its file)", count, self.id)
-            return FallbackResult(undelivered=count)
-        lines: list[bytes] = []
-        parent = None
-        cursor = None
-        for batch in pending:
-            if batch.is_record:
-                start = batch.parent if batch.parent is not None else parent
-                chained = chain_messages([(decode_header(b), b) for b in batch.lines], lambda _u: False, start, cursor)
-                lines.extend(line for _, line in chained.lines)
-                parent, cursor = chained.last, chained.cursor
-            else:
-                lines.extend(batch.lines)
-        self._unsent.clear()
-        self._unconfirmed.clear()
-        root = self.client.root or default_root()
-        try:
-            return direct_append(root, self.cwd, self.id, lines, agent=self.agent, run=self.run, resend=True)
-        except (OSError, SessiondError) as exc:  # a refused path (a FIFO, a symlink out of the root), a failing disk
-            log.error("sessiond is unreachable and writing directly failed (%s): %d entries of session %s NOT DELIVERED",
-                      exc, count, self.id)
-            return FallbackResult(undelivered=count)
 
     def __enter__(self) -> Session:
         return self

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 
 from sessiond.wire import messages as m
 from sessiond.wire.errors import DaemonUnavailable
-from sessiond.wire.framing import decode_response
 
 from .connection import Client, raise_for
 
@@ -34,12 +33,11 @@ def subscribe(client: Client, req: m.Subscribe) -> Iterator[m.Subscribed | m.Ent
                 yield resp  # type: ignore[misc]  # the answers to a Subscribe
                 if isinstance(resp, m.Unsubscribed):
                     return
-            for body in client._read_bodies():
-                resp = decode_response(body)
+            for resp in client.read_answers():
                 if resp.id == req.id or (resp.id == 0 and isinstance(resp, m.Error)):
                     ready.append(resp)
                 else:
-                    client._early[resp.id] = resp
+                    client.channel.file(resp)
     finally:
         if client._sock is not None:
             client._sock.settimeout(client.timeout)

@@ -116,3 +116,23 @@ for i in range(40):
     entries = read_entries(main_path(daemon.root, CWD, sid))  # every line parses
     contents = sorted(e["message"]["content"][:3].rstrip("x") for e in entries[1:])
     assert contents == sorted([f"F{i}" for i in range(40)] + [f"D{i}" for i in range(40)])
+
+
+def test_the_fallback_never_writes_entries_sent_with_fields_it_does_not_implement(short_tmp):
+    """A field of a newer protocol (say, a project named directly) changes where
+    or how the daemon writes: the direct write, which knows only today's rules,
+    leaves such entries undelivered rather than write them elsewhere."""
+    from sessiond.client.core import Batch, Outbox
+    from sessiond.client.fallback import write_outbox
+    from sessiond.wire import messages as m
+
+    sid = str(uuid.uuid4())
+    outbox = Outbox(sid, m)
+    outbox.add([Batch(False, [line(user("x"))], CWD, "queued", None, None, False, fields={"project": "-elsewhere"})])
+    (short_tmp / "run").mkdir(mode=0o700)
+    res = write_outbox(outbox, short_tmp / "root", short_tmp / "run" / "s.sock")
+    assert (res.undelivered, res.written) == (1, 0)
+    assert not (short_tmp / "root").exists() and not outbox.empty
+    plain = Outbox(sid, m)
+    plain.add(plain.batches(False, [line(user("y"))], 1 << 20, cwd=CWD, durability="queued"))
+    assert write_outbox(plain, short_tmp / "root", short_tmp / "run" / "s.sock").written == 1

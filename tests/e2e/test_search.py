@@ -36,6 +36,16 @@ def search(d, *args: str) -> list[dict]:
     return json.loads(d.cli("search", *args, "--json").stdout)
 
 
+def answered_from_the_index(d, query: str) -> bool:
+    """Whether a search of ``query`` is answered from an index caught up with
+    every write (the indexer runs at SCHED_IDLE: beside a busy test run it may
+    not have made the index within the 5 s a search waits, and the answer
+    then scans the files)."""
+    with d.client() as c:
+        r = c.call(m.Search(id=c.next_id(), query=query, all=True))
+    return r.caughtUp and r.scanned is None
+
+
 def test_a_written_entry_is_found_at_once_with_every_field(sd):
     sid = str(uuid.uuid4())
     u = str(uuid.uuid4())
@@ -161,10 +171,13 @@ def test_what_changed_while_no_daemon_ran_is_indexed_at_start(fresh_config, daem
     assert [h["sessionId"] for h in search(d, "gazelle", "--cwd", CWD)] == [sid]
 
 
+@pytest.mark.timeout(180)
 def test_without_a_daemon_the_index_is_read_and_without_one_the_files_are_scanned(fresh_config, daemon_factory):
     d = daemon_factory().start()
     sid = str(uuid.uuid4())
     write(d, sid, user("offline search for the word heliotrope"), assistant("heliotrope is a colour"))
+    # what is compared below is the index's answer, read by the daemon and then by the CLI alone
+    wait_until(lambda: answered_from_the_index(d, "heliotrope"), "the indexer to catch up", timeout=120, every=0.5)
     online = search(d, "heliotrope", "--cwd", CWD)
     assert d.stop() == 0
     index = d.root / ".sessiond-search.sqlite3"

@@ -27,7 +27,7 @@ def test_held_entries_survive_a_daemon_sigkill(daemon_factory):
         s.set_tag("kept-tag")
         s.set_mode("coordinator")
         s.append(attachment, durability="durable")
-        assert not s._unconfirmed and not s._unsent  # acknowledged as written: the client let go of them
+        assert s.outbox.empty  # acknowledged as written: the client let go of them
         assert spool_path(d.root, sid).exists()
         d.kill()
     assert not main_path(d.root, CWD, sid).exists()

@@ -57,7 +57,7 @@ def test_session_splits_a_batch_over_the_cap_and_refuses_an_entry_that_cannot_fi
         with pytest.raises(EntryTooLarge) as err:
             s.append(user("z" * CAP))
         assert f"{CAP:,}" in str(err.value)
-        assert not s._unsent and s.accepted == 6  # nothing of the refused call is kept for resending
+        assert not s.outbox.unsent and s.accepted == 6  # nothing of the refused call is kept for resending
         s.flush()
         s.close()
     stored = read_entries(main_path(small_cap.root, CWD, sid))

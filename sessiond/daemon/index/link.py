@@ -340,8 +340,17 @@ class IndexLink:
 
     def damaged(self, identity: Identity, reason: str) -> None:
         """A search found the index file ``identity`` unusable: the indexer
-        rebuilds it if it still writes that file, and says so (``State``)."""
-        if (self.identity is not None and identity != self.identity) or self.state not in ("ok", "starting"):
+        rebuilds it if it still writes that file, and says so (``State``).
+
+        Only a file the indexer has said it writes (``State``: ``identity``)
+        is reported: before that, the file a search read may be the one the
+        indexer is making (SQLite's header is there before its tables, so a
+        read says "no such table"), and reporting it had a good new index set
+        aside and built again, searches scanning the files meanwhile. A file
+        damaged before the indexer starts is its own to find: it checks the
+        file when it opens it, and the first search after it says which file
+        it writes reports what that check missed."""
+        if self.identity is None or identity != self.identity or self.state != "ok":
             return
         log.warning("search index %s: %s; asking the indexer to rebuild it", self.index, reason)
         self._send(Damaged(dev=identity[0], ino=identity[1], reason=reason))
