@@ -46,6 +46,7 @@ def old_claude(tmp_path_factory) -> Path:
 def sessiond_titles(base: Path) -> list[tuple[str, str]]:
     """``(session, title)`` as ``sessiond list --json`` gives them, newest
     first, on the config dir the picker read (the store root is that dir)."""
+    (base / "sd").mkdir(mode=0o700)
     d = DaemonProc(base / "sd")
     d.root = base / "config"
     d.start()

@@ -62,7 +62,7 @@ def test_inline_sidechain_prompts_count_as_the_picker_counts_them(tmp_path):
     assert info.first_prompt == "Explore the repo and report"
     only_command = lite_of(tmp_path, [
         user_msg(SID, "<command-message>go is running…</command-message>\n<command-name>/go</command-name>\n<command-args>fast</command-args>")])
-    assert only_command.title == "/go"  # by its name alone, as the picker shows it
+    assert only_command.title == "/go fast"  # as typed, as the picker shows it
     first_side = lite_of(tmp_path, [user_msg(SID, "Explore the repo", side=True), user_msg(SID, "a main prompt")])
     assert first_side.state == "sidechain"
     snapshot_first = lite_of(tmp_path, [
@@ -129,7 +129,7 @@ def test_cut_tool_result_or_meta_line_is_no_prompt(tmp_path):
         user_msg(SID, "<command-name>/model</command-name><command-args>opus</command-args>"),
         user_msg(SID, [{"type": "tool_result", "tool_use_id": "t", "content": big}]),
         *filler(2)])
-    assert info.first_prompt == "/model"
+    assert info.first_prompt == "/model opus"
     info = lite_of(tmp_path, [user_msg(SID, big, isMeta=True), *filler(2)])
     assert info.first_prompt is None and info.state == "session"
 
