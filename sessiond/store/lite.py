@@ -125,7 +125,7 @@ def title_of(custom_title: str | None, ai_title: str | None, last_prompt: str | 
     picker's (its lite listing, 2.1.3xx, and the Agent SDK's ``list_sessions``,
     which ports it): the custom title, else the AI title, else the tail's
     ``last-prompt`` entry (what the user was most recently doing), else the
-    tail's ``summary``, else the first prompt (a slash command by its name when
+    tail's ``summary``, else the first prompt (a slash command as typed when
     nothing else was typed), else "Image"/"Document" for a session that began
     with an attachment. Claude Code reads ``lastPrompt`` before ``summary``;
     the two meet only in a session resumed across versions (summaries are
