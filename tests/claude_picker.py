@@ -111,9 +111,13 @@ SIZE = re.compile(r"· ([\d.]+(?: bytes|KB|MB|GB))\s*$")
 """A row's second line ends with the file size: "3 seconds ago · main · 1.9KB"."""
 
 
+MARKS = "❯↑↓ "
+"""What the picker puts before a title: the cursor, and the arrows saying more rows are above or below."""
+
+
 def rows(screen: str) -> list[Row]:
     """The session rows of a captured picker, top to bottom: each title is
-    the last non-blank line above a line ending in the size."""
+    the last non-blank line above a line ending in the size, less its marks."""
     lines = screen.splitlines()
     found = []
     for i, text in enumerate(lines):
@@ -121,7 +125,7 @@ def rows(screen: str) -> list[Row]:
         if m is None or " ago" not in text and "just now" not in text:
             continue
         above = next(t for t in reversed(lines[:i]) if t.strip())
-        found.append(Row(above.strip().removeprefix("❯").strip(), m.group(1)))
+        found.append(Row(above.strip().lstrip(MARKS).strip(), m.group(1)))
     return found
 
 
@@ -143,10 +147,10 @@ def shows(shown: str, title: str) -> bool:
 
 class Picker:
     """``claude --resume`` running in a private tmux server (its own socket
-    name, killed on ``close``), a wide and tall window so titles are cut late
-    and every row fits."""
+    name, killed on ``close``), a wide window so titles are cut late, of a
+    common terminal's height, so that reading every row takes paging down."""
 
-    def __init__(self, claude: Path, work: Path, config: Path, home: Path, width: int = 240, height: int = 80) -> None:
+    def __init__(self, claude: Path, work: Path, config: Path, home: Path, width: int = 240, height: int = 24) -> None:
         tmux = shutil.which("tmux")
         assert tmux is not None, "tmux is not installed (.ci/run installs it)"
         self.tmux = [tmux, "-L", f"sd-picker-{os.getpid()}-{uuid.uuid4().hex[:8]}", "-f", "/dev/null"]

@@ -43,9 +43,9 @@ def old_claude(tmp_path_factory) -> Path:
     return found[0]
 
 
-def sessiond_titles(base: Path) -> list[tuple[str, str]]:
-    """``(session, title)`` as ``sessiond list --json`` gives them, newest
-    first, on the config dir the picker read (the store root is that dir)."""
+def sessiond_titles(base: Path) -> list[dict]:
+    """``sessiond list --json``'s sessions, newest first, on the config dir
+    the picker read (the store root is that dir)."""
     (base / "sd").mkdir(mode=0o700)
     d = DaemonProc(base / "sd")
     d.root = base / "config"
@@ -54,10 +54,10 @@ def sessiond_titles(base: Path) -> list[tuple[str, str]]:
         out = d.cli("list", "--cwd", str((base / "work").resolve()), "--json", timeout=60).stdout
     finally:
         d.stop()
-    return [(s["sessionId"], s["title"]) for s in json.loads(out)]
+    return json.loads(out)
 
 
-def picker_and_sessiond(claude: Path) -> tuple[dict[str, str], list[tuple[str, str]], str]:
+def picker_and_sessiond(claude: Path) -> tuple[dict[str, str], list[dict], str]:
     with short_dir() as base:
         shown, screen = picker_titles(claude, base)
         return shown, sessiond_titles(base), screen
@@ -69,9 +69,14 @@ def test_sessiond_titles_are_what_the_newest_picker_shows():
     shown, listed, screen = picker_and_sessiond(NEW)
     by_session = {c.session: c for c in CASES}
     assert {c.session for c in CASES if c.picker_lists} == set(shown), screen
-    assert {c.session for c in CASES if c.sessiond_lists} == {sid for sid, _ in listed}
-    for sid, title in listed:
-        assert shows(shown[sid], title), (by_session[sid].rule, shown[sid], title, screen)
+    assert {c.session for c in CASES if c.sessiond_lists} == {s["sessionId"] for s in listed}
+    for s in listed:
+        sid = s["sessionId"]
+        assert shows(shown[sid], s["title"]), (by_session[sid].rule, shown[sid], s["title"], screen)
+    # Its rows are in the order of their last message (not of file mtime, as `sessiond list`'s are).
+    by_last = sorted(listed, key=lambda s: s["lastEntryAt"], reverse=True)
+    assert [s["sessionId"] for s in by_last] == [sid for sid in shown if sid in {s["sessionId"] for s in listed}]
+    assert [s["sessionId"] for s in listed] != [s["sessionId"] for s in by_last]  # the files' mtimes say otherwise
 
 
 @pytest.mark.timeout(400)
@@ -85,7 +90,8 @@ def test_the_older_picker_differs_only_where_the_readme_says(old_claude):
     assert f"Claude Code {OLD_RELEASE}" in readme and "show the same titles" in readme
     # 2.1.197 lists the sessions by file mtime, newest first, as sessiond does.
     assert list(old) == [c.session for c in CASES if c.picker_lists], old_screen
-    assert [sid for sid, _ in listed] == [sid for sid in old if sid in dict(listed)]
+    ours = [s["sessionId"] for s in listed]
+    assert ours == [sid for sid in old if sid in ours]
     assert "by the time of their last message" in readme  # the newer picker's order, which differs
 
 
