@@ -48,15 +48,24 @@ class Case:
     rule: str
     picker_lists: bool = True  # whether Claude Code's picker shows it
     sessiond_lists: bool = True  # whether ``sessiond list`` shows it
+    summary_from: str | None = None  # a corpus file whose summary lines are appended (no file has both kinds)
 
     @property
     def session(self) -> str:
         """The file's name in the project dir (a stable uuid: Entire copies are all ``full.jsonl``)."""
         return str(uuid.uuid5(uuid.NAMESPACE_URL, self.corpus))
 
+    def content(self) -> bytes:
+        """The bytes placed: the corpus file's, and ``summary_from``'s summary lines after them."""
+        data = (CORPUS / self.corpus).read_bytes()
+        if self.summary_from is not None:
+            lines = (CORPUS / self.summary_from).read_bytes().splitlines(keepends=True)
+            data += b"".join(line for line in lines if line.startswith(b'{"type":"summary"'))
+        return data
+
     @property
     def size(self) -> int:
-        return (CORPUS / self.corpus).stat().st_size
+        return len(self.content())
 
 
 CASES = (
@@ -65,6 +74,11 @@ CASES = (
     Case("daaain__claude-code-log__ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl", "last-prompt, not the first prompt"),
     Case("kfischer-okarin__scripts-and-tools__b3edadab-bca0-4054-9b41-f7ffa6941260.jsonl", "summary, not the first prompt"),
     Case("daaain__claude-code-log__3680252d-d4e3-4416-bddd-8f5b5b4fdb7f.jsonl", "summary over a /model first prompt"),
+    # A 2.1 session (last-prompt) given a 2.0 summary, as one resumed across versions would hold both.
+    Case("entireio__external-agents__24-44cdc4a359-0-full.jsonl", "last-prompt and a summary",
+         summary_from="kfischer-okarin__scripts-and-tools__b3edadab-bca0-4054-9b41-f7ffa6941260.jsonl"),
+    Case("daaain__claude-code-log__fe869ecb-c176-478f-9734-7e4b8ef12cff.jsonl",
+         "summaries only in the head, beyond the tail window"),
     Case("daaain__claude-code-log__03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl", "first prompt only"),
     Case("d-kimuson__claude-code-viewer__1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl", "built-in /init first prompt"),
     Case("dagster-io__erk__8425536d-8181-4524-9ea2-c2148a31dcb0.jsonl", "custom slash command with args first"),
@@ -84,7 +98,7 @@ def layout(config: Path, work: Path, cases: tuple[Case, ...] = CASES) -> Path:
     now = time.time()
     for i, case in enumerate(cases):
         dest = project / f"{case.session}.jsonl"
-        shutil.copyfile(CORPUS / case.corpus, dest)
+        dest.write_bytes(case.content())
         os.utime(dest, (now - 3600 * (i + 1), now - 3600 * (i + 1)))
     state = {"hasCompletedOnboarding": True, "theme": "dark", "numStartups": 3,
              "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},

@@ -2,8 +2,10 @@
 real picker of two releases (2.1.197 from the npm registry, the 2.1.3xx
 bundled in the Agent SDK's wheel), run offline in tmux on one config dir laid
 out from corpus transcripts (``tests/claude_picker.py``: a custom title, an AI
-title, a ``last-prompt``, summaries, a plain first prompt, ``/init``, a
-custom slash command with arguments, a subagent file, a summary-only file),
+title, a ``last-prompt``, summaries, one 2.1 file given a 2.0 summary so it
+holds both, summaries beyond the tail window, a plain first prompt,
+``/init``, a custom slash command with arguments, a subagent file under a
+session's name, a summary-only file),
 read off the captured pane, against ``sessiond list --json`` on the same dir.
 
 The newer picker decides: every session sessiond lists carries the title it
@@ -88,6 +90,7 @@ def test_the_older_picker_differs_only_where_the_readme_says(old_claude):
     assert differs == OLD_DIFFERS, old_screen
     readme = " ".join(README.read_text().split())
     assert f"Claude Code {OLD_RELEASE}" in readme and "show the same titles" in readme
+    assert "Both pickers put the summary before `last-prompt`" in readme
     # 2.1.197 lists the sessions by file mtime, newest first, as sessiond does.
     assert list(old) == [c.session for c in CASES if c.picker_lists], old_screen
     ours = [s["sessionId"] for s in listed]

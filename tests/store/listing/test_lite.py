@@ -171,15 +171,15 @@ def test_last_occurrence_of_each_tail_field_wins(tmp_path):
 @pytest.mark.parametrize("kept, title", [
     (("custom-title", "ai-title", "last-prompt", "summary"), "custom"),
     (("ai-title", "last-prompt", "summary"), "ai"),
-    (("last-prompt", "summary"), "later"),
+    (("last-prompt", "summary"), "sum"),
     (("summary",), "sum"),
     (("last-prompt",), "later"),
     ((), "the prompt"),
 ])
 def test_title_precedence(tmp_path, kept, title):
-    """Claude Code's picker's order (its 2.1.3xx lite listing, the Agent SDK's
-    list_sessions): custom title, AI title, the tail's last prompt, the tail's
-    summary, the first prompt."""
+    """Claude Code's picker's order as it shows titles (2.1.197 and 2.1.337,
+    tests/e2e/test_claude_picker.py): custom title, AI title, the tail's
+    summary, the tail's last prompt, the first prompt."""
     all_meta = {"custom-title": meta("custom-title", "customTitle", "custom", SID),
                 "ai-title": meta("ai-title", "aiTitle", "ai", SID),
                 "last-prompt": meta("last-prompt", "lastPrompt", "later", SID),
