@@ -160,14 +160,16 @@ def shows(shown: str, title: str) -> bool:
 
 
 class Picker:
-    """``claude --resume`` running in a private tmux server (its own socket
-    name, killed on ``close``), a wide window so titles are cut late, of a
-    common terminal's height, so that reading every row takes paging down."""
+    """``claude --resume`` running in a private tmux server (its socket at
+    ``socket``, the server killed on ``close``), a wide window so titles are
+    cut late, of a common terminal's height, so that reading every row takes
+    paging down."""
 
-    def __init__(self, claude: Path, work: Path, config: Path, home: Path, width: int = 240, height: int = 24) -> None:
+    def __init__(self, claude: Path, work: Path, config: Path, home: Path, socket: Path, width: int = 240,
+                 height: int = 24) -> None:
         tmux = shutil.which("tmux")
         assert tmux is not None, "tmux is not installed (.ci/run installs it)"
-        self.tmux = [tmux, "-L", f"sd-picker-{os.getpid()}-{uuid.uuid4().hex[:8]}", "-f", "/dev/null"]
+        self.tmux = [tmux, "-S", str(socket), "-f", "/dev/null"]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TERM": "xterm-256color",
                "LANG": "C.UTF-8", "CLAUDE_CONFIG_DIR": str(config), **OFFLINE}
         command = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
@@ -225,7 +227,7 @@ def picker_titles(claude: Path, base: Path, cases: tuple[Case, ...] = CASES) -> 
         d.mkdir(parents=True)
     work = work.resolve()
     layout(config, work, cases)
-    picker = Picker(claude, work, config, home)
+    picker = Picker(claude, work, config, home, base / "tmux")
     try:
         found, screen = picker.all_rows(sum(c.picker_lists for c in cases))
     finally:
