@@ -121,16 +121,18 @@ class LiteInfo(msgspec.Struct, kw_only=True):
 
 def title_of(custom_title: str | None, ai_title: str | None, last_prompt: str | None, summary: str | None,
              first_prompt: str | None, first_media: str | None = None) -> str | None:
-    """The one order every place that names a session uses: Claude Code's
-    picker's (its lite listing, 2.1.3xx, and the Agent SDK's ``list_sessions``,
-    which ports it): the custom title, else the AI title, else the tail's
-    ``last-prompt`` entry (what the user was most recently doing), else the
-    tail's ``summary``, else the first prompt (a slash command by its name when
-    nothing else was typed), else "Image"/"Document" for a session that began
-    with an attachment. Claude Code reads ``lastPrompt`` before ``summary``;
-    the two meet only in a session resumed across versions (summaries are
-    1.x/2.0's, ``last-prompt`` 2.1's)."""
-    return custom_title or ai_title or last_prompt or summary or first_prompt or first_media or None
+    """The one order every place that names a session uses: the title Claude
+    Code's ``--resume`` picker shows (2.1.197 and 2.1.337 read off a terminal,
+    ``tests/e2e/test_claude_picker.py``): the custom title, else the AI title,
+    else the tail's ``summary``, else the tail's ``last-prompt`` entry (what
+    the user was most recently doing), else the first prompt (a slash command
+    as typed when nothing else was typed), else "Image"/"Document" for a
+    session that began with an attachment. The summary comes before
+    ``lastPrompt`` as both pickers show them, though the Agent SDK's
+    ``list_sessions`` reads ``lastPrompt`` first; the two meet only in a
+    session resumed across versions (summaries are 1.x/2.0's, ``last-prompt``
+    2.1's)."""
+    return custom_title or ai_title or summary or last_prompt or first_prompt or first_media or None
 
 
 UNTITLED: Final = "(untitled)"

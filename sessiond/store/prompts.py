@@ -20,6 +20,7 @@ PROMPT_MAX: Final = 200
 Claude Code writes ``lastPrompt`` — so firstPrompt and lastPrompt look alike."""
 
 _COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>")
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>")
 _BASH_INPUT = re.compile(r"<bash-input>([\s\S]*?)</bash-input>")
 # Tag-led text is machinery (<local-command-stdout>, <ide_opened_file>,
 # <system-reminder>, <bash-stdout> ...); so are interrupt markers.
@@ -35,22 +36,27 @@ def clip(text: str, cut: bool = False) -> str:
 
 
 def classify_text(raw: str) -> tuple[str, str] | None:
-    """``("prompt", text)``, ``("command", "/name")`` or None (not a prompt).
+    """``("prompt", text)``, ``("command", "/name args")`` or None (not a prompt).
     Newlines become spaces: a prompt is shown on one line.
 
-    The rules are those of Claude Code's picker (2.1.3xx, the SDK's bundled
-    CLI): a text holding ``<command-name>`` anywhere is a slash command, not the
-    first prompt, but the first one is remembered by its name alone (built-in
-    or not: a session that only ran ``/init`` is shown as ``/init``, one that
-    ran ``/erk:plan-implement 8107`` as ``/erk:plan-implement``); bash-mode
-    input is ``! cmd``; tag-led text and interrupt markers are machinery.
+    The rules are those of Claude Code's picker as it shows them (2.1.197 and
+    the SDK's bundled 2.1.3xx agree, ``tests/e2e/test_claude_picker.py``): a
+    text holding ``<command-name>`` anywhere is a slash command, not the first
+    prompt, but the first one is remembered as typed, name and arguments (a
+    session that only ran ``/init`` is shown as ``/init``, one that ran
+    ``/erk:plan-implement 8491`` as that; the SDK's ``list_sessions`` keeps the
+    name alone, the picker does not); bash-mode input is ``! cmd``; tag-led
+    text and interrupt markers are machinery.
     """
     text = raw.replace("\n", " ").strip()
     if not text:
         return None
     name = _COMMAND_NAME.search(text)
     if name is not None:
-        return ("command", name.group(1)) if name.group(1) else None
+        if not name.group(1):
+            return None
+        args = _COMMAND_ARGS.search(text)
+        return "command", f"{name.group(1)} {args.group(1).strip()}".strip() if args else name.group(1)
     bash = _BASH_INPUT.search(text)
     if bash:
         return ("prompt", "! " + bash.group(1).strip())

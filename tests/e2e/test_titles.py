@@ -22,7 +22,7 @@ TRICKY = {  # what makes each first prompt hard, and the title every command mus
     "5c0375b4-57a5-4f26-b12d-d022ee4e51b7": "Examine the package.json file(s) in /path/to/Demo and any subdirectories. "
     "Focus on: 1. Dependencies (both dependencies and devDependencies) 2. Scripts available for development, build, "
     "lint, etc. 3. V…",
-    "8425536d-8181-4524-9ea2-c2148a31dcb0": "/erk:plan-implement",  # "is running…" command message: by its name
+    "8425536d-8181-4524-9ea2-c2148a31dcb0": "/erk:plan-implement 8491",  # "is running…" command message: as typed
     "ef0fcd06-4c4d-4b87-9001-41d5f0f00a11": "continue",  # an interrupt marker before the prompt
     "cb2e607c-c758-415a-8b45-c49e4631906a": None,  # <ide_selection> first
     "9e953218-585f-4692-89df-9e0747a31c68": None,  # <ide_opened_file> first

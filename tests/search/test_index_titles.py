@@ -1,13 +1,16 @@
 """The search index's own title of a session (what a hit shows when the file
-is gone) is the one title (``lite.title_of``): the tail's ``last-prompt``
-before the summary, as ``list`` and Claude Code 2.1.3xx's picker name it. Real
-files indexed into a real index, then read back as a search reads it."""
+is gone) is the one title (``lite.title_of``): the tail's summary, else its
+``last-prompt``, else the first prompt, as ``list`` and Claude Code's picker
+name it. Real files indexed into a real index, then read back as a search
+reads it."""
 
 from __future__ import annotations
 
 import shutil
 import uuid
 from pathlib import Path
+
+import pytest
 
 from sessiond.daemon.index.store import Store
 from sessiond.search import query
@@ -46,17 +49,18 @@ def test_the_index_names_corpus_sessions_with_a_last_prompt_as_list_does(tmp_pat
         conn.close()
 
 
-def test_a_hit_whose_file_is_gone_keeps_the_last_prompt_title(tmp_path):
+@pytest.mark.parametrize("summary, title", [(None, "now rename the output files"), ("Pipeline setup", "Pipeline setup")])
+def test_a_hit_whose_file_is_gone_keeps_the_last_prompt_title(tmp_path, summary, title):
     sid = str(uuid.uuid4())
     project = tmp_path / "projects" / PROJECT
     project.mkdir(parents=True)
     path = project / f"{sid}.jsonl"
     entries = [user("set up the zebrafish pipeline", "u1", parentUuid=None, sessionId=sid, cwd="/work/titles"),
                assistant("done", "a1", parentUuid="u1", sessionId=sid, cwd="/work/titles"),
-               {"type": "summary", "summary": "Pipeline setup", "leafUuid": "a1"},
+               *([{"type": "summary", "summary": summary, "leafUuid": "a1"}] if summary else []),
                {"type": "last-prompt", "lastPrompt": "now rename the output files", "sessionId": sid}]
     path.write_bytes(b"".join(line(e) + b"\n" for e in entries))
-    assert session_title(path) == "now rename the output files"  # what list shows
+    assert session_title(path) == title  # what list shows
     indexed(tmp_path, [path])
     path.unlink()  # the index still has it; the hit's title can only come from there
     conn = query.open_read_only(index_path(tmp_path))
@@ -64,4 +68,4 @@ def test_a_hit_whose_file_is_gone_keeps_the_last_prompt_title(tmp_path):
         hits = query.run(conn, tmp_path, "zebrafish").hits
     finally:
         conn.close()
-    assert [(h.sessionId, h.title) for h in hits] == [(sid, "now rename the output files")]
+    assert [(h.sessionId, h.title) for h in hits] == [(sid, title)]

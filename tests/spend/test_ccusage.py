@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from sessiond.store.spend import charges, prices, reports
+from tests.npm import npm_install
 from tests.spend.tree import build
 
 CCUSAGE = "ccusage@20.0.24"
@@ -29,15 +29,9 @@ TZ = "America/New_York"
 
 @pytest.fixture(scope="module")
 def ccusage(tmp_path_factory) -> Path:
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed: cannot install ccusage to compare with")
-    where = tmp_path_factory.mktemp("ccusage")
-    done = subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(where), CCUSAGE],
-                          capture_output=True, text=True, timeout=240)
-    binary = where / "node_modules" / ".bin" / "ccusage"
-    if done.returncode != 0 or not binary.exists():
-        pytest.skip(f"could not install {CCUSAGE} from the npm registry: {done.stderr.strip()[-300:]}")
+    binary = npm_install(CCUSAGE, tmp_path_factory.mktemp("ccusage")) / ".bin" / "ccusage"
+    if not binary.exists():
+        pytest.skip(f"npm installed {CCUSAGE} without its ccusage command")
     return binary
 
 

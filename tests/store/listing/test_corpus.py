@@ -103,12 +103,12 @@ EXPECTED = {
         "/erk:plan-implement", "/erk:plan-implement", None, None, None, None,
         "plnd/http-dash-fetch-02-25-0823", "/Users/schrockn/.erk/repos/erk/worktrees/erk-slot-48",
         "2026-02-25T16:28:38.028Z"),
-    # A slash command stands in for the prompt by its name alone, as in the picker.
+    # A slash command stands in for the prompt as typed (name and arguments), as the picker shows it.
     "41140470-f3f6-4945-bf7f-884c4a037ab0": (
-        "/erk:plan-implement", "/erk:plan-implement", None, None, None, None,
+        "/erk:plan-implement 8107", "/erk:plan-implement 8107", None, None, None, None,
         "plnd/O7911-migrate-plan-test-he-02-24-2211", "/home/runner/work/erk/erk", "2026-02-24T22:24:34.084Z"),
     "8425536d-8181-4524-9ea2-c2148a31dcb0": (
-        "/erk:plan-implement", "/erk:plan-implement", None, None, None, None,
+        "/erk:plan-implement 8491", "/erk:plan-implement 8491", None, None, None, None,
         "plnd/i-can-t-search-broadly-thr-02-28-1640", "/home/runner/work/erk/erk", "2026-02-28T21:43:20.344Z"),
     "dc2f576f-81dd-4f52-8708-126e301daf57": (
         "/erk:plan-implement", "/erk:plan-implement", None, None, None, None,

@@ -62,7 +62,7 @@ def test_inline_sidechain_prompts_count_as_the_picker_counts_them(tmp_path):
     assert info.first_prompt == "Explore the repo and report"
     only_command = lite_of(tmp_path, [
         user_msg(SID, "<command-message>go is running…</command-message>\n<command-name>/go</command-name>\n<command-args>fast</command-args>")])
-    assert only_command.title == "/go"  # by its name alone, as the picker shows it
+    assert only_command.title == "/go fast"  # as typed, as the picker shows it
     first_side = lite_of(tmp_path, [user_msg(SID, "Explore the repo", side=True), user_msg(SID, "a main prompt")])
     assert first_side.state == "sidechain"
     snapshot_first = lite_of(tmp_path, [
@@ -129,7 +129,7 @@ def test_cut_tool_result_or_meta_line_is_no_prompt(tmp_path):
         user_msg(SID, "<command-name>/model</command-name><command-args>opus</command-args>"),
         user_msg(SID, [{"type": "tool_result", "tool_use_id": "t", "content": big}]),
         *filler(2)])
-    assert info.first_prompt == "/model"
+    assert info.first_prompt == "/model opus"
     info = lite_of(tmp_path, [user_msg(SID, big, isMeta=True), *filler(2)])
     assert info.first_prompt is None and info.state == "session"
 
@@ -171,15 +171,15 @@ def test_last_occurrence_of_each_tail_field_wins(tmp_path):
 @pytest.mark.parametrize("kept, title", [
     (("custom-title", "ai-title", "last-prompt", "summary"), "custom"),
     (("ai-title", "last-prompt", "summary"), "ai"),
-    (("last-prompt", "summary"), "later"),
+    (("last-prompt", "summary"), "sum"),
     (("summary",), "sum"),
     (("last-prompt",), "later"),
     ((), "the prompt"),
 ])
 def test_title_precedence(tmp_path, kept, title):
-    """Claude Code's picker's order (its 2.1.3xx lite listing, the Agent SDK's
-    list_sessions): custom title, AI title, the tail's last prompt, the tail's
-    summary, the first prompt."""
+    """Claude Code's picker's order as it shows titles (2.1.197 and 2.1.337,
+    tests/e2e/test_claude_picker.py): custom title, AI title, the tail's
+    summary, the tail's last prompt, the first prompt."""
     all_meta = {"custom-title": meta("custom-title", "customTitle", "custom", SID),
                 "ai-title": meta("ai-title", "aiTitle", "ai", SID),
                 "last-prompt": meta("last-prompt", "lastPrompt", "later", SID),

@@ -9,7 +9,11 @@ transcript, an empty file) must not be listed by sessiond either.
 One deliberate difference: a file holding only summary entries (a 1.0.x
 session whose messages live in another file) is listed by the SDK under its
 summary, but has nothing ``resume`` could continue, so sessiond counts it as
-metadata-only (SPEC 5) and does not list it.
+metadata-only (SPEC 5) and does not list it. And one where the SDK is not
+the picker: a session first named by a slash command with arguments is shown
+by Claude Code's picker (2.1.197 and 2.1.3xx, ``tests/e2e/test_claude_picker.py``)
+with them, ``/erk:plan-implement 8491``, and by the SDK by the name alone;
+sessiond follows the picker.
 """
 
 from __future__ import annotations
@@ -61,5 +65,8 @@ def test_title_is_the_sdks(sdk_listing, path):
     theirs = listed.get(_sid(path))
     if ours is None and theirs is not None and info.state == "metadata-only":
         assert info.summary == theirs  # listed by the SDK under its summary; nothing to resume here
+        return
+    if ours != theirs and theirs is not None and theirs.startswith("/") and info.first_prompt == ours:
+        assert ours.startswith(theirs + " ")  # the command's arguments, as the picker shows them
         return
     assert ours == theirs
