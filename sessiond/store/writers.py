@@ -2,25 +2,53 @@
 
 Why: sessiond knows the sessions its own clients hold (leases, SPEC 7), but a
 Claude Code running in a terminal writes its session's file directly. Such a
-session is live all the same: ``list`` marks it, ``rm`` refuses it without
-``--force``. A file is taken as being written when a process of the same user
-that is not sessiond's own (its daemon keeps the files it writes open) holds it
-open for writing (``/proc/<pid>/fd`` and the ``flags`` of its ``fdinfo``).
-A writer that opens, appends and closes per entry is only seen while it
-writes: the mtime alone cannot tell it from sessiond's own writes. The look is
-bounded (processes and file descriptors per process) and follows nothing but
+session is live all the same: ``list``, ``status`` and the picker mark it, ``rm``
+refuses it without ``--force``. A file is taken as being written when a
+process of the same user that is not sessiond's own (its daemon keeps the
+files it writes open) holds it open for writing (``/proc/<pid>/fd`` and the
+``flags`` of its ``fdinfo``), or when it was written outside sessiond in the
+last ``RECENT_WRITE_S`` seconds: Claude Code opens, appends and closes per
+write, so between its writes only their recency tells. With a daemon running,
+its follower knows which writes were not its own (``daemon/follow/tree.py``);
+without one, every write is another program's, and the newest entry's
+``timestamp`` tells (``written_recently``). The look at ``/proc`` is bounded
+(processes and file descriptors per process) and follows nothing but
 ``/proc``'s links; where there is no ``/proc``, nothing is found.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Final
 
 MAX_PROCESSES: Final = 4096
 MAX_FDS: Final = 4096
 _WRITE_FLAGS: Final = os.O_WRONLY | os.O_RDWR
+RECENT_WRITE_S: Final = 10.0
+"""A session written outside sessiond at most this many seconds ago is live:
+long enough to span the pauses between a streaming agent's writes, short
+enough that a session left a moment ago is not."""
+
+
+def recent_writer(seconds_ago: float) -> dict[str, str | int]:
+    """The ``live`` value of a session written outside sessiond ``seconds_ago``."""
+    return {"writer": "written outside sessiond", "secondsAgo": max(0, int(seconds_ago))}
+
+
+def written_recently(last_entry_at: str | None, now: float | None = None) -> float | None:
+    """Seconds since ``last_entry_at`` (an entry's ISO ``timestamp``) when that
+    is at most ``RECENT_WRITE_S`` (a clock a little ahead counts as now), else None."""
+    if not last_entry_at:
+        return None
+    try:
+        at = datetime.fromisoformat(last_entry_at).timestamp()
+    except ValueError:
+        return None
+    ago = (time.time() if now is None else now) - at
+    return max(0.0, ago) if -RECENT_WRITE_S <= ago <= RECENT_WRITE_S else None
 
 
 def open_for_writing(paths: Iterable[str]) -> dict[str, int]:
@@ -105,7 +133,21 @@ def _is_sessiond(base: str) -> bool:
     return any(a == b"sessiond" or a.endswith(b"/sessiond") or a.startswith(b"sessiond.") for a in argv[:4])
 
 
-def live_writer(path: str) -> dict[str, str | int] | None:
-    """``{pid, writer}`` when a process outside sessiond holds ``path`` open for writing, else None."""
+def live_writer(path: str, *, by_time: bool = False) -> dict[str, str | int] | None:
+    """``{pid, writer}`` when a process outside sessiond holds ``path`` open for
+    writing; with ``by_time`` (no daemon runs: every write is another
+    program's), also when its newest entry is at most ``RECENT_WRITE_S`` old;
+    else None."""
     pid = open_for_writing([path]).get(path)
-    return None if pid is None else {"pid": pid, "writer": "open for writing"}
+    if pid is not None:
+        return {"pid": pid, "writer": "open for writing"}
+    if by_time:
+        from .lite import read_lite
+
+        try:
+            ago = written_recently(read_lite(path).last_entry_at)
+        except OSError:
+            return None
+        if ago is not None:
+            return recent_writer(ago)
+    return None

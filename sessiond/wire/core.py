@@ -219,6 +219,17 @@ class Done(_Message):
 
 
 
+class WrittenOutside(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A session a program outside sessiond (Claude Code in a terminal) wrote in
+    the last seconds, as the daemon's follower saw it: live, though no client
+    of sessiond holds it."""
+
+    sessionId: str
+    project: str
+    """The project dir's name under ``projects/``."""
+    secondsAgo: int
+
+
 class StatusResult(_Message):
     """The answer to ``Status``: the daemon's identity, load and counters, its
     settings, and the state of each of its parts (mirror, index, budgets, workers,
@@ -257,6 +268,8 @@ class StatusResult(_Message):
     """The search indexer's state, when the index is on."""
     live: list[LeaseHolder] = []
     """Sessions held by a writing client (SPEC 7)."""
+    writtenOutside: list[WrittenOutside] = []
+    """Sessions written outside sessiond in the last seconds (Claude Code itself)."""
     watchers: int = 0
     """Subscriptions streaming entries to clients."""
     follow: dict[str, int] | None = None

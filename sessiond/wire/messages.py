@@ -33,6 +33,7 @@ from .core import (  # sessiond-hook's messages: defined there, every message is
     Status,
     StatusResult,
     Welcome,
+    WrittenOutside,
     _Message,
 )
 from .frames import (  # re-exported: m.PROTOCOL_VERSION is what the handshake sends
@@ -98,6 +99,7 @@ __all__ = [
     "Unsubscribe",
     "Unsubscribed",
     "Usage",
+    "WrittenOutside",
     "UsageResult",
     "Welcome",
 ]

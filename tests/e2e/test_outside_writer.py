@@ -84,3 +84,66 @@ def test_status_counts_and_names_a_session_held_open_by_another_process(daemon: 
         if writer.stdout is not None:
             writer.stdout.close()
     assert json.loads(daemon.cli("status", "--json").stdout)["outsideWriters"] == []  # gone with its writer
+
+
+def now_iso(seconds_ago: float = 0.0) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) - timedelta(seconds=seconds_ago)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def write_like_claude_code(path, sid: str, n: int, stamp: str | None = None) -> None:
+    """Append ``n`` exchanges the way Claude Code does: open, append, close per
+    entry, so no process holds the file between writes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parent = None
+    for i in range(n):
+        for entry in (user(f"q{i}", f"u{i}-{sid[:8]}", parentUuid=parent, cwd=CWD, sessionId=sid, timestamp=stamp or now_iso()),
+                      assistant(f"a{i}", f"a{i}-{sid[:8]}", parentUuid=f"u{i}-{sid[:8]}", cwd=CWD, sessionId=sid,
+                                timestamp=stamp or now_iso())):
+            with open(path, "ab") as f:
+                f.write(line(entry) + b"\n")
+            parent = entry["uuid"]
+
+
+def test_a_session_written_outside_sessiond_a_moment_ago_is_live(daemon: DaemonProc):
+    """Claude Code opens, appends and closes per entry: between its writes no
+    process holds the file, so what tells is that the daemon's follower saw it
+    written outside sessiond in the last seconds: list, status and rm say so."""
+    import time
+
+    ours, theirs = session(daemon), str(uuid.uuid4())
+    path = main_path(daemon.root, CWD, theirs)
+    write_like_claude_code(path, theirs, 2)
+    deadline = time.monotonic() + 60
+    while (live := listed(daemon)).get(theirs) is None:  # the follower's next pass
+        assert time.monotonic() < deadline, live
+        write_like_claude_code(path, theirs, 1)
+        time.sleep(0.2)
+    assert live[ours] is None  # sessiond's own writes are not another program's
+    assert live[theirs]["writer"] == "written outside sessiond" and 0 <= live[theirs]["secondsAgo"] <= 10
+    status = json.loads(daemon.cli("status", "--json").stdout)
+    assert [w["sessionId"] for w in status["writtenOutside"]] == [theirs]
+    assert [w["sessionId"] for w in status["outsideWriters"]] == [theirs]
+    assert f"LIVE      {theirs}: written outside sessiond" in daemon.cli("status").stdout.decode()
+    refused = daemon.cli("rm", theirs, "--cwd", CWD, check=False)
+    assert refused.returncode == 1 and "written outside sessiond" in refused.stderr.decode()
+    assert path.exists()
+    daemon.cli("rm", theirs, "--cwd", CWD, "--force")
+    assert not path.exists()
+
+
+def test_without_a_daemon_a_session_whose_newest_entry_is_seconds_old_is_live(daemon_factory):
+    """No daemon runs, so every write is another program's: a session whose
+    newest entry is a few seconds old is live in list and rm; an older one is not."""
+    d = daemon_factory()  # never started
+    fresh, old = str(uuid.uuid4()), str(uuid.uuid4())
+    write_like_claude_code(main_path(d.root, CWD, fresh), fresh, 1)
+    write_like_claude_code(main_path(d.root, CWD, old), old, 1, stamp=now_iso(seconds_ago=120))
+    out = {s["sessionId"]: s["live"] for s in json.loads(d.cli("list", "--cwd", CWD, "--json").stdout)}
+    assert out[old] is None and out[fresh]["writer"] == "written outside sessiond"
+    refused = d.cli("--no-autostart", "rm", fresh, "--cwd", CWD, check=False)
+    assert refused.returncode == 1 and "written" in refused.stderr.decode() and "outside sessiond" in refused.stderr.decode()
+    d.cli("--no-autostart", "rm", old, "--cwd", CWD)
+    assert not main_path(d.root, CWD, old).exists() and main_path(d.root, CWD, fresh).exists()
+    assert not d.socket.exists()

@@ -85,11 +85,13 @@ def trash_sessions(obj: Context, ids: list[str], cwd: str | None, force: bool = 
                 ops.client.flush(sid)
         locs = [(sid, _find(obj, sid, cwd)) for sid in ids]  # all found before anything moves
         for sid, loc in locs:
-            writer = None if force else live_writer(str(loc.path))
+            # With a daemon, it refuses a session written outside sessiond just now itself (its follower knows).
+            writer = None if force else live_writer(str(loc.path), by_time=ops.client is None)
             if writer is not None:  # Claude Code itself, writing it outside sessiond's clients
                 if on_refused is not None:
-                    on_refused(sid, f"live: pid {writer['pid']} holds it open for writing (Claude Code?); "
-                               "--force trashes it anyway")
+                    how = (f"pid {writer['pid']} holds it open for writing" if "pid" in writer
+                           else f"written {writer['secondsAgo']} s ago outside sessiond")
+                    on_refused(sid, f"live: {how} (Claude Code?); --force trashes it anyway")
                 continue
             try:
                 entry = ops.trash(sid, Path(loc.path), force=force)

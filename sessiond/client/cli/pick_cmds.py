@@ -41,6 +41,7 @@ def picker_rows(sessions: list, *, show_project: bool) -> list:
     from sessiond.store.lite import UNTITLED
 
     from ..picker.app import Row
+    from .session_list import live_label
 
     today = datetime.now().astimezone().date()
     ordered = sorted(sessions, key=activity, reverse=True)
@@ -48,7 +49,7 @@ def picker_rows(sessions: list, *, show_project: bool) -> list:
                 project=printable(home_relative(s.cwd)) if show_project and s.cwd else ("?" if show_project else ""),
                 last=local_time(s.lastEntryAt or s.modifiedAt, today),
                 messages="-" if s.messageCount is None else str(s.messageCount),
-                live=f"pid {s.live['pid']}" if s.live and s.live.get("pid") else ("live" if s.live else ""))
+                live=live_label(s.live))
             for s in ordered]
 
 

@@ -26,16 +26,20 @@ from .output import (
 )
 
 
-def _mark_outside_writers(sessions: list) -> None:
+def _mark_outside_writers(sessions: list, *, by_time: bool) -> None:
     """Sessions a process outside sessiond (Claude Code in a terminal) holds open
-    for writing are live too (``store.writers``): one look at ``/proc`` for the page."""
-    from sessiond.store.writers import open_for_writing
+    for writing are live too (``store.writers``): one look at ``/proc`` for the
+    page; with ``by_time`` (read from the files: no daemon runs, so every write
+    is another program's), also those whose newest entry is a few seconds old."""
+    from sessiond.store.writers import open_for_writing, recent_writer, written_recently
 
     quiet = [s for s in sessions if not s.live]
     held = open_for_writing(s.path for s in quiet)
     for s in quiet:
         if s.path in held:
             s.live = {"pid": held[s.path], "writer": "open for writing"}
+        elif by_time and (ago := written_recently(s.lastEntryAt)) is not None:
+            s.live = recent_writer(ago)
 
 
 def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
@@ -79,6 +83,7 @@ def find_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
         # session and not written it yet; it is asked about the dir it would make.
         asked = dirs or [project_dir(root, where)]
     sessions = _from_daemon(obj, asked, all_projects, limit, offset)
+    from_files = sessions is None
     if sessions is None:  # no daemon: read the files (reading never starts one)
         from sessiond.store import listing  # the lite reader: only when no daemon answers
 
@@ -89,8 +94,20 @@ def find_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
             sessions = listing.list_sessions(dirs, limit=limit, offset=offset, progress=progress) if dirs else []
         if progress is not None:
             progress.finish()
-    _mark_outside_writers(sessions)
+    _mark_outside_writers(sessions, by_time=from_files)
     return sessions
+
+
+def live_label(live: dict | None) -> str:
+    """Who writes a live session, in a few cells: ``pid N``, or how long ago
+    a program outside sessiond wrote it; empty when nobody does."""
+    if not live:
+        return ""
+    if "pid" in live:
+        return f"pid {live['pid']}"
+    if "secondsAgo" in live:
+        return f"written {live['secondsAgo']}s ago"
+    return "live"
 
 
 UNLIMITED = 1 << 20
@@ -122,7 +139,7 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
         columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", UNLIMITED if whole else PROJECT_MAX)
                               for s in sessions]
     if any(s.live for s in sessions):  # written by a client right now (SPEC 7), or by Claude Code itself: who
-        columns["LIVE"] = [f"pid {s.live['pid']}" if s.live else "" for s in sessions]
+        columns["LIVE"] = [live_label(s.live) for s in sessions]
     columns["ID"] = [s.sessionId for s in sessions]
     widths = {name: max(cells(name), *map(cells, column)) for name, column in columns.items()}
 

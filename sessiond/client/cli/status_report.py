@@ -26,6 +26,10 @@ def report_status(obj: Context, as_json: bool) -> None:
             echo(f"sessiond: not running ({exc})", err=True)
         sys.exit(1)
     outside = outside_writers(st.root)
+    held = {w["sessionId"] for w in outside}
+    outside += [{"sessionId": w.sessionId, "project": w.project, "secondsAgo": w.secondsAgo,
+                 "writer": "written outside sessiond"}
+                for w in st.writtenOutside if w.sessionId not in held]  # Claude Code between its writes
     if as_json:
         import msgspec
 
@@ -42,7 +46,9 @@ def report_status(obj: Context, as_json: bool) -> None:
     written = f", {count(len(outside), 'session')} written by other processes" if outside else ""
     echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {count(st.clients, 'client')}{written}")
     for w in outside[:LIVE_SHOWN]:
-        echo(f"  LIVE      {w['sessionId']}: pid {w['pid']} holds it open for writing (Claude Code?), project {w['project']}")
+        how = (f"pid {w['pid']} holds it open for writing" if "pid" in w
+               else f"written outside sessiond {w['secondsAgo']} s ago")
+        echo(f"  LIVE      {w['sessionId']}: {how} (Claude Code?), project {w['project']}")
     if len(outside) > LIVE_SHOWN:
         echo(f"            and {len(outside) - LIVE_SHOWN} more (status --json lists them all)")
     echo(f"  queued    {count(st.queuedEntries, 'entry', 'entries')}, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")

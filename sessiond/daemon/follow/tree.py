@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,7 @@ import msgspec
 
 from sessiond.store.linecap import MAX_LINE
 from sessiond.store.paths import projects_dir
+from sessiond.store.writers import RECENT_WRITE_S
 
 from .. import inotify
 from . import watches
@@ -47,6 +49,8 @@ from .watches import POLL_EVERY, Watches
 log = logging.getLogger("sessiond")
 
 MAX_FILES = 200_000
+MAX_WRITTEN = 4096
+"""Sessions remembered as written outside sessiond just now (the oldest go first)."""
 COALESCE = 0.005
 """An event this soon after the last pass waits this long for the ones that
 follow it, to be read in one pass with them: a writer appending line by line
@@ -85,6 +89,14 @@ class Follower:
         self._last_pass = -1.0
         self._closed = False
         self._poll: asyncio.TimerHandle | None = None
+        self.written: dict[str, tuple[float, str]] = {}
+        """Session id -> the mtime (epoch seconds) of its newest line followed
+        while new (its file or an agent file of it), and its project dir's name:
+        who writes outside sessiond right now (``written_recently``); at most
+        ``MAX_WRITTEN``."""
+        self.own: dict[str, float] = {}
+        """Session id -> until when its followed lines are the daemon's own
+        (``mine``); at most ``MAX_WRITTEN``."""
 
     # ------------------------------------------------------------------ start
 
@@ -308,9 +320,49 @@ class Follower:
             if found.skipped:
                 log.warning("followed file %s: passed over %d lines longer than %d bytes", path, found.skipped, MAX_LINE)
             if found.lines:  # the observers see the lines after a skipped one as a gap, and read it
+                self._note_written(path, found.mtime_ns / 1e9)
                 _call(self.publish, path, found.lines, found.end)
         if found.more:  # the rest after the other dirty files' turn
             self.dirty.add(path)
+
+    def _note_written(self, path: Path, mtime: float) -> None:
+        """Remember that ``path``'s session was written outside sessiond at
+        ``mtime``, if that is recent (a file caught up after a restart was not
+        written now); the oldest are forgotten past ``MAX_WRITTEN``."""
+        if time.time() - mtime > RECENT_WRITE_S:
+            return
+        found = _session_of(self.projects, path)
+        if found is None:
+            return
+        project, sid = found
+        if self.own.get(sid, 0.0) >= time.time():
+            return
+        self.written.pop(sid, None)
+        self.written[sid] = (mtime, project)
+        if len(self.written) > MAX_WRITTEN:
+            del self.written[next(iter(self.written))]
+
+    def mine(self, sid: str) -> None:
+        """Lines of ``sid`` followed in the next ``RECENT_WRITE_S`` seconds are
+        the daemon's own (an import's copies), not another program's writes."""
+        self.written.pop(sid, None)
+        now = time.time()
+        if len(self.own) >= MAX_WRITTEN:
+            for old in [s for s, until in self.own.items() if until < now]:
+                del self.own[old]
+            if len(self.own) >= MAX_WRITTEN:
+                del self.own[next(iter(self.own))]
+        self.own.pop(sid, None)
+        self.own[sid] = now + RECENT_WRITE_S
+
+    def written_recently(self) -> dict[str, tuple[float, str]]:
+        """Session id -> seconds since it was last written outside sessiond, and
+        its project dir's name, for those written at most ``RECENT_WRITE_S`` ago
+        (the rest are forgotten)."""
+        now = time.time()
+        for sid in [sid for sid, (at, _) in self.written.items() if now - at > RECENT_WRITE_S]:
+            del self.written[sid]
+        return {sid: (max(0.0, now - at), project) for sid, (at, project) in self.written.items()}
 
     def _look_again(self, path: Path) -> None:
         if path in self.files:
@@ -337,6 +389,19 @@ class Follower:
         return {"files": len(self.files), "watches": len(self.tree.dirs), "polled_dirs": len(self.tree.polled),
                 "lines": self.lines_followed, "bytes": self.bytes_followed, "known_bytes": self.bytes_known,
                 "rehashed_bytes": self.bytes_rehashed, "resets": self.resets}
+
+
+def _session_of(projects: Path, path: Path) -> tuple[str, str] | None:
+    """The project dir's name and the session a followed file belongs to:
+    ``<project>/<id>.jsonl``, or an agent file under ``<project>/<id>/``; None
+    for another (a 2.0.x flat agent file names its session only inside)."""
+    try:
+        parts = path.relative_to(projects).parts
+    except ValueError:
+        return None
+    if len(parts) == 2:
+        return None if parts[1].startswith("agent-") else (parts[0], parts[1].removesuffix(".jsonl"))
+    return (parts[0], parts[1]) if len(parts) > 2 else None
 
 
 def _read_all(snap: dict[Path, FileState], budget: Budget) -> list[tuple[Path, Found]]:

@@ -46,6 +46,8 @@ def handle_status(conn: Connection, req: m.Status) -> m.Response:
         index=d.index.status() if d.index is not None else None,
         follow=d.follower.status(),
         live=d.leases.live(),
+        writtenOutside=[m.WrittenOutside(sessionId=sid, project=project, secondsAgo=int(ago))
+                        for sid, (ago, project) in sorted(d.follower.written_recently().items())],
         watchers=d.watchers.count,
         stateFiles=d.state_files,
     )

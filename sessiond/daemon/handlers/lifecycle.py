@@ -58,6 +58,11 @@ def handle_trash(conn: Connection, req: m.Trash) -> None:
                           after=None, force=req.force)
         return
 
+    outside = None if req.force else daemon.follower.written_recently().get(sid)
+    if outside is not None:  # Claude Code writing it outside sessiond's clients
+        raise conflict(f"session {sid} is live (written outside sessiond {int(outside[0])} s ago: Claude Code?); "
+                       f"--force moves it anyway")
+
     def trashed(entry: TrashEntry) -> m.Response:
         lifecycle.trashed(entry)
         return m.TrashChanged(id=req.id, entries=[entry])
@@ -128,8 +133,14 @@ def handle_import(conn: Connection, req: m.Import) -> m.Response | None:
 
     # The session leaves memory (its dedup sets and chain end would be stale
     # after new lines): its next request rescans the file.
-    lifecycle.operate(sid, lambda: lifecycle.import_session(source, main),
-                      _answer(conn, req.id, lambda results: m.Imported(id=req.id, session=sid, files=results)), after=None)
+    follower = daemon.follower
+    follower.mine(sid)  # the copies are the daemon's own writes, not another program's
+
+    def imported(results: list[FileResult]) -> m.Response:
+        follower.mine(sid)  # and so are the lines its next pass reads of them
+        return m.Imported(id=req.id, session=sid, files=results)
+
+    lifecycle.operate(sid, lambda: lifecycle.import_session(source, main), _answer(conn, req.id, imported), after=None)
     return None
 
 

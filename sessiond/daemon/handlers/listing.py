@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sessiond.store.writers import recent_writer
 from sessiond.wire import messages as m
 from sessiond.wire.errors import SessiondError
 
@@ -34,6 +35,8 @@ def _submit(conn: Connection, req: m.List) -> None:
         return
     leases = daemon.leases
     live = {sid: leases.holder(sid).live() for sid in leases.held}  # type: ignore[union-attr]  # a held session has a holder  # as of now, on the loop
+    for sid, (ago, _) in daemon.follower.written_recently().items():  # Claude Code writing it outside sessiond
+        live.setdefault(sid, recent_writer(ago))
     fut = daemon.fair.submit(_answer, daemon, req, live, owner=conn.id, answer=True)
 
     def done(f) -> None:
