@@ -27,9 +27,9 @@ def session_files(path: Path) -> list[tuple[Path, tuple[str, ...]]]:
     (its subagents, under ``<dir>/<session id>/``), in path order, each with
     its parts below the projects dir (the transcript's grandparent)."""
     projects = path.parent.parent
-    own = (path.parent.name, path.name)
+    own: tuple[str, ...] = (path.parent.name, path.name)
     session, project = session_of(own)
-    found = [(path, own)]
+    found: list[tuple[Path, tuple[str, ...]]] = [(path, own)]
     below = path.with_name(path.name[:-len(".jsonl")]) if path.name.endswith(".jsonl") else None
     if below is not None and below.is_dir():
         base = len(projects.parts)
