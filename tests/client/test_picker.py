@@ -389,3 +389,34 @@ def test_a_session_another_process_writes_is_marked_live(store):
     assert titles[ids["middle"]] == "● fix the flaky socket test"
     assert not titles[ids["newest"]].startswith("●") and not titles[ids["oldest"]].startswith("●")
     assert f"live: pid {holder.pid} writes this session right now" in seen["preview"]
+
+
+def test_the_preview_starts_with_the_sessions_tokens_and_cost(short_tmp):
+    """The highlighted session's tokens and cost head the preview: the figures
+    ``sessiond usage session`` reports for it (the corpus session of two
+    models and a subagent), as ``show``'s header words them."""
+    from sessiond.store.spend import charges, prices, reports
+    from tests.spend.tree import build
+
+    root = short_tmp / "root"
+    projects = build(root)
+    sid = "a7da6a22-facc-4fcd-8bab-f83c87862004"
+    row = next(r for r in reports.sessions(charges.load(projects).charges, reports.Pricer(prices.Prices.load()), None)
+               if r.key == sid)
+    assert (row.input_tokens, row.output_tokens, row.cache_read_tokens, row.cache_creation_tokens) \
+        == (3119, 32270, 8629528, 216690) and f"{row.cost:.2f}" == "6.21"
+    obj = Context(root=root, socket=short_tmp / "run" / "none.sock", autostart=False)
+    seen = {}
+
+    async def look(pilot):
+        for key in sid[:8]:
+            await pilot.press(key)
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        seen["ids"] = shown_ids(pilot.app)
+        seen["preview"] = preview_text(pilot.app).splitlines()
+
+    run(picker(obj, str(short_tmp), all_projects=True), look)
+    assert seen["ids"] == [sid]
+    assert seen["preview"][0] == "tokens 3.1k in · 32.3k out · 8.6M cache read · 217k cache write · $6.21"
+    assert seen["preview"][1].startswith("… 210 earlier lines")  # first though the conversation's head is cut

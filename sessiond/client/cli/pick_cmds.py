@@ -54,7 +54,7 @@ def picker_rows(sessions: list, *, show_project: bool) -> list:
 
 
 class StoreActions:
-    """The picker's ``Actions``: ``show``'s rendering, ``rename``'s and ``rm``'s writes."""
+    """The picker's ``Actions``: ``show``'s rendering and tokens-and-cost line, ``rename``'s and ``rm``'s writes."""
 
     def __init__(self, obj: Context, cwd: str | None) -> None:
         self.obj = obj
@@ -68,6 +68,13 @@ class StoreActions:
         from .transcript_view import render
 
         return render(load_transcript(Path(session.path)), color=False)
+
+    def spend(self, session) -> str:
+        from pathlib import Path
+
+        from .spend_view import spend_line, spend_of
+
+        return spend_line(spend_of(Path(session.path)))
 
     def rename(self, session, title: str) -> None:
         from .lifecycle_cmds import rename_session

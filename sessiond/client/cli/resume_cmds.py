@@ -32,25 +32,35 @@ from .output import colour_on, count, echo, echo_json, local_time, page, printab
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "",
-           history: list[dict] | None = None) -> None:
+           history: list[dict] | None = None, spend=None) -> None:
     """JSON for programs; for a person the rendered conversation (then
     ``footer``), in colour on a terminal (unless ``NO_COLOR``), through
     ``$PAGER`` (``less`` by default, ``LESS=FRX`` unless set) when it is longer
     than the screen. ``history``: the entries before the last compaction
-    (``show --history``), first, marked; in JSON a ``history`` key."""
+    (``show --history``), first, marked; in JSON a ``history`` key. ``spend``
+    (``show``): the session's tokens and cost (``spend_view``), a header line,
+    in JSON the ``tokens``, ``costUSD`` and ``unpricedModels`` keys."""
     if as_json:
-        if history is None:
+        if history is None and spend is None:
             echo_json(result)
         else:
             import msgspec
 
-            echo_json({**msgspec.to_builtins(result), "history": history})
+            from .spend_view import spend_fields
+
+            extra = {} if spend is None else spend_fields(spend)
+            echo_json({**msgspec.to_builtins(result), **({} if history is None else {"history": history}), **extra})
         return
     tty = sys.stdout.isatty()
     color = colour_on()
     from .transcript_view import render
 
-    text = render(result, all_entries=all_entries, color=color, history=history) + (f"\n{printable(footer)}" if footer else "")
+    line = None
+    if spend is not None:
+        from .spend_view import spend_line
+
+        line = spend_line(spend)
+    text = render(result, all_entries=all_entries, color=color, history=history, spend=line) + (f"\n{printable(footer)}" if footer else "")
     import shutil
 
     if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
@@ -145,7 +155,10 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, 
         from sessiond.client.resume.history import pre_compaction
 
         before = pre_compaction(path)
-    _print(result, as_json, all_entries=all_entries, pager=not no_pager, footer=footer, history=before)
+    from .spend_view import spend_of
+
+    _print(result, as_json, all_entries=all_entries, pager=not no_pager, footer=footer, history=before,
+           spend=spend_of(path))
     report_skipped(path, result.skippedLines, sid if stored else None)
 
 

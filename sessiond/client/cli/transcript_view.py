@@ -71,12 +71,13 @@ def _plural(n: int, one: str, many: str) -> str:
 
 
 def render(result: Any, *, all_entries: bool = False, color: bool = False,
-           history: list[dict] | None = None) -> str:
+           history: list[dict] | None = None, spend: str | None = None) -> str:
     """The whole conversation of a ``Resumed`` result. Attachments and system
     entries are only counted (last line) unless ``all_entries``; ``color`` adds
     ANSI styles (the caller decides: a terminal, and no ``NO_COLOR``);
     ``history`` (``show --history``): the entries before the last compaction,
-    shown first under a banner that says a resume does not restore them."""
+    shown first under a banner that says a resume does not restore them;
+    ``spend`` (``show``): the session's tokens and cost, a header line."""
     import click
 
     def paint(text: str, **style: Any) -> str:  # every line is shown printable, then styled
@@ -89,6 +90,8 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False,
     title = session_title(result.path) or UNTITLED  # the title list, export and search show
     lines.append(paint(f"session {result.sessionId or '?'} — {title}", bold=True))
     lines.append(paint(f"file    {result.path}"))
+    if spend is not None:
+        lines.append(paint(spend))
     lines.append("")
     last_turn = None
     hidden = {"attachment": 0, "system": 0}

@@ -40,6 +40,9 @@ class Actions(Protocol):
     def preview(self, session: Any) -> str:
         """The session's conversation as plain printable text (``show``'s)."""
 
+    def spend(self, session: Any) -> str:
+        """The session's tokens and cost in one printable line (``show``'s header line)."""
+
     def rename(self, session: Any, title: str) -> None:
         """Give the session ``title`` (``rename``'s); raise to refuse."""
 
@@ -274,6 +277,8 @@ class PickerApp(App[Choice | None]):
 
     @work(thread=True, exclusive=True, group="preview")
     def _load_preview(self, row: Row) -> None:
+        """The conversation's last lines under the session's tokens and cost,
+        both read here, in the preview's thread, for this session alone."""
         try:
             text = self.actions.preview(row.session)
         except Exception as exc:  # a file gone or unreadable: said in the pane, the picker goes on
@@ -281,6 +286,11 @@ class PickerApp(App[Choice | None]):
         lines = text.splitlines()
         if len(lines) > PREVIEW_LINES:
             text = "\n".join([f"… {len(lines) - PREVIEW_LINES} earlier lines (s shows them all)", *lines[-PREVIEW_LINES:]])
+        try:
+            spent = self.actions.spend(row.session)
+        except Exception as exc:  # as above: said, not a crash
+            spent = f"tokens not counted: {exc}"
+        text = f"{spent}\n{text}"
         self.call_from_thread(self._show_preview, row.session.sessionId, text)
 
     def _show_preview(self, session_id: str, text: str) -> None:
