@@ -28,7 +28,7 @@ from . import Context, cli
 from .completion import complete_session
 from .locate import locate, resolve, where
 from .locate import session_id as resolved_id
-from .output import colour_on, count, echo, echo_json, local_time, page, printable, skipped_lines
+from .output import colour_on, count, echo, echo_json, local_time, paged, printable, skipped_lines
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "",
@@ -46,21 +46,12 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
 
             echo_json({**msgspec.to_builtins(result), "history": history})
         return
-    tty = sys.stdout.isatty()
     color = colour_on()
     from .transcript_view import render
 
     text = render(result, all_entries=all_entries, color=color, history=history) + (f"\n{printable(footer)}" if footer else "")
-    import shutil
-
-    if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
-        # less: quit if it fits (-F), colours through (-R), the screen left as
-        # it was (-X), as git pages; a LESS of the person's own is theirs.
-        # A pager quit early (q) is fine: click drops the broken pipe.
-        os.environ.setdefault("LESS", "FRX")
-        page(text, color=color)
-    else:  # rendered: its fields are printable, its styles ours
-        echo(text if color else click.unstyle(text), raw=True)  # echo writes all of it (or a broken pipe)
+    # rendered: its fields are printable, its styles ours
+    paged(text if color else click.unstyle(text), color=color, pager=pager)
 
 
 def view_options(f):

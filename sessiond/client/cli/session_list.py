@@ -21,6 +21,8 @@ from .output import (
     home_relative,
     local_time,
     pad,
+    paged,
+    printable,
     size,
     terminal_columns,
 )
@@ -39,27 +41,33 @@ def _mark_outside_writers(sessions: list) -> None:
 
 
 def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
-                  as_json: bool) -> None:
-    """Print one page of sessions (``limit`` after the ``offset`` newest)."""
-    sessions = find_sessions(obj, cwd, all_projects, worktrees, limit, offset)
+                  as_json: bool, tag: str | None = None, pager: bool = True) -> None:
+    """Print one page of sessions (``limit`` after the ``offset`` most recently
+    active), as JSON or as a table (through the pager when longer than the screen)."""
+    sessions = find_sessions(obj, cwd, all_projects, worktrees, limit, offset, tag)
+    _fill_counts(sessions)
     if as_json:
         echo_json(sessions)
         return
     if not sessions:
-        echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}"), err=True)
+        echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}")
+             + ("" if tag is None else f" tagged {tag}"), err=True)
         return
     # The terminal's width (or COLUMNS); piped into another program (no COLUMNS),
     # rows are whole: no title, branch or project is cut.
-    for row in session_table(sessions, show_project=all_projects, width=terminal_columns(UNLIMITED)):
-        echo(row)
+    rows = session_table(sessions, show_project=all_projects, width=terminal_columns(UNLIMITED))
+    paged("\n".join(map(printable, rows)), pager=pager)
 
 
 def find_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool = False,
-                  limit: int | None = None, offset: int = 0) -> list:
-    """One page of sessions (``SessionInfo``, newest first), live ones marked:
-    the project's (``cwd``, default the current directory) or every project's.
-    From a running daemon's catalog, else read from the files (with progress
-    on a terminal); what ``list`` prints and the picker shows."""
+                  limit: int | None = None, offset: int = 0, tag: str | None = None) -> list:
+    """One page of sessions (``SessionInfo``, most recently active first:
+    ``listing.last_activity``), live ones marked: the project's (``cwd``,
+    default the current directory) or every project's, only those tagged
+    ``tag`` if given. From a running daemon's catalog (whose pages are in mtime
+    order: the whole scope is asked, then ordered and cut here), else read from
+    the files (with progress on a terminal); what ``list`` prints and the
+    picker shows."""
     from sessiond.store import project_dirs
     from sessiond.store.paths import check_cwd, project_dir
 
@@ -78,19 +86,45 @@ def find_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
         # No project dir on disk yet: a daemon may have accepted the cwd's first
         # session and not written it yet; it is asked about the dir it would make.
         asked = dirs or [project_dir(root, where)]
-    sessions = _from_daemon(obj, asked, all_projects, limit, offset)
-    if sessions is None:  # no daemon: read the files (reading never starts one)
+    from sessiond.store.listing import by_activity
+
+    sessions = _from_daemon(obj, asked, all_projects)
+    if sessions is not None:
+        sessions = _page(by_activity(sessions), limit, offset, tag)
+    else:  # no daemon: read the files (reading never starts one)
         from sessiond.store import listing  # the lite reader: only when no daemon answers
 
         progress = Progress.callback("reading sessions") if sys.stdout.isatty() else None
+        # A tag is known only once a file is read: every file then, cut here.
+        lim, off = (None, 0) if tag is not None else (limit, offset)
         if all_projects:
-            sessions = listing.list_all_sessions(root, limit=limit, offset=offset, progress=progress)
+            sessions = listing.list_all_sessions(root, limit=lim, offset=off, progress=progress)
         else:
-            sessions = listing.list_sessions(dirs, limit=limit, offset=offset, progress=progress) if dirs else []
+            sessions = listing.list_sessions(dirs, limit=lim, offset=off, progress=progress) if dirs else []
         if progress is not None:
             progress.finish()
+        if tag is not None:
+            sessions = _page(sessions, limit, offset, tag)
     _mark_outside_writers(sessions)
     return sessions
+
+
+def _fill_counts(sessions: list) -> None:
+    """The message count of every listed session whose lite read could not
+    say (a big file with no ``turn_duration`` in its tail): the printed page's
+    files only (the picker, which holds every session, does not pay for it)."""
+    from sessiond.store.message_count import count_messages
+
+    for s in sessions:
+        if s.messageCount is None:
+            s.messageCount = count_messages(s.path)
+
+
+def _page(sessions: list, limit: int | None, offset: int, tag: str | None) -> list:
+    """The sessions tagged ``tag`` (all when None), ``limit`` after ``offset``."""
+    if tag is not None:
+        sessions = [s for s in sessions if s.tag == tag]
+    return sessions[offset:None if limit is None else offset + limit]
 
 
 UNLIMITED = 1 << 20
@@ -98,32 +132,49 @@ TITLE_MIN = 16
 BRANCH_MAX = 20
 PROJECT_MAX = 28
 """On a terminal, the widest branch and project (cut from the left) a row shows."""
-DROPPABLE = ("SIZE", "BRANCH", "CREATED", "PROJECT", "LAST ENTRY")
+DROPPABLE = ("SIZE", "BRANCH", "CREATED", "TAG", "PROJECT", "ACTIVE")
 """Columns left out, in this order, when the terminal is too narrow for them
 and a title of TITLE_MIN characters; the id (what resume takes) always stays."""
+
+
+SHORT_ID = 8
+"""Characters of an id a person is shown: a prefix every command takes."""
+
+
+def short_ids(ids: list[str]) -> list[str]:
+    """Each id cut to SHORT_ID characters, or longer where two listed ids
+    share that prefix, so every shown prefix names one listed session."""
+    n = SHORT_ID
+    while n < 36 and len({i[:n] for i in ids}) < len(set(ids)):
+        n += 1
+    return [i[:n] for i in ids]
 
 
 def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
     """A header row and one row per session, fitting ``width`` columns: the
     title takes what the other columns leave and is what gets cut; on a narrow
     terminal the DROPPABLE columns go first. Times are the entries' own
-    (created, last entry), local, with the date when not today; the last entry
-    falls back to the file's mtime."""
+    (created; active: ``listing.last_activity``, what the rows are sorted by),
+    local, with the date when not today. The id is a unique prefix."""
+    from sessiond.store.listing import last_activity
+
     today = datetime.now().astimezone().date()
     whole = width >= UNLIMITED  # piped: a program reads the rows, nothing is cut
     columns: dict[str, list[str]] = {
         "MSGS": ["-" if s.messageCount is None else str(s.messageCount) for s in sessions],
         "CREATED": [local_time(s.createdAt, today) for s in sessions],
-        "LAST ENTRY": [local_time(s.lastEntryAt or s.modifiedAt, today) for s in sessions],
+        "ACTIVE": [local_time(last_activity(s), today) for s in sessions],
         "SIZE": [size(s.size) for s in sessions],
         "BRANCH": [clip(s.gitBranch or "-", UNLIMITED if whole else BRANCH_MAX) for s in sessions],
     }
     if show_project:
         columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", UNLIMITED if whole else PROJECT_MAX)
                               for s in sessions]
+    if any(s.tag for s in sessions):
+        columns["TAG"] = [clip(s.tag or "", UNLIMITED if whole else BRANCH_MAX) for s in sessions]
     if any(s.live for s in sessions):  # written by a client right now (SPEC 7), or by Claude Code itself: who
         columns["LIVE"] = [f"pid {s.live['pid']}" if s.live else "" for s in sessions]
-    columns["ID"] = [s.sessionId for s in sessions]
+    columns["ID"] = short_ids([s.sessionId for s in sessions])
     widths = {name: max(cells(name), *map(cells, column)) for name, column in columns.items()}
 
     def others() -> int:
@@ -147,8 +198,8 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
     return out
 
 
-def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int | None, offset: int):
-    """The page from a running daemon's catalog, or None when none runs, or it
+def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool):
+    """Every session of the scope from a running daemon's catalog, or None when none runs, or it
     serves another root, or it refused the List (the last two said on stderr:
     the files are read instead)."""
     from sessiond.wire import messages as m
@@ -163,7 +214,7 @@ def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int 
             if (root := other_root(obj, client)) is not None:
                 fell_back(serves(obj, root), "listed from the files")
                 return None
-            resp = client.call(m.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects, limit=limit, offset=offset))
+            resp = client.call(m.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects))
     except DaemonUnavailable:
         return None
     except RemoteError as exc:
