@@ -147,3 +147,20 @@ def test_a_long_list_goes_through_the_pager_on_a_terminal(daemon: DaemonProc, sh
         assert status == 0 and not got.exists() and b"conversation 7" in out, args
     status, out = in_terminal(["list", "--cwd", cwd], env, rows=40)  # fits the screen: not paged
     assert status == 0 and not got.exists() and b"conversation 7" in out
+
+
+@pytest.mark.parametrize("through", ["daemon", "files"])
+def test_a_fork_says_where_it_came_from(daemon: DaemonProc, through):
+    cwd = f"/home/dev/forked-{through}"
+    origin = session(daemon, cwd, "the original", ["2025-06-01T08:00:00.000Z", "2025-06-01T08:05:00.000Z"])
+    fork = daemon.cli("fork", origin, "--cwd", cwd).stdout.decode().strip()
+    again = json.loads(daemon.cli("fork", fork, "--cwd", cwd, "--json").stdout)["sessionId"]  # a fork of the fork
+    if through == "files":
+        daemon.stop()
+    listed = {s["sessionId"]: s for s in json.loads(cli(daemon, through, "list", "--cwd", cwd, "--json").stdout)}
+    assert {sid: s["forkedFrom"] for sid, s in listed.items()} == {origin: None, fork: origin, again: fork}
+    rows = cli(daemon, through, "list", "--cwd", cwd).stdout.decode().splitlines()
+    assert "FORK" in rows[0].split()
+    row = {r.split()[-1]: r for r in rows[1:]}
+    assert f"⑂ {origin[:8]}" in row[fork[:8]] and f"⑂ {fork[:8]}" in row[again[:8]]
+    assert "⑂" not in row[origin[:8]]

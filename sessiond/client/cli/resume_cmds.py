@@ -332,6 +332,9 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool, in_claude: b
         session_cwd = where(cwd) if cwd else (loc.cwd if loc is not None and loc.cwd else None) or entries[0].get("cwd") or where(None)
         for e in entries:
             e["sessionId"] = new_id
+            # Where it came from, on every copied entry (the head window that
+            # list reads sees the first): the origin and the entry itself.
+            e["forkedFrom"] = {"sessionId": result.sessionId, "messageUuid": e.get("uuid")}
             if cwd:
                 e["cwd"] = session_cwd
         lines = [encode_entry(e) for e in entries]

@@ -132,7 +132,7 @@ TITLE_MIN = 16
 BRANCH_MAX = 20
 PROJECT_MAX = 28
 """On a terminal, the widest branch and project (cut from the left) a row shows."""
-DROPPABLE = ("SIZE", "BRANCH", "CREATED", "TAG", "PROJECT", "ACTIVE")
+DROPPABLE = ("SIZE", "BRANCH", "CREATED", "TAG", "FORK", "PROJECT", "ACTIVE")
 """Columns left out, in this order, when the terminal is too narrow for them
 and a title of TITLE_MIN characters; the id (what resume takes) always stays."""
 
@@ -155,7 +155,8 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
     title takes what the other columns leave and is what gets cut; on a narrow
     terminal the DROPPABLE columns go first. Times are the entries' own
     (created; active: ``listing.last_activity``, what the rows are sorted by),
-    local, with the date when not today. The id is a unique prefix."""
+    local, with the date when not today. The id is a unique prefix; a fork
+    shows its origin's ("⑂ 1a2b3c4d")."""
     from sessiond.store.listing import last_activity
 
     today = datetime.now().astimezone().date()
@@ -174,7 +175,10 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
         columns["TAG"] = [clip(s.tag or "", UNLIMITED if whole else BRANCH_MAX) for s in sessions]
     if any(s.live for s in sessions):  # written by a client right now (SPEC 7), or by Claude Code itself: who
         columns["LIVE"] = [f"pid {s.live['pid']}" if s.live else "" for s in sessions]
-    columns["ID"] = short_ids([s.sessionId for s in sessions])
+    ids = short_ids([s.sessionId for s in sessions])
+    if any(s.forkedFrom for s in sessions):  # where a fork came from: its origin's id as listed
+        columns["FORK"] = [f"⑂ {s.forkedFrom[:len(ids[0])]}" if s.forkedFrom else "" for s in sessions]
+    columns["ID"] = ids
     widths = {name: max(cells(name), *map(cells, column)) for name, column in columns.items()}
 
     def others() -> int:

@@ -170,7 +170,7 @@ NOT_SESSIONS = {
     "00000000-0000-4000-8000-00000000a86d",  # a subagent transcript under a UUID name
 }
 JSON_KEYS = ["sessionId", "path", "title", "firstPrompt", "lastPrompt", "customTitle", "aiTitle",
-             "summary", "tag", "createdAt", "modifiedAt", "size", "cwd", "gitBranch", "lastEntryAt", "messageCount", "live"]
+             "summary", "tag", "createdAt", "modifiedAt", "size", "cwd", "gitBranch", "lastEntryAt", "messageCount", "live", "forkedFrom"]
 
 
 @pytest.fixture(scope="module")
