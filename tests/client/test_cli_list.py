@@ -40,7 +40,7 @@ def test_list_has_a_header_counts_and_the_entries_own_times(daemon: DaemonProc, 
         daemon.stop()
     args = ["--no-autostart", "list", "--cwd", CWD]
     rows = daemon.cli(*args, env=env).stdout.decode().splitlines()
-    assert rows[0].split() == ["TITLE", "MSGS", "CREATED", "ACTIVE", "SIZE", "BRANCH", "ID"]
+    assert rows[0].split() == ["TITLE", "MSGS", "CREATED", "ACTIVE", "SIZE", "TOKENS", "COST", "BRANCH", "ID"]
     assert rows[1].split()[:3] == ["fix", "the", "parser"] and rows[1].endswith(sid[:8])
     cells = rows[1].split()
     assert cells[3] == "3" and cells[4:8] == ["2025-03-02", "10:00", "2025-03-04", "09:30"], rows[1]

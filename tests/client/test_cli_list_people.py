@@ -73,7 +73,7 @@ def test_the_most_recently_active_session_comes_first_and_shows_its_time(daemon:
 @pytest.mark.parametrize("through", ["daemon", "files"])
 def test_a_short_id_that_show_takes_and_the_title_in_the_width(daemon: DaemonProc, through):
     cwd = f"/home/dev/short-{through}"
-    title = "Refactor the session listing for people to read"  # 48 characters
+    title = "Refactor the listing for people now"  # 35 characters: cut at 25 with the 36-character id
     sid = session(daemon, cwd, title, ["2025-06-01T08:00:00.000Z", "2025-06-01T08:05:00.000Z"])
     if through == "files":
         daemon.stop()
@@ -164,3 +164,43 @@ def test_a_fork_says_where_it_came_from(daemon: DaemonProc, through):
     row = {r.split()[-1]: r for r in rows[1:]}
     assert f"⑂ {origin[:8]}" in row[fork[:8]] and f"⑂ {fork[:8]}" in row[again[:8]]
     assert "⑂" not in row[origin[:8]]
+
+
+PRICES = Path(__file__).resolve().parents[2] / "sessiond/store/spend/prices.json"
+
+
+def response(n: int, sid: str, cwd: str, model: str, inp: int, out: int, parent: str | None) -> dict:
+    return {"type": "assistant", "uuid": f"r{n}-{uuid.uuid4()}", "parentUuid": parent, "sessionId": sid, "cwd": cwd,
+            "timestamp": f"2025-06-01T08:0{n}:00.000Z", "version": "2.1.0", "requestId": f"req_list_{sid}_{n}",
+            "message": {"id": f"msg_list_{sid}_{n}", "role": "assistant", "model": model,
+                        "content": [{"type": "text", "text": "done"}],
+                        "usage": {"input_tokens": inp, "output_tokens": out, "cache_creation_input_tokens": 0,
+                                  "cache_read_input_tokens": 0}}}
+
+
+@pytest.mark.parametrize("through", ["daemon", "files"])
+def test_tokens_and_cost_per_session_by_the_usage_rules(daemon: DaemonProc, through):
+    """Two priced responses (one written as two lines, counted once) and one of
+    a model no price table knows: its tokens counted, its cost not, and said."""
+    cwd = f"/home/dev/spend-{through}"
+    sid, idle = str(uuid.uuid4()), session(daemon, cwd, "no responses", ["2025-05-01T08:00:00.000Z"])
+    first = response(1, sid, cwd, "claude-sonnet-4-5-20250929", 100_000, 10_000, "u0")
+    twice = {**first, "uuid": str(uuid.uuid4()), "parentUuid": first["uuid"]}  # the same response's second block
+    second = response(2, sid, cwd, "claude-sonnet-4-5-20250929", 200_000, 10_000, twice["uuid"])
+    odd = response(3, sid, cwd, "claude-imaginary-9", 5_000, 1_000, second["uuid"])
+    prompt = user("spend some tokens", "u0", parentUuid=None) | {"timestamp": "2025-06-01T08:00:00.000Z", "cwd": cwd}
+    daemon.cli("append", "--cwd", cwd, "--session", sid, "--durability", "written",
+               input=b"".join(line(e) + b"\n" for e in (prompt, first, twice, second, odd)))
+    if through == "files":
+        daemon.stop()
+    rate = json.loads(PRICES.read_text())["models"]["claude-sonnet-4-5-20250929"]
+    cost = 300_000 * rate["input"] + 20_000 * rate["output"]
+    listed = {s["sessionId"]: s for s in json.loads(cli(daemon, through, "list", "--cwd", cwd, "--json").stdout)}
+    got = listed[sid]
+    assert got["tokens"] == 300_000 + 20_000 + 6_000
+    assert got["costUSD"] == pytest.approx(cost) and got["unpricedModels"] == ["claude-imaginary-9"]
+    assert (listed[idle]["tokens"], listed[idle]["costUSD"], listed[idle]["unpricedModels"]) == (0, 0.0, [])
+    rows = cli(daemon, through, "list", "--cwd", cwd).stdout.decode().splitlines()
+    assert rows[0].split()[5:7] == ["TOKENS", "COST"], rows[0]
+    row = next(r for r in rows if r.startswith("spend some tokens"))
+    assert f" 326k  ${cost:.2f}? " in row, row

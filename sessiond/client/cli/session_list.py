@@ -46,8 +46,11 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
     active), as JSON or as a table (through the pager when longer than the screen)."""
     sessions = find_sessions(obj, cwd, all_projects, worktrees, limit, offset, tag)
     _fill_counts(sessions)
+    from .session_spend import page_spend
+
+    spend = page_spend(obj, sessions)
     if as_json:
-        echo_json(sessions)
+        echo_json([_with_spend(s, spend) for s in sessions])
         return
     if not sessions:
         echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}")
@@ -55,7 +58,7 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
         return
     # The terminal's width (or COLUMNS); piped into another program (no COLUMNS),
     # rows are whole: no title, branch or project is cut.
-    rows = session_table(sessions, show_project=all_projects, width=terminal_columns(UNLIMITED))
+    rows = session_table(sessions, show_project=all_projects, width=terminal_columns(UNLIMITED), spend=spend)
     paged("\n".join(map(printable, rows)), pager=pager)
 
 
@@ -109,6 +112,36 @@ def find_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
     return sessions
 
 
+def _with_spend(s, spend: dict | None) -> dict:
+    """``list --json``'s object: the session's fields, then ``tokens``,
+    ``costUSD`` and ``unpricedModels`` (null when not computed)."""
+    import msgspec
+
+    obj = msgspec.to_builtins(s)
+    if spend is None:
+        obj.update(tokens=None, costUSD=None, unpricedModels=None)
+    else:
+        got = spend.get(s.sessionId)
+        obj.update(tokens=got.tokens if got else 0, costUSD=got.costUSD if got else 0.0,
+                   unpricedModels=got.unpriced if got else [])
+    return obj
+
+
+def _tokens(n: int) -> str:
+    """A token count in 4 characters or so: 950, 12k, 3.4M."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k" if n < 10_000 else f"{n // 1000}k"
+    return f"{n / 1_000_000:.1f}M" if n < 10_000_000 else f"{n // 1_000_000}M"
+
+
+def _cost(got) -> str:
+    """USD to the cent; ``?`` after it when a model had no price (its tokens
+    counted, its cost not)."""
+    return f"${got.costUSD:.2f}" + ("?" if got.unpriced else "")
+
+
 def _fill_counts(sessions: list) -> None:
     """The message count of every listed session whose lite read could not
     say (a big file with no ``turn_duration`` in its tail): the printed page's
@@ -132,7 +165,7 @@ TITLE_MIN = 16
 BRANCH_MAX = 20
 PROJECT_MAX = 28
 """On a terminal, the widest branch and project (cut from the left) a row shows."""
-DROPPABLE = ("SIZE", "BRANCH", "CREATED", "TAG", "FORK", "PROJECT", "ACTIVE")
+DROPPABLE = ("SIZE", "BRANCH", "CREATED", "TAG", "FORK", "TOKENS", "PROJECT", "COST", "ACTIVE")
 """Columns left out, in this order, when the terminal is too narrow for them
 and a title of TITLE_MIN characters; the id (what resume takes) always stays."""
 
@@ -150,13 +183,14 @@ def short_ids(ids: list[str]) -> list[str]:
     return [i[:n] for i in ids]
 
 
-def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
+def session_table(sessions, *, show_project: bool, width: int, spend: dict | None = None) -> list[str]:
     """A header row and one row per session, fitting ``width`` columns: the
     title takes what the other columns leave and is what gets cut; on a narrow
     terminal the DROPPABLE columns go first. Times are the entries' own
     (created; active: ``listing.last_activity``, what the rows are sorted by),
     local, with the date when not today. The id is a unique prefix; a fork
-    shows its origin's ("⑂ 1a2b3c4d")."""
+    shows its origin's ("⑂ 1a2b3c4d"). ``spend`` (``session_spend``): TOKENS
+    and COST columns, a ``?`` after a cost that leaves an unpriced model out."""
     from sessiond.store.listing import last_activity
 
     today = datetime.now().astimezone().date()
@@ -166,6 +200,9 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
         "CREATED": [local_time(s.createdAt, today) for s in sessions],
         "ACTIVE": [local_time(last_activity(s), today) for s in sessions],
         "SIZE": [size(s.size) for s in sessions],
+        **({} if spend is None else {
+            "TOKENS": [_tokens(spend[s.sessionId].tokens) if s.sessionId in spend else "0" for s in sessions],
+            "COST": [_cost(spend[s.sessionId]) if s.sessionId in spend else "$0.00" for s in sessions]}),
         "BRANCH": [clip(s.gitBranch or "-", UNLIMITED if whole else BRANCH_MAX) for s in sessions],
     }
     if show_project:
@@ -190,7 +227,7 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
         columns.pop(name, None)
     titles = [s.title or "(untitled)" for s in sessions]
     title_width = max(TITLE_MIN, min(width - others(), max(5, *(cells(" ".join(t.split())) for t in titles))))
-    right = {"MSGS", "SIZE"}  # numbers line up on the right
+    right = {"MSGS", "SIZE", "TOKENS", "COST"}  # numbers line up on the right
 
     def row(title: str, values: dict[str, str]) -> str:
         parts = [pad(title, title_width)] + [pad(c, widths[n], right=n in right) for n, c in values.items()]
