@@ -59,13 +59,15 @@ def _pick(rows, sessions: list) -> dict[str, SessionSpend]:
 def _from_daemon(obj: Context, sessions: list) -> dict[str, SessionSpend] | None:
     from sessiond.wire import messages as m
     from sessiond.wire.errors import DaemonUnavailable, RemoteError
+    from sessiond.wire.messages import MAX_LIST_DIRS
 
     dirs = sorted({str(Path(s.path).parent) for s in sessions})
+    every = len(dirs) > MAX_LIST_DIRS  # more projects than a request names: the report of all, picked from
     try:
         with obj.client(autostart=False, other_root_ok=True) as client:
             if not client.serves_own_root():
                 return None
-            spent = client.call(m.Spend(id=client.next_id(), report="session", dirs=dirs)).spend
+            spent = client.call(m.Spend(id=client.next_id(), report="session", dirs=[] if every else dirs, all=every)).spend
     except (DaemonUnavailable, RemoteError):
         return None
     return _pick(spent.rows, sessions)
