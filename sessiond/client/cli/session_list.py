@@ -145,11 +145,16 @@ def _cost(got) -> str:
 def _fill_counts(sessions: list) -> None:
     """The message count of every listed session whose lite read could not
     say (a big file with no ``turn_duration`` in its tail): the printed page's
-    files only (the picker, which holds every session, does not pay for it)."""
+    files only (the picker, which holds every session, does not pay for it),
+    at most ``READ_MAX`` bytes of them."""
     from sessiond.store.message_count import count_messages
 
+    from .session_spend import READ_MAX
+
+    budget = READ_MAX  # a page of thousands of big files leaves the rest at "-" rather than read gigabytes
     for s in sessions:
-        if s.messageCount is None:
+        if s.messageCount is None and s.size <= budget:
+            budget -= s.size
             s.messageCount = count_messages(s.path)
 
 
