@@ -47,6 +47,11 @@ saw shows from the answer after it, and no answer waits for a walk of the store.
 MAX_SCOPES = 1024
 
 
+_PIECE = 1 << 20
+"""A line longer than this is measured (``find_newline``) before it is read, so
+one over the line cap is passed over without ever being held in memory."""
+
+
 def _whole(line: bytes) -> bool:
     """Whether a line is one whole JSON value (a last line without its newline
     that is complete, not one being written)."""
@@ -204,7 +209,7 @@ class SpendBook:
                 self._revalidating.discard(scope)
 
     def _read_from(self, key: str, f: _File) -> None:
-        from sessiond.store.linecap import MAX_LINE
+        from sessiond.store.linecap import MAX_LINE, find_newline
         from sessiond.store.regular import open_regular
 
         start = f.offset
@@ -218,7 +223,18 @@ class SpendBook:
         try:
             with os.fdopen(fd, "rb", buffering=1 << 20) as fh:
                 fh.seek(start)
-                while line := fh.readline(MAX_LINE + 1):
+                while line := fh.readline(_PIECE + 1):
+                    if not line.endswith(b"\n") and len(line) > _PIECE:  # a long line: is its end within the cap?
+                        at = fh.tell() - len(line)
+                        nl = find_newline(fd, at, at + MAX_LINE + 1)
+                        if nl < 0 and os.fstat(fd).st_size > at + MAX_LINE:  # over it: passed over, never held
+                            nl = find_newline(fd, at + MAX_LINE + 1)
+                            if nl < 0:
+                                break  # the file ends inside it
+                            end += nl + 1 - at
+                            fh.seek(nl + 1)
+                            continue
+                        line += fh.readline(MAX_LINE + 1 - len(line))  # within it: the rest of the line
                     if not line.endswith(b"\n"):
                         if len(line) <= MAX_LINE:  # the last line, without its newline
                             if _whole(line):  # a whole entry (ccusage counts it): taken

@@ -25,6 +25,7 @@ old flat ``agent-<id>.jsonl`` layout is thereby excluded without a read.
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -119,11 +120,57 @@ def _newest_first(item: tuple[int, str, object]) -> tuple[int, str]:
     return (-item[0], item[1])
 
 
+def last_activity(info: SessionInfo) -> str:
+    """When a session was last active: its newest entry's own ``timestamp``
+    (a copied or imported file's mtime is the copy's time, not the
+    conversation's), else the file's mtime; never later than the mtime, as no
+    entry is written after its file last was (a clock-skewed writer's future
+    stamp is not believed). What ``list`` sorts by and shows; it being at most
+    the mtime lets a page stop reading files early (``list_sessions``)."""
+    entry, mtime = _ns(info.lastEntryAt), _ns(info.modifiedAt)
+    if info.lastEntryAt and entry is not None and (mtime is None or entry <= mtime):
+        return info.lastEntryAt
+    return info.modifiedAt
+
+
+def _ns(iso: str | None) -> int | None:
+    from datetime import UTC, datetime
+
+    if not iso:
+        return None
+    try:
+        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:  # no zone: UTC, as transcripts write it
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1_000_000) * 1000
+
+
+def activity_ns(info: SessionInfo) -> int:
+    """``last_activity`` as nanoseconds since the epoch (0 when unreadable)."""
+    entry, mtime = _ns(info.lastEntryAt), _ns(info.modifiedAt)
+    if entry is None:
+        return mtime or 0
+    return entry if mtime is None else min(entry, mtime)
+
+
+def by_activity(sessions: Iterable[SessionInfo]) -> list[SessionInfo]:
+    """``sessions`` most recently active first; the file's mtime, then its path
+    break ties (stable pages)."""
+    return sorted(sessions, key=lambda s: (-activity_ns(s), -(_ns(s.modifiedAt) or 0), s.path))
+
+
 def list_sessions(dirs: Path | str | Iterable[Path | str], *, limit: int | None = None,
                   offset: int = 0, stats: ListStats | None = None,
                   opener: Opener | None = None, progress: Progress | None = None,
                   window: int = LITE_WINDOW) -> list[SessionInfo]:
-    """Sessions of one or more project dirs, newest first (by file mtime).
+    """Sessions of one or more project dirs, most recently active first
+    (``last_activity``: the newest entry's timestamp).
+
+    With a ``limit``, files are read in mtime order and reading stops once the
+    page's sessions were all active after the next file's mtime: an entry is
+    written no later than its file's mtime, so no unread file can be newer.
 
     ``limit``/``offset`` page over listed sessions. ``stats`` is filled in if
     given; ``opener`` is handed to every lite read (to count or fault opens);
@@ -141,45 +188,44 @@ def list_sessions(dirs: Path | str | Iterable[Path | str], *, limit: int | None 
 
     if limit is None:
         cands = session_candidates(dirs, stat=False, stats=stats)
-        found: list[tuple[int, str, SessionInfo]] = []
+        found: list[SessionInfo] = []
         for i, (_, path, _) in enumerate(cands, 1):
             lite = _read(path, stats, opener, window)
             if lite is not None:
-                found.append((lite.mtime_ns, path, lite.session_info()))
+                found.append(lite.session_info())
             if progress is not None and (i % PROGRESS_EVERY == 0 or i == len(cands)):
                 progress(i, len(cands))
-        found.sort(key=_newest_first)
-        return [info for _, _, info in found[offset:]]
+        return by_activity(found)[offset:]
 
     cands = session_candidates(dirs, stat=True, stats=stats)
     cands.sort(key=_newest_first)
-    page: list[SessionInfo] = []
-    listed = 0
+    read: list[SessionInfo] = []
+    newest: list[int] = []  # a min-heap of the ``wanted`` latest activities read so far
+    wanted = offset + limit
     total = len(cands)
-    for i, (_, path, size) in enumerate(cands, 1):
+    for i, (mtime_ns, path, size) in enumerate(cands, 1):
+        if len(newest) >= wanted and newest[0] >= mtime_ns:
+            break  # every unread file was last written before the page's sessions were active
         if size == 0:  # known empty from the stat: no need to open it
             stats.skip(EMPTY)
             continue
         lite = _read(path, stats, opener, window)
         if progress is not None and i % PROGRESS_EVERY == 0:
             progress(i, total)
-        if lite is None:
-            continue
-        if listed >= offset:
-            page.append(lite.session_info())
-            if len(page) >= limit:
-                break
-        listed += 1
+        if lite is not None:
+            info = lite.session_info()
+            read.append(info)
+            (heapq.heappush if len(newest) < wanted else heapq.heappushpop)(newest, activity_ns(info))
     if progress is not None:
         progress(total, total)
-    return page
+    return by_activity(read)[offset:wanted]
 
 
 def list_all_sessions(root: Path | str, *, limit: int | None = None, offset: int = 0,
                       stats: ListStats | None = None, opener: Opener | None = None,
                       progress: Progress | None = None, window: int = LITE_WINDOW) -> list[SessionInfo]:
     """Sessions of every project of the store (``sessiond list --all``), in one
-    mtime order across all projects; the keywords are those of ``list_sessions``."""
+    activity order across all projects; the keywords are those of ``list_sessions``."""
     return list_sessions(project_dirs(root), limit=limit, offset=offset, stats=stats,
                          opener=opener, progress=progress, window=window)
 

@@ -85,6 +85,7 @@ class LiteInfo(msgspec.Struct, kw_only=True):
     summary: str | None = None
     last_entry_at: str | None = None
     message_count: int | None = None
+    forked_from: str | None = None
 
     @property
     def listable(self) -> bool:
@@ -116,6 +117,7 @@ class LiteInfo(msgspec.Struct, kw_only=True):
             gitBranch=self.git_branch,
             lastEntryAt=self.last_entry_at,
             messageCount=self.message_count,
+            forkedFrom=self.forked_from,
         )
 
 
@@ -208,6 +210,7 @@ def parse_lite(head: bytes, tail: bytes | None, *, path: str = "", size: int | N
     info.session_id = st.sid
     info.is_sidechain = bool(st.side)
     info.team_name = st.team
+    info.forked_from = st.forked_from
     if info.is_sidechain:
         info.state = SIDECHAIN
     elif st.team:

@@ -34,17 +34,38 @@ class Head(msgspec.Struct):
     isMeta: bool | None = None
     isCompactSummary: bool | None = None
     teamName: str | None = None
+    forkedFrom: msgspec.Raw = NULL
     message: msgspec.Raw = NULL
 
 
 _head_dec = msgspec.json.Decoder(Head)
 
 
+class _Fork(msgspec.Struct):
+    sessionId: str | None = None
+
+
+_fork_dec = msgspec.json.Decoder(_Fork)
+
+
+def forked_from(raw: msgspec.Raw) -> str | None:
+    """The origin session id of an entry's ``forkedFrom`` (``{sessionId,
+    messageUuid}``, what ``sessiond fork`` writes on the entries it copies), or
+    None when absent or not that shape."""
+    if raw is NULL or not raw:
+        return None
+    try:
+        sid = _fork_dec.decode(raw).sessionId
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return sid if isinstance(sid, str) and sid else None
+
+
 class HeadState:
     """What the head (and, failing it, the tail's newest message) tells so far."""
 
     __slots__ = ("prompt", "command", "media", "created_at", "cwd", "branch", "sid", "side", "team", "message",
-                 "entries")
+                 "entries", "forked_from")
 
     def __init__(self) -> None:
         self.prompt: str | None = None
@@ -60,6 +81,7 @@ class HeadState:
         self.team: str | None = None
         self.message = False
         self.entries = 0
+        self.forked_from: str | None = None
 
     def envelope(self, e: Head) -> None:
         if self.created_at is None and e.timestamp:
@@ -72,6 +94,8 @@ class HeadState:
             self.sid = e.sessionId
         if e.teamName:
             self.team = e.teamName
+        if self.forked_from is None:
+            self.forked_from = forked_from(e.forkedFrom)
 
     def offer(self, kind_text: tuple[str, str] | None, cut: bool = False) -> None:
         if kind_text is None:

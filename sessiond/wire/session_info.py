@@ -38,3 +38,6 @@ class SessionInfo(msgspec.Struct):
     live: dict[str, str | int] | None = None
     """``{pid, client, since}`` of the client writing it now (SPEC 7); only a
     running daemon knows, so offline listings say null."""
+    forkedFrom: str | None = None
+    """The session this one was forked from (``sessiond fork``: the
+    ``forkedFrom.sessionId`` its first entries carry); null for one that was not."""

@@ -113,7 +113,7 @@ def test_long_listings_show_progress_only_on_a_terminal(daemon_factory, short_tm
     for i in range(2100):
         sid = str(uuid.uuid4())
         (project / f"{sid}.jsonl").write_bytes(line(user(f"p{i}")) + b"\n")
-    cmd = [sys.executable, "-m", "sessiond.client.cli", "list", "--all"]
+    cmd = [sys.executable, "-m", "sessiond.client.cli", "list", "--all", "--no-pager"]  # 2100 rows on a terminal: paged otherwise
     piped = d.cli("list", "--all")
     assert b"reading sessions" not in piped.stderr and piped.stdout.count(b"\n") == 2101  # with the header row
     tty = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], env=d.env, capture_output=True, timeout=60)

@@ -40,8 +40,8 @@ def test_list_has_a_header_counts_and_the_entries_own_times(daemon: DaemonProc, 
         daemon.stop()
     args = ["--no-autostart", "list", "--cwd", CWD]
     rows = daemon.cli(*args, env=env).stdout.decode().splitlines()
-    assert rows[0].split() == ["TITLE", "MSGS", "CREATED", "LAST", "ENTRY", "SIZE", "BRANCH", "ID"]
-    assert rows[1].split()[:3] == ["fix", "the", "parser"] and rows[1].endswith(sid)
+    assert rows[0].split() == ["TITLE", "MSGS", "CREATED", "ACTIVE", "SIZE", "TOKENS", "COST", "BRANCH", "ID"]
+    assert rows[1].split()[:3] == ["fix", "the", "parser"] and rows[1].endswith(sid[:8])
     cells = rows[1].split()
     assert cells[3] == "3" and cells[4:8] == ["2025-03-02", "10:00", "2025-03-04", "09:30"], rows[1]
     assert "just now" not in rows[1] and "ago" not in rows[1]
@@ -59,7 +59,7 @@ def test_list_fits_the_terminal_by_cutting_titles_not_the_table(daemon: DaemonPr
         rows = daemon.cli(*args, env={"COLUMNS": str(columns), "TZ": "UTC"}).stdout.decode().splitlines()
         assert rows[0].startswith("TITLE")
         assert all(len(r) <= columns for r in rows), (columns, [len(r) for r in rows])
-        assert any(r.endswith(sids[0]) and "…" in r for r in rows)  # the long title cut, the id whole
+        assert any(r.endswith(sids[0][:8]) and "…" in r for r in rows)  # the long title cut, the id whole
         if args[-1] == "--all" and columns >= 160:
             assert "PROJECT" in rows[0] and any("~" in r or "/home/dev/another-project" in r for r in rows)
     piped = daemon.cli("list", "--cwd", CWD, env={"COLUMNS": "", "TZ": "UTC"}).stdout.decode().splitlines()
@@ -68,11 +68,11 @@ def test_list_fits_the_terminal_by_cutting_titles_not_the_table(daemon: DaemonPr
 
     wide = daemon.cli("list", "--all", env={"COLUMNS": "220", "TZ": "UTC", "HOME": "/home/dev"}).stdout.decode().splitlines()
     assert "PROJECT" in wide[0]
-    assert any("~/another-project" in r and r.endswith(sids[1]) for r in wide), wide
+    assert any("~/another-project" in r and r.endswith(sids[1][:8]) for r in wide), wide
 
 
 def test_list_of_a_session_written_by_another_program_keeps_its_times(daemon: DaemonProc):
-    """The catalog re-reads a file another writer changed: LAST ENTRY follows."""
+    """The catalog re-reads a file another writer changed: ACTIVE follows."""
     sid = old_session(daemon, CWD, "foreign")
     path = main_path(daemon.root, CWD, sid)
     later = assistant("written by hand", "a9", parentUuid="u2") | {"timestamp": "2025-05-01T12:00:00.000Z"}
@@ -102,7 +102,7 @@ def test_list_aligns_wide_titles_by_terminal_cells(daemon: DaemonProc, columns):
     sids = [old_session(daemon, CWD, t) for t in CJK]
     rows = daemon.cli("list", "--cwd", CWD, env={"COLUMNS": str(columns), "TZ": "UTC"}).stdout.decode().splitlines()
     assert all(_cells(r) <= columns for r in rows), [(_cells(r), r) for r in rows]
-    at = {_cells(r[: r.index(sid)]) for r in rows[1:] for sid in sids if sid in r}
+    at = {_cells(r[: r.index(sid[:8])]) for r in rows[1:] for sid in sids if sid[:8] in r}
     assert len(at) == 1 and _cells(rows[0][: rows[0].index("ID")]) in at, rows  # the ID column lines up
     msgs = {_cells(r[: r.index("  3  ")]) for r in rows[1:]}
     assert len(msgs) == 1, rows  # and so does every column before it

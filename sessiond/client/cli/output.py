@@ -53,6 +53,23 @@ def page(text: str, color: bool) -> None:
     click.echo_via_pager(text, color=color)
 
 
+def paged(text: str, *, color: bool = False, pager: bool = True) -> None:
+    """Rendered ``text`` (its fields already through ``printable``) for a
+    person: through ``$PAGER`` (``less`` by default) when stdout and stdin are a
+    terminal and it is longer than the screen, else written whole. What
+    ``show`` and ``list`` page with."""
+    import shutil
+
+    if pager and sys.stdout.isatty() and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
+        # less: quit if it fits (-F), colours through (-R), the screen left as
+        # it was (-X), as git pages; a LESS of the person's own is theirs.
+        # A pager quit early (q) is fine: click drops the broken pipe.
+        os.environ.setdefault("LESS", "FRX")
+        page(text, color=color)
+    else:
+        echo(text, raw=True)  # echo writes all of it (or a broken pipe)
+
+
 def write_all(data: bytes, stream=None) -> None:
     """Every byte of ``data`` to ``stream`` (stdout), or ``BrokenPipeError``.
     One ``buffer.write`` of more than the pipe holds returns a short count,

@@ -22,15 +22,20 @@ from .output import Progress, count, echo, echo_json
 @click.option("--cwd", default=None, help="Project directory (default: the current directory).")
 @click.option("--all", "all_projects", is_flag=True, help="Sessions of every project (with a PROJECT column).")
 @click.option("--worktrees", is_flag=True, help="Include the sessions of the repository's other git worktrees.")
-@click.option("--limit", type=click.IntRange(min=1, max=MAX_COUNT), default=None, help="At most N sessions (newest first).")
-@click.option("--offset", type=click.IntRange(min=0, max=MAX_COUNT), default=0, help="Skip the K newest sessions.")
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_COUNT), default=None, help="At most N sessions (most recently active first).")
+@click.option("--offset", type=click.IntRange(min=0, max=MAX_COUNT), default=0, help="Skip the K most recently active sessions.")
+@click.option("--tag", default=None, metavar="NAME", help="Only the sessions tagged NAME (sessiond tag).")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of session objects.")
+@click.option("--no-pager", "no_pager", is_flag=True, help="Never page the output (default: $PAGER or less on a terminal).")
 @click.pass_obj
-def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int, as_json: bool) -> None:
-    """List sessions, newest first, reading only what the page needs."""
+def list_cmd(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
+             tag: str | None, as_json: bool, no_pager: bool) -> None:
+    """List sessions, most recently active first (the newest entry's time),
+    reading only what the page needs. For a person: an 8-character id prefix
+    (what every command takes), the title in the terminal's width, the tag."""
     from .session_list import list_sessions
 
-    list_sessions(obj, cwd, all_projects, worktrees, limit, offset, as_json)
+    list_sessions(obj, cwd, all_projects, worktrees, limit, offset, as_json, tag=tag, pager=not no_pager)
 
 
 @cli.command()

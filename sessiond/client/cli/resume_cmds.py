@@ -28,7 +28,7 @@ from . import Context, cli
 from .completion import complete_session
 from .locate import locate, resolve, where
 from .locate import session_id as resolved_id
-from .output import colour_on, count, echo, echo_json, local_time, page, printable, skipped_lines
+from .output import colour_on, count, echo, echo_json, local_time, paged, printable, skipped_lines
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "",
@@ -51,7 +51,6 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
             extra = {} if spend is None else spend_fields(spend)
             echo_json({**msgspec.to_builtins(result), **({} if history is None else {"history": history}), **extra})
         return
-    tty = sys.stdout.isatty()
     color = colour_on()
     from .transcript_view import render
 
@@ -61,16 +60,8 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
 
         line = spend_line(spend)
     text = render(result, all_entries=all_entries, color=color, history=history, spend=line) + (f"\n{printable(footer)}" if footer else "")
-    import shutil
-
-    if pager and tty and sys.stdin.isatty() and text.count("\n") + 1 > shutil.get_terminal_size().lines:
-        # less: quit if it fits (-F), colours through (-R), the screen left as
-        # it was (-X), as git pages; a LESS of the person's own is theirs.
-        # A pager quit early (q) is fine: click drops the broken pipe.
-        os.environ.setdefault("LESS", "FRX")
-        page(text, color=color)
-    else:  # rendered: its fields are printable, its styles ours
-        echo(text if color else click.unstyle(text), raw=True)  # echo writes all of it (or a broken pipe)
+    # rendered: its fields are printable, its styles ours
+    paged(text if color else click.unstyle(text), color=color, pager=pager)
 
 
 def view_options(f):
@@ -354,6 +345,9 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool, in_claude: b
         session_cwd = where(cwd) if cwd else (loc.cwd if loc is not None and loc.cwd else None) or entries[0].get("cwd") or where(None)
         for e in entries:
             e["sessionId"] = new_id
+            # Where it came from, on every copied entry (the head window that
+            # list reads sees the first): the origin and the entry itself.
+            e["forkedFrom"] = {"sessionId": result.sessionId, "messageUuid": e.get("uuid")}
             if cwd:
                 e["cwd"] = session_cwd
         lines = [encode_entry(e) for e in entries]

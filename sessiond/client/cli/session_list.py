@@ -21,6 +21,8 @@ from .output import (
     home_relative,
     local_time,
     pad,
+    paged,
+    printable,
     size,
     terminal_columns,
 )
@@ -43,27 +45,36 @@ def _mark_outside_writers(sessions: list, *, by_time: bool) -> None:
 
 
 def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool, limit: int | None, offset: int,
-                  as_json: bool) -> None:
-    """Print one page of sessions (``limit`` after the ``offset`` newest)."""
-    sessions = find_sessions(obj, cwd, all_projects, worktrees, limit, offset)
+                  as_json: bool, tag: str | None = None, pager: bool = True) -> None:
+    """Print one page of sessions (``limit`` after the ``offset`` most recently
+    active), as JSON or as a table (through the pager when longer than the screen)."""
+    sessions = find_sessions(obj, cwd, all_projects, worktrees, limit, offset, tag)
+    _fill_counts(sessions)
+    from .session_spend import page_spend
+
+    spend = page_spend(obj, sessions)
     if as_json:
-        echo_json(sessions)
+        echo_json([_with_spend(s, spend) for s in sessions])
         return
     if not sessions:
-        echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}"), err=True)
+        echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}")
+             + ("" if tag is None else f" tagged {tag}"), err=True)
         return
     # The terminal's width (or COLUMNS); piped into another program (no COLUMNS),
     # rows are whole: no title, branch or project is cut.
-    for row in session_table(sessions, show_project=all_projects, width=terminal_columns(UNLIMITED)):
-        echo(row)
+    rows = session_table(sessions, show_project=all_projects, width=terminal_columns(UNLIMITED), spend=spend)
+    paged("\n".join(map(printable, rows)), pager=pager)
 
 
 def find_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool = False,
-                  limit: int | None = None, offset: int = 0) -> list:
-    """One page of sessions (``SessionInfo``, newest first), live ones marked:
-    the project's (``cwd``, default the current directory) or every project's.
-    From a running daemon's catalog, else read from the files (with progress
-    on a terminal); what ``list`` prints and the picker shows."""
+                  limit: int | None = None, offset: int = 0, tag: str | None = None) -> list:
+    """One page of sessions (``SessionInfo``, most recently active first:
+    ``listing.last_activity``), live ones marked: the project's (``cwd``,
+    default the current directory) or every project's, only those tagged
+    ``tag`` if given. From a running daemon's catalog (whose pages are in mtime
+    order: the whole scope is asked, then ordered and cut here), else read from
+    the files (with progress on a terminal); what ``list`` prints and the
+    picker shows."""
     from sessiond.store import project_dirs
     from sessiond.store.paths import check_cwd, project_dir
 
@@ -82,20 +93,81 @@ def find_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
         # No project dir on disk yet: a daemon may have accepted the cwd's first
         # session and not written it yet; it is asked about the dir it would make.
         asked = dirs or [project_dir(root, where)]
-    sessions = _from_daemon(obj, asked, all_projects, limit, offset)
+    from sessiond.store.listing import by_activity
+
+    sessions = _from_daemon(obj, asked, all_projects)
     from_files = sessions is None
-    if sessions is None:  # no daemon: read the files (reading never starts one)
+    if sessions is not None:
+        sessions = _page(by_activity(sessions), limit, offset, tag)
+    else:  # no daemon: read the files (reading never starts one)
         from sessiond.store import listing  # the lite reader: only when no daemon answers
 
         progress = Progress.callback("reading sessions") if sys.stdout.isatty() else None
+        # A tag is known only once a file is read: every file then, cut here.
+        lim, off = (None, 0) if tag is not None else (limit, offset)
         if all_projects:
-            sessions = listing.list_all_sessions(root, limit=limit, offset=offset, progress=progress)
+            sessions = listing.list_all_sessions(root, limit=lim, offset=off, progress=progress)
         else:
-            sessions = listing.list_sessions(dirs, limit=limit, offset=offset, progress=progress) if dirs else []
+            sessions = listing.list_sessions(dirs, limit=lim, offset=off, progress=progress) if dirs else []
         if progress is not None:
             progress.finish()
+        if tag is not None:
+            sessions = _page(sessions, limit, offset, tag)
     _mark_outside_writers(sessions, by_time=from_files)
     return sessions
+
+
+def _with_spend(s, spend: dict | None) -> dict:
+    """``list --json``'s object: the session's fields, then ``tokens``,
+    ``costUSD`` and ``unpricedModels`` (null when not computed)."""
+    import msgspec
+
+    obj = msgspec.to_builtins(s)
+    if spend is None:
+        obj.update(tokens=None, costUSD=None, unpricedModels=None)
+    else:
+        got = spend.get(s.sessionId)
+        obj.update(tokens=got.tokens if got else 0, costUSD=got.costUSD if got else 0.0,
+                   unpricedModels=got.unpriced if got else [])
+    return obj
+
+
+def _tokens(n: int) -> str:
+    """A token count in 4 characters or so: 950, 12k, 3.4M."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k" if n < 10_000 else f"{n // 1000}k"
+    return f"{n / 1_000_000:.1f}M" if n < 10_000_000 else f"{n // 1_000_000}M"
+
+
+def _cost(got) -> str:
+    """USD to the cent; ``?`` after it when a model had no price (its tokens
+    counted, its cost not)."""
+    return f"${got.costUSD:.2f}" + ("?" if got.unpriced else "")
+
+
+def _fill_counts(sessions: list) -> None:
+    """The message count of every listed session whose lite read could not
+    say (a big file with no ``turn_duration`` in its tail): the printed page's
+    files only (the picker, which holds every session, does not pay for it),
+    at most ``READ_MAX`` bytes of them."""
+    from sessiond.store.message_count import count_messages
+
+    from .session_spend import READ_MAX
+
+    budget = READ_MAX  # a page of thousands of big files leaves the rest at "-" rather than read gigabytes
+    for s in sessions:
+        if s.messageCount is None and s.size <= budget:
+            budget -= s.size
+            s.messageCount = count_messages(s.path)
+
+
+def _page(sessions: list, limit: int | None, offset: int, tag: str | None) -> list:
+    """The sessions tagged ``tag`` (all when None), ``limit`` after ``offset``."""
+    if tag is not None:
+        sessions = [s for s in sessions if s.tag == tag]
+    return sessions[offset:None if limit is None else offset + limit]
 
 
 def live_label(live: dict | None) -> str:
@@ -115,32 +187,57 @@ TITLE_MIN = 16
 BRANCH_MAX = 20
 PROJECT_MAX = 28
 """On a terminal, the widest branch and project (cut from the left) a row shows."""
-DROPPABLE = ("SIZE", "BRANCH", "CREATED", "PROJECT", "LAST ENTRY")
+DROPPABLE = ("SIZE", "BRANCH", "CREATED", "TAG", "FORK", "TOKENS", "PROJECT", "COST", "ACTIVE")
 """Columns left out, in this order, when the terminal is too narrow for them
 and a title of TITLE_MIN characters; the id (what resume takes) always stays."""
 
 
-def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
+SHORT_ID = 8
+"""Characters of an id a person is shown: a prefix every command takes."""
+
+
+def short_ids(ids: list[str]) -> list[str]:
+    """Each id cut to SHORT_ID characters, or longer where two listed ids
+    share that prefix, so every shown prefix names one listed session."""
+    n = SHORT_ID
+    while n < 36 and len({i[:n] for i in ids}) < len(set(ids)):
+        n += 1
+    return [i[:n] for i in ids]
+
+
+def session_table(sessions, *, show_project: bool, width: int, spend: dict | None = None) -> list[str]:
     """A header row and one row per session, fitting ``width`` columns: the
     title takes what the other columns leave and is what gets cut; on a narrow
     terminal the DROPPABLE columns go first. Times are the entries' own
-    (created, last entry), local, with the date when not today; the last entry
-    falls back to the file's mtime."""
+    (created; active: ``listing.last_activity``, what the rows are sorted by),
+    local, with the date when not today. The id is a unique prefix; a fork
+    shows its origin's ("⑂ 1a2b3c4d"). ``spend`` (``session_spend``): TOKENS
+    and COST columns, a ``?`` after a cost that leaves an unpriced model out."""
+    from sessiond.store.listing import last_activity
+
     today = datetime.now().astimezone().date()
     whole = width >= UNLIMITED  # piped: a program reads the rows, nothing is cut
     columns: dict[str, list[str]] = {
         "MSGS": ["-" if s.messageCount is None else str(s.messageCount) for s in sessions],
         "CREATED": [local_time(s.createdAt, today) for s in sessions],
-        "LAST ENTRY": [local_time(s.lastEntryAt or s.modifiedAt, today) for s in sessions],
+        "ACTIVE": [local_time(last_activity(s), today) for s in sessions],
         "SIZE": [size(s.size) for s in sessions],
+        **({} if spend is None else {
+            "TOKENS": [_tokens(spend[s.sessionId].tokens) if s.sessionId in spend else "0" for s in sessions],
+            "COST": [_cost(spend[s.sessionId]) if s.sessionId in spend else "$0.00" for s in sessions]}),
         "BRANCH": [clip(s.gitBranch or "-", UNLIMITED if whole else BRANCH_MAX) for s in sessions],
     }
     if show_project:
         columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", UNLIMITED if whole else PROJECT_MAX)
                               for s in sessions]
+    if any(s.tag for s in sessions):
+        columns["TAG"] = [clip(s.tag or "", UNLIMITED if whole else BRANCH_MAX) for s in sessions]
     if any(s.live for s in sessions):  # written by a client right now (SPEC 7), or by Claude Code itself: who
         columns["LIVE"] = [live_label(s.live) for s in sessions]
-    columns["ID"] = [s.sessionId for s in sessions]
+    ids = short_ids([s.sessionId for s in sessions])
+    if any(s.forkedFrom for s in sessions):  # where a fork came from: its origin's id as listed
+        columns["FORK"] = [f"⑂ {s.forkedFrom[:len(ids[0])]}" if s.forkedFrom else "" for s in sessions]
+    columns["ID"] = ids
     widths = {name: max(cells(name), *map(cells, column)) for name, column in columns.items()}
 
     def others() -> int:
@@ -152,7 +249,7 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
         columns.pop(name, None)
     titles = [s.title or "(untitled)" for s in sessions]
     title_width = max(TITLE_MIN, min(width - others(), max(5, *(cells(" ".join(t.split())) for t in titles))))
-    right = {"MSGS", "SIZE"}  # numbers line up on the right
+    right = {"MSGS", "SIZE", "TOKENS", "COST"}  # numbers line up on the right
 
     def row(title: str, values: dict[str, str]) -> str:
         parts = [pad(title, title_width)] + [pad(c, widths[n], right=n in right) for n, c in values.items()]
@@ -164,8 +261,8 @@ def session_table(sessions, *, show_project: bool, width: int) -> list[str]:
     return out
 
 
-def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int | None, offset: int):
-    """The page from a running daemon's catalog, or None when none runs, or it
+def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool):
+    """Every session of the scope from a running daemon's catalog, or None when none runs, or it
     serves another root, or it refused the List (the last two said on stderr:
     the files are read instead)."""
     from sessiond.wire import messages as m
@@ -180,7 +277,7 @@ def _from_daemon(obj: Context, dirs: list[Path], all_projects: bool, limit: int 
             if (root := other_root(obj, client)) is not None:
                 fell_back(serves(obj, root), "listed from the files")
                 return None
-            resp = client.call(m.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects, limit=limit, offset=offset))
+            resp = client.call(m.List(id=client.next_id(), dirs=[str(d) for d in dirs], all=all_projects))
     except DaemonUnavailable:
         return None
     except RemoteError as exc:

@@ -8,6 +8,8 @@ spaces and anything over 200 characters is cut with an ellipsis.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import msgspec
 import pytest
 
@@ -168,7 +170,7 @@ NOT_SESSIONS = {
     "00000000-0000-4000-8000-00000000a86d",  # a subagent transcript under a UUID name
 }
 JSON_KEYS = ["sessionId", "path", "title", "firstPrompt", "lastPrompt", "customTitle", "aiTitle",
-             "summary", "tag", "createdAt", "modifiedAt", "size", "cwd", "gitBranch", "lastEntryAt", "messageCount", "live"]
+             "summary", "tag", "createdAt", "modifiedAt", "size", "cwd", "gitBranch", "lastEntryAt", "messageCount", "live", "forkedFrom"]
 
 
 @pytest.fixture(scope="module")
@@ -199,9 +201,24 @@ def test_titles_prompts_and_head_fields(listed, corpus_store, sid):
     assert s.size == corpus_store.sessions[sid].stat().st_size
 
 
-def test_newest_first_by_mtime(listed, corpus_store):
+def _when(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_most_recently_active_first(listed, corpus_store):
+    """By the newest entry's time, never later than the file's mtime (the
+    builder sets mtimes unrelated to the entries: some older, some newer)."""
     ids = [s.sessionId for s in listed[0]]
-    assert ids == sorted(EXPECTED, key=lambda sid: -corpus_store.mtimes[sid])
+    by_id = {s.sessionId: s for s in listed[0]}
+
+    def active(sid: str) -> float:
+        s = by_id[sid]
+        mtime = corpus_store.mtimes[sid]
+        return min(_when(s.lastEntryAt), mtime) if s.lastEntryAt else mtime
+
+    assert sorted(ids) == sorted(EXPECTED)
+    assert ids == sorted(EXPECTED, key=lambda sid: (-active(sid), -corpus_store.mtimes[sid]))
+    assert ids != sorted(EXPECTED, key=lambda sid: -corpus_store.mtimes[sid])  # not the mtime order
     first = listed[0][0]
     assert first.modifiedAt.endswith("Z") and first.modifiedAt[:4] == "2025"
 
