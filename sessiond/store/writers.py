@@ -133,21 +133,7 @@ def _is_sessiond(base: str) -> bool:
     return any(a == b"sessiond" or a.endswith(b"/sessiond") or a.startswith(b"sessiond.") for a in argv[:4])
 
 
-def live_writer(path: str, *, by_time: bool = False) -> dict[str, str | int] | None:
-    """``{pid, writer}`` when a process outside sessiond holds ``path`` open for
-    writing; with ``by_time`` (no daemon runs: every write is another
-    program's), also when its newest entry is at most ``RECENT_WRITE_S`` old;
-    else None."""
+def live_writer(path: str) -> dict[str, str | int] | None:
+    """``{pid, writer}`` when a process outside sessiond holds ``path`` open for writing, else None."""
     pid = open_for_writing([path]).get(path)
-    if pid is not None:
-        return {"pid": pid, "writer": "open for writing"}
-    if by_time:
-        from .lite import read_lite
-
-        try:
-            ago = written_recently(read_lite(path).last_entry_at)
-        except OSError:
-            return None
-        if ago is not None:
-            return recent_writer(ago)
-    return None
+    return None if pid is None else {"pid": pid, "writer": "open for writing"}

@@ -322,7 +322,8 @@ def test_a_session_whose_names_are_not_utf8_goes_to_the_trash_and_back_byte_for_
         return out
 
     assert on_disk() == tree
-    rm = d.cli("--no-autostart", "rm", sid, "--json", timeout=CLI_TIMEOUT)
+    # --force: the files were just written outside sessiond, which a daemon takes for Claude Code writing them
+    rm = d.cli("--no-autostart", "rm", sid, "--json", "--force", timeout=CLI_TIMEOUT)
     assert _json(rm)[0]["session"] == sid and on_disk() == {}
     shown = d.cli("--no-autostart", "trash", timeout=CLI_TIMEOUT)
     assert sid.encode() in shown.stdout and b"-proj\\xff" in shown.stdout and shown.stderr.count(b"\n") == 1

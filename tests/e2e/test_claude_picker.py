@@ -75,10 +75,12 @@ def test_sessiond_titles_are_what_the_newest_picker_shows():
     for s in listed:
         sid = s["sessionId"]
         assert shows(shown[sid], s["title"]), (by_session[sid].rule, shown[sid], s["title"], screen)
-    # Its rows are in the order of their last message (not of file mtime, as `sessiond list`'s are).
+    # Its rows are in the order of their last message (not of file mtime), as `sessiond list`'s are.
     by_last = sorted(listed, key=lambda s: s["lastEntryAt"], reverse=True)
-    assert [s["sessionId"] for s in by_last] == [sid for sid in shown if sid in {s["sessionId"] for s in listed}]
-    assert [s["sessionId"] for s in listed] != [s["sessionId"] for s in by_last]  # the files' mtimes say otherwise
+    ours = [s["sessionId"] for s in listed]
+    assert [s["sessionId"] for s in by_last] == [sid for sid in shown if sid in ours] == ours
+    by_mtime = [c.session for c in CASES if c.sessiond_lists]  # the layout's mtimes: newest first
+    assert ours != by_mtime  # the files' mtimes say otherwise
 
 
 @pytest.mark.timeout(400)
@@ -91,11 +93,11 @@ def test_the_older_picker_differs_only_where_the_readme_says(old_claude):
     readme = " ".join(README.read_text().split())
     assert f"Claude Code {OLD_RELEASE}" in readme and "show the same titles" in readme
     assert "Both pickers put the summary before `last-prompt`" in readme
-    # 2.1.197 lists the sessions by file mtime, newest first, as sessiond does.
+    # 2.1.197 lists the sessions by file mtime, newest first; sessiond as the newer picker does.
     assert list(old) == [c.session for c in CASES if c.picker_lists], old_screen
     ours = [s["sessionId"] for s in listed]
-    assert ours == [sid for sid in old if sid in ours]
-    assert "by the time of their last message" in readme  # the newer picker's order, which differs
+    assert ours != [sid for sid in old if sid in ours]
+    assert "by the time of their last message, as `sessiond list`" in readme  # the newer picker's order
 
 
 def test_layout_places_every_case_with_mtimes_in_order(short_tmp):

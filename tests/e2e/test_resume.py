@@ -40,7 +40,8 @@ def test_show_path_needs_no_daemon_and_gives_the_reviewed_chain(daemon_factory, 
     assert out["chain"] == expected["chain"]
     assert out["interruption"] == expected["interruption"] and out["bridges"] == expected["bridges"]
     assert set(out) == {"sessionId", "path", "chain", "messages", "interruption", "consistencyDelta", "bridges",
-                        "cuts", "repairs", "skippedLines", "metadata", "subagents"}
+                        "cuts", "repairs", "skippedLines", "metadata", "subagents",
+                        "tokens", "costUSD", "unpricedModels"}
     assert not d.socket.exists()
     human = d.cli("show", str(CORPUS / f"{name}.jsonl")).stdout.decode()
     assert f"{len(expected['chain'])} messages" in human

@@ -85,8 +85,10 @@ def trash_sessions(obj: Context, ids: list[str], cwd: str | None, force: bool = 
                 ops.client.flush(sid)
         locs = [(sid, _find(obj, sid, cwd)) for sid in ids]  # all found before anything moves
         for sid, loc in locs:
-            # With a daemon, it refuses a session written outside sessiond just now itself (its follower knows).
-            writer = None if force else live_writer(str(loc.path), by_time=ops.client is None)
+            # A session written outside sessiond just now is refused by the daemon, whose follower
+            # knows which writes were not its own; without one, a recent write may be sessiond's own
+            # direct append as well as Claude Code's, and the trash gives back what rm took.
+            writer = None if force else live_writer(str(loc.path))
             if writer is not None:  # Claude Code itself, writing it outside sessiond's clients
                 if on_refused is not None:
                     how = (f"pid {writer['pid']} holds it open for writing" if "pid" in writer
