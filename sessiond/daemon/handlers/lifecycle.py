@@ -83,8 +83,14 @@ def handle_restore(conn: Connection, req: m.Restore) -> None:
         raise conflict(f"session {sid} is open in the daemon; close it before restoring")
     daemon.registry.unavailable[sid] = busy(sid)
 
-    lifecycle.operate(sid, lambda: lifecycle.restore(sid),
-                      _answer(conn, req.id, lambda entry: m.TrashChanged(id=req.id, entries=[entry])), after=None, hold=False)
+    follower = daemon.follower
+    follower.mine(sid)  # the files put back are the daemon's own doing, not another program's writes
+
+    def restored(entry: TrashEntry) -> m.Response:
+        follower.mine(sid)  # and so are the lines its next pass reads of them
+        return m.TrashChanged(id=req.id, entries=[entry])
+
+    lifecycle.operate(sid, lambda: lifecycle.restore(sid), _answer(conn, req.id, restored), after=None, hold=False)
 
 
 def handle_empty_trash(conn: Connection, req: m.EmptyTrash) -> None:
