@@ -56,7 +56,7 @@ def decode_response(body: bytes | memoryview) -> Response:
     that union is built it decodes every answer itself (it holds the core's
     too): a stream of answers outside the core (a watcher's ``Entries``) would
     otherwise pay a failed decode and its exception for every frame."""
-    full = _decoders.get("response")
+    full: msgspec.msgpack.Decoder[Response] | None = _decoders.get("response")
     if full is not None:
         return _decode(full, body, "response")
     core: msgspec.msgpack.Decoder[Responses] = _decoders.get("core") or _decoders.setdefault("core", msgspec.msgpack.Decoder(Responses))
