@@ -13,9 +13,10 @@ how many entries each watcher got and how many bytes watchers skipped (a frame
 that starts past where the last one ended; none is expected: a watcher that
 reads more slowly than the writer writes is fed from the file at its own pace).
 Medians over ``--runs`` runs; writes bench/results/watch.json. ``--baseline
-REV``: that revision's daemon (``git archive``) is measured too, each of its
-runs interleaved with this code's, and every ratio is against the same code's
-0 watchers in the same run.
+REV``: that revision's daemon and watchers' client (``git archive``) are
+measured too, each of its runs interleaved with this code's, and every ratio is
+against the same code's 0 watchers in the same run (the writer is this code's
+client for both).
 """
 
 from __future__ import annotations
@@ -91,8 +92,10 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
             c.call(m.Append(id=c.next_id(), session=session, cwd=CWD, entries=[b'{"type":"tag","tag":"bench"}'],
                             durability="written"))
         outs = [base / f"w{i}.json" for i in range(watchers)]
+        # the watchers run the same revision's client as the daemon (its package first on the path)
+        env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
         procs = [subprocess.Popen([sys.executable, __file__, "--watcher", str(sock), session, str(o)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for o in outs]
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) for o in outs]
         for p in procs:
             assert p.stdout.readline().strip() == "subscribed"
         acks: list[float] = []
@@ -142,7 +145,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results" / "watch.json"))
     ap.add_argument("--baseline", default=None, metavar="REV",
-                    help="a git revision whose daemon is measured too, its runs interleaved with this code's")
+                    help="a git revision whose daemon and watchers are measured too, its runs interleaved with this code's")
     ap.add_argument("--watcher", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.watcher:
