@@ -12,6 +12,9 @@ every process; a negative figure means the push arrived before the ack), and
 how many entries each watcher got and how many bytes watchers skipped (a frame
 that starts past where the last one ended; none is expected: a watcher that
 reads more slowly than the writer writes is fed from the file at its own pace).
+And each watcher's CPU per frame it got (``time.process_time`` from its
+subscription to its end: the client receiving and decoding, and this bench's
+own bookkeeping of each frame).
 Medians over ``--runs`` runs; writes bench/results/watch.json. ``--baseline
 REV``: that revision's daemon and watchers' client (``git archive``) are
 measured too, each of its runs interleaved with this code's, and every ratio is
@@ -63,10 +66,13 @@ def watcher(sock: str, session: str, out: str) -> None:
     stream = subscribe(client, m.Subscribe(id=client.next_id(), session=session, cwd=CWD))
     position = next(stream).offset  # Subscribed: where the stream starts
     threading.Thread(target=lambda: target.append(int(sys.stdin.readline())), daemon=True).start()
+    cpu0 = time.process_time()
     print("subscribed", flush=True)
+    frames = 0
     for frame in stream:
         if isinstance(frame, m.Entries):
             now = time.monotonic()
+            frames += 1
             if not frame.reset:
                 skipped += frame.offset - position
             lines = frame.lines
@@ -77,7 +83,8 @@ def watcher(sock: str, session: str, out: str) -> None:
             position = frame.offset + sum(map(len, lines)) + len(lines)
             if target and position >= target[0]:
                 break
-    Path(out).write_text(json.dumps({"got": got, "skipped": skipped}))
+    cpu = time.process_time() - cpu0
+    Path(out).write_text(json.dumps({"got": got, "skipped": skipped, "cpu": cpu, "frames": frames}))
 
 
 def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | None = None) -> dict:
@@ -110,6 +117,7 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
         end = next((root / "projects").rglob(f"{session}.jsonl")).stat().st_size
         lat: list[float] = []
         skipped = received = 0
+        watcher_cpu = watcher_frames = 0.0
         for p in procs:
             p.stdin.write(f"{end}\n")
             p.stdin.flush()
@@ -123,6 +131,8 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
             result = json.loads(o.read_text())
             got = {n: at for first, last, at in result["got"] for n in range(first, last + 1)}
             skipped += result["skipped"]
+            watcher_cpu += result["cpu"]
+            watcher_frames += result["frames"]
             received += len(got)
             for k, ack in enumerate(acks):
                 last = min(k * batch + batch, entries) - 1
@@ -130,6 +140,7 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
                     lat.append((got[last] - ack) * 1000)
         return {"entries_per_s": entries / elapsed, "cpu_us_per_entry": cpu / entries * 1e6,
                 "received": received / watchers if watchers else None, "skipped_bytes": skipped,
+                "watcher_cpu_us_per_frame": watcher_cpu / watcher_frames * 1e6 if watcher_frames else None,
                 "p50_ms": statistics.median(lat) if lat else None,
                 "p99_ms": statistics.quantiles(lat, n=100)[98] if len(lat) >= 100 else None}
     finally:
@@ -169,7 +180,8 @@ def main() -> None:
         base = statistics.median(r["entries_per_s"] for r in runs[code, levels[0]])
         for n in levels:
             row: dict = {"code": code, "watchers": n}
-            for key in ("entries_per_s", "cpu_us_per_entry", "p50_ms", "p99_ms", "received", "skipped_bytes"):
+            for key in ("entries_per_s", "cpu_us_per_entry", "p50_ms", "p99_ms", "received", "skipped_bytes",
+                        "watcher_cpu_us_per_frame"):
                 values = [r[key] for r in runs[code, n] if r[key] is not None]
                 row[key] = round(statistics.median(values), 3) if values else None
             row["vs_no_watcher"] = round(row["entries_per_s"] / base, 2)
@@ -178,14 +190,15 @@ def main() -> None:
                                           "load_avg": load, "rows": rows}, indent=1) + "\n")
     print(f"load average (1 min) at each round: {', '.join(f'{x:.1f}' for x in load)}")
     print("| code | watchers | entries/s | vs 0 watchers | daemon CPU µs/entry | ack → watcher p50 ms | p99 ms "
-          "| entries each watcher got | bytes skipped |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| entries each watcher got | bytes skipped | watcher CPU µs/frame |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p50 = "—" if r["p50_ms"] is None else f"{r['p50_ms']:.2f}"
         p99 = "—" if r["p99_ms"] is None else f"{r['p99_ms']:.2f}"
         got = "—" if r["received"] is None else f"{r['received']:,.0f}"
+        wcpu = "—" if r["watcher_cpu_us_per_frame"] is None else f"{r['watcher_cpu_us_per_frame']:.1f}"
         print(f"| {r['code']} | {r['watchers']} | {r['entries_per_s']:,.0f} | {r['vs_no_watcher']:.2f}x | {r['cpu_us_per_entry']:.1f} "
-              f"| {p50} | {p99} | {got} | {r['skipped_bytes']:,.0f} |")
+              f"| {p50} | {p99} | {got} | {r['skipped_bytes']:,.0f} | {wcpu} |")
 
 if __name__ == "__main__":
     main()
