@@ -12,10 +12,14 @@ every process; a negative figure means the push arrived before the ack), and
 how many entries each watcher got and how many bytes watchers skipped (a frame
 that starts past where the last one ended; none is expected: a watcher that
 reads more slowly than the writer writes is fed from the file at its own pace).
+And each watcher's CPU per frame it got (``time.process_time`` from its
+subscription to its end: the client receiving and decoding, and this bench's
+own bookkeeping of each frame).
 Medians over ``--runs`` runs; writes bench/results/watch.json. ``--baseline
-REV``: that revision's daemon (``git archive``) is measured too, each of its
-runs interleaved with this code's, and every ratio is against the same code's
-0 watchers in the same run.
+REV``: that revision's daemon and watchers' client (``git archive``) are
+measured too, each of its runs interleaved with this code's, and every ratio is
+against the same code's 0 watchers in the same run (the writer is this code's
+client for both).
 """
 
 from __future__ import annotations
@@ -41,33 +45,46 @@ HERE = Path(__file__).resolve().parent
 CWD = "/home/dev/watched"
 
 
+def _n(line: bytes) -> int | None:
+    at = line.rfind(b'"n": ')
+    return int(line[at + 5:-1]) if at > 0 else None
+
+
 def watcher(sock: str, session: str, out: str) -> None:
-    """A watcher process: the receipt time of every entry it got, by its ``n``,
-    and the bytes it skipped (a frame starting past where the last one ended);
-    it stops at the end offset the bench sends on stdin."""
+    """A watcher process: when each frame came, as the range of entry ``n``s it
+    carried, and the bytes it skipped (a frame starting past where the last one
+    ended); it stops at the end offset the bench sends on stdin. Only a frame's
+    first and last entries are parsed (the writer's ``n``s are consecutive and
+    a frame carries a contiguous run of the file), so what the watcher costs is
+    the client's receiving and decoding, not this bench's reading of every line."""
     import threading
 
     client = Client(sock, autostart=False, name="bench-watcher").connect()
-    got: dict[int, float] = {}
+    got: list[tuple[int, int, float]] = []
     skipped = 0
     target: list[int] = []
     stream = subscribe(client, m.Subscribe(id=client.next_id(), session=session, cwd=CWD))
     position = next(stream).offset  # Subscribed: where the stream starts
     threading.Thread(target=lambda: target.append(int(sys.stdin.readline())), daemon=True).start()
+    cpu0 = time.process_time()
     print("subscribed", flush=True)
+    frames = 0
     for frame in stream:
         if isinstance(frame, m.Entries):
             now = time.monotonic()
+            frames += 1
             if not frame.reset:
                 skipped += frame.offset - position
-            for line in frame.lines:
-                at = line.rfind(b'"n": ')
-                if at > 0:
-                    got[int(line[at + 5:-1])] = now
-            position = frame.offset + sum(len(x) + 1 for x in frame.lines)
+            lines = frame.lines
+            first = next((n for n in map(_n, lines) if n is not None), None)
+            if first is not None:
+                last = next(n for n in map(_n, reversed(lines)) if n is not None)
+                got.append((first, last, now))
+            position = frame.offset + sum(map(len, lines)) + len(lines)
             if target and position >= target[0]:
                 break
-    Path(out).write_text(json.dumps({"got": got, "skipped": skipped}))
+    cpu = time.process_time() - cpu0
+    Path(out).write_text(json.dumps({"got": got, "skipped": skipped, "cpu": cpu, "frames": frames}))
 
 
 def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | None = None) -> dict:
@@ -82,8 +99,10 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
             c.call(m.Append(id=c.next_id(), session=session, cwd=CWD, entries=[b'{"type":"tag","tag":"bench"}'],
                             durability="written"))
         outs = [base / f"w{i}.json" for i in range(watchers)]
+        # the watchers run the same revision's client as the daemon (its package first on the path)
+        env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
         procs = [subprocess.Popen([sys.executable, __file__, "--watcher", str(sock), session, str(o)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for o in outs]
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) for o in outs]
         for p in procs:
             assert p.stdout.readline().strip() == "subscribed"
         acks: list[float] = []
@@ -98,6 +117,7 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
         end = next((root / "projects").rglob(f"{session}.jsonl")).stat().st_size
         lat: list[float] = []
         skipped = received = 0
+        watcher_cpu = watcher_frames = 0.0
         for p in procs:
             p.stdin.write(f"{end}\n")
             p.stdin.flush()
@@ -109,8 +129,10 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
         for p, o in zip(procs, outs):
             p.wait(timeout=300)
             result = json.loads(o.read_text())
-            got = {int(k): v for k, v in result["got"].items()}
+            got = {n: at for first, last, at in result["got"] for n in range(first, last + 1)}
             skipped += result["skipped"]
+            watcher_cpu += result["cpu"]
+            watcher_frames += result["frames"]
             received += len(got)
             for k, ack in enumerate(acks):
                 last = min(k * batch + batch, entries) - 1
@@ -118,6 +140,7 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
                     lat.append((got[last] - ack) * 1000)
         return {"entries_per_s": entries / elapsed, "cpu_us_per_entry": cpu / entries * 1e6,
                 "received": received / watchers if watchers else None, "skipped_bytes": skipped,
+                "watcher_cpu_us_per_frame": watcher_cpu / watcher_frames * 1e6 if watcher_frames else None,
                 "p50_ms": statistics.median(lat) if lat else None,
                 "p99_ms": statistics.quantiles(lat, n=100)[98] if len(lat) >= 100 else None}
     finally:
@@ -133,7 +156,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results" / "watch.json"))
     ap.add_argument("--baseline", default=None, metavar="REV",
-                    help="a git revision whose daemon is measured too, its runs interleaved with this code's")
+                    help="a git revision whose daemon and watchers are measured too, its runs interleaved with this code's")
     ap.add_argument("--watcher", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.watcher:
@@ -157,7 +180,8 @@ def main() -> None:
         base = statistics.median(r["entries_per_s"] for r in runs[code, levels[0]])
         for n in levels:
             row: dict = {"code": code, "watchers": n}
-            for key in ("entries_per_s", "cpu_us_per_entry", "p50_ms", "p99_ms", "received", "skipped_bytes"):
+            for key in ("entries_per_s", "cpu_us_per_entry", "p50_ms", "p99_ms", "received", "skipped_bytes",
+                        "watcher_cpu_us_per_frame"):
                 values = [r[key] for r in runs[code, n] if r[key] is not None]
                 row[key] = round(statistics.median(values), 3) if values else None
             row["vs_no_watcher"] = round(row["entries_per_s"] / base, 2)
@@ -166,14 +190,15 @@ def main() -> None:
                                           "load_avg": load, "rows": rows}, indent=1) + "\n")
     print(f"load average (1 min) at each round: {', '.join(f'{x:.1f}' for x in load)}")
     print("| code | watchers | entries/s | vs 0 watchers | daemon CPU µs/entry | ack → watcher p50 ms | p99 ms "
-          "| entries each watcher got | bytes skipped |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| entries each watcher got | bytes skipped | watcher CPU µs/frame |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p50 = "—" if r["p50_ms"] is None else f"{r['p50_ms']:.2f}"
         p99 = "—" if r["p99_ms"] is None else f"{r['p99_ms']:.2f}"
         got = "—" if r["received"] is None else f"{r['received']:,.0f}"
+        wcpu = "—" if r["watcher_cpu_us_per_frame"] is None else f"{r['watcher_cpu_us_per_frame']:.1f}"
         print(f"| {r['code']} | {r['watchers']} | {r['entries_per_s']:,.0f} | {r['vs_no_watcher']:.2f}x | {r['cpu_us_per_entry']:.1f} "
-              f"| {p50} | {p99} | {got} | {r['skipped_bytes']:,.0f} |")
+              f"| {p50} | {p99} | {got} | {r['skipped_bytes']:,.0f} | {wcpu} |")
 
 if __name__ == "__main__":
     main()

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
+RECV_SIZE = 1 << 20
+"""The most one read of the daemon's answers takes (a big answer arrives in several)."""
 
 
 def check_socket_owner(path: Path) -> None:
@@ -134,6 +136,7 @@ class Client(Endpoint):
     def __init__(self, socket_path: Path | str | None = None, **kw: Any) -> None:
         super().__init__(socket_path, **kw)
         self._sock: _socket.socket | None = None
+        self._recv_buf: bytearray | None = None
         self.channel = Channel()
         """Ids, frames and answers of the wire (the sans-IO core, ``core.py``)."""
         self.handles: dict[str, int] = {}
@@ -237,9 +240,19 @@ class Client(Endpoint):
             raise
 
     def _receive_data(self) -> bytes:
+        """The next bytes from the daemon, up to ``RECV_SIZE`` of them. Read
+        into the client's one buffer and copied out at their length: a fresh
+        ``recv(RECV_SIZE)`` allocates (and the allocator maps) a buffer that
+        size for every read, which costs a watcher far more per frame than
+        decoding the frame does."""
         assert self._sock is not None
+        buf = self._recv_buf
+        if buf is None:
+            buf = self._recv_buf = bytearray(RECV_SIZE)
         try:
-            data = self._sock.recv(1 << 20)
+            with memoryview(buf) as view:
+                size = self._sock.recv_into(view)
+                data = bytes(view[:size])
         except TimeoutError:
             self.close()
             raise DaemonUnavailable(f"the daemon did not answer within {self.timeout:.0f}s") from None

@@ -52,7 +52,13 @@ def decode_request(body: bytes | memoryview) -> Request:
 def decode_response(body: bytes | memoryview) -> Response:
     """The answer in ``body``: one of ``core.Responses`` when it is one (an
     unknown tag is refused at the tag, before anything is built), else
-    decoded with every answer's union, whose error is the one raised."""
+    decoded with every answer's union, whose error is the one raised. Once
+    that union is built it decodes every answer itself (it holds the core's
+    too): a stream of answers outside the core (a watcher's ``Entries``) would
+    otherwise pay a failed decode and its exception for every frame."""
+    full: msgspec.msgpack.Decoder[Response] | None = _decoders.get("response")
+    if full is not None:
+        return _decode(full, body, "response")
     core: msgspec.msgpack.Decoder[Responses] = _decoders.get("core") or _decoders.setdefault("core", msgspec.msgpack.Decoder(Responses))
     try:
         return unpack(core, body)
