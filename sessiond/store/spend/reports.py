@@ -52,6 +52,22 @@ class Pricer:
         return self.prices.cost(rate, c.input, c.output, c.cache_5m, c.cache_1h, c.cache_read, c.fast), False
 
 
+def _add_model(per: dict[str, ModelSpend], name: str, m: ModelSpend) -> None:
+    """Add one model's figures ``m`` into ``per[name]`` (a copy of ``m`` when
+    ``per`` has none yet): how sums and totals merge their per-model breakdowns."""
+    mine = per.get(name)
+    if mine is None:
+        per[name] = msgspec.structs.replace(m)
+        return
+    mine.input_tokens += m.input_tokens
+    mine.output_tokens += m.output_tokens
+    mine.cache_creation_tokens += m.cache_creation_tokens
+    mine.cache_read_tokens += m.cache_read_tokens
+    mine.total_tokens += m.total_tokens
+    mine.cost += m.cost
+    mine.unpriced = mine.unpriced or m.unpriced
+
+
 class Sums:
     """A row being summed."""
 
@@ -105,17 +121,7 @@ class Sums:
         self.models.update(other.models)
         self.unpriced.update(other.unpriced)
         for name, m in other.per_model.items():
-            mine = self.per_model.get(name)
-            if mine is None:
-                self.per_model[name] = msgspec.structs.replace(m)
-            else:
-                mine.input_tokens += m.input_tokens
-                mine.output_tokens += m.output_tokens
-                mine.cache_creation_tokens += m.cache_creation_tokens
-                mine.cache_read_tokens += m.cache_read_tokens
-                mine.total_tokens += m.total_tokens
-                mine.cost += m.cost
-                mine.unpriced = mine.unpriced or m.unpriced
+            _add_model(self.per_model, name, m)
 
     def row(self, key: str, by_model: bool, project: str | None = None, times: bool = False) -> Row:
         return Row(key, self.inp, self.out, self.cc, self.cr, self.inp + self.out + self.cc + self.cr, self.cost,
@@ -200,17 +206,7 @@ def totals(rows: Iterable[Row], by_model: bool = False) -> Row:
         models.update(dict.fromkeys(r.models))
         unpriced.update(dict.fromkeys(r.unpriced))
         for m in r.breakdown or ():
-            mine = per.get(m.model)
-            if mine is None:
-                per[m.model] = msgspec.structs.replace(m)
-            else:
-                mine.input_tokens += m.input_tokens
-                mine.output_tokens += m.output_tokens
-                mine.cache_creation_tokens += m.cache_creation_tokens
-                mine.cache_read_tokens += m.cache_read_tokens
-                mine.total_tokens += m.total_tokens
-                mine.cost += m.cost
-                mine.unpriced = mine.unpriced or m.unpriced
+            _add_model(per, m.model, m)
     t.models = sorted(models)
     t.unpriced = sorted(unpriced)
     if by_model:
