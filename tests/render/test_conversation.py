@@ -188,7 +188,9 @@ def test_task_call_names_its_subagent():
     ("Agent", {"description": "Review", "prompt": "p", "subagent_type": "general"}, "Review"),
     ("TodoWrite", {"todos": [{}, {}, {}]}, "3 todos"),
     ("mcp__github__get_issue", {"owner": "o", "number": 3}, '{"owner":"o","number":3}'),
-    ("Bash", {"description": "no command"}, '{"description":"no command"}'),
+    ("Bash", {"description": "no command"}, "no command"),
+    ("TaskCreate", {"subject": "Research", "description": "long"}, "Research"),
+    ("mcp__x__y", {"a": [1], "b": None}, '{"a":[1],"b":null}'),
     ("Odd", "a string input", '"a string input"'),
 ])
 def test_gists(name, args, gist):

@@ -227,7 +227,13 @@ _GIST_KEYS: dict[str, tuple[str, ...]] = {
     "killshell": ("shell_id",),
     "killbash": ("shell_id",),
     "ls": ("path",),
+    "toolsearch": ("query",),
 }
+
+_GENERIC_KEYS = ("command", "file_path", "notebook_path", "path", "pattern", "url", "query", "subject", "description",
+                 "prompt", "name")
+"""The input field a tool not named above is most likely about (an MCP
+tool's, a new one's): the first of these that is a non-empty string."""
 
 
 def tool_gist(name: str, args: Any, agent: str | None = None) -> str:
@@ -241,6 +247,8 @@ def tool_gist(name: str, args: Any, agent: str | None = None) -> str:
             gist += f" in {args['path']}"
     if name.lower() == "todowrite" and isinstance(args, dict) and isinstance(args.get("todos"), list):
         gist = f"{len(args['todos'])} todo{'s' if len(args['todos']) != 1 else ''}"
+    if not gist and isinstance(args, dict):
+        gist = next((args[k] for k in _GENERIC_KEYS if isinstance(args.get(k), str) and args[k].strip()), "")
     if not gist:
         gist = _compact_json(args) if args not in (None, {}) else ""
     if agent:
@@ -630,3 +638,59 @@ def walk_blocks(turns: Iterable[Turn]) -> Iterable[Block]:
                 yield result
             if result is not None:
                 yield from result.notices
+
+
+# ----------------------------------------------------------- shared wording
+
+
+def time_text(iso: str | None) -> str:
+    """An entry's ISO-8601 time as a reader of a document wants it: in the
+    local zone (``TZ``), with the date, to the second and with the zone's
+    name (``2025-03-04 11:00:05 CET``), since a document is read on other days
+    and maybe elsewhere. ``?`` for a missing or unreadable time."""
+    from datetime import UTC, datetime
+
+    if not iso:
+        return "?"
+    try:
+        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return "?"
+    if when.tzinfo is None:  # no zone: UTC, as transcripts write it
+        when = when.replace(tzinfo=UTC)
+    when = when.astimezone()
+    return when.strftime("%Y-%m-%d %H:%M:%S ") + (when.strftime("%Z") or when.strftime("%z"))
+
+
+def hidden_summary(hidden: dict[str, int]) -> str:
+    """``3 attachments, 1 system entry and 12 progress entries not shown``, or
+    "" when nothing was hidden: the same words in every rendering."""
+    parts = []
+    for kind, n in sorted(hidden.items(), key=lambda kv: (kv[0] != "attachment", kv[0] != "system", kv[0])):
+        if n:
+            noun = ("attachment" if n == 1 else "attachments") if kind == "attachment" else \
+                f"{kind} {'entry' if n == 1 else 'entries'}"
+            parts.append(f"{n} {noun}")
+    if not parts:
+        return ""
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"{listed} not shown"
+
+
+def input_fields(value: Any) -> list[tuple[str, str]]:
+    """A tool call's input as (name, text) rows a renderer shows one under the
+    other: a string as it is (a command, a file's new content, newlines kept),
+    anything else as indented JSON; a non-object input is one ``input`` row."""
+    def text(v: Any) -> str:
+        if isinstance(v, str):
+            return v
+        try:
+            return msgspec.json.format(msgspec.json.encode(v), indent=2).decode()
+        except (TypeError, msgspec.EncodeError):
+            return str(v)
+
+    if value is None or value == {}:
+        return []
+    if isinstance(value, dict):
+        return [(str(k), text(v)) for k, v in value.items()]
+    return [("input", text(value))]
