@@ -175,6 +175,9 @@ class ConversationView(msgspec.Struct):
     messages: int = 0
     redacted: bool = False
     interruption: str = "none"
+    agents: list[str] = []
+    """Ids of the subagents that have a transcript (``Resumed.subagents``):
+    a call's subagent is linked only when it is one of them."""
 
 
 # -------------------------------------------------------------------- helpers
@@ -624,7 +627,8 @@ def conversation_view(resumed: Resumed, *, title: str | None = None, history: Se
         session_id=resumed.sessionId, title=title, path=resumed.path, turns=main.turns, hidden=main.hidden,
         history=build_turns(history, all_entries=all_entries).turns if history else [],
         subagents=subs, first=min(stamps) if stamps else None, last=max(stamps) if stamps else None,
-        messages=len(resumed.chain), redacted=redacted, interruption=str(resumed.interruption))
+        messages=len(resumed.chain), redacted=redacted, interruption=str(resumed.interruption),
+        agents=sorted({*resumed.subagents, *(s.agent for s in subs)}))
 
 
 def walk_blocks(turns: Iterable[Turn]) -> Iterable[Block]:
@@ -694,3 +698,20 @@ def input_fields(value: Any) -> list[tuple[str, str]]:
     if isinstance(value, dict):
         return [(str(k), text(v)) for k, v in value.items()]
     return [("input", text(value))]
+
+
+_SAFE_LINK = re.compile(r"\A(?:https?://|mailto:|#)", re.IGNORECASE)
+
+
+def safe_link(url: str) -> bool:
+    """Whether a link from a transcript may be followed from a rendering:
+    http(s), mailto or an in-page anchor; anything else (``javascript:``,
+    ``data:``, ``file:``, a relative path) stays text."""
+    return bool(_SAFE_LINK.match(url.strip()))
+
+
+def agent_anchor(agent: str) -> str:
+    """The in-page anchor of a subagent's section: ``subagent-`` and its id
+    lowercased, anything but ``a-z0-9_-`` as ``-`` (an id comes from a file
+    name, and lands in an attribute and a URL)."""
+    return "subagent-" + re.sub(r"[^a-z0-9_-]", "-", agent.lower())
