@@ -85,7 +85,7 @@ def test_every_result_in_the_corpus_pairs_with_its_call(corpus_views):
 def test_command_markup_is_one_notice_with_the_command_line():
     text = ("<command-message>erk:plan-implement is running…</command-message>\n"
             "<command-name>/erk:plan-implement</command-name>\n<command-args>8107 --fast</command-args>")
-    assert split_markup(text) == [Notice("command", "command", "/erk:plan-implement 8107 --fast", "8107 --fast")]
+    assert split_markup(text) == [Notice("command", "command", "/erk:plan-implement 8107 --fast")]
     # a message-only run still names the command
     assert split_markup("<command-message>init is analyzing…</command-message>")[0].gist.startswith("/init")
 

@@ -296,7 +296,7 @@ def _command_notice(parts: dict[str, str]) -> Notice:
     if name and not name.startswith("/"):
         name = "/" + name
     args = parts.get("args", "").strip()
-    body = parts.get("contents", "").strip() or args
+    body = parts.get("contents", "").strip()  # an expanded command's text; the args are in the gist
     return Notice("command", "command", one_line(f"{name} {args}".strip()) or "(command)", strip_ansi(body))
 
 
