@@ -42,7 +42,7 @@ EVIL = "\n\n".join(HOSTILE)
 
 MARKDOWN = """# Plan
 
-Some **bold**, `inline code` and a [link](https://example.com/doc).
+Some **bold**, `inline code` and a [link](https://example.com/doc). ![diagram](https://example.com/d.png)
 
 - first item
 - second item
@@ -142,6 +142,9 @@ def test_markdown_renders_as_elements_with_coloured_code(browser, tmp_path):
     assert _js(browser, f"return {turn}.querySelector('td').textContent") == "a.py"
     link = _js(browser, f"const a = {turn}.querySelector('a[href^=\"https:\"]'); return [a.href, a.rel]")
     assert link == ["https://example.com/doc", "nofollow noopener noreferrer"]
+    image = _js(browser, f"const a = {turn}.querySelector('a.image-link'); return [a.href, a.textContent]")
+    assert image == ["https://example.com/d.png", "[image: diagram]"]  # a link to it: never loaded
+    assert _js(browser, "return document.images.length") == 0
     # Pygments' spans, coloured by the stylesheet: a keyword is not the text's colour
     code = _js(browser, f"""const pre = {turn}.querySelector('pre.highlight');
         const k = pre.querySelector('span.k');
