@@ -157,6 +157,7 @@ def test_one_response_is_one_turn_with_parallel_calls_paired():
     assert read.result is not None and read.result.is_error and read.result.text == "no such file"
     assert read.result.images == 1
     assert turns[2].blocks == [Text("Done: **two** lines.")] and turns[2].model == "claude-x"
+    assert (turns[1].response, turns[2].response) == ("m1", "m2")
     assert turns[3].blocks == [ToolResult("gone", "late", time=msgs[-1]["timestamp"], uuid="u4")]
 
 

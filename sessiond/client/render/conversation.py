@@ -139,6 +139,9 @@ class Turn(msgspec.Struct):
     blocks: list[Block]
     model: str | None = None
     meta: bool = False
+    response: str | None = None
+    """An assistant turn's ``message.id``: a renderer fed one entry at a time
+    (``watch``) continues the turn it showed last when the next has the same."""
 
 
 class Turns(msgspec.Struct):
@@ -506,7 +509,7 @@ class _Builder:
             return
         meta = bool(msg.get("isApiErrorMessage") or msg.get("synthetic") or inner.get("model") == "<synthetic>")
         turn = Turn("assistant", _time(msg), _str(msg.get("uuid")), blocks,
-                    model=_str(inner.get("model")), meta=meta)
+                    model=_str(inner.get("model")), meta=meta, response=_str(mid))
         self.turns.append(turn)
         self.open, self.open_id = turn, mid
 
