@@ -20,6 +20,7 @@ from sessiond.client.render.conversation import (
     ToolCall,
     ToolResult,
     Turn,
+    bookkeeping_entries,
     build_turns,
     conversation_view,
     split_markup,
@@ -241,3 +242,16 @@ def test_hostile_text_is_kept_verbatim_for_the_renderers_to_escape():
     evil = "<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))"
     turns = build_turns([_u(evil, "u1"), _a([{"type": "text", "text": evil}], "a1")]).turns
     assert [t.blocks for t in turns] == [[Text(evil)], [Text(evil)]]
+
+
+def test_bookkeeping_of_a_real_transcript_is_counted_or_shown():
+    path = CORPUS[0].parent / "entireio__external-agents__24-4c84dd9136-0-full.jsonl"
+    entries = bookkeeping_entries(path)
+    kinds = {e["type"] for e in entries}
+    assert {"progress", "file-history-snapshot"} <= kinds and not kinds & {"user", "assistant", "ai-title", "custom-title"}
+    resumed = load_transcript(path)
+    hidden = conversation_view(resumed, title="t", entries=entries)
+    assert hidden.hidden["progress"] == sum(e["type"] == "progress" for e in entries)
+    shown = conversation_view(resumed, title="t", entries=entries, all_entries=True)
+    labels = [b.label for t in shown.turns for b in t.blocks if isinstance(b, Notice) and b.kind == "entry"]
+    assert shown.hidden == {} and labels.count("progress") == hidden.hidden["progress"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -607,6 +608,23 @@ def build_turns(messages: Iterable[dict[str, Any]], *, all_entries: bool = False
     for _, _, e in extra[pos:]:
         builder.hide(e, e["type"])
     return Turns(builder.turns, builder.hidden)
+
+
+def bookkeeping_entries(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of the transcript at ``path`` that belong to turns but are
+    not messages (progress, file-history snapshots, queue operations: each has
+    a ``uuid`` or a ``messageId``), in file order: what ``build_turns(entries=...)``
+    counts, or shows with ``all_entries``. Session metadata (titles, modes) is not
+    among them."""
+    from sessiond.store.entries import decode_object
+    from sessiond.store.jsonl import iter_lines
+
+    out = []
+    for line in iter_lines(path):
+        obj = decode_object(line)
+        if obj is not None and obj.get("type") not in MESSAGE_TYPES and (obj.get("uuid") or obj.get("messageId")):
+            out.append(obj)
+    return out
 
 
 def conversation_view(resumed: Resumed, *, title: str | None = None, history: Sequence[dict[str, Any]] = (),
