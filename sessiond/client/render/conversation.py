@@ -24,8 +24,18 @@ Bookkeeping (attachments, system entries such as turn durations and hook
 summaries, progress, snapshots) is hidden and counted (:attr:`Turns.hidden`),
 or shown as one-line notices with ``all_entries``.
 
-Pure: no I/O but :func:`conversation_view`'s title look-up; renderers
-(``render.html``, ``render.markdown``, the terminal) only draw these items.
+Pure but for :func:`conversation_view`'s title look-up and
+:func:`bookkeeping_entries`' read; renderers (``render.html``,
+``render.markdown``, the terminal) only draw these items.
+
+Public API: the items (:class:`Turn`, :class:`Text`, :class:`Thinking`,
+:class:`ToolCall`, :class:`ToolResult`, :class:`Image`, :class:`Notice`,
+``Block``), :class:`Turns`, :class:`Subagent`, :class:`ConversationView`;
+:func:`build_turns`, :func:`conversation_view`, :func:`bookkeeping_entries`,
+:func:`walk_blocks`, :func:`split_markup`, :func:`tool_result`,
+:func:`tool_gist`; shared wording: :func:`one_line`, :func:`strip_ansi`,
+:func:`time_text`, :func:`hidden_summary`, :func:`input_fields`,
+:func:`safe_link`, :func:`agent_anchor`.
 """
 
 from __future__ import annotations
