@@ -49,7 +49,7 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
     """Print one page of sessions (``limit`` after the ``offset`` most recently
     active), as JSON or as a table (through the pager when longer than the screen)."""
     sessions = find_sessions(obj, cwd, all_projects, worktrees, limit, offset, tag)
-    _fill_counts(sessions)
+    fill_counts(sessions)
     from .session_spend import page_spend
 
     spend = page_spend(obj, sessions)
@@ -147,7 +147,7 @@ def _cost(got) -> str:
     return f"${got.costUSD:.2f}" + ("?" if got.unpriced else "")
 
 
-def _fill_counts(sessions: list) -> None:
+def fill_counts(sessions: list) -> None:
     """The message count of every listed session whose lite read could not
     say (a big file with no ``turn_duration`` in its tail): the printed page's
     files only (the picker, which holds every session, does not pay for it),
