@@ -47,8 +47,9 @@ def bind(port: int | None) -> socket.socket:
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=None,
               help=f"Port on 127.0.0.1 (default {DEFAULT_PORT}, or a free one if taken; 0: any free one).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the view in the default browser.")
+@click.option("--max-streams", type=click.IntRange(min=1, max=1024), default=None, hidden=True)
 @click.pass_obj
-def web(obj: Context, port: int | None, open_browser: bool) -> None:
+def web(obj: Context, port: int | None, open_browser: bool, max_streams: int | None) -> None:
     """Serve a read-only web view of every conversation on 127.0.0.1.
 
     Projects, sessions (paged, with tokens and cost), search as you type,
@@ -65,7 +66,7 @@ def web(obj: Context, port: int | None, open_browser: bool) -> None:
     bound = sock.getsockname()[1]
     token = secrets.token_urlsafe(24)
     url = f"http://{HOST}:{bound}/?token={token}"
-    app = make_app(obj, token, bound)
+    app = make_app(obj, token, bound, max_streams=max_streams)
     echo(f"sessiond web: serving the store read-only on {url}")
     echo("sessiond web: the token in it is this start's; Ctrl-C stops", err=True)
     sys.stdout.flush()

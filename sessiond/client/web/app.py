@@ -255,9 +255,10 @@ class View:
         return Response(JS, media_type="text/javascript")
 
 
-def make_app(obj: Context, token: str, port: int) -> ASGIApp:
-    """The application for ``obj``'s store, behind the guard for ``port``."""
-    view = View(obj)
+def make_app(obj: Context, token: str, port: int, *, max_streams: int | None = None) -> ASGIApp:
+    """The application for ``obj``'s store, behind the guard for ``port``;
+    at most ``max_streams`` live streams at once (default ``live.MAX_STREAMS``)."""
+    view = View(obj, live.Streams(max_streams or live.MAX_STREAMS))
     app = Starlette(routes=[
         Route("/", view.projects),
         Route("/sessions", view.sessions),
