@@ -55,7 +55,7 @@ def web(obj: Context, port: int | None, open_browser: bool, max_streams: int | N
     Projects, sessions (paged, with tokens and cost), search as you type,
     conversations rendered and updated live as agents write them, usage over
     time. A client of the daemon when one runs (never starts one), else reads
-    the files. Only this machine can connect, and only with the URL printed:
+    the files. Only local programs can connect (127.0.0.1), and only with the URL printed:
     it carries a token made for this start. Ctrl-C stops it."""
     import uvicorn
 
