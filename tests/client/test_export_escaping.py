@@ -100,9 +100,9 @@ def assert_controls_shown(document: str) -> None:
     assert "controls ^[]0;owned^G^[[2J \\u202eevil\\u2066 \\u009b31m" in document
 
 
-MD_ALLOWED = {"h1", "h2", "h3", "ul", "li", "p", "pre", "code", "details", "summary", "a", "em"}
-HTML_ALLOWED = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "p", "code", "time", "nav",
-                "a", "main", "div", "details", "summary", "pre", "em", "section"}
+MD_ALLOWED = {"h1", "h2", "h3", "ul", "li", "p", "pre", "code", "details", "summary", "a", "em", "strong"}
+HTML_ALLOWED = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p", "code", "time", "nav",
+                "a", "article", "div", "details", "summary", "pre", "em", "section", "span", "dl", "dt", "dd"}
 
 
 def hostile_session(d: DaemonProc) -> str:
@@ -136,12 +136,12 @@ def test_markdown_export_renders_no_transcript_html(daemon: DaemonProc):
     rendered = MarkdownIt("commonmark", {"html": True}).render(md)
     found = assert_nothing_rendered(rendered, MD_ALLOWED)
     assert found.headings[0] == TITLE
-    roles = ("user", "assistant", "tool", "system", "Subagent")
+    roles = ("User", "Assistant", "Tool result", "System", "Subagent")
     assert all(h.startswith(roles) for h in found.headings[1:]), found.headings  # no FAKE HEADING
     assert not any("FAKE" in h for h in found.headings)
     for tag, attrs in found.tags:
         if tag == "a":
-            assert set(attrs) <= {"href", "id"} and (attrs.get("href") or attrs.get("id") or "").lstrip("#").startswith("subagent-")
+            assert set(attrs) <= {"href", "id"} and (attrs.get("href") or attrs.get("id") or "").lstrip("#").startswith(("subagent-", "m-"))
     pres = md.count("```")
     assert pres and "subagent " in "".join(found.text)
 
@@ -153,8 +153,11 @@ def test_html_export_renders_no_transcript_html(daemon: DaemonProc):
     found = assert_nothing_rendered(page, HTML_ALLOWED)
     assert found.title == TITLE
     ids = [a["id"] for _, a in found.tags if "id" in a]
-    assert ids == [f"subagent-{AGENT}"]  # the file name, whole, inside its attribute
-    assert all(h in (TITLE, f"Subagent {AGENT}") for h in found.headings), found.headings
+    # the file name made an anchor (nothing but a-z0-9_-), each message its own
+    assert [i for i in ids if not i.startswith(("m-", "t-"))] == ["subagent-x---img-src-x-onerror-alert-1--"]
+    # a message's own Markdown heading renders, under its turn (h3), never level with the page's (h1, h2)
+    assert all(h in (TITLE, f"Subagent {AGENT}", "FAKE HEADING") for h in found.headings), found.headings
+    assert "<h1>FAKE" not in page and "<h2>FAKE" not in page and "<h3>FAKE HEADING</h3>" in page
 
 
 def test_a_hostile_timestamp_is_text_in_both_exports(daemon: DaemonProc):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import click
@@ -12,7 +13,7 @@ from sessiond.store.locations import default_root
 
 from . import Context, cli
 from .completion import complete_session
-from .output import Progress, count, echo, echo_json, local_time, printable, write_all
+from .output import Progress, count, echo, echo_json, printable, write_all
 
 
 @cli.command("import")
@@ -65,23 +66,28 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
 @cli.command()
 @click.argument("session", metavar="ID|PATH", shell_complete=complete_session)
 @click.option("--cwd", default=None, help="Project directory to look in first (default: the current directory).")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "html", "jsonl"]), default="markdown", show_default=True,
-              help="Markdown or one self-contained HTML file of the conversation, or its original JSONL lines.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html", "jsonl"]), default=None,
+              help="Markdown or one self-contained HTML file of the conversation, or its original JSONL lines "
+                   "(default: what -o FILE's extension names, .html/.md/.jsonl, else markdown).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Write to FILE (default: stdout): a new regular file, or an existing one with --force.")
 @click.option("--force", is_flag=True, help="Replace FILE when it exists (a regular file only).")
 @click.option("--no-redact", is_flag=True,
               help="Keep the secrets it holds (by default each is [REDACTED:<kind>:<fingerprint>]).")
 @click.pass_obj
-def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path | None, force: bool,
+def export(obj: Context, session: str, cwd: str | None, fmt: str | None, output: Path | None, force: bool,
            no_redact: bool) -> None:
     """The conversation as Markdown or one self-contained HTML page; jsonl: the
-    transcript's original lines. Secrets (keys, tokens, private keys,
-    passwords) are redacted unless --no-redact; stderr says how many."""
+    transcript's original lines. `-o chat.html` picks the format from the
+    name. Secrets (keys, tokens, private keys, passwords) are redacted unless
+    --no-redact; stderr says how many."""
     from sessiond.store.appendfile import whole_lines_end
 
     from .locate import locate
 
+    fmt = export_format(fmt, output)
+    if fmt == "html" and output is None and sys.stdout.isatty():
+        _refuse("export: HTML is a page for a browser, not a terminal: write it with -o FILE.html, or pipe it")
     if output is not None:
         check_target(output, force)  # before any work: a refusal costs nothing
     redactions = 0
@@ -99,10 +105,8 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
         exported = ex.load_export(path)
         if not no_redact:
             exported, redactions = ex.redacted(exported)
-        def when(ts) -> str:  # local, with the date: the reader's zone, any day it is read
-            return local_time(ts, seconds=True) if isinstance(ts, str) else ""
-
-        document = ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)
+        # times local, with the date and the zone: a document is read on other days, maybe elsewhere
+        document = ex.to_html(exported) if fmt == "html" else ex.to_markdown(exported)
         # A document for a person, often read in a terminal: its controls shown
         # as everywhere (the export's own markup has none; a bidi override
         # would reorder the page in a browser too).
@@ -114,6 +118,26 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
         return
     write_new(output, data, force)
     echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
+
+
+FORMAT_OF_SUFFIX = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown", ".jsonl": "jsonl"}
+"""The export format a file name asks for (``-o chat.html``)."""
+
+
+def _refuse(message: str) -> None:
+    echo(f"sessiond: {message}", err=True)
+    sys.exit(2)
+
+
+def export_format(fmt: str | None, output: Path | None) -> str:
+    """The format an export writes: ``--format``, else what ``-o``'s extension
+    names, else Markdown; a ``--format`` that contradicts the extension is
+    refused (exit 2) rather than writing HTML into ``chat.md``."""
+    named = FORMAT_OF_SUFFIX.get(output.suffix.lower()) if output is not None else None
+    if fmt is not None and named is not None and fmt != named:
+        _refuse(f"export: --format {fmt} does not match {output.name if output else ''} "
+                f"(a {named} file name): give one of them, or matching ones")
+    return fmt or named or "markdown"
 
 
 def _redact_lines(data: bytes) -> tuple[bytes, int]:

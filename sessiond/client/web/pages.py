@@ -111,11 +111,12 @@ def resume_commands(session_id: str, cwd: str | None) -> str:
 
 
 def conversation_page(view: Rendered, session_id: str, cwd: str | None, spend: str, offset: int) -> str:
+    """The conversation (its own header: title, id, times, counts), and above
+    it what the view adds: tokens and cost, whether it is followed live, the
+    commands that resume it. ``offset``: where the live stream starts."""
     sid = quote(session_id, safe="")
-    body = (f"<header><h1>{_e(view.title)}</h1><p class=\"meta\">Session <code>{_e(session_id)}</code> · "
-            f"started {_e(when(view.first))} · last message {_e(when(view.last))} · {view.messages} messages · "
-            f"{_e(spend)} · <span id=\"live-state\">not live</span></p>"
-            f"{resume_commands(session_id, cwd)}</header>"
+    body = (f'<div class="session-bar"><p class="meta">{_e(spend)} · <span id="live-state">not live</span></p>'
+            f"{resume_commands(session_id, cwd)}</div>"
             f'<main id="conversation" data-body="/s/{sid}/body" data-events="/s/{sid}/events?offset={offset}">'
             f"{view.body}</main>")
     return layout(view.title, body)

@@ -1,0 +1,242 @@
+"""The view model (``render.conversation``) over real Claude Code transcripts
+(tests/corpus) and over made-up entries for what the corpus holds too rarely:
+harness markup becomes notices (never a text block), tool results pair under
+their calls, bookkeeping is hidden and counted, gists are the input's point."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from sessiond.client.render.conversation import (
+    ConversationView,
+    Image,
+    Notice,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    Turn,
+    build_turns,
+    conversation_view,
+    split_markup,
+    tool_gist,
+    walk_blocks,
+)
+from sessiond.client.resume.pipeline import load_transcript
+
+CORPUS = sorted((Path(__file__).parent.parent / "corpus" / "claude-code").glob("*.jsonl"))
+ELEMENT = re.compile(r"<([a-z][a-z0-9]*(?:[-_][a-z0-9]+)+)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+
+
+def _u(content, uid, **extra) -> dict:
+    return {"type": "user", "uuid": uid, "timestamp": f"2025-01-01T00:00:{len(uid):02d}.000Z",
+            "message": {"role": "user", "content": content}, **extra}
+
+
+def _a(blocks, uid, mid="m1", **extra) -> dict:
+    return {"type": "assistant", "uuid": uid, "timestamp": "2025-01-01T00:00:30.000Z",
+            "message": {"role": "assistant", "id": mid, "model": "claude-x", "content": blocks}, **extra}
+
+
+@pytest.fixture(scope="module")
+def corpus_views() -> list[tuple[str, list[dict], ConversationView]]:
+    out = []
+    for path in CORPUS:
+        resumed = load_transcript(path)
+        out.append((path.name, resumed.messages, conversation_view(resumed, title="t")))
+    return out
+
+
+def test_no_harness_markup_reaches_a_text_block_in_the_corpus(corpus_views):
+    kinds: set[str] = set()
+    for name, _, view in corpus_views:
+        for turn in view.turns:
+            for block in walk_blocks([turn]):
+                if isinstance(block, Text) and turn.role != "assistant":
+                    assert not ELEMENT.search(block.text), (name, block.text[:300])
+                if isinstance(block, Notice):
+                    kinds.add(block.kind)
+                    assert block.gist and "\n" not in block.gist and "<" + "command-" not in block.gist, (name, block)
+    # the classes the real transcripts hold, each recognised
+    assert {"command", "command-output", "caveat", "ide", "reminder", "meta", "compaction", "compact-summary",
+            "interrupted", "queued"} <= kinds, kinds
+
+
+def test_every_result_in_the_corpus_pairs_with_its_call(corpus_views):
+    calls = paired = 0
+    for name, messages, view in corpus_views:
+        ids = {b["tool_use_id"] for m in messages if m.get("type") == "user"
+               for b in (m["message"]["content"] if isinstance(m["message"]["content"], list) else [])
+               if isinstance(b, dict) and b.get("type") == "tool_result"}
+        for block in walk_blocks(view.turns):
+            if isinstance(block, ToolCall):
+                calls += 1
+                assert (block.result is not None) == (block.id in ids), (name, block.name, block.id)
+                paired += block.result is not None
+                assert block.result is None or block.result.tool_use_id == block.id
+        assert not any(t.role == "tool" for t in view.turns), name  # no result without its call in view
+    assert calls > 1000 and paired == calls
+
+
+def test_command_markup_is_one_notice_with_the_command_line():
+    text = ("<command-message>erk:plan-implement is running…</command-message>\n"
+            "<command-name>/erk:plan-implement</command-name>\n<command-args>8107 --fast</command-args>")
+    assert split_markup(text) == [Notice("command", "command", "/erk:plan-implement 8107 --fast")]
+    # a message-only run still names the command
+    assert split_markup("<command-message>init is analyzing…</command-message>")[0].gist.startswith("/init")
+
+
+def test_markup_class_unknown_elements_and_prose_around_them():
+    text = ("before <b>bold</b>\n<ide_selection>The user selected lines 1 to 2 of a.py:\nx = 1</ide_selection>"
+            "middle\n<some-new_thing kind=\"x\">body\nmore</some-new_thing>\n[Request interrupted by user]\n"
+            "<system-reminder>remember</system-reminder>after")
+    items = split_markup(text)
+    assert items == [
+        Text("before <b>bold</b>"),  # an HTML-like name is prose: renderers escape it
+        Notice("ide", "IDE selection", "The user selected lines 1 to 2 of a.py: x = 1", "The user selected lines 1 to 2 of a.py:\nx = 1"),
+        Text("middle"),
+        Notice("markup", "some new thing", "body more", "body\nmore"),
+        Notice("interrupted", "interrupted", "Request interrupted by user"),
+        Notice("reminder", "system reminder", "remember", "remember"),
+        Text("after"),
+    ]
+
+
+def test_local_command_output_shell_and_caveat():
+    turns = build_turns([
+        _u("<local-command-caveat>Caveat: generated by local commands.</local-command-caveat>", "u1", isMeta=True),
+        _u("<bash-input>ls -la</bash-input>", "u2"),
+        _u("<bash-stdout>a\nb</bash-stdout><bash-stderr></bash-stderr>", "u3"),
+        _u("<local-command-stdout>Set model to \x1b[1mOpus\x1b[22m</local-command-stdout>", "u4"),
+    ]).turns
+    notices = [b for t in turns for b in t.blocks]
+    assert [(n.kind, n.gist) for n in notices] == [
+        ("caveat", "Caveat: generated by local commands."), ("shell", "! ls -la"), ("shell-output", "a b"),
+        ("shell-output", "(empty)"), ("command-output", "Set model to Opus")]
+    assert notices[2].text == "a\nb"
+
+
+def test_meta_expansions_are_notices_with_their_whole_text():
+    skill = "Base directory for this skill: /x/skills/review\n\n# Review\n\nRead the diff **carefully**."
+    init = "Please analyze this codebase and create a CLAUDE.md file.\n\nWhat to add: ..."
+    turns = build_turns([_u(skill, "u1", isMeta=True), _u([{"type": "text", "text": init}], "u2", isMeta=True)]).turns
+    assert [(t.meta, t.blocks) for t in turns] == [
+        (True, [Notice("meta", "skill", "Review", skill)]),
+        (True, [Notice("meta", "expanded prompt", "Please analyze this codebase and create a CLAUDE.md file.", init)])]
+
+
+def test_one_response_is_one_turn_with_parallel_calls_paired():
+    msgs = [
+        _u("look", "u1"),
+        _a([{"type": "thinking", "thinking": "hmm"}], "a1"),
+        _a([{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls\nwc -l x"}}], "a2"),
+        _a([{"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/src/a.py"}}], "a3"),
+        _u([{"type": "tool_result", "tool_use_id": "t1", "content": "one\ntwo\n<system-reminder>noted</system-reminder>"}],
+           "u2", toolUseResult={"stdout": "one"}),
+        _u([{"type": "tool_result", "tool_use_id": "t2", "is_error": True,
+             "content": [{"type": "text", "text": "<tool_use_error>no such file</tool_use_error>"},
+                         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}]}], "u3"),
+        _a([{"type": "text", "text": "Done: **two** lines."}], "a4", mid="m2"),
+        _u([{"type": "tool_result", "tool_use_id": "gone", "content": "late"}], "u4"),
+    ]
+    turns = build_turns(msgs).turns
+    assert [t.role for t in turns] == ["user", "assistant", "assistant", "tool"]
+    assert [t.uuid for t in turns] == ["u1", "a1", "a4", "u4"]
+    thinking, bash, read = turns[1].blocks
+    assert thinking == Thinking("hmm")
+    assert isinstance(bash, ToolCall) and isinstance(read, ToolCall)
+    assert (bash.gist, read.gist) == ("ls wc -l x", "/src/a.py")
+    assert bash.input == {"command": "ls\nwc -l x"}
+    assert bash.result is not None and bash.result.text == "one\ntwo" and not bash.result.is_error
+    assert bash.result.notices == [Notice("reminder", "system reminder", "noted", "noted")]
+    assert bash.result.uuid == "u2"
+    assert read.result is not None and read.result.is_error and read.result.text == "no such file"
+    assert read.result.images == 1
+    assert turns[2].blocks == [Text("Done: **two** lines.")] and turns[2].model == "claude-x"
+    assert turns[3].blocks == [ToolResult("gone", "late", time=msgs[-1]["timestamp"], uuid="u4")]
+
+
+def test_a_slice_of_messages_shows_a_result_alone():
+    """What ``watch`` renders as entries arrive: the call, then its result."""
+    call = _a([{"type": "tool_use", "id": "t1", "name": "Grep", "input": {"pattern": "def main", "path": "src"}}], "a1")
+    result = _u([{"type": "tool_result", "tool_use_id": "t1", "content": "src/x.py:1"}], "u1")
+    first = build_turns([call]).turns
+    assert isinstance(first[0].blocks[0], ToolCall) and first[0].blocks[0].gist == "def main in src"
+    later = build_turns([result]).turns
+    assert [t.role for t in later] == ["tool"] and isinstance(later[0].blocks[0], ToolResult)
+
+
+def test_task_call_names_its_subagent():
+    msgs = [_a([{"type": "tool_use", "id": "t1", "name": "Task", "input": {"description": "Scan the repo", "prompt": "..."}}], "a1"),
+            _u([{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "found 3"}]}], "u1",
+               toolUseResult={"agentId": "ab12cd", "status": "completed"})]
+    call = build_turns(msgs).turns[0].blocks[0]
+    assert isinstance(call, ToolCall) and call.agent == "ab12cd"
+    assert call.gist == "Scan the repo (subagent ab12cd)"
+
+
+@pytest.mark.parametrize(("name", "args", "gist"), [
+    ("Bash", {"command": "git status", "description": "status"}, "git status"),
+    ("Write", {"file_path": "/a/b.txt", "content": "x" * 500}, "/a/b.txt"),
+    ("Edit", {"file_path": "/a/c.py", "old_string": "a", "new_string": "b"}, "/a/c.py"),
+    ("Glob", {"pattern": "**/*.py"}, "**/*.py"),
+    ("WebFetch", {"url": "https://example.com/x", "prompt": "summarise"}, "https://example.com/x"),
+    ("Agent", {"description": "Review", "prompt": "p", "subagent_type": "general"}, "Review"),
+    ("TodoWrite", {"todos": [{}, {}, {}]}, "3 todos"),
+    ("mcp__github__get_issue", {"owner": "o", "number": 3}, '{"owner":"o","number":3}'),
+    ("Bash", {"description": "no command"}, "no command"),
+    ("TaskCreate", {"subject": "Research", "description": "long"}, "Research"),
+    ("mcp__x__y", {"a": [1], "b": None}, '{"a":[1],"b":null}'),
+    ("Odd", "a string input", '"a string input"'),
+])
+def test_gists(name, args, gist):
+    assert tool_gist(name, args) == gist
+
+
+def test_a_long_gist_is_one_line_and_bounded():
+    gist = tool_gist("Bash", {"command": "echo " + "word\n" * 200})
+    assert "\n" not in gist and len(gist) == 200 and gist.endswith("…")
+
+
+def test_bookkeeping_hidden_and_counted_or_shown_with_all_entries():
+    msgs = [
+        _u("hi", "u1"),
+        {"type": "attachment", "uuid": "x1", "timestamp": "2025-01-01T00:00:05.000Z",
+         "attachment": {"type": "hook_success", "hookName": "SessionStart", "content": "ok"}},
+        {"type": "system", "subtype": "turn_duration", "uuid": "x2", "timestamp": "2025-01-01T00:00:06.000Z", "durationMs": 5},
+        {"type": "system", "subtype": "compact_boundary", "uuid": "x3", "timestamp": "2025-01-01T00:00:07.000Z",
+         "compactMetadata": {"trigger": "auto"}},
+        {"type": "attachment", "uuid": "x4", "timestamp": "2025-01-01T00:00:08.000Z",
+         "attachment": {"type": "queued_command", "prompt": "and push it"}},
+        _a([{"type": "text", "text": "ok"}], "a1"),
+    ]
+    raw = [{"type": "progress", "uuid": "p1", "timestamp": "2025-01-01T00:00:20.000Z", "data": {"type": "hook_progress"}},
+           {"type": "file-history-snapshot", "messageId": "u1", "snapshot": {"timestamp": "2025-01-01T00:00:01.000Z"}},
+           {"type": "user", "uuid": "u1"}]  # a message among the raw entries is not counted twice
+    hidden = build_turns(msgs, entries=raw)
+    assert hidden.hidden == {"attachment": 1, "system": 1, "progress": 1, "file-history-snapshot": 1}
+    assert [b.kind for t in hidden.turns for b in t.blocks if isinstance(b, Notice)] == ["compaction", "queued"]
+    shown = build_turns(msgs, entries=raw, all_entries=True)
+    assert shown.hidden == {}
+    assert [(t.uuid, b.label) for t in shown.turns for b in t.blocks if isinstance(b, Notice) and b.kind == "entry"] == [
+        (None, "file-history-snapshot"), ("x1", "attachment"), ("x2", "system"), ("p1", "progress")]
+    order = [t.uuid for t in shown.turns]
+    assert order.index("x2") < order.index("x3") < order.index("p1") < order.index("a1")  # by time
+
+
+def test_images_in_a_prompt_are_noted_and_the_view_encodes():
+    msgs = [_u([{"type": "text", "text": "see"}, {"type": "image", "source": {"media_type": "image/jpeg", "data": "AA"}}], "u1")]
+    turns = build_turns(msgs).turns
+    assert turns[0].blocks == [Text("see"), Image("image/jpeg")]
+    encoded = msgspec.json.encode(turns)
+    assert msgspec.json.decode(encoded, type=list[Turn]) == turns
+
+
+def test_hostile_text_is_kept_verbatim_for_the_renderers_to_escape():
+    evil = "<script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1))"
+    turns = build_turns([_u(evil, "u1"), _a([{"type": "text", "text": evil}], "a1")]).turns
+    assert [t.blocks for t in turns] == [[Text(evil)], [Text(evil)]]
