@@ -124,7 +124,7 @@ def main() -> None:
             wait_for(driver, lambda c: c.execute_script("return document.readyState") == "complete")
             rendered.append(time.perf_counter() - t)
         out["conversation_in_browser_ms"] = med(rendered)
-        out["conversation_articles"] = driver.execute_script("return document.querySelectorAll('article.msg').length")
+        out["conversation_turns"] = driver.execute_script("return document.querySelectorAll('#conversation .turn').length")
 
         prefixes = [QUERY[:i] for i in range(3, len(QUERY) + 1) if not QUERY[:i].endswith(" ")]
         api = [statistics.median([first_byte(server, "/api/search?q=" + p.replace(" ", "+")) for _ in range(args.runs)])

@@ -44,6 +44,7 @@ def _spent(text: str, ts: str, msg_id: str) -> dict:
                      "usage": {"input_tokens": 1200, "output_tokens": 340, "cache_read_input_tokens": 5000,
                                "cache_creation_input_tokens": 800}}
     e["requestId"] = f"req_{msg_id}"
+    e["version"] = "2.0.14"
     return e
 
 
@@ -108,7 +109,8 @@ def test_pages_render_with_content(web, chrome):
     assert len(fork_rows) == 1, text  # the fork, right under its origin
     origin_row = rows[[r.get_attribute("class") for r in rows].index("fork-1") - 1]
     assert ids["a"][:8] in origin_row.text
-    assert any("$" in t and "k" in t for t in text)  # tokens and cost of the answers
+    # tokens and cost of each answer (the daemon counts the response the fork copied once, as ccusage does)
+    assert sum("7.3k" in t and "$0.0" in t for t in text) == 2
     # One conversation: its messages, a deep link per message, the commands that resume it.
     chrome.get(f"{s.origin}/s/{ids['a']}#m-{ids['first']}")
     wait_for(chrome, lambda c: "zanzibarite" in c.find_element("id", "conversation").text)
@@ -135,7 +137,7 @@ def test_search_as_you_type_finds_a_session(web, chrome):
     s = start()
     chrome.get(s.url)
     box = wait_for(chrome, lambda c: c.find_element("id", "q"))
-    for ch in "zanzib*":  # typed a key at a time, as a person types
+    for ch in "zanzib":  # typed a key at a time, as a person types: the word not finished yet
         box.send_keys(ch)
     hit = wait_for(chrome, lambda c: next((li for li in c.find_elements("css selector", "#results li")
                                            if "Ledger parsing" in li.text), None))
@@ -280,7 +282,7 @@ def test_without_a_daemon_the_files_are_served_and_followed(web):
     status, _, body = s.get(f"/s/{ids['a']}")
     assert status == 200 and b"zanzibarite" in body
     status, _, body = s.get("/api/search?q=zanzibarite")
-    assert status == 200 and json.loads(body)["hits"][0]["title"] == "Ledger parsing"
+    assert status == 200 and ids["a"] in {h["sessionId"] for h in json.loads(body)["hits"]}
     assert s.get("/usage")[0] == 200
     resp = Events(s, ids["b"], 0)
     assert resp.status == 200

@@ -234,7 +234,8 @@ class View:
                                  headers={"x-accel-buffering": "no"})
 
     async def search(self, request: Request) -> Response:
-        text = " ".join(request.query_params.get("q", "").split())[:MAX_QUERY]
+        asked = request.query_params.get("q", "")[:MAX_QUERY]
+        text = " ".join(asked.split()) + (" " if asked[-1:].isspace() and asked.strip() else "")
         if not text:
             return JSONResponse({"hits": [], "note": None})
         try:

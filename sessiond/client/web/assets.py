@@ -12,7 +12,8 @@ from __future__ import annotations
 from .conversation import STYLESHEET
 
 CSS = STYLESHEET + """
-body{max-width:72rem}
+body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:72rem;margin:1rem auto;padding:0 1rem;color:#1d1d1f;background:#fbfbfd}
+h1{font-size:1.5rem;margin:.4rem 0}
 .top{display:flex;flex-wrap:wrap;gap:1rem;align-items:center;border-bottom:2px solid #d2d2d7;padding-bottom:.6rem;margin-bottom:1rem}
 .top .brand{font-weight:700;color:#1d1d1f;text-decoration:none}.top nav a{margin-right:1rem}
 #q{flex:1;min-width:14rem;font:inherit;padding:.35rem .6rem;border:1px solid #c7c7cc;border-radius:8px}
@@ -85,10 +86,10 @@ JS = r"""'use strict';
   if (q) {
     q.addEventListener('input', function () {
       clearTimeout(timer);
-      const text = q.value.trim();
+      const text = q.value.trimStart();
       asked += 1;
       const n = asked;
-      if (!text) { results.replaceChildren(); note.textContent = ''; return; }
+      if (!text.trim()) { results.replaceChildren(); note.textContent = ''; return; }
       timer = setTimeout(function () { search(text, n); }, 120);
     });
   }

@@ -145,12 +145,34 @@ class Hit(msgspec.Struct):
     """``[start, end)`` of ``snippet`` that matched (of the snippet as given)."""
 
 
-def search(obj: Context, text: str) -> tuple[list[Hit], str | None]:
-    """The ranked hits of ``text`` in every project (``search --all``): the
-    daemon's index when one runs, else the index read-only, else a scan."""
-    from sessiond.client.cli.search_cmds import find_hits
+def as_you_type(text: str) -> str:
+    """The query a search box means while its last word is still being typed:
+    that word as a prefix (``word*``) when it is a plain word of two
+    characters or more; else the text as it is."""
+    words = text.split()
+    if not words or text[-1:].isspace():
+        return text
+    last = words[-1]
+    if len(last) < 2 or not all(c.isalnum() or c in "_-" for c in last) or last.upper() in ("AND", "OR", "NOT"):
+        return text
+    return text + "*"
 
-    hits, note = find_hits(obj, obj.store_root(), text, None, SEARCH_LIMIT)
+
+def search(obj: Context, text: str) -> tuple[list[Hit], str | None]:
+    """The ranked hits of ``text`` in every project (``search --all``), its
+    last word taken as a prefix (``as_you_type``): the daemon's index when one
+    runs, else the index read-only, else a scan."""
+    from sessiond.client.cli.search_cmds import find_hits
+    from sessiond.wire.errors import SessiondError
+
+    hits = note = None
+    if (typing := as_you_type(text)) != text:
+        try:
+            hits, note = find_hits(obj, obj.store_root(), typing, None, SEARCH_LIMIT)
+        except (SessiondError, ValueError):
+            hits = None  # a prefix too common to rank (or refused): the words as typed
+    if hits is None:
+        hits, note = find_hits(obj, obj.store_root(), text, None, SEARCH_LIMIT)
     return [Hit(sessionId=h.sessionId, title=h.title or "(untitled)", project=h.project, role=h.role,
                 timestamp=h.timestamp, snippet=h.snippet, uuid=h.uuid, resume=f"sessiond resume {h.sessionId}",
                 highlights=list(h.highlights)) for h in hits], note

@@ -75,7 +75,7 @@ def sessions_page(page: Page, heading: str, project: str | None) -> str:
     for r in page.rows:
         s = r.info
         depth = min(r.fork_depth, 3)
-        fork = '<span class="forkmark" title="fork">⑂ </span>' if s.forkedFrom else ""
+        fork = '<span class="forkmark" title="a fork">↳ fork · </span>' if s.forkedFrom else ""
         tag = f' <span class="tag">{_e(s.tag)}</span>' if s.tag else ""
         live = ' <span class="live">live</span>' if s.live else ""
         rows.append(
