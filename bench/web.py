@@ -8,12 +8,14 @@ Figures (medians of ``--runs``):
   (the page is rendered before its first byte), for the conversation of
   ``--messages`` messages, the projects page and the sessions page of a store
   of ``--sessions`` sessions; baseline in the same run: the stylesheet, which
-  reads nothing;
+  reads nothing, and ``find_sessions`` of every session in this process
+  (what both listing pages ask the daemon first);
 - ``rendered in the browser``: ``driver.get`` of the conversation until its
   load event (the DOM built and laid out, the stylesheet and script loaded);
 - ``search as you type``: each prefix of a query as the page asks it
   (``/api/search``), and in the browser from a key typed to the results shown
-  (the page waits 120 ms for the next key first); baseline in the same run:
+  (the page waits 120 ms for the next key first; the word being typed is a
+  prefix); baseline in the same run:
   the daemon's own ``Search`` for the whole query through the blocking client;
 - ``live``: from the daemon's ack of an ``append`` to the browser: the
   ``changed`` event received, and the new message in the page (its body
@@ -41,6 +43,8 @@ sys.path.insert(0, str(HERE.parent))  # tests.web.harness: the server and browse
 import benchlib  # noqa: E402
 from picker import generate  # noqa: E402
 
+from sessiond.client.cli import Context  # noqa: E402
+from sessiond.client.cli.session_list import find_sessions  # noqa: E402
 from sessiond.client.connection import Client  # noqa: E402
 from sessiond.store.paths import sanitize  # noqa: E402
 from sessiond.wire import messages as m  # noqa: E402
@@ -116,6 +120,13 @@ def main() -> None:
         paths = {"conversation": f"/s/{big}", "projects": "/", "sessions": "/sessions",
                  "stylesheet (baseline)": "/static/style.css"}
         out["first_byte_ms"] = {k: med([first_byte(server, p) for _ in range(args.runs)]) for k, p in paths.items()}
+        obj = Context(root=root, socket=sock, autostart=False)
+        listed = []
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            find_sessions(obj, None, True)
+            listed.append(time.perf_counter() - t)
+        out["list_every_session_baseline_ms"] = med(listed)
 
         rendered = []
         for _ in range(args.runs):

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import assistant, line, user
+from tests.helpers import assistant, line, main_path, user
 from tests.web.harness import CHROMEDRIVER, CHROMIUM, WAIT, WebServer, browser, wait_for
 
 CWD = "/work/webproj"
@@ -179,6 +179,12 @@ def test_a_hostile_transcript_executes_nothing(web, chrome):
         user("", timestamp="2026-03-04T10:00:02.000Z", message={"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "toolu_1", "content": f"result {HOSTILE}"}]}),
     ], cwd)
+    d.cli("flush")
+    agent = "<img src=x onerror=window.__pwned=1>"  # a file name: no slash
+    subagents = main_path(d.root, cwd, sid).parent / sid / "subagents"
+    subagents.mkdir(parents=True)
+    (subagents / f"agent-{agent}.jsonl").write_bytes(line(assistant(
+        f"subagent says {HOSTILE}", sessionId=sid, isSidechain=True, agentId=agent, timestamp="2026-03-04T10:00:03.000Z")) + b"\n")
     s = start()
     chrome.get(s.url)
 
@@ -195,6 +201,7 @@ def test_a_hostile_transcript_executes_nothing(web, chrome):
     for el in chrome.find_elements("css selector", "details"):
         chrome.execute_script("arguments[0].open = true", el)  # the tool call and result, shown
     body = chrome.find_element("tag name", "body").text
+    assert f"Subagent {agent}" in body and f"subagent says {HOSTILE}" in body
     assert f"result {HOSTILE}" in body and "/src/<script>window.__pwned=1</script><img src=x onerror=" in body and f"title {HOSTILE}" in body
     clean("opened")
     chrome.find_element("id", "q").send_keys("quokkafish")
