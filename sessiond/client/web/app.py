@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from sessiond.wire.errors import SessiondError
 
 from . import data, live, pages
 from .assets import CSS, JS
+from .conversation import Rendered, load
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -170,43 +171,35 @@ class View:
         found = await self._run(data.session_page, self.obj, sessions, page)
         return HTMLResponse(pages.sessions_page(found, heading, project))
 
-    async def _session(self, request: Request) -> tuple[str, Path] | Response:
+    async def _session(self, request: Request) -> tuple[str, Path, str | None] | Response:
+        """(id, main transcript, recorded cwd) of the session the URL names, or the 404 page."""
         sid = request.path_params["sid"]
         try:
-            return sid, await self._run(data.session_path, self.obj, sid)
+            path, cwd = await self._run(data.locate, self.obj, sid)
         except SessiondError as exc:
             status = 404 if exc.code in ("not_found", "bad_request") else 500
             return HTMLResponse(pages.error_page(status, str(exc)), status_code=status)
+        return sid, path, cwd
 
     async def conversation(self, request: Request) -> Response:
         got = await self._session(request)
         if isinstance(got, Response):
             return got
-        sid, path = got
+        sid, path, cwd = got
         offset = data.file_size(path)  # the stream starts where this read may have ended: nothing is missed
 
-        def read() -> tuple[Any, Any, str | None]:
+        def read() -> tuple[Rendered, str]:
             from sessiond.client.cli.spend_view import spend_line
-            from sessiond.store.lite import read_lite
 
-            from .conversation import load
+            return load(path), spend_line(data.spend_of(path))
 
-            view = load(path)
-            try:
-                cwd = read_lite(path).cwd
-            except OSError:
-                cwd = None
-            return view, spend_line(data.spend_of(path)), cwd
-
-        view, spend, cwd = await self._run(read)
+        view, spend = await self._run(read)
         return HTMLResponse(pages.conversation_page(view, sid, cwd, spend, offset))
 
     async def body(self, request: Request) -> Response:
         got = await self._session(request)
         if isinstance(got, Response):
             return got
-        from .conversation import load
-
         view = await self._run(load, got[1])
         return HTMLResponse(view.body)
 
@@ -214,7 +207,7 @@ class View:
         got = await self._session(request)
         if isinstance(got, Response):
             return got
-        sid, path = got
+        sid, path, _ = got
         try:
             offset = max(0, int(request.query_params.get("offset", "")))
         except ValueError:
@@ -223,15 +216,14 @@ class View:
             return Response(f"too many live streams (at most {self.streams.limit}): close a tab\n", status_code=503,
                             media_type="text/plain")
 
-        async def stream():
+        async def stream() -> AsyncIterator[bytes]:
             try:
                 async for chunk in live.changes(self.obj.socket, self.obj.root, sid, path, offset):
                     yield chunk
             finally:
                 self.streams.give_back()
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"x-accel-buffering": "no"})
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"})
 
     async def search(self, request: Request) -> Response:
         asked = request.query_params.get("q", "")[:MAX_QUERY]

@@ -186,18 +186,20 @@ def daily_usage(obj: Context) -> list[tuple[str, int, float]]:
     return sorted((r.key, r.total_tokens, r.cost) for r in spent.rows)
 
 
-def session_path(obj: Context, session_id: str) -> Path:
-    """The session's main transcript (``show``'s lookup: any project of the
-    store); ``bad_request`` for what is not a session id, ``not_found``."""
-    from sessiond.client.cli.locate import find
-
-    return Path(find(obj.root or _default_root(), session_id, None).path)
-
-
-def _default_root() -> Path:
+def locate(obj: Context, session_id: str) -> tuple[Path, str | None]:
+    """The session's main transcript and its recorded cwd, looked up in every
+    project of the store (``lookup.find_session`` with no cwd: the server's
+    own directory means nothing to a page, and no ``git`` runs per request);
+    ``bad_request`` for what is not a session id, ``not_found``."""
+    from sessiond.client import lookup
     from sessiond.store.locations import default_root
+    from sessiond.wire.errors import not_found
 
-    return default_root()
+    root = obj.root or default_root()
+    loc = lookup.find_session(root, session_id, None)
+    if loc is None:
+        raise not_found(f"no session {session_id} under {root}")
+    return Path(loc.path), loc.cwd
 
 
 def spend_of(path: Path) -> Any:
