@@ -330,3 +330,18 @@ def test_a_session_that_is_not_there_is_a_404(web):
     assert s.get(f"/s/{uuid.uuid4()}")[0] == 404
     assert s.get("/s/..%2F..%2Fetc%2Fpasswd")[0] == 404
     assert s.get("/s/not-an-id/events")[0] == 404
+
+
+def test_a_port_in_use_or_a_missing_root_is_one_line(web):
+    import socket
+
+    d, _ = web
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = d.cli("web", "--port", str(port), check=False, timeout=30)
+    assert proc.returncode == 1
+    assert proc.stderr.decode() == f"sessiond: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    proc = d.cli("--root", str(d.base / "nowhere"), "web", check=False, timeout=30)
+    assert proc.returncode == 1 and proc.stderr.decode().startswith("sessiond: no store at ") and proc.stdout == b""
