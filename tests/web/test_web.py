@@ -345,3 +345,21 @@ def test_a_port_in_use_or_a_missing_root_is_one_line(web):
     assert proc.stderr.decode() == f"sessiond: cannot listen on 127.0.0.1:{port}: Address already in use\n"
     proc = d.cli("--root", str(d.base / "nowhere"), "web", check=False, timeout=30)
     assert proc.returncode == 1 and proc.stderr.decode().startswith("sessiond: no store at ") and proc.stdout == b""
+
+
+def test_a_project_page_lists_that_project_only_with_or_without_a_daemon(web):
+    from sessiond.store.paths import sanitize
+
+    d, start = web
+    _append(d, str(uuid.uuid4()), [user("alpha session of one project")], "/work/alpha")
+    _append(d, str(uuid.uuid4()), [user("beta session of another")], "/work/beta")
+    d.cli("flush")
+    s = start()
+    for _ in range(2):
+        status, _, body = s.get(f"/sessions?project={sanitize('/work/alpha')}")
+        assert status == 200 and b"alpha session" in body and b"beta session" not in body
+        status, _, body = s.get("/sessions")
+        assert b"alpha session" in body and b"beta session" in body
+        d.stop()  # the second time round: read from the files
+    for bad in ("..", "nope", "-work-alpha%2F..", ""):
+        assert s.get(f"/sessions?project={bad}")[0] == (200 if bad == "" else 404), bad

@@ -163,10 +163,14 @@ class View:
             page = int(request.query_params.get("page", "1"))
         except ValueError:
             page = 1
-        sessions = await self._run(data.all_sessions, self.obj)
         heading = "All sessions"
-        if project is not None:
-            sessions = [s for s in sessions if Path(s.path).parent.name == project]
+        if project is None:
+            sessions = await self._run(data.all_sessions, self.obj)
+        else:
+            try:
+                sessions = await self._run(data.project_sessions, self.obj, project)
+            except SessiondError as exc:
+                return HTMLResponse(pages.error_page(404, str(exc)), status_code=404)
             heading = next((s.cwd for s in sessions if s.cwd), None) or project
         found = await self._run(data.session_page, self.obj, sessions, page)
         return HTMLResponse(pages.sessions_page(found, heading, project))

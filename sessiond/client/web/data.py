@@ -62,6 +62,20 @@ def all_sessions(obj: Context) -> list[SessionInfo]:
     return find_sessions(obj, None, True)
 
 
+def project_sessions(obj: Context, name: str) -> list[SessionInfo]:
+    """The sessions of the project dir ``name`` (a directory right under the
+    store's ``projects/``), most recently active first; ``not_found`` for a
+    name that is not one."""
+    from sessiond.client.cli.session_list import find_sessions
+    from sessiond.store.paths import projects_dir
+    from sessiond.wire.errors import not_found
+
+    base = projects_dir(obj.store_root())
+    if not name or name in (".", "..") or "/" in name or "\0" in name or not (base / name).is_dir():
+        raise not_found(f"no project dir {name!r} under {base}")
+    return find_sessions(obj, None, False, only=[base / name])
+
+
 def projects(sessions: list[SessionInfo]) -> list[Project]:
     """The project dirs the sessions are in, most recently active first."""
     from sessiond.store.listing import last_activity
