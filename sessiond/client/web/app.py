@@ -216,11 +216,16 @@ class View:
             offset = max(0, int(request.query_params.get("offset", "")))
         except ValueError:
             offset = data.file_size(path)
-        if not self.streams.take():
-            return Response(f"too many live streams (at most {self.streams.limit}): close a tab\n", status_code=503,
-                            media_type="text/plain")
+        busy = f"too many live streams (at most {self.streams.limit}): close a tab"
+        if self.streams.full:
+            return Response(busy + "\n", status_code=503, media_type="text/plain")
 
         async def stream() -> AsyncIterator[bytes]:
+            # The place is taken once the stream runs, and given back when it ends however it
+            # ends: a response that never started streaming holds nothing.
+            if not self.streams.take():  # the last place went to another stream meanwhile
+                yield live.event("busy", busy)
+                return
             try:
                 async for chunk in live.changes(self.obj.socket, self.obj.root, sid, path, offset):
                     yield chunk

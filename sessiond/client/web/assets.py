@@ -123,7 +123,10 @@ JS = r"""'use strict';
     source.addEventListener('ready', function (ev) { state.textContent = 'live (' + ev.data + ')'; document.body.dataset.live = ev.data; });
     source.addEventListener('changed', refresh);
     source.addEventListener('gone', function () { state.textContent = 'the transcript went away'; source.close(); });
-    source.onerror = function () { state.textContent = 'reconnecting…'; };
+    source.addEventListener('busy', function (ev) { state.textContent = ev.data; source.close(); });
+    source.onerror = function () {
+      state.textContent = source.readyState === EventSource.CLOSED ? 'not live (the server refused the stream)' : 'reconnecting…';
+    };
   }
 })();
 """

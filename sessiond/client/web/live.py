@@ -42,11 +42,16 @@ CONNECT_TIMEOUT = 10.0
 
 
 class Streams:
-    """The count of open streams, refused past ``limit``."""
+    """The count of open streams, refused past ``limit`` (one event loop
+    counts them: no lock)."""
 
     def __init__(self, limit: int = MAX_STREAMS) -> None:
         self.limit = limit
         self.open = 0
+
+    @property
+    def full(self) -> bool:
+        return self.open >= self.limit
 
     def take(self) -> bool:
         if self.open >= self.limit:
