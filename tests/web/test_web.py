@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -363,3 +364,30 @@ def test_a_project_page_lists_that_project_only_with_or_without_a_daemon(web):
         d.stop()  # the second time round: read from the files
     for bad in ("..", "nope", "-work-alpha%2F..", ""):
         assert s.get(f"/sessions?project={bad}")[0] == (200 if bad == "" else 404), bad
+
+
+def test_the_sessions_list_is_paged(daemon_factory):
+    from sessiond.store.paths import sanitize
+
+    d = daemon_factory()
+    project = d.root / "projects" / sanitize(CWD)
+    project.mkdir(parents=True)
+    for i in range(120):  # written as Claude Code writes them, the daemon catalogs them at start
+        sid = str(uuid.uuid4())
+        stamp = f"2026-02-01T10:{i // 60:02d}:{i % 60:02d}.000Z"
+        (project / f"{sid}.jsonl").write_bytes(line(user(f"paged session {i:03d}", sessionId=sid, cwd=CWD, timestamp=stamp)) + b"\n")
+    d.start()
+    s = WebServer(d.env)
+    try:
+        seen: list[bytes] = []
+        for page, rows in ((1, 50), (2, 50), (3, 20)):
+            status, _, body = s.get(f"/sessions?page={page}")
+            assert status == 200 and f"page {page} of 3".encode() in body
+            titles = re.findall(rb"paged session (\d{3})", body)
+            assert len(titles) == rows
+            seen += titles
+            assert (b'rel="next"' in body) == (page < 3) and (b'rel="prev"' in body) == (page > 1)
+        assert seen == [f"{i:03d}".encode() for i in range(119, -1, -1)]  # newest first, each once
+        assert b"page 3 of 3" in s.get("/sessions?page=99")[2] and b"page 1 of 3" in s.get("/sessions?page=x")[2]
+    finally:
+        s.stop()
