@@ -30,7 +30,8 @@ td.num,th.num{text-align:right;white-space:nowrap}td.when{white-space:nowrap;col
 .live{color:#fff;background:#34c759;border-radius:6px;padding:0 .4rem;font-size:.75rem;font-weight:600}
 .pager a,.pager span{margin-right:.8rem}.resume code{background:#f2f2f7;padding:.1rem .4rem;border-radius:4px;margin-right:.3rem}
 .resume{margin:.3rem 0}button.copy{font:inherit;font-size:.75rem;margin-right:.8rem;cursor:pointer}
-.turn:target{outline:3px solid #ffcc00}.session-bar{border-bottom:1px solid #e5e5ea;margin-bottom:.5rem}
+.turn:target{outline:3px solid #ffcc00}.session-bar{max-width:60rem;margin:0 auto .5rem auto}
+.resume code{overflow-wrap:anywhere}
 #live-state{font-size:.8rem;color:#8e8e93}svg.chart{width:100%;height:auto;background:#fff;border:1px solid #e5e5ea;border-radius:8px}
 .note{color:#8e8e93}
 """
