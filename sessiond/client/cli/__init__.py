@@ -39,6 +39,7 @@ COMMAND_MODULES = {
     "secrets": "secrets_cmds",
     "usage": "usage_cmds",
     "pick": "pick_cmds",
+    "web": "web_cmds",
 }
 """Which module of this package defines each command: a run imports only the
 one its command needs (``--help`` and completion import them all). A module

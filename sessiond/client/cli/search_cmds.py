@@ -55,14 +55,7 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         raise click.UsageError(str(exc)) from None
     root = obj.store_root()
     dirs = project_scope(root, cwd, all_projects)
-    projects = None if dirs is None else [d.name for d in dirs]
-    hits, note = _from_daemon(obj, text, dirs, limit, since_iso, role)
-    if hits is None:
-        why = note  # a daemon that runs but did not answer: said with what was done instead
-        hits, note = _offline(root, text, projects, limit, since_iso, role, daemon_runs=why is not None)
-        if why is not None:
-            fell_back(why, note or "searched the index read-only")
-            note = None
+    hits, note = find_hits(obj, root, text, dirs, limit, since_iso, role)
     if note:
         echo(f"sessiond: {note}", err=True)
     if as_json:
@@ -87,6 +80,24 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         if h.cwd and os.path.realpath(h.cwd) != here:
             resume = f"cd {shlex.quote(h.cwd)} && {resume}"
         echo(f"    {DIM if tty else ''}{printable(resume)}{RESET if tty else ''}", raw=True)
+
+
+def find_hits(obj: Context, root: Path, text: str, dirs: list[Path] | None, limit: int, since: str | None = None,
+              role: str | None = None):
+    """(hits, note): the ranked hits of ``text`` in ``dirs`` (None: every
+    project), best first, from a running daemon of this root, else from the
+    index read-only, else from a scan of the files; ``note`` says what a person
+    should know of how they were found (None: nothing). What ``search`` prints
+    and the web view shows."""
+    projects = None if dirs is None else [d.name for d in dirs]
+    hits, note = _from_daemon(obj, text, dirs, limit, since, role)
+    if hits is None:
+        why = note  # a daemon that runs but did not answer: said with what was done instead
+        hits, note = _offline(root, text, projects, limit, since, role, daemon_runs=why is not None)
+        if why is not None:
+            fell_back(why, note or "searched the index read-only")
+            note = None
+    return hits, note
 
 
 def _highlight(snippet: str, spans: list[tuple[int, int]], tty: bool) -> str:

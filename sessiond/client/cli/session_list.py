@@ -49,7 +49,7 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
     """Print one page of sessions (``limit`` after the ``offset`` most recently
     active), as JSON or as a table (through the pager when longer than the screen)."""
     sessions = find_sessions(obj, cwd, all_projects, worktrees, limit, offset, tag)
-    _fill_counts(sessions)
+    fill_counts(sessions)
     from .session_spend import page_spend
 
     spend = page_spend(obj, sessions)
@@ -67,11 +67,13 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
 
 
 def find_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: bool = False,
-                  limit: int | None = None, offset: int = 0, tag: str | None = None) -> list:
+                  limit: int | None = None, offset: int = 0, tag: str | None = None,
+                  only: list[Path] | None = None) -> list:
     """One page of sessions (``SessionInfo``, most recently active first:
     ``listing.last_activity``), live ones marked: the project's (``cwd``,
     default the current directory) or every project's, only those tagged
-    ``tag`` if given. From a running daemon's catalog (whose pages are in mtime
+    ``tag`` if given; with ``only``, the sessions of those project dirs
+    (``cwd`` unused). From a running daemon's catalog (whose pages are in mtime
     order: the whole scope is asked, then ordered and cut here), else read from
     the files (with progress on a terminal); what ``list`` prints and the
     picker shows."""
@@ -86,6 +88,8 @@ def find_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
     if all_projects:
         dirs: list[Path] = []
         asked = dirs
+    elif only is not None:
+        dirs = asked = only
     else:
         where = os.path.abspath(cwd) if cwd else os.getcwd()
         check_cwd(where)
@@ -147,7 +151,7 @@ def _cost(got) -> str:
     return f"${got.costUSD:.2f}" + ("?" if got.unpriced else "")
 
 
-def _fill_counts(sessions: list) -> None:
+def fill_counts(sessions: list) -> None:
     """The message count of every listed session whose lite read could not
     say (a big file with no ``turn_duration`` in its tail): the printed page's
     files only (the picker, which holds every session, does not pay for it),

@@ -75,11 +75,7 @@ def usage(obj: Context, report: str, since: datetime | None, until: datetime | N
     tz = _timezone(tz_name)
     first: date | None = since.date() if since else None
     last: date | None = until.date() if until else None
-    out = None
-    if prices_file is None:
-        out = _from_daemon(obj, report, cwd, all_projects, first, last, tz_name, by == "model")
-    if out is None:
-        out = _from_files(obj, report, cwd, all_projects, first, last, tz, tz_name, by == "model", prices_file)
+    out = spend_report(obj, report, cwd, all_projects, first, last, tz_name, by == "model", prices_file)
     if as_json:
         echo_json(out)
     elif report == "blocks":
@@ -89,6 +85,21 @@ def usage(obj: Context, report: str, since: datetime | None, until: datetime | N
     if out.unpriced:
         echo(f"sessiond: no price for {', '.join(out.unpriced)}: their tokens are counted, their cost is not "
              "(--prices FILE to price them)", err=True)
+
+
+def spend_report(obj: Context, report: str, cwd: str | None, all_projects: bool, first: date | None = None,
+                 last: date | None = None, tz_name: str | None = None, by_model: bool = False,
+                 prices_file: Path | None = None):
+    """The report (a ``wire.spend.Spent``): from the daemon serving the root
+    when one runs (never started for it) and ``prices_file`` is None, else
+    computed from the files (said on stderr). What ``usage`` prints and the
+    web view charts."""
+    out = None
+    if prices_file is None:
+        out = _from_daemon(obj, report, cwd, all_projects, first, last, tz_name, by_model)
+    if out is None:
+        out = _from_files(obj, report, cwd, all_projects, first, last, _timezone(tz_name), tz_name, by_model, prices_file)
+    return out
 
 
 def _named_local_zone() -> str | None:
