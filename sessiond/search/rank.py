@@ -29,6 +29,15 @@ what the count buys in a window is only the term frequency.
 
 A scope (project dirs) bounds the walk to the rowid span of its files, so a
 small project is not searched by walking every other project's matches.
+
+What a query costs is lookups, so each is made once and only where needed:
+with no filter, the ``PROBE`` newest matches are walked first (they decide
+``_common``), then the window, scored by ``bm25()`` as the walk goes, from
+FTS5's own doclists and sizes; an entry's file and session (a lookup in
+``doc_info``, the table that holds the text, one B-tree descent each) are read
+only for the best-scored entries, until ``limit`` sessions have their best
+(``_pick``), not for all the window's. The hits are the same as grouping the
+whole window (``tests/search/test_rank_paths.py`` holds the two side by side).
 """
 
 from __future__ import annotations
@@ -114,9 +123,18 @@ def best_sessions(conn: sqlite3.Connection, expr: str, *, projects: list[str] | 
         where.append("i.ts >= ?")
         args.append(since)
     info: dict[int, tuple] = {}
+    scores: dict[int, float] | None = None
+    common: bool | None = None
     if len(where) == 1:  # no filter: the doclists alone, newest first
-        ids = [r[0] for r in conn.execute("SELECT rowid FROM docs WHERE docs MATCH ? ORDER BY rowid DESC LIMIT ?",
-                                          [expr, window + 1])]
+        probe = _newest(conn, expr, PROBE)
+        common = _dense(conn, probe, count_limit)
+        if not common:  # BM25 as the walk goes: one statement
+            rows = conn.execute("SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ? ORDER BY rowid DESC LIMIT ?",
+                                [expr, window + 1]).fetchall()
+            ids = [r[0] for r in rows]
+            scores = dict(rows)
+        else:
+            ids = probe[:window + 1] if window < PROBE else _newest(conn, expr, window + 1)
     else:  # CROSS JOIN keeps docs the outer loop: the walk in rowid order, joined only when the filters pass
         rows = conn.execute(
             f"""SELECT docs.rowid, f.project, f.session, f.path, i.pos, i.role
@@ -128,28 +146,40 @@ def best_sessions(conn: sqlite3.Connection, expr: str, *, projects: list[str] | 
     ids = ids[:window]
     if not ids:
         return Ranked([], None)
-    # the unfiltered walk's first PROBE ids are the probe itself
-    if windowed and _common(conn, expr, count_limit, ids if len(where) == 1 else None):
-        # each entry's length (by id: the window can be spread over most of the table)
-        sizes = dict(conn.execute(f"SELECT id, sz FROM docs_docsize WHERE id IN ({','.join('?' * len(ids))})", ids))
-        lengths = {rowid: sz[0] if sz[0] < 0x80 else tokens(sz) for rowid, sz in sizes.items()}
-        mean = max(1.0, sum(lengths.values()) / max(1, len(lengths)))
-        # the score falls as the length grows: the shortest entry is the best
-        scores = {rowid: -length_score(n, mean) for rowid, n in lengths.items()}
-    else:  # FTS5's BM25 of each (every match in scope is here, unless windowed)
-        scores = dict(conn.execute("SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ? AND rowid BETWEEN ? AND ?",
-                                   [expr, ids[-1], ids[0]]))
+    if scores is None:
+        scores = _scores(conn, expr, ids, windowed and (common if common is not None else _common(conn, expr, count_limit)))
     ranked = [Entry(r[0], scores[r[0]], *r[1:]) for r in _pick(conn, ids, scores, info, limit)]
     return Ranked(ranked, window if windowed else None)
 
 
-def _common(conn: sqlite3.Connection, expr: str, count_limit: int = COUNT_LIMIT, newest: list[int] | None = None) -> bool:
+def _scores(conn: sqlite3.Connection, expr: str, ids: list[int], by_length: bool) -> dict[int, float]:
+    """Each entry's score (lower is better): FTS5's BM25 (every match in scope
+    is in ``ids``, unless windowed), or ``-length_score`` when ``by_length``."""
+    if not by_length:
+        return dict(conn.execute("SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ? AND rowid BETWEEN ? AND ?",
+                                 [expr, ids[-1], ids[0]]))
+    # each entry's length (by id: the window can be spread over most of the table)
+    sizes = dict(conn.execute(f"SELECT id, sz FROM docs_docsize WHERE id IN ({','.join('?' * len(ids))})", ids))
+    lengths = {rowid: sz[0] if sz[0] < 0x80 else tokens(sz) for rowid, sz in sizes.items()}
+    mean = max(1.0, sum(lengths.values()) / max(1, len(lengths)))
+    # the score falls as the length grows: the shortest entry is the best
+    return {rowid: -length_score(n, mean) for rowid, n in lengths.items()}
+
+
+def _newest(conn: sqlite3.Connection, expr: str, n: int) -> list[int]:
+    """The rowids of the ``n`` newest entries matching ``expr`` (the doclists' end, no join)."""
+    return [r[0] for r in conn.execute("SELECT rowid FROM docs WHERE docs MATCH ? ORDER BY rowid DESC LIMIT ?", [expr, n])]
+
+
+def _common(conn: sqlite3.Connection, expr: str, count_limit: int = COUNT_LIMIT) -> bool:
     """Whether ``expr`` matches more than ``count_limit`` entries of the whole
     index, estimated from how densely its ``PROBE`` newest matches lie among
-    the newest rowids (a walk of the doclist's end, no join; ``newest``: those
-    ids already walked, newest first)."""
-    probe = newest[:PROBE] if newest is not None and len(newest) >= PROBE else [
-        r[0] for r in conn.execute("SELECT rowid FROM docs WHERE docs MATCH ? ORDER BY rowid DESC LIMIT ?", [expr, PROBE])]
+    the newest rowids (``_dense``)."""
+    return _dense(conn, _newest(conn, expr, PROBE), count_limit)
+
+
+def _dense(conn: sqlite3.Connection, probe: list[int], count_limit: int) -> bool:
+    """``_common`` of the ``PROBE`` newest matches ``probe`` (newest first)."""
     if len(probe) < PROBE:
         return False
     top = conn.execute("SELECT max(id) FROM doc_info").fetchone()[0] or 0
