@@ -284,6 +284,11 @@ class TitleCache:
                 del self._titles[next(iter(self._titles))]
         return title
 
+    def clear(self) -> None:
+        """Forget every title (what a query costs the first time it shows its sessions)."""
+        with self._lock:
+            self._titles.clear()
+
 
 TITLES: Final = TitleCache()
 
