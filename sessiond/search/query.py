@@ -254,14 +254,17 @@ class TitleCache:
     read and parsed), kept per file identity and size (device, inode, size,
     mtime): a hit names its session by the title the listing shows, and the
     same few sessions come back query after query, each a stat instead of two
-    reads and a parse. Bounded (``size`` files, the oldest forgotten first);
-    shared by the threads that run queries."""
+    reads and a parse. Bounded in files (``size``) and in characters of titles
+    and paths (``chars``: a title can be a 64 KB prompt), the oldest forgotten
+    first; shared by the threads that run queries."""
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, size: int = 4096, chars: int = 4_000_000) -> None:
         import threading
 
         self.size = size
+        self.chars = chars
         self._titles: dict[tuple, str | None] = {}
+        self._chars = 0
         self._lock = threading.Lock()
 
     def title(self, path: Path) -> str | None:
@@ -279,15 +282,23 @@ class TitleCache:
                 return self._titles[key]
         title = file_title(path)
         with self._lock:
-            self._titles[key] = title
-            while len(self._titles) > self.size:
-                del self._titles[next(iter(self._titles))]
+            if key not in self._titles:
+                self._titles[key] = title
+                self._chars += _chars(key, title)
+            while self._titles and (len(self._titles) > self.size or self._chars > self.chars):
+                old = next(iter(self._titles))
+                self._chars -= _chars(old, self._titles.pop(old))
         return title
 
     def clear(self) -> None:
         """Forget every title (what a query costs the first time it shows its sessions)."""
         with self._lock:
             self._titles.clear()
+            self._chars = 0
+
+
+def _chars(key: tuple, title: str | None) -> int:
+    return len(key[0]) + len(title or "")
 
 
 TITLES: Final = TitleCache()

@@ -186,3 +186,10 @@ def test_the_title_cache_is_bounded(tmp_path):
         assert cache.title(f) == f"prompt {i}"
     assert len(cache._titles) == 3
     assert cache.title(tmp_path / "gone.jsonl") is None
+    by_chars = query.TitleCache(chars=3000)  # a custom title can be as long as a window
+    for i in range(5):
+        f = tmp_path / f"long{i}.jsonl"
+        f.write_bytes(line(user("a prompt")) + b"\n"
+                      + line({"type": "custom-title", "customTitle": f"{i} " + "x" * 1000, "sessionId": "s"}) + b"\n")
+        assert by_chars.title(f) == f"{i} " + "x" * 1000
+    assert len(by_chars._titles) == 2
