@@ -255,7 +255,7 @@ class TitleCache:
     mtime): a hit names its session by the title the listing shows, and the
     same few sessions come back query after query, each a stat instead of two
     reads and a parse. Bounded in files (``size``) and in characters of titles
-    and paths (``chars``: a title can be a 64 KB prompt), the oldest forgotten
+    and paths (``chars``: a custom title can be as long as a 64 KB window), the oldest forgotten
     first; shared by the threads that run queries."""
 
     def __init__(self, size: int = 4096, chars: int = 4_000_000) -> None:
