@@ -208,24 +208,21 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
 def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str] | None, limit: int,
           since: str | None, role: str | None) -> SearchResult:
     from sessiond.secrets import redact_text
-    from sessiond.store.lite import session_title as file_title
 
     ranked = best_sessions(conn, expr, projects=projects, role=role, since=since, limit=limit)
+    shown = _shown(conn, expr, [e.rowid for e in ranked.entries])
     hits = []
     base = projects_dir(root)
     for e in ranked.entries:
         project, session = from_db(e.project), from_db(e.session)
-        row = conn.execute(
-            """SELECT snippet(docs, 0, ?, ?, '…', 24), i.uuid, i.ts, i.role, i.sidechain, f.path, f.agent, f.cwd
-               FROM docs JOIN doc_info i ON i.id = docs.rowid JOIN files f ON f.id = i.file
-               WHERE docs MATCH ? AND docs.rowid = ?""", (MARK_START, MARK_END, expr, e.rowid)).fetchone()
-        if row is None:  # the indexer replaced it between the two statements
+        row = shown.get(e.rowid)
+        if row is None:  # the indexer replaced it between two statements
             continue
         snip, uuid, ts, doc_role, sidechain, file, agent, cwd = row
         plain, spans = split_marks(snip)
         indexed, main_cwd = session_title(conn, e.project, e.session)
         main = base / project / f"{session}.jsonl"
-        title = file_title(main) or indexed  # the title list and show give it; the index's when the file is gone
+        title = TITLES.title(main) or indexed  # the title list and show give it; the index's when the file is gone
         if title:
             title = redact_text(title)  # a hit shows no secret, not even in the prompt that names its session
         hits.append(Hit(sessionId=session, project=project, path=str(main),
@@ -233,6 +230,78 @@ def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str
                         score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent and from_db(agent), file=from_db(file),
                         cwd=main_cwd or cwd))
     return SearchResult(hits=hits, window=ranked.window)
+
+
+def _shown(conn: sqlite3.Connection, expr: str, rowids: list[int]) -> dict[int, tuple]:
+    """What each hit shows of its entry (snippet, uuid, time, role, sidechain, file,
+    agent, cwd), by rowid: one walk of the matches between the lowest and the
+    highest of ``rowids`` (the span the ranking walked), a snippet cut only
+    for theirs. One statement, not one per hit: each statement evaluates the
+    whole expression again, and a prefix merges every doclist it covers."""
+    if not rowids:
+        return {}
+    marks = ",".join("?" * len(rowids))
+    # ``+docs.rowid``: a filter on the walk, never FTS5's lookup of each id (the expression again per id)
+    return {r[0]: r[1:] for r in conn.execute(
+        f"""SELECT docs.rowid, snippet(docs, 0, ?, ?, '…', 24), i.uuid, i.ts, i.role, i.sidechain, f.path, f.agent, f.cwd
+            FROM docs CROSS JOIN doc_info i ON i.id = docs.rowid CROSS JOIN files f ON f.id = i.file
+            WHERE docs MATCH ? AND docs.rowid BETWEEN ? AND ? AND +docs.rowid IN ({marks})""",
+        (MARK_START, MARK_END, expr, min(rowids), max(rowids), *rowids))}
+
+
+class TitleCache:
+    """The title of a session file (``lite.session_title``: its head and tail
+    read and parsed), kept per file identity and size (device, inode, size,
+    mtime): a hit names its session by the title the listing shows, and the
+    same few sessions come back query after query, each a stat instead of two
+    reads and a parse. Bounded in files (``size``) and in characters of titles
+    and paths (``chars``: a custom title can be as long as a 64 KB window), the oldest forgotten
+    first; shared by the threads that run queries."""
+
+    def __init__(self, size: int = 4096, chars: int = 4_000_000) -> None:
+        import threading
+
+        self.size = size
+        self.chars = chars
+        self._titles: dict[tuple, str | None] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def title(self, path: Path) -> str | None:
+        import os
+
+        from sessiond.store.lite import session_title as file_title
+
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            if key in self._titles:
+                return self._titles[key]
+        title = file_title(path)
+        with self._lock:
+            if key not in self._titles:
+                self._titles[key] = title
+                self._chars += _chars(key, title)
+            while self._titles and (len(self._titles) > self.size or self._chars > self.chars):
+                old = next(iter(self._titles))
+                self._chars -= _chars(old, self._titles.pop(old))
+        return title
+
+    def clear(self) -> None:
+        """Forget every title (what a query costs the first time it shows its sessions)."""
+        with self._lock:
+            self._titles.clear()
+            self._chars = 0
+
+
+def _chars(key: tuple, title: str | None) -> int:
+    return len(key[0]) + len(title or "")
+
+
+TITLES: Final = TitleCache()
 
 
 def session_title(conn: sqlite3.Connection, project: str, session: str) -> tuple[str | None, str | None]:
