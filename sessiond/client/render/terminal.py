@@ -94,11 +94,21 @@ def _console(style: Style, file: io.StringIO) -> Console:
 
 def _markdown(text: str) -> RenderableType:
     """``text`` (already printable) as rich Markdown: raw HTML off (a tag
-    stays text), links as text, code in the terminal's own colours."""
+    stays text), links as text, code in the terminal's own colours, every
+    heading flush left (a reply's heading is a section's, not a title page's)."""
     from markdown_it import MarkdownIt
-    from rich.markdown import Markdown
+    from rich.markdown import Heading, Markdown
 
-    md = Markdown("", hyperlinks=False, code_theme="ansi_dark")
+    class LeftHeading(Heading):
+        def __rich_console__(self, console, options):
+            text = self.text.copy()
+            text.justify = "left"
+            yield text
+
+    class Reply(Markdown):
+        elements = {**Markdown.elements, "heading_open": LeftHeading}
+
+    md = Reply("", hyperlinks=False, code_theme="ansi_dark")
     md.markup = text
     md.parsed = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table").parse(text)
     return md
