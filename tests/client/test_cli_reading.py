@@ -33,6 +33,10 @@ MARKDOWN = CORPUS / "daaain__claude-code-log__29ccd257-68b1-427f-ae5f-6524b7cb6f
 """An Explore session whose last answer is Markdown: headings, bold, a table, lists, a code block."""
 BASH = CORPUS / "daaain__claude-code-log__03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
 """A short session: ``ls -la`` with a four-line result, a ``/exit`` command and its caveat."""
+IDE = CORPUS / "daaain__claude-code-log__cb2e607c-c758-415a-8b45-c49e4631906a.jsonl"
+"""Prompts sent from an IDE, with ``<ide_selection>`` and ``<ide_opened_file>`` markup."""
+SKILL = CORPUS / "entireio__external-agents__24-4c84dd9136-0-full.jsonl"
+"""A skill run: its body is an ``isMeta`` entry the harness expanded."""
 PROGRESS = CORPUS / "dagster-io__erk__393e5f27-e608-4173-adcc-fcef1abcc750.jsonl"
 """A session with hook progress entries and file-history snapshots between its messages."""
 CWD = "/work/reading"
@@ -108,7 +112,6 @@ def test_show_renders_the_models_markdown(daemon: DaemonProc, short_tmp):
         assert "**" not in answer and not any(ln.lstrip().startswith("#") for ln in _lines(answer)), answer
         assert re.search(r"claude_code_log/factories/ +6 factory modules", answer)  # the table's columns
         assert " • cli.py - Click-based CLI interface" in lines  # a list item, its bold rendered
-        assert max(len(ln) for ln in lines) <= 100  # wrapped to the pane
         styled = t.screen(escapes=True).split("Here's an overview", 1)[1]
         assert re.search(r"\n(\x1b\[[0-9;]*m)*\x1b\[[0-9;]*4[0-9;]*m(\x1b\[[0-9;]*m)*Project Summary\n", styled), \
             styled[:600]  # a heading, styled (underlined) on a terminal
@@ -132,6 +135,24 @@ def test_show_pairs_a_bash_call_with_its_result_and_names_harness_markup(daemon:
         assert raw not in screen, raw
     assert "· command: /exit" in lines
     assert any(ln.startswith("· local command caveat: Caveat: The messages below") for ln in lines)
+    ide = daemon.cli("show", "--no-pager", str(IDE)).stdout.decode()
+    assert "<ide_" not in ide and "· IDE selection: The user selected the lines 508 to 508" in ide
+    skill = daemon.cli("show", "--no-pager", str(SKILL)).stdout.decode()
+    assert "Base directory for this skill" not in skill and "\n· skill: Verification Before Completion\n" in skill
+
+
+def test_a_long_result_is_shortened_unless_full_and_the_width_is_kept(daemon: DaemonProc):
+    """A pipe: ``--width`` wraps, a long tool result shows its first lines and
+    how many are left out, ``--full`` all of it."""
+    short = daemon.cli("show", "--no-pager", "--width", "60", str(MARKDOWN)).stdout.decode()
+    body = short.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]  # between the header and the footer
+    assert max(len(ln) for ln in body.splitlines()) <= 60, max(body.splitlines(), key=len)
+    hidden = re.search(r"… (\d+) more lines \(--full shows them\)", short)
+    assert hidden and int(hidden.group(1)) > 100
+    assert "tracking, and interactive features." in " ".join(short.split())  # the answer itself: never shortened
+    full = daemon.cli("show", "--no-pager", "--width", "60", "--full", str(MARKDOWN)).stdout.decode()
+    assert "more lines" not in full
+    assert len(full.splitlines()) > len(short.splitlines()) + int(hidden.group(1)) - 1
 
 
 def test_tail_and_show_hide_the_bookkeeping_unless_asked(daemon: DaemonProc):
