@@ -23,6 +23,7 @@ sequence but SGR colours (``_ONLY_SGR``), whatever a later rich might emit.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from collections.abc import Iterable
@@ -92,11 +93,10 @@ def _console(style: Style, file: io.StringIO) -> Console:
                    tab_size=4)
 
 
-def _markdown(text: str) -> RenderableType:
-    """``text`` (already printable) as rich Markdown: raw HTML off (a tag
-    stays text), links as text, code in the terminal's own colours, every
-    heading flush left (a reply's heading is a section's, not a title page's)."""
-    from markdown_it import MarkdownIt
+@functools.cache
+def _reply_markdown() -> type:
+    """rich's Markdown with every heading flush left (a reply's heading is a
+    section's, not a title page's: rich centres a level-one heading)."""
     from rich.markdown import Heading, Markdown
 
     class LeftHeading(Heading):
@@ -108,7 +108,16 @@ def _markdown(text: str) -> RenderableType:
     class Reply(Markdown):
         elements = {**Markdown.elements, "heading_open": LeftHeading}
 
-    md = Reply("", hyperlinks=False, code_theme="ansi_dark")
+    return Reply
+
+
+def _markdown(text: str) -> RenderableType:
+    """``text`` (already printable) as rich Markdown: raw HTML off (a tag
+    stays text, never dropped), links as text with their address (no OSC 8),
+    code in the terminal's own colours, headings flush left."""
+    from markdown_it import MarkdownIt
+
+    md = _reply_markdown()("", hyperlinks=False, code_theme="ansi_dark")
     md.markup = text
     md.parsed = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table").parse(text)
     return md
