@@ -115,12 +115,18 @@ def _markdown(text: str) -> RenderableType:
     """``text`` (already printable) as rich Markdown: raw HTML off (a tag
     stays text, never dropped), links as text with their address (no OSC 8),
     code in the terminal's own colours, headings flush left."""
-    from markdown_it import MarkdownIt
-
     md = _reply_markdown()("", hyperlinks=False, code_theme="ansi_dark")
     md.markup = text
-    md.parsed = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table").parse(text)
+    md.parsed = _parser().parse(text)
     return md
+
+
+@functools.cache
+def _parser():
+    """CommonMark with raw HTML off, and the tables and strikethrough rich draws."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
 
 
 def _text(text: str, style: str = "", **kw) -> RenderableType:
@@ -142,19 +148,32 @@ def _line(parts: Iterable[tuple[str, str]], width: int | None = None, overflow: 
     return line
 
 
-def _hanging(mark: RenderableType, body: RenderableType, indent: int, lead: int = 0) -> RenderableType:
+class _Hanging:
     """``mark`` then ``body``, the body's every line starting ``indent``
-    cells in (after ``lead`` blank cells): a tool result's lines under its
-    ``⎿``, a call's gist wrapped under its name."""
-    from rich.table import Table
+    cells in (the mark after ``lead`` blank cells): a tool result's lines
+    under its ``⎿``, a call's gist wrapped under its name. What a two-column
+    grid draws, for a fraction of its cost (a conversation has thousands)."""
 
-    grid = Table.grid(padding=0)
-    if lead:
-        grid.add_column(width=lead, no_wrap=True)
-    grid.add_column(width=indent - lead, no_wrap=True)
-    grid.add_column(ratio=1, overflow="fold")
-    grid.add_row(*([""] if lead else []), mark, body)
-    return grid
+    def __init__(self, mark: RichText, body: RenderableType, indent: int, lead: int = 0) -> None:
+        self.mark, self.body, self.indent, self.lead = mark, body, indent, lead
+
+    def __rich_console__(self, console, options):
+        from rich.segment import Segment
+
+        inner = options.update(width=max(1, options.max_width - self.indent), height=None)
+        first = [Segment(" " * self.lead), *self.mark.render(console),
+                 Segment(" " * max(0, self.indent - self.lead - self.mark.cell_len))]
+        rest = [Segment(" " * self.indent)]
+        new_line = Segment.line()
+        for i, line in enumerate(console.render_lines(self.body, inner, pad=False)):
+            yield from first if i == 0 else rest
+            yield from line
+            yield new_line
+
+
+def _hanging(mark: RichText, body: RenderableType, indent: int, lead: int = 0) -> RenderableType:
+    """See :class:`_Hanging`."""
+    return _Hanging(mark, body, indent, lead)
 
 
 def header(turn: Turn, style: Style, when: str) -> RenderableType:
