@@ -173,7 +173,7 @@ class Reader:
         return out
 
     def show(self, entry: dict, file: str | None) -> None:
-        from sessiond.client.render.conversation import LiveView, ToolCall  # noqa: F811  (the one for TYPE_CHECKING)
+        from sessiond.client.render.conversation import LiveView, ToolCall
         from sessiond.client.render.terminal import Style, render_turns
 
         from .output import rendered
