@@ -64,8 +64,8 @@ def test_piped_show_is_plain_and_folds_the_noise(daemon: DaemonProc, short_tmp):
     assert not got.exists() and ESC not in r.stdout
     lines = r.stdout.decode().splitlines()
     # the queued prompt (an attachment) and the slash commands' records (system entries) are the conversation
-    assert lines[-2] == ("5 attachments, 3 system entries, 4 file-history-snapshot entries and 4 queue-operation "
-                         "entries not shown (--all-entries shows them)")
+    assert lines[-2] == ("5 attachments, 3 system entries and 4 file-history-snapshot entries not shown "
+                         "(--all-entries shows them)")
     assert lines[-1].startswith("to resume it: sessiond import ")  # a file outside the store
     assert not any(line.startswith("·· ") for line in lines)
     full = daemon.cli("show", "--all-entries", str(LONG)).stdout.decode().splitlines()

@@ -20,6 +20,7 @@ from sessiond.client.render.conversation import (
     ToolCall,
     ToolResult,
     Turn,
+    bookkeeping_entries,
     build_turns,
     conversation_view,
     split_markup,
@@ -85,7 +86,7 @@ def test_every_result_in_the_corpus_pairs_with_its_call(corpus_views):
 def test_command_markup_is_one_notice_with_the_command_line():
     text = ("<command-message>erk:plan-implement is running…</command-message>\n"
             "<command-name>/erk:plan-implement</command-name>\n<command-args>8107 --fast</command-args>")
-    assert split_markup(text) == [Notice("command", "command", "/erk:plan-implement 8107 --fast", "8107 --fast")]
+    assert split_markup(text) == [Notice("command", "command", "/erk:plan-implement 8107 --fast")]
     # a message-only run still names the command
     assert split_markup("<command-message>init is analyzing…</command-message>")[0].gist.startswith("/init")
 
@@ -157,6 +158,7 @@ def test_one_response_is_one_turn_with_parallel_calls_paired():
     assert read.result is not None and read.result.is_error and read.result.text == "no such file"
     assert read.result.images == 1
     assert turns[2].blocks == [Text("Done: **two** lines.")] and turns[2].model == "claude-x"
+    assert (turns[1].response, turns[2].response) == ("m1", "m2")
     assert turns[3].blocks == [ToolResult("gone", "late", time=msgs[-1]["timestamp"], uuid="u4")]
 
 
@@ -273,3 +275,16 @@ def test_a_live_view_remembers_a_bounded_number_of_calls():
     assert len(live._builder.calls) == LiveView.CALLS_KEPT
     late = live.add(_u([{"type": "tool_result", "tool_use_id": f"t{LiveView.CALLS_KEPT + 9}", "content": "x"}], "u1"))
     assert isinstance(late.turns[0].blocks[0], ToolCall)
+
+
+def test_bookkeeping_of_a_real_transcript_is_counted_or_shown():
+    path = CORPUS[0].parent / "entireio__external-agents__24-4c84dd9136-0-full.jsonl"
+    entries = bookkeeping_entries(path)
+    kinds = {e["type"] for e in entries}
+    assert {"progress", "file-history-snapshot"} <= kinds and not kinds & {"user", "assistant", "ai-title", "custom-title"}
+    resumed = load_transcript(path)
+    hidden = conversation_view(resumed, title="t", entries=entries)
+    assert hidden.hidden["progress"] == sum(e["type"] == "progress" for e in entries)
+    shown = conversation_view(resumed, title="t", entries=entries, all_entries=True)
+    labels = [b.label for t in shown.turns for b in t.blocks if isinstance(b, Notice) and b.kind == "entry"]
+    assert shown.hidden == {} and labels.count("progress") == hidden.hidden["progress"]

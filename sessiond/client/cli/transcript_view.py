@@ -4,55 +4,16 @@ the view model (``render.conversation``) drawn by ``render.terminal``, then
 what the resume did (bridges, cuts, repairs) and what was not shown.
 
 Bookkeeping (attachments, system entries, progress, file-history snapshots,
-queue operations) is counted in the last line, or shown as dim one-liners
+queue operations: ``render.conversation.bookkeeping_entries``) is counted in the last line, or shown as dim one-liners
 with ``all_entries``; the walk over the messages is the view model's, not
 this module's.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from .output import count, printable, terminal_columns
-
-BOOKKEEPING = frozenset({"progress", "file-history-snapshot", "queue-operation"})
-"""Entry types of a transcript that are neither messages nor session metadata:
-hidden and counted by ``show`` unless ``--all-entries``."""
-
-
-def bookkeeping(path: str | Path, *, whole: bool) -> list[dict[str, Any]]:
-    """The file's ``BOOKKEEPING`` entries, in file order: each whole when
-    ``whole`` (``--all-entries`` shows them), else only its type (they are
-    only counted, and a progress entry can hold a subagent's whole message).
-    Read a span at a time; an unreadable file gives none (the resume that
-    read it already said what was wrong)."""
-    from sessiond.store.entries import decode_object, try_header
-    from sessiond.store.linecap import read_span
-    from sessiond.store.regular import open_regular
-
-    out: list[dict[str, Any]] = []
-    try:
-        fd = open_regular(path)
-    except OSError:
-        return out
-    try:
-        offset = 0
-        while (span := read_span(fd, offset, 1 << 20)).end > offset:
-            for line in span.lines():
-                h = try_header(line)
-                if h is None or h.type not in BOOKKEEPING:
-                    continue
-                entry = decode_object(line) if whole else {"type": h.type}
-                if entry is not None:
-                    out.append(entry)
-            offset = span.end
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    return out
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -72,7 +33,7 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False,
     ``spend`` (``show``): the session's tokens and cost, a header line."""
     import click
 
-    from sessiond.client.render.conversation import conversation_view, hidden_summary
+    from sessiond.client.render.conversation import bookkeeping_entries, conversation_view, hidden_summary
     from sessiond.client.render.terminal import Style, render_turns
 
     def paint(text: str, **style: Any) -> str:  # every line is shown printable, then styled
@@ -80,7 +41,7 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False,
         return click.style(text, **style) if color and style else text
 
     view = conversation_view(result, history=history or (), all_entries=all_entries,
-                             entries=bookkeeping(result.path, whole=all_entries))
+                             entries=bookkeeping_entries(result.path))
     look = Style(width=width or terminal_columns(), color=color, full=full)
     lines: list[str] = []
     lines.append(paint(f"session {result.sessionId or '?'} — {view.title}", bold=True))

@@ -24,14 +24,25 @@ Bookkeeping (attachments, system entries such as turn durations and hook
 summaries, progress, snapshots) is hidden and counted (:attr:`Turns.hidden`),
 or shown as one-line notices with ``all_entries``.
 
-Pure: no I/O but :func:`conversation_view`'s title look-up; renderers
-(``render.html``, ``render.markdown``, the terminal) only draw these items.
+Pure but for :func:`conversation_view`'s title look-up and
+:func:`bookkeeping_entries`' read; renderers (``render.html``,
+``render.markdown``, the terminal) only draw these items.
+
+Public API: the items (:class:`Turn`, :class:`Text`, :class:`Thinking`,
+:class:`ToolCall`, :class:`ToolResult`, :class:`Image`, :class:`Notice`,
+``Block``), :class:`Turns`, :class:`Subagent`, :class:`ConversationView`;
+:func:`build_turns`, :func:`conversation_view`, :func:`bookkeeping_entries`,
+:func:`walk_blocks`, :func:`split_markup`, :func:`tool_result`,
+:func:`tool_gist`; shared wording: :func:`one_line`, :func:`strip_ansi`,
+:func:`time_text`, :func:`hidden_summary`, :func:`input_fields`,
+:func:`safe_link`, :func:`agent_anchor`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -139,6 +150,9 @@ class Turn(msgspec.Struct):
     blocks: list[Block]
     model: str | None = None
     meta: bool = False
+    response: str | None = None
+    """An assistant turn's ``message.id``: a renderer fed one entry at a time
+    (``watch``) continues the turn it showed last when the next has the same."""
 
 
 class Turns(msgspec.Struct):
@@ -296,7 +310,7 @@ def _command_notice(parts: dict[str, str]) -> Notice:
     if name and not name.startswith("/"):
         name = "/" + name
     args = parts.get("args", "").strip()
-    body = parts.get("contents", "").strip() or args
+    body = parts.get("contents", "").strip()  # an expanded command's text; the args are in the gist
     return Notice("command", "command", one_line(f"{name} {args}".strip()) or "(command)", strip_ansi(body))
 
 
@@ -508,7 +522,7 @@ class _Builder:
             return
         meta = bool(msg.get("isApiErrorMessage") or msg.get("synthetic") or inner.get("model") == "<synthetic>")
         turn = Turn("assistant", _time(msg), _str(msg.get("uuid")), blocks,
-                    model=_str(inner.get("model")), meta=meta)
+                    model=_str(inner.get("model")), meta=meta, response=_str(mid))
         self.turns.append(turn)
         self.open, self.open_id = turn, mid
 
@@ -649,13 +663,30 @@ class LiveView:
         continues = False
         if before is not None and b.open is before and len(before.blocks) > shown:
             out.append(Turn(before.role, _time(entry), _str(entry.get("uuid")), before.blocks[shown:],
-                            model=before.model, meta=before.meta))
+                            model=before.model, meta=before.meta, response=before.response))
             continues = not b.paired
         out.extend(b.turns)
         b.turns.clear()
         while len(b.calls) > self.CALLS_KEPT:
             del b.calls[next(iter(b.calls))]
         return Arrived(out, continues)
+
+
+def bookkeeping_entries(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of the transcript at ``path`` that belong to turns but are
+    not messages (progress, file-history snapshots, queue operations: each has
+    a ``uuid`` or a ``messageId``), in file order: what ``build_turns(entries=...)``
+    counts, or shows with ``all_entries``. Session metadata (titles, modes) is not
+    among them."""
+    from sessiond.store.entries import decode_object
+    from sessiond.store.jsonl import iter_lines
+
+    out = []
+    for line in iter_lines(path):
+        obj = decode_object(line)
+        if obj is not None and obj.get("type") not in MESSAGE_TYPES and (obj.get("uuid") or obj.get("messageId")):
+            out.append(obj)
+    return out
 
 
 def conversation_view(resumed: Resumed, *, title: str | None = None, history: Sequence[dict[str, Any]] = (),

@@ -190,8 +190,8 @@ def _input(call: ToolCall) -> str:
 
 def _tool(call: ToolCall, when: When, agent_href: Callable[[str], str], agents: Collection[str] | None) -> str:
     error = call.result is not None and call.result.is_error
-    status = '<span class="status">error</span>' if error else ""
-    status += "" if call.result is not None else '<span class="status pending">no result</span>'
+    status = ' <span class="status">error</span>' if error else ""
+    status += "" if call.result is not None else ' <span class="status pending">no result</span>'
     out = (f'<details class="tool{" error" if error else ""}" id="t-{_e(call.id)}"><summary><span class="name">{_e(call.name)}</span> '
            f'<code class="gist">{_e(call.gist)}</code>{status}</summary><div class="tool-body">{_input(call)}'
            + (_result(call.result, when) if call.result is not None else "") + "</div></details>")

@@ -85,9 +85,8 @@ def _renders_safely(text: str) -> bool:
     links, and closes before what follows it (see the module)."""
     tokens = _parser().parse(text + "\n\n" + _SENTINEL)
     tail = tokens[-3:]
-    if [t.type for t in tail] != ["paragraph_open", "inline", "paragraph_close"] or tail[0].level != 0 \
-            or tail[1].content != _SENTINEL:
-        return False
+    if [t.type for t in tail] != ["paragraph_open", "inline", "paragraph_close"]:
+        return False  # the text left something open (a fence, an HTML block) that took the paragraph after it
     stack = list(tokens)
     while stack:
         token = stack.pop()
