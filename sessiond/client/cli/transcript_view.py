@@ -3,10 +3,10 @@ the picker's preview): a header (session, title, file, spend), the turns of
 the view model (``render.conversation``) drawn by ``render.terminal``, then
 what the resume did (bridges, cuts, repairs) and what was not shown.
 
-Bookkeeping (attachments, system entries, progress, file-history snapshots,
-queue operations: ``render.conversation.bookkeeping_entries``) is counted in the last line, or shown as dim one-liners
-with ``all_entries``; the walk over the messages is the view model's, not
-this module's.
+Bookkeeping (attachments, system entries, progress, file-history snapshots:
+``render.conversation.bookkeeping_entries``) is counted in the last line, or
+shown as dim one-liners with ``all_entries``; the walk over the messages is
+the view model's, not this module's.
 """
 
 from __future__ import annotations
