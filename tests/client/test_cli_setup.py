@@ -144,9 +144,9 @@ def test_times_are_local_with_the_date_when_not_today_and_json_stays_utc(daemon:
            "message": {"role": "user", "content": "from last year"}}
     path.write_text(json.dumps(old) + "\n")
     tokyo = daemon.cli("tail", str(path), env={"TZ": "Asia/Tokyo"}).stdout.decode()
-    assert tokyo.startswith("2025-03-03 08:30 "), tokyo  # UTC+9: the next day
+    assert tokyo.startswith("── user 2025-03-03 08:30 "), tokyo  # UTC+9: the next day (in the turn's header)
     utc = daemon.cli("tail", str(path), env={"TZ": "UTC"}).stdout.decode()
-    assert utc.startswith("2025-03-02 23:30 "), utc
+    assert utc.startswith("── user 2025-03-02 23:30 "), utc
     shown = daemon.cli("show", str(path), env={"TZ": "Asia/Tokyo"}).stdout.decode()
     assert "2025-03-03 08:30" in shown
     raw = json.loads(daemon.cli("tail", "--json", str(path), env={"TZ": "Asia/Tokyo"}).stdout)

@@ -63,12 +63,15 @@ def test_piped_show_is_plain_and_folds_the_noise(daemon: DaemonProc, short_tmp):
     r = daemon.cli("show", str(LONG), env={"PAGER": cmd, "TERM": "xterm"})
     assert not got.exists() and ESC not in r.stdout
     lines = r.stdout.decode().splitlines()
-    assert lines[-2] == "6 attachments and 5 system entries not shown (--all-entries shows them)"
+    # the queued prompt (an attachment) and the slash commands' records (system entries) are the conversation
+    assert lines[-2] == ("5 attachments, 3 system entries and 4 file-history-snapshot entries not shown "
+                         "(--all-entries shows them)")
     assert lines[-1].startswith("to resume it: sessiond import ")  # a file outside the store
     assert not any(line.startswith("·· ") for line in lines)
     full = daemon.cli("show", "--all-entries", str(LONG)).stdout.decode().splitlines()
-    assert sum(line.startswith("·· attachment: ") for line in full) == 6
-    assert sum(line.startswith("·· system: ") for line in full) == 5
+    assert sum(line.startswith("·· attachment: ") for line in full) == 5
+    assert sum(line.startswith("·· system: ") for line in full) == 3
+    assert sum(line.startswith("·· file-history-snapshot: ") for line in full) == 4
     assert "not shown" not in full[-1]
 
 

@@ -15,6 +15,8 @@ from tests.conftest import CORPUS
 
 FILE = CORPUS / "dagster-io__erk__41140470-f3f6-4945-bf7f-884c4a037ab0.jsonl"
 FIRST_PROMPT = "erk:plan-implement is running"
+SHOWN_FIRST_PROMPT = "· command: /erk:plan-implement 8107"
+"""How ``show`` prints that prompt: its ``<command-message>`` markup as the command it records."""
 BEFORE_BANNER = "══ before compaction: "
 AFTER_BANNER = "══ after compaction: what a resume restores"
 
@@ -22,11 +24,11 @@ AFTER_BANNER = "══ after compaction: what a resume restores"
 def test_show_is_what_a_resume_restores_and_history_adds_the_rest(daemon_factory):
     d = daemon_factory()  # never started: show reads the file itself
     plain = d.cli("show", str(FILE), "--no-pager").stdout.decode()
-    assert FIRST_PROMPT not in plain and BEFORE_BANNER not in plain
+    assert SHOWN_FIRST_PROMPT not in plain and BEFORE_BANNER not in plain
     assert "earlier turns were compacted: `show --history` shows them too" in plain
     full = d.cli("show", str(FILE), "--no-pager", "--history").stdout.decode()
     before, _, after = full.partition(AFTER_BANNER)
-    assert BEFORE_BANNER in before and FIRST_PROMPT in before and FIRST_PROMPT not in after
+    assert BEFORE_BANNER in before and SHOWN_FIRST_PROMPT in before and SHOWN_FIRST_PROMPT not in after
     assert after.count("This session is being continued") == 1  # the last summary, after the banner
     shown = json.loads(d.cli("show", str(FILE), "--json").stdout)
     assert "history" not in shown

@@ -169,21 +169,31 @@ def test_resume_of_a_session_whose_file_is_still_being_created(daemon_factory):
     assert [m["message"]["content"] for m in out["messages"]] == ["first"]
 
 
+def lines_until(proc: CliProcess, text: bytes, most: int = 4) -> list[bytes]:
+    """The lines ``proc`` prints up to the first holding ``text`` (a turn is
+    drawn as a header line, then its text): at most ``most`` lines."""
+    got = [proc.line()]
+    while text not in got[-1]:
+        assert len(got) < most, got
+        got.append(proc.line())
+    return got
+
+
 def test_tail_shows_the_last_entries_and_follows_new_ones(daemon):
     sid = str(uuid.uuid4())
     with daemon.client() as c:
         c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
                         entries=[line(user(f"old {i}")) for i in range(5)]))
     last2 = daemon.cli("tail", sid, "--cwd", CWD, "-n", "2").stdout.decode().splitlines()
-    assert [x.split()[-1] for x in last2] == ["3", "4"]
+    assert [x for x in last2 if x.startswith("old")] == ["old 3", "old 4"]  # each under its header
     raw = daemon.cli("tail", sid, "--cwd", CWD, "-n", "1", "--json").stdout
     assert json.loads(raw)["message"]["content"] == "old 4"
     with CliProcess("tail", "-f", "-n", "1", sid, "--cwd", CWD, "--interval", "0.05", env=daemon.env) as tail:
-        assert "old 4" in tail.line().decode()  # it has read the file: now follow
+        assert b"old 4" in lines_until(tail, b"old 4")[-1]  # it has read the file: now follow
         with daemon.client() as c:
             c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written", entries=[line(assistant("fresh reply"))]))
-        got = tail.line().decode()
-        assert "assistant" in got and "fresh reply" in got
+        got = b"".join(lines_until(tail, b"fresh reply")).decode()
+        assert "assistant" in got and "fresh reply" in got  # its header, its text
 
 
 def test_show_reports_the_repairs_it_made(daemon_factory):
@@ -210,14 +220,14 @@ def test_tail_follows_a_transcript_replaced_at_its_path(tmp_path):
     path = tmp_path / f"{uuid.uuid4()}.jsonl"
     path.write_bytes(b"".join(line(user(f"old {i}")) + b"\n" for i in range(5)))
     with CliProcess("tail", "-f", "-n", "1", str(path), "--interval", "0.05") as tail:
-        assert b"old 4" in tail.line()
+        assert not any(b"old 3" in x for x in lines_until(tail, b"old 4"))
         fresh = tmp_path / "fresh"
         fresh.write_bytes(line(user("new 1")) + b"\n")
         os.replace(fresh, path)
-        assert b"new 1" in tail.line()
+        assert not any(b"old" in x for x in lines_until(tail, b"new 1"))
         with open(path, "ab") as f:
             f.write(line(assistant("new 2")) + b"\n")
-        assert b"new 2" in tail.line()
+        assert not any(b"old" in x for x in lines_until(tail, b"new 2"))
 
 
 def test_resume_through_the_daemon_takes_the_sessions_own_leaf(daemon):

@@ -244,6 +244,39 @@ def test_hostile_text_is_kept_verbatim_for_the_renderers_to_escape():
     assert [t.blocks for t in turns] == [[Text(evil)], [Text(evil)]]
 
 
+def test_a_live_view_pairs_a_late_result_with_the_call_shown_before():
+    """``watch``: each entry's turns as it arrives; the next entry of one
+    response continues its turn (no second header); a result arriving later
+    comes with the call it answers, so it can be printed under its name."""
+    from sessiond.client.render.conversation import LiveView
+
+    live = LiveView()
+    first = live.add(_a([{"type": "text", "text": "Looking."}], "a1", mid="m9"))
+    assert not first.continues and [t.role for t in first.turns] == ["assistant"]
+    second = live.add(_a([{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls -la"}}], "a2", mid="m9"))
+    assert second.continues and len(second.turns) == 1
+    assert [type(b) for b in second.turns[0].blocks] == [ToolCall]  # only the new block, not "Looking." again
+    late = live.add(_u([{"type": "tool_result", "tool_use_id": "t1", "content": "a\nb"}], "u1"))
+    assert not late.continues and [t.role for t in late.turns] == ["tool"]
+    call = late.turns[0].blocks[0]
+    assert isinstance(call, ToolCall) and call.gist == "ls -la" and call.result is not None and call.result.text == "a\nb"
+    stray = live.add(_u([{"type": "tool_result", "tool_use_id": "elsewhere", "content": "x"}], "u2"))
+    assert isinstance(stray.turns[0].blocks[0], ToolResult)  # its call never shown: the result alone
+    live.add({"type": "progress", "uuid": "p1", "data": {"type": "hook_progress"}})
+    assert live.hidden == {"progress": 1}
+
+
+def test_a_live_view_remembers_a_bounded_number_of_calls():
+    from sessiond.client.render.conversation import LiveView
+
+    live = LiveView()
+    for i in range(LiveView.CALLS_KEPT + 10):
+        live.add(_a([{"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"file_path": f"/f{i}"}}], f"a{i}", mid=f"m{i}"))
+    assert len(live._builder.calls) == LiveView.CALLS_KEPT
+    late = live.add(_u([{"type": "tool_result", "tool_use_id": f"t{LiveView.CALLS_KEPT + 9}", "content": "x"}], "u1"))
+    assert isinstance(late.turns[0].blocks[0], ToolCall)
+
+
 def test_bookkeeping_of_a_real_transcript_is_counted_or_shown():
     path = CORPUS[0].parent / "entireio__external-agents__24-4c84dd9136-0-full.jsonl"
     entries = bookkeeping_entries(path)

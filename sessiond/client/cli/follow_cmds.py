@@ -21,10 +21,20 @@ from sessiond.wire.frames import MAX_COUNT
 
 from . import Context, cli
 from .completion import complete_session
-from .following import follow_daemon, poll_file, print_entry
+from .following import Reader, follow_daemon, poll_file, print_entry
 from .group import Seconds
 from .locate import locate, resolve, where
 from .output import echo, skipped_lines
+from .transcript_view import colour, reading_options
+
+
+def _reader(all_entries: bool, width: int | None, color: str, full: bool) -> Reader:
+    return Reader(all_entries=all_entries, width=width, color=colour(color), full=full)
+
+
+_ALL_ENTRIES = click.option("--all-entries", is_flag=True,
+                            help="Show the bookkeeping too: attachments, system entries, progress, file snapshots, "
+                                 "metadata (by default not shown).")
 
 
 @cli.command()
@@ -33,10 +43,17 @@ from .output import echo, skipped_lines
 @click.option("-n", "--lines", "count", type=click.IntRange(min=0, max=MAX_COUNT), default=10, show_default=True, help="Entries to show first.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing entries as they are written (Ctrl-C stops).")
 @click.option("--json", "as_json", is_flag=True, help="Raw entries, one JSON object per line.")
+@_ALL_ENTRIES
+@reading_options
 @click.option("--interval", type=Seconds(0.01), default=0.2, hidden=True)
 @click.pass_obj
-def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, as_json: bool, interval: float) -> None:
+def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, as_json: bool, all_entries: bool,
+         width: int | None, color: str, full: bool, interval: float) -> None:
     """The last entries of a transcript, and with -f the new ones as they arrive.
+
+    Each message whole, its Markdown rendered, a tool call with its result
+    under it (a result whose call is not among the entries shown says so);
+    the bookkeeping counted in a last line (--all-entries shows it).
 
     -f streams from the daemon when one runs (as it writes them), else follows
     the file (whole lines only: a line still being written is waited for).
@@ -46,13 +63,18 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
     from sessiond.store.regular import open_regular
 
     path, _ = locate(obj, target, cwd)
+    reader = _reader(all_entries, width, color, full)
     with os.fdopen(open_regular(path), "rb") as f:
         window = last_lines(f.fileno(), count)  # read from the end: memory is the lines shown, not the file
-        unreadable = [line.offset for line in window.lines if not print_entry(line.data, as_json)]
+        unreadable = [line.offset for line in window.lines if not print_entry(line.data, as_json, reader=reader)]
         shown = len(window.lines) - len(unreadable)
         bad = line_numbers(f.fileno(), unreadable)  # counted only when one is reported
         offset = window.end
         if not follow:
+            if reader.hidden and not as_json:
+                from sessiond.client.render.conversation import hidden_summary
+
+                echo(f"{hidden_summary(reader.hidden)} (--all-entries shows them)")
             if count:
                 _tail_verdict(path, window.blank, shown, bad)
             return
@@ -63,7 +85,7 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
 
             def shown_one(line: bytes, file: str) -> None:
                 counter[0] += 1
-                if not line.strip() or print_entry(line, as_json):
+                if not line.strip() or print_entry(line, as_json, reader=reader):
                     return
                 first = base[0]
                 if first is None:
@@ -86,10 +108,17 @@ def tail(obj: Context, target: str, cwd: str | None, count: int, follow: bool, a
 @click.option("-n", "count", type=click.IntRange(min=0, max=MAX_COUNT), default=10, show_default=True, help="Turns to show first.")
 @click.option("--json", "as_json", is_flag=True, help="Raw entries, one JSON object per line.")
 @click.option("--agents", is_flag=True, help="Also the session's subagent files (--json: each entry's file in \"sessiondFile\").")
+@_ALL_ENTRIES
+@reading_options
 @click.option("--interval", type=Seconds(0.01), default=0.2, hidden=True)
 @click.pass_obj
-def watch(obj: Context, target: str, cwd: str | None, count: int, as_json: bool, agents: bool, interval: float) -> None:
+def watch(obj: Context, target: str, cwd: str | None, count: int, as_json: bool, agents: bool, all_entries: bool,
+          width: int | None, color: str, full: bool, interval: float) -> None:
     """The conversation as it happens: the last N turns, then each new entry.
+
+    Each message is shown whole as it arrives, its Markdown rendered; a tool
+    result that comes after its call is shown under a line naming the call.
+    Bookkeeping is not shown unless --all-entries.
 
     Streams from the daemon as it writes (Ctrl-C stops); with no daemon running,
     follows the file instead. A session id with no file yet (its first entries
@@ -113,12 +142,13 @@ def watch(obj: Context, target: str, cwd: str | None, count: int, as_json: bool,
                 turns.extend(line for line in span.lines() if (h := try_header(line)) is not None
                              and h.type in ("user", "assistant") and not h.isSidechain)
                 offset = span.end
+        reader = _reader(all_entries, width, color, full)
         for line in turns if count else []:
-            print_entry(line, as_json, path.name if agents else None)
+            print_entry(line, as_json, path.name if agents else None, reader)
         sys.stdout.flush()
 
         def show_one(line: bytes, file: str) -> None:
-            print_entry(line, as_json, file if agents else None)
+            print_entry(line, as_json, file if agents else None, reader)
 
         if follow_daemon(obj, path, offset, show_one, agents=agents):
             return

@@ -1,5 +1,5 @@
-"""Following a transcript as it is written (``tail -f``, ``watch``), one entry
-per line.
+"""Following a transcript as it is written (``tail -f``, ``watch``), each
+entry drawn whole as it comes (``Reader``), or with ``--json`` one per line.
 
 Why its own module: a live view has its own sources and rules, apart from
 the commands that load a whole conversation: the daemon's ``Subscribe`` stream
@@ -18,7 +18,11 @@ import sys
 from pathlib import Path
 
 from . import Context
-from .output import echo, local_time
+from .output import echo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sessiond.client.render.conversation import LiveView
 
 POLL_READ = 1024 * 1024
 """What one look at a polled file reads at most (a longer line: up to the cap)."""
@@ -138,15 +142,71 @@ def agent_of(file: str) -> str | None:
     return name[len("agent-"):-len(".jsonl")] if "/" in file and name.startswith("agent-") else None
 
 
-def print_entry(line: bytes, as_json: bool, file: str | None = None) -> bool:
+class Reader:
+    """Entries drawn for a person as they come (``tail``, ``watch``): each
+    file's own live view model (``render.conversation.LiveView``: a result
+    that arrives after its call is printed under a line naming the call, the
+    next entry of one response goes on under its turn's header), drawn by
+    ``render.terminal``: whole messages, Markdown rendered, wrapped to the
+    width. Bookkeeping is counted (``hidden``) unless ``all_entries``."""
+
+    def __init__(self, *, all_entries: bool = False, width: int | None = None, color: bool = False,
+                 full: bool = False) -> None:
+        from .output import terminal_columns
+
+        self.all_entries = all_entries
+        self.width = width or terminal_columns()
+        self.color = color
+        self.full = full
+        self.views: dict[str, LiveView] = {}
+        self.last: str | None = None  # the file whose turn was printed last
+        self.last_call: str | None = None  # the id of the call printed last, when nothing came after it
+        self.printed = False
+
+    @property
+    def hidden(self) -> dict[str, int]:
+        """Bookkeeping entries not shown, by kind, over every file."""
+        out: dict[str, int] = {}
+        for view in self.views.values():
+            for kind, n in view.hidden.items():
+                out[kind] = out.get(kind, 0) + n
+        return out
+
+    def show(self, entry: dict, file: str | None) -> None:
+        from sessiond.client.render.conversation import LiveView, ToolCall
+        from sessiond.client.render.terminal import Style, render_turns
+
+        from .output import rendered
+
+        key = file or ""
+        view = self.views.get(key)
+        if view is None:
+            view = self.views[key] = LiveView(all_entries=self.all_entries)
+        arrived = view.add(entry)
+        if not arrived.turns:
+            return
+        style = Style(width=self.width, color=self.color, full=self.full,
+                      agent=agent_of(file) if file is not None else None)
+        first = arrived.turns[0].blocks[0] if arrived.turns[0].blocks else None
+        attached = (self.last == key and isinstance(first, ToolCall) and arrived.turns[0].role == "tool"
+                    and first.id == self.last_call)
+        text = render_turns(arrived.turns, style, continues=arrived.continues and self.last == key,
+                            gap=self.printed, attached=attached)
+        if text:
+            rendered(text)
+            self.printed = True
+        self.last = key
+        end = arrived.turns[-1].blocks[-1] if arrived.turns[-1].blocks else None
+        self.last_call = end.id if isinstance(end, ToolCall) and end.result is None else None
+
+
+def print_entry(line: bytes, as_json: bool, file: str | None = None, reader: Reader | None = None) -> bool:
     """Print one entry; False (nothing printed) when the line is not one.
     ``file`` (its file relative to the project dir, for ``watch --agents``):
     with ``as_json`` the line gets ``FILE_KEY`` first, the rest of its bytes
-    as they are; for people a line of an agent file starts with ``[<agent>]``."""
+    as they are; for people (drawn by ``reader``) the header of a turn of an
+    agent file starts with ``[<agent>]``."""
     from sessiond.store.entries import decode_object
-
-    from .output import clip
-    from .transcript_view import one_line, render_blocks
 
     e = decode_object(line)  # a lone surrogate reads as U+FFFD, as everywhere
     if e is None:
@@ -156,20 +216,7 @@ def print_entry(line: bytes, as_json: bool, file: str | None = None) -> bool:
             line = _with_file(line, file)
         echo(line.decode("utf-8", "replace").encode())  # --json: the entry's own text, as bytes
         return True
-    agent = agent_of(file) if file is not None else None
-    prefix = f"[{clip(agent, 12)}] " if agent is not None else ""
-    kind = e.get("type", "?")
-    stamp = e.get("timestamp")
-    when = (local_time(stamp) if isinstance(stamp, str) else "").ljust(16)
-    if kind in ("user", "assistant"):
-        body = render_blocks((e.get("message") or {}).get("content"))
-        first, *rest = body or [""]
-        echo(f"{prefix}{when} {kind:15} {one_line(first, 200)}")
-        for extra in rest:
-            echo(f"{'':32} {one_line(extra, 200)}")
-    else:
-        detail = next((e[k] for k in ("customTitle", "aiTitle", "lastPrompt", "summary", "tag", "mode", "subtype", "content") if e.get(k)), "")
-        echo(f"{prefix}{when} {kind:15} {one_line(str(detail), 160)}".rstrip())
+    (reader or Reader()).show(e, file)
     return True
 
 

@@ -67,7 +67,16 @@ def paged(text: str, *, color: bool = False, pager: bool = True) -> None:
         os.environ.setdefault("LESS", "FRX")
         page(text, color=color)
     else:
-        echo(text, raw=True)  # echo writes all of it (or a broken pipe)
+        rendered(text)
+
+
+def rendered(text: str) -> None:
+    """Text this package drew for a person, written whole (or a broken pipe):
+    ``show``'s conversation, ``list``'s table, what ``tail`` and ``watch``
+    draw with ``render.terminal`` (rich, into a string). Its transcript
+    fields went through ``printable`` before they were drawn; its only escape
+    sequences are the colours the drawing added."""
+    echo(text, raw=True)
 
 
 def write_all(data: bytes, stream=None) -> None:

@@ -28,18 +28,21 @@ from . import Context, cli
 from .completion import complete_session
 from .locate import locate, resolve, where
 from .locate import session_id as resolved_id
-from .output import colour_on, count, echo, echo_json, local_time, paged, printable, skipped_lines
+from .output import count, echo, echo_json, local_time, paged, printable, skipped_lines
+from .transcript_view import reading_options
 
 
 def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = True, footer: str = "",
-           history: list[dict] | None = None, spend=None) -> None:
+           history: list[dict] | None = None, spend=None, width: int | None = None, color: str = "auto",
+           full: bool = False) -> None:
     """JSON for programs; for a person the rendered conversation (then
     ``footer``), in colour on a terminal (unless ``NO_COLOR``), through
     ``$PAGER`` (``less`` by default, ``LESS=FRX`` unless set) when it is longer
     than the screen. ``history``: the entries before the last compaction
     (``show --history``), first, marked; in JSON a ``history`` key. ``spend``
     (``show``): the session's tokens and cost (``spend_view``), a header line,
-    in JSON the ``tokens``, ``costUSD`` and ``unpricedModels`` keys."""
+    in JSON the ``tokens``, ``costUSD`` and ``unpricedModels`` keys.
+    ``width``, ``color``, ``full``: see ``transcript_view.reading_options``."""
     if as_json:
         if history is None and spend is None:
             echo_json(result)
@@ -51,23 +54,27 @@ def _print(result, as_json: bool, *, all_entries: bool = False, pager: bool = Tr
             extra = {} if spend is None else spend_fields(spend)
             echo_json({**msgspec.to_builtins(result), **({} if history is None else {"history": history}), **extra})
         return
-    color = colour_on()
-    from .transcript_view import render
+    from .transcript_view import colour, render
+
+    on = colour(color)
 
     line = None
     if spend is not None:
         from .spend_view import spend_line
 
         line = spend_line(spend)
-    text = render(result, all_entries=all_entries, color=color, history=history, spend=line) + (f"\n{printable(footer)}" if footer else "")
+    text = render(result, all_entries=all_entries, color=on, history=history, spend=line, width=width,
+                  full=full) + (f"\n{printable(footer)}" if footer else "")
     # rendered: its fields are printable, its styles ours
-    paged(text if color else click.unstyle(text), color=color, pager=pager)
+    paged(text if on else click.unstyle(text), color=on, pager=pager)
 
 
 def view_options(f):
     """How a conversation is shown to a person (show, resume, continue)."""
     f = click.option("--no-pager", "no_pager", is_flag=True, help="Never page the output (default: $PAGER or less on a terminal).")(f)
-    f = click.option("--all-entries", is_flag=True, help="Show attachments and system entries too (by default only counted).")(f)
+    f = click.option("--all-entries", is_flag=True,
+                     help="Show the bookkeeping too: attachments, system entries, progress, file snapshots "
+                          "(by default counted).")(f)
     return f
 
 
@@ -114,9 +121,10 @@ def report_skipped(path: Path, skipped: int, session: str | None = None) -> None
 @click.option("--history", is_flag=True,
               help="Also the conversation before the last compaction (marked; a resume does not restore it).")
 @view_options
+@reading_options
 @click.pass_obj
 def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, history: bool, all_entries: bool,
-         no_pager: bool) -> None:
+         no_pager: bool, width: int | None = None, color: str = "auto", full: bool = False) -> None:
     """Show the conversation a resume would restore (never starts a daemon).
 
     Where a parent line is missing, the conversation is joined as Claude Code
@@ -149,7 +157,7 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, 
     from .spend_view import spend_of
 
     _print(result, as_json, all_entries=all_entries, pager=not no_pager, footer=footer, history=before,
-           spend=spend_of(path))
+           spend=spend_of(path), width=width, color=color, full=full)
     report_skipped(path, result.skippedLines, sid if stored else None)
 
 

@@ -460,6 +460,8 @@ class _Builder:
         self.calls: dict[str, ToolCall] = {}
         self.open: Turn | None = None
         self.open_id: Any = None
+        self.paired: list[ToolCall] = []
+        """Calls given their result by the last message added (``LiveView``)."""
 
     def hide(self, entry: dict[str, Any], kind: str) -> None:
         if self.all_entries:
@@ -536,6 +538,7 @@ class _Builder:
                 call = self.calls.get(result.tool_use_id)
                 if call is not None and call.result is None:
                     call.result = result
+                    self.paired.append(call)
                     agent = _agent_id(msg)
                     if agent and call.name.lower() in ("task", "agent"):
                         call.agent = agent
@@ -618,6 +621,55 @@ def build_turns(messages: Iterable[dict[str, Any]], *, all_entries: bool = False
     for _, _, e in extra[pos:]:
         builder.hide(e, e["type"])
     return Turns(builder.turns, builder.hidden)
+
+
+class Arrived(msgspec.Struct):
+    """What one message added to a :class:`LiveView`: the turns to print.
+    ``continues``: the first of them carries more blocks of the turn printed
+    just before (the next entry of one API response), so it gets no header.
+    A result whose call was shown earlier comes as a ``tool`` turn holding
+    that :class:`ToolCall`, its ``result`` now set: printed under a short
+    header naming the call."""
+
+    turns: list[Turn]
+    continues: bool = False
+
+
+class LiveView:
+    """The view model of a conversation that is still being written, one
+    message at a time (``watch``, ``tail``): the same walk as
+    :func:`build_turns`, which remembers the calls shown so that a result
+    arriving later pairs with its call. Turns already handed out are dropped;
+    the calls remembered are the last ``CALLS_KEPT`` (memory stays bounded
+    however long the watch)."""
+
+    CALLS_KEPT = 2048
+
+    def __init__(self, *, all_entries: bool = False) -> None:
+        self._builder = _Builder(all_entries)
+
+    @property
+    def hidden(self) -> dict[str, int]:
+        """What was hidden so far, by kind (as :attr:`Turns.hidden`)."""
+        return self._builder.hidden
+
+    def add(self, entry: dict[str, Any]) -> Arrived:
+        """The turns ``entry`` (any transcript entry) adds to the view."""
+        b = self._builder
+        before, shown = b.open, len(b.open.blocks) if b.open is not None else 0
+        b.paired.clear()
+        b.add(entry)
+        out = [Turn("tool", _time(entry), _str(entry.get("uuid")), [call]) for call in b.paired]
+        continues = False
+        if before is not None and b.open is before and len(before.blocks) > shown:
+            out.append(Turn(before.role, _time(entry), _str(entry.get("uuid")), before.blocks[shown:],
+                            model=before.model, meta=before.meta, response=before.response))
+            continues = not b.paired
+        out.extend(b.turns)
+        b.turns.clear()
+        while len(b.calls) > self.CALLS_KEPT:
+            del b.calls[next(iter(b.calls))]
+        return Arrived(out, continues)
 
 
 def bookkeeping_entries(path: str | Path) -> list[dict[str, Any]]:
