@@ -36,9 +36,9 @@ def session(d: DaemonProc, text: str = "export me") -> str:
     return sid
 
 
-def one_line_refusal(r: subprocess.CompletedProcess, *words: str) -> str:
+def one_line_refusal(r: subprocess.CompletedProcess, *words: str, code: int = 1) -> str:
     err = r.stderr.decode()
-    assert r.returncode == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, (r.returncode, err)
+    assert r.returncode == code and len(err.splitlines()) == 1 and "Traceback" not in err, (r.returncode, err)
     assert r.stdout == b"", r.stdout
     for w in words:
         assert w in err, err
@@ -203,7 +203,7 @@ def test_a_duration_without_a_unit_is_refused_with_the_forms(daemon, args):
     """``--older-than 30`` was 30 seconds: ``prune --yes`` would have moved every
     session older than half a minute."""
     sid = session(daemon)
-    err = one_line_refusal(daemon.cli(*args, check=False), "needs a unit", "30m", "2h", "7d")
+    err = one_line_refusal(daemon.cli(*args, check=False), "needs a unit", "30m", "2h", "7d", "3mo", "1y", code=2)
     assert "not a duration" in err
     assert sid[:8] in daemon.cli("list", "--cwd", CWD).stdout.decode()
 

@@ -78,7 +78,7 @@ def test_an_ambiguous_prefix_lists_the_candidates_and_exits_1(daemon: DaemonProc
         assert all(sid in err for sid in TWINS) and "fix the parser of abcd1111" in err, err
     assert all(main_path(daemon.root, CWD, sid).exists() for sid in TWINS)  # rm moved nothing
     short = daemon.cli("show", "abc", check=False)
-    assert short.returncode == 1 and b"too short: give at least 4" in short.stderr
+    assert short.returncode == 2 and b"too short: give at least 4" in short.stderr
     none = daemon.cli("show", "0000aaaa", check=False)
     assert none.returncode == 1 and b"no session id starts with 0000aaaa" in none.stderr
     junk = daemon.cli("tag", "not-an-id!", "x", check=False)

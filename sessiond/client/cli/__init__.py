@@ -59,6 +59,18 @@ of their output (``head``) went away first."""
 EXIT_INTERRUPTED = 130
 """128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
 
+EXIT_USAGE = 2
+"""A command line refused (an unknown command or option, a bad value, two
+options that exclude each other): 2, as click and getopt tools exit, in text
+and ``--json`` mode alike."""
+
+
+class UsageError(ValueError):
+    """A value or a combination of options no command takes, found where click
+    does not look (a click-free module: ``locate``, ``sessiond-hook``): one
+    ``sessiond: <what>: <why>`` line and exit ``EXIT_USAGE``, the way
+    ``group.CLI`` shows click's own usage errors."""
+
 
 class Context:
     """The global options, handed to every command (a plain class: the CLI's
@@ -147,7 +159,8 @@ def quiet_stdout() -> None:
 
 def run_guarded(body: Callable[[], object]) -> int | None:
     """Run a command's body as every command runs, on either path: an expected
-    failure is one ``sessiond: ...`` line on stderr and exit 1, a reader of
+    failure is one ``sessiond: ...`` line on stderr and exit 1 (a
+    ``UsageError``: exit 2), a reader of
     stdout that went away is a quiet exit 141. Returns the exit code of a
     failure, None when the body returned. Ctrl-C (SIGINT) is a quiet exit
     130, as for any Unix tool; what the command was writing is cleaned up by
@@ -167,6 +180,9 @@ def run_guarded(body: Callable[[], object]) -> int | None:
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except UsageError as exc:
+        echo(f"sessiond: {exc}", err=True)
+        return EXIT_USAGE
     except (SessiondError, OSError, ValueError) as exc:
         echo(f"sessiond: {exc}", err=True)
         return 1

@@ -24,7 +24,16 @@ from __future__ import annotations
 import os
 import sys
 
-from . import EXIT_INTERRUPTED, GLOBAL_OPTION_HELP, Context, escape_undecodable, run_guarded, seconds
+from . import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    GLOBAL_OPTION_HELP,
+    Context,
+    UsageError,
+    escape_undecodable,
+    run_guarded,
+    seconds,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -32,8 +41,6 @@ if TYPE_CHECKING:
     from typing import IO
 
 PROG = "sessiond-hook"
-EXIT_USAGE = 2
-"""click's exit for a usage error."""
 
 TRUE_WORDS = frozenset({"1", "true", "t", "yes", "y", "on"})
 FALSE_WORDS = frozenset({"0", "false", "f", "no", "n", "off"})
@@ -56,10 +63,6 @@ Options:
   --timeout SECONDS  {GLOBAL_OPTION_HELP["--timeout"]}
   -h, --help         Show this message and exit.
 """
-
-
-class UsageError(Exception):
-    """A command line this entry point does not take: one line, exit 2."""
 
 
 def parse(args: list[str], flags: set[str], values: set[str], *, max_positional: int,

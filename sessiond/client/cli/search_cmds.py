@@ -23,8 +23,9 @@ from sessiond.wire.hit import MAX_LIMIT
 
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
+from .hints import nothing_found
 from .locate import project_scope
-from .output import age, clip, colour_on, count, echo, echo_json, printable, size
+from .output import clip, colour_on, count, echo, echo_json, printable, project_label, size, when
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
@@ -69,18 +70,20 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         out = [{k: v for k, v in msgspec.to_builtins(h).items() if k != "highlights"} | {"highlights": h.highlights}
                for h in hits]
         echo_json(out)
-        return
-    if not hits:
-        echo("no matches" + ("" if all_projects else f" in {cwd or os.getcwd()} (--all searches every project)"), err=True)
+    if not hits:  # exit 1, as grep's, in --json mode too
+        if not as_json:
+            echo(nothing_found(obj, "matches", cwd, all_projects, "searches"), err=True)
         sys.exit(1)
+    if as_json:
+        return
     tty = colour_on()  # bold matches and dim details only on a terminal, and not with NO_COLOR
     here = os.path.realpath(cwd or os.getcwd())
     now = time.time()
     for h in hits:
         title = clip(h.title or "(untitled)", 70)
-        where = f"{h.project}"
+        where = project_label(h.cwd, h.project)
         side = f"  [subagent {h.agentId}]" if h.agentId else ("  [sidechain]" if h.sidechain else "")
-        info = printable(f"{where} · {age(now, h.timestamp)} · {h.role}{side}")
+        info = printable(f"{where} · {when(h.timestamp, now)} · {h.role}{side}")
         echo(f"\x1b[1m{title}{RESET}  {DIM}{info}{RESET}" if tty else f"{title}  {info}", raw=True)  # fields printable, styles ours
         echo("    " + _highlight(h.snippet, h.highlights, tty), raw=True)
         resume = f"sessiond resume {h.sessionId}"

@@ -15,10 +15,10 @@ from pathlib import Path
 import click
 
 from . import Context, cli
+from .group import Day
 from .output import cells, echo, echo_json, pad, printable
 
 REPORTS = ("daily", "monthly", "session", "blocks")  # wire.spend.REPORTS, without importing the wire at start-up
-DATE_FORMATS = ["%Y-%m-%d", "%Y%m%d"]
 
 
 def _timezone(name: str | None):
@@ -57,8 +57,8 @@ TOKEN_HEAD = ["INPUT", "OUTPUT", "CACHE WRITE", "CACHE READ", "TOTAL", "COST"]
 
 @cli.command("usage")
 @click.argument("report", type=click.Choice(REPORTS), default="daily", required=False)
-@click.option("--since", type=click.DateTime(DATE_FORMATS), default=None, help="From this day (YYYY-MM-DD), inclusive.")
-@click.option("--until", type=click.DateTime(DATE_FORMATS), default=None, help="To this day (YYYY-MM-DD), inclusive.")
+@click.option("--since", type=Day(), default=None, help="From this day (YYYY-MM-DD, or an age: 7d, 3mo, 1y), inclusive.")
+@click.option("--until", type=Day(), default=None, help="To this day (YYYY-MM-DD, or an age: 7d, 3mo, 1y), inclusive.")
 @click.option("--cwd", default=None, help="The project (default: the current directory's).")
 @click.option("--all", "all_projects", is_flag=True, help="Every project.")
 @click.option("--by", "by", type=click.Choice(["model"]), default=None, help="A breakdown per model under each row.")
