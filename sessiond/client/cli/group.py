@@ -163,9 +163,8 @@ class BashTitles(BashComplete):
     def complete(self) -> str:
         args, incomplete = self.get_completion_args()
         items = self.get_completions(args, incomplete)
-        if len(items) > 1:
-            items = [CompletionItem(f"{i.value}  {i.help}", type=i.type)
-                     if i.type == "plain" and i.help and not str(i.value).startswith("-") else i for i in items]
+        if len(items) > 1:  # a session's item carries its title (completion.py); a command's or option's does not
+            items = [CompletionItem(f"{i.value}  {i.title}", type=i.type) if i.title else i for i in items]
         return "\n".join(self.format_completion(item) for item in items)
 
 

@@ -51,9 +51,12 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
     text = " ".join(query)
     try:
         q.parse(text)
-        since_iso = q.parse_since(since)
     except q.QueryError as exc:
         raise click.UsageError(str(exc)) from None
+    try:
+        since_iso = q.parse_since(since)
+    except q.QueryError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--since "), param_hint="--since") from None
     root = obj.store_root()
     dirs = project_scope(root, cwd, all_projects)
     projects = None if dirs is None else [d.name for d in dirs]

@@ -45,10 +45,13 @@ def report_status(obj: Context, as_json: bool) -> None:
     echo(f"  root      {st.root}")
     written = f", {count(len(outside), 'session')} written by other processes" if outside else ""
     echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {count(st.clients, 'client')}{written}")
+    from .naming import line_title, named
+
     for w in outside[:LIVE_SHOWN]:
         how = (f"pid {w['pid']} holds it open for writing" if "pid" in w
                else f"written outside sessiond {w['secondsAgo']} s ago")
-        echo(f"  LIVE      {w['sessionId']}: {how} (Claude Code?), project {w['project']}")
+        name = named(str(w.get("path") or f"{st.root}/projects/{w['project']}/{w['sessionId']}.jsonl"), str(w["project"]))
+        echo(f"  LIVE      {w['sessionId']} {line_title(name.title)}: {how} (Claude Code?), project {name.project}")
     if len(outside) > LIVE_SHOWN:
         echo(f"            and {len(outside) - LIVE_SHOWN} more (status --json lists them all)")
     echo(f"  queued    {count(st.queuedEntries, 'entry', 'entries')}, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")

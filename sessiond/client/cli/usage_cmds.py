@@ -16,7 +16,7 @@ import click
 
 from . import Context, cli
 from .group import Day
-from .output import cells, echo, echo_json, pad, printable
+from .output import cells, clip, echo, echo_json, pad, printable
 
 REPORTS = ("daily", "monthly", "session", "blocks")  # wire.spend.REPORTS, without importing the wire at start-up
 
@@ -85,7 +85,7 @@ def usage(obj: Context, report: str, since: datetime | None, until: datetime | N
     elif report == "blocks":
         _blocks(out.blocks, tz)
     else:
-        _rows(report, out.rows, out.totals, by == "model")
+        _rows(report, out.rows, out.totals, by == "model", obj.store_root())
     if out.unpriced:
         echo(f"sessiond: no price for {', '.join(out.unpriced)}: their tokens are counted, their cost is not "
              "(--prices FILE to price them)", err=True)
@@ -163,19 +163,28 @@ def _from_files(obj: Context, report: str, cwd: str | None, all_projects: bool, 
     return reports.report(report, ledger.charges, reports.Pricer(table), tz, tz_name or "local", "files",
                           first, last, by_model)
 
-def _rows(report: str, rows: list, total, by_model: bool) -> None:
+def _rows(report: str, rows: list, total, by_model: bool, root: Path) -> None:
+    """The daily, monthly or session table; a session's row names it as every
+    listing does (its title, its project's cwd: ``naming``)."""
     if not rows:
         echo("no usage", err=True)
         return
     key = {"daily": "DAY", "monthly": "MONTH", "session": "SESSION"}[report]
     lines = []
     for r in rows:
-        lines.append([r.key, ", ".join(r.models) or "-", *_token_cells(r)]
-                     + ([r.project or ""] if report == "session" else []))
+        extra: list[str] = []
+        if report == "session":
+            from sessiond.store.paths import projects_dir
+
+            from .naming import named
+
+            name = named(projects_dir(root) / r.project / f"{r.key}.jsonl" if r.project else None, r.project)
+            extra = [clip(name.title, 40), name.project]
+        lines.append([r.key, ", ".join(r.models) or "-", *_token_cells(r), *extra])
         for m in r.breakdown or ():
-            lines.append(["  " + m.model, "", *_token_cells(m)] + ([""] if report == "session" else []))
-    lines.append(["total", "", *_token_cells(total)] + ([""] if report == "session" else []))
-    _table([key, "MODELS", *TOKEN_HEAD] + (["PROJECT"] if report == "session" else []), lines, set(range(2, 8)))
+            lines.append(["  " + m.model, "", *_token_cells(m)] + (["", ""] if report == "session" else []))
+    lines.append(["total", "", *_token_cells(total)] + (["", ""] if report == "session" else []))
+    _table([key, "MODELS", *TOKEN_HEAD] + (["TITLE", "PROJECT"] if report == "session" else []), lines, set(range(2, 8)))
 
 
 def _blocks(found: list, tz) -> None:
