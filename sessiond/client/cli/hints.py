@@ -50,13 +50,14 @@ def not_imported(root: Path, have: set[str]) -> tuple[int, Path]:
     return len({os.path.basename(p)[:-6].lower() for _, p, _ in files} - have), source
 
 
-def nothing_found(obj: Context, what: str, cwd: str | None, all_projects: bool, verb: str = "shows",
+def nothing_found(obj: Context, what: str, cwd: str | None, all_projects: bool, verb: str = "--all shows",
                   detail: str = "") -> str:
     """The line a command prints instead of an empty listing: ``no sessions in
     ~/src/app; --all shows 36 sessions in 5 projects``, or, when the store has
     none, ``~/.claude/projects holds 12 sessions not imported yet: sessiond
     import``. ``what``: what was looked for ("sessions", "matches"); ``verb``:
-    what --all would do; ``detail``: the filter that left nothing (" tagged x")."""
+    what --all would do ("--all searches", "sessiond list --all shows");
+    ``detail``: the filter that left nothing (" tagged x")."""
     from .locate import where
 
     root = obj.store_root()
@@ -64,7 +65,7 @@ def nothing_found(obj: Context, what: str, cwd: str | None, all_projects: bool, 
     here = "" if all_projects else f" in {project_label(where(cwd))}"
     said = f"no {what}{detail}{here}"
     if total and not all_projects:
-        return f"{said}; --all {verb} {count(total, 'session')} in {count(projects, 'project')}"
+        return f"{said}; {verb} {count(total, 'session')} in {count(projects, 'project')}"
     if total:
         return said
     waiting, source = not_imported(root, ids)

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import msgspec
 
-from sessiond.wire.errors import SessiondError
+from sessiond.wire.errors import SessiondError, not_found
 from sessiond.wire.hit import MAX_LIMIT
 
 from . import Context, cli
@@ -75,7 +75,7 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         echo_json(out)
     if not hits:  # exit 1, as grep's, in --json mode too
         if not as_json:
-            echo(nothing_found(obj, "matches", cwd, all_projects, "searches"), err=True)
+            echo(nothing_found(obj, "matches", cwd, all_projects, "--all searches"), err=True)
         sys.exit(1)
     if as_json:
         return
@@ -197,7 +197,7 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
     root = obj.store_root()
     dirs = project_scope(root, cwd, all_projects)
     if dirs is not None and not dirs:
-        raise click.ClickException(f"no sessions for {cwd or os.getcwd()} (--all rebuilds every project)")
+        raise not_found(nothing_found(obj, "sessions", cwd, False, "--all rebuilds"))
     with obj.client() as client:  # WrongRoot when it serves another root: never reindex that one
         stop = threading.Event()
         watcher = None
