@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -186,7 +186,7 @@ def test_times_for_a_person_are_local_and_json_stays_utc(daemon):
     assert " 1 file " in listed, listed  # not "1 files"
     daemon.cli("restore", sid)
     path = main_path(daemon.root, CWD, sid)
-    march = datetime(2025, 3, 4, 9, 30, tzinfo=timezone.utc).timestamp()
+    march = datetime(2025, 3, 4, 9, 30, tzinfo=UTC).timestamp()
     os.utime(path, (march, march))  # last written in March 2025: shown as a local date and time
     dry = json.loads(daemon.cli("prune", "--cwd", CWD, "--older-than", "0s", "--dry-run", "--json").stdout)
     written = next(s for s in dry["sessions"] if s["sessionId"] == sid)["lastWrite"]

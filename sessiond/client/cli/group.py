@@ -65,6 +65,9 @@ class Day(click.DateTime):
     def __init__(self) -> None:
         super().__init__(["%Y-%m-%d", "%Y%m%d"])
 
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "DAY"
+
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None):
         from datetime import datetime, timedelta
 
