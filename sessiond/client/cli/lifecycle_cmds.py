@@ -27,7 +27,7 @@ from .group import ByteSize, Duration
 from .hints import nothing_found
 from .locate import find, id_prefix, one_of, project_scope, where
 from .locate import session_id as resolved_id
-from .naming import Named, line_title, named, trashed_named
+from .naming import Named, line_title, named, trashed_named, trashed_transcript
 from .output import clip_left, count, echo, echo_json, size, when
 
 
@@ -199,7 +199,9 @@ def restore(obj: Context, session: str, as_json: bool) -> None:
         from sessiond.store import trash as trash_mod
 
         prefix = id_prefix(session)
-        trashed = {e.session: "" for e in trash_mod.entries(obj.root or default_root()) if e.session.startswith(prefix)}
+        root = obj.root or default_root()
+        trashed = {e.session: str(trashed_transcript(root, e) or "") for e in trash_mod.entries(root)
+                   if e.session.startswith(prefix)}  # several: each named by its title, as the trash lists it
         session = one_of(prefix, trashed, "in the trash")
     with _ops(obj) as ops:
         entry = ops.restore(session)

@@ -122,19 +122,15 @@ def one_of(prefix: str, found: dict[str, str], where_said: str) -> str:
 
 
 def _describe(path: str) -> str:
-    """``title  (project)`` of a candidate, from the file's head and tail windows."""
-    from sessiond.store.lite import read_lite
-
-    from .output import clip, home_relative
-
+    """``title  (project)`` of a candidate, from the file's head and tail
+    windows, as every listing names a session (``naming.named``)."""
     if not path:
         return ""
-    try:
-        info = read_lite(path)
-    except OSError:
-        return ""
-    title = clip(info.title, 50) if info.title else "(untitled)"
-    return f"{title}  ({home_relative(info.cwd)})" if info.cwd else title
+    from .naming import named
+    from .output import clip
+
+    name = named(path, os.path.basename(os.path.dirname(path)))
+    return f"{clip(name.title, 50)}  ({name.project})"
 
 
 def session_id(obj: Context, target: str) -> str:

@@ -123,7 +123,17 @@ def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bo
         echo_json({"findings": found, "files": files, "bytes": size, "seconds": round(seconds, 3),
                    "mbPerSecond": round(speed, 1)})
     else:
+        from sessiond.store.paths import projects_dir
+
+        from .naming import line_title, named
+
+        said = None
         for f in found:
+            if f["session"] != said:  # each session once, by its title and project, as every listing names it
+                said = f["session"]
+                main = projects_dir(root) / f["project"] / f"{said}.jsonl" if f["agent"] else f["path"]
+                name = named(main, f["project"])
+                echo(f"{said}  {line_title(name.title)}  ({name.project})")
             who = f["session"] + (f" agent {f['agent']}" if f["agent"] else "")
             echo(f"{who}  line {f['line']}  {f['kind']}  {f['fingerprint']}")
         sessions = {f["session"] for f in found}
