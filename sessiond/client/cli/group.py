@@ -140,6 +140,8 @@ def usage_line(exc: click.ClickException) -> str:
     if what is None and isinstance(exc, click.UsageError) and exc.ctx is not None:
         what = exc.ctx.command_path.partition(" ")[2] or None  # the subcommand ("trash empty"); none for the group
     why = why.strip().rstrip(".")
+    if what and why.startswith(what + " "):  # "trash empty deletes for good: ...": it names itself
+        what = None
     if why[:1].isupper() and why[1:2].islower():  # click's sentences ("Got unexpected extra argument")
         why = why[0].lower() + why[1:]
     return f"sessiond: {what}: {why}" if what else f"sessiond: {why}"
