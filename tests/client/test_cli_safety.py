@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -185,14 +186,11 @@ def test_times_for_a_person_are_local_and_json_stays_utc(daemon):
     assert first == ["just", "now"] or first[1] == "ago", listed  # trashed a moment ago
     assert " 1 file " in listed, listed  # not "1 files"
     daemon.cli("restore", sid)
-    path = main_path(daemon.root, CWD, sid)
-    march = datetime(2025, 3, 4, 9, 30, tzinfo=UTC).timestamp()
-    os.utime(path, (march, march))  # last written in March 2025: shown as a local date and time
     dry = json.loads(daemon.cli("prune", "--cwd", CWD, "--older-than", "0s", "--dry-run", "--json").stdout)
-    written = next(s for s in dry["sessions"] if s["sessionId"] == sid)["lastWrite"]
-    assert written.startswith("2025-03-04T09:30:00") and written.endswith("Z"), written
+    assert next(s for s in dry["sessions"] if s["sessionId"] == sid)["lastWrite"].endswith("Z")
     human = daemon.cli("prune", "--cwd", CWD, "--older-than", "0s", "--dry-run", env=tokyo).stdout.decode()
-    assert f"{sid}" in human and "last written 2025-03-04 18:30" in human, human
+    row = next(r for r in human.splitlines() if sid in r)  # an older time: tests/client/test_cli_voice.py
+    assert "last written just now" in row or re.search(r"last written \d+m ago", row), row
 
 
 # -- durations, roots ------------------------------------------------------------

@@ -31,18 +31,25 @@ TOKYO = {"TZ": "Asia/Tokyo"}  # UTC+9, no daylight saving
 
 
 def seed(d: DaemonProc, cwd: str, title: str, stamp: str | None = None) -> str:
-    """A session whose title is its first prompt; ``stamp``: its entries' time
-    and its file's mtime (an old conversation), else now."""
+    """A session whose title is its first prompt; ``stamp``: an old
+    conversation, its entries of that time and its file last written then
+    (imported, as a copied-in old transcript is: the import keeps the mtime,
+    which the daemon's catalog then knows), else one written now."""
     sid = str(uuid.uuid4())
-    entries = [user(title, "u1", parentUuid=None, cwd=cwd), assistant("on it", "a1", parentUuid="u1", cwd=cwd)]
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    entries = [user(title, "u1", parentUuid=None, cwd=cwd, sessionId=sid),
+               assistant("on it", "a1", parentUuid="u1", cwd=cwd, sessionId=sid)]
     for e in entries:
-        e["timestamp"] = stamp or now
-    d.cli("append", "--cwd", cwd, "--session", sid, "--durability", "written",
-          input=b"".join(line(e) + b"\n" for e in entries))
-    if stamp:
-        t = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-        os.utime(main_path(d.root, cwd, sid), (t, t))
+        e["timestamp"] = stamp or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    data = b"".join(line(e) + b"\n" for e in entries)
+    if stamp is None:
+        d.cli("append", "--cwd", cwd, "--session", sid, "--durability", "written", input=data)
+        return sid
+    source = d.base / f"{sid}.jsonl"
+    source.write_bytes(data)
+    t = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    os.utime(source, (t, t))
+    d.cli("import", str(source))
+    assert main_path(d.root, cwd, sid).stat().st_mtime == t
     return sid
 
 
