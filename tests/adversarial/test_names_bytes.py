@@ -87,7 +87,7 @@ def test_list_shows_them(store: DaemonProc) -> None:
 
 def test_search_finds_text_in_them_and_the_indexer_keeps_running(store: DaemonProc) -> None:
     def found() -> list[dict]:
-        return json.loads(cli(store, "search", "beta", "--all", "--json"))
+        return json.loads(cli(store, "search", "beta", "--all", "--json", ok=False))  # none yet: exit 1
 
     wait_until(lambda: found() != [], "the agent file's line in the index", timeout=30)
     (hit,) = found()
