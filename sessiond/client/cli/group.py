@@ -37,22 +37,36 @@ class Seconds(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
-class Duration(click.ParamType):
+class Parsed(click.ParamType):
+    """A value one of the CLI's own parsers reads from its text (``parse``:
+    the value, or ValueError saying what is wrong): refused as every usage
+    error is (one line, exit 2), not by the command's body (exit 1)."""
+
+    @staticmethod
+    def parse(text: str) -> object:
+        raise NotImplementedError
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None):
+        if not isinstance(value, str):  # already converted
+            return value
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Duration(Parsed):
     """A length of time in seconds, written as every option writes one
     (``sessiond.wire.durations``: 45s, 30m, 2h, 7d, 2w, 3mo, 1y): each
-    ``--older-than``. A bad one is a usage error (exit 2) naming the forms."""
+    ``--older-than``."""
 
     name = "duration"
 
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+    @staticmethod
+    def parse(text: str) -> float:
         from sessiond.wire.durations import parse_duration
 
-        if isinstance(value, float):
-            return value
-        try:
-            return parse_duration(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+        return parse_duration(text)
 
 
 class Day(click.DateTime):
@@ -86,21 +100,17 @@ class Day(click.DateTime):
             self.fail(f"not a day: {value!r} (a date, 2026-01-31, or an age: {FORMS})", param, ctx)
 
 
-class ByteSize(click.ParamType):
+class ByteSize(Parsed):
     """A number of bytes (``500K``, ``10M``, ``1G``: ``lifecycle.parse_size``):
-    ``prune --larger-than``. A bad one is a usage error (exit 2)."""
+    ``prune --larger-than``."""
 
     name = "size"
 
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+    @staticmethod
+    def parse(text: str) -> int:
         from ..lifecycle import parse_size
 
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_size(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+        return parse_size(text)
 
 
 class NoSuchCommand(click.UsageError):
