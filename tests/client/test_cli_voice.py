@@ -223,7 +223,10 @@ def test_an_empty_store_points_at_the_sessions_not_imported(through, short_tmp):
 
 def test_status_shows_the_read_pool_memory_and_the_index(daemon: DaemonProc):
     seed(daemon, CWD, "index me")
-    out = daemon.cli("status").stdout.decode()
+    out = daemon.cli("--timeout", "2m", "status").stdout.decode()  # --timeout takes a duration too
+    hook = subprocess.run([str(Path(sys.executable).parent / "sessiond-hook"), "--timeout", "1m", "status"],
+                          env=daemon.env, capture_output=True, timeout=60)
+    assert hook.returncode == 0 and hook.stdout.startswith(b"sessiond "), hook.stderr
     rows = {r[2:12].strip(): r[12:] for r in out.splitlines() if r.startswith("  ")}
     assert rows["reads"].split()[1:2] == ["threads,"] and "waiting" in rows["reads"], out
     assert " MB resident" in rows["memory"] and "held for dedup" in rows["memory"], out

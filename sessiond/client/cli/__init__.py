@@ -131,14 +131,18 @@ overflow a C int, and past some 292 years a socket timeout overflows time_t."""
 
 
 def seconds(value: object, least: float) -> float:
-    """``--timeout``'s value: a number of seconds from ``least`` to
-    ``MAX_SECONDS`` (float() alone lets NaN through, since no comparison with
+    """``--timeout``'s value: a number of seconds (or a duration, ``2m``:
+    ``sessiond.wire.durations``) from ``least`` to ``MAX_SECONDS`` (float() alone lets NaN through, since no comparison with
     it is true, and any huge value, which then overflows where the wait
     begins); ValueError saying what is wrong with it."""
     try:
         number = float(value)  # type: ignore[arg-type]  # a str or a number: float() refuses the rest
     except (TypeError, ValueError):
-        raise ValueError(f"{value!r} is not a number of seconds") from None
+        from sessiond.wire.durations import is_duration, parse_duration
+
+        if not (isinstance(value, str) and is_duration(value)):  # 2m, 1h: as every duration is written
+            raise ValueError(f"{value!r} is not a number of seconds (or a duration: 90s, 2m)") from None
+        number = parse_duration(value)
     if not least <= number <= MAX_SECONDS:
         raise ValueError(f"{value} is not in the range {least:g} to {MAX_SECONDS:g} seconds")
     return number
