@@ -215,7 +215,11 @@ def run(argv: list[str]) -> int:
             raise UsageError(f"missing command ({', '.join(COMMANDS)}; {PROG} --help)")
         command = COMMANDS.get(rest[0])
         if command is None:
-            raise UsageError(f"no such command: {rest[0]!r} ({', '.join(COMMANDS)}; everything else is `sessiond {rest[0]}`)")
+            import difflib  # only for a mistyped command, as the click group suggests one
+
+            meant = difflib.get_close_matches(rest[0], COMMANDS, n=1, cutoff=0.6)
+            raise UsageError(f"no such command: {rest[0]!r}" + (f"; did you mean: {meant[0]}" if meant else "")
+                             + f" ({', '.join(COMMANDS)}; everything else is `sessiond {rest[0]}`)")
         body = command(context(given), rest[1:])
     except UsageError as exc:
         from .output import echo
