@@ -198,7 +198,8 @@ def test_nothing_here_says_what_all_would_show(through):
     for args, said in ((["list"], f"no sessions in {empty}; --all shows 3 sessions in 2 projects"),
                        (["du"], f"no sessions in {empty}; --all shows 3 sessions in 2 projects"),
                        (["prune", "--dry-run"], f"no sessions in {empty}; --all shows 3 sessions in 2 projects"),
-                       (["search", "three"], f"no matches in {empty}; --all searches 3 sessions in 2 projects")):
+                       (["search", "three"], f"no matches in {empty}; --all searches 3 sessions in 2 projects"),
+                       (["secrets"], f"no transcripts in {empty}; --all scans 3 sessions in 2 projects")):
         r = cli(*args, "--cwd", empty, check=False)
         assert said in r.stderr.decode().splitlines(), (args, r.stderr)
 

@@ -136,6 +136,10 @@ def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bo
                 echo(f"{said}  {line_title(name.title)}  ({name.project})")
             who = f["session"] + (f" agent {f['agent']}" if f["agent"] else "")
             echo(f"{who}  line {f['line']}  {f['kind']}  {f['fingerprint']}")
+        if not files and session is None:  # nothing to scan here: say what --all would
+            from .hints import nothing_found
+
+            echo(nothing_found(obj, "transcripts", cwd, all_projects, "--all scans"), err=True)
         sessions = {f["session"] for f in found}
         echo(f"{count(len(found), 'secret')} in {count(len(sessions), 'session')} "
              f"({count(files, 'file')}, {size / 1e6:.1f} MB scanned at {speed:.0f} MB/s)"
