@@ -171,27 +171,6 @@ class Lifecycle:
             os.close(fd)
 
 
-def parse_age(text: str) -> float:
-    """``30d``, ``12h``, ``90m``, ``2w``, ``45s`` in seconds. A bare number is
-    refused, not guessed: ``--older-than 30`` meant 30 seconds to this parser
-    and 30 days to the person (``trash empty --older-than 30 --yes`` then
-    deleted nearly everything)."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-    t = text.strip().lower()
-    try:
-        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else None
-    except ValueError:
-        value = None
-    if value is None or not math.isfinite(value):
-        unit = "a number needs a unit: " if t.replace(".", "", 1).isdigit() else "give e.g. "
-        raise ValueError(f"not a duration: {text!r} ({unit}30m, 2h, 7d, 2w or 45s)")
-    if value < 0:
-        raise ValueError(f"a duration cannot be negative: {text!r}")
-    if value > m.MAX_AGE_SECONDS:
-        raise ValueError(f"a duration past a thousand years: {text!r}")
-    return value
-
-
 def parse_size(text: str) -> int:
     """``500K``, ``10M``, ``1.5G``, ``2GB`` (binary units) or plain bytes."""
     t = text.strip().upper().removesuffix("B").removesuffix("I")

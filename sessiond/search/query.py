@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from sessiond.store.paths import projects_dir
+from sessiond.wire.durations import FORMS, is_duration, parse_duration
 from sessiond.wire.hit import FILTER_ROLES, MAX_LIMIT, Hit
 
 from .budget import DEFAULT_CPU_SECONDS, Budget
@@ -115,28 +116,31 @@ def fts_expression(terms: list[Term]) -> str:
 
 
 def parse_since(value: str | None, now: datetime | None = None) -> str | None:
-    """``YYYY-MM-DD``, an ISO date-time, or ``N[mhdw]`` ago, as the ISO UTC string
-    entries carry (``2026-01-02T03:04:05.000Z``), which compares as text."""
+    """``YYYY-MM-DD``, an ISO date-time, or a duration ago (``30m``, ``7d``,
+    ``3mo``: ``sessiond.wire.durations``, the forms every option takes), as
+    the ISO UTC string entries carry (``2026-01-02T03:04:05.000Z``), which
+    compares as text."""
     if value is None:
         return None
     v = value.strip()
-    rel = re.fullmatch(r"(\d{1,6})\s*([mhdw])", v)
     try:
-        if rel:
-            n, unit = int(rel.group(1)), rel.group(2)
-            delta = {"m": timedelta(minutes=n), "h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
-            when = (now or datetime.now(UTC)) - delta
+        if is_duration(v):
+            try:
+                ago = parse_duration(v)
+            except ValueError as exc:
+                raise QueryError(f"--since {value!r}: {exc}") from None
+            when = (now or datetime.now(UTC)) - timedelta(seconds=ago)
         else:
             try:
                 when = datetime.fromisoformat(v.replace("Z", "+00:00"))
             except ValueError:
                 unit = " (a number needs a unit)" if v.isdigit() else ""
-                raise QueryError(f"--since {value!r}{unit}: give an age (30m, 2h, 7d, 2w), a date (2026-01-31) "
+                raise QueryError(f"--since {value!r}{unit}: give an age ({FORMS}), a date (2026-01-31) "
                                  "or an ISO date-time") from None
             if when.tzinfo is None:
                 when = when.astimezone()  # a date the user typed is in their time zone
         when = when.astimezone(UTC)
-    except (OverflowError, ValueError) as exc:  # before year 1 or after 9999, here or in UTC (999999w ago, 0001-01-01)
+    except (OverflowError, ValueError) as exc:  # before year 1 or after 9999, here or in UTC (999y ago, 0001-01-01)
         if isinstance(exc, QueryError):
             raise
         raise QueryError(f"--since {value!r}: out of the range of dates (years 1 to 9999)") from None

@@ -87,14 +87,14 @@ def test_list_shows_them(store: DaemonProc) -> None:
 
 def test_search_finds_text_in_them_and_the_indexer_keeps_running(store: DaemonProc) -> None:
     def found() -> list[dict]:
-        return json.loads(cli(store, "search", "beta", "--all", "--json"))
+        return json.loads(cli(store, "search", "beta", "--all", "--json", ok=False))  # none yet: exit 1
 
     wait_until(lambda: found() != [], "the agent file's line in the index", timeout=30)
     (hit,) = found()
     assert os.fsencode(hit["project"]) == PROJECT
     assert os.fsencode(hit["file"]).endswith(b"/subagents/agent-\xfe.jsonl")
     human = cli(store, "search", "beta", "--all")
-    assert b"-proj\\xff" in human and b"subagent \\xfe" in human
+    assert b"/proj \xc2\xb7" in human and b"subagent \\xfe" in human  # the project by its cwd, as every command names it
     with store.client() as c:
         index = c.status().index
     assert index is not None and index["running"] and index["restarts"] == 0, index
@@ -104,7 +104,7 @@ def test_search_finds_text_in_them_and_the_indexer_keeps_running(store: DaemonPr
 def test_du_check_and_show_take_them(store: DaemonProc) -> None:
     usage = json.loads(cli(store, "du", "--all", "--json"))
     assert [os.fsencode(p["project"]) for p in usage["projects"]] == [PROJECT]
-    assert b"-proj\\" in cli(store, "du", "--all")
+    assert b"(/proj)" in cli(store, "du", "--all")  # the project by its cwd (--json keeps the dir's name's bytes)
     path = os.fsdecode(main_file(store.root))
     agent = os.fsdecode(main_file(store.root)[:-6] + b"/subagents/agent-\xfe.jsonl")
     assert b"1 line" in cli(store, "check", path)

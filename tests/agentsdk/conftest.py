@@ -179,7 +179,7 @@ def waiting_prompt(agent: Agent, word: str) -> tuple[str, Any]:
 
 
 def search_hit(agent: Agent, word: str) -> dict[str, Any] | None:
-    hits = json.loads(agent.sessiond("search", word, "--json").stdout)
+    hits = json.loads(agent.sessiond("search", word, "--json", check=False).stdout)  # none: exit 1, as grep
     return hits[0] if hits else None
 
 

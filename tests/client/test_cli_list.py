@@ -113,7 +113,7 @@ def test_list_aligns_wide_titles_by_terminal_cells(daemon: DaemonProc, columns):
 
 def test_list_refuses_cwd_with_all_and_takes_a_relative_cwd_like_append(daemon: DaemonProc, short_tmp):
     r = daemon.cli("list", "--all", "--cwd", CWD, check=False)
-    assert r.returncode == 1 and r.stdout == b"" and b"--cwd and --all exclude each other" in r.stderr, r.stderr
+    assert r.returncode == 2 and r.stdout == b"" and b"--cwd and --all exclude each other" in r.stderr, r.stderr
     (short_tmp / "proj").mkdir()
     sid = str(uuid.uuid4())
 
@@ -144,5 +144,5 @@ def test_every_command_of_a_scope_refuses_cwd_with_all(daemon: DaemonProc, comma
     """--cwd and --all name two scopes: refused alike by every command that takes
     both, not --cwd silently dropped (search, reindex, du and prune did)."""
     r = daemon.cli(*command, "--all", "--cwd", CWD, check=False)
-    assert r.returncode == 1 and r.stdout == b"", r
+    assert r.returncode == 2 and r.stdout == b"", r
     assert r.stderr.decode() == "sessiond: --cwd and --all exclude each other: --all means every project, --cwd one\n"

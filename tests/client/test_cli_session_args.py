@@ -78,7 +78,7 @@ def test_an_ambiguous_prefix_lists_the_candidates_and_exits_1(daemon: DaemonProc
         assert all(sid in err for sid in TWINS) and "fix the parser of abcd1111" in err, err
     assert all(main_path(daemon.root, CWD, sid).exists() for sid in TWINS)  # rm moved nothing
     short = daemon.cli("show", "abc", check=False)
-    assert short.returncode == 1 and b"too short: give at least 4" in short.stderr
+    assert short.returncode == 2 and b"too short: give at least 4" in short.stderr
     none = daemon.cli("show", "0000aaaa", check=False)
     assert none.returncode == 1 and b"no session id starts with 0000aaaa" in none.stderr
     junk = daemon.cli("tag", "not-an-id!", "x", check=False)
@@ -95,7 +95,8 @@ def complete(daemon: DaemonProc, words: str, shell: str = "bash") -> list[str]:
 
 def test_the_shell_completes_session_ids_and_titles(daemon: DaemonProc):
     seed(daemon)
-    assert sorted(complete(daemon, "sessiond show abcd")) == sorted(f"plain,{sid}" for sid in TWINS)
+    # bash prints values only: where there is a choice, each is the id and its title (the shell inserts the ids' common start)
+    assert sorted(complete(daemon, "sessiond show abcd")) == sorted(f"plain,{sid}  fix the parser of {sid[:8]}" for sid in TWINS)
     assert complete(daemon, "sessiond --root " + str(daemon.root) + " tag fee") == [f"plain,{LONE}"]
     zsh = complete(daemon, "sessiond resume 'parser of feed'", shell="zsh")  # the title's words, the id offered
     assert zsh[:3] == ["plain", LONE, "fix the parser of feed3333"], zsh

@@ -251,7 +251,7 @@ def test_record_human_json_agent_and_parent(env, daemon: DaemonProc):
 
 
 @pytest.mark.parametrize("args,says", [
-    ([], b"missing command"), (["list"], b"no such command: 'list'"), (["statu"], b"no such command"),
+    ([], b"missing command"), (["list"], b"no such command: 'list'"), (["statu"], b"no such command: 'statu'; did you mean: status"),
     (["status", "--bogus"], b"no such option: --bogus"), (["status", "x"], b"unexpected argument 'x'"),
     (["status", "--json=1"], b"does not take a value"), (["append", "--session", "s"], b"missing option --cwd"),
     (["append", "--cwd", CWD], b"missing option --session"), (["append", "--cwd"], b"requires an argument"),

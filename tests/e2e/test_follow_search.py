@@ -14,7 +14,7 @@ CWD = "/work/followed"
 
 
 def search(d, word: str) -> list[str]:
-    return [h["sessionId"] for h in json.loads(d.cli("search", word, "--cwd", CWD, "--json").stdout)]
+    return [h["sessionId"] for h in json.loads(d.cli("search", word, "--cwd", CWD, "--json", check=False).stdout)]
 
 
 def test_foreign_lines_reach_the_index_through_the_follower(short_tmp, monkeypatch, daemon_factory):

@@ -57,7 +57,7 @@ def indexed(d, query: str) -> None:
 
 
 def search(d, *args: str) -> tuple[list[str], str]:
-    r = d.cli("search", *args, "--json")
+    r = d.cli("search", *args, "--json", check=False)  # no match: exit 1, as grep
     return [h["sessionId"] for h in json.loads(r.stdout)], r.stderr.decode()
 
 

@@ -34,7 +34,7 @@ op = st.one_of(
 def answers(d) -> list:
     out = []
     for q in [*WORDS, '"alpha bravo"', "ch*"]:
-        hits = json.loads(d.cli("search", "--all", "--json", "--limit", "50", "--", q).stdout)
+        hits = json.loads(d.cli("search", "--all", "--json", "--limit", "50", "--", q, check=False).stdout)
         out.append([(h["sessionId"], h["file"], h["uuid"], h["role"], h["snippet"], round(h["score"], 4)) for h in hits])
     return out
 

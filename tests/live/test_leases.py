@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 from sessiond.wire import messages as m
@@ -184,19 +185,15 @@ def test_a_take_over_during_the_restart_grace_wins_over_the_returning_holder(dae
 
 
 def test_cli_names_the_holder_with_local_times(daemon, agents):
-    """The exit-4 message says since when in the reader's zone, like list (the
-    holder's ISO-8601 UTC stays in --json)."""
-    from datetime import datetime, timedelta, timezone
-
+    """The exit-4 message says since when as list says a time (the holder's
+    ISO-8601 UTC stays in --json)."""
     sid = str(uuid.uuid4())
     a = agents(daemon, sid, CWD)
     a.ask("record hello")
     since = json.loads(daemon.cli("list", "--cwd", CWD, "--json").stdout)
     since = next(s for s in since if s["sessionId"] == sid)["live"]["since"]
     assert since.endswith("Z")
-    tokyo = timezone(timedelta(hours=9))
-    when = datetime.fromisoformat(since.replace("Z", "+00:00")).astimezone(tokyo)
-    shown = f"{when:%H:%M:%S}" if when.date() == datetime.now(tokyo).date() else f"{when:%Y-%m-%d %H:%M}"
     busy = daemon.cli("resume", sid, "--cwd", CWD, check=False, env={"TZ": "Asia/Tokyo"})
-    assert busy.returncode == 4 and f"since {shown}" in busy.stderr.decode(), busy.stderr
+    err = busy.stderr.decode()  # held a moment ago: said as every listing says a recent time (output.when)
+    assert busy.returncode == 4 and ("since just now" in err or re.search(r"since \d+m ago", err)), err
     a.ask("close")

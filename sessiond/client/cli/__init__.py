@@ -60,6 +60,18 @@ of their output (``head``) went away first."""
 EXIT_INTERRUPTED = 130
 """128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
 
+EXIT_USAGE = 2
+"""A command line refused (an unknown command or option, a bad value, two
+options that exclude each other): 2, as click and getopt tools exit, in text
+and ``--json`` mode alike."""
+
+
+class UsageError(ValueError):
+    """A value or a combination of options no command takes, found where click
+    does not look (a click-free module: ``locate``, ``sessiond-hook``): one
+    ``sessiond: <what>: <why>`` line and exit ``EXIT_USAGE``, the way
+    ``group.CLI`` shows click's own usage errors."""
+
 
 class Context:
     """The global options, handed to every command (a plain class: the CLI's
@@ -120,14 +132,18 @@ overflow a C int, and past some 292 years a socket timeout overflows time_t."""
 
 
 def seconds(value: object, least: float) -> float:
-    """``--timeout``'s value: a number of seconds from ``least`` to
-    ``MAX_SECONDS`` (float() alone lets NaN through, since no comparison with
+    """``--timeout``'s value: a number of seconds (or a duration, ``2m``:
+    ``sessiond.wire.durations``) from ``least`` to ``MAX_SECONDS`` (float() alone lets NaN through, since no comparison with
     it is true, and any huge value, which then overflows where the wait
     begins); ValueError saying what is wrong with it."""
     try:
         number = float(value)  # type: ignore[arg-type]  # a str or a number: float() refuses the rest
     except (TypeError, ValueError):
-        raise ValueError(f"{value!r} is not a number of seconds") from None
+        from sessiond.wire.durations import is_duration, parse_duration
+
+        if not (isinstance(value, str) and is_duration(value)):  # 2m, 1h: as every duration is written
+            raise ValueError(f"{value!r} is not a number of seconds (or a duration: 90s, 2m)") from None
+        number = parse_duration(value)
     if not least <= number <= MAX_SECONDS:
         raise ValueError(f"{value} is not in the range {least:g} to {MAX_SECONDS:g} seconds")
     return number
@@ -148,7 +164,8 @@ def quiet_stdout() -> None:
 
 def run_guarded(body: Callable[[], object]) -> int | None:
     """Run a command's body as every command runs, on either path: an expected
-    failure is one ``sessiond: ...`` line on stderr and exit 1, a reader of
+    failure is one ``sessiond: ...`` line on stderr and exit 1 (a
+    ``UsageError``: exit 2), a reader of
     stdout that went away is a quiet exit 141. Returns the exit code of a
     failure, None when the body returned. Ctrl-C (SIGINT) is a quiet exit
     130, as for any Unix tool; what the command was writing is cleaned up by
@@ -168,6 +185,9 @@ def run_guarded(body: Callable[[], object]) -> int | None:
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except UsageError as exc:
+        echo(f"sessiond: {exc}", err=True)
+        return EXIT_USAGE
     except (SessiondError, OSError, ValueError) as exc:
         echo(f"sessiond: {exc}", err=True)
         return 1

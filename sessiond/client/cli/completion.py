@@ -4,7 +4,7 @@ Why its own module: every command that takes a session completes it the same
 way, from the files alone (completion runs on every Tab: it never talks to or
 starts a daemon). What is typed matches an id by its start, else a title
 anywhere in it (case-insensitive); each candidate is the id, with the title as its help
-(zsh and fish show it beside the id). The project of ``--cwd`` (or the current
+(zsh and fish show it beside the id; bash too, ``group.BashTitles``). The project of ``--cwd`` (or the current
 directory) comes first, then every other project.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
-from .output import printable
+from .output import clip, printable
 
 MAX_ITEMS = 200
 """A shell lists at most a screenful anyway; past this, type more of the id."""
@@ -69,16 +69,25 @@ def _items(groups: list[list[str]], keep) -> list[CompletionItem]:
             if sid in seen or not info.listable or not keep(title):
                 continue
             seen.add(sid)
-            items.append(CompletionItem(sid, help=printable(title[:60]) or None))  # zsh and fish print it
+            shown = printable(title[:60]) or None
+            items.append(CompletionItem(sid, help=shown, title=shown))  # zsh and fish print help; bash the title
             if len(items) >= MAX_ITEMS:
                 return items
     return items
 
 
 def complete_trashed(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    """Ids of the sessions in the trash (what ``restore`` takes)."""
+    """Ids of the sessions in the trash (what ``restore`` takes), each with
+    its title as the trash holds it."""
     from sessiond.store import trash
 
+    from .naming import trashed_named
+
     want = incomplete.lower()
-    return [CompletionItem(e.session, help=printable(e.project) or None) for e in trash.entries(_root(ctx))
-            if e.session.startswith(want)][:MAX_ITEMS]
+    root = _root(ctx)
+    items: list[CompletionItem] = []
+    for e in trash.entries(root):
+        if e.session.startswith(want) and len(items) < MAX_ITEMS:
+            shown = printable(clip(trashed_named(root, e).title, 60))
+            items.append(CompletionItem(e.session, help=shown, title=shown))
+    return items

@@ -24,7 +24,16 @@ from __future__ import annotations
 import os
 import sys
 
-from . import EXIT_INTERRUPTED, GLOBAL_OPTION_HELP, Context, escape_undecodable, run_guarded, seconds
+from . import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    GLOBAL_OPTION_HELP,
+    Context,
+    UsageError,
+    escape_undecodable,
+    run_guarded,
+    seconds,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -32,8 +41,6 @@ if TYPE_CHECKING:
     from typing import IO
 
 PROG = "sessiond-hook"
-EXIT_USAGE = 2
-"""click's exit for a usage error."""
 
 TRUE_WORDS = frozenset({"1", "true", "t", "yes", "y", "on"})
 FALSE_WORDS = frozenset({"0", "false", "f", "no", "n", "off"})
@@ -56,10 +63,6 @@ Options:
   --timeout SECONDS  {GLOBAL_OPTION_HELP["--timeout"]}
   -h, --help         Show this message and exit.
 """
-
-
-class UsageError(Exception):
-    """A command line this entry point does not take: one line, exit 2."""
 
 
 def parse(args: list[str], flags: set[str], values: set[str], *, max_positional: int,
@@ -212,7 +215,11 @@ def run(argv: list[str]) -> int:
             raise UsageError(f"missing command ({', '.join(COMMANDS)}; {PROG} --help)")
         command = COMMANDS.get(rest[0])
         if command is None:
-            raise UsageError(f"no such command: {rest[0]!r} ({', '.join(COMMANDS)}; everything else is `sessiond {rest[0]}`)")
+            import difflib  # only for a mistyped command, as the click group suggests one
+
+            meant = difflib.get_close_matches(rest[0], COMMANDS, n=1, cutoff=0.6)
+            raise UsageError(f"no such command: {rest[0]!r}" + (f"; did you mean: {meant[0]}" if meant else "")
+                             + f" ({', '.join(COMMANDS)}; everything else is `sessiond {rest[0]}`)")
         body = command(context(given), rest[1:])
     except UsageError as exc:
         from .output import echo

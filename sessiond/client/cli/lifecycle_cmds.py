@@ -23,9 +23,12 @@ from sessiond.wire.records import TrashEntry
 
 from . import Context, cli
 from .completion import complete_session, complete_trashed
+from .group import ByteSize, Duration
+from .hints import nothing_found
 from .locate import find, id_prefix, one_of, project_scope, where
 from .locate import session_id as resolved_id
-from .output import clip, count, echo, echo_json, local_time, size
+from .naming import Named, line_title, named, trashed_named, trashed_transcript
+from .output import clip_left, count, echo, echo_json, size, when
 
 
 def _ops(obj: Context):
@@ -39,8 +42,9 @@ def _find(obj: Context, session: str, cwd: str | None):
     return find(obj.root or default_root(), session, cwd)
 
 
-def _entry_line(e) -> str:
-    return f"{e.session}  {size(e.bytes)}, {count(e.files, 'file')}  ({e.project})"
+def _entry_line(e, name: Named) -> str:
+    """A trash entry on one line: its session, title, size and project."""
+    return f"{e.session}  {line_title(name.title)}  {size(e.bytes)}, {count(e.files, 'file')}  ({name.project})"
 
 
 @cli.command()
@@ -60,8 +64,9 @@ def rm(obj: Context, sessions: tuple[str, ...], cwd: str | None, force: bool, as
     def failed(sid: str, why: str) -> None:
         echo(f"sessiond: {sid}: {why}", err=True)
 
-    moved = trash_sessions(obj, ids, cwd, force, on_trashed=None if as_json else lambda e: echo(f"trashed {_entry_line(e)}"),
-                           on_refused=failed)
+    root = obj.root or default_root()
+    moved = trash_sessions(obj, ids, cwd, force, on_refused=failed,
+                           on_trashed=None if as_json else lambda e: echo(f"trashed {_entry_line(e, trashed_named(root, e))}"))
     if as_json:
         echo_json(moved)
     if len(moved) < len(ids):
@@ -124,52 +129,54 @@ def trash(ctx: click.Context, as_json: bool) -> None:
         echo_json(found)
         return
     if not found:
-        echo("the trash is empty", err=True)
+        echo("the trash is empty (rm and prune move sessions there)", err=True)
         return
     for e in found:
         state = "" if e.state == "trashed" else f"  [{e.state}]"
-        echo(f"{local_time(e.trashedAt):>16}  {size(e.bytes):>9}  {count(e.files, 'file', 'files'):>9}  {e.reason:<5}  "
-             f"{e.session}  {clip(e.project, 50)}{state}")
+        name = trashed_named(root, e)
+        echo(f"{when(e.trashedAt):>16}  {size(e.bytes):>9}  {count(e.files, 'file', 'files'):>9}  {e.reason:<5}  "
+             f"{e.session}  {line_title(name.title)}  {clip_left(name.project, 40)}{state}")
     echo(f"{count(len(found), 'session')}, {size(sum(e.bytes for e in found))}", err=True)
 
 
 @trash.command("empty")
-@click.option("--older-than", default=None, help="Only sessions trashed longer ago than this (30d, 12h...).")
+@click.option("--older-than", type=Duration(), default=None, help="Only sessions trashed longer ago than this (12h, 30d, 3mo, 1y...).")
 @click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
 @click.option("--yes", is_flag=True, help="Delete without asking (needed when stdin is not a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="What was (or would be) deleted, as a JSON array.")
 @click.pass_obj
-def trash_empty(obj: Context, older_than: str | None, dry_run: bool, yes: bool, as_json: bool) -> None:
+def trash_empty(obj: Context, older_than: float | None, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Delete what is in the trash, for good (the only command that deletes).
 
     Irreversible, so it asks first on a terminal (listing what would go) and
     needs --yes otherwise; --dry-run lists the same without deleting."""
-    from ..lifecycle import parse_age
-
-    age = parse_age(older_than) if older_than is not None else None
     obj.store_root()  # a --root that is not there: not "deleted 0 sessions"
     if dry_run and yes:
         raise click.UsageError("say --dry-run (look) or --yes (delete), not both")
+    root = obj.root or default_root()
     with _ops(obj) as ops:
         if not dry_run and not yes:
             if not (sys.stdin.isatty() and sys.stderr.isatty()) or as_json:
                 raise click.UsageError("trash empty deletes for good: say --yes (or --dry-run to see what would go)")
-            if not _confirm_empty(ops.empty(age, True)):
+            if not _confirm_empty(root, ops.empty(older_than, True)):
                 raise SystemExit(1)
-        gone = ops.empty(age, dry_run)
+        # Named while their transcripts are still there to say what they were.
+        names = {} if as_json or dry_run else {e.name: trashed_named(root, e) for e in ops.empty(older_than, True)}
+        gone = ops.empty(older_than, dry_run)
     if as_json:
         echo_json({"dryRun": dry_run, "deleted": gone, "bytes": sum(e.bytes for e in gone)})
         return
     verb = "would delete" if dry_run else "deleted"
     for e in gone:
-        echo(f"{verb} {_entry_line(e)} trashed {local_time(e.trashedAt)}")
+        name = names.get(e.name) or trashed_named(root, e)
+        echo(f"{verb} {_entry_line(e, name)} trashed {when(e.trashedAt)}")
     echo(f"{verb} {count(len(gone), 'session')}, {size(sum(e.bytes for e in gone))}")
 
 
-def _confirm_empty(would: list) -> bool:
+def _confirm_empty(root: Path, would: list) -> bool:
     """The list a live run would delete, on stderr, and the person's yes."""
     for e in would:
-        echo(f"would delete {_entry_line(e)}", err=True)
+        echo(f"would delete {_entry_line(e, trashed_named(root, e))}", err=True)
     if not would:
         return True  # nothing to ask about: the live run says "deleted 0 sessions"
     return click.confirm(f"delete {count(len(would), 'session')} ({size(sum(e.bytes for e in would))}) for good?",
@@ -192,7 +199,9 @@ def restore(obj: Context, session: str, as_json: bool) -> None:
         from sessiond.store import trash as trash_mod
 
         prefix = id_prefix(session)
-        trashed = {e.session: "" for e in trash_mod.entries(obj.root or default_root()) if e.session.startswith(prefix)}
+        root = obj.root or default_root()
+        trashed = {e.session: str(trashed_transcript(root, e) or "") for e in trash_mod.entries(root)
+                   if e.session.startswith(prefix)}  # several: each named by its title, as the trash lists it
         session = one_of(prefix, trashed, "in the trash")
     with _ops(obj) as ops:
         entry = ops.restore(session)
@@ -200,7 +209,8 @@ def restore(obj: Context, session: str, as_json: bool) -> None:
         echo_json(entry)
     else:
         root = obj.root or default_root()
-        echo(f"restored {_entry_line(entry)}")
+        main = next((item.path for item in entry.items if item.path.endswith(f"/{entry.session}.jsonl")), None)
+        echo(f"restored {_entry_line(entry, named(root / main if main else None, entry.project))}")
         for item in entry.items:  # where each went back, so it can be found
             echo(f"  {root / item.path}{'/' if item.kind == 'dir' else ''}")
 
@@ -210,29 +220,28 @@ def _scope(obj: Context, cwd: str | None, all_projects: bool) -> list[Path] | No
 
 
 @cli.command()
-@click.option("--older-than", default="90d", show_default=True, help="Last written longer ago than this.")
-@click.option("--larger-than", default=None, help="And larger than this (500K, 10M, 1G), subagent files included.")
+@click.option("--older-than", type=Duration(), default="90d", show_default=True,
+              help="Last written longer ago than this (12h, 30d, 3mo, 1y...).")
+@click.option("--larger-than", type=ByteSize(), default=None, help="And larger than this (500K, 10M, 1G), subagent files included.")
 @click.option("--cwd", default=None, help="The project (default: the current directory's).")
 @click.option("--all", "all_projects", is_flag=True, help="Every project.")
 @click.option("--dry-run", is_flag=True, help="Print what --yes would move, change nothing.")
 @click.option("--yes", is_flag=True, help="Move them to the trash.")
 @click.option("--json", "as_json", is_flag=True, help="What was (or would be) moved, as JSON.")
 @click.pass_obj
-def prune(obj: Context, older_than: str, larger_than: str | None, cwd: str | None, all_projects: bool,
+def prune(obj: Context, older_than: float, larger_than: int | None, cwd: str | None, all_projects: bool,
           dry_run: bool, yes: bool, as_json: bool) -> None:
     """Move old (and large) sessions into the trash."""
     from sessiond.store.usage import select_prune
 
-    from ..lifecycle import parse_age, parse_size
-
     if dry_run == yes:
         raise click.UsageError("say --dry-run (look) or --yes (move)")
-    age = parse_age(older_than)
-    limit = parse_size(larger_than) if larger_than is not None else None
     dirs = _scope(obj, cwd, all_projects)
     moved, skipped = [], 0
     with _ops(obj) as ops:
-        chosen = select_prune(ops.usage(dirs).sessions if dirs != [] else [], now=time.time(), older_than=age, larger_than=limit)
+        scope = ops.usage(dirs).sessions if dirs != [] else []
+        chosen = select_prune(scope, now=time.time(), older_than=older_than, larger_than=larger_than)
+        names = {} if as_json else {s.sessionId: named(s.path, s.project) for s in chosen}  # before they move
         for s in chosen:
             if dry_run:
                 moved.append(s)
@@ -250,7 +259,15 @@ def prune(obj: Context, older_than: str, larger_than: str | None, cwd: str | Non
     else:
         verb = "would move" if dry_run else "moved"
         for s in moved:
-            echo(f"{verb} {s.sessionId}  {size(s.bytes):>9}  last written {local_time(s.lastWrite)}  {clip(s.project, 50)}")
+            name = names[s.sessionId]
+            echo(f"{verb} {s.sessionId}  {line_title(name.title)}  {size(s.bytes)}  last written {when(s.lastWrite)}  "
+                 f"({clip_left(name.project, 50)})")
+        if not scope:
+            echo(nothing_found(obj, "sessions", cwd, all_projects), err=True)
+        elif not chosen:
+            echo(f"none of the {count(len(scope), 'session')} was last written over {older_than / 86400:g} days ago"
+                 + (f" and is over {size(larger_than)}" if larger_than else "") + ": --older-than takes a shorter age",
+                 err=True)
         echo(f"{verb} {count(len(moved), 'session')} ({total} bytes, {size(total)}) to the trash")
     if skipped:
         raise SystemExit(1)
@@ -271,15 +288,20 @@ def du(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) -> None
     if as_json:
         echo_json(report)
         return
+    if not report.sessions:
+        echo(nothing_found(obj, "sessions", cwd, all_projects), err=True)
     echo(f"{size(report.bytes):>9}  total: {count(len(report.sessions), 'session')}, {count(report.files, 'file')}")
-    for p in report.projects:
-        echo(f"{size(p.bytes):>9}  {count(p.sessions, 'session'):>14}  {p.project}")
     shown = report.sessions if not all_projects else report.sessions[:20]
+    names = {s.sessionId: named(s.path, s.project) for s in shown}
+    one_path = {s.project: s.path for s in reversed(report.sessions)}  # a session of each project says its cwd
+    for p in report.projects:
+        echo(f"{size(p.bytes):>9}  {count(p.sessions, 'session'):>14}  {named(one_path.get(p.project), p.project).project}")
     if shown:
         echo("largest sessions:" if all_projects else "sessions:")
     for s in shown:
-        echo(f"{size(s.bytes):>9}  {count(s.files, 'file'):>9}  {s.lastWrite[:10]}  {s.sessionId}"
-             + (f"  {clip(s.project, 40)}" if all_projects else ""))
+        name = names[s.sessionId]
+        echo(f"{size(s.bytes):>9}  {count(s.files, 'file'):>9}  {when(s.lastWrite):>16}  {s.sessionId}  {line_title(name.title)}"
+             + (f"  ({clip_left(name.project, 40)})" if all_projects else ""))
 
 
 def set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> str:

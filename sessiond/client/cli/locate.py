@@ -18,7 +18,7 @@ from pathlib import Path
 from sessiond.store.locations import default_root
 from sessiond.wire.errors import SessiondError, bad_request, not_found
 
-from . import Context
+from . import Context, UsageError
 
 PREFIX_MIN = 4
 """The shortest id prefix a command takes: ``git``'s abbreviations are at least
@@ -32,7 +32,7 @@ def check_scope(cwd: str | None, all_projects: bool) -> None:
     command that takes the pair: list, search, reindex, du, prune), never one
     of them silently ignored."""
     if all_projects and cwd is not None:
-        raise bad_request("--cwd and --all exclude each other: --all means every project, --cwd one")
+        raise UsageError("--cwd and --all exclude each other: --all means every project, --cwd one")
 
 
 def project_scope(root: Path, cwd: str | None, all_projects: bool) -> list[Path] | None:
@@ -91,7 +91,7 @@ def id_prefix(target: str) -> str:
     if not _PREFIX.fullmatch(target):
         raise not_found(f"no session or transcript file {target!r} (a session id, an id prefix or a .jsonl path)")
     if len(target) < PREFIX_MIN:
-        raise bad_request(f"session id prefix {target!r} is too short: give at least {PREFIX_MIN} characters")
+        raise UsageError(f"session id prefix {target!r} is too short: give at least {PREFIX_MIN} characters")
     return target.lower()
 
 
@@ -122,19 +122,15 @@ def one_of(prefix: str, found: dict[str, str], where_said: str) -> str:
 
 
 def _describe(path: str) -> str:
-    """``title  (project)`` of a candidate, from the file's head and tail windows."""
-    from sessiond.store.lite import read_lite
-
-    from .output import clip, home_relative
-
+    """``title  (project)`` of a candidate, from the file's head and tail
+    windows, as every listing names a session (``naming.named``)."""
     if not path:
         return ""
-    try:
-        info = read_lite(path)
-    except OSError:
-        return ""
-    title = clip(info.title, 50) if info.title else "(untitled)"
-    return f"{title}  ({home_relative(info.cwd)})" if info.cwd else title
+    from .naming import named
+    from .output import clip
+
+    name = named(path, os.path.basename(os.path.dirname(path)))
+    return f"{clip(name.title, 50)}  ({name.project})"
 
 
 def session_id(obj: Context, target: str) -> str:

@@ -266,6 +266,16 @@ def home_relative(path: str) -> str:
     return "~" + path[len(home):] if home != "/" and (path == home or path.startswith(home + "/")) else path
 
 
+def project_label(cwd: str | None, folder: str | None = None) -> str:
+    """A project as every command names it: its working directory, under
+    ``~`` when in the home directory (``~/src/app``); the project dir's
+    encoded name (``-home-dev-app``) only when no entry says the cwd; ``?``
+    when neither."""
+    if cwd:
+        return home_relative(cwd)
+    return folder or "?"
+
+
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``1 session``, ``2 sessions``, ``0 entries`` (``plural`` when adding an
     s is wrong): every count the CLI prints for a person goes through here."""
@@ -302,20 +312,33 @@ def local_time(iso: str | None, today: date | None = None, *, seconds: bool = Fa
     return when.strftime("%Y-%m-%d %H:%M")
 
 
-def age(now: float, iso: str | None) -> str:
+RECENT = 86400
+"""Seconds within which ``when`` says how long ago rather than the date."""
+
+
+def when(iso: str | None, now: float | None = None) -> str:
+    """When something happened, as every listing shows it (list's CREATED and
+    ACTIVE, search's hits, the trash, prune, du, rm): how long ago while
+    recent (``just now``, ``5m ago``, ``3h ago``: under ``RECENT``), else the
+    local date and time (``2026-01-31 09:30``, ``TZ``). ``?`` for a missing or
+    unreadable timestamp. ``--json`` keeps the ISO-8601 form with its zone.
+    Times within a conversation (show, tail, watch, export) are
+    ``local_time``'s: there the time of day is what is read."""
     from datetime import datetime
 
     if not iso:
         return "?"
     try:
-        then = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+        then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
     except ValueError:
         return "?"
-    secs = max(0, int(now - then))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size:
-            return f"{secs // size}{unit} ago"
-    return "just now"
+    if then.tzinfo is None:  # no zone: taken as UTC, as transcripts write it
+        then = then.replace(tzinfo=UTC)
+    secs = (time.time() if now is None else now) - then.timestamp()
+    if -60 < secs < RECENT:  # a minute ahead is a clock's skew, not the future
+        secs = max(0, int(secs))
+        return f"{secs // 3600}h ago" if secs >= 3600 else f"{secs // 60}m ago" if secs >= 60 else "just now"
+    return then.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 class Progress:

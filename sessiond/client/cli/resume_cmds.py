@@ -28,7 +28,7 @@ from . import Context, cli
 from .completion import complete_session
 from .locate import locate, resolve, where
 from .locate import session_id as resolved_id
-from .output import count, echo, echo_json, local_time, paged, printable, skipped_lines
+from .output import count, echo, echo_json, paged, printable, skipped_lines, when
 from .transcript_view import reading_options
 
 
@@ -273,7 +273,9 @@ def continue_cmd(obj: Context, cwd: str | None, as_json: bool, all_entries: bool
     dirs = lookup.listing_dirs(obj.root or default_root(), here)
     latest = listing.list_sessions(dirs, limit=1) if dirs else []
     if not latest:
-        raise not_found(f"no session to continue in {here}")
+        from .hints import nothing_found
+
+        raise not_found(nothing_found(obj, "session to continue", here, False, "sessiond list --all shows"))
     _resume(obj, latest[0].sessionId, here, as_json, take_over, fork_it, all_entries=all_entries, pager=not no_pager)
 
 
@@ -312,7 +314,7 @@ def _resume(obj: Context, session_id: str, cwd: str | None, as_json: bool, take_
                                 refuse_live=True))
         except SessionBusy as exc:
             holder = exc.holder
-            who = holder.describe(local_time) if isinstance(holder, LeaseHolder) else "another client"
+            who = holder.describe(when) if isinstance(holder, LeaseHolder) else "another client"
             echo(f"sessiond: session {session_id} is live: written by {who}.\n"
                  f"  sessiond resume {session_id} --take-over   # take it (that client is refused from then on)\n"
                  f"  sessiond resume {session_id} --fork        # continue in a copy", err=True)

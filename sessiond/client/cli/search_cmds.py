@@ -18,13 +18,14 @@ from pathlib import Path
 import click
 import msgspec
 
-from sessiond.wire.errors import SessiondError
+from sessiond.wire.errors import SessiondError, not_found
 from sessiond.wire.hit import MAX_LIMIT
 
 from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
+from .hints import nothing_found
 from .locate import project_scope
-from .output import age, clip, colour_on, count, echo, echo_json, printable, size
+from .output import clip, colour_on, count, echo, echo_json, printable, project_label, size, when
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
@@ -50,9 +51,12 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
     text = " ".join(query)
     try:
         q.parse(text)
-        since_iso = q.parse_since(since)
     except q.QueryError as exc:
         raise click.UsageError(str(exc)) from None
+    try:
+        since_iso = q.parse_since(since)
+    except q.QueryError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--since "), param_hint="--since") from None
     root = obj.store_root()
     dirs = project_scope(root, cwd, all_projects)
     hits, note = find_hits(obj, root, text, dirs, limit, since_iso, role)
@@ -62,18 +66,20 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         out = [{k: v for k, v in msgspec.to_builtins(h).items() if k != "highlights"} | {"highlights": h.highlights}
                for h in hits]
         echo_json(out)
-        return
-    if not hits:
-        echo("no matches" + ("" if all_projects else f" in {cwd or os.getcwd()} (--all searches every project)"), err=True)
+    if not hits:  # exit 1, as grep's, in --json mode too
+        if not as_json:
+            echo(nothing_found(obj, "matches", cwd, all_projects, "--all searches"), err=True)
         sys.exit(1)
+    if as_json:
+        return
     tty = colour_on()  # bold matches and dim details only on a terminal, and not with NO_COLOR
     here = os.path.realpath(cwd or os.getcwd())
     now = time.time()
     for h in hits:
         title = clip(h.title or "(untitled)", 70)
-        where = f"{h.project}"
+        where = project_label(h.cwd, h.project)
         side = f"  [subagent {h.agentId}]" if h.agentId else ("  [sidechain]" if h.sidechain else "")
-        info = printable(f"{where} · {age(now, h.timestamp)} · {h.role}{side}")
+        info = printable(f"{where} · {when(h.timestamp, now)} · {h.role}{side}")
         echo(f"\x1b[1m{title}{RESET}  {DIM}{info}{RESET}" if tty else f"{title}  {info}", raw=True)  # fields printable, styles ours
         echo("    " + _highlight(h.snippet, h.highlights, tty), raw=True)
         resume = f"sessiond resume {h.sessionId}"
@@ -202,7 +208,7 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
     root = obj.store_root()
     dirs = project_scope(root, cwd, all_projects)
     if dirs is not None and not dirs:
-        raise click.ClickException(f"no sessions for {cwd or os.getcwd()} (--all rebuilds every project)")
+        raise not_found(nothing_found(obj, "sessions", cwd, False, "--all rebuilds"))
     with obj.client() as client:  # WrongRoot when it serves another root: never reindex that one
         stop = threading.Event()
         watcher = None

@@ -123,9 +123,23 @@ def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bo
         echo_json({"findings": found, "files": files, "bytes": size, "seconds": round(seconds, 3),
                    "mbPerSecond": round(speed, 1)})
     else:
+        from sessiond.store.paths import projects_dir
+
+        from .naming import line_title, named
+
+        said = None
         for f in found:
+            if f["session"] != said:  # each session once, by its title and project, as every listing names it
+                said = f["session"]
+                main = projects_dir(root) / f["project"] / f"{said}.jsonl" if f["agent"] else f["path"]
+                name = named(main, f["project"])
+                echo(f"{said}  {line_title(name.title)}  ({name.project})")
             who = f["session"] + (f" agent {f['agent']}" if f["agent"] else "")
             echo(f"{who}  line {f['line']}  {f['kind']}  {f['fingerprint']}")
+        if not files and session is None:  # nothing to scan here: say what --all would
+            from .hints import nothing_found
+
+            echo(nothing_found(obj, "transcripts", cwd, all_projects, "--all scans"), err=True)
         sessions = {f["session"] for f in found}
         echo(f"{count(len(found), 'secret')} in {count(len(sessions), 'session')} "
              f"({count(files, 'file')}, {size / 1e6:.1f} MB scanned at {speed:.0f} MB/s)"

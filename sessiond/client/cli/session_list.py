@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime
+import time
 from pathlib import Path
 
 from . import Context
@@ -18,13 +18,13 @@ from .output import (
     clip_left,
     echo,
     echo_json,
-    home_relative,
-    local_time,
     pad,
     paged,
     printable,
+    project_label,
     size,
     terminal_columns,
+    when,
 )
 
 
@@ -57,8 +57,9 @@ def list_sessions(obj: Context, cwd: str | None, all_projects: bool, worktrees: 
         echo_json([_with_spend(s, spend) for s in sessions])
         return
     if not sessions:
-        echo("no sessions" + ("" if all_projects else f" for {cwd or os.getcwd()}")
-             + ("" if tag is None else f" tagged {tag}"), err=True)
+        from .hints import nothing_found
+
+        echo(nothing_found(obj, "sessions", cwd, all_projects, detail="" if tag is None else f" tagged {tag}"), err=True)
         return
     # The terminal's width (or COLUMNS); piped into another program (no COLUMNS),
     # rows are whole: no title, branch or project is cut.
@@ -214,17 +215,17 @@ def session_table(sessions, *, show_project: bool, width: int, spend: dict | Non
     title takes what the other columns leave and is what gets cut; on a narrow
     terminal the DROPPABLE columns go first. Times are the entries' own
     (created; active: ``listing.last_activity``, what the rows are sorted by),
-    local, with the date when not today. The id is a unique prefix; a fork
+    as every listing shows a time (``when``). The id is a unique prefix; a fork
     shows its origin's ("⑂ 1a2b3c4d"). ``spend`` (``session_spend``): TOKENS
     and COST columns, a ``?`` after a cost that leaves an unpriced model out."""
     from sessiond.store.listing import last_activity
 
-    today = datetime.now().astimezone().date()
+    now = time.time()
     whole = width >= UNLIMITED  # piped: a program reads the rows, nothing is cut
     columns: dict[str, list[str]] = {
         "MSGS": ["-" if s.messageCount is None else str(s.messageCount) for s in sessions],
-        "CREATED": [local_time(s.createdAt, today) for s in sessions],
-        "ACTIVE": [local_time(last_activity(s), today) for s in sessions],
+        "CREATED": [when(s.createdAt, now) for s in sessions],
+        "ACTIVE": [when(last_activity(s), now) for s in sessions],
         "SIZE": [size(s.size) for s in sessions],
         **({} if spend is None else {
             "TOKENS": [_tokens(spend[s.sessionId].tokens) if s.sessionId in spend else "0" for s in sessions],
@@ -232,7 +233,7 @@ def session_table(sessions, *, show_project: bool, width: int, spend: dict | Non
         "BRANCH": [clip(s.gitBranch or "-", UNLIMITED if whole else BRANCH_MAX) for s in sessions],
     }
     if show_project:
-        columns["PROJECT"] = [clip_left(home_relative(s.cwd) if s.cwd else "?", UNLIMITED if whole else PROJECT_MAX)
+        columns["PROJECT"] = [clip_left(project_label(s.cwd, Path(s.path).parent.name), UNLIMITED if whole else PROJECT_MAX)
                               for s in sessions]
     if any(s.tag for s in sessions):
         columns["TAG"] = [clip(s.tag or "", UNLIMITED if whole else BRANCH_MAX) for s in sessions]

@@ -45,10 +45,13 @@ def report_status(obj: Context, as_json: bool) -> None:
     echo(f"  root      {st.root}")
     written = f", {count(len(outside), 'session')} written by other processes" if outside else ""
     echo(f"  sessions  {st.sessions} open ({st.materialized} with files), {count(st.clients, 'client')}{written}")
+    from .naming import line_title, named
+
     for w in outside[:LIVE_SHOWN]:
         how = (f"pid {w['pid']} holds it open for writing" if "pid" in w
                else f"written outside sessiond {w['secondsAgo']} s ago")
-        echo(f"  LIVE      {w['sessionId']}: {how} (Claude Code?), project {w['project']}")
+        name = named(str(w.get("path") or f"{st.root}/projects/{w['project']}/{w['sessionId']}.jsonl"), str(w["project"]))
+        echo(f"  LIVE      {w['sessionId']} {line_title(name.title)}: {how} (Claude Code?), project {name.project}")
     if len(outside) > LIVE_SHOWN:
         echo(f"            and {len(outside) - LIVE_SHOWN} more (status --json lists them all)")
     echo(f"  queued    {count(st.queuedEntries, 'entry', 'entries')}, {size(st.queuedBytes)}; {st.pendingEntries} pending before materialization")
@@ -68,8 +71,11 @@ def report_status(obj: Context, as_json: bool) -> None:
         mr = st.mirror
         state = "connected" if mr.get("connected") else "DISCONNECTED"
         echo(f"  mirror    {state} to {mr.get('servers')}, " + ", ".join(f"{k} {v}" for k, v in mr.items() if k not in ("servers", "connected")))
-    if st.index:
-        echo(f"  index     {index_line(st.index)}")
+    if st.workers:
+        echo(f"  reads     {pool_line(st.workers)}")
+    if st.memory:
+        echo(f"  memory    {memory_line(st.memory)}")
+    echo(f"  index     {index_line(st.index) if st.index else 'off (searches scan the files)'}")
 
 
 LIVE_SHOWN = 10
@@ -90,17 +96,57 @@ def outside_writers(root: str) -> list[dict[str, str | int]]:
             for p, pid in sorted(held.items())]
 
 
+def pool_line(w: dict) -> str:
+    """The read pool (``StatusResult.workers``): threads, jobs running and
+    waiting, requests refused as busy."""
+    line = (f"{count(int(w.get('readThreads', 0)), 'thread')}, {w.get('jobsRunning', 0)} running, "
+            f"{w.get('jobsWaiting', 0)} waiting, {w.get('jobsStarted', 0)} done since start")
+    if w.get("busyRefused"):
+        line += f", {w['busyRefused']} refused busy"
+    return line
+
+
+def memory_line(mem: dict) -> str:
+    """The daemon's memory (``StatusResult.memory``): its RSS and the uuids
+    it holds to drop duplicate entries."""
+    line = f"{size(int(mem.get('rssBytes', 0)))} resident"
+    uuids = int(mem.get("uuids", 0))
+    if uuids:
+        line += f", {count(uuids, 'uuid')} held for dedup ({size(int(mem.get('packedUuidBytes', 0)))} packed)"
+    return line
+
+
 def index_line(ix: dict) -> str:
     """The search index's state: ``ok``, or ``rebuilding`` (with progress) or
-    ``scanning``, why, and that searches read the files meanwhile."""
+    ``scanning``, why, and that searches read the files meanwhile; its lag
+    (files written and not yet indexed) and its size on disk."""
     state = str(ix.get("state"))
     total = int(ix.get("reindexTotalBytes") or 0)
     if total:
         state += f" {size(int(ix.get('reindexDoneBytes') or 0))}/{size(total)}"
     if ix.get("reason"):
         state += f" ({ix['reason']})"
+    noted = int(ix.get("notedFiles") or 0)
+    state += f", {count(noted, 'file')} waiting to be indexed" if noted else ", up to date"
+    if (index_size := _file_size(ix.get("path"))) is not None:
+        state += f", {size(index_size)}"
     if ix.get("state") in ("rebuilding", "scanning"):
         state += "; searches scan the files"
     if ix.get("rebuilds"):
         state += f"; rebuilt {count(int(ix['rebuilds']), 'time')} since start"
     return state
+
+
+def _file_size(path: object) -> int | None:
+    """The bytes of the index database and its write-ahead log, or None."""
+    import os
+
+    if not isinstance(path, str):
+        return None
+    total = None
+    for name in (path, path + "-wal"):
+        try:
+            total = (total or 0) + os.stat(name).st_size
+        except OSError:
+            pass
+    return total

@@ -15,10 +15,10 @@ from pathlib import Path
 import click
 
 from . import Context, cli
-from .output import cells, echo, echo_json, pad, printable
+from .group import Day
+from .output import cells, clip, echo, echo_json, pad, printable
 
 REPORTS = ("daily", "monthly", "session", "blocks")  # wire.spend.REPORTS, without importing the wire at start-up
-DATE_FORMATS = ["%Y-%m-%d", "%Y%m%d"]
 
 
 def _timezone(name: str | None):
@@ -57,8 +57,8 @@ TOKEN_HEAD = ["INPUT", "OUTPUT", "CACHE WRITE", "CACHE READ", "TOTAL", "COST"]
 
 @cli.command("usage")
 @click.argument("report", type=click.Choice(REPORTS), default="daily", required=False)
-@click.option("--since", type=click.DateTime(DATE_FORMATS), default=None, help="From this day (YYYY-MM-DD), inclusive.")
-@click.option("--until", type=click.DateTime(DATE_FORMATS), default=None, help="To this day (YYYY-MM-DD), inclusive.")
+@click.option("--since", type=Day(), default=None, help="From this day (YYYY-MM-DD, or an age: 7d, 3mo, 1y), inclusive.")
+@click.option("--until", type=Day(), default=None, help="To this day (YYYY-MM-DD, or an age: 7d, 3mo, 1y), inclusive.")
 @click.option("--cwd", default=None, help="The project (default: the current directory's).")
 @click.option("--all", "all_projects", is_flag=True, help="Every project.")
 @click.option("--by", "by", type=click.Choice(["model"]), default=None, help="A breakdown per model under each row.")
@@ -81,7 +81,7 @@ def usage(obj: Context, report: str, since: datetime | None, until: datetime | N
     elif report == "blocks":
         _blocks(out.blocks, tz)
     else:
-        _rows(report, out.rows, out.totals, by == "model")
+        _rows(report, out.rows, out.totals, by == "model", obj.store_root())
     if out.unpriced:
         echo(f"sessiond: no price for {', '.join(out.unpriced)}: their tokens are counted, their cost is not "
              "(--prices FILE to price them)", err=True)
@@ -174,19 +174,28 @@ def _from_files(obj: Context, report: str, cwd: str | None, all_projects: bool, 
     return reports.report(report, ledger.charges, reports.Pricer(table), tz, tz_name or "local", "files",
                           first, last, by_model)
 
-def _rows(report: str, rows: list, total, by_model: bool) -> None:
+def _rows(report: str, rows: list, total, by_model: bool, root: Path) -> None:
+    """The daily, monthly or session table; a session's row names it as every
+    listing does (its title, its project's cwd: ``naming``)."""
     if not rows:
         echo("no usage", err=True)
         return
     key = {"daily": "DAY", "monthly": "MONTH", "session": "SESSION"}[report]
     lines = []
     for r in rows:
-        lines.append([r.key, ", ".join(r.models) or "-", *_token_cells(r)]
-                     + ([r.project or ""] if report == "session" else []))
+        extra: list[str] = []
+        if report == "session":
+            from sessiond.store.paths import projects_dir
+
+            from .naming import named
+
+            name = named(projects_dir(root) / r.project / f"{r.key}.jsonl" if r.project else None, r.project)
+            extra = [clip(name.title, 40), name.project]
+        lines.append([r.key, ", ".join(r.models) or "-", *_token_cells(r), *extra])
         for m in r.breakdown or ():
-            lines.append(["  " + m.model, "", *_token_cells(m)] + ([""] if report == "session" else []))
-    lines.append(["total", "", *_token_cells(total)] + ([""] if report == "session" else []))
-    _table([key, "MODELS", *TOKEN_HEAD] + (["PROJECT"] if report == "session" else []), lines, set(range(2, 8)))
+            lines.append(["  " + m.model, "", *_token_cells(m)] + (["", ""] if report == "session" else []))
+    lines.append(["total", "", *_token_cells(total)] + (["", ""] if report == "session" else []))
+    _table([key, "MODELS", *TOKEN_HEAD] + (["TITLE", "PROJECT"] if report == "session" else []), lines, set(range(2, 8)))
 
 
 def _blocks(found: list, tz) -> None:
