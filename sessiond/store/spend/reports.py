@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, tzinfo
+from typing import Any
 
 from sessiond.wire.spend import Block, BurnRate, ModelSpend, Projection, Row, SpendReport
 
@@ -77,7 +78,7 @@ class Sums:
         self.inp = self.out = self.cc = self.cr = self.n = self.cost = 0
         self.models: dict[str, None] = {}
         self.unpriced: dict[str, None] = {}
-        self.per_model: dict[str, list] = {}
+        self.per_model: dict[str, list[Any]] = {}
         """model -> [input, output, cache creation, cache read, cost units, unpriced]"""
         self.first: int | None = None
         self.last: int | None = None
@@ -205,7 +206,7 @@ def totals(rows: Iterable[Row], by_model: bool = False) -> Row:
     """The sum of rows (a report's last line); costs summed exactly."""
     t = Row("total")
     cost = 0
-    per: dict[str, list] = {}
+    per: dict[str, list[Any]] = {}
     models: dict[str, None] = {}
     unpriced: dict[str, None] = {}
     for r in rows:
@@ -300,9 +301,9 @@ def blocks_of(sessions: Sessions, tz: tzinfo | None, now_ms: int, since: date | 
                 b = by_slot[slot] = _Slot()
             b.sums.add_cell(model, cell, times=True)
             if model is not None:
-                lo = cell.bounds()[0]
-                if model not in b.model_first or lo < b.model_first[model]:
-                    b.model_first[model] = lo
+                first = cell.bounds()[0]
+                if model not in b.model_first or first < b.model_first[model]:
+                    b.model_first[model] = first
     duration = BLOCK_HOURS * HOUR_MS
     out: list[Block] = []
     start: int | None = None
