@@ -107,10 +107,13 @@ def _fold(items: list[Found], found: Found) -> None:
 
 
 class _File:
-    __slots__ = ("offset", "items", "relative", "inode", "scope")
+    __slots__ = ("offset", "items", "relative", "inode", "scope", "open_end")
 
     def __init__(self, relative: tuple[str, ...], inode: int) -> None:
         self.offset = 0
+        self.open_end = False
+        """The last line taken had no newline: bytes after it make it another
+        line (ccusage reads the two as one), so the file is read again whole."""
         self.items: list[Found] = []
         self.relative = relative
         self.inode = inode
@@ -232,7 +235,7 @@ class SpendBook:
             return
         start = end - sum(map(len, lines)) - len(lines)
         with self.lock:
-            if f.offset != start or self.files.get(key) is not f or self.responses >= MAX_RESPONSES:
+            if f.offset != start or f.open_end or self.files.get(key) is not f or self.responses >= MAX_RESPONSES:
                 self._restated.clear()  # not what the book read up to (or over the bound): the next answer reads it
                 return
             session, project = rules.session_of(f.relative)
@@ -366,7 +369,7 @@ class SpendBook:
             f = self.files.get(key)
             if f is not None and f.inode == st.st_ino and f.offset == st.st_size:
                 continue
-            if f is None or f.inode != st.st_ino or st.st_size < f.offset:
+            if f is None or f.inode != st.st_ino or st.st_size < f.offset or f.open_end:
                 f = _File(relative, st.st_ino)
             self._read_from(key, f)
         with self.lock:
@@ -411,6 +414,7 @@ class SpendBook:
         except OSError:
             return
         end = start
+        open_end = False
         try:
             with os.fdopen(fd, "rb", buffering=1 << 20) as fh:
                 fh.seek(start)
@@ -430,6 +434,7 @@ class SpendBook:
                         if len(line) <= MAX_LINE:  # the last line, without its newline
                             if _whole(line):  # a whole entry (ccusage counts it): taken
                                 end += len(line)
+                                open_end = True
                                 found = rules.charge_and_kind(line, session, project)
                                 if found is not None:
                                     _fold(items, found)
@@ -462,6 +467,7 @@ class SpendBook:
             for found in items:
                 self._take(key, f, found)
             f.offset = end
+            f.open_end = open_end
             self.version += 1
 
     def answer(self, kind: str, names: set[str] | None, since, until, tz, tz_label: str, by_model: bool) -> SpendReport:
