@@ -152,8 +152,6 @@ class SpendBook:
         self.lock = threading.Lock()
         self.version = 0
         self.responses = 0
-        self.replays = 0
-        """Message ids whose copies were replayed (a response seen more than once)."""
         self._answers: dict[tuple, tuple[int, SpendReport]] = {}
         self._restated: dict[tuple[str, ...] | None, float] = {}
         """When each scope was last re-stated; a scope not in it is re-stated
@@ -302,7 +300,6 @@ class SpendBook:
     def _replay(self, copies: _Copies) -> None:
         """Count a message id's copies again, as ccusage's dedup does over the
         files in path order, and move the difference into the sums."""
-        self.replays += 1
         daily, other = rules.Ledger(progress=True), rules.Ledger()
         scope_of: dict[int, str] = {}
         for key, index in sorted(copies.members):
@@ -492,8 +489,3 @@ class SpendBook:
                 self._answers.clear()
             self._answers[key] = (self.version, out)
         return out
-
-    def status(self) -> dict[str, int]:
-        """What the book holds: responses, sums (cells) and replays of copies."""
-        return {"responses": self.responses, "message ids": len(self.copies), "cells": self.daily.cells + self.other.cells,
-                "replays": self.replays, "queued writes": len(self._pending)}
