@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import benchlib
@@ -104,13 +105,13 @@ def main() -> None:
             def append(report: str, i: int) -> None:
                 entry = {"type": "assistant", "sessionId": session, "cwd": "/bench/usage", "version": "2.1.0",
                          "timestamp": f"2026-11-02T15:{i:02d}:00.000Z", "requestId": f"req_bench_{report}_{i}",
-                         "uuid": f"5e551011-0000-4000-8000-{i:012d}", "parentUuid": None,
+                         "uuid": str(uuid.uuid4()), "parentUuid": None,
                          "message": {"id": f"msg_bench_{report}_{i}", "role": "assistant", "content": [],
                                      "model": "claude-sonnet-4-5-20250929",
                                      "usage": {"input_tokens": 100, "output_tokens": 10}}}
                 subprocess.run([sys.executable, "-m", "sessiond.client.cli", "--root", str(work), "--socket", str(sock),
                                 "append", "--cwd", "/bench/usage", "--session", session, "--durability", "written"],
-                               input=(json.dumps(entry) + "\n").encode(), env=env, capture_output=True, check=True)
+                               input=(json.dumps(entry, separators=(",", ":")) + "\n").encode(), env=env, capture_output=True, check=True)
 
             append("first", 0)  # the session's file made (the book reads a new file at its next re-stat)
             rss_before = rss(daemon.pid)
@@ -135,8 +136,11 @@ def main() -> None:
                 runs["Spend after 1 s (re-stat)"] = statistics.median(restat)
                 after_write = []
                 for i in range(max(args.runs, 5)):  # each answer made anew: a line was added to the sums
+                    before = client.call(m.Spend(id=client.next_id(), report="monthly", all=True)).spend.responses  # type: ignore[union-attr]
                     append(report, i)
                     after_write.append(benchlib.timed(spend, 1)[0])
+                    now = client.call(m.Spend(id=client.next_id(), report="monthly", all=True)).spend.responses  # type: ignore[union-attr]
+                    assert now == before + 1, (before, now)  # the write is in the answer
                 runs["Spend after a write"] = statistics.median(after_write)
                 print(f"{report:8} " + "   ".join(f"{k} {v * 1000:7.0f} ms" for k, v in runs.items())
                       + f"   ccusage/daemon {runs['ccusage'] / runs['sessiond daemon']:.1f}x"

@@ -124,14 +124,19 @@ Counted = tuple[tuple[str, rules.Charge], ...]
 """Responses in the sums: (scope, response)."""
 
 
+Member = tuple[str, int]
+"""Where a response's record is: its file's key and its index in the file's records."""
+
+
 class _Copies:
     """The copies of one message id (file key, index in its records) and which
-    of them the daily and the other reports count now."""
+    of them the daily and the other reports count now: for an id seen more
+    than once (a response's sole copy is kept as its ``Member`` alone)."""
 
     __slots__ = ("members", "daily", "other")
 
     def __init__(self) -> None:
-        self.members: list[tuple[str, int]] = []
+        self.members: list[Member] = []
         self.daily: Counted = ()
         self.other: Counted = ()
 
@@ -144,7 +149,7 @@ class SpendBook:
         self.projects = projects_dir(root)
         self._base = len(self.projects.parts)
         self.files: dict[str, _File] = {}
-        self.copies: dict[str, _Copies] = {}
+        self.copies: dict[str, Member | _Copies] = {}
         self.daily = Tally(timed=False)
         """The daily report's sums (``progress`` lines' responses too)."""
         self.other = Tally(timed=True)
@@ -277,25 +282,45 @@ class SpendBook:
             if last.message_id == mid and last.request_id == charge.request_id and last_progress == progress:
                 if rules.Ledger.replaces(charge, last):
                     items[-1] = found
-                    self._replay(self.copies[mid])
+                    kept = self.copies[mid]
+                    if isinstance(kept, _Copies):
+                        self._replay(kept)
+                    else:  # the only copy: its sums move from the record it replaces
+                        self._count(f.scope, last, last_progress, -1)
+                        self._count(f.scope, charge, progress, 1)
                 return
         items.append(found)
         self.responses += 1
         if mid is None:  # never merged with another
-            cost, unpriced = self.pricer.units(charge)
-            self.daily.count(f.scope, charge, cost, unpriced)
-            if not progress:
-                self.other.count(f.scope, charge, cost, unpriced)
+            self._count(f.scope, charge, progress, 1)
             return
-        copies = self.copies.get(mid)
-        if copies is None:  # the first copy of a response: counted as it is
-            copies = self.copies[mid] = _Copies()
-            copies.members.append((key, len(items) - 1))
-            counted = ((f.scope, charge),)
-            self._move(copies, counted, () if progress else counted)
+        member = (key, len(items) - 1)
+        entry = self.copies.get(mid)
+        if entry is None:  # the first copy of a response (the common case): counted as it is
+            self.copies[mid] = member
+            self._count(f.scope, charge, progress, 1)
             return
-        copies.members.append((key, len(items) - 1))
-        self._replay(copies)
+        if not isinstance(entry, _Copies):
+            entry = self._copies(mid, entry)
+        entry.members.append(member)
+        self._replay(entry)
+
+    def _count(self, scope: str, charge: rules.Charge, progress: bool, sign: int) -> None:
+        """Add (or take away) a response that is the only copy of its message id."""
+        cost, unpriced = self.pricer.units(charge)
+        self.daily.count(scope, charge, cost, unpriced, sign)
+        if not progress:
+            self.other.count(scope, charge, cost, unpriced, sign)
+
+    def _copies(self, mid: str, only: Member) -> _Copies:
+        """A message id's one copy, now that another comes, as the record of its copies."""
+        f = self.files[only[0]]
+        charge, progress = f.items[only[1]]
+        copies = self.copies[mid] = _Copies()
+        copies.members.append(only)
+        counted = ((f.scope, charge),)
+        copies.daily, copies.other = counted, () if progress else counted
+        return copies
 
     def _replay(self, copies: _Copies) -> None:
         """Count a message id's copies again, as ccusage's dedup does over the
@@ -329,13 +354,15 @@ class SpendBook:
         touched: dict[str, _Copies] = {}
         for charge, progress in f.items:
             mid = charge.message_id
-            if mid is None:
-                cost, unpriced = self.pricer.units(charge)
-                self.daily.count(f.scope, charge, cost, unpriced, sign=-1)
-                if not progress:
-                    self.other.count(f.scope, charge, cost, unpriced, sign=-1)
-            elif mid in self.copies:
-                touched[mid] = self.copies[mid]
+            entry = None if mid is None else self.copies.get(mid)
+            if isinstance(entry, _Copies):
+                touched[mid] = entry  # type: ignore[index]  # (mid is not None here)
+                continue
+            if mid is not None:
+                if entry is None:
+                    continue
+                del self.copies[mid]  # its only copy was this one
+            self._count(f.scope, charge, progress, -1)
         for mid, copies in touched.items():
             copies.members = [m for m in copies.members if m[0] != key]
             if copies.members:
