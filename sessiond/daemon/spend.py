@@ -243,6 +243,8 @@ class SpendBook:
                 return
             session, project = rules.session_of(f.relative)
             for line in lines:
+                if isinstance(line, memoryview):  # a line over a MiB the follower passes on as a view
+                    line = bytes(line) if rules.MARKER in line.obj else b""
                 if rules.MARKER in line:
                     found = rules.charge_and_kind(line, session, project)
                     if found is not None:

@@ -174,8 +174,10 @@ def test_the_sums_follow_writes_are_the_daemons_own_and_reindex_rebuilds_them(da
 
     # Another writer (Claude Code) appends to a transcript: followed.
     foreign = daemon.root / "projects" / FILES["kfischer-okarin__scripts-and-tools__b3edadab-bca0-4054-9b41-f7ffa6941260.jsonl"]
+    big = response(3, foreign.stem, "/kfischer", "2026-11-03T15:00:00.000Z", 500)
+    big["message"]["content"] = [{"type": "text", "text": "x" * (3 << 19)}]  # a line over a MiB
     with open(foreign, "ab") as f:
-        f.write(line(response(3, foreign.stem, "/kfischer", "2026-11-03T15:00:00.000Z", 500)))
+        f.write(line(big))
     settled(daemon, start + 3500)
     assert total_input(daemon, **files_env) == start + 3500
 
