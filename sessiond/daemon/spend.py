@@ -44,7 +44,7 @@ from sessiond.store.paths import projects_dir
 from sessiond.store.spend import charges as rules
 from sessiond.store.spend.cells import Tally
 from sessiond.store.spend.prices import Prices
-from sessiond.store.spend.reports import Pricer, report_of
+from sessiond.store.spend.reports import Pricer, SessionMemo, report_of
 from sessiond.wire.errors import too_large
 from sessiond.wire.spend import SpendReport
 
@@ -158,6 +158,8 @@ class SpendBook:
         self.version = 0
         self.responses = 0
         self._answers: dict[tuple, tuple[int, SpendReport]] = {}
+        self._session_rows: SessionMemo = {}
+        """The session report's rows, each kept until its session's sums change."""
         self._restated: dict[tuple[str, ...] | None, float] = {}
         """When each scope was last re-stated; a scope not in it is re-stated
         before its next answer (observers clear it for what they cannot apply)."""
@@ -270,6 +272,7 @@ class SpendBook:
             self.responses = 0
             self.version += 1
             self._answers.clear()
+            self._session_rows.clear()
             self._restated.clear()
 
     # ---------------------------------------------------------------- sums (lock held)
@@ -513,7 +516,7 @@ class SpendBook:
                 return kept[1]  # (an active block's rate and projection change with the time: made anew)
             tally = self.daily if kind == "daily" else self.other
             out = report_of(kind, tally.sessions(scope), tally.responses_in(scope), self.prices, tz, tz_label,
-                            "daemon", since, until, by_model)
+                            "daemon", since, until, by_model, memo=self._session_rows)
             if len(self._answers) >= MAX_ANSWERS:
                 self._answers.clear()
             self._answers[key] = (self.version, out)

@@ -116,8 +116,15 @@ class Cell:
         return self.inp + self.out + self.cc + self.cr
 
 
-Cells = dict[tuple[str | None, int], Cell]
-"""One session's cells, by (model, slot)."""
+class Cells(dict[tuple[str | None, int], Cell]):
+    """One session's cells, by (model, slot), and when they last changed (a
+    tick of their tally's clock), so what was made of them can be kept until then."""
+
+    __slots__ = ("changed",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = 0
 SessionKey = tuple[str, str]
 """(project, session id), as the session report keys a row."""
 
@@ -132,6 +139,7 @@ class Tally:
         self.scopes: dict[str, dict[SessionKey, Cells]] = {}
         self.responses = 0
         self.cells = 0
+        self.clock = 0
 
     def count(self, scope: str, c: Charge, cost: int, unpriced: bool, sign: int = 1) -> None:
         """Add (or, ``sign`` -1, take away) one response of ``scope``."""
@@ -145,7 +153,7 @@ class Tally:
         if cells is None:
             if sign < 0:
                 return
-            cells = sessions[key] = {}
+            cells = sessions[key] = Cells()
         at = (c.model, slot_of(c.ts))
         cell = cells.get(at)
         if cell is None:
@@ -154,6 +162,8 @@ class Tally:
             cell = cells[at] = Cell(self.timed)
             self.cells += 1
         cell.count(c, cost, unpriced, sign)
+        self.clock += 1
+        cells.changed = self.clock
         self.responses += sign
         if cell.n <= 0:
             del cells[at]

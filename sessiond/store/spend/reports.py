@@ -16,8 +16,9 @@ same code from the same sums, and agree to the bit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
-from datetime import UTC, date, datetime, tzinfo
+from datetime import date, datetime, tzinfo
 from typing import Any
 
 from sessiond.wire.spend import Block, BurnRate, ModelSpend, Projection, Row, SpendReport
@@ -32,8 +33,7 @@ BLOCK_HOURS = 5
 
 def iso_ms(ms: int) -> str:
     """``2025-01-01T12:00:00.000Z`` (ccusage's ``format_rfc3339_millis``)."""
-    dt = datetime.fromtimestamp(ms // 1000, UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
 class Pricer:
@@ -174,18 +174,39 @@ def periods_of(sessions: Sessions, tz: tzinfo | None, month: bool, since: date |
     return [groups[k].row(k, by_model) for k in sorted(groups)]
 
 
+SessionMemo = dict[tuple[str, str, bool], tuple[Cells, int, int, int, Row]]
+"""A session's row as last made: (its cells, their change, cost units, last
+response, row), by (project, session, by_model)."""
+
+
 def sessions_of(sessions: Sessions, tz: tzinfo | None, since: date | None = None, until: date | None = None,
-                by_model: bool = False) -> list[Row]:
+                by_model: bool = False, memo: SessionMemo | None = None) -> list[Row]:
     """One row per session (its subagents in it), the costliest first; a
-    session is in ``since``..``until`` by the day of its last response."""
+    session is in ``since``..``until`` by the day of its last response.
+    ``memo``: the rows made last time, reused for sessions whose cells did not
+    change since (and left holding this answer's rows only)."""
     day_of = Days(tz)
     found: list[tuple[int, Row]] = []
+    made: SessionMemo = {}
     for (project, session), cells in sessions:
-        s = Sums()
-        for (model, _), cell in cells.items():
-            s.add_cell(model, cell, times=True)
-        if s.inp + s.out + s.cc + s.cr > 0 and s.last is not None and _in_range(day_of(s.last), since, until):
-            found.append((s.cost, s.row(session, by_model, project, times=True)))
+        key = (project, session, by_model)
+        kept = memo.get(key) if memo is not None else None
+        if kept is not None and kept[0] is cells and kept[1] == cells.changed:
+            cost, last, row = kept[2], kept[3], kept[4]
+        else:
+            s = Sums()
+            for (model, _), cell in cells.items():
+                s.add_cell(model, cell, times=True)
+            if s.inp + s.out + s.cc + s.cr <= 0 or s.last is None:
+                continue
+            cost, last, row = s.cost, s.last, s.row(session, by_model, project, times=True)
+        if memo is not None:
+            made[key] = (cells, cells.changed, cost, last, row)
+        if (since is None and until is None) or _in_range(day_of(last), since, until):
+            found.append((cost, row))
+    if memo is not None:
+        memo.clear()
+        memo.update(made)
     found.sort(key=lambda f: (-f[0], f[1].last_activity or "", f[1].project or "", f[1].key))
     return [row for _, row in found]
 
@@ -346,11 +367,10 @@ def _parse_iso(value: str) -> int:
 
 def report_of(kind: str, sessions: Sessions, responses: int, prices: Prices, tz: tzinfo | None, tz_label: str,
               source: str, since: date | None = None, until: date | None = None, by_model: bool = False,
-              now_ms: int | None = None) -> SpendReport:
+              now_ms: int | None = None, memo: SessionMemo | None = None) -> SpendReport:
     """A whole report of the sessions' sums (for ``daily``, those of the ledger
-    that took ``progress`` lines too), as the CLI prints it and the daemon answers it."""
-    import time
-
+    that took ``progress`` lines too), as the CLI prints it and the daemon
+    answers it (``memo``: its session rows kept between answers, ``sessions_of``)."""
     table = prices.table
     out = SpendReport(kind, source, tz_label, f"{table.source} ({table.date})", responses=responses)
     if kind == "blocks":
@@ -358,7 +378,7 @@ def report_of(kind: str, sessions: Sessions, responses: int, prices: Prices, tz:
         out.unpriced = sorted({m for b in out.blocks for m in b.unpriced})
         return out
     if kind == "session":
-        out.rows = sessions_of(sessions, tz, since, until, by_model)
+        out.rows = sessions_of(sessions, tz, since, until, by_model, memo)
     else:
         out.rows = periods_of(sessions, tz, kind == "monthly", since, until, by_model)
     out.totals = totals(out.rows, by_model)
