@@ -122,6 +122,12 @@ def main() -> None:
             print(f"the daemon's first answer: {first[0]:.1f} s, {responses:,} responses, RSS "
                   f"{rss_before / 1e6:.0f} -> {results['book']['rss after'] / 1e6:.0f} MB "
                   f"({(results['book']['rss after'] - rss_before) / max(responses, 1):.0f} B a response)")
+            floor = [sys.executable, "-m", "sessiond.client.cli", "--root", str(work), "--no-autostart",
+                     "--socket", str(sock), "status", "--json"]
+            subprocess.run(floor, env=env, capture_output=True, check=True)
+            results["sessiond status"], _ = benchlib.timed(
+                lambda: subprocess.run(floor, env=env, capture_output=True, check=True), max(args.runs, 5))
+            print(f"the command's floor (sessiond status --json, the same start-up): {results['sessiond status'] * 1000:.0f} ms")
             for report in reports:
                 run("sessiond daemon", report, cli(report, sock))
                 runs = results["reports"][report]
