@@ -49,9 +49,10 @@ def dollars(amount: int) -> float:
 
 
 def slot_of(ts: int) -> int:
-    """The quarter hour of a time (ms since the epoch), doubled, plus one for a
-    time at the very start of an hour: cells of the same slot are summed alike."""
-    return (ts // QUARTER_MS) << 1 | (ts % HOUR_MS == 0)
+    """The quarter hour of a time (ms since the epoch), doubled, plus one but
+    for a time at the very start of an hour (which so sorts before the rest of
+    its quarter): cells of the same slot are summed alike."""
+    return (ts // QUARTER_MS) << 1 | (ts % HOUR_MS != 0)
 
 
 def quarter_start(slot: int) -> int:
