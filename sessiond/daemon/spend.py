@@ -208,7 +208,10 @@ class SpendBook:
                 log.exception("the spend book could not take the written lines in")
 
         def soon() -> None:
-            fair.submit(drain_logged, owner=BACKGROUND)
+            try:
+                fair.submit(drain_logged, owner=BACKGROUND)
+            except RuntimeError:  # the pool is shut down: the daemon is stopping
+                self._scheduled = False
 
         self.schedule = lambda: loop.call_later(DRAIN_AFTER, soon)
 
