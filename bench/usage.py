@@ -9,8 +9,10 @@ read the tree once untimed (a warm page cache), then each report is timed
 the same command answered by a daemon serving the tree (its spend book warm:
 one answer made before), and the daemon's ``Spend`` request alone (what the
 command costs without starting a Python process): repeated (the answer
-remembered, the last re-stat standing) and more than a second apart (each
-first re-stats every transcript).
+remembered, the last re-stat standing), more than a second apart (each
+first re-stats every transcript), and right after an append through the daemon
+(the answer made anew from the sums the daemon keeps: the figure that says a
+report is a lookup).
 
     python bench/usage.py --ccusage PATH [--copies N] [--runs 3] [--out bench/results/usage.json]
 """
@@ -18,6 +20,7 @@ first re-stats every transcript).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -25,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import benchlib
@@ -96,6 +100,20 @@ def main() -> None:
             from sessiond.wire import messages as m
 
             client = Client(sock, root=work, autostart=False, timeout=600).connect()
+            session = "5e551011-0000-4000-8000-000000000001"
+
+            def append(report: str, i: int) -> None:
+                entry = {"type": "assistant", "sessionId": session, "cwd": "/bench/usage", "version": "2.1.0",
+                         "timestamp": f"2026-11-02T15:{i:02d}:00.000Z", "requestId": f"req_bench_{report}_{i}",
+                         "uuid": str(uuid.uuid4()), "parentUuid": None,
+                         "message": {"id": f"msg_bench_{report}_{i}", "role": "assistant", "content": [],
+                                     "model": "claude-sonnet-4-5-20250929",
+                                     "usage": {"input_tokens": 100, "output_tokens": 10}}}
+                subprocess.run([sys.executable, "-m", "sessiond.client.cli", "--root", str(work), "--socket", str(sock),
+                                "append", "--cwd", "/bench/usage", "--session", session, "--durability", "written"],
+                               input=(json.dumps(entry, separators=(",", ":")) + "\n").encode(), env=env, capture_output=True, check=True)
+
+            append("first", 0)  # the session's file made (the book reads a new file at its next re-stat)
             rss_before = rss(daemon.pid)
             first = benchlib.timed(lambda: client.call(m.Spend(id=client.next_id(), report="daily", all=True)), 1)
             responses = first[1].spend.responses  # type: ignore[union-attr]
@@ -104,6 +122,12 @@ def main() -> None:
             print(f"the daemon's first answer: {first[0]:.1f} s, {responses:,} responses, RSS "
                   f"{rss_before / 1e6:.0f} -> {results['book']['rss after'] / 1e6:.0f} MB "
                   f"({(results['book']['rss after'] - rss_before) / max(responses, 1):.0f} B a response)")
+            floor = [sys.executable, "-m", "sessiond.client.cli", "--root", str(work), "--no-autostart",
+                     "--socket", str(sock), "status", "--json"]
+            subprocess.run(floor, env=env, capture_output=True, check=True)
+            results["sessiond status"], _ = benchlib.timed(
+                lambda: subprocess.run(floor, env=env, capture_output=True, check=True), max(args.runs, 5))
+            print(f"the command's floor (sessiond status --json, the same start-up): {results['sessiond status'] * 1000:.0f} ms")
             for report in reports:
                 run("sessiond daemon", report, cli(report, sock))
                 runs = results["reports"][report]
@@ -116,6 +140,14 @@ def main() -> None:
                     time.sleep(1.2)
                     restat.append(benchlib.timed(spend, 1)[0])
                 runs["Spend after 1 s (re-stat)"] = statistics.median(restat)
+                after_write = []
+                for i in range(max(args.runs, 5)):  # each answer made anew: a line was added to the sums
+                    before = client.call(m.Spend(id=client.next_id(), report="monthly", all=True)).spend.responses  # type: ignore[union-attr]
+                    append(report, i)
+                    after_write.append(benchlib.timed(spend, 1)[0])
+                    now = client.call(m.Spend(id=client.next_id(), report="monthly", all=True)).spend.responses  # type: ignore[union-attr]
+                    assert now == before + 1, (before, now)  # the write is in the answer
+                runs["Spend after a write"] = statistics.median(after_write)
                 print(f"{report:8} " + "   ".join(f"{k} {v * 1000:7.0f} ms" for k, v in runs.items())
                       + f"   ccusage/daemon {runs['ccusage'] / runs['sessiond daemon']:.1f}x"
                       + f"   ccusage/request {runs['ccusage'] / runs['Spend request']:.0f}x")

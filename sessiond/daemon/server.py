@@ -100,6 +100,7 @@ class Daemon:
         self.pages = Pages(self.catalog, settings.max_list_views)
         self.writer.observers.append(self.catalog.written)
         self.spend = SpendBook(settings.root)
+        self.spend.attach(loop, self.fair)
         self.writer.observers.append(self.spend.written)
         self.writer.gone_observers.append(self.spend.gone)
         self.lifecycle = Lifecycle(self)

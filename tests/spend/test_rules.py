@@ -178,3 +178,30 @@ def test_lines_ccusage_skips(tmp_path):
     write(tmp_path / "projects" / "p" / "s.jsonl", [good, null_id, bad_version, empty_request, bad_time, synthetic])
     ledger = charges.load(tmp_path / "projects")
     assert [(c.input, c.model) for c in ledger.charges] == [(7, "claude-opus-4-6"), (0, None)]
+
+
+def test_the_edges_the_sums_keep_exact(tmp_path, pricer):
+    """Reports are made of sums per quarter hour (``cells``): a response at the
+    very hour a block ends is in it, one a millisecond later starts the next;
+    a day that starts at a quarter hour (Kathmandu, +05:45) splits two responses
+    a millisecond apart. Expected figures computed here, response by response."""
+    def at(n: int, ts: str, tokens: int) -> dict:
+        e = entry(n, "claude-opus-4-6", input_tokens=tokens)
+        e["timestamp"] = ts
+        return e
+
+    write(tmp_path / "projects" / "p" / "s.jsonl", [
+        at(1, "2025-03-01T10:10:00.000Z", 1),
+        at(2, "2025-03-01T15:00:00.000Z", 2),  # the block from 10:00 ends here: in it
+        at(3, "2025-03-01T15:00:00.001Z", 4),  # past it: a new block, from 15:00
+        at(4, "2025-03-01T18:14:59.999Z", 8),  # 23:59:59.999 in Kathmandu
+        at(5, "2025-03-01T18:15:00.000Z", 16),  # 00:00 on the 2nd there
+    ])
+    ledger = charges.load(tmp_path / "projects")
+    got = reports.blocks(ledger.charges, pricer, UTC, now_ms=0)
+    assert [(b.start_time, b.entries, b.input_tokens) for b in got if not b.is_gap] == [
+        ("2025-03-01T10:00:00.000Z", 2, 3), ("2025-03-01T15:00:00.000Z", 3, 28)]
+    rows = reports.periods(ledger.charges, pricer, ZoneInfo("Asia/Kathmandu"), month=False)
+    assert [(r.key, r.input_tokens) for r in rows] == [("2025-03-01", 15), ("2025-03-02", 16)]
+    session = reports.sessions(ledger.charges, pricer, UTC)[0]
+    assert (session.first_activity, session.last_activity) == ("2025-03-01T10:10:00.000Z", "2025-03-01T18:15:00.000Z")

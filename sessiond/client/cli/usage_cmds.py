@@ -103,13 +103,22 @@ def spend_report(obj: Context, report: str, cwd: str | None, all_projects: bool,
 
 
 def _named_local_zone() -> str | None:
-    """``TZ`` when it names an IANA zone (the daemon then counts days in it);
-    None: the daemon's local zone, the machine's, as this process's."""
+    """This process's zone by its IANA name, so the daemon (whose own zone may
+    be another) counts days in it: ``TZ`` when it names one (a leading ``:``
+    allowed), else the zone ``/etc/localtime`` links to when ``TZ`` is unset.
+    None: no name found; the daemon's local zone is used."""
     import os
 
     name = os.environ.get("TZ")
-    if not name:
-        return None
+    if name is None:
+        try:
+            target = os.readlink("/etc/localtime")
+        except OSError:
+            return None
+        name = target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else ""
+    if name == "":
+        return "UTC"  # TZ set and empty: UTC, as the C library reads it
+    name = name.removeprefix(":")
     try:
         _timezone(name)
     except click.BadParameter:

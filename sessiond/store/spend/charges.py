@@ -95,6 +95,16 @@ class _Progress(msgspec.Struct):
     data: _ProgressData
 
 
+_MODELS: dict[str, str] = {}
+"""Model names seen, each kept once (a store names a few models in every response)."""
+
+
+def _name(model: str) -> str:
+    if len(_MODELS) < 4096:
+        _MODELS[model] = model
+    return model
+
+
 _line = msgspec.json.Decoder(_Line)
 _progress = msgspec.json.Decoder(_Progress)
 
@@ -226,6 +236,8 @@ def charge_of_line(line: bytes, session: str, project: str, progress: bool = Fal
     else:
         c5, c1, split = usage.cache_creation_input_tokens, 0, False
     raw = message.model
+    if raw is not None:
+        raw = _MODELS.get(raw) or _name(raw)
     model = None if raw is None or raw == SYNTHETIC else (raw + "-fast" if fast else raw)
     return Charge(ts, message.id, entry.request_id, entry.is_sidechain is True, model, raw,
                   usage.input_tokens, usage.output_tokens, c5, c1, usage.cache_read_input_tokens, split, fast,
