@@ -38,7 +38,7 @@ import uuid
 from pathlib import Path
 
 import benchlib
-from benchlib import cpu_seconds
+from benchlib import cpu_seconds_fine as cpu_seconds
 
 HERE = Path(__file__).resolve().parent
 
