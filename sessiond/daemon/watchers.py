@@ -90,11 +90,6 @@ read pool, not in one read that holds a thread of it for the whole line."""
 HOLD_MAX = 256 * 1024
 """Bytes of lines one cursor holds back at most (``Watchers._hold``); past
 that they go whether the client has read or not."""
-HOLD_GAP = 0.001
-"""A watcher's frames of one file are this far apart at least while writes
-come faster (the lines of those between are held and go in the next one):
-what a watcher costs is mostly per frame (a wake-up, a read, a decode), so
-a burst of writes costs it one frame a millisecond, not one per write."""
 HOLD_RECHECK = 0.001
 """How often held lines are looked at when no write comes to release them:
 the most a watcher's lines wait once it has read what came before."""
@@ -181,7 +176,7 @@ class Cursor:
     """Where one watcher stands in one file."""
 
     __slots__ = ("sub", "path", "rel", "pos", "reading", "waiting", "seen_end", "reset", "scanned", "held",
-                 "held_end", "sent_at")
+                 "held_end")
 
     def __init__(self, sub: Subscription, path: Path, rel: str, pos: int) -> None:
         self.sub = sub
@@ -201,8 +196,6 @@ class Cursor:
         """Lines from ``pos`` to ``held_end`` held back while the client has
         not read what was sent before (``Watchers._hold``)."""
         self.held_end = pos
-        self.sent_at = -HOLD_GAP
-        """When its last frame was queued (the loop's clock)."""
 
 
 class Subscription:
@@ -464,7 +457,6 @@ class Watchers:
         conn.push(frame.parts(sub.id, cursor.rel, start, cursor.reset, skipped))
         cursor.pos = end
         cursor.reset = False
-        cursor.sent_at = self.loop.time()
 
     # ---------------------------------------------------------------- holding
 
@@ -480,9 +472,7 @@ class Watchers:
         conn = cursor.sub.conn
         size = write.end - write.start
         holding = cursor.held_end - cursor.pos if cursor.held else 0
-        if holding + size > HOLD_MAX or not self._room(conn, size + FRAME_OVERHEAD, False):
-            return False
-        if self.loop.time() - cursor.sent_at >= HOLD_GAP and not conn.behind():
+        if holding + size > HOLD_MAX or not self._room(conn, size + FRAME_OVERHEAD, False) or not conn.behind():
             return False
         if not cursor.held:
             self.held.add(cursor)
@@ -514,11 +504,10 @@ class Watchers:
         """Every ``HOLD_RECHECK`` while lines are held: release those of watchers
         that have read everything sent to them meanwhile."""
         self._held_timer = None
-        now = self.loop.time()
         for cursor in list(self.held):
             if cursor.sub.ended or cursor.sub.conn.transport is None:
                 self._drop_held(cursor)
-            elif now - cursor.sent_at >= HOLD_GAP and not cursor.sub.conn.behind():
+            elif not cursor.sub.conn.behind():
                 self._release(cursor)
         if self.held:
             self._held_timer = self.loop.call_later(HOLD_RECHECK, self._recheck_held)
