@@ -25,15 +25,12 @@ answers stay under the output budget like anyone's.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import itertools
 import logging
 import os
 import select
 import socket
 import struct
-import sys
-import termios
 import threading
 from collections import deque
 from collections.abc import Coroutine
@@ -54,7 +51,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sessiond")
 _ids = itertools.count(1)
-_NO_BYTES = bytes(4)  # the int the TIOCOUTQ ioctl fills
 _UCRED = struct.Struct("3i")
 HOLDING = frozenset({"output", "inflight"})
 """Pauses that also stop serving frames already read, not only reading more."""
@@ -102,10 +98,6 @@ class Connection(asyncio.Protocol):
         """Answers collected in this pass past which no more requests are served
         until they are sent (the transport's own buffer has the other half)."""
         self._out_scheduled = False
-        self.held_bytes = 0
-        """Lines a watcher of this connection holds back until the client has
-        read what was sent (``watchers``): counted in its output like answers."""
-        self._fd: int | None = None
         self._pauses: set[str] = set()
         self._holding = False  # a pause in HOLDING is on
         self._backlog: deque[bytes | memoryview] = deque()
@@ -130,7 +122,6 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = stream = cast(asyncio.Transport, transport)  # a stream socket's transport
         sock = transport.get_extra_info("socket")
-        self._fd = sock.fileno() if sock is not None else None
         uid = peer_uid(sock) if sock is not None else None
         if uid is not None and uid != os.getuid():
             log.warning("refused a client of uid %d", uid)
@@ -518,22 +509,7 @@ class Connection(asyncio.Protocol):
     def output_bytes(self) -> int:
         """Answers made and not yet taken by the client."""
         pending = self.transport.get_write_buffer_size() if self.transport is not None else 0
-        return self._out_bytes + self.held_bytes + pending
-
-    def behind(self) -> bool:
-        """Has the client not read everything sent to it yet (in the socket,
-        ``SIOCOUTQ``, or in the transport's buffer)? Answers of this pass not
-        written yet do not count: what joins them leaves in the same write."""
-        if self.transport is None:
-            return False
-        if self.transport.get_write_buffer_size():
-            return True
-        if self._fd is None:
-            return False
-        try:
-            return int.from_bytes(fcntl.ioctl(self._fd, termios.TIOCOUTQ, _NO_BYTES), sys.byteorder) > 0
-        except OSError:
-            return False
+        return self._out_bytes + pending
 
     def budget_use(self) -> tuple[int, int, int, int]:
         """(output bytes, in-flight requests, in-flight bytes, partial frame bytes)."""

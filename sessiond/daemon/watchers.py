@@ -49,7 +49,6 @@ the whole frame against its own output budget.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from pathlib import Path
@@ -87,12 +86,6 @@ SCAN_LIMIT = 8 * 1024 * 1024
 """Bytes one catch-up read looks at for newlines at most: a line of a GB is
 looked at over many reads, each a turn in the connection's fair share of the
 read pool, not in one read that holds a thread of it for the whole line."""
-HOLD_MAX = 256 * 1024
-"""Bytes of lines one cursor holds back at most (``Watchers._hold``); past
-that they go whether the client has read or not."""
-HOLD_RECHECK = 0.001
-"""How often held lines are looked at when no write comes to release them:
-the most a watcher's lines wait once it has read what came before."""
 MAX_PER_CONNECTION = 64
 MAX_TOTAL = 4096
 """Subscriptions one connection, and all of them together, may hold."""
@@ -175,8 +168,7 @@ class _Write:
 class Cursor:
     """Where one watcher stands in one file."""
 
-    __slots__ = ("sub", "path", "rel", "pos", "reading", "waiting", "seen_end", "reset", "scanned", "held",
-                 "held_end")
+    __slots__ = ("sub", "path", "rel", "pos", "reading", "waiting", "seen_end", "reset", "scanned")
 
     def __init__(self, sub: Subscription, path: Path, rel: str, pos: int) -> None:
         self.sub = sub
@@ -192,10 +184,6 @@ class Cursor:
         self.reset = False
         self.scanned = 0
         """Bytes [pos, scanned) were looked at and hold no newline (``Span.scanned``)."""
-        self.held: list[bytes] = []
-        """Lines from ``pos`` to ``held_end`` held back while the client has
-        not read what was sent before (``Watchers._hold``)."""
-        self.held_end = pos
 
 
 class Subscription:
@@ -246,11 +234,6 @@ class Watchers:
         """The longest line a frame takes to a watcher; longer ones are skipped."""
         self.encoded = 0
         """Line arrays encoded for ``Entries`` frames: one per write however many watch it."""
-        self.held: set[Cursor] = set()
-        """Cursors holding lines back (``_hold``), looked at again every ``HOLD_RECHECK``."""
-        self._held_timer: asyncio.TimerHandle | None = None
-        self.merged = 0
-        """Frames that carried several writes' lines held back for a watcher behind."""
 
     def _room(self, conn: Connection, size: int, alone: bool) -> bool:
         """Does a frame of ``size`` bytes fit in ``conn``'s output budget beside
@@ -332,12 +315,9 @@ class Watchers:
         return cursor
 
     def unsubscribe(self, conn: Connection, rid: int, reason: str) -> bool:
-        sub = self.subs.get((conn.id, rid))
+        sub = self.subs.pop((conn.id, rid), None)
         if sub is None:
             return False
-        for cursor in sub.cursors.values():  # what it holds goes before the end
-            self._release(cursor)
-        del self.subs[(conn.id, rid)]
         self._remove(sub)
         conn.reply(m.Unsubscribed(id=rid, reason=reason))
         return True
@@ -345,7 +325,6 @@ class Watchers:
     def _remove(self, sub: Subscription) -> None:
         sub.ended = True
         for path, cursor in sub.cursors.items():
-            self._drop_held(cursor)
             cursors = self.by_path.get(path)
             if cursors is not None:
                 cursors.remove(cursor)
@@ -387,7 +366,6 @@ class Watchers:
         start the file over."""
         for cursor in list(self.by_path.get(path, ())):
             sub = cursor.sub
-            self._release(cursor)  # what was reported before stands for what it held
             if not path.exists() and path == sub.main:
                 self.unsubscribe(sub.conn, sub.id, "gone")
                 continue
@@ -398,24 +376,9 @@ class Watchers:
         end = write.end
         if end > cursor.seen_end:
             cursor.seen_end = end
-        if cursor.reading or end <= (cursor.held_end if cursor.held else cursor.pos):
+        if cursor.reading or end <= cursor.pos:
             return  # a read in flight covers it, or it was had already
         start = write.start
-        if cursor.held:
-            if start == cursor.held_end and not write.too_long:
-                if self._hold(cursor, write):
-                    return
-                if cursor.held_end - cursor.pos + end - start <= HOLD_MAX:  # the client has read: all in one frame
-                    lines = cursor.held + write.lines
-                    self._drop_held(cursor)
-                    self.merged += 1
-                    self._send(cursor, lines, cursor.pos, end, alone=False)
-                    return
-            self._release(cursor)  # not the next lines, or too many: what it holds goes first
-            if cursor.waiting or end <= cursor.pos:
-                return
-        elif start == cursor.pos and not write.too_long and not cursor.reset and self._hold(cursor, write):
-            return
         if start > cursor.pos:
             self._catch_up(cursor)  # a write we were not told of: read the gap
             return
@@ -458,60 +421,6 @@ class Watchers:
         cursor.pos = end
         cursor.reset = False
 
-    # ---------------------------------------------------------------- holding
-
-    def _hold(self, cursor: Cursor, write: _Write) -> bool:
-        """Hold a write's lines back for a watcher that has not read what was
-        sent to it yet: they leave, with the writes after them, in one frame
-        once it has (its next write, or ``HOLD_RECHECK``). A watcher that keeps
-        up gets every write as it comes; one that falls behind gets fewer,
-        bigger frames instead of a wake-up and a decode per write (the
-        watcher's part of each write, on a machine it shares with the writer,
-        is what slowed the writer). False: send it now (the client has read
-        everything, or what it holds would pass ``HOLD_MAX`` or its budget)."""
-        conn = cursor.sub.conn
-        size = write.end - write.start
-        holding = cursor.held_end - cursor.pos if cursor.held else 0
-        if holding + size > HOLD_MAX or not self._room(conn, size + FRAME_OVERHEAD, False) or not conn.behind():
-            return False
-        if not cursor.held:
-            self.held.add(cursor)
-            if self._held_timer is None:
-                self._held_timer = self.loop.call_later(HOLD_RECHECK, self._recheck_held)
-        cursor.held.extend(write.lines)
-        cursor.held_end = write.end
-        conn.held_bytes += size
-        return True
-
-    def _release(self, cursor: Cursor) -> None:
-        """Send what ``cursor`` holds, as one frame (if its connection has no
-        room for it, the cursor waits and reads it from the file later)."""
-        if not cursor.held:
-            return
-        lines, end = cursor.held, cursor.held_end
-        self._drop_held(cursor)
-        self.merged += 1
-        self._send(cursor, lines, cursor.pos, end, alone=False)
-
-    def _drop_held(self, cursor: Cursor) -> None:
-        if cursor.held:
-            cursor.sub.conn.held_bytes -= cursor.held_end - cursor.pos
-            cursor.held = []
-            cursor.held_end = cursor.pos
-            self.held.discard(cursor)
-
-    def _recheck_held(self) -> None:
-        """Every ``HOLD_RECHECK`` while lines are held: release those of watchers
-        that have read everything sent to them meanwhile."""
-        self._held_timer = None
-        for cursor in list(self.held):
-            if cursor.sub.ended or cursor.sub.conn.transport is None:
-                self._drop_held(cursor)
-            elif not cursor.sub.conn.behind():
-                self._release(cursor)
-        if self.held:
-            self._held_timer = self.loop.call_later(HOLD_RECHECK, self._recheck_held)
-
     # ---------------------------------------------------------------- reading
 
     def _wait(self, cursor: Cursor) -> None:
@@ -534,7 +443,6 @@ class Watchers:
                         self._recheck(cursor)
 
     def _catch_up(self, cursor: Cursor) -> None:
-        self._release(cursor)  # the read starts where what it holds ends
         if cursor.reading or cursor.waiting or cursor.sub.ended or cursor.sub.conn.transport is None:
             return
         if not self._room(cursor.sub.conn, self.read_chunk + FRAME_OVERHEAD, alone=True):
