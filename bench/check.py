@@ -44,18 +44,21 @@ HERE = Path(__file__).resolve().parent
 BASELINE = HERE / "results" / "check-baseline.json"
 
 MARGIN = {
-    "written/floor": 0.25,
+    "written/floor": 0.40,
     "written/redis": 0.25,
-    "cpu/floor": 0.30,
-    "watchers1/0": 0.20,
-    "watchers10/0": 0.30,
+    "cpu/floor": 0.20,
+    "watchers1/0": 0.35,
+    "watchers10/0": 0.40,
 }
 """How much worse than the baseline a ratio may come out before the check
-fails, relative (0.25: a quarter). From repeated runs of this script on the
-shared 2-core machine (docs/benchmarks.md, "The write path's check"): the
-largest spread seen between two runs' medians of a ratio, with room to spare,
-so the check does not cry wolf, and a cost that takes a quarter of the write
-path's throughput (or adds a third to its CPU) is still caught."""
+fails, relative (0.25: a quarter). Chosen from repeated runs of this script
+on the same code on the shared 2-core machine (docs/benchmarks.md, "The write
+path's check"): each margin is above the largest shortfall of one run's
+median from the baseline seen there (and in earlier runs), so a busy machine
+does not fail it. The daemon's CPU per entry against the floor's moved under
+10 % between runs: a new cost of a fifth of it is caught. Throughput ratios
+move more (entries/s against the floor's 0.24-0.44 in three runs, 10 watchers
+against none 0.20-0.33): only a loss of a third or more is told from noise."""
 
 LOWER_IS_BETTER = {"cpu/floor"}
 
