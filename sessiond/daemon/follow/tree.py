@@ -179,7 +179,13 @@ class Follower:
     # ------------------------------------------------------------------ events
 
     def _read_events(self) -> None:
-        assert self.tree.fd is not None
+        self._take_events()
+        self._kick()
+
+    def _take_events(self) -> None:
+        """Read the queued events: each file they name is marked dirty."""
+        if self.tree.fd is None:
+            return
         try:
             pending = inotify.read_events(self.tree.fd)
         except OSError as exc:
@@ -231,7 +237,6 @@ class Follower:
                     known.clear()
                 known[event] = (d, path)
             self.dirty.add(path)
-        self._kick()
 
     def _new_dir(self, path: Path) -> None:
         depth = self.tree.depth(path)
@@ -306,7 +311,11 @@ class Follower:
         try:
             if self.loop.time() - self._last_pass < COALESCE:  # a writer at work: the next few ms join this pass
                 await asyncio.sleep(COALESCE)
-            while self.dirty and not self._closed:
+            while not self._closed:
+                if not self._listening:  # what queued while the pass was due or reading: every file has its turn
+                    self._take_events()
+                if not self.dirty:
+                    break
                 batch = {p: self.files[p] for p in self.dirty if p in self.files}
                 self.dirty.clear()
                 snap = {p: msgspec.structs.replace(s) for p, s in batch.items()}
