@@ -311,11 +311,9 @@ class Follower:
         try:
             if self.loop.time() - self._last_pass < COALESCE:  # a writer at work: the next few ms join this pass
                 await asyncio.sleep(COALESCE)
-            while not self._closed:
-                if not self._listening:  # what queued while the pass was due or reading: every file has its turn
-                    self._take_events()
-                if not self.dirty:
-                    break
+            if not self._listening:  # what queued while the pass was due joins it
+                self._take_events()
+            while self.dirty and not self._closed:
                 batch = {p: self.files[p] for p in self.dirty if p in self.files}
                 self.dirty.clear()
                 snap = {p: msgspec.structs.replace(s) for p, s in batch.items()}
@@ -328,6 +326,8 @@ class Follower:
                     if state is None or state.offset != snap[path].offset:
                         continue  # the daemon wrote meanwhile: its observer moved the offset
                     self._apply(path, state, found)
+                if self.dirty and not self._listening:  # another turn is due (a file read in parts): every file has its turn in it
+                    self._take_events()
         finally:
             self._busy = False
             self._last_pass = self.loop.time()
