@@ -169,7 +169,8 @@ class Follower:
                 self._apply(path, state, found)
         if state.offset == start:  # the bytes before ours are the ones followed: the fingerprints go on
             state.crc = zlib.crc32(mine, state.crc)
-            state.tail = (state.tail + mine)[-FINGERPRINT:]
+            # the last FINGERPRINT bytes followed (not a copy of the whole write to take them)
+            state.tail = mine[-FINGERPRINT:] if len(mine) >= FINGERPRINT else (state.tail + mine)[-FINGERPRINT:]
         else:  # not read back: the next read does not compare, the prefix is hashed anew
             state.hashed, state.tail = False, b""
         state.offset = state.size = size
