@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run lint test bench crash install install-cli clean node
+.PHONY: run lint test bench bench-check crash install install-cli clean node
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,15 @@ bench: $(STAMP)
 	$(BIN)/python bench/footprint.py
 	command -v rg >/dev/null || apt-get install -y ripgrep
 	$(BIN)/python bench/search.py
+
+## The write path's guard (a minute or two; not part of `make test`): sessiond
+## `written` against the Python floor and Redis, and watchers against none, as
+## ratios measured in the same run, compared with bench/results/check-baseline.json;
+## fails (exit 1, loudly) when one is worse by more than the noise. After a change
+## that moves them on purpose: `$(BIN)/python bench/check.py --record`.
+bench-check: $(STAMP)
+	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+	$(BIN)/python bench/check.py
 
 ## The crash soak: hundreds of SIGKILLs of the daemon and of clients under load.
 crash: $(STAMP)

@@ -19,6 +19,11 @@ latency. Baselines in the same run:
 
     python bench/append_load.py                 # full matrix, 3 runs each
     python bench/append_load.py --clients 4 --runs 1 --levels written
+    python bench/append_load.py --levels written,written@main,floor,redis   # and main's daemon
+
+Each round runs every level once, in turn (interleaved), so every ratio compares
+runs made on the same machine state; ``LEVEL@REV`` is that git revision's daemon
+(``git archive``) driven by this tree's clients.
 
 Prints a table (median of runs) and writes bench/results/append_load.json.
 """
@@ -38,7 +43,7 @@ import uuid
 from pathlib import Path
 
 import benchlib
-from benchlib import cpu_seconds
+from benchlib import cpu_seconds_fine as cpu_seconds
 
 HERE = Path(__file__).resolve().parent
 
@@ -168,8 +173,19 @@ def worker(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------- driver side
 
 
-def start_daemon(base: Path, flush_ms: float, extra: list[str] | None = None) -> subprocess.Popen:
-    return benchlib.start_daemon(base / "run" / "s.sock", base / "root", "--flush-interval", str(flush_ms), *(extra or []))
+_TREES: dict[str, Path] = {}
+
+
+def baseline_source(rev: str) -> Path:
+    """The unpacked tree of revision ``rev`` (once per run), for a level ``LEVEL@REV``."""
+    if rev not in _TREES:
+        _TREES[rev] = benchlib.baseline_tree(rev, Path(tempfile.mkdtemp(prefix="sdb-rev-")))
+    return _TREES[rev]
+
+
+def start_daemon(base: Path, flush_ms: float, extra: list[str] | None = None, rev: str | None = None) -> subprocess.Popen:
+    return benchlib.start_daemon(base / "run" / "s.sock", base / "root", "--flush-interval", str(flush_ms), *(extra or []),
+                                 source=baseline_source(rev) if rev else None)
 
 
 def start_floor(sock: Path, root: Path) -> subprocess.Popen:
@@ -240,6 +256,7 @@ def disk_run(total: int, args: argparse.Namespace) -> dict:
 
 
 def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) -> dict:
+    mode, _, rev = mode.partition("@")  # "written@REV": that revision's daemon (the clients are this one's)
     if mode == "disk":
         return disk_run(clients * per_client, args)
     base = Path(tempfile.mkdtemp(prefix="sdb-", dir="/tmp"))
@@ -250,7 +267,7 @@ def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) 
     elif mode == "floor":
         daemon = start_floor(sock, base / "floor")
     elif mode not in ("direct", "direct-durable"):
-        daemon = start_daemon(base, args.flush_interval, args.daemon_arg)
+        daemon = start_daemon(base, args.flush_interval, args.daemon_arg, rev or None)
     else:
         daemon = None
     (base / "direct").mkdir()
@@ -303,11 +320,17 @@ def main() -> None:
     rows = []
     print(f"{'level':8} {'clients':>7} {'entries/s':>10} {'MB/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'cpu us/e':>9}"
           f"   (median of {args.runs})", flush=True)
+    levels = args.levels.split(",")
+    load: list[float] = []
     for clients in [int(x) for x in args.clients.split(",")]:
-        for level in args.levels.split(","):
-            total = args.durable_total if level in ("durable", "direct-durable") else args.total
-            per = max(args.batch, total // clients)
-            runs = [one_run(level, clients, per, args) for _ in range(args.runs)]
+        by_level: dict[str, list[dict]] = {level: [] for level in levels}
+        for _ in range(args.runs):  # interleaved: each round runs every level once, on the same machine state
+            load.append(os.getloadavg()[0])
+            for level in levels:
+                total = args.durable_total if level.partition("@")[0] in ("durable", "direct-durable") else args.total
+                by_level[level].append(one_run(level, clients, max(args.batch, total // clients), args))
+        for level in levels:
+            runs = by_level[level]
             med = {k: (statistics.median(r[k] for r in runs) if runs[0][k] is not None else None) for k in runs[0]}
             row = {"level": level, "clients": clients, "batch": args.batch, "window": args.window, "size": args.size,
                    "mix": args.mix, "runs": args.runs, **med,
@@ -319,8 +342,10 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if args.chart:
         chart(rows, Path(args.chart))
+    print(f"load average (1 min) at each round: {', '.join(f'{x:.1f}' for x in load)}")
     Path(args.out).write_text(json.dumps({"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-                                          "command": " ".join(["python", "bench/append_load.py", *sys.argv[1:]]), "rows": rows}, indent=1))
+                                          "load_avg": load, "rows": rows,
+                                          "command": " ".join(["python", "bench/append_load.py", *sys.argv[1:]])}, indent=1))
 
 
 def chart(rows: list[dict], path: Path) -> None:

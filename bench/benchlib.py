@@ -92,8 +92,33 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_seconds_fine(pid: int) -> float:
+    """User + system CPU seconds of a process's live threads, to the nanosecond
+    (``/proc/<pid>/task/*/schedstat``): ``cpu_seconds`` counts in clock ticks
+    (10 ms), too coarse for a run of a fraction of a second. Threads that
+    exited are not counted; falls back to ``cpu_seconds`` without schedstat."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, IndexError, ValueError):
+                continue
+    except OSError:
+        return cpu_seconds(pid)
+    return total / 1e9 if total else cpu_seconds(pid)
+
+
 def save(out: str | Path, data: dict) -> None:
     """Write a benchmark's results as indented JSON (its directory made)."""
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def has_redis() -> bool:
+    """Whether ``redis-server`` is on PATH (the Redis baselines need it)."""
+    import shutil
+
+    return shutil.which("redis-server") is not None

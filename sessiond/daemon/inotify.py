@@ -56,12 +56,23 @@ def events(data: bytes) -> Iterator[tuple[int, int, bytes]]:
         yield wd, mask, name
 
 
+READ_SIZE = 65536
+_LARGEST_EVENT = _EVENT.size + 256  # a name is at most NAME_MAX bytes, NUL-padded
+
+
 def read_events(fd: int) -> list[tuple[int, int, bytes]]:
-    """Every event queued on a non-blocking inotify ``fd`` (OSError when reading fails)."""
+    """Every event queued on a non-blocking inotify ``fd`` (OSError when reading fails).
+
+    A read that leaves room for one more event of any size has emptied the
+    queue: no second read to meet EAGAIN (a raised exception per call, on the
+    loop at every write the follower sees). Events queued after it make the
+    fd readable again."""
     out: list[tuple[int, int, bytes]] = []
     while True:
         try:
-            data = os.read(fd, 65536)
+            data = os.read(fd, READ_SIZE)
         except BlockingIOError:
             return out
         out.extend(events(data))
+        if len(data) <= READ_SIZE - _LARGEST_EVENT:
+            return out

@@ -126,7 +126,7 @@ class Daemon:
         # it never reports them again.
         self.follower = Follower(settings.root, loop, self.writer.publish, self.writer.published_gone,
                                  settings.follow_max_watches)
-        self.writer.observers.insert(0, self.follower.own_write)
+        self.writer.own_observer = self.follower.own_write
         self.writer.gone_observers.append(self.catalog.gone)
         if self.mirror is not None:
             self.writer.gone_observers.append(self.mirror.gone)

@@ -70,6 +70,11 @@ class Writer:
         index and the watchers follow the files through this, never by re-reading
         them. Lines other writers put in a file (the follower) are told through
         ``publish``, the same way."""
+        self.own_observer: Callable[[Path, bytes, int], None] | None = None
+        """Told of every write of the writer's own before the observers, with
+        the bytes written (the lines joined, each with its newline): the
+        follower of foreign writers, which moves past them (it would otherwise
+        join the lines again to measure and hash them)."""
         self.gone_observers: list[Callable[[Path], None]] = []
         """Called with a path whose reported content no longer stands: the file
         was deleted, replaced or truncated (``published_gone``)."""
@@ -295,24 +300,26 @@ class Writer:
         if done is None:  # a fallback writer holds the lock: try again shortly
             q.retry = self.loop.call_later(LOCK_RETRY, self._drain, q)
             return False
-        self._wrote(q, len(data), done)
+        self._wrote(q, data, done)
         if self._below_limit and not self.over_limit:
             callbacks, self._below_limit = self._below_limit, []
             for cb in callbacks:
                 cb()
         return True
 
-    def _wrote(self, q: FileQueue, nbytes: int, done: Appended) -> None:
+    def _wrote(self, q: FileQueue, data: bytes, done: Appended) -> None:
         """Everything queued on ``q`` is in the file now: tell the observers,
         count it, answer the write waiters."""
         if done.torn is not None:
             log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
                         q.path, done.torn.length, done.torn.offset, q.path.name)
         if q.observed:
+            if self.own_observer is not None:
+                self.own_observer(q.path, data, done.size)
             for observe in self.observers:
                 observe(q.path, q.lines, done.size)
         self.stats.writes += 1
-        self.stats.bytes_written += nbytes
+        self.stats.bytes_written += len(data)
         self.queued_bytes -= q.nbytes
         self.queued_entries -= len(q.lines)
         q.lines = []
@@ -394,7 +401,7 @@ class Writer:
                 assert fd is not None
                 done = locked_append(fd, q.path, data, blocking=True, known_end=q.end, root=self.root)
                 assert done is not None  # a blocking append waits for the lock: it never gives up
-                self._wrote(q, len(data), done)
+                self._wrote(q, data, done)
             except OSError as exc:
                 self.stats.errors += 1
                 self.unwritten_at_exit += len(q.lines)

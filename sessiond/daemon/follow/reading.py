@@ -241,8 +241,3 @@ def whole_end(fd: int, size: int) -> int:
             return pos - n + i + 1
         pos -= n
     return 0 if pos == 0 else size
-
-
-def own_bytes(lines: list[bytes]) -> bytes:
-    return b"".join(line + b"\n" for line in lines)
-

@@ -43,12 +43,14 @@ from sessiond.store.writers import RECENT_WRITE_S
 
 from .. import inotify
 from . import watches
-from .reading import FINGERPRINT, Budget, FileState, Found, own_bytes, read_new
+from .reading import FINGERPRINT, Budget, FileState, Found, read_new
 from .watches import POLL_EVERY, Watches
 
 log = logging.getLogger("sessiond")
 
 MAX_FILES = 200_000
+MAX_KNOWN = 4096
+"""Modify events whose file path is kept (``Follower._known``): past it, they are forgotten all at once."""
 MAX_WRITTEN = 4096
 """Sessions remembered as written outside sessiond just now (the oldest go first)."""
 COALESCE = 0.005
@@ -86,6 +88,8 @@ class Follower:
         self._tokens = float(REHASH_PER_S)
         self._tokens_at = loop.time()
         self._busy = False
+        self._listening = False
+        """The inotify fd is watched by the loop (not while a pass is due: ``_deafen``)."""
         self._last_pass = -1.0
         self._closed = False
         self._poll: asyncio.TimerHandle | None = None
@@ -94,6 +98,12 @@ class Follower:
         while new (its file or an agent file of it), and its project dir's name:
         who writes outside sessiond right now (``written_recently``); at most
         ``MAX_WRITTEN``."""
+        self._known: dict[tuple[int, int, bytes], tuple[Path, Path]] = {}
+        """A modify event -> its watched dir (the ``Watches.dirs`` entry it was
+        found under) and the file's path: the path of a file's next modify
+        events is found without building it (every write makes one); an entry
+        stands only while its wd still names that same dir object. At most
+        ``MAX_KNOWN``."""
         self.own: dict[str, float] = {}
         """Session id -> until when its followed lines are the daemon's own
         (``mine``); at most ``MAX_WRITTEN``."""
@@ -104,6 +114,7 @@ class Follower:
         fd = self.tree.open()
         if fd is not None:
             self.loop.add_reader(fd, self._read_events)
+            self._listening = True
         self._early = set()
         try:
             found = await self.loop.run_in_executor(None, self.tree.walk, self.projects, 0, False)
@@ -135,13 +146,13 @@ class Follower:
 
     # ------------------------------------------------------------ the daemon's own writes
 
-    def own_write(self, path: Path, lines: list[bytes], size: int) -> None:
-        """Writer observer (the first): the daemon wrote ``lines`` ending at
-        ``size``; foreign lines before them are passed on now, then skipped past."""
+    def own_write(self, path: Path, mine: bytes, size: int) -> None:
+        """The writer's own observer (told before the others): the daemon wrote
+        ``mine`` (whole lines) ending at ``size``; foreign lines before them are
+        passed on now, then skipped past."""
         state = self.files.get(path)
         if state is not None and size <= state.offset:
             return  # lines the follower itself published
-        mine = own_bytes(lines)
         start = size - len(mine)
         if state is None:
             if len(self.files) < MAX_FILES and path.is_relative_to(self.projects):
@@ -158,7 +169,8 @@ class Follower:
                 self._apply(path, state, found)
         if state.offset == start:  # the bytes before ours are the ones followed: the fingerprints go on
             state.crc = zlib.crc32(mine, state.crc)
-            state.tail = (state.tail + mine)[-FINGERPRINT:]
+            # the last FINGERPRINT bytes followed (not a copy of the whole write to take them)
+            state.tail = mine[-FINGERPRINT:] if len(mine) >= FINGERPRINT else (state.tail + mine)[-FINGERPRINT:]
         else:  # not read back: the next read does not compare, the prefix is hashed anew
             state.hashed, state.tail = False, b""
         state.offset = state.size = size
@@ -168,14 +180,27 @@ class Follower:
     # ------------------------------------------------------------------ events
 
     def _read_events(self) -> None:
-        assert self.tree.fd is not None
+        self._take_events()
+        self._kick()
+
+    def _take_events(self) -> None:
+        """Read the queued events: each file they name is marked dirty."""
+        if self.tree.fd is None:
+            return
         try:
             pending = inotify.read_events(self.tree.fd)
         except OSError as exc:
             log.error("reading inotify events failed: %s; foreign writes are re-stat'ed", exc)
             self.close_watches()
             pending = []
-        for wd, mask, name in pending:
+        files, dirty, dirs, known = self.files, self.dirty, self.tree.dirs, self._known
+        for event in pending:
+            wd, mask, name = event
+            if mask == inotify.IN_MODIFY:  # the common event (every write, the daemon's own too): no Path made
+                hit = known.get(event)
+                if hit is not None and dirs.get(wd) is hit[0] and hit[1] in files:
+                    dirty.add(hit[1])
+                    continue
             if mask & inotify.IN_Q_OVERFLOW:
                 self.dirty.update(self.files)
                 if self._early is not None:  # events were lost during the walk: read every file it finds
@@ -208,8 +233,11 @@ class Follower:
                     self.files[path] = FileState()
                 else:
                     continue
+            if mask == inotify.IN_MODIFY:
+                if len(known) >= MAX_KNOWN:
+                    known.clear()
+                known[event] = (d, path)
             self.dirty.add(path)
-        self._kick()
 
     def _new_dir(self, path: Path) -> None:
         depth = self.tree.depth(path)
@@ -261,13 +289,31 @@ class Follower:
     def _kick(self) -> None:
         if self.dirty and not self._busy and not self._closed:
             self._busy = True
+            self._deafen()
             self.loop.create_task(self._pass())
+
+    def _deafen(self) -> None:
+        """While a pass is due or running, events are left in the kernel's
+        queue: it merges a file's repeated modify events into one, so a file
+        appended to a thousand times during a pass (the daemon's own writes
+        make events too) is one event read after it, not a thousand loop
+        wake-ups. Nothing is lost: the pass's end reads what queued."""
+        if self._listening and self.tree.fd is not None:
+            self.loop.remove_reader(self.tree.fd)
+            self._listening = False
+
+    def _listen(self) -> None:
+        if not self._listening and not self._closed and self.tree.fd is not None:
+            self.loop.add_reader(self.tree.fd, self._read_events)
+            self._listening = True
 
     async def _pass(self) -> None:
         """Read every dirty file in a worker thread, then apply on the loop."""
         try:
             if self.loop.time() - self._last_pass < COALESCE:  # a writer at work: the next few ms join this pass
                 await asyncio.sleep(COALESCE)
+            if not self._listening:  # what queued while the pass was due joins it
+                self._take_events()
             while self.dirty and not self._closed:
                 batch = {p: self.files[p] for p in self.dirty if p in self.files}
                 self.dirty.clear()
@@ -281,9 +327,12 @@ class Follower:
                     if state is None or state.offset != snap[path].offset:
                         continue  # the daemon wrote meanwhile: its observer moved the offset
                     self._apply(path, state, found)
+                if self.dirty and not self._listening:  # another turn is due (a file read in parts): every file has its turn in it
+                    self._take_events()
         finally:
             self._busy = False
             self._last_pass = self.loop.time()
+            self._listen()
 
     def _refill(self) -> float:
         """The re-hash budget of this pass: ``REHASH_PER_S``, at most a second's worth saved."""
@@ -372,11 +421,12 @@ class Follower:
     # ------------------------------------------------------------------ closing
 
     def close_watches(self) -> None:
-        if self.tree.fd is not None:
+        if self.tree.fd is not None and self._listening:
             try:
                 self.loop.remove_reader(self.tree.fd)
             except (RuntimeError, ValueError):
                 pass
+        self._listening = False
         self.tree.close()
 
     def close(self) -> None:
