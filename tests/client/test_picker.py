@@ -49,11 +49,11 @@ def store(short_tmp: Path):
     here = str(short_tmp / "proj")
     os.mkdir(here)
     ids = {
-        # the oldest file (mtime) holds the newest activity: the order is the entries'
-        "newest": write_session(root, here, "refactoring the parser [bold red]loud[/]", 20, mtime_day=1,
+        "newest": write_session(root, here, "refactoring the parser [bold red]loud[/]", 20,
                                 reply="Here is the [link=http://x]plan[/link]"),
         "middle": write_session(root, here, "fix the flaky socket test", 10),
-        "oldest": write_session(root, here, "write the docs", 2),
+        # the newest file (a copy made later) holds the oldest activity: the order is the entries'
+        "oldest": write_session(root, here, "write the docs", 2, mtime_day=24),
         "other": write_session(root, str(short_tmp), "elsewhere entirely", 25),
     }
     obj = Context(root=root, socket=short_tmp / "run" / "none.sock", autostart=False)
@@ -83,10 +83,8 @@ def shown_ids(app: PickerApp) -> list[str]:
 
 
 def table_column(app: PickerApp, key: str) -> list[str]:
-    from sessiond.client.picker.app import SessionTable
-
-    table = app.query_one(SessionTable)
-    return [str(table.get_cell_at((r, list(table.columns).index(key)))) for r in range(table.row_count)]
+    """One column's text over the rows the filter keeps, as the list shows them."""
+    return app.column(key.upper())
 
 
 def preview_text(app: PickerApp) -> str:
@@ -314,27 +312,30 @@ def test_pick_print_prints_the_resume_line_of_the_chosen_session(store):
     assert f"sessiond resume {ids['oldest']}".encode() in out
 
 
-def test_moving_down_reaches_every_session_past_the_first_batch(short_tmp):
-    """The table is filled a batch at a time (a keystroke never fills 10,000
-    rows): paging down still reaches the oldest session."""
-    from sessiond.client.picker.app import BATCH
+def test_moving_down_reaches_every_session_of_a_long_list(short_tmp):
+    """The list renders only the lines on screen: paging down still reaches
+    the oldest of hundreds of sessions, and the cursor stays on screen."""
+    from sessiond.client.picker.app import SessionList
 
+    n = 230
     root = short_tmp / "root"
     here = str(short_tmp / "proj")
     os.mkdir(here)
-    ids = [write_session(root, here, f"session number {i}", 1 + i % 28, mtime_day=1) for i in range(BATCH + 30)]
+    ids = [write_session(root, here, f"session number {i}", 1 + i % 28) for i in range(n)]
     obj = Context(root=root, socket=short_tmp / "none.sock", autostart=False)
     seen = {}
 
     async def page(pilot):
-        seen["rows"] = pilot.app.query_one("#sessions").row_count
-        await pilot.press(*["pagedown"] * ((BATCH + 30) // 10 + 2))
+        seen["count"] = pilot.app.query_one(SessionList).count
+        await pilot.press(*["pagedown"] * (n // 10 + 2))
+        await pilot.pause()
+        listing = pilot.app.query_one(SessionList)
         seen["last"] = pilot.app.selected().session.sessionId
-        seen["filled"] = pilot.app.query_one("#sessions").row_count
+        seen["cursor"], seen["top"], seen["height"] = listing.cursor, listing.scroll_offset.y, listing.size.height
 
     run(picker(obj, here), page)
-    assert seen["rows"] == BATCH
-    assert seen["filled"] == BATCH + 30
+    assert seen["count"] == n
+    assert seen["cursor"] == n - 1 and seen["top"] <= n - 1 < seen["top"] + seen["height"]
     oldest = [sid for i, sid in enumerate(ids) if 1 + i % 28 == 1]
     assert seen["last"] in oldest
 
