@@ -91,6 +91,20 @@ def preview_text(app: PickerApp) -> str:
     return str(app.query_one("#preview").render())
 
 
+async def previewed(pilot) -> str:
+    """The preview once the highlighted session's file has been read into it
+    (read once the cursor rests: a timer, then a worker)."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while "loading…" in preview_text(pilot.app) or pilot.app._preview_timer is not None:
+        assert time.monotonic() < deadline, "the preview never came"
+        await pilot.pause(0.05)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    return preview_text(pilot.app)
+
+
 def test_lists_the_projects_sessions_newest_activity_first(store):
     obj, here, ids = store
     seen = {}
@@ -155,13 +169,9 @@ def test_the_preview_shows_the_conversation_as_plain_text(store):
     seen = {}
 
     async def look(pilot):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-        seen["first"] = preview_text(pilot.app)
+        seen["first"] = await previewed(pilot)
         await pilot.press("down")
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-        seen["second"] = preview_text(pilot.app)
+        seen["second"] = await previewed(pilot)
 
     run(picker(obj, here), look)
     # show's rendering; the markup in the transcript is shown as typed, not obeyed
@@ -378,9 +388,7 @@ def test_a_session_another_process_writes_is_marked_live(store):
             async def look(pilot):
                 seen["titles"] = dict(zip(shown_ids(pilot.app), table_column(pilot.app, "title")))
                 await pilot.press("down")
-                await pilot.app.workers.wait_for_complete()
-                await pilot.pause()
-                seen["preview"] = preview_text(pilot.app)
+                seen["preview"] = await previewed(pilot)
 
             run(picker(obj, here), look)
         finally:
@@ -412,10 +420,8 @@ def test_the_preview_starts_with_the_sessions_tokens_and_cost(short_tmp):
     async def look(pilot):
         for key in sid[:8]:
             await pilot.press(key)
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
+        seen["preview"] = (await previewed(pilot)).splitlines()
         seen["ids"] = shown_ids(pilot.app)
-        seen["preview"] = preview_text(pilot.app).splitlines()
 
     run(picker(obj, str(short_tmp), all_projects=True), look)
     assert seen["ids"] == [sid]

@@ -19,7 +19,7 @@ from sessiond.client.cli import Context
 from sessiond.client.cli.output import size
 from sessiond.client.picker.matching import Matcher
 from sessiond.store import trash as trash_mod
-from tests.client.test_picker import picker, preview_text, run, shown_ids, table_column, write_session
+from tests.client.test_picker import picker, previewed, run, shown_ids, table_column, write_session
 from tests.conftest import DaemonProc
 from tests.helpers import main_path, read_entries
 
@@ -68,9 +68,7 @@ def test_words_of_the_conversation_find_a_session_through_the_daemons_search(dae
         await until(pilot, lambda: pilot.app.found, "the search's answer")
         seen["found"] = shown_ids(pilot.app)
         seen["titles"] = table_column(pilot.app, "title")
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-        seen["preview"] = preview_text(pilot.app)
+        seen["preview"] = await previewed(pilot)
 
     run(picker(obj, here), type_)
     assert seen["at_once"] == []

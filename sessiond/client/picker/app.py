@@ -22,12 +22,13 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -52,8 +53,8 @@ SEARCH_DELAY = 0.25
 """Seconds the filter must rest before its words are searched in the
 conversations (a search per keystroke would queue behind itself)."""
 
-SEARCH_LIMIT = 200
-"""Sessions a full-text search brings at most (the best-ranked)."""
+PREVIEW_DELAY = 0.08
+"""Seconds the cursor must rest on a session before its file is read for the preview."""
 
 SEARCH_MIN = 3
 """Characters of a query's words before they are searched in the conversations."""
@@ -164,6 +165,11 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
+STRIPS_KEPT = 2000
+"""Rendered lines the list keeps (a line is rendered again only when its row
+changed, or after this many others): typing moves rows up and down the screen,
+their rendering stays the same."""
+
 LIST_KEYS = ("s", "r", "t", "f", "e", "E", "d", "q", "slash", "space")
 """The keys the list takes for itself; any other printable key goes to the filter."""
 
@@ -186,9 +192,12 @@ class SessionList(ScrollView, can_focus=True):
     ]
     DEFAULT_CSS = "SessionList { height: 1fr; }"
 
-    def __init__(self, line: Callable[[int, int], Text], **kwargs: Any) -> None:
+    def __init__(self, line: Callable[[int, int], Text], key: Callable[[int], int], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._line = line
+        self._key = key
+        self._strips: dict[tuple[int, int, int | bool], Strip] = {}
+        self._base = Style()
         self.count = 0
         self.cursor = 0
 
@@ -211,16 +220,33 @@ class SessionList(ScrollView, can_focus=True):
             self.scroll_to(y=self.cursor - height + 1, animate=False, immediate=True)
         self.refresh()
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._base = self.rich_style  # once per screen, not per line (it walks the ancestors' styles)
+        return super().render_lines(crop)
+
+    def forget(self) -> None:
+        """Drop the rendered lines (the rows, their order, or what they show changed)."""
+        self._strips.clear()
+        self.refresh()
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         index = round(self.scroll_offset.y) + y
+        base = self._base
         if index >= self.count:
-            return Strip.blank(width, self.rich_style)
-        text = self._line(index, width)
-        if index == self.cursor:
-            text.stylize("reverse" if self.has_focus else "bold reverse dim")
-        segments = Segment.apply_style(text.render(self.app.console), self.rich_style)
-        return Strip(list(segments)).adjust_cell_length(width, self.rich_style)
+            return Strip.blank(width, base)
+        key = (self._key(index), width, index == self.cursor and (1 + self.has_focus))
+        strip = self._strips.get(key)
+        if strip is None:
+            text = self._line(index, width)
+            if index == self.cursor:
+                text.stylize("reverse" if self.has_focus else "bold reverse dim")
+            segments = Segment.apply_style(text.render(self.app.console), base)
+            strip = Strip(list(segments)).adjust_cell_length(width, base)
+            if len(self._strips) > STRIPS_KEPT:
+                self._strips.clear()
+            self._strips[key] = strip
+        return strip
 
     def on_click(self, event: events.Click) -> None:
         index = round(self.scroll_offset.y) + event.y
@@ -286,6 +312,8 @@ class PickerApp(App[Choice | None]):
         self._search_timer: Timer | None = None
         self._searching = ""
         self._title_width = 40
+        self._cols: list[tuple[str, int]] = []
+        self._preview_timer: Timer | None = None
 
     def _index(self) -> Matcher:
         return Matcher([r.title for r in self.rows], [r.session.sessionId for r in self.rows],
@@ -296,6 +324,7 @@ class PickerApp(App[Choice | None]):
         self.rows = grouped(self.listing)
         self._matcher = self._index()
         self._by_id = {r.session.sessionId: i for i, r in enumerate(self.rows)}
+        self.query_one(SessionList).forget()
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="type to filter: title words (typos forgiven), an id prefix, #tag, @project; "
@@ -303,7 +332,7 @@ class PickerApp(App[Choice | None]):
         with Horizontal():
             with Vertical(id="list-pane"):
                 yield Static(id="header", markup=False)
-                yield SessionList(self._line, id="sessions")
+                yield SessionList(self._line, lambda index: self.shown[index], id="sessions")
             with VerticalScroll(id="preview-pane"):
                 yield Static(id="preview", markup=False)
         yield Static(id="message", markup=False)
@@ -314,8 +343,9 @@ class PickerApp(App[Choice | None]):
         self._layout()
         self.refilter()
         self.query_one("#filter", Input).focus()
-        if self._more is not None:
-            self._load_more(self._more)
+        if self._more is not None:  # once the first screen is painted: the read competes with it for the CPU
+            more = self._more
+            self.call_after_refresh(lambda: self._load_more(more))
 
     def on_resize(self, event: events.Resize) -> None:
         self._layout()
@@ -323,7 +353,10 @@ class PickerApp(App[Choice | None]):
     # ---------------------------------------------------------------- columns
 
     def _columns(self) -> list[tuple[str, int]]:
-        """(heading, width) of every column but the title, in order."""
+        """(heading, width) of every column but the title, in order (set by ``_layout``)."""
+        return self._cols
+
+    def _column_set(self) -> list[tuple[str, int]]:
         cols = [("ID", 8)]
         if any(r.tag for r in self.rows):
             cols.append(("TAG", 12))
@@ -335,14 +368,14 @@ class PickerApp(App[Choice | None]):
     def _layout(self) -> None:
         """The title's width from the list's, and the header line."""
         width = self.query_one(SessionList).scrollable_content_region.width or self.size.width * 3 // 5
-        cols = self._columns()
+        cols = self._cols = self._column_set()
         self._title_width = max(16, width - sum(w + 2 for _, w in cols))
         header = Text("TITLE")
         header.truncate(self._title_width, pad=True)
         for name, w in cols:
             header.append("  " + (name.rjust(w) if name == "MSGS" else name.ljust(w))[:w])
         self.query_one("#header", Static).update(header, layout=False)
-        self.query_one(SessionList).refresh()
+        self.query_one(SessionList).forget()
 
     def _line(self, index: int, width: int) -> Text:
         """The list's line ``index`` (of the filtered ones)."""
@@ -448,6 +481,7 @@ class PickerApp(App[Choice | None]):
             return
         if self.found:
             self.found = {}  # an answer to another query
+            self.query_one(SessionList).forget()
         self.refilter()
         self._schedule_search(event.value)
 
@@ -501,6 +535,7 @@ class PickerApp(App[Choice | None]):
         self._status()
 
     def _start_search(self, query: str, text: str) -> None:
+        self._search_timer = None
         if query != self.query_one("#filter", Input).value:
             return
         self._searching = query
@@ -526,18 +561,27 @@ class PickerApp(App[Choice | None]):
             return
         row = self.selected()
         self.found = dict(got)
+        self.query_one(SessionList).forget()
         self.refilter(keep=row.session.sessionId if row is not None else None)
 
     # ---------------------------------------------------------------- preview
 
     def preview_selected(self) -> None:
+        """The highlighted session's conversation in the preview, read once the
+        cursor rests (``PREVIEW_DELAY``: typing or scrolling through does not
+        read every file it passes)."""
         row = self.selected()
         if row is None or row.session.sessionId == self._previewed:
             return
-        self._previewed = row.session.sessionId
-        who = f"live: {row.live}\n" if row.live else ""
-        self.query_one("#preview", Static).update(Text(f"{row.title}\n{who}\nloading…"))
-        self._load_preview(row)
+        self._previewed = row.session.sessionId  # the pane keeps the last one until this one is read
+        if self._preview_timer is not None:
+            self._preview_timer.stop()
+        self._preview_timer = self.set_timer(PREVIEW_DELAY, lambda: self._preview_rested(row))
+
+    def _preview_rested(self, row: Row) -> None:
+        self._preview_timer = None
+        if row.session.sessionId == self._previewed:
+            self._load_preview(row)
 
     @work(thread=True, exclusive=True, group="preview")
     def _load_preview(self, row: Row) -> None:
