@@ -13,10 +13,11 @@ matched by prefix, then those with a typo; each group keeps the listing's order.
 
 Why an index and not a scan per keystroke: the typo check compares a query word
 with title words, and the same words recur across thousands of titles; each
-distinct title word is compared once per query word (cached), so a keystroke
-costs a set lookup per title word. Typing on (the query growing at its end)
-filters only what the previous query kept: every rule above keeps fewer
-sessions for a longer word.
+distinct title word is compared once per query word, and the sessions holding
+the close ones come from an inverted index. Each query word's sessions are
+kept (cached), so a keystroke computes only the word being typed, and only
+within what the word so far matched (every rule above keeps fewer sessions for
+a longer word); the words' sets are then intersected.
 """
 
 from __future__ import annotations
@@ -83,13 +84,15 @@ class Matcher:
         self.ids = [i.lower() for i in ids]
         self.tags = [t.lower() for t in tags] if tags is not None else [""] * len(self.ids)
         self.projects = [p.lower() for p in projects] if projects is not None else [""] * len(self.ids)
-        self.title_words = [frozenset(words(t)) for t in self.lowered]
-        vocabulary: set[str] = set()
-        for ws in self.title_words:
-            vocabulary.update(ws)
-        self.vocabulary = sorted(vocabulary)
+        self.rows_of: dict[str, list[int]] = {}
+        """Each title word: the sessions whose title holds it."""
+        for i, t in enumerate(self.lowered):
+            for w in set(words(t)):
+                self.rows_of.setdefault(w, []).append(i)
+        self.vocabulary = sorted(self.rows_of)
         self._near = lru_cache(maxsize=256)(self._near_words)
-        self._last: tuple[str, list[int]] | None = None
+        self._term = lru_cache(maxsize=256)(self._term_sets)
+        self._terms_seen: set[str] = set()
 
     def _near_words(self, word: str) -> frozenset[str]:
         """The title words one typo from ``word``, or starting with a prefix one
@@ -108,30 +111,43 @@ class Matcher:
         """The indexes of the sessions ``query`` keeps, best matches first."""
         terms = query.lower().split()
         if not terms:
-            self._last = None
             return list(range(len(self.lowered)))
-        candidates: Sequence[int] = range(len(self.lowered))
-        if self._last is not None and self._narrows(self._last[0], query.lower()):
-            candidates = self._last[1]  # typing on: only what the shorter query kept can stay
-        tiers = self._tiers(terms, candidates)
-        kept = [i for i, _ in tiers]
-        self._last = (query.lower(), kept)
-        out: list[list[int]] = [[], [], []]
-        for i, tier in tiers:
-            out[tier].append(i)
-        return out[EXACT] + out[PREFIX] + out[FUZZY]
+        plain = [t for t in terms if not t.startswith(("#", "@"))]
+        everyone = None if plain else frozenset(range(len(self.lowered)))
+        exact = prefix = kept = everyone
+        for t in plain:  # a session's tier is its worst word's: sets intersected word by word
+            e, p, k = self._term(t)
+            exact = e if exact is None else exact & e
+            prefix = p if prefix is None else prefix & p
+            kept = k if kept is None else kept & k
+        assert exact is not None and prefix is not None and kept is not None
+        tags = [t[1:] for t in terms if t.startswith("#")]
+        places = [t[1:] for t in terms if t.startswith("@") and len(t) > 1]
+        if tags or places:
+            kept = frozenset(i for i in kept if self._scoped(i, tags, places))
+            exact, prefix = exact & kept, prefix & kept
+        return sorted(exact) + sorted(prefix - exact) + sorted(kept - prefix)
 
-    @staticmethod
-    def _narrows(before: str, now: str) -> bool:
-        """Whether every session ``now`` keeps was kept by ``before``: ``now``
-        goes on from it, and its last word was already complete, or already
-        long enough for typos (a shorter one matched only as written)."""
-        if not now.startswith(before) or not before.strip():
-            return False
-        if before[-1].isspace():
-            return True
-        last = before.split()[-1]
-        return last.startswith(("#", "@")) or len(last) >= TYPO_MIN
+    def _term_sets(self, term: str) -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
+        """The sessions ``term`` matches exactly (a title word, an id prefix),
+        also by prefix (in the title), and also by a typo: three growing sets.
+        Typing on, only the sessions the word so far matched are looked at
+        (the rules keep fewer sessions for a longer word; a word shorter than
+        TYPO_MIN matched only as written)."""
+        shorter = term[:-1]
+        pool: Sequence[int] = range(len(self.lowered))
+        if shorter in self._terms_seen and (len(shorter) >= TYPO_MIN or len(term) < TYPO_MIN):
+            pool = sorted(self._term(shorter)[2])  # typing on: within what the word so far kept
+        self._terms_seen.add(term)
+        lowered, ids = self.lowered, self.ids
+        exact = set(self.rows_of.get(term, ()))
+        exact.update(i for i in pool if ids[i].startswith(term))
+        prefix = exact.union(i for i in pool if term in lowered[i])
+        kept = set(prefix)
+        if len(term) >= TYPO_MIN:
+            for w in self._near(term):
+                kept.update(self.rows_of[w])
+        return frozenset(exact), frozenset(prefix), frozenset(kept)
 
     def in_scope(self, i: int, query: str) -> bool:
         """Whether session ``i`` passes ``query``'s ``#tag`` and ``@project``
@@ -145,30 +161,3 @@ class Matcher:
         if tags and not (tag and all(tag.startswith(t) for t in tags)):
             return False
         return all(p in self.projects[i] for p in places)
-
-    def _tiers(self, terms: list[str], candidates: Sequence[int]) -> list[tuple[int, int]]:
-        """(index, worst tier of its words) of each candidate every term keeps, in index order."""
-        tags = [t[1:] for t in terms if t.startswith("#")]
-        places = [t[1:] for t in terms if t.startswith("@") and len(t) > 1]
-        plain = [t for t in terms if not t.startswith(("#", "@"))]
-        near = [self._near(t) if len(t) >= TYPO_MIN else frozenset() for t in plain]
-        kept: list[tuple[int, int]] = []
-        scoped = bool(tags or places)
-        for i in candidates:
-            if scoped and not self._scoped(i, tags, places):
-                continue
-            title, sid, title_words = self.lowered[i], self.ids[i], self.title_words[i]
-            worst = EXACT
-            for t, close in zip(plain, near, strict=True):
-                if t in title_words or sid.startswith(t):
-                    continue
-                if t in title:
-                    worst = max(worst, PREFIX)
-                    continue
-                if close and not close.isdisjoint(title_words):
-                    worst = FUZZY
-                    continue
-                break
-            else:
-                kept.append((i, worst))
-        return kept
