@@ -144,7 +144,8 @@ def test_the_matcher_typing_on_keeps_what_a_fresh_filter_keeps():
     ids = [f"{i:08x}-id" for i in range(len(titles))]
     tags = ["wip", "", "wip", "", "", "", "done", ""]
     typed = Matcher(titles, ids, tags)
-    for query in ("s", "so", "soc", "sock", "sockt", "sockte", "sockte ", "sockte t", "sockte te", "abcde",
+    for query in ("s", "so", "soc", "sock", "sockt", "sockte", "sockte ", "sockte t", "sockte te", "abcde", "sx", "sxc",
+                  "sxck",  # three letters match as written, four with a typo: "sock"
                   "#", "#w", "#wi #wip", "#wip s", "#wip sock"):
         assert typed.filter(query) == Matcher(titles, ids, tags).filter(query), query
 
@@ -328,3 +329,36 @@ def test_all_lists_this_project_first_and_at_filters_by_project(short_tmp, monke
     assert seen["ids"] == [ids["newest"], ids["middle"], ids["oldest"], other]
     assert seen["projects"][0].endswith("proj") and seen["projects"][3].endswith("elsewhere")
     assert seen["filtered"] == [other]
+
+
+def test_the_first_screen_is_replaced_by_the_whole_listing(short_tmp):
+    """The picker opens on the first page and takes the whole listing when it
+    arrives (read in a thread), the cursor still on the session it was on."""
+    import threading
+
+    from sessiond.client.cli.pick_cmds import StoreActions, first_page, whole_listing
+    from sessiond.client.picker.app import PickerApp
+
+    obj, here, ids = project(None, short_tmp)
+    first = first_page(obj, here, False)
+    gate = threading.Event()  # the whole listing arrives once the cursor has moved
+    seen = {}
+
+    async def look(pilot):
+        await pilot.press("down")
+        seen["on"] = pilot.app.selected().session.sessionId
+        seen["before"] = shown_ids(pilot.app)
+        seen["loading"] = str(pilot.app.query_one("#status").render())
+        gate.set()
+        await until(pilot, lambda: not pilot.app._loading, "the whole listing")
+        seen["ids"] = shown_ids(pilot.app)
+        seen["after"] = pilot.app.selected().session.sessionId
+        seen["status"] = str(pilot.app.query_one("#status").render())
+
+    app = PickerApp(first.rows[:2], StoreActions(obj, here), show_project=False, scope=first.scope,
+                    more=lambda: gate.wait(60) and whole_listing(obj, here, False))  # type: ignore[return-value]
+    run(app, look)
+    assert seen["before"] == [ids["newest"], ids["middle"]] and "2+ sessions" in seen["loading"]
+    assert seen["on"] == ids["middle"] == seen["after"]
+    assert seen["ids"] == [ids["newest"], ids["middle"], ids["oldest"]]
+    assert seen["status"].startswith("3 sessions · project ")

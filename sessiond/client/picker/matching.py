@@ -131,13 +131,13 @@ class Matcher:
     def _term_sets(self, term: str) -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
         """The sessions ``term`` matches exactly (a title word, an id prefix),
         also by prefix (in the title), and also by a typo: three growing sets.
-        Typing on, only the sessions the word so far matched are looked at
-        (the rules keep fewer sessions for a longer word; a word shorter than
-        TYPO_MIN matched only as written)."""
+        Typing on, the id and title are looked at only in the sessions the
+        word so far matched as written (a longer word is in fewer); the typo
+        matches come from the index whatever the word so far matched."""
         shorter = term[:-1]
         pool: Sequence[int] = range(len(self.lowered))
-        if shorter in self._terms_seen and (len(shorter) >= TYPO_MIN or len(term) < TYPO_MIN):
-            pool = sorted(self._term(shorter)[2])  # typing on: within what the word so far kept
+        if shorter in self._terms_seen:
+            pool = sorted(self._term(shorter)[1])  # typing on: within what the word so far matched as written
         self._terms_seen.add(term)
         lowered, ids = self.lowered, self.ids
         exact = set(self.rows_of.get(term, ()))
