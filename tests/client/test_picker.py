@@ -7,11 +7,13 @@ the files. Without a terminal, ``sessiond`` alone prints its usage and exits 2."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -373,27 +375,34 @@ def test_a_project_without_sessions_opens_on_every_project(store, short_tmp):
     assert f"sessiond resume {ids['other']}".encode() in out
 
 
-def test_a_session_another_process_writes_is_marked_live(store):
-    """A session a process of this user holds open for writing (Claude Code
-    writing it right now) is marked live with that process's pid, as ``list`` does."""
-    obj, here, ids = store
-    path = main_path(obj.store_root(), here, ids["middle"])
+@contextlib.contextmanager
+def held_open(path: Path) -> Iterator[subprocess.Popen]:
+    """Another process of this user holding ``path`` open for writing (as
+    Claude Code holds the transcript it writes), until the block ends."""
     with subprocess.Popen([sys.executable, "-c", "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND); "
                            "print('held', flush=True); sys.stdin.read()", str(path)],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
         try:
             assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
-            seen = {}
-
-            async def look(pilot):
-                seen["titles"] = dict(zip(shown_ids(pilot.app), table_column(pilot.app, "title")))
-                await pilot.press("down")
-                seen["preview"] = await previewed(pilot)
-
-            run(picker(obj, here), look)
+            yield holder
         finally:
             holder.kill()
             holder.wait(timeout=10)
+
+
+def test_a_session_another_process_writes_is_marked_live(store):
+    """A session a process of this user holds open for writing (Claude Code
+    writing it right now) is marked live with that process's pid, as ``list`` does."""
+    obj, here, ids = store
+    with held_open(main_path(obj.store_root(), here, ids["middle"])) as holder:
+        seen = {}
+
+        async def look(pilot):
+            seen["titles"] = dict(zip(shown_ids(pilot.app), table_column(pilot.app, "title")))
+            await pilot.press("down")
+            seen["preview"] = await previewed(pilot)
+
+        run(picker(obj, here), look)
     titles = seen["titles"]
     assert titles[ids["middle"]] == "● fix the flaky socket test"
     assert not titles[ids["newest"]].startswith("●") and not titles[ids["oldest"]].startswith("●")

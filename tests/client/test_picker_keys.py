@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from sessiond.client.cli import Context
 from sessiond.client.cli.output import size
 from sessiond.client.picker.matching import Matcher
 from sessiond.store import trash as trash_mod
-from tests.client.test_picker import picker, previewed, run, shown_ids, table_column, write_session
+from tests.client.test_picker import held_open, picker, previewed, run, shown_ids, table_column, write_session
 from tests.conftest import DaemonProc
 from tests.helpers import main_path, read_entries
 
@@ -260,26 +258,19 @@ def test_trash_refuses_a_live_session_and_says_why(short_tmp):
     refuses it): the message line says why in one line, the file stays."""
     obj, here, ids = project(None, short_tmp)
     path = main_path(obj.root, here, ids["middle"])
-    with subprocess.Popen([sys.executable, "-c", "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND); "
-                           "print('held', flush=True); sys.stdin.read()", str(path)],
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
-        try:
-            assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
-            seen = {}
+    with held_open(path) as holder:
+        seen = {}
 
-            async def act(pilot):
-                await pilot.press("tab", "down", "d")
-                await pilot.pause()
-                seen["asked"] = type(pilot.app.screen).__name__
-                await pilot.press("y")
-                await pilot.pause()
-                seen["message"] = str(pilot.app.query_one("#message").render())
-                seen["ids"] = shown_ids(pilot.app)
+        async def act(pilot):
+            await pilot.press("tab", "down", "d")
+            await pilot.pause()
+            seen["asked"] = type(pilot.app.screen).__name__
+            await pilot.press("y")
+            await pilot.pause()
+            seen["message"] = str(pilot.app.query_one("#message").render())
+            seen["ids"] = shown_ids(pilot.app)
 
-            run(picker(obj, here), act)
-        finally:
-            holder.kill()
-            holder.wait(timeout=10)
+        run(picker(obj, here), act)
     assert seen["asked"] == "ConfirmScreen"
     assert seen["message"] == (f"not trashed: live: pid {holder.pid} holds it open for writing (Claude Code?); "
                                "--force trashes it anyway")
