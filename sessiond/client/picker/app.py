@@ -277,8 +277,9 @@ class PickerApp(App[Choice | None]):
     TITLE = "sessiond"
     CSS = """
     #filter { dock: top; }
-    #status { dock: bottom; height: 1; width: 100%; color: $text-muted; }
-    #message { dock: bottom; height: 1; width: 100%; }
+    #main { height: 1fr; }
+    #message { height: 1; width: 100%; }
+    #status { height: 1; width: 100%; color: $text-muted; }
     #list-pane { width: 3fr; }
     #header { height: 1; text-style: bold; }
     #preview-pane { width: 2fr; border-left: solid $primary; padding: 0 1; }
@@ -329,7 +330,7 @@ class PickerApp(App[Choice | None]):
     def compose(self) -> ComposeResult:
         yield Input(placeholder="type to filter: title words (typos forgiven), an id prefix, #tag, @project; "
                                 "words in the conversations are searched once you pause", id="filter")
-        with Horizontal():
+        with Horizontal(id="main"):
             with Vertical(id="list-pane"):
                 yield Static(id="header", markup=False)
                 yield SessionList(self._line, lambda index: self.shown[index], id="sessions")
