@@ -289,8 +289,12 @@ def test_an_action_that_fails_says_so_in_one_line(short_tmp):
         await pilot.pause()
         seen["message"] = str(pilot.app.query_one("#message").render())
         seen["ids"] = shown_ids(pilot.app)
+        regions = {w: pilot.app.query_one(w).region for w in ("#message", "#status", "Footer")}
+        seen["apart"] = all(a == b or not ra.overlaps(rb) for a, ra in regions.items() for b, rb in regions.items())
+        seen["heights"] = [r.height for r in regions.values()]
 
     run(picker(obj, here), act)
+    assert seen["apart"] and seen["heights"] == [1, 1, 1]  # each line on screen, none under another
     assert seen["message"].startswith("not forked: ") and "\n" not in seen["message"]
     assert "Traceback" not in seen["message"]
     assert seen["ids"] == [ids["newest"], ids["middle"], ids["oldest"]]
