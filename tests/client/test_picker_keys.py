@@ -33,6 +33,16 @@ async def until(pilot, ready, what: str, limit: float = 60.0) -> None:
         await pilot.pause(0.05)
 
 
+async def acted(pilot) -> str:
+    """The message line once the action (run in a thread) has said its result."""
+    def message() -> str:
+        return str(pilot.app.query_one("#message").render())
+
+    await until(pilot, lambda: not message().endswith("…"), "the action's result")
+    await pilot.pause()
+    return message()
+
+
 def project(d: DaemonProc | None, base: Path) -> tuple[Context, str, dict[str, str]]:
     """Three sessions of one project (the store of ``d`` when given): one whose
     conversation (not its title) speaks of kubernetes."""
@@ -193,8 +203,7 @@ def test_fork_key_makes_a_fork_listed_under_its_origin(daemon_factory, short_tmp
 
     async def act(pilot):
         await pilot.press("tab", "down", "f")
-        await pilot.pause()
-        seen["message"] = str(pilot.app.query_one("#message").render())
+        seen["message"] = await acted(pilot)
         seen["titles"] = table_column(pilot.app, "title")
         seen["selected"] = pilot.app.selected().session.sessionId
         seen["ids"] = shown_ids(pilot.app)
@@ -238,11 +247,9 @@ def test_export_key_writes_the_html_and_markdown_and_says_where(short_tmp, monke
 
     async def act(pilot):
         await pilot.press("tab", "down", "e")
-        await pilot.pause()
-        seen["html"] = str(pilot.app.query_one("#message").render())
+        seen["html"] = await acted(pilot)
         await pilot.press("E")
-        await pilot.pause()
-        seen["md"] = str(pilot.app.query_one("#message").render())
+        seen["md"] = await acted(pilot)
 
     run(picker(obj, here), act)
     short = ids["middle"][:8]
@@ -286,8 +293,7 @@ def test_an_action_that_fails_says_so_in_one_line(short_tmp):
 
     async def act(pilot):
         await pilot.press("tab", "f")
-        await pilot.pause()
-        seen["message"] = str(pilot.app.query_one("#message").render())
+        seen["message"] = await acted(pilot)
         seen["ids"] = shown_ids(pilot.app)
         regions = {w: pilot.app.query_one(w).region for w in ("#message", "#status", "Footer")}
         seen["apart"] = all(a == b or not ra.overlaps(rb) for a, ra in regions.items() for b, rb in regions.items())

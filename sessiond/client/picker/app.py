@@ -680,26 +680,34 @@ class PickerApp(App[Choice | None]):
         row = self.selected()
         if row is None:
             return
-        try:
-            new = self.actions.fork(row.session)
-        except Exception as exc:
-            self.say(f"not forked: {one_line(exc)}", error=True)
-            return
-        self.listing.insert(self.listing.index(row) + 1, new)
-        self._reindex()
-        self.refilter(keep=new.session.sessionId)
-        self.say(f"forked {row.short_id} into {new.short_id} (Enter resumes the fork)")
+
+        def forked(new: Row) -> None:
+            self.listing.insert(self.listing.index(row) + 1 if row in self.listing else 0, new)
+            self._reindex()
+            self.refilter(keep=new.session.sessionId)
+            self.say(f"forked {row.short_id} into {new.short_id} (Enter resumes the fork)")
+
+        self.say(f"forking {row.short_id}…")
+        self._act("not forked", lambda: self.actions.fork(row.session), forked)
 
     def action_export(self, fmt: str) -> None:
         row = self.selected()
         if row is None:
             return
+        self.say(f"exporting {row.short_id}…")
+        self._act("not exported", lambda: self.actions.export(row.session, fmt), self.say)
+
+    @work(thread=True, group="action")
+    def _act(self, failed: str, act: Callable[[], Any], done: Callable[[Any], None]) -> None:
+        """``act()`` in a thread (a fork or an export of a long session takes a
+        while: the picker goes on answering keys), then ``done(its result)``,
+        or ``failed: why`` in the message line."""
         try:
-            said = self.actions.export(row.session, fmt)
-        except Exception as exc:
-            self.say(f"not exported: {one_line(exc)}", error=True)
+            result = act()
+        except Exception as exc:  # the command's refusal, in one line
+            self.call_from_thread(self.say, f"{failed}: {one_line(exc)}", error=True)
             return
-        self.say(said)
+        self.call_from_thread(done, result)
 
     def action_trash(self) -> None:
         row = self.selected()
