@@ -54,7 +54,9 @@ SEARCH_DELAY = 0.25
 conversations (a search per keystroke would queue behind itself)."""
 
 PREVIEW_DELAY = 0.08
-"""Seconds the cursor must rest on a session before its file is read for the preview."""
+"""Seconds the cursor must rest on a session before its file is read for the
+preview; after a keystroke in the filter, ``SEARCH_DELAY`` (a preview read
+between two keystrokes would slow the second)."""
 
 SEARCH_MIN = 3
 """Characters of a query's words before they are searched in the conversations."""
@@ -442,7 +444,7 @@ class PickerApp(App[Choice | None]):
         listing.move_to(at)
         self._status()
         if self.shown:
-            self.preview_selected()
+            self.preview_selected(SEARCH_DELAY)
         else:
             self._previewed = None
             self.query_one("#preview", Static).update(Text("no session matches" if self.rows else
@@ -567,9 +569,9 @@ class PickerApp(App[Choice | None]):
 
     # ---------------------------------------------------------------- preview
 
-    def preview_selected(self) -> None:
+    def preview_selected(self, delay: float = PREVIEW_DELAY) -> None:
         """The highlighted session's conversation in the preview, read once the
-        cursor rests (``PREVIEW_DELAY``: typing or scrolling through does not
+        cursor rests (``delay``: typing or scrolling through does not
         read every file it passes)."""
         row = self.selected()
         if row is None or row.session.sessionId == self._previewed:
@@ -577,7 +579,7 @@ class PickerApp(App[Choice | None]):
         self._previewed = row.session.sessionId  # the pane keeps the last one until this one is read
         if self._preview_timer is not None:
             self._preview_timer.stop()
-        self._preview_timer = self.set_timer(PREVIEW_DELAY, lambda: self._preview_rested(row))
+        self._preview_timer = self.set_timer(delay, lambda: self._preview_rested(row))
 
     def _preview_rested(self, row: Row) -> None:
         self._preview_timer = None
