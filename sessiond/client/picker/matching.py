@@ -29,8 +29,8 @@ from functools import lru_cache
 TYPO_MIN = 4
 """The shortest query word matched with a typo (shorter ones would match too much)."""
 
-EXACT, PREFIX, FUZZY = 0, 1, 2
-"""How well a word matched a session, best first (a session ranks by its worst word)."""
+TERMS_KEPT = 4096
+"""Query words remembered as typed (to look for a longer one within what it matched)."""
 
 _WORD = re.compile(r"\w+")
 
@@ -138,6 +138,8 @@ class Matcher:
         pool: Sequence[int] = range(len(self.lowered))
         if shorter in self._terms_seen:
             pool = sorted(self._term(shorter)[1])  # typing on: within what the word so far matched as written
+        if len(self._terms_seen) >= TERMS_KEPT:  # a long session of typing: start over (only speed is lost)
+            self._terms_seen.clear()
         self._terms_seen.add(term)
         lowered, ids = self.lowered, self.ids
         exact = set(self.rows_of.get(term, ()))
