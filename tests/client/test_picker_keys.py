@@ -154,6 +154,7 @@ def test_the_matcher_typing_on_keeps_what_a_fresh_filter_keeps():
     typed = Matcher(titles, ids, tags)
     for query in ("s", "so", "soc", "sock", "sockt", "sockte", "sockte ", "sockte t", "sockte te", "abcde", "sx", "sxc",
                   "sxck",  # three letters match as written, four with a typo: "sock"
+                  "refa", "refac", "refact", "refactr", "refactrin", "rfctr", "rfctrn",
                   "#", "#w", "#wi #wip", "#wip s", "#wip sock"):
         assert typed.filter(query) == Matcher(titles, ids, tags).filter(query), query
 

@@ -93,19 +93,26 @@ class Matcher:
         self._near = lru_cache(maxsize=256)(self._near_words)
         self._term = lru_cache(maxsize=256)(self._term_sets)
         self._terms_seen: set[str] = set()
+        self._near_seen: dict[str, frozenset[str]] = {}
 
     def _near_words(self, word: str) -> frozenset[str]:
         """The title words one typo from ``word``, or starting with a prefix one
         typo from it (``refactr`` finds ``refactoring``), or holding its letters
-        in order (``rfctor`` finds ``refactor``)."""
+        in order (``rfctor`` finds ``refactor``). Typing on, only the words near
+        the word so far are compared (a word near the longer one is near the
+        shorter: each rule keeps fewer words for a longer word)."""
         n = len(word)
+        shorter = self._near_seen.get(word[:-1]) if n > TYPO_MIN else None
         found = set()
-        for w in self.vocabulary:
+        for w in self.vocabulary if shorter is None else shorter:
             if len(w) < n - 1:
                 continue
             if one_typo(word, w[:n]) or one_typo(word, w[:n + 1]) or one_typo(word, w[:n - 1]) or in_order(word, w):
                 found.add(w)
-        return frozenset(found)
+        if len(self._near_seen) >= TERMS_KEPT:
+            self._near_seen.clear()
+        self._near_seen[word] = near = frozenset(found)
+        return near
 
     def filter(self, query: str) -> list[int]:
         """The indexes of the sessions ``query`` keeps, best matches first."""
