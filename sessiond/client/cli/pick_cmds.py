@@ -21,7 +21,7 @@ import click
 from sessiond.store.listing import last_activity
 
 from . import Context, cli
-from .output import count, echo, home_relative, local_time, printable, size
+from .output import echo, home_relative, local_time, printable, size
 
 SEARCH_LIMIT = 200
 """Sessions a search from the picker brings at most (the best-ranked)."""
@@ -81,8 +81,9 @@ class StoreActions:
         from .locate import project_scope
         from .search_cmds import find_hits
 
-        dirs = project_scope(self.obj.store_root(), None if self.all_projects else self.cwd, self.all_projects)
-        hits, _ = find_hits(self.obj, text, dirs, SEARCH_LIMIT)
+        root = self.obj.store_root()
+        dirs = project_scope(root, None if self.all_projects else self.cwd, self.all_projects)
+        hits, _ = find_hits(self.obj, root, text, dirs, SEARCH_LIMIT)  # its notes are for a terminal, not the list
         return [(h.sessionId, printable(" ".join(h.snippet.split()))) for h in hits]
 
     def rename(self, session, title: str) -> None:
@@ -106,13 +107,19 @@ class StoreActions:
         return picker_rows([read_lite(path).session_info()], show_project=self.show_project)[0]
 
     def export(self, session, fmt: str) -> str:
-        from .transfer_cmds import export_document, write_new
+        """The ``export`` command itself, run with ``-o ./<id8>.html`` (or
+        ``.md``) and ``--force`` (a second export of a session replaces the
+        first); what it would say on stderr goes to Textual's capture."""
+        from .transfer_cmds import export
 
-        data, redactions = export_document(self.obj, session.sessionId, self.cwd, fmt)
         target = Path(f"{session.sessionId[:8]}.{'html' if fmt == 'html' else 'md'}").absolute()
-        write_new(target, data, force=True)  # the session's own name: a second export replaces the first
-        secrets = f", {count(redactions, 'secret')} redacted" if redactions else ""
-        return f"exported {session.sessionId[:8]} to {home_relative(str(target))} ({size(len(data))}{secrets})"
+        with click.Context(export, obj=self.obj) as ctx:
+            try:
+                ctx.invoke(export, session=session.sessionId, cwd=self.cwd, fmt=fmt, output=target, force=True,
+                           no_redact=False)
+            except SystemExit as exc:  # a refusal the command said on stderr (exit 2): said here in its place
+                raise ValueError(f"export refused it (exit {exc.code})") from None
+        return f"exported {session.sessionId[:8]} to {home_relative(str(target))} ({size(target.stat().st_size)})"
 
     def trash(self, session) -> str | None:
         from .lifecycle_cmds import trash_sessions

@@ -22,7 +22,7 @@ from sessiond.wire.errors import SessiondError
 from sessiond.wire.hit import MAX_LIMIT
 
 from . import Context, cli
-from .daemon_source import other_root, refused, serves
+from .daemon_source import fell_back, other_root, refused, serves
 from .locate import project_scope
 from .output import age, clip, colour_on, count, echo, echo_json, printable, size
 
@@ -53,8 +53,9 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         since_iso = q.parse_since(since)
     except q.QueryError as exc:
         raise click.UsageError(str(exc)) from None
-    dirs = project_scope(obj.store_root(), cwd, all_projects)
-    hits, note = find_hits(obj, text, dirs, limit, since_iso, role)
+    root = obj.store_root()
+    dirs = project_scope(root, cwd, all_projects)
+    hits, note = find_hits(obj, root, text, dirs, limit, since_iso, role)
     if note:
         echo(f"sessiond: {note}", err=True)
     if as_json:
@@ -81,21 +82,21 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         echo(f"    {DIM if tty else ''}{printable(resume)}{RESET if tty else ''}", raw=True)
 
 
-def find_hits(obj: Context, text: str, dirs: list[Path] | None, limit: int, since: str | None = None,
-              role: str | None = None) -> tuple[list, str | None]:
-    """(hits best first, a note or None): ``text`` searched in the project
-    dirs ``dirs`` (None: every project) by a running daemon of this root, else
-    in the index read-only, else by a scan of the files; the note says what was
-    done instead or what the ranking lacks. What ``search`` prints and the
-    picker ranks as one types. Raises ``SessiondError`` for a query too costly."""
-    root = obj.store_root()
+def find_hits(obj: Context, root: Path, text: str, dirs: list[Path] | None, limit: int, since: str | None = None,
+              role: str | None = None):
+    """(hits, note): the ranked hits of ``text`` in ``dirs`` (None: every
+    project), best first, from a running daemon of this root, else from the
+    index read-only, else from a scan of the files; ``note`` says what a person
+    should know of how they were found (None: nothing). What ``search`` prints
+    and the web view shows."""
     projects = None if dirs is None else [d.name for d in dirs]
     hits, note = _from_daemon(obj, text, dirs, limit, since, role)
     if hits is None:
         why = note  # a daemon that runs but did not answer: said with what was done instead
         hits, note = _offline(root, text, projects, limit, since, role, daemon_runs=why is not None)
         if why is not None:
-            note = f"{why}; {note or 'searched the index read-only'}"
+            fell_back(why, note or "searched the index read-only")
+            note = None
     return hits, note
 
 

@@ -78,27 +78,12 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str, output: Path |
     """The conversation as Markdown or one self-contained HTML page; jsonl: the
     transcript's original lines. Secrets (keys, tokens, private keys,
     passwords) are redacted unless --no-redact; stderr says how many."""
-    if output is not None:
-        check_target(output, force)  # before any work: a refusal costs nothing
-    data, redactions = export_document(obj, session, cwd, fmt, redact=not no_redact)
-    if redactions:
-        echo(f"sessiond: redacted {count(redactions, 'secret')} (--no-redact keeps them)", err=True)
-    if output is None:
-        write_all(data)  # all of it, or a broken pipe (exit 141)
-        return
-    write_new(output, data, force)
-    echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
-
-
-def export_document(obj: Context, session: str, cwd: str | None, fmt: str, *, redact: bool = True) -> tuple[bytes, int]:
-    """(the document, how many secrets were redacted): the session (an id, a
-    prefix or a path) as ``fmt`` (markdown, html or jsonl), what ``export``
-    writes and the picker's export key saves; a running daemon's accepted
-    entries flushed into the file first."""
     from sessiond.store.appendfile import whole_lines_end
 
     from .locate import locate
 
+    if output is not None:
+        check_target(output, force)  # before any work: a refusal costs nothing
     redactions = 0
     path, _ = locate(obj, session, cwd)
     _flush(obj, path)
@@ -106,23 +91,29 @@ def export_document(obj: Context, session: str, cwd: str | None, fmt: str, *, re
         with open(path, "rb") as f:
             data = f.read()
             data = data[: whole_lines_end(f.fileno(), len(data))]
-        if redact:
+        if not no_redact:
             data, redactions = _redact_lines(data)
-        return data, redactions
-    from sessiond.client import export as ex
+    else:
+        from sessiond.client import export as ex
 
-    exported = ex.load_export(path)
-    if redact:
-        exported, redactions = ex.redacted(exported)
+        exported = ex.load_export(path)
+        if not no_redact:
+            exported, redactions = ex.redacted(exported)
+        def when(ts) -> str:  # local, with the date: the reader's zone, any day it is read
+            return local_time(ts, seconds=True) if isinstance(ts, str) else ""
 
-    def when(ts) -> str:  # local, with the date: the reader's zone, any day it is read
-        return local_time(ts, seconds=True) if isinstance(ts, str) else ""
-
-    document = ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)
-    # A document for a person, often read in a terminal: its controls shown
-    # as everywhere (the export's own markup has none; a bidi override
-    # would reorder the page in a browser too).
-    return printable(document).encode(), redactions
+        document = ex.to_html(exported, when) if fmt == "html" else ex.to_markdown(exported, when)
+        # A document for a person, often read in a terminal: its controls shown
+        # as everywhere (the export's own markup has none; a bidi override
+        # would reorder the page in a browser too).
+        data = printable(document).encode()
+    if redactions:
+        echo(f"sessiond: redacted {count(redactions, 'secret')} (--no-redact keeps them)", err=True)
+    if output is None:
+        write_all(data)  # all of it, or a broken pipe (exit 141)
+        return
+    write_new(output, data, force)
+    echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
 
 
 def _redact_lines(data: bytes) -> tuple[bytes, int]:
