@@ -7,12 +7,14 @@ the files. Without a terminal, ``sessiond`` alone prints its usage and exits 2."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,11 +52,11 @@ def store(short_tmp: Path):
     here = str(short_tmp / "proj")
     os.mkdir(here)
     ids = {
-        # the oldest file (mtime) holds the newest activity: the order is the entries'
-        "newest": write_session(root, here, "refactoring the parser [bold red]loud[/]", 20, mtime_day=1,
+        "newest": write_session(root, here, "refactoring the parser [bold red]loud[/]", 20,
                                 reply="Here is the [link=http://x]plan[/link]"),
         "middle": write_session(root, here, "fix the flaky socket test", 10),
-        "oldest": write_session(root, here, "write the docs", 2),
+        # the newest file (a copy made later) holds the oldest activity: the order is the entries'
+        "oldest": write_session(root, here, "write the docs", 2, mtime_day=24),
         "other": write_session(root, str(short_tmp), "elsewhere entirely", 25),
     }
     obj = Context(root=root, socket=short_tmp / "run" / "none.sock", autostart=False)
@@ -84,14 +86,26 @@ def shown_ids(app: PickerApp) -> list[str]:
 
 
 def table_column(app: PickerApp, key: str) -> list[str]:
-    from sessiond.client.picker.app import SessionTable
-
-    table = app.query_one(SessionTable)
-    return [str(table.get_cell_at((r, list(table.columns).index(key)))) for r in range(table.row_count)]
+    """One column's text over the rows the filter keeps, as the list shows them."""
+    return app.column(key.upper())
 
 
 def preview_text(app: PickerApp) -> str:
     return str(app.query_one("#preview").render())
+
+
+async def previewed(pilot) -> str:
+    """The preview once the highlighted session's file has been read into it
+    (read once the cursor rests: a timer, then a worker)."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while "loading…" in preview_text(pilot.app) or pilot.app._preview_timer is not None:
+        assert time.monotonic() < deadline, "the preview never came"
+        await pilot.pause(0.05)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    return preview_text(pilot.app)
 
 
 def test_lists_the_projects_sessions_newest_activity_first(store):
@@ -158,13 +172,9 @@ def test_the_preview_shows_the_conversation_as_plain_text(store):
     seen = {}
 
     async def look(pilot):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-        seen["first"] = preview_text(pilot.app)
+        seen["first"] = await previewed(pilot)
         await pilot.press("down")
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-        seen["second"] = preview_text(pilot.app)
+        seen["second"] = await previewed(pilot)
 
     run(picker(obj, here), look)
     # show's rendering; the markup in the transcript is shown as typed, not obeyed
@@ -315,27 +325,30 @@ def test_pick_print_prints_the_resume_line_of_the_chosen_session(store):
     assert f"sessiond resume {ids['oldest']}".encode() in out
 
 
-def test_moving_down_reaches_every_session_past_the_first_batch(short_tmp):
-    """The table is filled a batch at a time (a keystroke never fills 10,000
-    rows): paging down still reaches the oldest session."""
-    from sessiond.client.picker.app import BATCH
+def test_moving_down_reaches_every_session_of_a_long_list(short_tmp):
+    """The list renders only the lines on screen: paging down still reaches
+    the oldest of hundreds of sessions, and the cursor stays on screen."""
+    from sessiond.client.picker.app import SessionList
 
+    n = 230
     root = short_tmp / "root"
     here = str(short_tmp / "proj")
     os.mkdir(here)
-    ids = [write_session(root, here, f"session number {i}", 1 + i % 28, mtime_day=1) for i in range(BATCH + 30)]
+    ids = [write_session(root, here, f"session number {i}", 1 + i % 28) for i in range(n)]
     obj = Context(root=root, socket=short_tmp / "none.sock", autostart=False)
     seen = {}
 
     async def page(pilot):
-        seen["rows"] = pilot.app.query_one("#sessions").row_count
-        await pilot.press(*["pagedown"] * ((BATCH + 30) // 10 + 2))
+        seen["count"] = pilot.app.query_one(SessionList).count
+        await pilot.press(*["pagedown"] * (n // 10 + 2))
+        await pilot.pause()
+        listing = pilot.app.query_one(SessionList)
         seen["last"] = pilot.app.selected().session.sessionId
-        seen["filled"] = pilot.app.query_one("#sessions").row_count
+        seen["cursor"], seen["top"], seen["height"] = listing.cursor, listing.scroll_offset.y, listing.size.height
 
     run(picker(obj, here), page)
-    assert seen["rows"] == BATCH
-    assert seen["filled"] == BATCH + 30
+    assert seen["count"] == n
+    assert seen["cursor"] == n - 1 and seen["top"] <= n - 1 < seen["top"] + seen["height"]
     oldest = [sid for i, sid in enumerate(ids) if 1 + i % 28 == 1]
     assert seen["last"] in oldest
 
@@ -363,29 +376,34 @@ def test_a_project_without_sessions_opens_on_every_project(store, short_tmp):
     assert f"sessiond resume {ids['other']}".encode() in out
 
 
-def test_a_session_another_process_writes_is_marked_live(store):
-    """A session a process of this user holds open for writing (Claude Code
-    writing it right now) is marked live with that process's pid, as ``list`` does."""
-    obj, here, ids = store
-    path = main_path(obj.store_root(), here, ids["middle"])
+@contextlib.contextmanager
+def held_open(path: Path) -> Iterator[subprocess.Popen]:
+    """Another process of this user holding ``path`` open for writing (as
+    Claude Code holds the transcript it writes), until the block ends."""
     with subprocess.Popen([sys.executable, "-c", "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND); "
                            "print('held', flush=True); sys.stdin.read()", str(path)],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
         try:
             assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
-            seen = {}
-
-            async def look(pilot):
-                seen["titles"] = dict(zip(shown_ids(pilot.app), table_column(pilot.app, "title")))
-                await pilot.press("down")
-                await pilot.app.workers.wait_for_complete()
-                await pilot.pause()
-                seen["preview"] = preview_text(pilot.app)
-
-            run(picker(obj, here), look)
+            yield holder
         finally:
             holder.kill()
             holder.wait(timeout=10)
+
+
+def test_a_session_another_process_writes_is_marked_live(store):
+    """A session a process of this user holds open for writing (Claude Code
+    writing it right now) is marked live with that process's pid, as ``list`` does."""
+    obj, here, ids = store
+    with held_open(main_path(obj.store_root(), here, ids["middle"])) as holder:
+        seen = {}
+
+        async def look(pilot):
+            seen["titles"] = dict(zip(shown_ids(pilot.app), table_column(pilot.app, "title")))
+            await pilot.press("down")
+            seen["preview"] = await previewed(pilot)
+
+        run(picker(obj, here), look)
     titles = seen["titles"]
     assert titles[ids["middle"]] == "● fix the flaky socket test"
     assert not titles[ids["newest"]].startswith("●") and not titles[ids["oldest"]].startswith("●")
@@ -412,10 +430,8 @@ def test_the_preview_starts_with_the_sessions_tokens_and_cost(short_tmp):
     async def look(pilot):
         for key in sid[:8]:
             await pilot.press(key)
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
+        seen["preview"] = (await previewed(pilot)).splitlines()
         seen["ids"] = shown_ids(pilot.app)
-        seen["preview"] = preview_text(pilot.app).splitlines()
 
     run(picker(obj, str(short_tmp), all_projects=True), look)
     assert seen["ids"] == [sid]

@@ -321,6 +321,13 @@ def rename_session(obj: Context, session: str, title: str, cwd: str | None = Non
     return set_metadata(obj, session, cwd, {"type": "custom-title", "customTitle": title, "sessionId": session})
 
 
+def tag_session(obj: Context, session: str, tag: str, cwd: str | None = None) -> str:
+    """Tag the session (a canonical id) ``tag``, or untag it when ``tag`` is
+    empty: a ``tag`` entry, the newest of which is the session's tag. What
+    ``tag`` and the picker's tag key do. The path written."""
+    return set_metadata(obj, session, cwd, {"type": "tag", "tag": tag, "sessionId": session})
+
+
 def _metadata_command(name: str, value: str, kind: str, field: str, help_text: str, said) -> None:
     """``rename`` and ``tag``: one metadata entry, its value the second argument."""
 
@@ -338,7 +345,7 @@ def _metadata_command(name: str, value: str, kind: str, field: str, help_text: s
                 raise click.UsageError("the title is empty")
             path = rename_session(obj, session, text, cwd)
         else:
-            path = set_metadata(obj, session, cwd, {"type": kind, field: text, "sessionId": session})
+            path = tag_session(obj, session, text, cwd)
         if as_json:
             echo_json({"session": session, "path": path, field: text or None})
         else:

@@ -334,6 +334,21 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool, in_claude: b
     """Start a new session seeded with the old one's chain; prints the new id
     (--claude: then opens the fork in Claude Code, never stranded where
     `claude --resume` cannot see it)."""
+    new_id, source_id, messages, session_cwd = fork_session(obj, target, cwd)
+    if as_json:
+        echo_json({"sessionId": new_id, "forkedFrom": source_id, "messages": messages, "cwd": session_cwd})
+    else:
+        echo(new_id)
+    if in_claude:
+        forked, _ = locate(obj, new_id, session_cwd)
+        _hand_to_claude(obj, forked, new_id)
+
+
+def fork_session(obj: Context, target: str, cwd: str | None) -> tuple[str, str | None, int, str]:
+    """Fork the session ``target`` (an id, a prefix or a path): a new session
+    seeded with its chain, each entry carrying ``forkedFrom``, working in
+    ``cwd`` (default: the original's). What ``fork`` and the picker's fork key
+    do. (new id, the original's id, entries copied, the fork's cwd)."""
     from sessiond.client.resume.pipeline import load_transcript
     from sessiond.store.reencode import encode_entry
     from sessiond.wire import messages as m
@@ -364,13 +379,7 @@ def fork(obj: Context, target: str, cwd: str | None, as_json: bool, in_claude: b
         for i in range(0, len(lines), 256):
             client.call(m.Append(id=client.next_id(), session=new_id, cwd=session_cwd, entries=lines[i : i + 256], durability="written"))
         client.call(m.Close(id=client.next_id(), session=new_id))
-    if as_json:
-        echo_json({"sessionId": new_id, "forkedFrom": result.sessionId, "messages": len(entries), "cwd": session_cwd})
-    else:
-        echo(new_id)
-    if in_claude:
-        forked, _ = locate(obj, new_id, session_cwd)
-        _hand_to_claude(obj, forked, new_id)
+    return new_id, result.sessionId, len(entries), session_cwd
 
 
 def fork_entries(path: Path, chain: list[str]) -> list[dict]:
