@@ -77,7 +77,8 @@ def test_status_counts_and_names_a_session_held_open_by_another_process(daemon: 
         assert free not in json.dumps(after)
         text = daemon.cli("status").stdout.decode()
         assert "1 session written by other processes" in text
-        assert f"LIVE      {held}: pid {writer.pid} holds it open for writing" in text
+        live = [ln for ln in text.splitlines() if ln.strip().startswith(f"LIVE      {held} ")]
+        assert len(live) == 1 and f": pid {writer.pid} holds it open for writing" in live[0], text
     finally:
         writer.kill()
         writer.wait(timeout=30)
@@ -125,7 +126,9 @@ def test_a_session_written_outside_sessiond_a_moment_ago_is_live(daemon: DaemonP
     status = json.loads(daemon.cli("status", "--json").stdout)
     assert [w["sessionId"] for w in status["writtenOutside"]] == [theirs]
     assert [w["sessionId"] for w in status["outsideWriters"]] == [theirs]
-    assert f"LIVE      {theirs}: written outside sessiond" in daemon.cli("status").stdout.decode()
+    text = daemon.cli("status").stdout.decode()
+    live = [ln for ln in text.splitlines() if ln.strip().startswith(f"LIVE      {theirs} ")]
+    assert len(live) == 1 and ": written outside sessiond" in live[0], text
     refused = daemon.cli("rm", theirs, "--cwd", CWD, check=False)
     assert refused.returncode == 1 and "written outside sessiond" in refused.stderr.decode()
     assert path.exists()
