@@ -66,8 +66,10 @@ DRAIN_AFTER = 0.1
 that came meanwhile): the append path only queues them."""
 MAX_PENDING = 4096
 """Writes queued for the worker at most; past that the re-stat reads them."""
-MAX_PENDING_BYTES = 16 << 20
-"""Bytes of queued lines at most (the lines are the writer's own, not copies)."""
+MAX_PENDING_BYTES = 4 << 20
+"""Bytes of queued lines at most: the lines are the writer's own, not copies,
+but the queue keeps them alive after their write, so this is memory a fast
+writer makes the daemon hold (past it, the re-stat reads the file instead)."""
 
 
 _PIECE = 1 << 20
