@@ -9,9 +9,12 @@ and the daemon writes the client's bytes unchanged.
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 from sessiond.wire.errors import SessiondError, bad_request
 
@@ -218,3 +221,18 @@ def is_chain_participant(header: EntryHeader) -> bool:
 
 def is_compact_boundary(header: EntryHeader) -> bool:
     return header.type == "system" and header.subtype == COMPACT_BOUNDARY
+
+
+def entry_time(iso: Any) -> datetime | None:
+    """An entry's ISO-8601 ``timestamp`` as an aware datetime (one with no zone
+    taken as UTC, as transcripts write it), or None when it is missing or not a
+    time: the one reading of an entry's time for listings, views and exports."""
+    from datetime import UTC, datetime
+
+    if not iso or not isinstance(iso, str):
+        return None
+    try:
+        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

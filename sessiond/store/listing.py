@@ -33,6 +33,7 @@ from pathlib import Path
 from sessiond.wire.errors import bad_request
 from sessiond.wire.session_info import SessionInfo
 
+from .entries import entry_time
 from .lite import EMPTY, LITE_WINDOW, LiteInfo, Opener, read_lite
 from .paths import is_session_id, projects_dir
 
@@ -134,17 +135,8 @@ def last_activity(info: SessionInfo) -> str:
 
 
 def _ns(iso: str | None) -> int | None:
-    from datetime import UTC, datetime
-
-    if not iso:
-        return None
-    try:
-        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:  # no zone: UTC, as transcripts write it
-        when = when.replace(tzinfo=UTC)
-    return int(when.timestamp() * 1_000_000) * 1000
+    when = entry_time(iso)
+    return None if when is None else int(when.timestamp() * 1_000_000) * 1000
 
 
 def activity_ns(info: SessionInfo) -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from datetime import UTC
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -296,15 +295,12 @@ def local_time(iso: str | None, today: date | None = None, *, seconds: bool = Fa
     date and the time to the second (an export: a document read on other days)."""
     from datetime import datetime  # imported by what prints a time, not by every run
 
-    if not iso:
+    from sessiond.store.entries import entry_time
+
+    parsed = entry_time(iso)
+    if parsed is None:
         return "?"
-    try:
-        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return "?"
-    if when.tzinfo is None:  # no zone: taken as UTC, as transcripts write it
-        when = when.replace(tzinfo=UTC)
-    when = when.astimezone()
+    when = parsed.astimezone()
     if seconds:
         return when.strftime("%Y-%m-%d %H:%M:%S")
     if when.date() == (today or datetime.now().astimezone().date()):
@@ -324,16 +320,11 @@ def when(iso: str | None, now: float | None = None) -> str:
     unreadable timestamp. ``--json`` keeps the ISO-8601 form with its zone.
     Times within a conversation (show, tail, watch, export) are
     ``local_time``'s: there the time of day is what is read."""
-    from datetime import datetime
+    from sessiond.store.entries import entry_time
 
-    if not iso:
+    then = entry_time(iso)
+    if then is None:
         return "?"
-    try:
-        then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return "?"
-    if then.tzinfo is None:  # no zone: taken as UTC, as transcripts write it
-        then = then.replace(tzinfo=UTC)
     secs = (time.time() if now is None else now) - then.timestamp()
     if -60 < secs < RECENT:  # a minute ahead is a clock's skew, not the future
         secs = max(0, int(secs))

@@ -735,16 +735,11 @@ def time_text(iso: str | None) -> str:
     local zone (``TZ``), with the date, to the second and with the zone's
     name (``2025-03-04 11:00:05 CET``), since a document is read on other days
     and maybe elsewhere. ``?`` for a missing or unreadable time."""
-    from datetime import UTC, datetime
+    from sessiond.store.entries import entry_time
 
-    if not iso:
+    when = entry_time(iso)
+    if when is None:
         return "?"
-    try:
-        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return "?"
-    if when.tzinfo is None:  # no zone: UTC, as transcripts write it
-        when = when.replace(tzinfo=UTC)
     when = when.astimezone()
     return when.strftime("%Y-%m-%d %H:%M:%S ") + (when.strftime("%Z") or when.strftime("%z"))
 
