@@ -169,9 +169,12 @@ def test_slow_syncs_keep_transcript_fds_within_the_budget(daemon_factory):
     finally:
         done.set()
         sampler.join()
-    # A full LRU, plus at most two held briefly outside it: the file thread's
-    # new file (one at a time), and a reader's look at a file.
-    assert 32 <= peak <= 32 + 2, peak
+    # A full LRU, plus at most three held briefly outside it: the file thread's
+    # new file (one at a time), a reader's look at a file, and the follower's
+    # pass (one file at a time, one pass at a time: it reads a new file once to
+    # fingerprint its start, and since its inotify queue rests during a pass
+    # those reads can meet a full LRU).
+    assert 32 <= peak <= 32 + 3, peak
 
 
 def test_no_direct_writes_beside_a_stalled_daemon(daemon_factory):
