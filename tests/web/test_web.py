@@ -391,3 +391,25 @@ def test_the_sessions_list_is_paged(daemon_factory):
         assert b"page 3 of 3" in s.get("/sessions?page=99")[2] and b"page 1 of 3" in s.get("/sessions?page=x")[2]
     finally:
         s.stop()
+
+
+def test_times_are_shown_as_list_shows_them(daemon_factory):
+    """The page's LAST ACTIVE is the CLI's listing time (``output.when``), in the
+    local zone of the user running it, not the file's UTC."""
+    from sessiond.store.paths import sanitize
+
+    d = daemon_factory()
+    project = d.root / "projects" / sanitize(CWD)
+    project.mkdir(parents=True)
+    sid = str(uuid.uuid4())
+    entry = user("a zoned session", sessionId=sid, cwd=CWD, timestamp="2026-02-01T10:00:00.000Z")
+    (project / f"{sid}.jsonl").write_bytes(line(entry) + b"\n")
+    d.start()
+    s = WebServer({**d.env, "TZ": "Asia/Kathmandu"})  # +05:45
+    try:
+        body = s.get("/sessions")[2].decode()
+        listed = d.cli("list", "--all", env={**d.env, "TZ": "Asia/Kathmandu"}).stdout.decode()
+        assert "2026-02-01 15:45" in body and "2026-02-01 10:00" not in body
+        assert "2026-02-01 15:45" in listed
+    finally:
+        s.stop()

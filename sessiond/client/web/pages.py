@@ -24,8 +24,11 @@ def _e(text: Any) -> str:
 
 
 def when(ts: str | None) -> str:
-    """An ISO-8601 time as ``YYYY-MM-DD HH:MM`` (UTC, as the file says it)."""
-    return ts[:16].replace("T", " ") if ts else "?"
+    """A time as every listing shows it (``output.when``: how long ago within
+    a day, else the local date and time), so the page and the CLI agree."""
+    from sessiond.client.cli.output import when as listed
+
+    return listed(ts)
 
 
 def tokens(n: int | None) -> str:
