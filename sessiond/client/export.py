@@ -16,7 +16,6 @@ view); here the export is loaded (``load_export``) and redacted (``redacted``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import msgspec
 
 from sessiond.store.agents import session_agent_files
 
-from .render.conversation import ConversationView, conversation_view
+from .render.conversation import ConversationView, When, conversation_view
 from .resume.pipeline import Resumed, load_transcript
 
 
@@ -91,10 +90,6 @@ def dates(resumed: Resumed) -> tuple[str | None, str | None]:
     stamps = [m["timestamp"] for m in resumed.messages if isinstance(m.get("timestamp"), str)]
     return (min(stamps), max(stamps)) if stamps else (None, None)
 
-
-When = Callable[[str | None], str]
-"""How a time is shown; the default (``render.conversation.time_text``) is the
-local time with the date and the zone's name: a document is read on other days."""
 
 
 def view_of(export: Exported, *, all_entries: bool = False) -> ConversationView:

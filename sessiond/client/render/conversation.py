@@ -41,7 +41,7 @@ Public API: the items (:class:`Turn`, :class:`Text`, :class:`Thinking`,
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -728,6 +728,10 @@ def walk_blocks(turns: Iterable[Turn]) -> Iterable[Block]:
 
 
 # ----------------------------------------------------------- shared wording
+
+
+When = Callable[[str | None], str]
+"""How a renderer shows a time (default :func:`time_text`: local, with its zone)."""
 
 
 def time_text(iso: str | None) -> str:

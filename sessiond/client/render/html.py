@@ -30,16 +30,13 @@ from .conversation import (
     ToolCall,
     ToolResult,
     Turn,
+    When,
     agent_anchor,
     hidden_summary,
     input_fields,
     safe_link,
     time_text,
 )
-
-When = Callable[[str | None], str]
-"""How a time is shown (default :func:`conversation.time_text`: local, with its zone)."""
-
 
 _BASE_CSS = """
 .conversation{font:15px/1.55 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d1d1f;max-width:60rem;margin:0 auto}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -30,14 +29,13 @@ from .conversation import (
     ToolCall,
     ToolResult,
     Turn,
+    When,
     agent_anchor,
     hidden_summary,
     input_fields,
     safe_link,
     time_text,
 )
-
-When = Callable[[str | None], str]
 
 _SENTINEL = "sessiond-render-end-of-text"
 
