@@ -83,15 +83,19 @@ class Sums:
         self.first: int | None = None
         self.last: int | None = None
 
+    def add_counts(self, part: Cell | Sums) -> None:
+        """Add ``part``'s tokens, cost, count and unpriced models (not its models or times)."""
+        self.inp += part.inp
+        self.out += part.out
+        self.cc += part.cc
+        self.cr += part.cr
+        self.cost += part.cost
+        self.n += part.n
+        if part.unpriced:
+            self.unpriced.update(dict.fromkeys(part.unpriced))
+
     def add_cell(self, model: str | None, cell: Cell, times: bool = False) -> None:
-        self.inp += cell.inp
-        self.out += cell.out
-        self.cc += cell.cc
-        self.cr += cell.cr
-        self.cost += cell.cost
-        self.n += cell.n
-        if cell.unpriced:
-            self.unpriced.update(dict.fromkeys(cell.unpriced))
+        self.add_counts(cell)
         if times:
             lo, hi = cell.bounds()
             self.first = lo if self.first is None or lo < self.first else self.first
@@ -275,14 +279,7 @@ def _block(start: int, slots: list[_Slot], now: int) -> Block:
     s = Sums()
     first_of: dict[str, int] = {}
     for slot in slots:
-        t = slot.sums
-        s.inp += t.inp
-        s.out += t.out
-        s.cc += t.cc
-        s.cr += t.cr
-        s.cost += t.cost
-        s.n += t.n
-        s.unpriced.update(t.unpriced)
+        s.add_counts(slot.sums)
         for model, ts in slot.model_first.items():
             if model not in first_of or ts < first_of[model]:
                 first_of[model] = ts
