@@ -99,6 +99,26 @@ def test_export_into_a_missing_directory_is_one_line(daemon, short_tmp):
 
 # -- Ctrl-C ----------------------------------------------------------------------
 
+def _reading_stdin(pid: int) -> bool:
+    """Whether ``pid`` is past start-up, blocked reading its stdin: in ``read(0, ...)``
+    by ``/proc/PID/syscall`` (its number and first argument), or asleep in a pipe
+    read by ``wchan`` where the kernel does not show the syscall."""
+    try:
+        call = Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        call = []
+    if call[:2] == [str(READ_SYSCALL), "0x0"]:
+        return True
+    try:
+        return "pipe" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
+READ_SYSCALL = {"x86_64": 0, "aarch64": 63}.get(os.uname().machine, 0)
+"""read(2)'s number in ``/proc/PID/syscall``."""
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("command", ["append", "record"])  # the fast path and click's
 def test_ctrl_c_exits_130_quietly(daemon, command):
@@ -109,9 +129,7 @@ def test_ctrl_c_exits_130_quietly(daemon, command):
                             args=[sys.executable, "-m", "sessiond.client.cli", command, "--cwd", CWD, "--session", sid, "-"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env)
     try:
-        start = time.monotonic()  # past start-up: blocked reading the pipe (a kernel that hides wchan: 5 s)
-        wait_until(lambda: "pipe" in Path(f"/proc/{proc.pid}/wchan").read_text() or time.monotonic() - start > 5,
-                   "the command to wait on its stdin", timeout=30)
+        wait_until(lambda: _reading_stdin(proc.pid), "the command to wait on its stdin", timeout=30)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
