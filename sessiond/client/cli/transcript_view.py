@@ -16,10 +16,6 @@ from typing import Any
 from .output import count, printable, terminal_columns
 
 
-def _plural(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
 def render(result: Any, *, all_entries: bool = False, color: bool = False,
            history: list[dict] | None = None, spend: str | None = None, width: int | None = None,
            full: bool = False) -> str:
@@ -50,7 +46,7 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False,
         lines.append(paint(spend))
     lines.append("")
     if history:
-        lines.append(paint(f"══ before compaction: {_plural(len(history), 'entry', 'entries')}, "
+        lines.append(paint(f"══ before compaction: {count(len(history), 'entry', 'entries')}, "
                            "not what a resume restores ".ljust(60, "═"), fg="yellow", bold=True))
         lines.append(render_turns(view.history, look))
         lines.append(paint("══ after compaction: what a resume restores ".ljust(60, "═"), fg="yellow", bold=True))
