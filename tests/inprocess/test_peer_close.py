@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from sessiond.daemon.handlers import completion
 from sessiond.wire import messages as m
 from sessiond.wire.errors import SESSION_BUSY
 
@@ -16,11 +17,14 @@ from .conftest import CWD, entry, in_process, until
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_search_waiting_for_writes_is_cancelled_when_its_peer_hangs_up(tmp_path):
+async def test_a_search_waiting_for_writes_is_cancelled_when_its_peer_hangs_up(tmp_path, monkeypatch):
     """A Search waits for the writes accepted before it (here held back by a
     long ``flush_interval``); its peer hangs up meanwhile: the waiting task is
     cancelled, counted as dropped, and nothing is written to the gone peer
-    (the fake transport fails the test on a write after the loss)."""
+    (the fake transport fails the test on a write after the loss). The wait's
+    own bound (``WRITE_WAIT``, 1 s) is lifted, so a loaded machine that takes a
+    second to get from the ack to the hang-up does not let the search start."""
+    monkeypatch.setattr(completion, "WRITE_WAIT", 600.0)
     async with in_process(tmp_path, search_index=True, flush_interval=60.0) as d:
         peer = await d.greeted()
         sid = str(uuid.uuid4())
