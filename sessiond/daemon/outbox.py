@@ -39,12 +39,12 @@ class Outbox:
     def add(self, conn: Connection) -> None:
         """``conn`` has answers to send: at the end of this pass."""
         self.pending.append(conn)
-        self.end_of_pass.request()
+        self.end_of_pass.request(ANSWERS)
 
     def add_push(self, conn: Connection) -> None:
         """``conn`` has pushed frames to send: at the end of this pass, after the answers."""
         self.pushes.append(conn)
-        self.end_of_pass.request()
+        self.end_of_pass.request(ANSWERS)
 
     def flush(self) -> None:
         pending, self.pending = self.pending, []

@@ -107,7 +107,7 @@ class Writer:
             # nothing asked for a drain by then (written/durable do, at once).
             q.arming = True
             self._to_arm.append(q)
-            self.end_of_pass.request()
+            self.end_of_pass.request(WRITES)
 
     @property
     def over_limit(self) -> bool:
@@ -142,7 +142,7 @@ class Writer:
             return
         q.soon = True
         self._soon.append(q)
-        self.end_of_pass.request()
+        self.end_of_pass.request(WRITES)
 
     def end_pass(self) -> None:
         """The writer's stage at the end of a loop pass: drain what was asked

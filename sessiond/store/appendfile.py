@@ -261,7 +261,7 @@ def append_unlocked(fd: int, path: Path, data: bytes | memoryview, *, known_end:
     partial line behind; the error is re-raised. ``defer_torn``: raise
     ``TornTailFound`` instead of cutting a torn tail here.
     """
-    size = os.fstat(fd).st_size
+    size = os.lseek(fd, 0, os.SEEK_END)  # the size (a regular file's end), without building a stat result
     torn = None
     if size != known_end:
         if defer_torn and ends_torn(fd, size):

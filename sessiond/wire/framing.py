@@ -43,9 +43,11 @@ def encode(message: Any) -> bytes:
 
 
 def decode_request(body: bytes | memoryview) -> Request:
-    from .messages import Request
+    decoder: msgspec.msgpack.Decoder[Request] | None = _decoders.get("request")
+    if decoder is None:  # the first request: the import (a call into importlib) only then
+        from .messages import Request
 
-    decoder: msgspec.msgpack.Decoder[Request] = _decoders.get("request") or _decoders.setdefault("request", msgspec.msgpack.Decoder(Request))
+        decoder = _decoders.setdefault("request", msgspec.msgpack.Decoder(Request))
     return _decode(decoder, body, "request")
 
 

@@ -129,3 +129,23 @@ def test_a_failing_stage_does_not_keep_the_answers_in(loop, caplog):
     one_pass(loop)
     assert ran == ["answers"]
     assert "internal error at the end of a loop pass" in caplog.text
+
+
+def test_a_request_for_a_later_stage_is_served_by_the_run_going_on(loop):
+    """The writer's stage answering a drain's waiter hands the answers stage
+    work: that stage runs later in the same run, so no second end-of-pass
+    callback is scheduled for it (an empty run per ``written`` ack)."""
+    end = EndOfPass(loop)
+    ran: list[str] = []
+
+    def writes() -> None:
+        ran.append("writes")
+        end.request(ANSWERS)
+
+    end.register(WRITES, writes)
+    end.register(ANSWERS, lambda: ran.append("answers"))
+    end.request(WRITES)
+    one_pass(loop)
+    assert ran == ["writes", "answers"]
+    one_pass(loop)
+    assert ran == ["writes", "answers"]  # no run asked for by the first one
