@@ -36,7 +36,7 @@ from sessiond.wire.errors import SessiondError, too_large
 from .filequeue import FileQueue
 from .session_state import SessionState, Target
 from .tails import recent_lines
-from .uuidset import UuidSet
+from .uuidset import DedupSet
 
 if TYPE_CHECKING:
     from sessiond.config import Settings
@@ -121,10 +121,10 @@ class Routing:
 
     def _add_agent(self, state: SessionState, path: Path) -> None:
         self.readiness.check(path)
-        target = Target(self.writer.queue(path), UuidSet(), None)
+        target = Target(self.writer.queue(path), DedupSet(), None)
 
         def apply(uuids: set[str]) -> None:
-            target.uuids = UuidSet.unpacked(uuids)
+            target.uuids = DedupSet.unpacked(uuids)
             state.agents[path] = target
 
         def failed(err: SessiondError) -> None:

@@ -21,9 +21,10 @@ from sessiond.store.recording import Cursor
 from sessiond.wire.errors import SessiondError
 
 from .filequeue import FileQueue
-from .uuidset import UuidSet
+from .uuidset import DedupSet
 
 if TYPE_CHECKING:
+    from .uuidset import AnyUuidSet
     from .writer import Writer
 
 
@@ -33,7 +34,7 @@ class Target:
 
     __slots__ = ("queue", "uuids", "last", "cursor")
 
-    def __init__(self, queue: FileQueue, uuids: UuidSet, last: str | None) -> None:
+    def __init__(self, queue: FileQueue, uuids: AnyUuidSet, last: str | None) -> None:
         self.queue = queue
         self.uuids = uuids
         self.last = last
@@ -72,8 +73,8 @@ class SessionState:
         there gets the error (once; the one after scans again)."""
         self.materialized = False
         self.cwd: str | None = None  # the last cwd a request named, already checked
-        self.side_uuids = UuidSet()
-        self.main = Target(writer.queue(self.path), UuidSet(), None)
+        self.side_uuids: AnyUuidSet = DedupSet()
+        self.main = Target(writer.queue(self.path), DedupSet(), None)
         self.gone = False
         self.exact = False
         """An ``Append.exact`` touched it: its files are copies of files kept
@@ -85,9 +86,9 @@ class SessionState:
     def apply_scan(self, scan: SessionScan) -> None:
         """What an existing transcript tells: dedup sets, chain end, metadata."""
         self.materialized = True
-        self.side_uuids = UuidSet.unpacked(scan.sidechain_uuids)  # packed in the background once quiet
+        self.side_uuids = DedupSet.unpacked(scan.sidechain_uuids)  # the Python set: packed in the background once quiet
         self.metadata = {**scan.metadata, **self.metadata}
-        self.main.uuids = UuidSet.unpacked(scan.uuids)
+        self.main.uuids = DedupSet.unpacked(scan.uuids)
         self.main.last = scan.cursor.tip
         self.main.cursor = scan.cursor
 

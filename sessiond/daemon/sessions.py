@@ -36,6 +36,7 @@ from .routing import Routing
 from .session_state import SessionState
 from .spool import Spool
 from .tails import recent_lines
+from .uuidset import DedupSet, UuidSet
 from .workers import FairShare
 from .writer import Writer
 
@@ -51,8 +52,9 @@ class Registry:
                  bounds: Bounds | None = None) -> None:
         self.settings = settings
         self.writer = writer
-        self.compactor = Compactor(fair) if fair is not None else None
-        """Packs dedup sets in the background (None: they stay unpacked)."""
+        self.compactor = Compactor(fair) if fair is not None and DedupSet is UuidSet else None
+        """Packs the pure-Python dedup sets in the background (None: the compiled
+        sets have nothing to pack; without a read pool they stay unpacked)."""
         self.bounds = bounds or Bounds(settings)
         self._full_sweep_at = 0.0
         self.sessions: dict[str, SessionState] = {}
