@@ -283,7 +283,20 @@ UuidSet_init(UuidSetObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:UuidSet", kwlist, &items))
         return -1;
     clear_all(self);
-    return items == NULL ? 0 : add_all(self, items);
+    if (items == NULL)
+        return 0;
+    /* a scan's set of uuids: the table sized for it at once, not doubled on the way */
+    Py_ssize_t n = PyObject_LengthHint(items, 0);
+    if (n < 0)
+        return -1;
+    if (n > 0) {
+        Py_ssize_t capacity = MIN_CAPACITY;
+        while (4 * n > 3 * capacity && capacity <= PY_SSIZE_T_MAX / 2)
+            capacity *= 2;
+        if (table_resize(self, capacity) < 0)
+            return -1;
+    }
+    return add_all(self, items);
 }
 
 static int

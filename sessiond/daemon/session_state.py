@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 from sessiond.store import paths
 from sessiond.store.entries import REAPPENDED_METADATA
-from sessiond.store.jsonl import SessionScan
+from sessiond.store.jsonl import SessionScan, scan_session
 from sessiond.store.recording import Cursor
 from sessiond.wire.errors import SessiondError
 
 from .filequeue import FileQueue
-from .uuidset import DedupSet
+from .uuidset import DedupSet, dedup_set
 
 if TYPE_CHECKING:
     from .uuidset import AnyUuidSet
@@ -83,12 +83,12 @@ class SessionState:
         """Its files were moved away (trash): nothing may be written for it any more,
         not even the exit cleanup of a client still attached."""
 
-    def apply_scan(self, scan: SessionScan) -> None:
-        """What an existing transcript tells: dedup sets, chain end, metadata."""
+    def apply_scan(self, scanned: tuple[SessionScan, AnyUuidSet, AnyUuidSet]) -> None:
+        """What an existing transcript tells (``scan_for_state``): dedup sets,
+        chain end, metadata."""
+        scan, self.main.uuids, self.side_uuids = scanned
         self.materialized = True
-        self.side_uuids = DedupSet.unpacked(scan.sidechain_uuids)  # the Python set: packed in the background once quiet
         self.metadata = {**scan.metadata, **self.metadata}
-        self.main.uuids = DedupSet.unpacked(scan.uuids)
         self.main.last = scan.cursor.tip
         self.main.cursor = scan.cursor
 
@@ -104,3 +104,9 @@ class SessionState:
         return (not self.clients and self.loading is None and not self.pending
                 and all(t.queue.idle for t in self.targets()))
 
+
+def scan_for_state(fd: int) -> tuple[SessionScan, AnyUuidSet, AnyUuidSet]:
+    """Scan a transcript and make its dedup sets, in the same thread (a worker
+    for a big file): what ``SessionState.apply_scan`` takes."""
+    scan = scan_session(fd)
+    return scan, dedup_set(scan.uuids), dedup_set(scan.sidechain_uuids)

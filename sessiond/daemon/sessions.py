@@ -24,7 +24,7 @@ from sessiond.config import Settings
 from sessiond.store import paths
 from sessiond.store.appendfile import RESEND_WINDOW
 from sessiond.store.entries import REAPPENDED_SET, try_header
-from sessiond.store.jsonl import head_lines, scan_session
+from sessiond.store.jsonl import head_lines
 from sessiond.store.lite import LITE_WINDOW
 from sessiond.wire.errors import SessiondError, bad_request
 
@@ -33,7 +33,7 @@ from .compaction import Compactor
 from .filequeue import FileQueue
 from .readiness import Readiness
 from .routing import Routing
-from .session_state import SessionState
+from .session_state import SessionState, scan_for_state
 from .spool import Spool
 from .tails import recent_lines
 from .uuidset import DedupSet, UuidSet
@@ -197,7 +197,7 @@ class Registry:
             state.load_error = err
 
         try:
-            self.readiness.scan(state, state.path, scan_session, state.apply_scan, failed)
+            self.readiness.scan(state, state.path, scan_for_state, state.apply_scan, failed)
         except SessiondError as err:
             state.load_error = err
 

@@ -258,3 +258,15 @@ def test_compiled_set_is_collected_through_a_cycle():
     del s, h
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_a_scans_set_is_made_whole_in_chunks(impl, monkeypatch):
+    """``dedup_set`` (a scan's uuids, in the scan's worker thread) gives the
+    set the daemon makes, every string of the scan in it, however many chunks."""
+    monkeypatch.setattr(uuidset, "DedupSet", impl)
+    monkeypatch.setattr(uuidset, "SCAN_CHUNK", 7)
+    for n in (0, 1, 7, 8, 100):
+        items = {str(uuidlib.uuid4()) for _ in range(n)} | ({"MSG-1", "A" * 36} if n else set())
+        made = uuidset.dedup_set(items)
+        assert type(made) is impl and len(made) == len(items) and sorted(made) == sorted(items)
