@@ -35,8 +35,9 @@ The daemon makes ``DedupSet``: the compiled set of ``_uuidset.c`` when the insta
 built it (a C compiler and Python's headers were there), this class otherwise (or
 with ``SESSIOND_UUIDSET=python`` in the environment). The compiled one keeps the
 same uuids as 16-byte keys of one open-addressing table, added on the spot, with
-nothing to pack: packing in Python was a quarter of the daemon's CPU on the
-append path. Both have this interface and are held to a ``set`` by the same test.
+nothing to pack (packing in Python, a few microseconds a uuid, is the costly
+part of this class). Both have this interface and are held to a ``set`` by the
+same test.
 """
 
 from __future__ import annotations
@@ -346,7 +347,8 @@ def dedup_set(items: set[str]) -> AnyUuidSet:
     thread, for a big file). The Python set takes ``items`` as they are (packed
     later); the compiled one is filled ``SCAN_CHUNK`` at a time, so the loop
     gets the GIL between chunks: one call over a million uuids (random reads of
-    the strings, random writes to the table) holds it some 0.1-0.4 s."""
+    the strings, random writes to the table) would hold it for a good part of
+    a second."""
     if DedupSet is UuidSet:
         return UuidSet.unpacked(items)
     it = iter(items)
