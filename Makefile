@@ -6,7 +6,9 @@ STAMP   = $(VENV)/.installed
 
 .PHONY: run lint test bench bench-check crash install install-cli clean node
 
-$(STAMP): pyproject.toml
+## setup.py and the C source: the compiled dedup set (sessiond/daemon/_uuidset.c) is built by
+## the editable install, so a change to it installs again.
+$(STAMP): pyproject.toml setup.py sessiond/daemon/_uuidset.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

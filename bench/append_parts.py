@@ -2,6 +2,7 @@
 
     python bench/append_parts.py [--clients 1] [--total 64000] [--runs 3] [--parts follower,compaction,...]
     python bench/append_parts.py --baseline main      # that revision's daemon too, every part on
+    python bench/append_parts.py --python-set         # this daemon with the pure-Python dedup set too
 
 Each configuration is a real daemon (its defaults: index, follower, leases,
 bounds, catalog all on) under ``append_load``'s ``written`` clients (1 KB
@@ -74,6 +75,9 @@ def one_run(config: str, args: argparse.Namespace) -> tuple[float, float]:
     env = None
     if config == "floor":
         cmd = [sys.executable, str(HERE / "floor_server.py"), str(sock), str(base / "floor")]
+    elif config == "python-set":  # this daemon, every part on, with the pure-Python dedup set (uuidset.py)
+        env = {**os.environ, "SESSIOND_UUIDSET": "python"}
+        cmd = [sys.executable, __file__, "--serve-without", "", "--", *serve]
     elif config.startswith("@"):  # a revision's daemon, every part on
         source = append_load.baseline_source(config[1:])
         env = {**os.environ, "PYTHONPATH": str(source)}
@@ -102,13 +106,16 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--parts", default=",".join(PARTS), help="the parts to switch off, one at a time")
     ap.add_argument("--baseline", default=None, metavar="REV", help="also that revision's daemon, every part on")
+    ap.add_argument("--python-set", action="store_true",
+                    help="also this daemon with the pure-Python dedup set (SESSIOND_UUIDSET=python), every part on")
     ap.add_argument("--out", default=str(HERE / "results" / "append_parts.json"))
     ap.add_argument("--serve-without", default=None, help=argparse.SUPPRESS)
     args, rest = ap.parse_known_args()
     if args.serve_without is not None:
         serve_without(set(filter(None, args.serve_without.split(","))), [x for x in rest if x != "--"])
         return
-    configs = ["none", *args.parts.split(","), "all", "floor", *([f"@{args.baseline}"] if args.baseline else [])]
+    configs = ["none", *args.parts.split(","), "all", "floor", *(["python-set"] if args.python_set else []),
+               *([f"@{args.baseline}"] if args.baseline else [])]
     runs: dict[str, list[tuple[float, float]]] = {c: [] for c in configs}
     load = []
     for r in range(args.runs):
@@ -126,7 +133,7 @@ def main() -> None:
         cpu = statistics.median(x[1] for x in runs[c])
         rows.append({"config": c, "entries_per_s": round(eps), "cpu_us_per_entry": round(cpu, 2)})
         name = {"none": "nothing (sessiond as it runs)", "floor": "Python floor (floor_server.py)"}.get(c, c)
-        saved = "—" if c in ("none", "floor") or c.startswith("@") else f"{base_cpu - cpu:.2f}"
+        saved = "—" if c in ("none", "floor", "python-set") or c.startswith("@") else f"{base_cpu - cpu:.2f}"
         print(f"| {name} | {eps:,.0f} | {cpu:.2f} | {saved} |")
     benchlib.save(args.out, {"clients": args.clients, "total": args.total, "runs": args.runs, "load_avg": load,
                              "rows": rows, "command": " ".join(["python", "bench/append_parts.py", *sys.argv[1:]])})

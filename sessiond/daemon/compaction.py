@@ -1,5 +1,7 @@
-"""Packing the dedup sets off the append path.
+"""Packing the pure-Python dedup sets off the append path.
 
+Only ``uuidset.UuidSet`` packs: the compiled set the daemon uses when it was built
+adds each uuid to its table on the spot, and the registry then makes no ``Compactor``.
 A uuid costs ~145 bytes in a plain set and ~35 packed (``uuidset``), but packing
 costs a few microseconds a uuid, as much as the rest of an append. So appends
 only add to each set's ``recent`` part, and packing happens as a background job
@@ -30,6 +32,7 @@ from .workers import BACKGROUND
 
 if TYPE_CHECKING:
     from .session_state import SessionState
+    from .uuidset import AnyUuidSet
     from .workers import FairShare
 
 log = logging.getLogger("sessiond")
@@ -56,11 +59,12 @@ class Compactor:
         self.inline = 0  # sets packed on the spot because the backlog was full
         self.packed_since_shrink = 0
 
-    def compact(self, uuids: UuidSet, busy: bool = False) -> None:
+    def compact(self, uuids: AnyUuidSet, busy: bool = False) -> None:
         """Start packing ``uuids``' recent part, unless it is small or already
-        being packed. ``busy``: a set being appended to, packed on the spot
-        when the jobs are behind (a quiet one waits for the next sweep)."""
-        if uuids.packing or len(uuids.recent) < PACK_MIN:
+        being packed (or compiled: nothing to pack). ``busy``: a set being
+        appended to, packed on the spot when the jobs are behind (a quiet one
+        waits for the next sweep)."""
+        if not isinstance(uuids, UuidSet) or uuids.packing or len(uuids.recent) < PACK_MIN:
             return
         if self.backlog >= BACKLOG_MAX:
             if busy:
@@ -89,8 +93,10 @@ class Compactor:
 
         fut.add_done_callback(done)
 
-    def hot(self, uuids: UuidSet) -> None:
+    def hot(self, uuids: AnyUuidSet) -> None:
         """After an append: a busy set whose unpacked part grew large."""
+        if not isinstance(uuids, UuidSet):
+            return
         n = len(uuids.recent)
         if n >= HOT_MIN and n >= min(HOT_MAX, uuids.packed >> 3):
             self.compact(uuids, busy=True)

@@ -81,7 +81,7 @@ def status(registry: Registry) -> dict[str, int]:
         for s in (state.side_uuids, *(t.uuids for t in state.targets())):
             uuids += len(s)
             packed += s.nbytes
-            recent += len(s.recent) + len(s.other)
+            recent += len(s) - s.packed
     out = {"rssBytes": rss_bytes(), "uuids": uuids, "uuidsUnpacked": recent, "packedUuidBytes": packed}
     if registry.compactor is not None:
         out["packingBacklog"] = registry.compactor.backlog

@@ -36,7 +36,7 @@ from sessiond.wire.errors import SessiondError, too_large
 from .filequeue import FileQueue
 from .session_state import SessionState, Target
 from .tails import recent_lines
-from .uuidset import UuidSet
+from .uuidset import DedupSet, dedup_set
 
 if TYPE_CHECKING:
     from sessiond.config import Settings
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .compaction import Compactor
     from .readiness import Readiness
     from .spool import Spool
+    from .uuidset import AnyUuidSet
     from .writer import Writer
 
 _TYPE = attrgetter("type")
@@ -121,16 +122,16 @@ class Routing:
 
     def _add_agent(self, state: SessionState, path: Path) -> None:
         self.readiness.check(path)
-        target = Target(self.writer.queue(path), UuidSet(), None)
+        target = Target(self.writer.queue(path), DedupSet(), None)
 
-        def apply(uuids: set[str]) -> None:
-            target.uuids = UuidSet.unpacked(uuids)
+        def apply(uuids: AnyUuidSet) -> None:
+            target.uuids = uuids
             state.agents[path] = target
 
         def failed(err: SessiondError) -> None:
             state.agent_errors[path] = err
 
-        if not self.readiness.scan(state, path, scan_uuids, apply, failed):
+        if not self.readiness.scan(state, path, _scan_dedup, apply, failed):
             state.agents[path] = target
 
     def target_for(self, state: SessionState, header: EntryHeader, agent: str | None, run: str | None) -> Target:
@@ -296,3 +297,8 @@ class Routing:
             self.writer.enqueue(target.queue, lines)
             out.queues.append(target.queue)
         return out
+
+
+def _scan_dedup(fd: int) -> AnyUuidSet:
+    """An agent file's dedup set, made where its scan ran (``uuidset.dedup_set``)."""
+    return dedup_set(scan_uuids(fd))

@@ -33,7 +33,7 @@ from sessiond.store.locations import check_private_dir, lock_path, open_private_
 from sessiond.wire.core import StateFileProblem
 from sessiond.wire.errors import SHUTTING_DOWN, RootHeld, SessiondError
 
-from . import memory
+from . import memory, uuidset
 from .activation import activated_socket
 from .bounds import Bounds
 from .catalog import Catalog
@@ -341,8 +341,9 @@ async def _run(settings: Settings, flags: dict) -> int:
             daemon.state_files += daemon.mirror.state.problems
         server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
         log.info(
-            "ready: pid %d, socket %s%s, root %s, sessiond %s",
+            "ready: pid %d, socket %s%s, root %s, sessiond %s, dedup sets %s",
             os.getpid(), settings.socket, " (socket-activated)" if adopted else "", settings.root, __version__,
+            uuidset.IMPLEMENTATION,
         )
         if daemon.mirror is not None:
             daemon.mirror.start()

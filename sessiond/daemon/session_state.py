@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING
 
 from sessiond.store import paths
 from sessiond.store.entries import REAPPENDED_METADATA
-from sessiond.store.jsonl import SessionScan
+from sessiond.store.jsonl import SessionScan, scan_session
 from sessiond.store.recording import Cursor
 from sessiond.wire.errors import SessiondError
 
 from .filequeue import FileQueue
-from .uuidset import UuidSet
+from .uuidset import DedupSet, dedup_set
 
 if TYPE_CHECKING:
+    from .uuidset import AnyUuidSet
     from .writer import Writer
 
 
@@ -33,7 +34,7 @@ class Target:
 
     __slots__ = ("queue", "uuids", "last", "cursor")
 
-    def __init__(self, queue: FileQueue, uuids: UuidSet, last: str | None) -> None:
+    def __init__(self, queue: FileQueue, uuids: AnyUuidSet, last: str | None) -> None:
         self.queue = queue
         self.uuids = uuids
         self.last = last
@@ -72,8 +73,8 @@ class SessionState:
         there gets the error (once; the one after scans again)."""
         self.materialized = False
         self.cwd: str | None = None  # the last cwd a request named, already checked
-        self.side_uuids = UuidSet()
-        self.main = Target(writer.queue(self.path), UuidSet(), None)
+        self.side_uuids: AnyUuidSet = DedupSet()
+        self.main = Target(writer.queue(self.path), DedupSet(), None)
         self.gone = False
         self.exact = False
         """An ``Append.exact`` touched it: its files are copies of files kept
@@ -82,12 +83,12 @@ class SessionState:
         """Its files were moved away (trash): nothing may be written for it any more,
         not even the exit cleanup of a client still attached."""
 
-    def apply_scan(self, scan: SessionScan) -> None:
-        """What an existing transcript tells: dedup sets, chain end, metadata."""
+    def apply_scan(self, scanned: tuple[SessionScan, AnyUuidSet, AnyUuidSet]) -> None:
+        """What an existing transcript tells (``scan_for_state``): dedup sets,
+        chain end, metadata."""
+        scan, self.main.uuids, self.side_uuids = scanned
         self.materialized = True
-        self.side_uuids = UuidSet.unpacked(scan.sidechain_uuids)  # packed in the background once quiet
         self.metadata = {**scan.metadata, **self.metadata}
-        self.main.uuids = UuidSet.unpacked(scan.uuids)
         self.main.last = scan.cursor.tip
         self.main.cursor = scan.cursor
 
@@ -103,3 +104,9 @@ class SessionState:
         return (not self.clients and self.loading is None and not self.pending
                 and all(t.queue.idle for t in self.targets()))
 
+
+def scan_for_state(fd: int) -> tuple[SessionScan, AnyUuidSet, AnyUuidSet]:
+    """Scan a transcript and make its dedup sets, in the same thread (a worker
+    for a big file): what ``SessionState.apply_scan`` takes."""
+    scan = scan_session(fd)
+    return scan, dedup_set(scan.uuids), dedup_set(scan.sidechain_uuids)

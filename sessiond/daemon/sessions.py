@@ -24,7 +24,7 @@ from sessiond.config import Settings
 from sessiond.store import paths
 from sessiond.store.appendfile import RESEND_WINDOW
 from sessiond.store.entries import REAPPENDED_SET, try_header
-from sessiond.store.jsonl import head_lines, scan_session
+from sessiond.store.jsonl import head_lines
 from sessiond.store.lite import LITE_WINDOW
 from sessiond.wire.errors import SessiondError, bad_request
 
@@ -33,9 +33,10 @@ from .compaction import Compactor
 from .filequeue import FileQueue
 from .readiness import Readiness
 from .routing import Routing
-from .session_state import SessionState
+from .session_state import SessionState, scan_for_state
 from .spool import Spool
 from .tails import recent_lines
+from .uuidset import DedupSet, UuidSet
 from .workers import FairShare
 from .writer import Writer
 
@@ -51,8 +52,9 @@ class Registry:
                  bounds: Bounds | None = None) -> None:
         self.settings = settings
         self.writer = writer
-        self.compactor = Compactor(fair) if fair is not None else None
-        """Packs dedup sets in the background (None: they stay unpacked)."""
+        self.compactor = Compactor(fair) if fair is not None and DedupSet is UuidSet else None
+        """Packs the pure-Python dedup sets in the background (None: the compiled
+        sets have nothing to pack; without a read pool they stay unpacked)."""
         self.bounds = bounds or Bounds(settings)
         self._full_sweep_at = 0.0
         self.sessions: dict[str, SessionState] = {}
@@ -195,7 +197,7 @@ class Registry:
             state.load_error = err
 
         try:
-            self.readiness.scan(state, state.path, scan_session, state.apply_scan, failed)
+            self.readiness.scan(state, state.path, scan_for_state, state.apply_scan, failed)
         except SessiondError as err:
             state.load_error = err
 

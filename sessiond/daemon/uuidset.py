@@ -30,15 +30,30 @@ quiet, and for a busy set once ``recent`` grows past ``compaction.HOT_MIN``. Onl
 formats, uppercase, any string) stays in a plain set of its own (``other``), so
 membership is exactly that of a set of strings: this set is what makes resends
 idempotent, and a hypothesis test holds it to a ``set``.
+
+The daemon makes ``DedupSet``: the compiled set of ``_uuidset.c`` when the install
+built it (a C compiler and Python's headers were there), this class otherwise (or
+with ``SESSIOND_UUIDSET=python`` in the environment). The compiled one keeps the
+same uuids as 16-byte keys of one open-addressing table, added on the spot, with
+nothing to pack (packing in Python, a few microseconds a uuid, is the costly
+part of this class). Both have this interface and are held to a ``set`` by the
+same test.
 """
 
 from __future__ import annotations
 
+import os
 from array import array
 from collections.abc import Iterable, Iterator
-from itertools import repeat
+from itertools import islice, repeat
 from operator import and_, methodcaller, rshift
 from sys import getsizeof
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from ._uuidset import UuidSet as CompiledUuidSet
 
 PACK_MIN = 128
 """Fewer unpacked uuids than this are not worth a packing job."""
@@ -308,3 +323,38 @@ def _records(hashes: list[int], keys: bytes) -> bytearray:
         words[1::3] = kwords[0::2]
         words[2::3] = kwords[1::2]
     return out
+
+
+def _compiled() -> type[CompiledUuidSet] | None:
+    if os.environ.get("SESSIOND_UUIDSET") == "python":
+        return None
+    try:
+        from ._uuidset import UuidSet as compiled
+    except ImportError:  # installed where nothing could compile it
+        return None
+    return compiled
+
+
+DedupSet: type[UuidSet] | type[CompiledUuidSet] = _compiled() or UuidSet
+"""The dedup set the daemon makes (see the module's docstring)."""
+IMPLEMENTATION = "python" if DedupSet is UuidSet else "compiled"
+SCAN_CHUNK = 4096
+"""Uuids a scan's compiled set takes in one call (a call holds the GIL)."""
+
+
+def dedup_set(items: set[str]) -> AnyUuidSet:
+    """The dedup set of a scan's uuids, made where the scan ran (a worker
+    thread, for a big file). The Python set takes ``items`` as they are (packed
+    later); the compiled one is filled ``SCAN_CHUNK`` at a time, so the loop
+    gets the GIL between chunks: one call over a million uuids (random reads of
+    the strings, random writes to the table) would hold it for a good part of
+    a second."""
+    if DedupSet is UuidSet:
+        return UuidSet.unpacked(items)
+    it = iter(items)
+    out = DedupSet(islice(it, SCAN_CHUNK))
+    while chunk := list(islice(it, SCAN_CHUNK)):
+        out.update(chunk)
+    return out
+if TYPE_CHECKING:
+    AnyUuidSet: TypeAlias = UuidSet | CompiledUuidSet

@@ -1,17 +1,38 @@
-"""Dedup sets are packed in the background once a session goes quiet, and
-dedup works the same before and after (a real daemon, real appends)."""
+"""The pure-Python dedup sets are packed in the background once a session goes
+quiet, and dedup works the same before and after (a real daemon, real appends);
+the compiled sets the daemon uses when built have nothing to pack. Tests of
+packing run the daemon with ``SESSIOND_UUIDSET=python``."""
 
 from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from sessiond.wire import messages as m
+from tests.daemon.test_uuidset import CompiledUuidSet, compiled
 from tests.helpers import line, main_path, read_entries, user, wait_until
 
 CWD = "/work/compact"
 
 
-def test_a_quiet_sessions_uuids_are_packed_and_still_deduplicated(daemon_factory, short_tmp):
+@pytest.fixture
+def python_sets(monkeypatch):
+    """Daemons started in this test make the pure-Python dedup set."""
+    monkeypatch.setenv("SESSIOND_UUIDSET", "python")
+
+
+@pytest.fixture(params=["python", pytest.param("compiled", marks=compiled)])
+def either_sets(request, monkeypatch):
+    """The test runs with each dedup set the daemon can make."""
+    if request.param == "python":
+        monkeypatch.setenv("SESSIOND_UUIDSET", "python")
+    else:
+        monkeypatch.delenv("SESSIOND_UUIDSET", raising=False)
+    return request.param
+
+
+def test_a_quiet_sessions_uuids_are_packed_and_still_deduplicated(daemon_factory, short_tmp, python_sets):
     cfg = short_tmp / "c.toml"
     cfg.write_text("idle_evict_s = 2\n")  # sweeps every second
     d = daemon_factory("--config", str(cfg)).start()
@@ -43,7 +64,7 @@ def _append(c, sid, lines):
     return c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=lines, durability="written"))
 
 
-def test_a_busy_sessions_uuids_are_packed_while_it_is_still_written(daemon):
+def test_a_busy_sessions_uuids_are_packed_while_it_is_still_written(python_sets, daemon):
     """A session that never goes quiet (an agent recording all afternoon) is
     packed in steps once its unpacked uuids pass ``HOT_MIN``: its strings do not
     pile up in the heap until it stops."""
@@ -62,9 +83,10 @@ def test_a_busy_sessions_uuids_are_packed_while_it_is_still_written(daemon):
         assert (again.accepted, again.duplicates) == (0, len(entries[::5]))
 
 
-def test_packed_uuids_take_little_memory(daemon_factory, short_tmp):
-    """``memory.packedUuidBytes`` is what the packed sets take as allocated
-    (objects and spare capacity too): a bound on it per uuid held."""
+def test_packed_uuids_take_little_memory(daemon_factory, short_tmp, either_sets):
+    """``memory.packedUuidBytes`` is what the packed sets (the compiled sets'
+    tables) take as allocated (objects and spare capacity too): a bound on it
+    per uuid held."""
     cfg = short_tmp / "c.toml"
     # The sweep that packs quiet sets runs every half of idle_evict (10 s at
     # most); the sessions stay attached to the client, so none is evicted.
@@ -84,10 +106,12 @@ def test_packed_uuids_take_little_memory(daemon_factory, short_tmp):
         wait_until(all_packed, "every set to be packed", timeout=60, every=0.2)
         mem = c.status().memory
         assert mem["packedUuidBytes"] / mem["uuids"] <= 36  # 24 of record, ~3 of filter, spare capacity
-        assert (mem["packingBacklog"], mem["packedInline"]) == (0, 0)  # nothing waits; nothing was packed on the loop
+        # nothing waits; nothing was packed on the loop (compiled sets: nothing packs)
+        assert (mem.get("packingBacklog", 0), mem.get("packedInline", 0)) == (0, 0)
+        assert ("packingBacklog" in mem) == (either_sets == "python")
 
 
-def test_dedup_is_exact_after_packing_eviction_and_reload(daemon_factory, short_tmp):
+def test_dedup_is_exact_after_packing_eviction_and_reload(daemon_factory, short_tmp, either_sets):
     cfg = short_tmp / "c.toml"
     cfg.write_text("idle_evict_s = 1\n")  # sweeps every half second
     d = daemon_factory("--config", str(cfg)).start()
@@ -107,6 +131,31 @@ def test_dedup_is_exact_after_packing_eviction_and_reload(daemon_factory, short_
         assert (reloaded.accepted, reloaded.duplicates) == (1, 3000)
     lines = [e for e in read_entries(main_path(d.root, CWD, sid)) if e.get("type") == "user"]
     assert len(lines) == 3001 and len({e["uuid"] for e in lines}) == 3001
+
+
+@compiled
+def test_a_compiled_set_holds_its_uuids_at_once_and_starts_no_packing(daemon_factory, short_tmp, monkeypatch):
+    """With the compiled set (what the daemon makes when it was built) a uuid
+    is in the table as soon as its append is accepted: only the strings that
+    are no canonical uuid count as unpacked, no packing job ever starts, and
+    the log says which set runs."""
+    monkeypatch.delenv("SESSIOND_UUIDSET", raising=False)
+    assert CompiledUuidSet is not None
+    d = daemon_factory().start()
+    sid = str(uuid.uuid4())
+    entries = [line(user(f"m{i}")) for i in range(2000)]
+    legacy = line({"type": "user", "uuid": "MSG-Not-A-Uuid", "message": {"role": "user", "content": "old"}})
+    with d.client() as c:
+        for i in range(0, len(entries), 100):
+            assert _append(c, sid, entries[i:i + 100]).accepted == 100
+        assert _append(c, sid, [legacy]).accepted == 1
+        mem = c.status().memory
+        assert (mem["uuids"], mem["uuidsUnpacked"]) == (2001, 1)
+        assert 2000 * 16 <= mem["packedUuidBytes"] <= 2000 * 43
+        assert "packingBacklog" not in mem  # no compactor: nothing to pack
+        again = _append(c, sid, [*entries[::3], legacy])
+        assert (again.accepted, again.duplicates) == (0, len(entries[::3]) + 1)
+    assert "dedup sets compiled" in d.log.read_text()
 
 
 def test_a_busy_set_is_packed_on_the_spot_when_packing_falls_behind():
