@@ -154,7 +154,7 @@ class Settings(msgspec.Struct, kw_only=True):
     before every search's answer."""
     search_cpu: float = DEFAULT_CPU_SECONDS
     """CPU seconds one search may use before it is stopped (``bad_request``)."""
-    watch_coalesce: float = 0.001
+    watch_coalesce: float = 0.002
     """Longest a watcher's lines wait for more writes to their file, in seconds
     (the file gives it in milliseconds): a write after a quiet spell goes out
     at once, the writes within this of the last frame go together in one frame
