@@ -49,8 +49,9 @@ the whole frame against its own output budget.
 A write's frame goes out in the pass of the write when no frame went to a
 watcher within ``watch_coalesce`` (a lone write waits for nothing); a write
 within that of the last frame is held, and with it the writes after it to the
-same file, and they go out as one frame when the timer fires, at most
-``watch_coalesce`` after the write (``_hold``). At a high write rate each
+same file, and they go out as one frame when the timer fires, or with the
+first write after it if the loop was too busy to run it, at most
+``watch_coalesce`` after the last frame (``_hold``). At a high write rate each
 watcher then gets one frame, one socket write and one wake-up, for many
 writes. A subscription holds the lines of one file at a time (a write to
 another of its files sends what it held first), so its frames come in the
@@ -452,8 +453,13 @@ class Watchers:
                 self._add(sub, path, start if sub.finding else 0)
             cursors = self.by_path[path]
         write = _Write(lines, start, end, self.line_cap)
+        due = self.loop.time() >= self._quiet_at
         for cursor in list(cursors):
             self._deliver(cursor, write)
+        if due:  # no frame within the window (or the timer is late): what is held goes now, this write with it
+            self.flush()
+        elif self._holding and self._timer is None:
+            self._timer = self.loop.call_at(self._quiet_at, self.flush)
 
     def gone(self, path: Path) -> None:
         """What was reported of ``path`` no longer stands (deleted, replaced,
@@ -523,11 +529,12 @@ class Watchers:
     # ---------------------------------------------------------------- holding
 
     def _hold(self, cursor: Cursor, write: _Write) -> None:
-        """Send ``write``'s lines (at the cursor's position) at once after a quiet
-        spell; within ``delay`` of the last send, hold them to go out with the
-        writes that follow them to the same file, as one frame, when the timer
-        fires (at most ``delay`` later). At a high write rate a watcher gets one
-        frame (one wake-up, one socket write) for many writes."""
+        """Hold ``write``'s lines (at the cursor's position) to go out with the
+        writes that follow them to the same file, as one frame: at the end of
+        ``written`` when no frame went within ``delay`` (a write after a quiet
+        spell waits for nothing), else when the timer fires, at most ``delay``
+        after the last frame. At a high write rate a watcher gets one frame
+        (one wake-up, one socket write) for many writes."""
         sub = cursor.sub
         conn = sub.conn
         if conn.transport is None or sub.ended:
@@ -540,11 +547,6 @@ class Watchers:
         if not self._room(conn, size, alone=False):
             self._wait(cursor)
             return
-        now = self.loop.time()
-        if held is None and self._timer is None and now >= self._quiet_at:
-            self._quiet_at = now + self.delay
-            self._send(cursor, write.lines, write.start, write.end, alone=False, frame=write.frame)
-            return
         if held is None:
             held = sub.held = _Held(cursor, write.start, cursor.reset)
             self._holding.append(sub)
@@ -554,12 +556,11 @@ class Watchers:
         held.size += size
         self._held_bytes[conn.id] = self._held_bytes.get(conn.id, 0) + size
         cursor.pos = write.end
-        if self._timer is None:
-            self._timer = self.loop.call_at(self._quiet_at, self.flush)
 
     def flush(self) -> None:
-        """Send every subscription's held lines: when the timer fires, and when
-        the daemon stops (before its connections close)."""
+        """Send every subscription's held lines: at the end of a write that
+        came after a quiet spell (or after the timer was due), when the timer
+        fires, and when the daemon stops (before its connections close)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
