@@ -87,9 +87,15 @@ def watcher(sock: str, session: str, out: str) -> None:
     Path(out).write_text(json.dumps({"got": got, "skipped": skipped, "cpu": cpu, "frames": frames}))
 
 
-def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | None = None) -> dict:
+def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | None = None,
+            coalesce_ms: float | None = None) -> dict:
     sock, root = base / "run" / "s.sock", base / "root"
-    daemon = benchlib.start_daemon(sock, root, source=source)
+    serve_args: list[str] = []
+    if coalesce_ms is not None:  # the daemon's watch_coalesce_ms (else its default)
+        config = base / "config.toml"
+        config.write_text(f"watch_coalesce_ms = {coalesce_ms}\n")
+        serve_args = ["--config", str(config)]
+    daemon = benchlib.start_daemon(sock, root, *serve_args, source=source)
     try:
         session = str(uuid.uuid4())
         pad = "x" * 900
@@ -107,13 +113,15 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
             assert p.stdout.readline().strip() == "subscribed"
         acks: list[float] = []
         with Client(sock, autostart=False) as c:
-            cpu0 = benchlib.cpu_seconds(daemon.pid)
+            cpu0 = benchlib.cpu_seconds_fine(daemon.pid)
+            writer0 = time.process_time()
             t0 = time.perf_counter()
             for i in range(0, entries, batch):
                 c.call(m.Append(id=c.next_id(), session=session, cwd=CWD, entries=lines[i:i + batch], durability="written"))
                 acks.append(time.monotonic())
             elapsed = time.perf_counter() - t0
-            cpu = benchlib.cpu_seconds(daemon.pid) - cpu0
+            cpu = benchlib.cpu_seconds_fine(daemon.pid) - cpu0
+            writer_cpu = time.process_time() - writer0
         end = next((root / "projects").rglob(f"{session}.jsonl")).stat().st_size
         lat: list[float] = []
         skipped = received = 0
@@ -141,6 +149,10 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
         return {"entries_per_s": entries / elapsed, "cpu_us_per_entry": cpu / entries * 1e6,
                 "received": received / watchers if watchers else None, "skipped_bytes": skipped,
                 "watcher_cpu_us_per_frame": watcher_cpu / watcher_frames * 1e6 if watcher_frames else None,
+                "writer_cpu_us_per_entry": writer_cpu / entries * 1e6,
+                "watchers_cpu_us_per_entry": watcher_cpu / entries * 1e6 if watchers else None,
+                "entries_per_frame": entries * watchers / watcher_frames if watcher_frames else None,
+                "busy_cores": (cpu + writer_cpu + watcher_cpu) / elapsed,
                 "p50_ms": statistics.median(lat) if lat else None,
                 "p99_ms": statistics.quantiles(lat, n=100)[98] if len(lat) >= 100 else None}
     finally:
@@ -157,31 +169,36 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "watch.json"))
     ap.add_argument("--baseline", default=None, metavar="REV",
                     help="a git revision whose daemon and watchers are measured too, its runs interleaved with this code's")
+    ap.add_argument("--coalesce", default=None, metavar="MS[,MS...]",
+                    help="this code's daemon measured with each of these watch_coalesce_ms (else its default)")
     ap.add_argument("--watcher", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.watcher:
         watcher(*args.watcher)
         return
     levels = [int(x) for x in args.watchers.split(",")]
-    codes: dict[str, Path | None] = {"this": None}
+    codes: dict[str, tuple[Path | None, float | None]] = {"this": (None, None)}
+    if args.coalesce:
+        codes = {f"this@{ms}ms": (None, float(ms)) for ms in args.coalesce.split(",")}
     if args.baseline:
         tree = benchlib.baseline_tree(args.baseline, Path(tempfile.mkdtemp(prefix="sdw-base-")))
-        codes = {args.baseline: tree, **codes}
+        codes = {args.baseline: (tree, None), **codes}
     runs: dict[tuple[str, int], list[dict]] = {(c, n): [] for c in codes for n in levels}
     load = []
     for _ in range(args.runs):
         load.append(os.getloadavg()[0])
         for n in levels:  # interleaved: each round measures every level (and code) on the same machine state
-            for code, source in codes.items():
+            for code, (source, coalesce_ms) in codes.items():
                 with tempfile.TemporaryDirectory(prefix="sdw-", dir="/tmp") as tmp:
-                    runs[code, n].append(one_run(Path(tmp), n, args.entries, args.batch, source))
+                    runs[code, n].append(one_run(Path(tmp), n, args.entries, args.batch, source, coalesce_ms))
     rows = []
     for code in codes:
         base = statistics.median(r["entries_per_s"] for r in runs[code, levels[0]])
         for n in levels:
             row: dict = {"code": code, "watchers": n}
             for key in ("entries_per_s", "cpu_us_per_entry", "p50_ms", "p99_ms", "received", "skipped_bytes",
-                        "watcher_cpu_us_per_frame"):
+                        "watcher_cpu_us_per_frame", "writer_cpu_us_per_entry", "watchers_cpu_us_per_entry",
+                        "entries_per_frame", "busy_cores"):
                 values = [r[key] for r in runs[code, n] if r[key] is not None]
                 row[key] = round(statistics.median(values), 3) if values else None
             row["vs_no_watcher"] = round(row["entries_per_s"] / base, 2)
@@ -199,6 +216,15 @@ def main() -> None:
         wcpu = "—" if r["watcher_cpu_us_per_frame"] is None else f"{r['watcher_cpu_us_per_frame']:.1f}"
         print(f"| {r['code']} | {r['watchers']} | {r['entries_per_s']:,.0f} | {r['vs_no_watcher']:.2f}x | {r['cpu_us_per_entry']:.1f} "
               f"| {p50} | {p99} | {got} | {r['skipped_bytes']:,.0f} | {wcpu} |")
+    print()
+    print("| code | watchers | writer CPU µs/entry | daemon CPU µs/entry | all watchers' CPU µs/entry "
+          "| entries per frame | cores busy |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        each = "—" if r["watchers_cpu_us_per_entry"] is None else f"{r['watchers_cpu_us_per_entry']:.1f}"
+        per = "—" if r["entries_per_frame"] is None else f"{r['entries_per_frame']:.1f}"
+        print(f"| {r['code']} | {r['watchers']} | {r['writer_cpu_us_per_entry']:.1f} | {r['cpu_us_per_entry']:.1f} "
+              f"| {each} | {per} | {r['busy_cores']:.2f} |")
 
 if __name__ == "__main__":
     main()

@@ -154,6 +154,11 @@ class Settings(msgspec.Struct, kw_only=True):
     before every search's answer."""
     search_cpu: float = DEFAULT_CPU_SECONDS
     """CPU seconds one search may use before it is stopped (``bad_request``)."""
+    watch_coalesce: float = 0.002
+    """Longest a watcher's lines wait for more writes to their file, in seconds
+    (the file gives it in milliseconds): a write after a quiet spell goes out
+    at once, the writes within this of the last frame go together in one frame
+    (at a high write rate, far fewer frames and wake-ups). 0: a frame per write."""
     follow_max_watches: int = 8192
     """inotify watches the follower may hold on the project tree's directories
     (one per dir, not per file); past it, dirs are re-stat'ed every second."""

@@ -81,6 +81,7 @@ class FileConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     search_refresh_s: float | None = None
     search_cpu_s: float | None = None
     follow_max_watches: int | None = None
+    watch_coalesce_ms: float | None = None
 
 
 class Key(NamedTuple):
@@ -154,6 +155,7 @@ KEYS: dict[str, Key] = {
     "search_index_path": Key("search_index_path", convert=_expand),
     "search_refresh_s": Key("search_refresh", _not_negative, float),
     "search_cpu_s": Key("search_cpu", _positive, float),
+    "watch_coalesce_ms": Key("watch_coalesce", _between(0, 1000), _seconds_from_ms),
 }
 """The keys of ``FileConfig`` that are checked or converted; any other sets the
 attribute of its own name as it is (msgspec already checked its type)."""

@@ -204,6 +204,7 @@ class Daemon:
         self.writer.drain_everything()
         self.leases.freeze()  # through the writer's root: before it lets go of it
         self.writer.close()
+        self.watchers.flush()  # lines held for watchers go out before their connections close
         for conn in list(self.connections):
             conn.close()
         log.info(

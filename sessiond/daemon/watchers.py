@@ -45,10 +45,26 @@ bytes are queued to each watcher's connection (``Connection.push``) behind a
 head of its own (its subscription id, the file's name); the frame a watcher
 reads is byte for byte ``encode(Entries(...))``. Each connection still counts
 the whole frame against its own output budget.
+
+A write's frame goes out in the pass of the write when no frame went to a
+watcher within ``watch_coalesce`` (a lone write waits for nothing); a write
+within that of the last frame is held, and with it the writes after it to the
+same file, and they go out as one frame when the timer fires, or with the
+first write after it if the loop was too busy to run it, at most
+``watch_coalesce`` after the last frame (``_hold``). At a high write rate each
+watcher then gets one frame, one socket write and one wake-up, for many
+writes. A subscription holds the lines of one file at a time (a write to
+another of its files sends what it held first), so its frames come in the
+order of the writes as before; held bytes count against the connection's
+output budget like unread frames, and a frame held reaches a quarter of that
+budget (``read_chunk``) at most before it goes. Held lines go out before
+anything else of their subscription: a catch-up read's frame, a ``reset``,
+``Unsubscribed``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from pathlib import Path
@@ -116,13 +132,16 @@ class EntriesFrame:
     every watcher that is sent them (a write seen by ten watchers is encoded
     once, not ten times): ``parts`` gives one watcher's frame as the bytes to
     queue, its own head, these lines, its own tail; joined, they are exactly
-    ``encode(m.Entries(...))``."""
+    ``encode(m.Entries(...))``. ``joined`` gives one frame of the lines of
+    several writes in a row (``items``: one write's lines without their
+    array's header, also made once however many watchers get them)."""
 
-    __slots__ = ("lines", "_packed")
+    __slots__ = ("lines", "_packed", "_items")
 
     def __init__(self, lines: list[bytes]) -> None:
         self.lines = lines
         self._packed: bytes | None = None
+        self._items: bytes | None = None
 
     @property
     def is_packed(self) -> bool:
@@ -136,18 +155,53 @@ class EntriesFrame:
             packed = self._packed = _LINES + _encoder.encode(self.lines)
         return packed
 
+    def items(self) -> bytes:
+        """The lines' encodings one after the other (no key, no array header), made on first use."""
+        items = self._items
+        if items is None:
+            items = self._items = self.packed()[len(_LINES) + len(_array_header(len(self.lines))):]
+        return items
+
     def parts(self, rid: int, file: str, offset: int, reset: bool, skipped: int) -> tuple[bytes, ...]:
         """The frame of subscription ``rid`` for these lines at ``offset`` of ``file``."""
-        head = pack(_encoder, _Head(rid, file, offset))  # a name that is not UTF-8 as fsnames' extension
-        fields = _HEAD_FIELDS + 1
-        tail = b""
-        if reset:
-            tail, fields = _RESET, fields + 1
-        if skipped:
-            tail, fields = tail + _SKIPPED + _encoder.encode(skipped), fields + 1
-        lines = self.packed()
-        framed = HEADER.pack(len(head) + len(lines) + len(tail)) + bytes((_FIXMAP | fields,)) + head[1:]
-        return (framed, lines, tail) if tail else (framed, lines)
+        return _frame(self.packed(), rid, file, offset, reset, skipped)
+
+    @staticmethod
+    def joined(frames: list[EntriesFrame], count: int, rid: int, file: str, offset: int,
+               reset: bool) -> tuple[bytes, ...]:
+        """One frame of subscription ``rid`` for the lines of ``frames`` (``count``
+        of them), written one after the other from ``offset`` of ``file``: exactly
+        ``encode(m.Entries(...))`` of all their lines."""
+        if len(frames) == 1:
+            return frames[0].parts(rid, file, offset, reset, 0)
+        lines = _LINES + _array_header(count)
+        head = _frame(lines, rid, file, offset, reset, 0, sum(len(f.items()) for f in frames))
+        return (head[0] + lines, *(f.items() for f in frames), *head[2:])
+
+
+def _array_header(count: int) -> bytes:
+    """The msgpack header of an array of ``count`` elements."""
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 0x10000:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
+def _frame(lines: bytes, rid: int, file: str, offset: int, reset: bool, skipped: int,
+           more: int = 0) -> tuple[bytes, ...]:
+    """An ``Entries`` frame as parts to queue: its length header and head, then
+    ``lines`` (the ``lines`` key and array, ``more`` bytes of it not given),
+    then its tail (``reset``, ``skipped``) when it has one."""
+    head = pack(_encoder, _Head(rid, file, offset))  # a name that is not UTF-8 as fsnames' extension
+    fields = _HEAD_FIELDS + 1
+    tail = b""
+    if reset:
+        tail, fields = _RESET, fields + 1
+    if skipped:
+        tail, fields = tail + _SKIPPED + _encoder.encode(skipped), fields + 1
+    framed = HEADER.pack(len(head) + len(lines) + more + len(tail)) + bytes((_FIXMAP | fields,)) + head[1:]
+    return (framed, lines, tail) if tail else (framed, lines)
 
 
 class _Write:
@@ -186,11 +240,28 @@ class Cursor:
         """Bytes [pos, scanned) were looked at and hold no newline (``Span.scanned``)."""
 
 
+class _Held:
+    """Lines of writes in a row to one cursor's file, held to go out as one
+    frame (``Watchers._hold``): the writes' shared frames, where the first
+    starts, how many lines, the bytes they count against the connection's
+    output budget, and whether the frame says ``reset``."""
+
+    __slots__ = ("cursor", "frames", "start", "count", "size", "reset")
+
+    def __init__(self, cursor: Cursor, start: int, reset: bool) -> None:
+        self.cursor = cursor
+        self.frames: list[EntriesFrame] = []
+        self.start = start
+        self.count = 0
+        self.size = 0
+        self.reset = reset
+
+
 class Subscription:
     """One ``Subscribe`` of one connection: the session, its main transcript and (if
     asked) agent files, a cursor per file, and whether it has ended."""
 
-    __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended", "finding")
+    __slots__ = ("id", "conn", "session", "main", "session_dir", "agents", "cursors", "ended", "finding", "held")
 
     def __init__(self, rid: int, conn: Connection, session: str, main: Path, agents: bool) -> None:
         self.id = rid
@@ -203,6 +274,9 @@ class Subscription:
         self.ended = False
         self.finding = False
         """Its existing agent files are being looked for (``Watchers._found``)."""
+        self.held: _Held | None = None
+        """Lines of its latest writes not sent yet (``Watchers._hold``): of one
+        file at a time, so its frames still come in the order of the writes."""
 
 
 def agent_session_dir(path: Path) -> Path | None:
@@ -234,13 +308,33 @@ class Watchers:
         """The longest line a frame takes to a watcher; longer ones are skipped."""
         self.encoded = 0
         """Line arrays encoded for ``Entries`` frames: one per write however many watch it."""
+        self.delay = daemon.settings.watch_coalesce
+        """How long live lines may be held for more of their file's writes (``_hold``)."""
+        self._holding: list[Subscription] = []
+        """Subscriptions holding lines, sent together when ``_timer`` fires."""
+        self._held_bytes: dict[int, int] = {}
+        """Bytes held per connection id: they count against its output budget."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._quiet_at = 0.0
+        """Loop time from which a write is sent at once, not held."""
 
     def _room(self, conn: Connection, size: int, alone: bool) -> bool:
         """Does a frame of ``size`` bytes fit in ``conn``'s output budget beside
-        what it has not read? ``alone``: a frame that cannot be made smaller (one
-        line longer than a read) goes when nothing else waits."""
-        used = conn.output_bytes
+        what it has not read (and what is held for it)? ``alone``: a frame that
+        cannot be made smaller (one line longer than a read) goes when nothing
+        else waits."""
+        used = conn.output_bytes + self.held(conn)
         return used + size <= self.budget or alone and used == 0
+
+    def held(self, conn: Connection) -> int:
+        """Bytes of lines held for ``conn``'s watchers (``_hold``), counted
+        against its output budget like the frames it has not read."""
+        return self._held_bytes.get(conn.id, 0)
+
+    @property
+    def due(self) -> float | None:
+        """When the held lines go out (loop time), None when none are held."""
+        return self._timer.when() if self._timer is not None else None
 
     @property
     def count(self) -> int:
@@ -318,12 +412,14 @@ class Watchers:
         sub = self.subs.pop((conn.id, rid), None)
         if sub is None:
             return False
+        self._release(sub)  # the lines written before it ends go out before Unsubscribed
         self._remove(sub)
         conn.reply(m.Unsubscribed(id=rid, reason=reason))
         return True
 
     def _remove(self, sub: Subscription) -> None:
         sub.ended = True
+        self._drop_held(sub)
         for path, cursor in sub.cursors.items():
             cursors = self.by_path.get(path)
             if cursors is not None:
@@ -357,8 +453,13 @@ class Watchers:
                 self._add(sub, path, start if sub.finding else 0)
             cursors = self.by_path[path]
         write = _Write(lines, start, end, self.line_cap)
+        due = self.loop.time() >= self._quiet_at
         for cursor in list(cursors):
             self._deliver(cursor, write)
+        if due:  # no frame within the window (or the timer is late): what is held goes now, this write with it
+            self.flush()
+        elif self._holding and self._timer is None:
+            self._timer = self.loop.call_at(self._quiet_at, self.flush)
 
     def gone(self, path: Path) -> None:
         """What was reported of ``path`` no longer stands (deleted, replaced,
@@ -366,6 +467,8 @@ class Watchers:
         start the file over."""
         for cursor in list(self.by_path.get(path, ())):
             sub = cursor.sub
+            if sub.held is not None and sub.held.cursor is cursor:
+                self._release(sub)  # what it was told of before: sent as it was
             if not path.exists() and path == sub.main:
                 self.unsubscribe(sub.conn, sub.id, "gone")
                 continue
@@ -386,7 +489,7 @@ class Watchers:
             if write.too_long:  # no frame takes it: the catch-up read skips it
                 self._catch_up(cursor)
                 return
-            self._send(cursor, write.lines, start, end, alone=False, frame=write.frame)
+            self._hold(cursor, write)
             return
         lines = write.lines  # partly had already: only the rest
         skip = 0
@@ -410,6 +513,8 @@ class Watchers:
         conn = sub.conn
         if conn.transport is None or sub.ended:
             return
+        if sub.held is not None:  # the lines before these first
+            self._release(sub)
         if not self._room(conn, end - start + 2 * len(lines) + FRAME_OVERHEAD, alone):
             self._wait(cursor)
             return
@@ -420,6 +525,72 @@ class Watchers:
         conn.push(frame.parts(sub.id, cursor.rel, start, cursor.reset, skipped))
         cursor.pos = end
         cursor.reset = False
+
+    # ---------------------------------------------------------------- holding
+
+    def _hold(self, cursor: Cursor, write: _Write) -> None:
+        """Hold ``write``'s lines (at the cursor's position) to go out with the
+        writes that follow them to the same file, as one frame: at the end of
+        ``written`` when no frame went within ``delay`` (a write after a quiet
+        spell waits for nothing), else when the timer fires, at most ``delay``
+        after the last frame. At a high write rate a watcher gets one frame
+        (one wake-up, one socket write) for many writes."""
+        sub = cursor.sub
+        conn = sub.conn
+        if conn.transport is None or sub.ended:
+            return
+        held = sub.held
+        size = write.end - write.start + 2 * len(write.lines) + FRAME_OVERHEAD
+        if held is not None and (held.cursor is not cursor or held.size + size > self.read_chunk):
+            self._release(sub)  # another file's lines, or a frame big enough: out first
+            held = None
+        if not self._room(conn, size, alone=False):
+            self._wait(cursor)
+            return
+        if held is None:
+            held = sub.held = _Held(cursor, write.start, cursor.reset)
+            self._holding.append(sub)
+            cursor.reset = False
+        held.frames.append(write.frame)
+        held.count += len(write.lines)
+        held.size += size
+        self._held_bytes[conn.id] = self._held_bytes.get(conn.id, 0) + size
+        cursor.pos = write.end
+
+    def flush(self) -> None:
+        """Send every subscription's held lines: at the end of a write that
+        came after a quiet spell (or after the timer was due), when the timer
+        fires, and when the daemon stops (before its connections close)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        holding, self._holding = self._holding, []
+        for sub in holding:
+            self._release(sub)
+        self._quiet_at = self.loop.time() + self.delay
+
+    def _release(self, sub: Subscription) -> None:
+        """Queue ``sub``'s held lines, as one frame, to its connection."""
+        held = sub.held
+        if held is None:
+            return
+        self._drop_held(sub)
+        for frame in held.frames:
+            if not frame.is_packed:
+                self.encoded += 1
+        sub.conn.push(EntriesFrame.joined(held.frames, held.count, sub.id, held.cursor.rel, held.start, held.reset))
+
+    def _drop_held(self, sub: Subscription) -> None:
+        held = sub.held
+        if held is None:
+            return
+        sub.held = None
+        cid = sub.conn.id
+        left = self._held_bytes[cid] - held.size
+        if left:
+            self._held_bytes[cid] = left
+        else:
+            del self._held_bytes[cid]
 
     # ---------------------------------------------------------------- reading
 

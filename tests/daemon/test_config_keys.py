@@ -27,6 +27,8 @@ TOP = [
     ("lease_grace_s", "-1", "must not be negative, got -1.0", "2", "lease_grace", 2.0),
     ("search_refresh_s", "-1", "must not be negative, got -1.0", "0", "search_refresh", 0.0),
     ("search_cpu_s", "0", "must be positive, got 0.0", "0.25", "search_cpu", 0.25),
+    ("watch_coalesce_ms", "1001", "must be between 0 and 1000, got 1001.0", "0", "watch_coalesce", 0.0),
+    ("watch_coalesce_ms", "-1", "must be between 0 and 1000, got -1.0", "2", "watch_coalesce", 0.002),
     *[(name, "0", "must be positive, got 0", "2000000000", name, 2_000_000_000) for name in BUDGETS],
 ]
 

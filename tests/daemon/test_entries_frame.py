@@ -30,3 +30,30 @@ def test_a_shared_frame_is_the_frame_encode_makes(lines, name, reset, skipped):
         assert b"".join(parts) == encode(expected)
         assert decode_response(b"".join(parts)[4:]) == expected
         assert parts[1] is frame.packed()  # the lines' bytes are the same object in every frame
+
+
+@pytest.mark.parametrize("sizes", [[1, 1], [10, 5], [10, 6], [3, 0, 40], [65_000, 535], [65_000, 536]],
+                         ids=["two", "fifteen", "sixteen", "with-empty", "65535", "65536"])
+@pytest.mark.parametrize("reset", [False, True])
+def test_writes_joined_are_the_frame_encode_makes_of_all_their_lines(sizes, reset):
+    """The lines of several writes in a row, held for a watcher and sent as one
+    frame (``EntriesFrame.joined``), are exactly ``encode(Entries(...))`` of all
+    of them, whatever array header their count takes (fix, 16-bit, 32-bit);
+    each write's lines are encoded once, shared by every watcher's frame."""
+    writes = [[b'{"w":%d,"n":%d}' % (w, i) for i in range(n)] for w, n in enumerate(sizes)]
+    frames = [EntriesFrame(lines) for lines in writes]
+    every = [line for lines in writes for line in lines]
+    name = NAMES[1]
+    for rid, offset in ((1, 0), (7, 99)):
+        parts = EntriesFrame.joined(frames, len(every), rid, name, offset, reset)
+        expected = m.Entries(id=rid, file=name, offset=offset, lines=every, reset=reset)
+        assert b"".join(parts) == encode(expected)
+        assert decode_response(b"".join(parts)[4:]) == expected
+    assert all(f.is_packed for f in frames)
+
+
+def test_one_write_joined_is_its_shared_frame():
+    frame = EntriesFrame([b'{"a":1}', b'{"b":2}'])
+    parts = EntriesFrame.joined([frame], 2, 3, "s.jsonl", 10, False)
+    assert parts == frame.parts(3, "s.jsonl", 10, False, 0)
+    assert parts[1] is frame.packed()

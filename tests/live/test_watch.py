@@ -142,6 +142,38 @@ def test_a_watcher_that_does_not_read_is_fed_from_the_file_and_the_daemon_holds_
     assert position == end
 
 
+def test_a_burst_reaches_a_watcher_in_fewer_frames_than_writes_every_line_once_in_order(daemon_factory, short_tmp):
+    """Writes within ``watch_coalesce_ms`` of the last frame go to a watcher
+    together: fifty ``written`` appends in a row reach it, through the real
+    client and socket, in a few frames, every line once, in order, each frame
+    where the last ended (the window is the longest allowed, so a loaded
+    machine still writes the burst within it)."""
+    cfg = short_tmp / "config.toml"
+    cfg.write_text("watch_coalesce_ms = 1000\n")
+    daemon = daemon_factory().start("--config", str(cfg))
+    sid = str(uuid.uuid4())
+    _start(daemon, sid)
+    client = daemon.client()
+    stream = subscribe(client, m.Subscribe(id=client.next_id(), session=sid, cwd=CWD))
+    start = next(stream).offset
+    written = [[_entry(w * 10 + k) for k in range(4)] for w in range(50)]
+    with daemon.client() as c:
+        for lines in written:
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=lines, durability="written"))
+    every = [x for lines in written for x in lines]
+    seen: list[bytes] = []
+    position, frames = start, 0
+    while len(seen) < len(every):
+        frame = next(stream)
+        assert isinstance(frame, m.Entries) and frame.offset == position
+        position += sum(len(x) + 1 for x in frame.lines)
+        seen += frame.lines
+        frames += 1
+    client.close()
+    assert seen == every
+    assert frames < len(written) // 2, f"{frames} frames for {len(written)} writes"
+
+
 def test_tail_follow_streams_from_the_daemon(daemon):
     sid = str(uuid.uuid4())
     _start(daemon, sid)
