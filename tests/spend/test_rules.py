@@ -205,3 +205,20 @@ def test_the_edges_the_sums_keep_exact(tmp_path, pricer):
     assert [(r.key, r.input_tokens) for r in rows] == [("2025-03-01", 15), ("2025-03-02", 16)]
     session = reports.sessions(ledger.charges, pricer, UTC)[0]
     assert (session.first_activity, session.last_activity) == ("2025-03-01T10:10:00.000Z", "2025-03-01T18:15:00.000Z")
+
+
+@pytest.mark.parametrize("daily", [False, True])
+def test_read_by_worker_processes_the_ledger_is_the_same(tree, monkeypatch, daily):
+    """``load(workers=2)``: the files read in forked processes, a run of files
+    each, counted here in path order: the same responses in the same order as
+    one reader counts them (a response copied across files merged the same
+    way), and the bytes read told as they come."""
+    monkeypatch.setattr(charges, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(charges, "PART", 1 << 20)  # many runs: the corpus is some 20 MB
+    keep = lambda rel: not rel[-1].startswith("agent-a")  # noqa: E731
+    told: list[tuple[int, int]] = []
+    one = charges.load(tree, progress=daily, keep=keep)
+    two = charges.load(tree, progress=daily, keep=keep, workers=2, read=lambda done, total: told.append((done, total)))
+    assert len(one.charges) > 1000
+    assert two.charges == one.charges
+    assert len(told) > 5 and told == sorted(told) and told[-1][0] == told[-1][1]

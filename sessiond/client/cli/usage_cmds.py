@@ -176,7 +176,15 @@ def _from_files(obj: Context, report: str, cwd: str | None, all_projects: bool, 
     dirs = project_scope(root, cwd, all_projects)
     names = None if dirs is None else {d.name for d in dirs}
     keep = None if names is None else (lambda rel: bool(rel) and rel[0] in names)
-    ledger = charges.load(root / "projects", progress=report == "daily", keep=keep)
+    import os
+
+    from .output import Progress
+
+    shown = Progress(0, "reading transcripts (MB)")
+    shown.THRESHOLD = 256  # MB: a second or more of reading
+    ledger = charges.load(root / "projects", progress=report == "daily", keep=keep,
+                          workers=len(os.sched_getaffinity(0)), read=lambda done, total: shown.update(done >> 20, total >> 20))
+    shown.done()
     why = "--prices names another table" if prices_file is not None else "no daemon serves this root"
     echo(f"sessiond: usage computed from the transcript files under {root} ({why}; "
          f"{len(ledger.charges):,} API responses)", err=True)
