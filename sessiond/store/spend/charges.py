@@ -421,6 +421,8 @@ def load(projects: Path, progress: bool = False, keep: Callable[[tuple[str, ...]
             import functools
             import multiprocessing
 
+            from ..jsonl import iter_line_views  # noqa: F401  (imported once here, not in every worker)
+
             done = 0
             with multiprocessing.get_context("fork").Pool(min(workers, len(parts))) as pool:
                 answers = pool.imap(functools.partial(_charges_of_part, progress=progress), [run for run, _ in parts])
