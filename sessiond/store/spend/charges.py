@@ -311,8 +311,9 @@ class Ledger:
         exact = self._exact.get(key)
         by_message = self._by_message.get(mid)
         if exact is None and by_message is None:  # a response not seen before: the common case
+            self._exact[key] = [len(charges)]
+            self._by_message[mid] = [len(charges)]
             charges.append(charge)
-            self._index(key, mid, len(charges) - 1)
             return
         found = next((i for i in exact or () if charges[i].message_id == mid
                       and charges[i].request_id == charge.request_id), None)
@@ -362,6 +363,8 @@ def transcripts(projects: Path) -> list[tuple[Path, tuple[str, ...]]]:
 
 PARALLEL_FROM = 64 << 20
 """Bytes of transcripts from which ``load`` reads them in worker processes."""
+MAX_WORKERS = 8
+"""Worker processes at most: past a few, counting their runs here is the bound."""
 PART = 8 << 20
 """Bytes of transcripts a worker reads at a time (a run of whole files, in path order)."""
 _charges = msgspec.msgpack.Decoder(list[Charge])
@@ -424,7 +427,7 @@ def load(projects: Path, progress: bool = False, keep: Callable[[tuple[str, ...]
             from ..jsonl import iter_line_views  # noqa: F401  (imported once here, not in every worker)
 
             done = 0
-            with multiprocessing.get_context("fork").Pool(min(workers, len(parts))) as pool:
+            with multiprocessing.get_context("fork").Pool(min(workers, len(parts), MAX_WORKERS)) as pool:
                 answers = pool.imap(functools.partial(_charges_of_part, progress=progress), [run for run, _ in parts])
                 for (_, size), answer in zip(parts, answers, strict=True):
                     ledger.extend(_charges.decode(answer))
