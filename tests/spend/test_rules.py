@@ -8,7 +8,7 @@ silently, ``--prices`` replaces the table."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -240,3 +240,25 @@ def test_read_by_worker_processes_the_ledger_is_the_same(tree, daily):
                           capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     assert b"runs" in done.stdout
+
+
+def test_a_timestamp_of_a_known_hour_is_read_as_fromisoformat_reads_it():
+    """``parse_timestamp`` remembers each hour's start for the usual shape
+    (``...T12:34:56.789Z``): once the hour is known, what follows it is still
+    checked as ``datetime.fromisoformat`` checks it."""
+    from datetime import datetime
+
+    def expected(value: str) -> int | None:
+        if value[19] != ".":  # ccusage's shapes: milliseconds after a dot
+            return None
+        try:
+            dt = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        return None if dt.tzinfo is None else (dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+    assert charges.parse_timestamp("2031-05-17T09:00:00.000Z") == expected("2031-05-17T09:00:00.000Z")  # the hour known
+    for rest in ("34:56.789Z", "59:59.999Z", "00:00.001Z", "60:00.000Z", "00:60.000Z", "3\u0664:56.789Z", "34:56.7a9Z",
+                 "34-56.789Z", "34:56,789Z", "34:5 .789Z", "34:+5.789Z", "34:56.789z", "34:56.7890"):
+        value = "2031-05-17T09:" + rest
+        assert charges.parse_timestamp(value) == expected(value), value

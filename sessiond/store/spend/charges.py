@@ -142,10 +142,21 @@ class Charge(msgspec.Struct, array_like=True, gc=False):
         return self.input + self.output + self.cache_5m + self.cache_1h + self.cache_read
 
 
+_HOURS: dict[str, int] = {}
+"""The first millisecond of each hour seen (``2025-01-01T12``), for the usual
+shape (``2025-01-01T12:34:56.789Z``): one ``fromisoformat`` an hour, not a line."""
+
+
 def parse_timestamp(value: str) -> int | None:
     """Milliseconds since the epoch of an RFC 3339 timestamp of the shapes
     ccusage takes (seconds, or milliseconds, then ``Z`` or ``±hh:mm``), else None."""
     n = len(value)
+    if n == 24 and value[23] == "Z":  # the usual shape: its hour's start, known, and the rest
+        hour = _HOURS.get(value[:13])
+        rest = value[14:16] + value[17:19] + value[20:23]
+        if hour is not None and value[13] == ":" and value[16] == ":" and value[19] == "." and rest.isascii() \
+                and rest.isdigit() and value[14] < "6" and value[17] < "6":
+            return hour + int(rest[:2]) * 60_000 + int(rest[2:4]) * 1000 + int(rest[4:])
     if n in (20, 25):
         if value[19] not in "Z+-":
             return None
@@ -162,7 +173,10 @@ def parse_timestamp(value: str) -> int | None:
         return None
     if dt.tzinfo is None:
         return None
-    return (dt - _EPOCH) // _MS
+    ms = (dt - _EPOCH) // _MS
+    if n == 24 and value[23] == "Z" and len(_HOURS) < 65536:
+        _HOURS[value[:13]] = ms - ms % 3_600_000
+    return ms
 
 
 def _refused_null(line: bytes) -> bool:
