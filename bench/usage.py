@@ -149,6 +149,7 @@ def main() -> None:
                     assert now == before + 1, (before, now)  # the write is in the answer
                 runs["Spend after a write"] = statistics.median(after_write)
                 print(f"{report:8} " + "   ".join(f"{k} {v * 1000:7.0f} ms" for k, v in runs.items())
+                      + f"   ccusage/files {runs['ccusage'] / runs['sessiond files']:.2f}x"
                       + f"   ccusage/daemon {runs['ccusage'] / runs['sessiond daemon']:.1f}x"
                       + f"   ccusage/request {runs['ccusage'] / runs['Spend request']:.0f}x")
             client.close()

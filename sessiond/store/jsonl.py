@@ -21,8 +21,12 @@ from .regular import open_regular
 CHUNK = 1 << 20
 
 
-def iter_line_views(path: Path | str | int, chunk: int = CHUNK, max_line: int = MAX_LINE) -> Iterator[memoryview]:
-    """Every non-empty line of the file, without its newline, as a memoryview.
+def iter_line_views(path: Path | str | int, chunk: int = CHUNK, max_line: int = MAX_LINE,
+                    containing: bytes | None = None) -> Iterator[memoryview]:
+    """Every non-empty line of the file, without its newline, as a memoryview;
+    with ``containing`` (bytes without a newline), only the lines holding it,
+    found a buffer at a time (``bytes.find`` over the buffer, not line by line:
+    a reader that wants one kind of line never touches the others).
 
     A view is only valid until the next one is requested (the buffer is reused):
     copy what you keep. A last line without a newline is yielded too. ``path``
@@ -68,11 +72,21 @@ def iter_line_views(path: Path | str | int, chunk: int = CHUNK, max_line: int = 
                 break
             end += n
             find = buf.find
+            if containing is not None:  # only the lines holding it, up to the buffer's last newline
+                last = buf.rfind(b"\n", start, end)
+                if last < 0:
+                    continue
+                while (at := find(containing, start, last)) >= 0:
+                    nl = find(b"\n", at, last + 1)
+                    yield view[max(buf.rfind(b"\n", start, at) + 1, start):nl]
+                    start = nl + 1
+                start = last + 1
+                continue
             while (nl := find(b"\n", start, end)) >= 0:
                 if nl > start:
                     yield view[start:nl]
                 start = nl + 1
-        if end > start:
+        if end > start and (containing is None or buf.find(containing, start, end) >= 0):
             yield view[start:end]
     finally:
         if owned:

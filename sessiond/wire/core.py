@@ -10,7 +10,6 @@ here; ``framing.decode_response`` tries it first and decodes with the whole
 union of ``messages.py`` (imported then) only for an answer not in it.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 

@@ -6,7 +6,6 @@ query code only when it reads the index itself. The roles a doc can have are
 named here too (the extraction assigns them, ``--role`` filters on them).
 """
 
-from __future__ import annotations
 
 from typing import Final
 

@@ -6,7 +6,6 @@ CLI names the holder from it. Times are ISO-8601 UTC with milliseconds, like
 transcript timestamps.
 """
 
-from __future__ import annotations
 
 import time
 from collections.abc import Callable

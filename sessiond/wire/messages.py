@@ -7,7 +7,6 @@ response echoes, so a client may pipeline. Transcript entries travel as the clie
 JSON bytes, one object each; the daemon writes them unchanged.
 """
 
-from __future__ import annotations
 
 from typing import Annotated
 

@@ -7,7 +7,6 @@ commands included, imports the wire messages. Those modules import them from
 here.
 """
 
-from __future__ import annotations
 
 import os
 from typing import Annotated, Literal

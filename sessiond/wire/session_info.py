@@ -6,7 +6,6 @@ messages; the lite reader that fills it (``lite.py``, with its regexes and
 decoders) is needed only by whoever reads files.
 """
 
-from __future__ import annotations
 
 import msgspec
 

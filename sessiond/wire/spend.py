@@ -6,7 +6,6 @@ computation is ``sessiond.store.spend`` (not the bytes on disk: those are
 ``records.Usage``).
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 

@@ -8,7 +8,7 @@ silently, ``--prices`` replaces the table."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -205,3 +205,60 @@ def test_the_edges_the_sums_keep_exact(tmp_path, pricer):
     assert [(r.key, r.input_tokens) for r in rows] == [("2025-03-01", 15), ("2025-03-02", 16)]
     session = reports.sessions(ledger.charges, pricer, UTC)[0]
     assert (session.first_activity, session.last_activity) == ("2025-03-01T10:10:00.000Z", "2025-03-01T18:15:00.000Z")
+
+
+READ_BY_WORKERS = """
+import sys
+from pathlib import Path
+from sessiond.store.spend import charges
+charges.PARALLEL_FROM = 0
+charges.PART = 1 << 20  # many runs: the corpus is some 20 MB
+tree, daily = Path(sys.argv[1]), sys.argv[2] == "daily"
+keep = lambda rel: not rel[-1].startswith("agent-a")
+told = []
+one = charges.load(tree, progress=daily, keep=keep)
+two = charges.load(tree, progress=daily, keep=keep, workers=2, read=lambda done, total: told.append((done, total)))
+assert len(one.charges) > 1000, len(one.charges)
+assert two.charges == one.charges
+assert len(told) > 5 and told == sorted(told) and told[-1][0] == told[-1][1], told
+print(len(told), "runs", len(two.charges), "responses")
+"""
+
+
+@pytest.mark.parametrize("daily", [False, True])
+def test_read_by_worker_processes_the_ledger_is_the_same(tree, daily):
+    """``load(workers=2)``: the files read in forked processes, a run of files
+    each, counted here in path order: the same responses in the same order as
+    one reader counts them (a response copied across files merged the same
+    way), and the bytes read told as they come. In a process of its own: the
+    workers are forked only from a single-threaded one (a test runner's worker
+    has threads)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", READ_BY_WORKERS, str(tree), "daily" if daily else "other"],
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"runs" in done.stdout
+
+
+def test_a_timestamp_of_a_known_hour_is_read_as_fromisoformat_reads_it():
+    """``parse_timestamp`` remembers each hour's start for the usual shape
+    (``...T12:34:56.789Z``): once the hour is known, what follows it is still
+    checked as ``datetime.fromisoformat`` checks it."""
+    from datetime import datetime
+
+    def expected(value: str) -> int | None:
+        if value[19] != ".":  # ccusage's shapes: milliseconds after a dot
+            return None
+        try:
+            dt = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        return None if dt.tzinfo is None else (dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+    assert charges.parse_timestamp("2031-05-17T09:00:00.000Z") == expected("2031-05-17T09:00:00.000Z")  # the hour known
+    for rest in ("34:56.789Z", "59:59.999Z", "00:00.001Z", "60:00.000Z", "00:60.000Z", "3\u0664:56.789Z", "34:56.7a9Z",
+                 "34-56.789Z", "34:56,789Z", "34:5 .789Z", "34:+5.789Z", "34:56.789z", "34:56.7890"):
+        value = "2031-05-17T09:" + rest
+        assert charges.parse_timestamp(value) == expected(value), value

@@ -114,3 +114,14 @@ def test_bad_requests_are_typed_errors(daemon):
                 c.call(req)
             assert err.value.code == "bad_request"
         assert c.call(m.Spend(id=c.next_id(), all=True)).spend.rows == []
+
+
+@pytest.mark.parametrize("tz", ["Nowhere/Else", "EST5EDT4,M3.2.0,M11.1.0", "UTC"])
+def test_a_local_zone_the_daemon_does_not_know_is_its_own(daemon, tz):
+    """The CLI sends its zone's name (``TZ``) without looking it up: a name
+    that is no zone (a typo, a POSIX rule) counts days in the daemon's own
+    zone, as when no name is found, and is not an error."""
+    done = daemon.cli("usage", "daily", "--all", "--json", env={"TZ": tz})
+    out = json.loads(done.stdout)
+    assert out["source"] == "daemon" and done.stderr == b""
+    assert out["timezone"] == ("UTC" if tz == "UTC" else "local")

@@ -216,10 +216,30 @@ def escape_undecodable() -> None:
         stdout.reconfigure(errors="backslashreplace")
 
 
+def import_msgspec_lean() -> None:
+    """Import msgspec without typing_extensions, unless something already
+    imported either. Half of msgspec's import is typing_extensions (itself
+    importing inspect, ast, dis), which msgspec only prefers to ``typing`` when
+    present (its ``_utils`` falls back when the import fails; on Python 3.11+
+    ``typing`` has all it uses). It is kept out for msgspec's import only, and
+    importable again afterwards for anything that wants it (rich, textual,
+    starlette). Both console scripts import it so, first."""
+    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
+        return
+    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # the import system's "not importable"
+    try:
+        import msgspec  # noqa: F401
+    finally:
+        if sys.modules.get("typing_extensions", ...) is None:
+            del sys.modules["typing_extensions"]
+
+
 def main() -> None:
     """The ``sessiond`` console script: the click group."""
     if sys.stdout.errors == "strict":  # a UTF-8 locale's; see escape_undecodable
         escape_undecodable()
+    if "_SESSIOND_COMPLETE" not in os.environ and not {"-h", "--help"} & set(sys.argv[1:]):
+        import_msgspec_lean()  # first: whatever the command imports then finds it loaded (help and completion need none)
     try:
         from .group import cli
 

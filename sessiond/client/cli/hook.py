@@ -31,6 +31,7 @@ from . import (
     Context,
     UsageError,
     escape_undecodable,
+    import_msgspec_lean,
     run_guarded,
     seconds,
 )
@@ -228,23 +229,6 @@ def run(argv: list[str]) -> int:
         return EXIT_USAGE
     failed = run_guarded(body)
     return 0 if failed is None else failed
-
-
-def import_msgspec_lean() -> None:
-    """Import msgspec without typing_extensions, unless something already
-    imported either. Half of msgspec's import is typing_extensions (itself
-    importing inspect, ast, dis), which msgspec only prefers to ``typing`` when
-    present (its ``_utils`` falls back when the import fails; on Python 3.11+
-    ``typing`` has all it uses). It is kept out for msgspec's import only, and
-    importable again afterwards for anything that wants it."""
-    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
-        return
-    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # the import system's "not importable"
-    try:
-        import msgspec  # noqa: F401
-    finally:
-        if sys.modules.get("typing_extensions", ...) is None:
-            del sys.modules["typing_extensions"]
 
 
 def main() -> None:

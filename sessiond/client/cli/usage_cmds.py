@@ -104,9 +104,11 @@ def spend_report(obj: Context, report: str, cwd: str | None, all_projects: bool,
 
 def _named_local_zone() -> str | None:
     """This process's zone by its IANA name, so the daemon (whose own zone may
-    be another) counts days in it: ``TZ`` when it names one (a leading ``:``
-    allowed), else the zone ``/etc/localtime`` links to when ``TZ`` is unset.
-    None: no name found; the daemon's local zone is used."""
+    be another) counts days in it: ``TZ`` (a leading ``:`` allowed), else the
+    zone ``/etc/localtime`` links to when ``TZ`` is unset. None: no name found;
+    the daemon's local zone is used. Not looked up here (zoneinfo is a few ms
+    of every run's start): a name the daemon knows no zone by is asked again
+    without it (``_from_daemon``), as if none was found."""
     import os
 
     name = os.environ.get("TZ")
@@ -118,17 +120,14 @@ def _named_local_zone() -> str | None:
         name = target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else ""
     if name == "":
         return "UTC"  # TZ set and empty: UTC, as the C library reads it
-    name = name.removeprefix(":")
-    try:
-        _timezone(name)
-    except click.BadParameter:
-        return None
-    return name
+    return name.removeprefix(":") or None
 
 
 def _from_daemon(obj: Context, report: str, cwd: str | None, all_projects: bool, first: date | None,
                  last: date | None, tz_name: str | None, by_model: bool):
     """The report from the daemon serving the root (None: none runs; never started for this)."""
+    import msgspec
+
     from sessiond.client.connection import Client
     from sessiond.store.locations import default_root
     from sessiond.wire import messages as m
@@ -153,7 +152,14 @@ def _from_daemon(obj: Context, report: str, cwd: str | None, all_projects: bool,
                       until=last.isoformat() if last else None, timezone=tz_name or _named_local_zone(),
                       byModel=by_model)
         try:
-            return client.call(req).spend  # type: ignore[union-attr]  # the answer to a Spend: Spent
+            try:
+                return client.call(req).spend  # type: ignore[union-attr]  # the answer to a Spend: Spent
+            except RemoteError as exc:
+                if tz_name is not None or req.timezone is None or exc.code != "bad_request" or "time zone" not in exc.message:
+                    raise
+                # this process's zone names none the daemon knows: its own local zone, as when no name is found
+                req = msgspec.structs.replace(req, id=client.next_id(), timezone=None)
+                return client.call(req).spend  # type: ignore[union-attr]
         except RemoteError as exc:
             if exc.code != "too_large":
                 raise
@@ -176,7 +182,17 @@ def _from_files(obj: Context, report: str, cwd: str | None, all_projects: bool, 
     dirs = project_scope(root, cwd, all_projects)
     names = None if dirs is None else {d.name for d in dirs}
     keep = None if names is None else (lambda rel: bool(rel) and rel[0] in names)
-    ledger = charges.load(root / "projects", progress=report == "daily", keep=keep)
+    import os
+
+    from .output import Progress
+
+    shown = Progress(0, "reading transcripts (MB)")
+    shown.THRESHOLD = 256  # MB: a second or more of reading
+    # the idle cores (the workers cost a quarter more CPU in all: on a busy machine they only slow it)
+    idle = len(os.sched_getaffinity(0)) - int(os.getloadavg()[0])
+    ledger = charges.load(root / "projects", progress=report == "daily", keep=keep, workers=max(1, idle),
+                          read=lambda done, total: shown.update(done >> 20, total >> 20))
+    shown.done()
     why = "--prices names another table" if prices_file is not None else "no daemon serves this root"
     echo(f"sessiond: usage computed from the transcript files under {root} ({why}; "
          f"{len(ledger.charges):,} API responses)", err=True)

@@ -142,10 +142,21 @@ class Charge(msgspec.Struct, array_like=True, gc=False):
         return self.input + self.output + self.cache_5m + self.cache_1h + self.cache_read
 
 
+_HOURS: dict[str, int] = {}
+"""The first millisecond of each hour seen (``2025-01-01T12``), for the usual
+shape (``2025-01-01T12:34:56.789Z``): one ``fromisoformat`` an hour, not a line."""
+
+
 def parse_timestamp(value: str) -> int | None:
     """Milliseconds since the epoch of an RFC 3339 timestamp of the shapes
     ccusage takes (seconds, or milliseconds, then ``Z`` or ``±hh:mm``), else None."""
     n = len(value)
+    if n == 24 and value[23] == "Z":  # the usual shape: its hour's start, known, and the rest
+        hour = _HOURS.get(value[:13])
+        rest = value[14:16] + value[17:19] + value[20:23]
+        if hour is not None and value[13] == ":" and value[16] == ":" and value[19] == "." and rest.isascii() \
+                and rest.isdigit() and value[14] < "6" and value[17] < "6":
+            return hour + int(rest[:2]) * 60_000 + int(rest[2:4]) * 1000 + int(rest[4:])
     if n in (20, 25):
         if value[19] not in "Z+-":
             return None
@@ -162,28 +173,41 @@ def parse_timestamp(value: str) -> int | None:
         return None
     if dt.tzinfo is None:
         return None
-    return (dt - _EPOCH) // _MS
+    ms = (dt - _EPOCH) // _MS
+    if n == 24 and value[23] == "Z" and len(_HOURS) < 65536:
+        _HOURS[value[:13]] = ms - ms % 3_600_000
+    return ms
 
 
 def _refused_null(line: bytes) -> bool:
-    """Whether a field ccusage refuses to see null is null (``has_unsupported_null_field``)."""
+    """Whether a field ccusage refuses to see null is null (``has_unsupported_null_field``):
+    the name is what lies between the two quotes last before a ``:null``."""
     offset = 0
-    while (at := line.find(b":null", offset)) >= 0:
-        end = at - 1
-        if end >= 0 and line[end:end + 1] != b'"':
-            while end > 0 and line[end:end + 1] != b'"':
-                end -= 1
-        if end >= 0 and line[end:end + 1] == b'"':
-            start = end - 1 if end > 0 else 0
-            while start > 0 and line[start:start + 1] != b'"':
-                start -= 1
-            if line[start:start + 1] == b'"' and line[start + 1:end] in _NULLABLE_REFUSED:
+    find, rfind = line.find, line.rfind
+    while (at := find(b":null", offset)) >= 0:
+        end = rfind(b'"', 0, at)
+        if end > 0:
+            start = rfind(b'"', 0, end)
+            if start >= 0 and line[start + 1:end] in _NULLABLE_REFUSED:
                 return True
         offset = at + 5
     return False
 
 
+_VERSIONS: dict[str, bool] = {}
+"""``_semver_prefix`` of the versions seen (a store names a few in every line)."""
+
+
 def _semver_prefix(value: str) -> bool:
+    known = _VERSIONS.get(value)
+    if known is None:
+        known = _semver_parts(value)
+        if len(_VERSIONS) < 4096:
+            _VERSIONS[value] = known
+    return known
+
+
+def _semver_parts(value: str) -> bool:
     parts = value.split(".", 2)
     return len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit() and parts[2][:1].isdigit() \
         and parts[0].isascii() and parts[1].isascii() and parts[2][:1].isascii()
@@ -259,7 +283,7 @@ def charges_of_file(path: Path, relative: tuple[str, ...], progress: bool = Fals
     from ..jsonl import iter_line_views
 
     session, project = session_of(relative)
-    for view in iter_line_views(path):
+    for view in iter_line_views(path, containing=MARKER):
         if view:
             charge = charge_of_line(bytes(view), session, project, progress)
             if charge is not None:
@@ -298,11 +322,17 @@ class Ledger:
             return
         key = (mid, charge.request_id)
         charges = self.charges
-        found = next((i for i in self._exact.get(key, ()) if charges[i].message_id == mid
+        exact = self._exact.get(key)
+        by_message = self._by_message.get(mid)
+        if exact is None and by_message is None:  # a response not seen before: the common case
+            self._exact[key] = [len(charges)]
+            self._by_message[mid] = [len(charges)]
+            charges.append(charge)
+            return
+        found = next((i for i in exact or () if charges[i].message_id == mid
                       and charges[i].request_id == charge.request_id), None)
         if found is None:
-            found = next((i for i in self._by_message.get(mid, ())
-                          if charge.sidechain or charges[i].sidechain), None)
+            found = next((i for i in by_message or () if charge.sidechain or charges[i].sidechain), None)
         if found is not None:
             if self.replaces(charge, charges[found]):
                 charges[found] = charge
@@ -345,12 +375,81 @@ def transcripts(projects: Path) -> list[tuple[Path, tuple[str, ...]]]:
     return [(Path(p), Path(p).parts[base:]) for p in found]
 
 
-def load(projects: Path, progress: bool = False, keep: Callable[[tuple[str, ...]], bool] | None = None) -> Ledger:
-    """The ledger of a whole ``projects/`` tree; ``keep(relative)`` may leave files out."""
-    ledger = Ledger(progress)
-    for path, relative in transcripts(projects):
-        if keep is not None and not keep(relative):
+PARALLEL_FROM = 64 << 20
+"""Bytes of transcripts from which ``load`` reads them in worker processes."""
+MAX_WORKERS = 8
+"""Worker processes at most: past a few, counting their runs here is the bound."""
+PART = 8 << 20
+"""Bytes of transcripts a worker reads at a time (a run of whole files, in path order)."""
+_charges = msgspec.msgpack.Decoder(list[Charge])
+
+
+def _charges_of_part(part: list[tuple[str, tuple[str, ...]]], progress: bool) -> bytes:
+    """The responses of a run of files, in order, as msgpack (a worker's answer)."""
+    found: list[Charge] = []
+    for path, relative in part:
+        try:
+            found.extend(charges_of_file(Path(path), relative, progress))
+        except OSError:
             continue
+    return msgspec.msgpack.encode(found)
+
+
+def _parts(files: list[tuple[Path, tuple[str, ...]]]) -> list[tuple[list[tuple[str, tuple[str, ...]]], int]]:
+    """``files`` cut into runs of about ``PART`` bytes, in path order, each with its size."""
+    import os
+
+    parts: list[tuple[list[tuple[str, tuple[str, ...]]], int]] = []
+    run: list[tuple[str, tuple[str, ...]]] = []
+    size = 0
+    for path, relative in files:
+        try:
+            size += os.stat(path).st_size
+        except OSError:
+            pass
+        run.append((str(path), relative))
+        if size >= PART:
+            parts.append((run, size))
+            run, size = [], 0
+    if run:
+        parts.append((run, size))
+    return parts
+
+
+def load(projects: Path, progress: bool = False, keep: Callable[[tuple[str, ...]], bool] | None = None,
+         workers: int = 1, read: Callable[[int, int], None] | None = None) -> Ledger:
+    """The ledger of a whole ``projects/`` tree; ``keep(relative)`` may leave files out.
+
+    ``workers`` > 1: a tree of ``PARALLEL_FROM`` bytes or more is read by that
+    many forked processes, a run of files each at a time (the reading and the
+    rules are most of the work, and the GIL holds them to one core), and
+    counted here in path order as the runs come back, so the ledger is the
+    one a single reader makes. Only for a single-threaded caller (a fork of a
+    threaded process may inherit a held lock): the CLI. ``read(done, total)``
+    is told the bytes read so far, for a progress line."""
+    files = [(path, relative) for path, relative in transcripts(projects) if keep is None or keep(relative)]
+    ledger = Ledger(progress)
+    if workers > 1:
+        import threading
+
+        parts = _parts(files)
+        total = sum(size for _, size in parts)
+        if total >= PARALLEL_FROM and len(parts) > 1 and threading.active_count() == 1:
+            import functools
+            import multiprocessing
+
+            from ..jsonl import iter_line_views  # noqa: F401  (imported once here, not in every worker)
+
+            done = 0
+            with multiprocessing.get_context("fork").Pool(min(workers, len(parts), MAX_WORKERS)) as pool:
+                answers = pool.imap(functools.partial(_charges_of_part, progress=progress), [run for run, _ in parts])
+                for (_, size), answer in zip(parts, answers, strict=True):
+                    ledger.extend(_charges.decode(answer))
+                    done += size
+                    if read is not None:
+                        read(done, total)
+            return ledger
+    for path, relative in files:
         try:
             ledger.extend(charges_of_file(path, relative, progress))
         except OSError:

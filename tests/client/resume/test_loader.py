@@ -28,6 +28,22 @@ def test_lines_survive_any_chunk_size(tmp_path, chunk):
     assert views(p, chunk) == [b'{"a":1}', f'{{"b":"{long}"}}\r'.encode(), b'{"c":3}']
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 7, 16, 64, 1 << 20])
+def test_only_the_lines_containing_a_marker_at_any_chunk_size(tmp_path, chunk):
+    """``containing``: the lines holding the marker (found a buffer at a time),
+    the same as filtering every line, whatever the chunk cuts: first and last
+    line, two markers on a line, a marker at a line's very start or end, a last
+    line without its newline."""
+    lines = [b'MARKa', b'x' * 40, b'', b'bMARKcMARK', b'MAR', b'K', b'y' * 30 + b'MARK', b'zz', b'MARK', b'w', b'qMARKq']
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b"\n".join(lines))
+    every = views(p, chunk)
+    assert [bytes(v) for v in iter_line_views(p, chunk, containing=b"MARK")] == [v for v in every if b"MARK" in v]
+    p.write_bytes(b"\n".join(lines[:-1]) + b"\nno marker at the end")
+    assert [bytes(v) for v in iter_line_views(p, chunk, containing=b"MARK")] == [b'MARKa', b'bMARKcMARK',
+                                                                                  b'y' * 30 + b'MARK', b'MARK']
+
+
 def test_views_are_decodable_in_place(tmp_path):
     conv = Conv()
     conv.user("u1")
