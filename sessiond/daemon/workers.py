@@ -277,7 +277,12 @@ class FairShare:
             self._pump()
 
     def status(self) -> dict[str, int]:
+        """``jobsRunning``/``jobsWaiting`` count every job in the pool;
+        ``jobsBackground`` those of them that are the daemon's own
+        (``BACKGROUND``: not a client's, so outside ``max_jobs``)."""
+        own = self._owners.get(BACKGROUND)
         return {"readThreads": self.threads, "jobsRunning": self.running, "jobsWaiting": self.waiting,
+                "jobsBackground": own.holds if own is not None else 0,
                 "jobsStarted": self.started, "jobsDropped": self.dropped, "busyRefused": self.refused,
                 "heldOwners": len(self._held)}
 
