@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,29 @@ def test_unknown_models_are_named_and_bad_input_is_one_line(root, tmp_path):
                  ["weekly"], ["--cwd", "/x", "--all"]):
         done = run(root, *args)
         assert done.returncode != 0 and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+@pytest.mark.timeout(30)
+def test_workers_are_counted_from_the_cores_busy_now_not_a_minutes_mean():
+    """Usage from the files forks a worker per idle core: with every core of
+    this process's set kept busy by a spinning process started a moment ago
+    (too soon for the load average to show it), no core is idle, so it reads
+    in one process."""
+    from sessiond.client.cli.usage_cmds import idle_cores
+
+    cores = len(os.sched_getaffinity(0))
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        deadline = time.monotonic() + 10
+        while sum(1 for p in spin if _running(p.pid)) < cores and time.monotonic() < deadline:
+            pass
+        assert idle_cores() == 1
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()
+
+
+def _running(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()[0] == b"R"

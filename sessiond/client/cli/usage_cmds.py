@@ -182,15 +182,12 @@ def _from_files(obj: Context, report: str, cwd: str | None, all_projects: bool, 
     dirs = project_scope(root, cwd, all_projects)
     names = None if dirs is None else {d.name for d in dirs}
     keep = None if names is None else (lambda rel: bool(rel) and rel[0] in names)
-    import os
-
     from .output import Progress
 
     shown = Progress(0, "reading transcripts (MB)")
     shown.THRESHOLD = 256  # MB: a second or more of reading
     # the idle cores (the workers cost a quarter more CPU in all: on a busy machine they only slow it)
-    idle = len(os.sched_getaffinity(0)) - int(os.getloadavg()[0])
-    ledger = charges.load(root / "projects", progress=report == "daily", keep=keep, workers=max(1, idle),
+    ledger = charges.load(root / "projects", progress=report == "daily", keep=keep, workers=idle_cores(),
                           read=lambda done, total: shown.update(done >> 20, total >> 20))
     shown.done()
     why = "--prices names another table" if prices_file is not None else "no daemon serves this root"
@@ -198,6 +195,23 @@ def _from_files(obj: Context, report: str, cwd: str | None, all_projects: bool, 
          f"{len(ledger.charges):,} API responses)", err=True)
     return reports.report(report, ledger.charges, reports.Pricer(table), tz, tz_name or "local", "files",
                           first, last, by_model)
+
+def idle_cores() -> int:
+    """How many cores are idle now, this process's own counted as idle (at
+    least 1): the cores it may run on less the other tasks runnable at this
+    instant (``/proc/loadavg``'s fourth field, which counts this one). The load
+    average would be a minute's mean: right after a build, or ccusage, it still
+    says the machine is busy."""
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            runnable = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):  # not Linux: the minute's mean it is
+        runnable = int(os.getloadavg()[0]) + 1
+    return max(1, cores - (runnable - 1))
+
 
 def _rows(report: str, rows: list, total, by_model: bool, root: Path) -> None:
     """The daily, monthly or session table; a session's row names it as every
