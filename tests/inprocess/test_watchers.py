@@ -20,8 +20,9 @@ async def test_a_write_is_encoded_once_for_all_its_watchers(tmp_path):
     one session, three ``written`` appends: each watcher reads every batch,
     in order, as the very bytes ``encode(Entries(...))`` makes for its own
     subscription; and the daemon encoded the lines of each write once, not
-    once per watcher."""
-    async with in_process(tmp_path) as d:
+    once per watcher. (Without coalescing: writes that come within
+    ``watch_coalesce`` of each other share one frame, test_watch_coalesce.py.)"""
+    async with in_process(tmp_path, watch_coalesce=0) as d:
         writer = await d.greeted()
         sid = str(uuid.uuid4())
         writer.send(m.Append(id=1, session=sid, cwd=CWD, entries=[entry("first")], durability="written"))
