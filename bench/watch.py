@@ -210,21 +210,22 @@ def main() -> None:
           "| entries each watcher got | bytes skipped | watcher CPU µs/frame |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        p50 = "—" if r["p50_ms"] is None else f"{r['p50_ms']:.2f}"
-        p99 = "—" if r["p99_ms"] is None else f"{r['p99_ms']:.2f}"
-        got = "—" if r["received"] is None else f"{r['received']:,.0f}"
-        wcpu = "—" if r["watcher_cpu_us_per_frame"] is None else f"{r['watcher_cpu_us_per_frame']:.1f}"
         print(f"| {r['code']} | {r['watchers']} | {r['entries_per_s']:,.0f} | {r['vs_no_watcher']:.2f}x | {r['cpu_us_per_entry']:.1f} "
-              f"| {p50} | {p99} | {got} | {r['skipped_bytes']:,.0f} | {wcpu} |")
+              f"| {cell(r['p50_ms'], '.2f')} | {cell(r['p99_ms'], '.2f')} | {cell(r['received'], ',.0f')} "
+              f"| {r['skipped_bytes']:,.0f} | {cell(r['watcher_cpu_us_per_frame'], '.1f')} |")
     print()
     print("| code | watchers | writer CPU µs/entry | daemon CPU µs/entry | all watchers' CPU µs/entry "
           "| entries per frame | cores busy |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        each = "—" if r["watchers_cpu_us_per_entry"] is None else f"{r['watchers_cpu_us_per_entry']:.1f}"
-        per = "—" if r["entries_per_frame"] is None else f"{r['entries_per_frame']:.1f}"
         print(f"| {r['code']} | {r['watchers']} | {r['writer_cpu_us_per_entry']:.1f} | {r['cpu_us_per_entry']:.1f} "
-              f"| {each} | {per} | {r['busy_cores']:.2f} |")
+              f"| {cell(r['watchers_cpu_us_per_entry'], '.1f')} | {cell(r['entries_per_frame'], '.1f')} | {r['busy_cores']:.2f} |")
+
+
+def cell(value: float | None, spec: str) -> str:
+    """A table cell: ``value`` formatted, or a dash where there is none (no watcher)."""
+    return "—" if value is None else format(value, spec)
+
 
 if __name__ == "__main__":
     main()
