@@ -137,6 +137,11 @@ class Daemon:
         self.started = time.monotonic()
         self.stopping = False
         self.stopped = loop.create_future()
+        self.serving_since: float | None = None
+        """Start-up is over (``serving``): until then a stop asked is carried
+        out only once it is, so what start-up restores (the trash's interrupted
+        moves, the spool's held entries) is in place for the shutdown to drain,
+        and nothing is started after the stop (the indexer, READY=1)."""
         self._sweep_every = min(SWEEP_EVERY, max(0.5, settings.idle_evict / 2))
         self._sweep = loop.call_later(self._sweep_every, self._sweep_idle)
         self._status = loop.call_later(STATUS_EVERY, self._report_status)
@@ -189,8 +194,15 @@ class Daemon:
         log.info("shutting down (%s)", why)
         self.stopping = True
         self.notifier.stopping()
-        # Let this pass's replies (the Shutdown ack among them) go out first.
-        self.loop.call_soon(self._shutdown)
+        if self.serving_since is not None:
+            # Let this pass's replies (the Shutdown ack among them) go out first.
+            self.loop.call_soon(self._shutdown)
+
+    def serving(self) -> None:
+        """Start-up is over: a stop asked during it is carried out now."""
+        self.serving_since = time.monotonic()
+        if self.stopping:
+            self.loop.call_soon(self._shutdown)
 
     def _shutdown(self) -> None:
         for handle in (self._sweep, self._status, self._watchdog):
@@ -341,15 +353,17 @@ async def _run(settings: Settings, flags: dict) -> int:
             daemon.mirror.restore()  # before serving: its reads must not run on a loop that serves
             daemon.state_files += daemon.mirror.state.problems
         server = await loop.create_unix_server(lambda: Connection(daemon), sock=sock)
-        log.info(
-            "ready: pid %d, socket %s%s, root %s, sessiond %s, dedup sets %s",
-            os.getpid(), settings.socket, " (socket-activated)" if adopted else "", settings.root, __version__,
-            uuidset.IMPLEMENTATION,
-        )
         if daemon.mirror is not None:
-            daemon.mirror.start()
-        notifier.ready(daemon.status_line())  # serving: the indexer process starts beside it
-        if daemon.index is not None:
+            daemon.mirror.start()  # even when stopping: its close publishes what the last run left lagging
+        if not daemon.stopping:  # a stop asked while starting: never ready, no indexer started to be stopped
+            log.info(
+                "ready: pid %d, socket %s%s, root %s, sessiond %s, dedup sets %s",
+                os.getpid(), settings.socket, " (socket-activated)" if adopted else "", settings.root, __version__,
+                uuidset.IMPLEMENTATION,
+            )
+            notifier.ready(daemon.status_line())  # serving: the indexer process starts beside it
+        daemon.serving()
+        if daemon.index is not None and not daemon.stopping:
             await daemon.index.start()
         await daemon.stopped
         daemon.follower.close()
