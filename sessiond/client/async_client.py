@@ -204,8 +204,8 @@ class AsyncClient(Endpoint):
             except TimeoutError:
                 # As the blocking client: a daemon that does not answer is left,
                 # and what was sent goes again (deduplicated) on a new connection.
-                self._lose(stream, DaemonUnavailable(f"the daemon did not answer within {self.timeout:.0f}s"))
-                raise DaemonUnavailable(f"the daemon did not answer within {self.timeout:.0f}s") from None
+                self._lose(stream, DaemonUnavailable(f"the daemon did not answer within {self.timeout:g}s"))
+                raise DaemonUnavailable(f"the daemon did not answer within {self.timeout:g}s") from None
         finally:
             self._waiting.pop(req.id, None)
         resp = self.channel.answer(req.id) if stream is self._stream else None

@@ -11,12 +11,14 @@ answers are): ``sessiond-hook`` runs on it without building every message.
 
 from __future__ import annotations
 
-import _socket  # the C socket type itself: ``socket.py`` only wraps it in enums and
-import os
-
+# _socket, the C socket type itself: ``socket.py`` only wraps it in enums and
 # ``makefile``, and building those enums was 5 ms of a 60 ms ``sessiond status``
+import _socket
+import os
 import stat
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sessiond.store.locations import check_private_dir, default_root, default_socket
@@ -199,6 +201,32 @@ class Client(Endpoint):
             self._sock.close()
             self._sock = None
 
+    @contextmanager
+    def untimed(self) -> Iterator[None]:
+        """Inside the block, answers are awaited as long as they take (a watch,
+        a reindex of gigabytes), not ``timeout``: a daemon that goes away still
+        ends the wait (its socket closes), and ``abort`` from another thread
+        ends it too."""
+        if self._sock is None:
+            self.connect()
+        assert self._sock is not None
+        self._sock.settimeout(None)
+        try:
+            yield
+        finally:
+            if self._sock is not None:
+                self._sock.settimeout(self.timeout)
+
+    def abort(self) -> None:
+        """End a wait for an answer that another thread is in: the socket is
+        shut down, and that wait raises ``DaemonUnavailable``."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(_socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def __enter__(self) -> Client:
         return self.connect()
 
@@ -255,7 +283,7 @@ class Client(Endpoint):
                 data = bytes(view[:size])
         except TimeoutError:
             self.close()
-            raise DaemonUnavailable(f"the daemon did not answer within {self.timeout:.0f}s") from None
+            raise DaemonUnavailable(f"the daemon did not answer within {self.timeout:g}s") from None
         except OSError as exc:
             self.close()
             raise DaemonUnavailable(f"lost the daemon: {exc}") from None

@@ -21,11 +21,8 @@ from .connection import Client, raise_for
 def subscribe(client: Client, req: m.Subscribe) -> Iterator[m.Subscribed | m.Entries | m.Unsubscribed]:
     """``Subscribed`` first (or the error raised), then the pushed frames."""
     client.send(req)
-    sock = client._sock
-    assert sock is not None
-    sock.settimeout(None)
     ready: deque[m.Response] = deque()
-    try:
+    with client.untimed():
         while True:
             while ready:
                 resp = ready.popleft()
@@ -38,9 +35,6 @@ def subscribe(client: Client, req: m.Subscribe) -> Iterator[m.Subscribed | m.Ent
                     ready.append(resp)
                 else:
                     client.channel.file(resp)
-    finally:
-        if client._sock is not None:
-            client._sock.settimeout(client.timeout)
 
 
 __all__ = ["DaemonUnavailable", "subscribe"]

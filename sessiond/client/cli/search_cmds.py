@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import msgspec
 
-from sessiond.wire.errors import SessiondError, not_found
+from sessiond.wire.errors import DaemonUnavailable, SessiondError, not_found
 from sessiond.wire.hit import MAX_LIMIT
 
 from . import Context, cli
@@ -210,17 +210,19 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
     if dirs is not None and not dirs:
         raise not_found(nothing_found(obj, "sessions", cwd, False, "--all rebuilds"))
     with obj.client() as client:  # WrongRoot when it serves another root: never reindex that one
-        stop = threading.Event()
-        watcher = None
-        if sys.stderr.isatty() and not as_json:
-            watcher = threading.Thread(target=_show_progress, args=(obj, stop), daemon=True)
-            watcher.start()
+        # The answer comes when the rebuild is done, a minute or more for gigabytes: it is awaited as long as
+        # the daemon keeps answering the watcher's status requests, each within --timeout.
+        watcher = _ReindexWatch(obj, client, show=sys.stderr.isatty() and not as_json)
+        watcher.start()
         try:
-            resp = client.call(m.Reindex(id=client.next_id(), dirs=[str(d) for d in dirs or []], all=dirs is None))
+            with client.untimed():
+                resp = client.call(m.Reindex(id=client.next_id(), dirs=[str(d) for d in dirs or []], all=dirs is None))
+        except DaemonUnavailable:
+            if watcher.lost is not None:
+                raise watcher.lost from None
+            raise
         finally:
-            stop.set()
-            if watcher is not None:
-                watcher.join(timeout=2)
+            watcher.stop()
     if as_json:  # the documented keys, not the wire frame (its "op" and request "id" are the protocol's)
         echo_json({"files": resp.files, "bytes": resp.bytes, "seconds": resp.seconds})
         return
@@ -228,19 +230,42 @@ def reindex(obj: Context, cwd: str | None, all_projects: bool, as_json: bool) ->
     echo(f"indexed {count(resp.files, 'file')}, {size(resp.bytes)} in {resp.seconds:.1f}s ({mbs:.0f} MB/s)")
 
 
-def _show_progress(obj: Context, stop: threading.Event) -> None:
-    """Poll the daemon's status on a second connection and draw a counter."""
-    shown = False
-    try:
-        with obj.client(autostart=False) as client:
-            while not stop.wait(0.2):
-                idx = client.status().index or {}
-                total = int(idx.get("reindexTotalBytes") or 0)
-                if total:
-                    done = int(idx.get("reindexDoneBytes") or 0)
-                    echo(f"\rindexing {size(done)} / {size(total)} ({100 * done // total}%)", err=True, nl=False, raw=True)
-                    shown = True
-    except Exception:
-        pass
-    if shown:
-        echo("\r" + " " * 50 + "\r", err=True, nl=False, raw=True)
+class _ReindexWatch(threading.Thread):
+    """While a reindex runs: the daemon's status on a second connection every
+    ``EVERY`` seconds, each answer awaited ``--timeout`` at most, drawn as a
+    counter on a terminal (``show``). A status not answered in time means the
+    daemon is stuck or gone: the reindex's own wait is aborted, and ``lost``
+    says why."""
+
+    EVERY = 0.2
+
+    def __init__(self, obj: Context, client, show: bool) -> None:
+        super().__init__(daemon=True)
+        self.obj, self.client, self.show = obj, client, show
+        self.lost: DaemonUnavailable | None = None
+        self._over = threading.Event()
+
+    def stop(self) -> None:
+        self._over.set()
+        self.join(timeout=2)
+
+    def run(self) -> None:
+        shown = False
+        try:
+            with self.obj.client(autostart=False) as client:
+                while not self._over.wait(self.EVERY):
+                    idx = client.status().index or {}
+                    total = int(idx.get("reindexTotalBytes") or 0)
+                    if self.show and total:
+                        done = int(idx.get("reindexDoneBytes") or 0)
+                        echo(f"\rindexing {size(done)} / {size(total)} ({100 * done // total}%)", err=True, nl=False, raw=True)
+                        shown = True
+        except DaemonUnavailable as exc:
+            if not self._over.is_set():
+                self.lost = DaemonUnavailable(f"the daemon stopped answering during the reindex ({exc}); "
+                                              "it may still be rebuilding: `sessiond status` shows its progress")
+                self.client.abort()
+        except Exception:  # noqa: BLE001 (a counter that cannot be drawn must not stop the reindex)
+            pass
+        if shown:
+            echo("\r" + " " * 50 + "\r", err=True, nl=False, raw=True)

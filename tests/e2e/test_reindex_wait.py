@@ -1,0 +1,76 @@
+"""`sessiond reindex` on a store whose rebuild outlasts `--timeout`: the answer
+comes when the rebuild is done, so the command waits for it as long as the
+daemon keeps answering (its status, asked on a second connection, within
+`--timeout` each time), and ends with one line when the daemon stops
+answering, never a hang."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.conftest import REPO, DaemonProc
+from tests.helpers import wait_until
+
+CORPUS = sorted((REPO / "tests" / "corpus" / "claude-code").glob("*.jsonl"))
+
+
+def filled(d: DaemonProc, copies: int) -> int:
+    """``copies`` of the corpus's transcripts under one project of ``d``'s root; their bytes."""
+    project = d.root / "projects" / "-work-reindexed"
+    project.mkdir(parents=True, exist_ok=True)
+    total = 0
+    for _ in range(copies):
+        for src in CORPUS:
+            dst = project / f"{uuid.uuid4()}.jsonl"
+            shutil.copyfile(src, dst)
+            total += dst.stat().st_size
+    return total
+
+
+def reindexing(d: DaemonProc) -> bool:
+    with d.client() as c:
+        return bool((c.status().index or {}).get("reindexing"))
+
+
+@pytest.mark.timeout(240)
+def test_a_rebuild_longer_than_the_timeout_is_waited_for(daemon_factory):
+    d = daemon_factory()
+    size = filled(d, 2)
+    d.start()
+    r = d.cli("--timeout", "0.3", "reindex", "--all", "--json", timeout=200)
+    done = json.loads(r.stdout)
+    assert done["bytes"] > 0.9 * size and done["files"] >= 2 * len(CORPUS)
+    assert done["seconds"] > 0.3, done  # the rebuild outlasted the timeout: else nothing is shown here
+
+
+@pytest.mark.timeout(240)
+def test_a_daemon_that_stops_answering_ends_the_wait_with_one_line(daemon_factory):
+    d = daemon_factory()
+    filled(d, 4)
+    d.start()
+    proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "--timeout", "1", "reindex", "--all"],
+                            env=d.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: reindexing(d) or proc.poll() is not None, "the reindex to start", timeout=60)
+        assert proc.poll() is None, "the rebuild was over before the daemon was stopped: nothing shown"
+        d.signal(signal.SIGSTOP)
+        started = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 1 and time.monotonic() - started < 30, (proc.returncode, err)
+        lines = err.decode().strip().splitlines()
+        assert len(lines) == 1 and "stopped answering during the reindex" in lines[0], err
+        assert b"Traceback" not in err
+    finally:
+        d.signal(signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
