@@ -137,8 +137,8 @@ class Daemon:
         self.started = time.monotonic()
         self.stopping = False
         self.stopped = loop.create_future()
-        self.serving_since: float | None = None
-        """Start-up is over (``serving``): until then a stop asked is carried
+        self.serving = False
+        """Start-up is over (``start_serving``): until then a stop asked is carried
         out only once it is, so what start-up restores (the trash's interrupted
         moves, the spool's held entries) is in place for the shutdown to drain,
         and nothing is started after the stop (the indexer, READY=1)."""
@@ -194,13 +194,13 @@ class Daemon:
         log.info("shutting down (%s)", why)
         self.stopping = True
         self.notifier.stopping()
-        if self.serving_since is not None:
+        if self.serving:
             # Let this pass's replies (the Shutdown ack among them) go out first.
             self.loop.call_soon(self._shutdown)
 
-    def serving(self) -> None:
+    def start_serving(self) -> None:
         """Start-up is over: a stop asked during it is carried out now."""
-        self.serving_since = time.monotonic()
+        self.serving = True
         if self.stopping:
             self.loop.call_soon(self._shutdown)
 
@@ -362,7 +362,7 @@ async def _run(settings: Settings, flags: dict) -> int:
                 uuidset.IMPLEMENTATION,
             )
             notifier.ready(daemon.status_line())  # serving: the indexer process starts beside it
-        daemon.serving()
+        daemon.start_serving()
         if daemon.index is not None and not daemon.stopping:
             await daemon.index.start()
         await daemon.stopped

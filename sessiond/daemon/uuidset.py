@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 
     from ._uuidset import UuidSet as CompiledUuidSet
 
+    AnyUuidSet: TypeAlias = "UuidSet | CompiledUuidSet"
+    """Either dedup set (``DedupSet`` is one of the two)."""
+
 PACK_MIN = 128
 """Fewer unpacked uuids than this are not worth a packing job."""
 SYNC_MAX = 1 << 17
@@ -356,5 +359,3 @@ def dedup_set(items: set[str]) -> AnyUuidSet:
     while chunk := list(islice(it, SCAN_CHUNK)):
         out.update(chunk)
     return out
-if TYPE_CHECKING:
-    AnyUuidSet: TypeAlias = UuidSet | CompiledUuidSet

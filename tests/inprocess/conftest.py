@@ -228,7 +228,7 @@ async def in_process(base: Path, **settings: Any) -> AsyncIterator[InProcess]:
     settings.setdefault("search_index", False)
     cfg = Settings(root=base / "root", socket=base / "run" / "sessiond.sock", **settings)
     daemon = Daemon(cfg, asyncio.get_running_loop())
-    daemon.serving()  # no start-up to wait for here: a stop is carried out at once
+    daemon.start_serving()  # no start-up to wait for here: a stop is carried out at once
     try:
         yield InProcess(daemon)
     finally:

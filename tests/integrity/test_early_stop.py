@@ -32,8 +32,8 @@ def test_a_stop_asked_while_starting_starts_nothing_after_it(daemon_factory):
     """SIGTERM while start-up still reads the store (here the follower's walk
     of 3,000 transcripts): the daemon never says it is ready after it said it
     is shutting down, starts no search indexer only to stop it (it did, and
-    on a busy machine then waited out the indexer's 10 s stop bound), and
-    exits 0 at once."""
+    on a busy machine then waited out the indexer's 10 s stop bound: the log
+    says when one was killed), and exits 0."""
     import uuid
 
     from tests.helpers import line, user
@@ -44,7 +44,7 @@ def test_a_stop_asked_while_starting_starts_nothing_after_it(daemon_factory):
     project.mkdir(parents=True)
     for i in range(3000):
         (project / f"{uuid.UUID(int=i)}.jsonl").write_bytes(line(user(f"n{i}")) + b"\n")
-    stops, early = [], 0
+    early = 0
     for _ in range(3):
         d.log.write_bytes(b"")
         with open(d.log, "ab") as log:
@@ -55,13 +55,11 @@ def test_a_stop_asked_while_starting_starts_nothing_after_it(daemon_factory):
             assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
             time.sleep(0.001)
         proc.send_signal(signal.SIGTERM)
-        started = time.monotonic()
         assert proc.wait(timeout=30) == 0, d.log_text()
-        stops.append(time.monotonic() - started)
         text = d.log_text()
         before, _, after = text.partition("shutting down")
         assert after, text
         early += "ready:" not in before
         assert "ready:" not in after and "search indexer started" not in after, text
+        assert "did not stop" not in text, text
     assert early, "every SIGTERM came after start-up: nothing shown"
-    assert min(stops) < 5, stops
