@@ -124,7 +124,11 @@ class Budget:
         return True
 
 
-def read_new(path: Path, state: FileState, budget: Budget | None = None) -> Found:
+def read_new(path: Path, state: FileState, budget: Budget | None = None, until: int | None = None) -> Found:
+    """The whole lines of ``path`` after what ``state`` passed on, and how the
+    file looks now (a reset when it was replaced, shrank or rewritten).
+    ``until``: read no further than that offset (the daemon's own write starts
+    there: the foreign lines before it only)."""
     try:
         fd = open_regular(path, NO_LINK)
     except FileNotFoundError:
@@ -156,7 +160,8 @@ def read_new(path: Path, state: FileState, budget: Budget | None = None) -> Foun
         rewritten = back and os.pread(fd, back, state.offset - back) != state.tail
         track = hashed or state.offset == 0  # the CRC covers every byte passed on, skipped ones too
         scanned = state.scanned if not track or state.scanned_crc is not None else 0
-        span = (read_span(fd, state.offset, MAX_READ, scanned=scanned, limit=MAX_READ,
+        want = MAX_READ if until is None else min(MAX_READ, until - state.offset)
+        span = (read_span(fd, state.offset, want, scanned=scanned, limit=want,
                           crc=crc if track else None, scanned_crc=state.scanned_crc or 0)
                 if not rewritten else None)
         head = state.head or os.pread(fd, FINGERPRINT, 0)

@@ -162,7 +162,7 @@ class Follower:
             return
         if state.offset < start:
             try:
-                found = read_new(path, msgspec.structs.replace(state))
+                found = read_new(path, msgspec.structs.replace(state), until=start)  # not on through our own lines
             except OSError:
                 found = None
             if found is not None and found.reset is None and found.end <= start:
