@@ -234,6 +234,7 @@ async def in_process(base: Path, **settings: Any) -> AsyncIterator[InProcess]:
     finally:
         daemon.request_shutdown("the test ended")
         await asyncio.wait_for(daemon.stopped, WAIT)
+        daemon.follower.close()  # as serve does after the stop (a test may have started it)
         await asyncio.sleep(0)  # the close callbacks of its connections
 
 

@@ -93,6 +93,8 @@ class Follower:
         self._last_pass = -1.0
         self._closed = False
         self._poll: asyncio.TimerHandle | None = None
+        self._passing: asyncio.Task | None = None
+        """The pass in flight (``_kick``), cancelled by ``close``."""
         self.written: dict[str, tuple[float, str]] = {}
         """Session id -> the mtime (epoch seconds) of its newest line followed
         while new (its file or an agent file of it), and its project dir's name:
@@ -290,7 +292,7 @@ class Follower:
         if self.dirty and not self._busy and not self._closed:
             self._busy = True
             self._deafen()
-            self.loop.create_task(self._pass())
+            self._passing = self.loop.create_task(self._pass())
 
     def _deafen(self) -> None:
         """While a pass is due or running, events are left in the kernel's
@@ -431,6 +433,8 @@ class Follower:
 
     def close(self) -> None:
         self._closed = True
+        if self._passing is not None:  # none left pending on a loop that may close next
+            self._passing.cancel()
         if self._poll is not None:
             self._poll.cancel()
         self.close_watches()
