@@ -144,6 +144,11 @@ class FakeAPI:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
+        self._handlers: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        """The connections' handlers, ended by ``stop``: a keep-alive connection
+        left open (Claude Code keeps its own) would otherwise stay with the closed
+        loop and be garbage-collected later as an unclosed transport, a warning
+        in whichever test then runs."""
 
     @property
     def url(self) -> str:
@@ -190,6 +195,13 @@ class FakeAPI:
 
         async def close() -> None:
             server.close()
+            handlers = dict(self._handlers)
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
+            for writer in handlers.values():
+                writer.transport.abort()  # what a peer left unread is dropped: the socket closes now
+            await asyncio.sleep(0)  # the transports' connection_lost callbacks run, and close their sockets
             loop.stop()
 
         asyncio.run_coroutine_threadsafe(close(), loop)
@@ -197,12 +209,16 @@ class FakeAPI:
             self._thread.join(10)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers[task] = writer
         try:
             while await self._one(reader, writer):
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             pass
         finally:
+            self._handlers.pop(task, None)
             writer.close()
 
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:

@@ -4,12 +4,15 @@ event sequence the real API sends."""
 
 from __future__ import annotations
 
+import gc
 import json
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+import warnings
 from pathlib import Path
 
 from tests.agentsdk.fake_api import FakeAPI, reply_for
@@ -95,3 +98,28 @@ def test_hold_keeps_answers_to_tool_results_until_release() -> None:
         assert b"done: 7" in answers[0] and api.held == 0
     finally:
         api.stop()
+
+
+def test_stop_closes_a_keep_alive_connection_left_open() -> None:
+    """A client that keeps its connection open past ``stop`` (as Claude Code
+    does): the server's side is closed by ``stop``, not left to the garbage
+    collector as an unclosed transport (a ResourceWarning raised in whatever
+    test runs next)."""
+    api = FakeAPI().start()
+    client = socket.create_connection(("127.0.0.1", api.port), timeout=20)
+    try:
+        body = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+        client.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        answer = b""
+        while b"echo: hi" not in answer:
+            chunk = client.recv(65536)
+            assert chunk, answer
+            answer += chunk
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            api.stop()
+            assert client.recv(1) == b""  # the server's end is closed
+            gc.collect()
+        assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
+    finally:
+        client.close()
