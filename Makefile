@@ -52,12 +52,15 @@ node: $(NODE_STAMP)
 ## The test suite (what CI runs), in TEST_JOBS pytest-xdist workers: most of a
 ## test is waiting on other processes (daemons, CLI runs), so more workers than
 ## cores keeps both cores busy. TEST_JOBS=0 runs it in this one process.
-## compileall first: the suite starts some 2,000 daemons and CLI processes, and where
-## PYTHONDONTWRITEBYTECODE is set (CI sets it) each would compile what it imports anew.
+## Bytecode is written whatever the environment says: the suite starts some 2,000
+## daemons and CLI processes, and where PYTHONDONTWRITEBYTECODE is set (CI sets it)
+## each would compile what it imports anew, and each worker would rewrite and compile
+## every test module again (pytest caches its assertion rewriting only as bytecode).
+## compileall first, so the workers starting together do not all compile sessiond at once.
 TEST_JOBS ?= 4
 test: lint node
 	$(BIN)/python -m compileall -q sessiond
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 ## Benchmarks: the figures in docs/benchmarks.md (not tests; takes a while). Installs
 ## what the baselines need: redis-server (Debian) and the bench extra.
