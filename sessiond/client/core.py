@@ -25,7 +25,8 @@ another one (it reconnected, for this session or any other), every batch not
 known to be written is sent again, in order, with ``resend=True``, before
 anything new. Entries with a uuid are deduped by the daemon; an entry without
 one is dropped on resend only if a byte-identical line is already near the end
-of its file (the lost daemon wrote it). A ``written``/``durable`` ack, a flush
+of its file (the lost daemon wrote it) and no line before it in the batch, for
+that file, was new. A ``written``/``durable`` ack, a flush
 or a close confirms every earlier batch of the session (its file is written in
 order).
 """

@@ -230,13 +230,20 @@ class Routing:
         held: list[bytes] = []  # entries held for a session with no file yet: spooled (spool.py)
         materialized = False
         accepted = duplicates = 0
+        fresh: set[int] = set()
+        """For a resend, the targets (by ``id``) that a line of this batch was
+        found new for. A daemon writes each file's lines of a batch in order, so
+        what the lost daemon wrote of it is a prefix: after a new line, none was
+        written, and a line without a uuid is kept even where the same bytes
+        are in the tail (Claude Code writes some such lines again at every API
+        request)."""
         # The loop runs once per entry of every append: locals, no helper calls
         # on the common path (a main-transcript entry with a uuid).
         for (header, line), target in zip(entries, targets):
             uuid = header.uuid
             inline_side = target is main and bool(header.isSidechain)
             if uuid is None:
-                if resend:
+                if resend and id(target) not in fresh:
                     if id(target) not in recent:
                         recent[id(target)] = recent_lines(self.writer.root, target.queue,
                                                           state.pending if target is main else ())
@@ -252,6 +259,8 @@ class Routing:
                 if not inline_side and header.type in TRANSCRIPT_TYPES:
                     target.last = uuid
             accepted += 1
+            if resend:
+                fresh.add(id(target))
             if target is not main:
                 per_target.setdefault(id(target), (target, []))[1].append(line)
                 continue

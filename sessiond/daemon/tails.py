@@ -2,7 +2,8 @@
 
 An entry without a uuid sent with ``resend=True`` is dropped when a
 byte-identical line is already in the last ``RESEND_WINDOW`` (1 MiB) of its
-file or still queued: the lost daemon may have written it. Reading and
+file or still queued: the lost daemon may have written it (unless a line
+before it in the batch, for that file, was new: ``Routing``). Reading and
 splitting that megabyte took a few ms on the loop per request, so a client
 resending in a loop stalled every other client; here it is a fair-share job in
 the read pool (``workers``), charged to the client that asked.

@@ -93,7 +93,9 @@ class Append(_Message):
     resend: bool = False
     """A client resending after losing its daemon: an entry WITHOUT a uuid is
     dropped if a byte-identical line is already near the end of its file (the
-    lost daemon may have written it). Entries with a uuid are always deduped."""
+    lost daemon may have written it), unless a line before it in the batch, for
+    the same file, was new (the lost daemon wrote a batch's lines in order, so
+    none after that). Entries with a uuid are always deduped."""
     lease: bool = False
     """Claim (or keep) the session's lease with this batch; see ``Open.lease``."""
     exact: bool = False
