@@ -94,6 +94,39 @@ def _assert_each_once(agent: Agent) -> None:
         assert plain == Counter(json.dumps(e, sort_keys=True) for e in want if "uuid" not in e), name
 
 
+def _waiting(agent: Agent, word: str) -> bool:
+    """Whether the agent's Claude Code has written all it writes before the
+    held answer to its Bash result (``finished-<word>``): the request carrying
+    that result recorded after it (its ``api-request``, in the file of the
+    chain that made it), and each main transcript's session metadata naming
+    its last message (the ``last-prompt`` Claude Code appends, with
+    ``atis-latch`` and ``api-request-route``, after a request's messages).
+    Claude Code writes these after the request has gone out, so a held
+    request does not yet say that its agent is done writing."""
+    try:
+        files = _local(agent)
+    except ValueError:  # a line half written
+        return False
+    recorded = any(any(later["type"] == "api-request" for later in es[i + 1:])
+                   for es in files.values() for i, e in enumerate(es) if _carries_result(e, word))
+    mains = [es for name, es in files.items() if "/subagents/" not in name]
+    return recorded and bool(mains) and all(_metadata_after_last_message(es) for es in mains)
+
+
+def _carries_result(entry: dict[str, Any], word: str) -> bool:
+    """Whether ``entry`` is the user message with the Bash result ``finished-<word>``."""
+    content = entry["message"]["content"] if entry["type"] == "user" else None
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result"
+                                             and f"finished-{word}" in json.dumps(b) for b in content)
+
+
+def _metadata_after_last_message(written: list[dict[str, Any]]) -> bool:
+    """Whether a transcript's last ``last-prompt`` names its last entry with a uuid."""
+    messages = [e["uuid"] for e in written if "uuid" in e]
+    leaves = [e.get("leafUuid") for e in written if e["type"] == "last-prompt"]
+    return bool(messages and leaves) and leaves[-1] == messages[-1]
+
+
 def _caught_up(agent: Agent) -> bool:
     """Whether sessiond has all the agent's Claude Code has written so far."""
     try:
@@ -134,9 +167,12 @@ def test_python_and_node_agents_and_subagents_at_once_across_a_daemon_crash(shor
                  and _called(sub, "Agent", sidechain=False) and _called(sub, "Bash", sidechain=True), timeout=90)
         for go in (py_go, node_go, sub_go):
             go.touch()
-        # each Bash call has ended and its answer is held: the agents wait, and write nothing more
+        # each Bash call has ended and its answer is held: the agents wait, and once they have
+        # written the held request's own entries, write nothing more
         wait_for(lambda: api.held == 3, timeout=60)
-        # once sessiond has it all, no append is in flight when the daemon dies (see docs/agent-sdk.md)
+        wait_for(lambda: all(_waiting(a, w) for a, w in zip(agents, words, strict=True)), timeout=60)
+        # once sessiond has it all, no append is in flight when the daemon dies (one that is may
+        # lose an entry without a uuid: see docs/agent-sdk.md)
         wait_for(lambda: all(_caught_up(a) for a in agents), timeout=60)
         daemon.signal(signal.SIGKILL)
         daemon.wait()
