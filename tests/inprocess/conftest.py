@@ -15,9 +15,10 @@ end-to-end tiers check the same through a real socket.
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ import pytest
 
 from sessiond.config import Settings
 from sessiond.daemon.connection import Connection
+from sessiond.daemon.index.link import IndexLink
+from sessiond.daemon.index.pipe import FromWorker, Splitter, ToWorker
 from sessiond.daemon.server import Daemon
 from sessiond.store.paths import project_dir
 from sessiond.wire import messages as m
@@ -218,6 +221,44 @@ class InProcess:
 
     def transcript(self, session: str, cwd: str = CWD) -> Path:
         return project_dir(self.root, cwd) / f"{session}.jsonl"
+
+    @contextmanager
+    def files_held(self) -> Iterator[None]:
+        """The writer's file thread (``filework``) kept busy until the block
+        ends: a new transcript is not created meanwhile, so what is queued for
+        it stays unwritten, whoever asks for the drain (a Search waiting for
+        the writes does). Left before the daemon stops: its stop waits for
+        that thread."""
+        release = threading.Event()
+        self.daemon.writer.files.submit(release.wait)
+        try:
+            yield
+        finally:
+            release.set()
+
+
+class FakeIndexer:
+    """The search indexer's end of the pipes, played by the test: put in as
+    ``link``'s stdin, it keeps what the daemon sends (``sent``, decoded), and
+    the test answers as the indexer's stdout would (``answer``)."""
+
+    def __init__(self, link: IndexLink) -> None:
+        self.link = link
+        self.sent: list[ToWorker] = []
+        self._split = Splitter(ToWorker)
+        link.stdin = self  # type: ignore[assignment]  # the part of a pipe's write transport the link uses
+
+    def write(self, data: bytes) -> None:
+        self.sent += self._split.feed(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def answer(self, msg: FromWorker) -> None:
+        self.link._answer(msg)
 
 
 @asynccontextmanager

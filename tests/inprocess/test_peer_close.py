@@ -9,34 +9,55 @@ import uuid
 import pytest
 
 from sessiond.daemon.handlers import completion
+from sessiond.daemon.index.pipe import Done, Rescan
 from sessiond.wire import messages as m
 from sessiond.wire.errors import SESSION_BUSY
 
-from .conftest import CWD, entry, in_process, until
+from .conftest import CWD, FakeIndexer, entry, in_process, until
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_a_search_waiting_for_writes_is_cancelled_when_its_peer_hangs_up(tmp_path, monkeypatch):
-    """A Search waits for the writes accepted before it (here held back by a
-    long ``flush_interval``); its peer hangs up meanwhile: the waiting task is
-    cancelled, counted as dropped, and nothing is written to the gone peer
-    (the fake transport fails the test on a write after the loss). The wait's
-    own bound (``WRITE_WAIT``, 1 s) is lifted, so a loaded machine that takes a
-    second to get from the ack to the hang-up does not let the search start."""
+    """A Search waits for the writes accepted before it (it asks for their
+    drain; the transcript's creation, held back here, keeps them unwritten);
+    its peer hangs up meanwhile: the waiting task is cancelled, counted as
+    dropped, and nothing is written to the gone peer (the fake transport fails
+    the test on a write after the loss). The wait's own bound (``WRITE_WAIT``,
+    1 s) is lifted, so a loaded machine that takes a second to get from the ack
+    to the hang-up does not let the search start."""
     monkeypatch.setattr(completion, "WRITE_WAIT", 600.0)
-    async with in_process(tmp_path, search_index=True, flush_interval=60.0) as d:
+    async with in_process(tmp_path, search_index=True) as d:
         peer = await d.greeted()
         sid = str(uuid.uuid4())
-        peer.send(m.Append(id=1, session=sid, cwd=CWD, entries=[entry("needle")]),
-                  m.Search(id=2, query="needle"))
-        await peer.wait_answers(1)
-        assert d.daemon.fair.dropped == 0
-        peer.transport.hang_up()
-        await until(lambda: d.daemon.fair.dropped == 1)  # cancelled before its job was queued
+        with d.files_held():
+            peer.send(m.Append(id=1, session=sid, cwd=CWD, entries=[entry("needle")]),
+                      m.Search(id=2, query="needle"))
+            await peer.wait_answers(1)
+            assert d.daemon.fair.dropped == 0
+            peer.transport.hang_up()
+            await until(lambda: d.daemon.fair.dropped == 1)  # cancelled before its job was queued
         assert peer.conn.gone.is_set()
         assert [type(a) for a in peer.answers()] == [m.Appended]
-    assert d.transcript(sid).read_bytes().count(b"needle") == 1  # accepted stays accepted: drained at the stop
+    assert d.transcript(sid).read_bytes().count(b"needle") == 1  # accepted stays accepted
+
+
+async def test_a_search_whose_peer_hangs_up_as_the_indexer_answers_is_cancelled(tmp_path):
+    """A Search waits for the indexer to catch up; the indexer's answer and the
+    peer's hang-up come in the same loop pass: the search is still cancelled
+    and counted as dropped, and no query runs for the gone peer."""
+    async with in_process(tmp_path, search_index=True) as d:
+        indexer = FakeIndexer(d.daemon.index)
+        peer = await d.greeted()
+        peer.send(m.Search(id=1, query="needle"))
+        await until(lambda: any(isinstance(msg, Rescan) for msg in indexer.sent))
+        (question,) = [msg for msg in indexer.sent if isinstance(msg, Rescan)]
+        indexer.answer(Done(token=question.token))
+        peer.transport.hang_up()
+        fair = d.daemon.fair
+        await until(lambda: fair.dropped or fair.started)
+        assert (fair.dropped, fair.started) == (1, 0)
+        assert peer.answers() == []
 
 
 async def test_a_durable_append_owed_to_a_gone_peer_is_still_written(tmp_path):

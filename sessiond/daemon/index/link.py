@@ -274,7 +274,12 @@ class IndexLink:
         Searches asking at once share one question (``refresh`` > 0): with a
         message per search, a crowd of connections searching and closing would
         queue messages without bound in the pipe's buffer, and every later
-        search would wait behind them."""
+        search would wait behind them.
+
+        Cancelling the asker (a search whose client went) stops it even when
+        the answer comes in the same pass: Python 3.11's ``wait_for`` would
+        return the answer then, and the search would go on to run its query
+        for nobody; ``asyncio.timeout`` lets the cancellation through."""
         self._send_noted()
         scope = None if projects is None else tuple(sorted(projects))
         if self.refresh > 0 and not self.noted and self._looks_done == self._looks_sent and self.transport is not None:
@@ -283,7 +288,8 @@ class IndexLink:
             return True
         fut = self._question(scope, projects)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout) is not None
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(fut) is not None
         except TimeoutError:
             return False
 
