@@ -124,7 +124,8 @@ class Pump:
         """Close the connection (bounded: a server that does not answer is left)."""
         if self.nc is not None:
             try:
-                await asyncio.wait_for(self.nc.close(), 2.0)
+                async with asyncio.timeout(2.0):
+                    await self.nc.close()
             except Exception:
                 pass
 
@@ -195,7 +196,8 @@ class Pump:
             self._wake.clear()
             self._housekeeping()
             try:
-                await asyncio.wait_for(self._wake.wait(), TICK)
+                async with asyncio.timeout(TICK):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 
@@ -219,7 +221,8 @@ class Pump:
                     self.failing = False  # everything handed over was acknowledged
                 self._wake.clear()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), TICK)
+                    async with asyncio.timeout(TICK):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
                 self._housekeeping()
@@ -239,7 +242,8 @@ class Pump:
             if self.inflight_bytes >= MAX_INFLIGHT_BYTES or self.inflight_msgs >= MAX_INFLIGHT_MSGS:
                 self._acked_evt.clear()
                 try:
-                    await asyncio.wait_for(self._acked_evt.wait(), TICK)
+                    async with asyncio.timeout(TICK):
+                        await self._acked_evt.wait()
                 except TimeoutError:
                     pass
                 self._housekeeping()

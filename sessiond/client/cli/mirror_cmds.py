@@ -74,7 +74,8 @@ def _run(coro, timeout: float):
     import nats.errors
 
     async def bounded():
-        return await asyncio.wait_for(coro, timeout)
+        async with asyncio.timeout(timeout):
+            return await coro
 
     try:
         return asyncio.run(bounded())

@@ -174,7 +174,8 @@ class IndexLink:
             return
         self._send(Stop())
         try:
-            await asyncio.wait_for(asyncio.shield(self._exit), STOP_TIMEOUT)
+            async with asyncio.timeout(STOP_TIMEOUT):
+                await asyncio.shield(self._exit)
         except TimeoutError:
             log.warning("search indexer did not stop in %.0fs: killed (it resumes from its last commit)", STOP_TIMEOUT)
             transport.kill()
