@@ -230,13 +230,11 @@ class Routing:
         held: list[bytes] = []  # entries held for a session with no file yet: spooled (spool.py)
         materialized = False
         accepted = duplicates = 0
+        # For a resend, the targets (by id) that a line of this batch was found new for. A daemon
+        # writes each file's lines of a batch in order, so what the lost daemon wrote of it is a
+        # prefix: after a new line none was written, and a line without a uuid is kept even where
+        # the same bytes are in the tail (Claude Code writes some such lines at every API request).
         fresh: set[int] = set()
-        """For a resend, the targets (by ``id``) that a line of this batch was
-        found new for. A daemon writes each file's lines of a batch in order, so
-        what the lost daemon wrote of it is a prefix: after a new line, none was
-        written, and a line without a uuid is kept even where the same bytes
-        are in the tail (Claude Code writes some such lines again at every API
-        request)."""
         # The loop runs once per entry of every append: locals, no helper calls
         # on the common path (a main-transcript entry with a uuid).
         for (header, line), target in zip(entries, targets):
