@@ -9,8 +9,8 @@
  * away the client reconnects (with backoff, up to `reconnectTimeout`) and sends
  * every such batch again in its first order with `resend: true`; the daemon
  * drops the entries it already has (by uuid; an entry without one when a
- * byte-identical line is near the end of its file), so nothing acknowledged is
- * lost and nothing is written twice. Other requests in flight then fail with
+ * byte-identical line is near the end of its file and no line before it in the
+ * batch was new), so nothing acknowledged is lost and nothing is written twice. Other requests in flight then fail with
  * DaemonUnavailable (they are not replayed: a caller decides).
  */
 import * as fs from "node:fs";
