@@ -172,3 +172,31 @@ async def test_what_the_client_keeps_for_resending_is_bounded_across_sessions(da
         assert c.unconfirmed_bytes > 30_000  # it flushed only what it had to
     for sid in sids:
         assert len(read_entries(main_path(d.root, CWD, sid))) == 10
+
+
+async def test_a_batch_lost_queued_keeps_its_lines_that_repeat_an_earlier_requests(daemon_factory):
+    """What Claude Code writes at each API request, as the Agent SDK's store
+    sends it: a ``last-prompt`` naming the newest entry, then ``atis-latch`` and
+    ``api-request-route``, the same bytes every time. The second request's batch
+    is held queued when the daemon is SIGKILLed; the client resends it to the
+    next daemon, which keeps all three (the two repeated lines come after a
+    line the file lacks, so the lost daemon cannot have written them)."""
+    d = daemon_factory("--flush-interval", "60000").start()
+    sid = str(uuid.uuid4())
+
+    def request_lines(leaf: str) -> list[bytes]:
+        return [json.dumps({"type": kind, "sessionId": sid, **fields}).encode() for kind, fields in (
+            ("last-prompt", {"leafUuid": leaf}), ("atis-latch", {"atis": ""}),
+            ("api-request-route", {"provider": "customEndpoint", "credential": "key"}))]
+
+    first, second = user("first"), assistant("second")
+    async with AsyncClient(d.socket, root=d.root, autostart=False, timeout=10) as c:
+        await c.append(sid, CWD, [first, *request_lines(first["uuid"])], durability="written")
+        await c.append(sid, CWD, [second], durability="written")
+        held = await c.append(sid, CWD, request_lines(second["uuid"]))  # queued: in the daemon's memory only
+        assert held.accepted == 3
+        await anyio.to_thread.run_sync(d.kill)
+        await anyio.to_thread.run_sync(d.start)
+        await c.flush(sid)  # reconnects, resends what the killed daemon held, then has it written
+    kinds = Counter(e["type"] for e in read_entries(main_path(d.root, CWD, sid)))
+    assert kinds == {"user": 1, "assistant": 1, "last-prompt": 2, "atis-latch": 2, "api-request-route": 2}, kinds
