@@ -105,9 +105,10 @@ def direct_append(
 ) -> FallbackResult:
     """Write ``lines`` of a session straight into its files. With ``resend`` (the
     lines may have been written by a daemon that died), a line without a uuid is
-    skipped when a byte-identical line is already in the last megabyte, as the
-    daemon does for a resend. ``RootHeld`` (nothing written) while a daemon
-    serves ``root``."""
+    skipped when a byte-identical line is already in the last megabyte and no
+    line before it here was new, as the daemon does for a resend (what a lost
+    daemon wrote of them is a prefix). ``RootHeld`` (nothing written) while a
+    daemon serves ``root``."""
     with direct_writer(root, "not writing behind it"):
         return _direct_append(root, cwd, session_id, lines, agent, run, resend)
 
@@ -181,14 +182,14 @@ def _append(store: StoreRoot, path: Path, items: list[tuple[str | None, bool, by
             size = os.fstat(fd).st_size
             known = scan_uuids(fd) if size else set()
             recent = tail_lines(fd, size) if resend else set()
-            out = []
+            out: list[bytes] = []
             for uuid, _, line in items:
                 if uuid is not None:
                     if uuid in known:
                         result.duplicates += 1
                         continue
                     known.add(uuid)
-                elif line in recent:
+                elif not out and line in recent:  # after a new line, nothing here was written (a prefix was)
                     result.duplicates += 1
                     continue
                 out.append(line)

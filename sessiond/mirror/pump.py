@@ -115,10 +115,9 @@ class Pump:
         self._closing = True
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await asyncio.wait([self._task])  # its end, whatever it was; a cancellation of the caller still reaches it
+            if not self._task.cancelled():
+                self._task.exception()  # retrieved: a failure while stopping is of no use (and not logged as lost)
 
     async def disconnect(self) -> None:
         """Close the connection (bounded: a server that does not answer is left)."""

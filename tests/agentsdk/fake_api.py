@@ -195,13 +195,15 @@ class FakeAPI:
 
         async def close() -> None:
             server.close()
-            handlers = dict(self._handlers)
-            for task in handlers:
-                task.cancel()
-            await asyncio.gather(*handlers, return_exceptions=True)
-            for writer in handlers.values():
-                writer.transport.abort()  # what a peer left unread is dropped: the socket closes now
-            await asyncio.sleep(0)  # the transports' connection_lost callbacks run, and close their sockets
+            await asyncio.sleep(0)  # a connection accepted just before starts its handler, which registers
+            while self._handlers:
+                handlers = dict(self._handlers)
+                for task in handlers:
+                    task.cancel()
+                await asyncio.gather(*handlers, return_exceptions=True)
+                for writer in handlers.values():
+                    writer.transport.abort()  # what a peer left unread is dropped: the socket closes now
+                await asyncio.sleep(0)  # the transports' connection_lost callbacks run, and close their sockets
             loop.stop()
 
         asyncio.run_coroutine_threadsafe(close(), loop)

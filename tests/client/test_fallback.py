@@ -136,3 +136,26 @@ def test_the_fallback_never_writes_entries_sent_with_fields_it_does_not_implemen
     plain = Outbox(sid, m)
     plain.add(plain.batches(False, [line(user("y"))], 1 << 20, cwd=CWD, durability="queued"))
     assert write_outbox(plain, short_tmp / "root", short_tmp / "run" / "s.sock").written == 1
+
+
+def test_fallback_resend_keeps_repeated_lines_after_a_new_one(tmp_path):
+    """A resend written directly follows the daemon's rule: a line without a
+    uuid already in the file's tail is skipped only until a line is found new
+    (what a lost daemon wrote of them is a prefix). Claude Code's per-request
+    lines after a new ``last-prompt`` are all kept; the same lines resent
+    whole are all skipped."""
+    sid = str(uuid.uuid4())
+    first, second = user("first"), assistant("second")
+
+    def request_lines(leaf: str) -> list[bytes]:
+        return [line({"type": "last-prompt", "sessionId": sid, "leafUuid": leaf}),
+                line({"type": "atis-latch", "sessionId": sid, "atis": ""}),
+                line({"type": "api-request-route", "sessionId": sid, "provider": "customEndpoint"})]
+
+    direct_append(tmp_path, CWD, sid, [line(first), *request_lines(first["uuid"]), line(second)])
+    res = direct_append(tmp_path, CWD, sid, request_lines(second["uuid"]), resend=True)
+    assert (res.written, res.duplicates) == (3, 0)
+    res = direct_append(tmp_path, CWD, sid, [line(second), *request_lines(second["uuid"])], resend=True)
+    assert (res.written, res.duplicates) == (0, 4)
+    kinds = [e["type"] for e in read_entries(main_path(tmp_path, CWD, sid))]
+    assert kinds.count("atis-latch") == kinds.count("api-request-route") == 2

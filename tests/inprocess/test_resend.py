@@ -101,3 +101,20 @@ async def test_a_first_send_never_drops_a_line_without_a_uuid(tmp_path):
         await append(peer, 1, sid, [entry("one", uid=first), *request_lines(sid, first)])
         again = await append(peer, 2, sid, request_lines(sid, first))
         assert (again.accepted, again.duplicates) == (3, 0)
+
+
+async def test_the_rule_is_per_file(tmp_path):
+    """A new line of the batch in a subagent's file says nothing of the main
+    transcript's lines: a repeated main-file line after it is still taken for
+    one the lost daemon wrote."""
+    async with in_process(tmp_path) as d:
+        peer = await d.greeted()
+        sid = str(uuid.uuid4())
+        first = str(uuid.uuid4())
+        await append(peer, 1, sid, [entry("one", uid=first), *request_lines(sid, first)])
+        sidechain = msgspec.json.encode({"type": "assistant", "uuid": str(uuid.uuid4()), "isSidechain": True,
+                                         "agentId": "ag1", "message": {"role": "assistant", "content": "sub"}})
+        resent = await append(peer, 2, sid, [sidechain, request_lines(sid, first)[1]], resend=True)
+        assert (resent.accepted, resent.duplicates) == (1, 1)
+        kinds = [json.loads(line)["type"] for line in lines_of(d, sid)]
+        assert kinds.count("atis-latch") == 1
