@@ -63,3 +63,62 @@ def test_a_stop_asked_while_starting_starts_nothing_after_it(daemon_factory):
         assert "ready:" not in after and "search indexer started" not in after, text
         assert "did not stop" not in text, text
     assert early, "every SIGTERM came after start-up: nothing shown"
+
+
+def test_a_stop_before_the_indexer_said_anything_ends_it_at_once(daemon_factory, short_tmp, monkeypatch):
+    """The daemon stopped while its search indexer is still starting (held here,
+    before its main runs, by a sitecustomize on its path): it is ended at once
+    by SIGTERM, having done nothing, not asked to commit and waited for (a
+    starting indexer does not read the Stop: the daemon waited out its 10 s
+    bound and killed it, and the log said so). Most daemons of a test run stop
+    before their indexer, at the lowest priority, has even imported its code."""
+    import os
+
+    from tests.helpers import wait_until
+
+    held = short_tmp / "held"
+    held.mkdir()
+    (held / "sitecustomize.py").write_text(
+        "import sys, time\n"
+        "if 'sessiond.daemon.index.worker' in sys.orig_argv:\n"
+        "    time.sleep(600)  # the interpreter starting, for as long as the test needs\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(held), os.environ.get("PYTHONPATH")])))
+    d = daemon_factory().start()
+
+    def indexer() -> dict:
+        with d.client() as c:
+            return c.status().index or {}
+
+    wait_until(lambda: indexer().get("pid") is not None, "the indexer to be started")
+    assert indexer()["state"] == "starting"
+    assert d.stop() == 0
+    text = d.log_text()
+    assert "did not stop" not in text and "Traceback" not in text, text
+
+
+def test_the_stop_takes_the_indexer_out_of_the_idle_class(daemon_factory):
+    """The indexer runs in SCHED_IDLE, which on a busy machine waits for an
+    idle moment to do anything: the daemon's stop first moves it to the normal
+    class (nice 19 stays), so its commit and exit do not wait for the machine
+    to go quiet. Seen here on an indexer held stopped (SIGSTOP) meanwhile."""
+    import os
+
+    from tests.helpers import wait_until
+
+    d = daemon_factory().start()
+
+    def indexer() -> dict:
+        with d.client() as c:
+            return c.status().index or {}
+
+    wait_until(lambda: indexer().get("state") == "ok", "the indexer to open its index")
+    pid = indexer()["pid"]
+    wait_until(lambda: os.sched_getscheduler(pid) == os.SCHED_IDLE, "the indexer to enter SCHED_IDLE")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        d.signal(signal.SIGTERM)
+        wait_until(lambda: os.sched_getscheduler(pid) == os.SCHED_OTHER, "the stop to move the indexer to SCHED_OTHER")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert d.wait() == 0
+    assert "did not stop" not in d.log_text()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import signal
 import sqlite3
 import sys
 import threading
@@ -392,6 +393,10 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)  # a stray print can never corrupt the answer pipe
     worker = Worker(root, index, out_fd)
     threading.Thread(target=worker.read_stdin, args=(0,), daemon=True, name="stdin").start()
+    # Until here nothing was written, and a SIGTERM ends the indexer at once: the daemon sends one
+    # when it stops before hearing from it (IndexLink.close). From here on (the index opened, then
+    # written) the daemon's Stop, or EOF on stdin, ends it, after a commit.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         worker.run()
     except BrokenPipeError:
