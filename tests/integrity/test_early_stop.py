@@ -2,12 +2,22 @@
 clean stop: the daemon replays its spool before it serves, and a SIGTERM in that
 window used to kill it with the default action (nothing drained, exit -15)."""
 
+import os
 import signal
 import subprocess
 import sys
-import time
+import uuid
+from pathlib import Path
 
 from sessiond.client.autostart import socket_answers
+from tests.helpers import line, user, wait_until
+
+
+def until_listening(proc: subprocess.Popen, sock: Path) -> None:
+    """Back as soon as the daemon's socket answers (polled every millisecond:
+    the SIGTERM that follows is to land inside start-up)."""
+    wait_until(lambda: socket_answers(sock) or proc.poll() is not None, "the socket to answer", every=0.001)
+    assert proc.poll() is None, "the daemon did not start"
 
 
 def test_sigterm_right_after_the_socket_listens_is_a_clean_stop(short_tmp):
@@ -18,10 +28,7 @@ def test_sigterm_right_after_the_socket_listens_is_a_clean_stop(short_tmp):
         sock = base / "run" / "s.sock"
         proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "--root", str(base / "root"),
                                  "--socket", str(sock), "serve"], stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while not socket_answers(sock):
-            assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
-            time.sleep(0.001)
+        until_listening(proc, sock)
         proc.send_signal(signal.SIGTERM)
         codes.append(proc.wait(timeout=20))
     assert codes == [0] * 12
@@ -34,10 +41,6 @@ def test_a_stop_asked_while_starting_starts_nothing_after_it(daemon_factory):
     is shutting down, starts no search indexer only to stop it (it did, and
     on a busy machine then waited out the indexer's 10 s stop bound: the log
     says when one was killed), and exits 0."""
-    import uuid
-
-    from tests.helpers import line, user
-
     d = daemon_factory()
     d.socket.parent.mkdir(mode=0o700)
     project = d.root / "projects" / "-work-many"
@@ -50,10 +53,7 @@ def test_a_stop_asked_while_starting_starts_nothing_after_it(daemon_factory):
         with open(d.log, "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "serve", "--log-level", "info"],
                                     env=d.env, stderr=log, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while not socket_answers(d.socket):
-            assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
-            time.sleep(0.001)
+        until_listening(proc, d.socket)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, d.log_text()
         text = d.log_text()
@@ -72,10 +72,6 @@ def test_a_stop_before_the_indexer_said_anything_ends_it_at_once(daemon_factory,
     starting indexer does not read the Stop: the daemon waited out its 10 s
     bound and killed it, and the log said so). Most daemons of a test run stop
     before their indexer, at the lowest priority, has even imported its code."""
-    import os
-
-    from tests.helpers import wait_until
-
     held = short_tmp / "held"
     held.mkdir()
     (held / "sitecustomize.py").write_text(
@@ -101,10 +97,6 @@ def test_the_stop_takes_the_indexer_out_of_the_idle_class(daemon_factory):
     idle moment to do anything: the daemon's stop first moves it to the normal
     class (nice 19 stays), so its commit and exit do not wait for the machine
     to go quiet. Seen here on an indexer held stopped (SIGSTOP) meanwhile."""
-    import os
-
-    from tests.helpers import wait_until
-
     d = daemon_factory().start()
 
     def indexer() -> dict:
