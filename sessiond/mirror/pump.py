@@ -61,6 +61,15 @@ TICK = 0.5
 """The pump's housekeeping period: ack timeouts, waiter deadlines, eviction."""
 
 
+async def _tick(event: asyncio.Event) -> None:
+    """Wait for ``event``, at most ``TICK``."""
+    try:
+        async with asyncio.timeout(TICK):
+            await event.wait()
+    except TimeoutError:
+        pass
+
+
 
 def _same_range(local: bytes, remote: bytes) -> bool:
     """Whether the stream's copy of a range is the local file's: as written, or
@@ -194,11 +203,7 @@ class Pump:
                 raise MirrorFailure("connection closed")
             self._wake.clear()
             self._housekeeping()
-            try:
-                async with asyncio.timeout(TICK):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            await _tick(self._wake)
 
     async def _pump(self) -> None:
         while not self._closing:
@@ -219,11 +224,7 @@ class Pump:
                 if not self.inflight_msgs:
                     self.failing = False  # everything handed over was acknowledged
                 self._wake.clear()
-                try:
-                    async with asyncio.timeout(TICK):
-                        await self._wake.wait()
-                except TimeoutError:
-                    pass
+                await _tick(self._wake)
                 self._housekeeping()
                 continue
             if f.broken or (f.resolved and f.sent >= f.size):
@@ -240,11 +241,7 @@ class Pump:
                 continue
             if self.inflight_bytes >= MAX_INFLIGHT_BYTES or self.inflight_msgs >= MAX_INFLIGHT_MSGS:
                 self._acked_evt.clear()
-                try:
-                    async with asyncio.timeout(TICK):
-                        await self._acked_evt.wait()
-                except TimeoutError:
-                    pass
+                await _tick(self._acked_evt)
                 self._housekeeping()
                 continue
             del work[f]
