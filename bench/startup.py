@@ -43,14 +43,6 @@ def entry(text: str) -> bytes:
     return json.dumps({"type": "user", "uuid": str(uuid.uuid4()), "message": {"role": "user", "content": text}}).encode() + b"\n"
 
 
-def children_cpu() -> float:
-    """User + system seconds of every child reaped so far."""
-    import resource
-
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=21)
@@ -86,12 +78,12 @@ def main() -> None:
         for run in range(args.runs + 1):  # run 0 writes the bytecode: not timed
             for name, (cmd, feed) in commands.items():
                 data = entry("one more") if feed else None
-                before = children_cpu()
+                before = benchlib.children_cpu()
                 t = time.perf_counter()
                 r = subprocess.run(cmd, input=data, capture_output=True, env=env)
                 if run:
                     times[name].append(time.perf_counter() - t)
-                    cpu[name].append(children_cpu() - before)
+                    cpu[name].append(benchlib.children_cpu() - before)
                 if r.returncode:
                     raise SystemExit(f"{name} exited {r.returncode}: {r.stderr.decode()}")
     finally:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import signal
 import statistics
 import subprocess
@@ -31,17 +30,12 @@ import benchlib
 HERE = Path(__file__).resolve().parent
 
 
-def children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def one_stop(base: Path, index: bool, after: float) -> tuple[float, float]:
     """(seconds from SIGTERM to exit, CPU seconds of the daemon and its indexer)."""
     config = base / "config.toml"
     config.write_text(f"search_index = {'true' if index else 'false'}\n")
     (base / "run").mkdir(mode=0o700)
-    cpu0 = children_cpu()
+    cpu0 = benchlib.children_cpu()
     proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "--root", str(base / "root"),
                              "--socket", str(base / "run" / "s.sock"), "serve", "--config", str(config)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -55,7 +49,7 @@ def one_stop(base: Path, index: bool, after: float) -> tuple[float, float]:
     proc.send_signal(signal.SIGTERM)
     proc.stderr.read()  # to EOF: the indexer, which shares it, has exited too
     assert proc.wait(timeout=60) == 0
-    return time.perf_counter() - t0, children_cpu() - cpu0
+    return time.perf_counter() - t0, benchlib.children_cpu() - cpu0
 
 
 def main() -> None:
