@@ -54,6 +54,15 @@ def line(entry: dict) -> bytes:
     return json.dumps(entry, separators=(",", ":")).encode()
 
 
+def api_request_lines(session: str, leaf: str) -> list[bytes]:
+    """What Claude Code writes without a uuid around each API request: a
+    ``last-prompt`` naming the newest entry (``leaf``), then ``atis-latch`` and
+    ``api-request-route``, byte for byte the same at every request."""
+    return [line({"type": "last-prompt", "sessionId": session, "leafUuid": leaf}),
+            line({"type": "atis-latch", "sessionId": session, "atis": ""}),
+            line({"type": "api-request-route", "sessionId": session, "provider": "customEndpoint", "credential": "key"})]
+
+
 def read_entries(path: Path) -> list[dict]:
     """Every line of a file parsed; fails the test on a torn or invalid line."""
     data = path.read_bytes()

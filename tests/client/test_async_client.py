@@ -13,7 +13,7 @@ import pytest
 from sessiond.client import AsyncClient
 from sessiond.store.locations import LOG_NAME
 from sessiond.wire.errors import DaemonUnavailable
-from tests.helpers import assistant, main_path, read_entries, user
+from tests.helpers import api_request_lines, assistant, main_path, read_entries, user
 
 CWD = "/work/project"
 
@@ -184,16 +184,11 @@ async def test_a_batch_lost_queued_keeps_its_lines_that_repeat_an_earlier_reques
     d = daemon_factory("--flush-interval", "60000").start()
     sid = str(uuid.uuid4())
 
-    def request_lines(leaf: str) -> list[bytes]:
-        return [json.dumps({"type": kind, "sessionId": sid, **fields}).encode() for kind, fields in (
-            ("last-prompt", {"leafUuid": leaf}), ("atis-latch", {"atis": ""}),
-            ("api-request-route", {"provider": "customEndpoint", "credential": "key"}))]
-
     first, second = user("first"), assistant("second")
     async with AsyncClient(d.socket, root=d.root, autostart=False, timeout=10) as c:
-        await c.append(sid, CWD, [first, *request_lines(first["uuid"])], durability="written")
+        await c.append(sid, CWD, [first, *api_request_lines(sid, first["uuid"])], durability="written")
         await c.append(sid, CWD, [second], durability="written")
-        held = await c.append(sid, CWD, request_lines(second["uuid"]))  # queued: in the daemon's memory only
+        held = await c.append(sid, CWD, api_request_lines(sid, second["uuid"]))  # queued: in the daemon's memory only
         assert held.accepted == 3
         await anyio.to_thread.run_sync(d.kill)
         await anyio.to_thread.run_sync(d.start)

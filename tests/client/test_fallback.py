@@ -5,7 +5,7 @@ import sys
 import uuid
 
 from sessiond.client import Client, Session, direct_append
-from tests.helpers import assistant, line, main_path, read_entries, user
+from tests.helpers import api_request_lines, assistant, line, main_path, read_entries, user
 
 CWD = "/work/project"
 
@@ -147,15 +147,10 @@ def test_fallback_resend_keeps_repeated_lines_after_a_new_one(tmp_path):
     sid = str(uuid.uuid4())
     first, second = user("first"), assistant("second")
 
-    def request_lines(leaf: str) -> list[bytes]:
-        return [line({"type": "last-prompt", "sessionId": sid, "leafUuid": leaf}),
-                line({"type": "atis-latch", "sessionId": sid, "atis": ""}),
-                line({"type": "api-request-route", "sessionId": sid, "provider": "customEndpoint"})]
-
-    direct_append(tmp_path, CWD, sid, [line(first), *request_lines(first["uuid"]), line(second)])
-    res = direct_append(tmp_path, CWD, sid, request_lines(second["uuid"]), resend=True)
+    direct_append(tmp_path, CWD, sid, [line(first), *api_request_lines(sid, first["uuid"]), line(second)])
+    res = direct_append(tmp_path, CWD, sid, api_request_lines(sid, second["uuid"]), resend=True)
     assert (res.written, res.duplicates) == (3, 0)
-    res = direct_append(tmp_path, CWD, sid, [line(second), *request_lines(second["uuid"])], resend=True)
+    res = direct_append(tmp_path, CWD, sid, [line(second), *api_request_lines(sid, second["uuid"])], resend=True)
     assert (res.written, res.duplicates) == (0, 4)
     kinds = [e["type"] for e in read_entries(main_path(tmp_path, CWD, sid))]
     assert kinds.count("atis-latch") == kinds.count("api-request-route") == 2

@@ -18,22 +18,13 @@ import msgspec
 import pytest
 
 from sessiond.wire import messages as m
+from tests.helpers import api_request_lines
 
 from .conftest import CWD, entry, in_process
 
 pytestmark = pytest.mark.anyio
 
 
-def plain(kind: str, sid: str, **fields: object) -> bytes:
-    """An entry without a uuid, as Claude Code writes it around each API request."""
-    return msgspec.json.encode({"type": kind, "sessionId": sid, **fields})
-
-
-def request_lines(sid: str, leaf: str) -> list[bytes]:
-    """What Claude Code writes without a uuid at each API request: the first
-    names the newest entry, the other two are the same every time."""
-    return [plain("last-prompt", sid, leafUuid=leaf), plain("atis-latch", sid, atis=""),
-            plain("api-request-route", sid, provider="customEndpoint", credential="key")]
 
 
 async def append(peer, rid: int, sid: str, lines: list[bytes], *, resend: bool = False) -> m.Appended:
@@ -55,9 +46,9 @@ async def test_a_resent_batch_whose_first_line_is_new_is_written_whole(tmp_path)
         peer = await d.greeted()
         sid = str(uuid.uuid4())
         first, second = str(uuid.uuid4()), str(uuid.uuid4())
-        await append(peer, 1, sid, [entry("one", uid=first), *request_lines(sid, first)])
+        await append(peer, 1, sid, [entry("one", uid=first), *api_request_lines(sid, first)])
         await append(peer, 2, sid, [entry("two", uid=second)])
-        resent = await append(peer, 3, sid, request_lines(sid, second), resend=True)
+        resent = await append(peer, 3, sid, api_request_lines(sid, second), resend=True)
         assert (resent.accepted, resent.duplicates) == (3, 0)
         kinds = [json.loads(line)["type"] for line in lines_of(d, sid)]
         assert kinds.count("atis-latch") == kinds.count("api-request-route") == 2
@@ -69,8 +60,8 @@ async def test_a_resent_batch_after_a_new_uuid_is_written_whole(tmp_path):
         peer = await d.greeted()
         sid = str(uuid.uuid4())
         first, second = str(uuid.uuid4()), str(uuid.uuid4())
-        await append(peer, 1, sid, [entry("one", uid=first), *request_lines(sid, first)[1:]])
-        resent = await append(peer, 2, sid, [entry("two", uid=second), *request_lines(sid, first)[1:]], resend=True)
+        await append(peer, 1, sid, [entry("one", uid=first), *api_request_lines(sid, first)[1:]])
+        resent = await append(peer, 2, sid, [entry("two", uid=second), *api_request_lines(sid, first)[1:]], resend=True)
         assert (resent.accepted, resent.duplicates) == (3, 0)
         kinds = [json.loads(line)["type"] for line in lines_of(d, sid)]
         assert kinds.count("atis-latch") == kinds.count("api-request-route") == 2
@@ -83,7 +74,7 @@ async def test_a_resent_batch_the_lost_daemon_wrote_is_not_written_twice(tmp_pat
         peer = await d.greeted()
         sid = str(uuid.uuid4())
         first = str(uuid.uuid4())
-        batch = [entry("one", uid=first), *request_lines(sid, first)]
+        batch = [entry("one", uid=first), *api_request_lines(sid, first)]
         await append(peer, 1, sid, batch)
         before = lines_of(d, sid)
         resent = await append(peer, 2, sid, batch, resend=True)
@@ -98,8 +89,8 @@ async def test_a_first_send_never_drops_a_line_without_a_uuid(tmp_path):
         peer = await d.greeted()
         sid = str(uuid.uuid4())
         first = str(uuid.uuid4())
-        await append(peer, 1, sid, [entry("one", uid=first), *request_lines(sid, first)])
-        again = await append(peer, 2, sid, request_lines(sid, first))
+        await append(peer, 1, sid, [entry("one", uid=first), *api_request_lines(sid, first)])
+        again = await append(peer, 2, sid, api_request_lines(sid, first))
         assert (again.accepted, again.duplicates) == (3, 0)
 
 
@@ -111,10 +102,10 @@ async def test_the_rule_is_per_file(tmp_path):
         peer = await d.greeted()
         sid = str(uuid.uuid4())
         first = str(uuid.uuid4())
-        await append(peer, 1, sid, [entry("one", uid=first), *request_lines(sid, first)])
+        await append(peer, 1, sid, [entry("one", uid=first), *api_request_lines(sid, first)])
         sidechain = msgspec.json.encode({"type": "assistant", "uuid": str(uuid.uuid4()), "isSidechain": True,
                                          "agentId": "ag1", "message": {"role": "assistant", "content": "sub"}})
-        resent = await append(peer, 2, sid, [sidechain, request_lines(sid, first)[1]], resend=True)
+        resent = await append(peer, 2, sid, [sidechain, api_request_lines(sid, first)[1]], resend=True)
         assert (resent.accepted, resent.duplicates) == (1, 1)
         kinds = [json.loads(line)["type"] for line in lines_of(d, sid)]
         assert kinds.count("atis-latch") == 1
