@@ -86,6 +86,20 @@ def wait_until(condition, what: str, timeout: float = 15.0, every: float = 0.05)
         time.sleep(every)
 
 
+def indexer_started(d) -> dict:
+    """The daemon ``d``'s search indexer status, once the indexer runs (it
+    starts ``link.START_DELAY`` after the daemon, or at the first search)."""
+    status: dict = {}
+
+    def running() -> bool:
+        with d.client() as c:
+            status.update(c.status().index or {})
+        return bool(status.get("running"))
+
+    wait_until(running, "the search indexer to start")
+    return status
+
+
 def make_deep(base: Path, nbytes: int) -> str:
     """An existing directory chain ``base/d/d/...`` of about ``nbytes`` (a cwd
     as deep as PATH_MAX allows), made level by level through descriptors."""

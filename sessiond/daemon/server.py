@@ -361,10 +361,10 @@ async def _run(settings: Settings, flags: dict) -> int:
                 os.getpid(), settings.socket, " (socket-activated)" if adopted else "", settings.root, __version__,
                 uuidset.IMPLEMENTATION,
             )
-            notifier.ready(daemon.status_line())  # serving: the indexer process starts beside it
+            notifier.ready(daemon.status_line())  # serving: the indexer process starts later (link.START_DELAY)
         daemon.start_serving()
         if daemon.index is not None and not daemon.stopping:
-            await daemon.index.start()
+            daemon.index.start_later()
         await daemon.stopped
         daemon.follower.close()
         if daemon.mirror is not None:  # best effort, bounded: what is left is caught up next start

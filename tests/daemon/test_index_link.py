@@ -58,3 +58,69 @@ def test_a_search_reading_the_index_the_indexer_is_making_does_not_get_it_rebuil
     assert (state, rebuilds) == ("ok", 0)
     assert identity == (st.st_dev, st.st_ino)  # its tables were made in that very file, which it kept
     assert not [p.name for p in root.iterdir() if ".bad-" in p.name]
+
+
+def _indexers_of_this_process() -> list[int]:
+    """Pids of live search indexer processes this process started."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        if int(stat[1]) == os.getpid() and stat[0] != "Z" and b"sessiond.daemon.index.worker" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.timeout(120)
+def test_the_indexer_starts_late_or_at_the_first_question_and_never_for_a_stop(short_tmp):
+    """The indexer starts ``START_DELAY`` after the daemon serves, or at once
+    for the first search (or reindex): a daemon stopped before either never
+    starts it; a question asked before the delay starts it and is answered."""
+    root = short_tmp / "root"
+    root.mkdir(mode=0o700)
+
+    async def run() -> tuple[bool, bool, bool]:
+        loop = asyncio.get_running_loop()
+        unasked = IndexLink(loop, root, root / INDEX_NAME, refresh=0)
+        unasked.start_later(60)
+        await asyncio.sleep(0.05)
+        never = unasked.transport is None
+        await unasked.close()
+        asked = IndexLink(loop, root, root / INDEX_NAME, refresh=0)
+        asked.start_later(60)
+        try:
+            answered = await asked.caught_up(None, 60)
+            return never, answered, asked.status()["running"] is True
+        finally:
+            await asked.close()
+
+    assert asyncio.run(run()) == (True, True, True)
+    assert _indexers_of_this_process() == []
+
+
+@pytest.mark.timeout(120)
+def test_a_stop_during_the_indexers_first_start_leaves_no_indexer(short_tmp):
+    """The stop comes while the first start is launching the process (its
+    timer fired, the exec not yet answered): the stop waits for that start and
+    ends the process it made, instead of leaving it running with no daemon."""
+    root = short_tmp / "root"
+    root.mkdir(mode=0o700)
+
+    async def run() -> None:
+        link = IndexLink(asyncio.get_running_loop(), root, root / INDEX_NAME, refresh=0)
+        link.start_later(0)
+        for _ in range(1000):  # to the pass that forks it: the start under way, its pipes not yet connected
+            await asyncio.sleep(0)
+            if link._first_start is not None and (_indexers_of_this_process() or link.transport is not None):
+                break
+        await link.close()
+        await asyncio.sleep(0.5)  # a start left behind by the stop would be running by now
+        assert _indexers_of_this_process() == []
+
+    asyncio.run(run())
+    assert _indexers_of_this_process() == []

@@ -15,7 +15,7 @@ import pytest
 from sessiond.store.paths import agent_file, project_dir
 from sessiond.wire import messages as m
 from sessiond.wire.errors import RemoteError
-from tests.helpers import assistant, line, main_path, user, wait_until
+from tests.helpers import assistant, indexer_started, line, main_path, user, wait_until
 
 CWD = "/work/searched"
 OTHER = "/work/elsewhere"
@@ -219,8 +219,7 @@ def test_reindex_rebuilds_the_same_answers(sd):
 def test_a_killed_indexer_is_restarted_and_catches_up(sd):
     sid = str(uuid.uuid4())
     write(sd, sid, user("before the crash: narwhal"))
-    with sd.client() as c:
-        child = c.status().index
+    child = indexer_started(sd)
     assert child is not None and child["running"] is True
     os.kill(child["pid"], signal.SIGKILL)
     write(sd, sid, assistant("after the crash: beluga"))
@@ -312,8 +311,7 @@ def test_the_indexer_takes_only_what_the_daemon_leaves_over(sd):
     only against the processes of the same autogroup (one per session), so an
     indexer in a session of its own would weigh as much as the daemon. Its own
     process group: a terminal's Ctrl-C reaches the daemon, which stops it."""
-    with sd.client() as c:
-        pid = c.status().index["pid"]
+    pid = indexer_started(sd)["pid"]
     daemon = _proc_stat(sd.proc.pid)
     # it sets its nice, then its class: both, before it is looked at
     wait_until(lambda: _proc_stat(pid)[16] == "19" and int(_proc_stat(pid)[38]) == os.SCHED_IDLE,

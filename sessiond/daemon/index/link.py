@@ -60,6 +60,13 @@ PIPE_HIGH = 1 << 20
 """Bytes of unsent messages above which noted paths wait in the set instead."""
 MAX_SCOPES = 1024
 """Scopes whose last question and re-stat are remembered (then forgotten)."""
+START_DELAY = 2.0
+"""Seconds after the daemon is serving before the indexer starts, unless a
+search or a reindex asks for it first: its start (an interpreter, its imports,
+opening the index, the catch-up re-stat) costs about as much CPU as the
+daemon's own, and a daemon that lives a moment (started, asked once, stopped)
+never needs it. What is written meanwhile is noted as at any time, and sent
+once it runs (``bench/daemon_life.py``)."""
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 STOP_TIMEOUT = 10.0
 
@@ -110,6 +117,9 @@ class IndexLink:
         self.restarts = 0
         self.started_at = 0.0
         self.stopping = False
+        self._start_timer: asyncio.TimerHandle | None = None
+        self._first_start: asyncio.Task | None = None
+        """The first start, once it is due (``START_DELAY``) or asked for."""
         self._exit: asyncio.Future | None = None
         self.state = "starting"
         """``ok``: searches read the index; ``rebuilding`` or ``scanning``: they
@@ -123,6 +133,25 @@ class IndexLink:
         """Why the last of them was."""
 
     # --------------------------------------------------------------- lifecycle
+
+    def start_later(self, delay: float = START_DELAY) -> None:
+        """Start the indexer in ``delay`` s, or at the first search or reindex."""
+        self._start_timer = self.loop.call_later(delay, self._start_now)
+
+    def _start_now(self) -> asyncio.Task | None:
+        """The first start, begun now if it was still waiting for its time."""
+        if self._start_timer is not None:
+            self._start_timer.cancel()
+            self._start_timer = None
+        if self._first_start is None and self.stdin is None and not self.stopping:  # one speaking already: started by hand, or a stand-in
+            self._first_start = self.loop.create_task(self._restart())
+        return self._first_start
+
+    async def _running(self) -> None:
+        """Wait for the first start (begun now if it had not been)."""
+        first = self._start_now()
+        if first is not None and not first.done():
+            await asyncio.shield(first)
 
     async def start(self) -> None:
         # A new indexer first catches up with what changed while none ran (and
@@ -161,6 +190,8 @@ class IndexLink:
         self.loop.call_later(delay, lambda: None if self.stopping else self.loop.create_task(self._restart()))
 
     async def _restart(self) -> None:
+        if self.stopping:  # a start that came due as the daemon stopped
+            return
         try:
             await self.start()
         except OSError as exc:
@@ -176,6 +207,11 @@ class IndexLink:
         done nothing; from then on it ignores the signal and stops at the Stop
         message, as one that has spoken does."""
         self.stopping = True
+        if self._start_timer is not None:  # never started: nothing to stop
+            self._start_timer.cancel()
+            self._start_timer = None
+        if self._first_start is not None and not self._first_start.done():  # an exec under way: its end is ours to stop
+            await asyncio.shield(self._first_start)
         transport = self.transport
         if transport is None or self._exit is None:
             return
@@ -296,7 +332,10 @@ class IndexLink:
         Cancelling the asker (a search whose client went) stops it even when
         the answer comes in the same pass: Python 3.11's ``wait_for`` would
         return the answer then, and the search would go on to run its query
-        for nobody; ``asyncio.timeout`` lets the cancellation through."""
+        for nobody; ``asyncio.timeout`` lets the cancellation through.
+
+        An indexer not started yet (``START_DELAY``) is started first."""
+        await self._running()
         self._send_noted()
         scope = None if projects is None else tuple(sorted(projects))
         if self.refresh > 0 and not self.noted and self._looks_done == self._looks_sent and self.transport is not None:
@@ -337,6 +376,7 @@ class IndexLink:
 
     async def reindex(self, projects: list[str] | None) -> Done | None:
         """Rebuild ``projects`` (None: the whole index); None if the indexer died."""
+        await self._running()
         fut = self._ask(lambda t: Reindex(token=t, projects=projects))
         token = self._token
         self.reindexing.add(token)
