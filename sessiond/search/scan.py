@@ -13,6 +13,7 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 
+from sessiond.secrets import redact_text
 from sessiond.store.jsonl import iter_lines
 from sessiond.store.lite import session_title as file_title
 from sessiond.store.lite import title_of
@@ -141,7 +142,8 @@ def scan(root: Path, text: str, *, projects: list[str] | None = None, limit: int
     out = []
     for key, (_, hit) in ranked:
         title, cwd = titles.get(key, (None, None))
-        hit.title = file_title(hit.path) or title  # the one title list and show give; the scan's when unreadable
+        title = file_title(hit.path) or title  # the one title list and show give; the scan's when unreadable
+        hit.title = redact_text(title) if title else title  # as the index's hits: no secret, not even in the title
         hit.cwd = hit.cwd or cwd
         out.append(hit)
     return out

@@ -45,6 +45,7 @@ def test_a_key_is_not_found_the_rest_of_its_line_is(fresh_config, daemon_factory
         path.unlink()
     offline = d.cli("--no-autostart", "search", "quokka", "--cwd", CWD, "--json")
     assert b"scanned the files" in offline.stderr and len(json.loads(offline.stdout)) == 1
+    assert token not in offline.stdout.decode()  # the title it shows (the prompt with the key) included
     assert json.loads(d.cli("--no-autostart", "search", token, "--cwd", CWD, "--json", check=False).stdout) == []
 
 
