@@ -321,3 +321,33 @@ def test_the_indexer_takes_only_what_the_daemon_leaves_over(sd):
     assert indexer[3] == daemon[3], "the indexer left the daemon's session (and autogroup)"
     assert indexer[2] == str(pid) != daemon[2]
     assert int(indexer[38]) == os.SCHED_IDLE
+
+
+def _classes(pid: int) -> set[int]:
+    """The scheduling class of each thread of ``pid``."""
+    return {int((t / "stat").read_text().rsplit(")", 1)[1].split()[38]) for t in Path(f"/proc/{pid}/task").iterdir()}
+
+
+def test_a_search_waiting_for_the_indexer_lifts_it_out_of_the_idle_class(sd):
+    """While a search waits for the indexer's answer, every thread of the
+    indexer is in the normal class (nice 19 stays), and back in SCHED_IDLE
+    once nothing waits: on a busy machine an idle-class indexer gets no CPU,
+    and the search (the first one starts the indexer) would wait out its
+    bound. Seen on an indexer held stopped (SIGSTOP) while the search waits."""
+    import subprocess
+    import sys
+
+    sid = str(uuid.uuid4())
+    pid = indexer_started(sd)["pid"]
+    wait_until(lambda: _classes(pid) == {os.SCHED_IDLE}, "the indexer's threads to be in SCHED_IDLE")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        write(sd, sid, user("asked while the indexer is held: capybara"))  # so the search must ask it
+        proc = subprocess.Popen([sys.executable, "-m", "sessiond.client.cli", "search", "capybara", "--cwd", CWD, "--json"],
+                                env=sd.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_until(lambda: _classes(pid) == {os.SCHED_OTHER}, "the waiting search to lift the indexer out of SCHED_IDLE")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=60)
+    assert [h["sessionId"] for h in json.loads(out)] == [sid], err
+    wait_until(lambda: _classes(pid) == {os.SCHED_IDLE}, "the indexer back in SCHED_IDLE once nothing waits")

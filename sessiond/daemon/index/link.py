@@ -121,6 +121,8 @@ class IndexLink:
         self._first_start: asyncio.Task | None = None
         """The first start, once it is due (``START_DELAY``) or asked for."""
         self._exit: asyncio.Future | None = None
+        self._class: int | None = None
+        """The scheduling class last put on the indexer's threads (None: the one it took itself)."""
         self.state = "starting"
         """``ok``: searches read the index; ``rebuilding`` or ``scanning``: they
         scan the files (``reason`` says why); ``starting``: not told yet."""
@@ -158,6 +160,7 @@ class IndexLink:
         # what a dead one had not answered for): the next search waits for it.
         self._looks_sent += 1
         self._exit = self.loop.create_future()
+        self._class = None
         self.started_at = time.monotonic()
         self.transport, _ = await self.loop.subprocess_exec(
             lambda: _Protocol(self), sys.executable, "-m", "sessiond.daemon.index.worker", str(self.root), str(self.index),
@@ -200,7 +203,7 @@ class IndexLink:
 
     async def close(self) -> None:
         """Stop the indexer (it commits what it did); bounded by STOP_TIMEOUT.
-        It is first taken out of SCHED_IDLE (nice 19 stays): on a busy machine
+        It is first taken out of SCHED_IDLE (``_retune``): on a busy machine
         an idle-class process waits for an idle moment to do anything, its
         exit included. One that has said nothing yet is also sent SIGTERM: until
         it opens the index (its start, its imports) that ends it at once, having
@@ -215,10 +218,7 @@ class IndexLink:
         transport = self.transport
         if transport is None or self._exit is None:
             return
-        try:
-            os.sched_setscheduler(transport.get_pid(), os.SCHED_OTHER, os.sched_param(0))
-        except (OSError, AttributeError):  # refused (a container, another OS), or it has exited
-            pass
+        self._retune()
         self._send(Stop())
         if self.state == "starting":
             try:
@@ -287,6 +287,31 @@ class IndexLink:
             self.rescans += 1
         return True
 
+    def _retune(self) -> None:
+        """Every thread of the indexer in the normal class while something
+        waits for it (a search's question, a reindex, the stop), else back in
+        SCHED_IDLE; nice 19 stays. An idle-class process gets no CPU while
+        anything else wants it, so on a busy machine a search (the first one
+        starts the indexer) would wait out its bound for an answer the
+        indexer had no time to give. Unprivileged processes may make both
+        moves at nice 19; one refused (a container, another OS) is left."""
+        if self.transport is None:
+            return
+        wanted = os.SCHED_OTHER if self._waiting or self.stopping else os.SCHED_IDLE
+        if wanted == self._class:
+            return
+        self._class = wanted
+        pid = self.transport.get_pid()
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")  # the class is each thread's: the stdin reader's too
+        except OSError:
+            threads = [str(pid)]
+        for tid in threads:
+            try:
+                os.sched_setscheduler(int(tid), wanted, os.sched_param(0))
+            except (OSError, AttributeError):  # refused, or it has exited
+                pass
+
     # ------------------------------------------------------------------ asking
 
     def _answer(self, msg) -> None:
@@ -301,6 +326,7 @@ class IndexLink:
         fut = self._waiting.pop(msg.token, None)
         if fut is not None and not fut.done():
             fut.set_result(msg)
+        self._retune()
 
     def _ask(self, make) -> asyncio.Future:
         self._token += 1
@@ -315,6 +341,7 @@ class IndexLink:
             return fut
         self._asked_at[token] = self._looks_sent
         self._waiting[token] = fut
+        self._retune()
         return fut
 
     async def caught_up(self, projects: list[str] | None, timeout: float) -> bool:
@@ -387,6 +414,8 @@ class IndexLink:
             self.progress.pop(token, None)
 
     def _state(self, msg: State) -> None:
+        self._class = None  # it has put itself in SCHED_IDLE by now (worker.lower_priority)
+        self._retune()
         if msg.state == "rebuilding" and msg.lost:
             self.rebuilds += 1
             self.rebuilt_because = msg.reason
