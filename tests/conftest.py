@@ -18,6 +18,7 @@ from hypothesis import settings
 
 from sessiond.client.autostart import socket_answers
 from sessiond.client.connection import Client
+from tests import cli_zygote
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "corpus" / "claude-code"  # real transcripts carried with the tests (see SOURCES.md)
@@ -30,6 +31,10 @@ settings.register_profile("ci", max_examples=400)  # tests.helpers.THOROUGH_PROF
 # A test that wants a width passes COLUMNS in its own environment.
 for _size in ("COLUMNS", "LINES"):
     os.environ.pop(_size, None)
+
+
+def pytest_sessionfinish() -> None:
+    cli_zygote.close()
 
 
 @pytest.fixture
@@ -165,7 +170,11 @@ class DaemonProc:
 
 
 def run_cli(*args: str, input: bytes | None = None, env: dict | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
+    """``sessiond ARGS`` as a process of its own, its output captured: forked
+    from an interpreter that has imported the CLI (``tests/cli_zygote.py``)
+    where the environment allows, else a new ``python -m sessiond.client.cli``."""
+    forked = None if os.environ.get("SESSIOND_TEST_CLI") == "exec" else cli_zygote.run(args, input, env, timeout)
+    proc = forked or subprocess.run(
         [sys.executable, "-m", "sessiond.client.cli", *args],
         input=input, env=env, capture_output=True, timeout=timeout,
     )
