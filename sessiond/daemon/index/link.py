@@ -295,7 +295,7 @@ class IndexLink:
         starts the indexer) would wait out its bound for an answer the
         indexer had no time to give. Unprivileged processes may make both
         moves at nice 19; one refused (a container, another OS) is left."""
-        if self.transport is None:
+        if self.transport is None or not hasattr(os, "SCHED_IDLE"):  # (Linux only: macOS has no classes to move)
             return
         wanted = os.SCHED_OTHER if self._waiting or self.stopping else os.SCHED_IDLE
         if wanted == self._class:
