@@ -231,3 +231,14 @@ def test_an_error_line_quoting_a_path_shows_it_escaped(daemon: DaemonProc):
     r = daemon.cli("--socket", "/nonexistent/s\x1b]0;x\x07ock", "--no-autostart", "status", check=False)
     assert r.returncode != 0
     assert "s^[]0;x^Gock" in assert_inert(_outputs(r), "status on a hostile socket path")
+
+
+def test_the_status_line_of_an_indexer_not_started_yet_says_when_it_starts():
+    """A daemon's indexer starts at the first search (or shortly after the
+    daemon): until then ``status`` says so, not "starting" as if it were."""
+    from sessiond.client.cli.status_report import index_line
+
+    waiting = {"state": "starting", "running": False, "restarts": 0, "notedFiles": 2, "path": None}
+    assert index_line(waiting).startswith("not started yet (the first search starts it), 2 files waiting")
+    assert index_line({**waiting, "running": True}).startswith("starting, 2 files waiting")
+    assert index_line({**waiting, "restarts": 1}).startswith("starting, ")  # restarting after a crash

@@ -121,6 +121,8 @@ def index_line(ix: dict) -> str:
     ``scanning``, why, and that searches read the files meanwhile; its lag
     (files written and not yet indexed) and its size on disk."""
     state = str(ix.get("state"))
+    if state == "starting" and not ix.get("running") and not ix.get("restarts"):
+        state = "not started yet (the first search starts it)"
     total = int(ix.get("reindexTotalBytes") or 0)
     if total:
         state += f" {size(int(ix.get('reindexDoneBytes') or 0))}/{size(total)}"
