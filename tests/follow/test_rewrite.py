@@ -6,8 +6,10 @@ rewrite."""
 
 from __future__ import annotations
 
+import os
 import uuid
 
+from sessiond.daemon.follow.reading import Budget, FileState, read_new
 from sessiond.store.paths import project_dir
 from sessiond.wire import messages as m
 from tests.helpers import wait_until
@@ -84,3 +86,31 @@ def test_writing_the_same_bytes_again_is_no_rewrite(daemon):
         frames = watch.until((path.name, raw([lines[3]])[0]))
     assert not any(f.reset for f in frames) and [x for f in frames for x in f.lines] == raw([lines[3]])
     assert follow_status(daemon)["resets"] == 0
+
+
+def test_a_write_between_a_looks_fstat_and_its_read_hides_no_later_rewrite(tmp_path, monkeypatch):
+    """A foreign write that lands after a look's fstat is read by that look:
+    the size it keeps is what it read, so a same-size rewrite in the middle, in
+    a later tick, is re-hashed and found (the file did not grow since)."""
+    path = tmp_path / "s.jsonl"
+    first, second = b'{"a":"' + b"x" * 200 + b'"}\n', b'{"b":"' + b"y" * 100 + b'"}\n'
+    path.write_bytes(first)
+    pread = os.pread
+
+    def append_then_pread(fd: int, n: int, at: int) -> bytes:  # the look's first read, after its fstat
+        monkeypatch.setattr(os, "pread", pread)
+        with path.open("ab") as f:
+            f.write(second)
+        return pread(fd, n, at)
+
+    monkeypatch.setattr(os, "pread", append_then_pread)
+    found = read_new(path, FileState(), Budget(1 << 20))
+    assert found.reset is None and found.lines == [first[:-1], second[:-1]]
+    state = FileState(found.end, found.ino, found.dev, found.tail, found.head, crc=found.crc, hashed=found.hashed,
+                      size=found.size, mtime_ns=found.mtime_ns, ctime_ns=found.ctime_ns)  # as Follower._apply keeps it
+    with path.open("r+b") as f:  # past the first 64 bytes, before the 64 before the offset
+        f.seek(100)
+        f.write(b"Z" * 8)
+    later = found.mtime_ns + 1_000_000_000
+    os.utime(path, ns=(later, later))
+    assert read_new(path, state, Budget(1 << 20)).reset == "rewritten in place"

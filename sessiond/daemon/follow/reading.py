@@ -185,6 +185,10 @@ def read_new(path: Path, state: FileState, budget: Budget | None = None, until: 
     if track:
         crc, hashed = zlib.crc32(whole, span.crc), True
     more = span.scanned < st.st_size  # stopped by MAX_READ: the rest next pass
+    # Bytes written after the fstat were read too: the look's size is theirs (its
+    # times stay the fstat's, older), so a look at that size with other times
+    # re-hashes what was passed on, not taking the file for grown since.
+    look["size"] = max(st.st_size, span.scanned)
     return Found(state.offset, end, lines, st.st_ino, st.st_dev, tail, head, crc=crc, hashed=hashed,
                  more=more, skipped=span.skipped, scanned=span.scanned,
                  scanned_crc=span.scanned_crc if track else None, **look)
