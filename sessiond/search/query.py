@@ -211,8 +211,6 @@ def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] 
 
 def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str] | None, limit: int,
           since: str | None, role: str | None) -> SearchResult:
-    from sessiond.secrets import redact_text
-
     ranked = best_sessions(conn, expr, projects=projects, role=role, since=since, limit=limit)
     shown = _shown(conn, expr, [e.rowid for e in ranked.entries])
     hits = []
@@ -226,11 +224,8 @@ def _hits(conn: sqlite3.Connection, root: Path, expr: str, *, projects: list[str
         plain, spans = split_marks(snip)
         indexed, main_cwd = session_title(conn, e.project, e.session)
         main = base / project / f"{session}.jsonl"
-        title = TITLES.title(main) or indexed  # the title list and show give it; the index's when the file is gone
-        if title:
-            title = redact_text(title)  # a hit shows no secret, not even in the prompt that names its session
         hits.append(Hit(sessionId=session, project=project, path=str(main),
-                        title=title, uuid=uuid, timestamp=ts, role=doc_role, snippet=plain, highlights=spans,
+                        title=hit_title(main, indexed), uuid=uuid, timestamp=ts, role=doc_role, snippet=plain, highlights=spans,
                         score=round(-e.score, 6), sidechain=bool(sidechain), agentId=agent and from_db(agent), file=from_db(file),
                         cwd=main_cwd or cwd))
     return SearchResult(hits=hits, window=ranked.window)
@@ -306,6 +301,18 @@ def _chars(key: tuple, title: str | None) -> int:
 
 
 TITLES: Final = TitleCache()
+
+
+def hit_title(main: Path, fallback: str | None) -> str | None:
+    """The title a search hit shows, from the index or from a scan alike: the
+    one ``list`` and ``show`` give the session's file (``TITLES``), else
+    ``fallback`` (what the index or the scan found, for a file gone or
+    unreadable); redacted, since a hit shows no secret, not even in the prompt
+    that names its session."""
+    from sessiond.secrets import redact_text
+
+    title = TITLES.title(main) or fallback
+    return redact_text(title) if title else title
 
 
 def session_title(conn: sqlite3.Connection, project: str, session: str) -> tuple[str | None, str | None]:

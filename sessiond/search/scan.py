@@ -13,15 +13,13 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 
-from sessiond.secrets import redact_text
 from sessiond.store.jsonl import iter_lines
-from sessiond.store.lite import session_title as file_title
 from sessiond.store.lite import title_of
 from sessiond.store.paths import projects_dir
 
 from .extract import extract
 from .files import transcripts
-from .query import Hit, Term, parse, words_of
+from .query import Hit, Term, hit_title, parse, words_of
 
 SNIPPET_WORDS = 24
 
@@ -142,8 +140,7 @@ def scan(root: Path, text: str, *, projects: list[str] | None = None, limit: int
     out = []
     for key, (_, hit) in ranked:
         title, cwd = titles.get(key, (None, None))
-        title = file_title(hit.path) or title  # the one title list and show give; the scan's when unreadable
-        hit.title = redact_text(title) if title else title  # as the index's hits: no secret, not even in the title
+        hit.title = hit_title(Path(hit.path), title)
         hit.cwd = hit.cwd or cwd
         out.append(hit)
     return out
