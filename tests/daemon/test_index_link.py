@@ -88,7 +88,8 @@ def test_the_indexer_starts_late_or_at_the_first_question_and_never_for_a_stop(s
         loop = asyncio.get_running_loop()
         unasked = IndexLink(loop, root, root / INDEX_NAME, refresh=0)
         unasked.start_later(60)
-        await asyncio.sleep(0.05)
+        for _ in range(10):  # loop passes, the daemon serving meanwhile
+            await asyncio.sleep(0)
         never = unasked.transport is None
         await unasked.close()
         asked = IndexLink(loop, root, root / INDEX_NAME, refresh=0)
@@ -119,7 +120,8 @@ def test_a_stop_during_the_indexers_first_start_leaves_no_indexer(short_tmp):
             if link._first_start is not None and (_indexers_of_this_process() or link.transport is not None):
                 break
         await link.close()
-        await asyncio.sleep(0.5)  # a start left behind by the stop would be running by now
+        if link._first_start is not None:  # a start the stop left behind has made its process by its end
+            await link._first_start
         assert _indexers_of_this_process() == []
 
     asyncio.run(run())

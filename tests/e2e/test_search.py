@@ -325,7 +325,7 @@ def test_the_indexer_takes_only_what_the_daemon_leaves_over(sd):
 
 def _classes(pid: int) -> set[int]:
     """The scheduling class of each thread of ``pid``."""
-    return {int((t / "stat").read_text().rsplit(")", 1)[1].split()[38]) for t in Path(f"/proc/{pid}/task").iterdir()}
+    return {int(_proc_stat(int(t.name))[38]) for t in Path(f"/proc/{pid}/task").iterdir()}  # a thread's /proc/<tid> too
 
 
 def test_a_search_waiting_for_the_indexer_lifts_it_out_of_the_idle_class(sd):

@@ -145,7 +145,7 @@ class IndexLink:
         if self._start_timer is not None:
             self._start_timer.cancel()
             self._start_timer = None
-        if self._first_start is None and self.stdin is None and not self.stopping:  # one speaking already: started by hand, or a stand-in
+        if self._first_start is None and self.stdin is None and not self.stopping:  # (stdin: one runs already, started by start())
             self._first_start = self.loop.create_task(self._restart())
         return self._first_start
 
@@ -190,7 +190,7 @@ class IndexLink:
             delay = RESTART_BACKOFF[0]
         self.restarts += 1
         log.error("search indexer exited (status %s); restarting it in %.1fs", code, delay)
-        self.loop.call_later(delay, lambda: None if self.stopping else self.loop.create_task(self._restart()))
+        self.loop.call_later(delay, lambda: self.loop.create_task(self._restart()))  # (it does nothing once stopping)
 
     async def _restart(self) -> None:
         if self.stopping:  # a start that came due as the daemon stopped
