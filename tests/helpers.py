@@ -86,14 +86,19 @@ def wait_until(condition, what: str, timeout: float = 15.0, every: float = 0.05)
         time.sleep(every)
 
 
+def index_status(d) -> dict:
+    """The daemon ``d``'s search indexer status (``status().index``; {} with no index)."""
+    with d.client() as c:
+        return c.status().index or {}
+
+
 def indexer_started(d) -> dict:
     """The daemon ``d``'s search indexer status, once the indexer runs (it
     starts ``link.START_DELAY`` after the daemon, or at the first search)."""
     status: dict = {}
 
     def running() -> bool:
-        with d.client() as c:
-            status.update(c.status().index or {})
+        status.update(index_status(d))
         return bool(status.get("running"))
 
     wait_until(running, "the search indexer to start")

@@ -70,7 +70,6 @@ async def _tick(event: asyncio.Event) -> None:
         pass
 
 
-
 def _same_range(local: bytes, remote: bytes) -> bool:
     """Whether the stream's copy of a range is the local file's: as written, or
     as ``redact`` masked it (whichever the daemon that sent it was set to)."""

@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from tests.conftest import REPO, DaemonProc
-from tests.helpers import wait_until
+from tests.helpers import index_status, wait_until
 
 CORPUS = sorted((REPO / "tests" / "corpus" / "claude-code").glob("*.jsonl"))
 
@@ -37,8 +37,7 @@ def filled(d: DaemonProc, copies: int) -> int:
 
 
 def reindexing(d: DaemonProc) -> bool:
-    with d.client() as c:
-        return bool((c.status().index or {}).get("reindexing"))
+    return bool(index_status(d).get("reindexing"))
 
 
 @pytest.mark.timeout(240)
@@ -54,8 +53,7 @@ def test_a_rebuild_longer_than_the_timeout_is_waited_for(daemon_factory):
     try:
         wait_until(lambda: reindexing(d) or proc.poll() is not None, "the reindex to start", timeout=60)
         assert proc.poll() is None, "the rebuild was over before the indexer was stopped: nothing shown"
-        with d.client() as c:
-            indexer = int((c.status().index or {})["pid"])
+        indexer = int(index_status(d)["pid"])
         os.kill(indexer, signal.SIGSTOP)
         try:
             time.sleep(1.0)  # three times --timeout

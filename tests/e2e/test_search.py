@@ -15,7 +15,7 @@ import pytest
 from sessiond.store.paths import agent_file, project_dir
 from sessiond.wire import messages as m
 from sessiond.wire.errors import RemoteError
-from tests.helpers import assistant, indexer_started, line, main_path, user, wait_until
+from tests.helpers import assistant, index_status, indexer_started, line, main_path, user, wait_until
 
 CWD = "/work/searched"
 OTHER = "/work/elsewhere"
@@ -225,8 +225,7 @@ def test_a_killed_indexer_is_restarted_and_catches_up(sd):
     write(sd, sid, assistant("after the crash: beluga"))
 
     def restarted() -> bool:
-        with sd.client() as c:
-            st = c.status().index
+        st = index_status(sd)
         return bool(st and st["running"] and st["restarts"] >= 1 and st["pid"] != child["pid"])
 
     wait_until(restarted, "the indexer to be restarted")

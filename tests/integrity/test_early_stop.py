@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from sessiond.client.autostart import socket_answers
-from tests.helpers import line, user, wait_until
+from tests.helpers import index_status, line, user, wait_until
 
 
 def until_listening(proc: subprocess.Popen, sock: Path) -> None:
@@ -81,12 +81,8 @@ def test_a_stop_before_the_indexer_said_anything_ends_it_at_once(daemon_factory,
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(held), os.environ.get("PYTHONPATH")])))
     d = daemon_factory().start()
 
-    def indexer() -> dict:
-        with d.client() as c:
-            return c.status().index or {}
-
-    wait_until(lambda: indexer().get("pid") is not None, "the indexer to be started")
-    assert indexer()["state"] == "starting"
+    wait_until(lambda: index_status(d).get("pid") is not None, "the indexer to be started")
+    assert index_status(d)["state"] == "starting"
     assert d.stop() == 0
     text = d.log_text()
     assert "did not stop" not in text and "Traceback" not in text, text
@@ -99,12 +95,8 @@ def test_the_stop_takes_the_indexer_out_of_the_idle_class(daemon_factory):
     to go quiet. Seen here on an indexer held stopped (SIGSTOP) meanwhile."""
     d = daemon_factory().start()
 
-    def indexer() -> dict:
-        with d.client() as c:
-            return c.status().index or {}
-
-    wait_until(lambda: indexer().get("state") == "ok", "the indexer to open its index")
-    pid = indexer()["pid"]
+    wait_until(lambda: index_status(d).get("state") == "ok", "the indexer to open its index")
+    pid = index_status(d)["pid"]
     wait_until(lambda: os.sched_getscheduler(pid) == os.SCHED_IDLE, "the indexer to enter SCHED_IDLE")
     os.kill(pid, signal.SIGSTOP)
     try:
