@@ -65,6 +65,7 @@ def test_a_project_dir_linked_into_the_trash_is_refused(shared_daemon):
     trashed = _places(shared_daemon.root, sid)["trash"]
     data = _transcript(trashed)
     link = projects_dir(shared_daemon.root) / f"-linked-{sid[:8]}"
+    link.parent.mkdir(exist_ok=True, mode=0o700)  # a worker's first test: no session made projects/ yet
     os.symlink(trashed.parent, link)
     with pytest.raises(RemoteError) as err:
         _adopt(shared_daemon, sid, link / trashed.name)
