@@ -10,7 +10,8 @@ refuses (the user's ``max_user_watches`` is shared), is re-stat'ed every
 ``POLL_EVERY`` instead, and so is every file after an event queue overflow.
 An event only marks a file dirty; the events of ``COALESCE`` seconds after a
 pass make the next one, in which a worker thread reads what is new in each
-dirty file once (``reading.read_new``) and the loop hands each file's complete
+dirty file once (``reading.read_new``; a file whose last change was the
+daemon's own write is looked at on the loop, ``_look_at_own``) and the loop hands each file's complete
 lines to the writer's observers in one ``Writer.publish`` (the catalog, the
 mirror, the index, the watchers: one interface for both writers). A file that
 shrank, was replaced or rewritten goes to ``Writer.published_gone`` first and
@@ -83,6 +84,10 @@ class Follower:
         """Bytes the start walk found in the files (known, not passed on)."""
         self.bytes_rehashed = 0
         self.resets = 0
+        self.loop_looks = 0
+        """Files looked at on the loop after the daemon's own writes (``_look_at_own``)."""
+        self.worker_reads = 0
+        """Files read by a pass in the worker thread."""
         self._early: set[Path] | None = None
         """Files events named during the start walk, before it had their state."""
         self._tokens = float(REHASH_PER_S)
@@ -319,7 +324,11 @@ class Follower:
             while self.dirty and not self._closed:
                 batch = {p: self.files[p] for p in self.dirty if p in self.files}
                 self.dirty.clear()
+                self._look_at_own(batch)
+                if not batch:
+                    continue  # a look that found a reset made the file dirty again: the loop's test sees it
                 snap = {p: msgspec.structs.replace(s) for p, s in batch.items()}
+                self.worker_reads += len(snap)
                 budget = Budget(self._refill())
                 results = await self.loop.run_in_executor(None, _read_all, snap, budget)
                 self._tokens -= budget.used
@@ -335,6 +344,31 @@ class Follower:
             self._busy = False
             self._last_pass = self.loop.time()
             self._listen()
+
+    def _look_at_own(self, batch: dict[Path, FileState]) -> None:
+        """Look on the loop at the files of ``batch`` whose last change was the
+        daemon's own write (the modify events of its own appends make most
+        passes while it writes), and take them out of it: a look that reads
+        nothing new is an open, an fstat and the fingerprint reads, far less
+        than the worker thread's hop. The same look as the worker's
+        (``read_new``, no further than what was followed, never a re-hash);
+        a file that grew past the daemon's write stays in ``batch``, for the
+        worker to read."""
+        for path in [p for p, s in batch.items() if s.own]:
+            state = batch[path]
+            try:
+                if os.lstat(path).st_size != state.offset:
+                    continue  # grown (or shrunk, or not a file): the worker's full look, not one on the loop
+                found = read_new(path, msgspec.structs.replace(state), until=state.offset)
+            except OSError as exc:
+                log.debug("cannot read followed file %s: %s", path, exc)
+                del batch[path]
+                continue
+            if found.more or found.deferred:
+                continue  # another writer appended (or the look wants a re-hash): the worker reads it
+            del batch[path]
+            self.loop_looks += 1
+            self._apply(path, state, found)
 
     def _refill(self) -> float:
         """The re-hash budget of this pass: ``REHASH_PER_S``, at most a second's worth saved."""
@@ -442,7 +476,8 @@ class Follower:
     def status(self) -> dict[str, int]:
         return {"files": len(self.files), "watches": len(self.tree.dirs), "polled_dirs": len(self.tree.polled),
                 "lines": self.lines_followed, "bytes": self.bytes_followed, "known_bytes": self.bytes_known,
-                "rehashed_bytes": self.bytes_rehashed, "resets": self.resets}
+                "rehashed_bytes": self.bytes_rehashed, "resets": self.resets,
+                "loop_looks": self.loop_looks, "worker_reads": self.worker_reads}
 
 
 def _session_of(projects: Path, path: Path) -> tuple[str, str] | None:
