@@ -25,12 +25,12 @@ import functools
 import logging
 import os
 import time
-import zlib
 from typing import Any
 
 from sessiond.config import MirrorSettings
 from sessiond.mirror.stream_format import HDR_OFFSET, read_range
 from sessiond.secrets import mask_lines
+from sessiond.store.crc import crc32
 
 from . import waiters
 from .backlog import Backlog
@@ -259,7 +259,7 @@ class Pump:
             headers = dict(f.headers)
             headers[HDR_OFFSET] = str(start)
             headers[HDR_EXPECTED_SEQ] = str(f.last_seq)
-            headers[HDR_MSG_ID] = f"{f.subject}:{start}-{end}:{zlib.crc32(data):08x}"
+            headers[HDR_MSG_ID] = f"{f.subject}:{start}-{end}:{crc32(data):08x}"
             fut = await self.acks.publish(f.subject, data, headers)
             if epoch != self.epoch:  # a failure reset everything meanwhile
                 fut.cancel()

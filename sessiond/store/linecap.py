@@ -14,10 +14,11 @@ as skipped where it reports damage.
 from __future__ import annotations
 
 import os
-import zlib
 from typing import NamedTuple
 
 from sessiond.wire.frames import DEFAULT_MAX_FRAME
+
+from .crc import crc32
 
 MAX_LINE = DEFAULT_MAX_FRAME
 """The longest transcript line any reader takes (bytes, without its newline):
@@ -44,10 +45,10 @@ def search(fd: int, pos: int, stop: int | None = None, chunk: int = SCAN_CHUNK,
             return -1, pos, crc
         at = data.find(b"\n")
         if at >= 0:
-            return pos + at, pos + at + 1, None if crc is None else zlib.crc32(memoryview(data)[: at + 1], crc)
+            return pos + at, pos + at + 1, None if crc is None else crc32(memoryview(data)[: at + 1], crc)
         pos += len(data)
         if crc is not None:
-            crc = zlib.crc32(data, crc)
+            crc = crc32(data, crc)
     return -1, pos, crc
 
 
@@ -116,7 +117,7 @@ def read_span(fd: int, offset: int, want: int, max_line: int = MAX_LINE, scanned
         if seen == pos:
             data = os.pread(fd, want, pos)
             cut = data.rfind(b"\n") + 1
-            c_seen = None if c_pos is None else zlib.crc32(data, c_pos)
+            c_seen = None if c_pos is None else crc32(data, c_pos)
             seen = pos + len(data)
             if cut:
                 return span(data[:cut], seen, c_seen)
@@ -134,7 +135,7 @@ def read_span(fd: int, offset: int, want: int, max_line: int = MAX_LINE, scanned
         if nl - pos <= max_line:  # not over the cap: the line, with those after it within a read
             data = os.pread(fd, max(want, nl + 1 - pos), pos)
             return span(data[: data.rfind(b"\n") + 1], pos + len(data),
-                        None if c_pos is None else zlib.crc32(data, c_pos))
+                        None if c_pos is None else crc32(data, c_pos))
         skipped += 1
         pos = seen = nl + 1
         c_pos = c_seen

@@ -18,12 +18,12 @@ compares, within the re-hash budget the caller grants (``Budget``).
 from __future__ import annotations
 
 import os
-import zlib
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from sessiond.store.crc import crc32
 from sessiond.store.linecap import MAX_LINE, read_span
 from sessiond.store.regular import open_regular
 
@@ -183,7 +183,7 @@ def read_new(path: Path, state: FileState, budget: Budget | None = None, until: 
     end = span.end
     head = head[:end] if end < len(head) else head  # only bytes passed on are a fingerprint
     if track:
-        crc, hashed = zlib.crc32(whole, span.crc), True
+        crc, hashed = crc32(whole, span.crc), True
     more = span.scanned < st.st_size  # stopped by MAX_READ: the rest next pass
     # Bytes written after the fstat were read too: the look's size is theirs (its
     # times stay the fstat's, older), so a look at that size with other times
@@ -206,7 +206,7 @@ def crc_range(fd: int, pos: int, stop: int, crc: int) -> int:
         chunk = os.pread(fd, min(HASH_CHUNK, stop - pos), pos)
         if not chunk:
             break
-        crc = zlib.crc32(chunk, crc)
+        crc = crc32(chunk, crc)
         pos += len(chunk)
     return crc
 
@@ -227,7 +227,7 @@ def start_state(path: Path, known: int) -> FileState | None:
         end = whole_end(fd, size)
         if end <= START_HASH:
             prefix = os.pread(fd, end, 0) if end else b""
-            head, tail, crc, hashed = prefix[:FINGERPRINT], prefix[-FINGERPRINT:], zlib.crc32(prefix), True
+            head, tail, crc, hashed = prefix[:FINGERPRINT], prefix[-FINGERPRINT:], crc32(prefix), True
         else:
             head, tail = os.pread(fd, FINGERPRINT, 0), os.pread(fd, FINGERPRINT, end - FINGERPRINT)
             crc, hashed = 0, False

@@ -32,12 +32,12 @@ import asyncio
 import logging
 import os
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 
+from sessiond.store.crc import crc32
 from sessiond.store.linecap import MAX_LINE
 from sessiond.store.paths import projects_dir
 from sessiond.store.writers import RECENT_WRITE_S
@@ -163,7 +163,7 @@ class Follower:
         start = size - len(mine)
         if state is None:
             if len(self.files) < MAX_FILES and path.is_relative_to(self.projects):
-                self.files[path] = (FileState(size, tail=mine[-FINGERPRINT:], head=mine[:FINGERPRINT], crc=zlib.crc32(mine),
+                self.files[path] = (FileState(size, tail=mine[-FINGERPRINT:], head=mine[:FINGERPRINT], crc=crc32(mine),
                                               hashed=True, size=size, own=True) if start == 0
                                     else FileState(size, size=size, own=True))
             return
@@ -175,7 +175,7 @@ class Follower:
             if found is not None and found.reset is None and found.end <= start:
                 self._apply(path, state, found)
         if state.offset == start:  # the bytes before ours are the ones followed: the fingerprints go on
-            state.crc = zlib.crc32(mine, state.crc)
+            state.crc = crc32(mine, state.crc)
             # the last FINGERPRINT bytes followed (not a copy of the whole write to take them)
             state.tail = mine[-FINGERPRINT:] if len(mine) >= FINGERPRINT else (state.tail + mine)[-FINGERPRINT:]
         else:  # not read back: the next read does not compare, the prefix is hashed anew

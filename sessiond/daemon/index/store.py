@@ -19,7 +19,6 @@ import logging
 import os
 import sqlite3
 import stat
-import zlib
 from pathlib import Path
 
 from sessiond.search import indexfile
@@ -27,6 +26,7 @@ from sessiond.search.extract import SUMMARY, TAG, TITLE, extract
 from sessiond.search.files import describe
 from sessiond.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions, from_db, to_db
 from sessiond.store.appendfile import ensure_dir
+from sessiond.store.crc import crc32
 from sessiond.store.linecap import MAX_LINE, read_span
 from sessiond.store.regular import open_regular
 from sessiond.store.safeopen import UnsafePath
@@ -345,7 +345,7 @@ class Store:
 
     def _tail_matches(self, fd: int, row: FileRow) -> bool:
         start = max(0, row.indexed - TAIL_SUM)
-        return zlib.crc32(os.pread(fd, row.indexed - start, start)) == row.tailsum
+        return crc32(os.pread(fd, row.indexed - start, start)) == row.tailsum
 
     def _save(self, row: FileRow) -> None:
         self.begin()
@@ -373,7 +373,7 @@ class Store:
             pos = row.indexed = span.end
         if row.indexed:
             start = max(0, row.indexed - TAIL_SUM)
-            row.tailsum = zlib.crc32(os.pread(fd, row.indexed - start, start))
+            row.tailsum = crc32(os.pread(fd, row.indexed - start, start))
         return row.indexed
 
     def _index_block(self, row: FileRow, buf: bytes, end: int, base: int) -> None:
