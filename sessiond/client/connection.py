@@ -262,25 +262,25 @@ class Client(Endpoint):
         timeout or it went away; ``ProtocolError``, closed too, for a bad stream)."""
         data = self._receive_data()
         try:
-            return self.channel.decode(data)
+            return self.channel.decode(data)  # decoded before the buffer is read into again
         except ProtocolError:
             self.close()
             raise
 
-    def _receive_data(self) -> bytes:
-        """The next bytes from the daemon, up to ``RECV_SIZE`` of them. Read
-        into the client's one buffer and copied out at their length: a fresh
-        ``recv(RECV_SIZE)`` allocates (and the allocator maps) a buffer that
-        size for every read, which costs a watcher far more per frame than
-        decoding the frame does."""
+    def _receive_data(self) -> memoryview:
+        """The next bytes from the daemon, up to ``RECV_SIZE`` of them: a view
+        of the client's one receive buffer, valid until the next read. A
+        fresh ``recv(RECV_SIZE)`` allocates (and the allocator maps) a buffer
+        that size for every read, which costs a watcher far more per frame
+        than decoding the frame does; and the frames are decoded straight out
+        of the buffer (``FrameBuffer.feed``), not out of a copy of it."""
         assert self._sock is not None
         buf = self._recv_buf
         if buf is None:
             buf = self._recv_buf = bytearray(RECV_SIZE)
         try:
-            with memoryview(buf) as view:
-                size = self._sock.recv_into(view)
-                data = bytes(view[:size])
+            size = self._sock.recv_into(buf)
+            data = memoryview(buf)[:size]
         except TimeoutError:
             self.close()
             raise DaemonUnavailable(f"the daemon did not answer within {self.timeout:g}s") from None

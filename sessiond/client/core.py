@@ -105,7 +105,7 @@ class Channel:
     def encode(self, req: m.Request) -> bytes:
         return encode(req)
 
-    def decode(self, data: bytes) -> list[m.Response]:
+    def decode(self, data: bytes | memoryview) -> list[m.Response]:
         """The answers completed by ``data`` (``ProtocolError`` for a bad stream)."""
         return [decode_response(body) for body in self._frames.feed(data)]
 

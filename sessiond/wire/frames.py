@@ -38,9 +38,13 @@ class FrameBuffer:
         """Body length the incomplete frame's header announced (0: no header yet
         or nothing pending): what the frame will weigh once it is all here."""
 
-    def feed(self, data: bytes) -> list[bytes | memoryview]:
-        """Add bytes; return every complete body now available, in order (a
-        memoryview when it is the whole buffer: it is only decoded).
+    def feed(self, data: bytes | memoryview) -> list[bytes | memoryview]:
+        """Add bytes; return every complete body now available, in order.
+
+        A body may be a view of ``data`` (or of this buffer's bytes, which it
+        then gives up): it is only decoded, and holds what it saw as long as
+        ``data`` is not changed. A caller feeding a buffer it reuses decodes
+        the bodies before it reads into that buffer again.
 
         Raises ``FrameTooLarge`` as soon as a header announces more than the cap.
         """
@@ -81,16 +85,18 @@ class FrameBuffer:
         self._announce(buf, pos, len(buf))
         return out
 
-    def _announce(self, buf: bytes | bytearray, pos: int, end: int) -> None:
+    def _announce(self, buf: bytes | bytearray | memoryview, pos: int, end: int) -> None:
         self.announced = HEADER.unpack_from(buf, pos)[0] if end - pos >= HEADER_SIZE else 0
 
-    def _feed_fresh(self, data: bytes) -> list[bytes | memoryview]:
-        """``feed`` with nothing buffered, the usual case: bodies are sliced
-        straight out of ``data`` (one copy, not two through the bytearray) and
-        only an incomplete frame at the end is kept."""
+    def _feed_fresh(self, data: bytes | memoryview) -> list[bytes | memoryview]:
+        """``feed`` with nothing buffered, the usual case: the bodies are views
+        of ``data`` (no copy: a watcher's frame of a hundred entries is copied
+        once, by its decoding, not two more times on its way there) and only
+        an incomplete frame at the end is kept (copied)."""
         out: list[bytes | memoryview] = []
+        view = memoryview(data)
         pos = 0
-        end = len(data)
+        end = len(view)
         while end - pos >= HEADER_SIZE:
             (size,) = HEADER.unpack_from(data, pos)
             if size > self.max_frame:
@@ -98,11 +104,11 @@ class FrameBuffer:
             start = pos + HEADER_SIZE
             if end - start < size:
                 break
-            out.append(data[start : start + size])
+            out.append(view[start : start + size])
             pos = start + size
         if pos < end:
-            self._buf += data[pos:] if pos else data
-        self._announce(data, pos, end)
+            self._buf += view[pos:]
+        self._announce(view, pos, end)
         return out
 
     @property

@@ -95,6 +95,42 @@ def test_a_big_frame_is_held_once_and_its_id_found_without_building_it():
     assert buf.pending == 0 and buf.announced == 0
 
 
+def test_whole_frames_of_a_read_are_handed_out_without_a_copy():
+    """The usual read (whole frames, nothing buffered): the bodies are views
+    of the bytes read, so a watcher's big frame is copied once, by its
+    decoding; only an incomplete frame at the end is kept (copied)."""
+    import tracemalloc
+
+    lines = [b"x" * 1000] * 1000
+    frames = [encode(m.Entries(id=i, file="s.jsonl", offset=0, lines=lines)) for i in range(3)]
+    tail = encode(m.Status(id=9))
+    read = b"".join(frames) + tail[:5]
+    buf = FrameBuffer()
+    tracemalloc.start()
+    try:
+        bodies = buf.feed(read)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert held < 64 * 1024, f"the bodies were copied ({held} bytes for {len(read)} read)"
+    assert [decode_response(b).id for b in bodies] == [0, 1, 2]
+    assert buf.pending == 5 and buf.feed(tail[5:]) and buf.pending == 0
+
+
+def test_bodies_decoded_from_a_reused_buffer_do_not_change_with_it():
+    """How the blocking client reads: into one buffer, decoded, then read into
+    again. What was decoded holds its own bytes."""
+    recv = bytearray(1 << 16)
+    buf = FrameBuffer()
+    got = []
+    for i in range(3):
+        frame = encode(m.Entries(id=i, file="s.jsonl", offset=i, lines=[bytes([65 + i]) * 100] * 5))
+        recv[: len(frame)] = frame
+        got += [decode_response(b) for b in buf.feed(memoryview(recv)[: len(frame)])]
+        recv[:] = b"\0" * len(recv)
+    assert [(e.id, e.lines[0][:1]) for e in got] == [(0, b"A"), (1, b"B"), (2, b"C")]
+
+
 def test_deep_nesting_is_a_protocol_error_not_a_recursion_error():
     deep = b"\x91" * 100_000 + b"\xc0"
     request = b"\x83\xa2op\xa6Status\xa2id\x01\xa1x" + deep  # {"op": "Status", "id": 1, "x": [[[...]]]}
