@@ -53,6 +53,11 @@ log = logging.getLogger("sessiond")
 _ids = itertools.count(1)
 _UCRED = struct.Struct("3i")
 HOLDING = frozenset({"output", "inflight"})
+GATHER_AT = 16 * 1024
+"""Output of a pass this big goes to the socket as its parts (one ``writev``),
+not joined first: a watcher's frame is mostly lines shared with the other
+watchers of the same writes, and joining would copy them once more per watcher.
+Below it, one join of a few small answers costs less than the parts' buffers."""
 """Pauses that also stop serving frames already read, not only reading more."""
 
 
@@ -497,8 +502,13 @@ class Connection(asyncio.Protocol):
         self._out_scheduled = False
         if self._out and self.transport is not None:
             out, self._out = self._out, []
-            self._out_bytes = 0
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            size, self._out_bytes = self._out_bytes, 0
+            if len(out) == 1:
+                self.transport.write(out[0])
+            elif size >= GATHER_AT:
+                self.transport.writelines(out)
+            else:
+                self.transport.write(b"".join(out))
             if "output" not in self._pauses:  # the socket took it (else resume_writing releases)
                 self.daemon.fair.release(self.id)
             if self._backlog and not self._holding and not self.closing:
