@@ -53,12 +53,12 @@ log = logging.getLogger("sessiond")
 _ids = itertools.count(1)
 _UCRED = struct.Struct("3i")
 HOLDING = frozenset({"output", "inflight"})
+"""Pauses that also stop serving frames already read, not only reading more."""
 GATHER_AT = 16 * 1024
 """Output of a pass this big goes to the socket as its parts (one ``writev``),
 not joined first: a watcher's frame is mostly lines shared with the other
 watchers of the same writes, and joining would copy them once more per watcher.
 Below it, one join of a few small answers costs less than the parts' buffers."""
-"""Pauses that also stop serving frames already read, not only reading more."""
 
 
 def peer_closed(sock: socket.socket) -> bool:

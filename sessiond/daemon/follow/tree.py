@@ -11,9 +11,10 @@ refuses (the user's ``max_user_watches`` is shared), is re-stat'ed every
 An event only marks a file dirty; the events of ``COALESCE`` seconds after a
 pass make the next one, in which a worker thread reads what is new in each
 dirty file once (``reading.read_new``; a file whose last change was the
-daemon's own write is looked at on the loop, ``_look_at_own``) and the loop hands each file's complete
-lines to the writer's observers in one ``Writer.publish`` (the catalog, the
-mirror, the index, the watchers: one interface for both writers). A file that
+daemon's own write is looked at on the loop, ``_look_at_own``) and the loop
+hands each file's complete lines to the writer's observers in one
+``Writer.publish`` (the catalog, the mirror, the index, the watchers: one
+interface for both writers). A file that
 shrank, was replaced or rewritten goes to ``Writer.published_gone`` first and
 is then re-read from 0. The follower only reads: it never writes a followed file.
 
