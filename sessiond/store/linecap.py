@@ -98,9 +98,11 @@ def read_span(fd: int, offset: int, want: int, max_line: int = MAX_LINE, scanned
     ``limit``: at most about this many bytes are looked at in the search for
     newlines (the line found within it is then read whole, up to
     ``max_line``); a search it stops returns like a line not ended yet, with
-    ``scanned`` where it stopped. ``crc`` (of the bytes before ``offset``):
-    continued over the bytes passed over, as they are looked at, so that a
-    reader keeping a CRC of what it passed reads a skipped line once."""
+    ``scanned`` where it stopped; ``want`` and ``limit`` both 0 read nothing
+    (a look at a file's state only: ``scanned`` comes back as given).
+    ``crc`` (of the bytes before ``offset``): continued over the bytes passed
+    over, as they are looked at, so that a reader keeping a CRC of what it
+    passed reads a skipped line once."""
     pos = offset
     skipped = 0
     seen = max(offset, scanned)  # bytes [pos, seen) hold no newline
@@ -111,6 +113,8 @@ def read_span(fd: int, offset: int, want: int, max_line: int = MAX_LINE, scanned
     def span(data: bytes, scanned: int, c_scanned: int | None) -> Span:
         return Span(offset, pos, data, skipped, scanned, c_pos or 0, c_scanned or 0)
 
+    if want <= 0 and left is not None and left <= 0:  # asked to look at nothing: what is known stands
+        return span(b"", seen, c_seen)
     while True:
         if left is not None and left <= 0 and pos > offset:  # the limit, after lines passed over
             return span(b"", seen, c_seen)

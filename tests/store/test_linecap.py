@@ -127,3 +127,19 @@ def test_last_lines_keeps_no_more_than_a_chunk_of_a_line_over_the_cap(tmp_path: 
     assert [(x.offset, x.data) for x in window.lines] == [(0, b'{"a":1}'), (8, b""), (8 + 5 * MiB + 1, b'{"b":2}'),
                                                           (8 + 5 * MiB + 9, b'{"c":3}')]
     assert peak < 4 * MiB + 2 * SCAN_CHUNK, f"peak {peak / MiB:.1f} MiB"
+
+
+def test_want_and_limit_of_zero_look_at_nothing(tmp_path):
+    """A look at a file's state only (the follower's look after the daemon's own
+    write): the lines after ``offset`` are not read, nor searched for."""
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"known\n" + b"new line\n" + b"partial")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        span = read_span(fd, 6, 0, limit=0)
+        assert (span.end, span.data, span.scanned) == (6, b"", 6)
+        span = read_span(fd, 6, 0, limit=0, scanned=15)  # what an earlier look knew stands
+        assert (span.end, span.data, span.scanned) == (6, b"", 15)
+        assert read_span(fd, 6, 64).data == b"new line\n"  # and a look that may read, reads
+    finally:
+        os.close(fd)

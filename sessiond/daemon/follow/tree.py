@@ -352,14 +352,12 @@ class Follower:
         passes while it writes), and take them out of it: a look that reads
         nothing new is an open, an fstat and the fingerprint reads, far less
         than the worker thread's hop. The same look as the worker's
-        (``read_new``, no further than what was followed, never a re-hash);
-        a file that grew past the daemon's write stays in ``batch``, for the
-        worker to read."""
+        (``read_new``), reading nothing past what was followed and never
+        re-hashing; a file that holds more than the daemon wrote stays in
+        ``batch``, for the worker to read."""
         for path in [p for p, s in batch.items() if s.own]:
             state = batch[path]
             try:
-                if os.lstat(path).st_size != state.offset:
-                    continue  # grown (or shrunk, or not a file): the worker's full look, not one on the loop
                 found = read_new(path, msgspec.structs.replace(state), until=state.offset)
             except OSError as exc:
                 log.debug("cannot read followed file %s: %s", path, exc)
