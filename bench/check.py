@@ -9,7 +9,9 @@ What it guards: the figures of issue 34, as ratios measured in the same run
 - ``written / floor`` and ``written / redis``: sessiond's ``written`` appends
   (1 KB entries, batches of 16, through the real client) against the Python
   floor (``floor_server.py``) and Redis (AOF, ``appendfsync everysec``), with 1
-  and 4 client processes (``append_load.one_run``);
+  and 4 client processes (``append_load.one_run``); and with one entry a
+  request, 1 client (``@1/b1``), where a request's own cost is all of it: a new
+  cost per request, a sixteenth of each entry's at batch 16, shows there whole;
 - ``cpu / floor cpu``: the daemon's CPU per entry over the floor's (lower is
   better: the figure a new per-entry cost moves first);
 - ``watchers 1 / 0`` and ``watchers 10 / 0``: a writer's entries/s with 1 and
@@ -71,24 +73,27 @@ margin of 35 % catches coalescing lost, not one busy round."""
 LOWER_IS_BETTER = {"cpu/floor", "watch cpu10/0"}
 
 
-def append_ratios(clients: int, total: int, has_redis: bool) -> dict[str, float]:
-    """One round of sessiond ``written`` against the floor (and Redis) with ``clients`` processes."""
-    args = argparse.Namespace(size=1024, batch=16, window=1, mix=False, text=False, flush_interval=100.0,
+def append_ratios(clients: int, total: int, has_redis: bool, batch: int = 16) -> dict[str, float]:
+    """One round of sessiond ``written`` against the floor (and Redis) with
+    ``clients`` processes, ``batch`` entries a request. The figures' names end
+    in ``@<clients>``, and ``/b<batch>`` when the batch is not 16."""
+    args = argparse.Namespace(size=1024, batch=batch, window=1, mix=False, text=False, flush_interval=100.0,
                               daemon_arg=[])
     per = total // clients
     runs = {level: append_load.one_run(level, clients, per, args)
             for level in ("written", "floor", *(["redis"] if has_redis else []))}
+    at = f"@{clients}" if batch == 16 else f"@{clients}/b{batch}"
     out = {
-        f"written/floor@{clients}": runs["written"]["entries_per_s"] / runs["floor"]["entries_per_s"],
-        f"cpu/floor@{clients}": runs["written"]["server_cpu_us_per_entry"] / runs["floor"]["server_cpu_us_per_entry"],
-        f"written@{clients}": runs["written"]["entries_per_s"],
-        f"written cpu@{clients}": runs["written"]["server_cpu_us_per_entry"],
-        f"floor@{clients}": runs["floor"]["entries_per_s"],
-        f"floor cpu@{clients}": runs["floor"]["server_cpu_us_per_entry"],
+        f"written/floor{at}": runs["written"]["entries_per_s"] / runs["floor"]["entries_per_s"],
+        f"cpu/floor{at}": runs["written"]["server_cpu_us_per_entry"] / runs["floor"]["server_cpu_us_per_entry"],
+        f"written{at}": runs["written"]["entries_per_s"],
+        f"written cpu{at}": runs["written"]["server_cpu_us_per_entry"],
+        f"floor{at}": runs["floor"]["entries_per_s"],
+        f"floor cpu{at}": runs["floor"]["server_cpu_us_per_entry"],
     }
     if has_redis:
-        out[f"written/redis@{clients}"] = runs["written"]["entries_per_s"] / runs["redis"]["entries_per_s"]
-        out[f"redis@{clients}"] = runs["redis"]["entries_per_s"]
+        out[f"written/redis{at}"] = runs["written"]["entries_per_s"] / runs["redis"]["entries_per_s"]
+        out[f"redis{at}"] = runs["redis"]["entries_per_s"]
     return out
 
 
@@ -112,7 +117,8 @@ def _cpu(run: dict) -> float:
     return run["writer_cpu_us_per_entry"] + run["cpu_us_per_entry"] + (run["watchers_cpu_us_per_entry"] or 0.0)
 
 
-def measure(rounds: int, clients: list[int], total: int, watch_entries: int, has_redis: bool) -> tuple[dict, list]:
+def measure(rounds: int, clients: list[int], total: int, watch_entries: int, has_redis: bool,
+            batch1_total: int = 0) -> tuple[dict, list]:
     per_round: dict[str, list[float]] = {}
     load = []
     for r in range(rounds):
@@ -120,6 +126,8 @@ def measure(rounds: int, clients: list[int], total: int, watch_entries: int, has
         values: dict[str, float] = {}
         for c in clients:
             values.update(append_ratios(c, total, has_redis))
+        if batch1_total:
+            values.update(append_ratios(1, batch1_total, has_redis, batch=1))
         values.update(watch_ratios(watch_entries))
         for k, v in values.items():
             per_round.setdefault(k, []).append(v)
@@ -151,6 +159,8 @@ def main() -> None:
     ap.add_argument("--clients", default="1,4")
     ap.add_argument("--total", type=int, default=64_000, help="entries per append configuration")
     ap.add_argument("--watch-entries", type=int, default=8_000)
+    ap.add_argument("--batch1-total", type=int, default=6_000,
+                    help="entries of the one-entry-a-request configuration (1 client; 0: not measured)")
     ap.add_argument("--baseline", default=str(BASELINE))
     ap.add_argument("--record", action="store_true", help="write the figures as the new baseline")
     ap.add_argument("--max-load", type=float, default=None,
@@ -162,13 +172,14 @@ def main() -> None:
         print("redis-server not found: the ratios against Redis are not measured", file=sys.stderr)
     clients = [int(x) for x in args.clients.split(",")]
     started = time.monotonic()
-    figures, load = measure(args.rounds, clients, args.total, args.watch_entries, has_redis)
+    figures, load = measure(args.rounds, clients, args.total, args.watch_entries, has_redis, args.batch1_total)
     took = time.monotonic() - started
     checked = {k: round(v, 3) for k, v in figures.items() if k.split("@")[0] in MARGIN}
     print(f"\nmedians of {args.rounds} rounds ({took:.0f} s; load average {min(load):.1f}-{max(load):.1f}):")
     for k, v in figures.items():
         print(f"  {k:22} {v:12,.2f}")
     result = {"rounds": args.rounds, "clients": clients, "total": args.total, "watch_entries": args.watch_entries,
+              "batch1_total": args.batch1_total,
               "load_avg": [round(x, 2) for x in load], "ratios": checked,
               "figures": {k: round(v, 3) for k, v in figures.items()}}
     if args.out:
