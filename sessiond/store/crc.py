@@ -19,8 +19,6 @@ import os
 import zlib
 from collections.abc import Callable
 
-Buffer = bytes | bytearray | memoryview
-
 crc32: Callable[..., int] = zlib.crc32
 """``crc32(data, value=0)``: CRC-32 of ``data``, continuing ``value``."""
 ACCELERATED = False
