@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import benchlib
@@ -183,13 +184,14 @@ def baseline_source(rev: str) -> Path:
     return _TREES[rev]
 
 
-def start_daemon(base: Path, flush_ms: float, extra: list[str] | None = None, rev: str | None = None) -> subprocess.Popen:
+def start_daemon(base: Path, flush_ms: float, extra: list[str] | None = None, rev: str | None = None,
+                 wrap: Sequence[str] = (), timeout: float = 20.0) -> subprocess.Popen:
     return benchlib.start_daemon(base / "run" / "s.sock", base / "root", "--flush-interval", str(flush_ms), *(extra or []),
-                                 source=baseline_source(rev) if rev else None)
+                                 source=baseline_source(rev) if rev else None, wrap=wrap, timeout=timeout)
 
 
-def start_floor(sock: Path, root: Path) -> subprocess.Popen:
-    return benchlib.start_server(sock, [sys.executable, str(HERE / "floor_server.py"), str(sock), str(root)])
+def start_floor(sock: Path, root: Path, wrap: Sequence[str] = (), timeout: float = 20.0) -> subprocess.Popen:
+    return benchlib.start_server(sock, [*wrap, sys.executable, str(HERE / "floor_server.py"), str(sock), str(root)], timeout)
 
 
 def start_redis(base: Path) -> tuple[subprocess.Popen, Path]:

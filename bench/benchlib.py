@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,16 @@ LEVEL_NAMES = {
 
 
 def start_daemon(sock: Path, root: Path, *serve_args: str, timeout: float = 20.0,
-                 source: Path | None = None) -> subprocess.Popen:
+                 source: Path | None = None, wrap: Sequence[str] = ()) -> subprocess.Popen:
     """A ``sessiond serve`` on ``sock`` (its dir made 0700) and ``root``, once it answers.
     ``source``: a directory holding another ``sessiond`` package (a checkout of
-    the baseline, see ``baseline_tree``) whose daemon runs instead of this one."""
+    the baseline, see ``baseline_tree``) whose daemon runs instead of this one.
+    ``wrap``: a command the daemon runs under (``valgrind ...``)."""
     env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
     # -P: ``-m`` would put the working directory first on the path, and from a
     # checkout that is this tree's ``sessiond``, not ``source``'s
     isolate = ["-P"] if source is not None else []
-    return start_server(sock, [sys.executable, *isolate, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root),
+    return start_server(sock, [*wrap, sys.executable, *isolate, "-m", "sessiond.client.cli", "--socket", str(sock), "--root", str(root),
                                "serve", "--log-level", "warning", *serve_args], timeout, env=env)
 
 
@@ -43,7 +45,11 @@ def baseline_tree(rev: str, into: Path) -> Path:
     revisions whose root was it, and holds the package ``sessiond/`` in those
     of today's layout (then it is the directory returned: put ``into`` on the
     path instead and Python would take the checkout's root for a namespace
-    package and import the installed ``sessiond``, not the baseline)."""
+    package and import the installed ``sessiond``, not the baseline).
+
+    A ``git archive`` holds no built extension: each of this checkout's (the
+    compiled dedup set) is copied in where the revision's C source is the same
+    bytes, so both sides of a comparison run the same compiled code."""
     pkg = into / "sessiond"
     pkg.mkdir(parents=True)
     here = str(Path(__file__).resolve().parent)
@@ -51,7 +57,14 @@ def baseline_tree(rev: str, into: Path) -> Path:
                          text=True).stdout.strip()
     archive = subprocess.run(["git", "-C", top, "archive", rev], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(pkg)], input=archive, check=True)
-    return pkg if (pkg / "sessiond" / "__init__.py").is_file() else into
+    source = pkg if (pkg / "sessiond" / "__init__.py").is_file() else into
+    for built in Path(top, "sessiond").rglob("*.so"):
+        rel = built.relative_to(top)
+        c_source = Path(top, rel.parent, built.name.split(".")[0] + ".c")
+        theirs = source / rel.parent / c_source.name
+        if c_source.is_file() and theirs.is_file() and theirs.read_bytes() == c_source.read_bytes():
+            shutil.copy2(built, source / rel)
+    return source
 
 
 def start_server(sock: Path, cmd: list[str], timeout: float = 20.0, env: dict[str, str] | None = None) -> subprocess.Popen:
