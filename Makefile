@@ -85,13 +85,15 @@ bench: $(STAMP)
 	command -v rg >/dev/null || apt-get install -y ripgrep
 	$(BIN)/python bench/search.py
 
-## The write path's guard (a minute or two; not part of `make test`): sessiond
+## The write path's guard (a few minutes; not part of `make test`): sessiond
 ## `written` against the Python floor and Redis, and watchers against none, as
-## ratios measured in the same run, compared with bench/results/check-baseline.json;
+## ratios measured in the same run, and the daemon's instructions per request
+## against the floor's (callgrind), compared with bench/results/check-baseline.json;
 ## fails (exit 1, loudly) when one is worse by more than the noise. After a change
 ## that moves them on purpose: `$(BIN)/python bench/check.py --record`.
 bench-check: $(STAMP)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+	command -v valgrind >/dev/null || (apt-get update && apt-get install -y valgrind)
 	$(BIN)/python bench/check.py
 
 ## The crash soak: hundreds of SIGKILLs of the daemon and of clients under load.

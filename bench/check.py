@@ -19,7 +19,18 @@ What it guards: the figures of issue 34, as ratios measured in the same run
 - ``watch cpu 10 / 0``: the CPU per entry of the writer, the daemon and the
   watchers together with 10 watchers, over the writer's and the daemon's with
   none (lower is better: what watching costs in CPU, which the load of a
-  shared machine moves far less than it moves throughput).
+  shared machine moves far less than it moves throughput);
+- ``instr read / floor`` and ``instr / floor``: the instructions the daemon
+  executes per request over the floor's, counted by callgrind at batch 1 and
+  16 (``instructions.py``; lower is better), after the rounds, three counts
+  each (the median). ``read`` is what runs inside uvloop's socket-read
+  callback: a request's framing, decoding, admission, routing and queueing,
+  about half of it. The load does not move that count (under 1 % between
+  runs), so its margin is 3 % and a cost of a fraction of a microsecond a
+  request fails the check, where the CPU ratios only catch one of a fifth. The
+  whole count adds the drain, the answers, the observers and the follower,
+  whose timers under valgrind move it up to a tenth: a coarse margin there.
+  Skipped, with a message, where valgrind is not installed.
 
 Each round runs every configuration once, interleaved (sessiond, floor, Redis;
 0, 1, 10 watchers), so a ratio compares runs made a second apart; a ratio is
@@ -44,6 +55,7 @@ from pathlib import Path
 
 import append_load
 import benchlib
+import instructions
 import watch
 
 HERE = Path(__file__).resolve().parent
@@ -56,6 +68,8 @@ MARGIN = {
     "watchers1/0": 0.35,
     "watchers10/0": 0.40,
     "watch cpu10/0": 0.35,
+    "instr read/floor": 0.03,
+    "instr/floor": 0.20,
 }
 """How much worse than the baseline a ratio may come out before the check
 fails, relative (0.25: a quarter). Chosen from repeated runs of this script
@@ -68,9 +82,12 @@ move more (entries/s against the floor's 0.24-0.44 in three runs, 10 watchers
 against none 0.20-0.33): only a loss of a third or more is told from noise.
 What watching costs in CPU (``watch cpu10/0``) moved 2.0-3.9 between rounds at
 load 10-12 (medians of 6 rounds 2.9 with watch coalescing, 4.6 without): a
-margin of 35 % catches coalescing lost, not one busy round."""
+margin of 35 % catches coalescing lost, not one busy round. The read path's
+instruction count moved 0.3 % across runs: 3 % is well clear of that. The whole
+count's medians of three moved 7.1-7.7x the floor's at batch 1 and 8.3-9.3x at
+batch 16 over one day's runs: 20 % above the worst of them."""
 
-LOWER_IS_BETTER = {"cpu/floor", "watch cpu10/0"}
+LOWER_IS_BETTER = {"cpu/floor", "watch cpu10/0", "instr read/floor", "instr/floor"}
 
 
 def append_ratios(clients: int, total: int, has_redis: bool, batch: int = 16) -> dict[str, float]:
@@ -161,6 +178,9 @@ def main() -> None:
     ap.add_argument("--watch-entries", type=int, default=8_000)
     ap.add_argument("--batch1-total", type=int, default=6_000,
                     help="entries of the one-entry-a-request configuration (1 client; 0: not measured)")
+    ap.add_argument("--instr-requests", type=int, default=300,
+                    help="R of the instruction counts (runs of R and 3R requests; 0: not counted)")
+    ap.add_argument("--instr-runs", type=int, default=3, help="counts per figure, the median taken")
     ap.add_argument("--baseline", default=str(BASELINE))
     ap.add_argument("--record", action="store_true", help="write the figures as the new baseline")
     ap.add_argument("--max-load", type=float, default=None,
@@ -173,13 +193,18 @@ def main() -> None:
     clients = [int(x) for x in args.clients.split(",")]
     started = time.monotonic()
     figures, load = measure(args.rounds, clients, args.total, args.watch_entries, has_redis, args.batch1_total)
+    if args.instr_requests and instructions.has_valgrind():
+        print("instruction counts (callgrind):", flush=True)
+        figures.update(instructions.measure(["written", "floor"], [1, 16], args.instr_requests, args.instr_runs))
+    elif args.instr_requests:
+        print("valgrind not found: the instruction counts are not measured", file=sys.stderr)
     took = time.monotonic() - started
     checked = {k: round(v, 3) for k, v in figures.items() if k.split("@")[0] in MARGIN}
     print(f"\nmedians of {args.rounds} rounds ({took:.0f} s; load average {min(load):.1f}-{max(load):.1f}):")
     for k, v in figures.items():
         print(f"  {k:22} {v:12,.2f}")
     result = {"rounds": args.rounds, "clients": clients, "total": args.total, "watch_entries": args.watch_entries,
-              "batch1_total": args.batch1_total,
+              "batch1_total": args.batch1_total, "instr_requests": args.instr_requests,
               "load_avg": [round(x, 2) for x in load], "ratios": checked,
               "figures": {k: round(v, 3) for k, v in figures.items()}}
     if args.out:
