@@ -196,6 +196,9 @@ def main() -> None:
     if args.instr_requests and instructions.has_valgrind():
         print("instruction counts (callgrind):", flush=True)
         figures.update(instructions.measure(["written", "floor"], [1, 16], args.instr_requests, args.instr_runs))
+        if "instr read/floor@b1" not in figures:
+            print(f"uvloop's read callback ({instructions.READ_PATH}) was not found in the counts: "
+                  "the read path's ratios are not measured", file=sys.stderr)
     elif args.instr_requests:
         print("valgrind not found: the instruction counts are not measured", file=sys.stderr)
     took = time.monotonic() - started
