@@ -5,10 +5,15 @@
     python bench/instructions.py --batches 1 --requests 500 --out bench/results/instructions.json
 
 A time or a CPU figure on this shared 2-core machine moves by a third between
-runs; an instruction count does not: repeated runs of the same code agree
-within about 2 %, whatever else the machine is doing. So a cost added to the
-request path shows here at a few per cent, where ``append_load``'s ratios only
-tell a loss of a fifth or more from the noise. ``make bench-check`` uses it.
+runs; an instruction count does not move with the load. Two counts come out of
+each run. The read path's (``READ_PATH``: a request's framing, decoding,
+admission, routing and queueing) agrees within 0.3 % between runs of the same
+code, so a cost of a fraction of a microsecond a request shows there, where
+``append_load``'s ratios only tell a loss of a fifth from the noise. The whole
+process's adds the drain, the answers and the follower; under valgrind (a
+request some 50x slower) the daemon's timers and the follower's passes add
+more or less to it, so it moves up to 15 % between runs. ``make bench-check``
+uses both.
 
 How: each server (``sessiond serve``, or ``floor_server.py``: decode, write,
 answer) runs under ``valgrind --tool=callgrind``, driven by ``append_load``'s
