@@ -83,7 +83,7 @@ against none 0.20-0.33): only a loss of a third or more is told from noise.
 What watching costs in CPU (``watch cpu10/0``) moved 2.0-3.9 between rounds at
 load 10-12 (medians of 6 rounds 2.9 with watch coalescing, 4.6 without): a
 margin of 35 % catches coalescing lost, not one busy round. The read path's
-instruction count moved 0.3 % across runs: 3 % is well clear of that. The whole
+instruction count moved under 0.6 % across eight runs: 3 % is well clear of that. The whole
 count's medians of three moved 7.1-7.7x the floor's at batch 1 and 8.3-9.3x at
 batch 16 over one day's runs: 20 % above the worst of them."""
 

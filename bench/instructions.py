@@ -7,7 +7,7 @@
 A time or a CPU figure on this shared 2-core machine moves by a third between
 runs; an instruction count does not move with the load. Two counts come out of
 each run. The read path's (``READ_PATH``: a request's framing, decoding,
-admission, routing and queueing) agrees within 0.3 % between runs of the same
+admission, routing and queueing) agrees within 0.6 % between runs of the same
 code, so a cost of a fraction of a microsecond a request shows there, where
 ``append_load``'s ratios only tell a loss of a fifth from the noise. The whole
 process's adds the drain, the answers and the follower; under valgrind (a
