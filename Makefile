@@ -85,7 +85,7 @@ bench: $(STAMP)
 	command -v rg >/dev/null || apt-get install -y ripgrep
 	$(BIN)/python bench/search.py
 
-## The write path's guard (a few minutes; not part of `make test`): sessiond
+## The write path's guard (about ten minutes; not part of `make test`): sessiond
 ## `written` against the Python floor and Redis, and watchers against none, as
 ## ratios measured in the same run, and the daemon's instructions per request
 ## against the floor's (callgrind), compared with bench/results/check-baseline.json;
