@@ -146,7 +146,8 @@ def measure(levels: list[str], batches: list[int], requests: int, runs: int = 1)
 
 
 def has_valgrind() -> bool:
-    return shutil.which("valgrind") is not None
+    """Whether valgrind and its ``callgrind_annotate`` (the read path's count) are installed."""
+    return shutil.which("valgrind") is not None and shutil.which("callgrind_annotate") is not None
 
 
 def main() -> None:
