@@ -20,9 +20,8 @@ import zlib
 from collections.abc import Callable
 
 crc32: Callable[..., int] = zlib.crc32
-"""``crc32(data, value=0)``: CRC-32 of ``data``, continuing ``value``."""
-ACCELERATED = False
-"""zlib-ng's is in use."""
+"""``crc32(data, value=0)``: CRC-32 of ``data``, continuing ``value`` (zlib-ng's
+where it is not ``zlib.crc32``)."""
 
 if os.environ.get("SESSIOND_CRC") != "zlib":
     try:
@@ -30,4 +29,4 @@ if os.environ.get("SESSIOND_CRC") != "zlib":
     except ImportError:  # no wheel for this platform: the standard library's, same values
         pass
     else:
-        crc32, ACCELERATED = _ng_crc32, True
+        crc32 = _ng_crc32
