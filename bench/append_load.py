@@ -257,8 +257,16 @@ def disk_run(total: int, args: argparse.Namespace) -> dict:
             "server_cpu_us_per_entry": None}
 
 
-def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) -> dict:
+SLOW_START = 180.0
+"""Seconds a server run under a ``wrap`` (valgrind: imports some 30x slower) gets to start and to exit."""
+
+
+def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace, wrap: Sequence[str] = ()) -> dict:
+    """One configuration: the server of ``mode`` (run under ``wrap`` if given,
+    the floor's and sessiond's only), ``clients`` worker processes of
+    ``per_client`` entries each; its throughput, latencies and server CPU."""
     mode, _, rev = mode.partition("@")  # "written@REV": that revision's daemon (the clients are this one's)
+    wait = SLOW_START if wrap else 20.0
     if mode == "disk":
         return disk_run(clients * per_client, args)
     base = Path(tempfile.mkdtemp(prefix="sdb-", dir="/tmp"))
@@ -267,9 +275,9 @@ def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) 
     if mode in ("redis", "redis-py"):
         daemon, sock = start_redis(base)
     elif mode == "floor":
-        daemon = start_floor(sock, base / "floor")
+        daemon = start_floor(sock, base / "floor", wrap, wait)
     elif mode not in ("direct", "direct-durable"):
-        daemon = start_daemon(base, args.flush_interval, args.daemon_arg, rev or None)
+        daemon = start_daemon(base, args.flush_interval, args.daemon_arg, rev or None, wrap, wait)
     else:
         daemon = None
     (base / "direct").mkdir()
@@ -280,8 +288,8 @@ def one_run(mode: str, clients: int, per_client: int, args: argparse.Namespace) 
         cpu = (cpu_seconds(daemon.pid) - cpu0) if daemon else 0.0
     finally:
         if daemon:
-            daemon.terminate()
-            daemon.wait(timeout=60)
+            daemon.terminate()  # sessiond exits cleanly, the floor dies of it: valgrind writes its counts either way
+            daemon.wait(timeout=max(60.0, wait))
         subprocess.run(["rm", "-rf", str(base)])
     total = clients * per_client
     nbytes = sum(r["bytes"] for r in results)

@@ -42,10 +42,6 @@ from pathlib import Path
 import append_load
 import benchlib
 
-STARTUP_TIMEOUT = 180.0
-"""Seconds a server under valgrind (imports ~30x slower) gets to answer."""
-
-
 READ_PATH = "__pyx_f_6uvloop_4loop___uv_stream_on_read"
 """uvloop's callback for bytes read from a client socket: everything a request
 does from its bytes to its queueing (framing, decoding, admission, routing;
@@ -73,28 +69,14 @@ def callgrind_counts(out: Path) -> tuple[int, int | None]:
 def count(level: str, batch: int, requests: int) -> tuple[int, int | None]:
     """Instructions of one server process (``written``, ``written@REV`` or
     ``floor``) over its whole life (start-up, ``requests`` Appends of ``batch``
-    entries from one client, and its exit), and the part in ``READ_PATH``."""
-    level, _, rev = level.partition("@")
-    base = Path(tempfile.mkdtemp(prefix="sdi-", dir="/tmp"))
-    os.chmod(base, 0o700)
-    out = base / "callgrind.out"
-    wrap = ["valgrind", "--tool=callgrind", "--quiet", f"--callgrind-out-file={out}"]
-    sock = base / "run" / "s.sock"
-    try:
-        if level == "floor":
-            server = append_load.start_floor(sock, base / "floor", wrap=wrap, timeout=STARTUP_TIMEOUT)
-        else:
-            server = append_load.start_daemon(base, 100.0, rev=rev or None, wrap=wrap, timeout=STARTUP_TIMEOUT)
-        args = argparse.Namespace(size=1024, batch=batch, window=1)
-        (base / "direct").mkdir()
-        try:
-            append_load.run_workers(append_load.spawn_workers("written", 1, requests * batch, sock, base / "direct", args))
-        finally:
-            server.terminate()  # the daemon exits cleanly; the floor dies of it, and callgrind still writes its file
-            server.wait(timeout=STARTUP_TIMEOUT)
+    entries from one client, and its exit), and the part in ``READ_PATH``:
+    ``append_load.one_run`` under callgrind."""
+    with tempfile.TemporaryDirectory(prefix="sdi-", dir="/tmp") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        args = argparse.Namespace(size=1024, batch=batch, window=1, flush_interval=100.0, daemon_arg=[])
+        append_load.one_run(level, 1, requests * batch, args,
+                            wrap=["valgrind", "--tool=callgrind", "--quiet", f"--callgrind-out-file={out}"])
         return callgrind_counts(out)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def per_request(level: str, batch: int, requests: int) -> tuple[float, float | None]:
