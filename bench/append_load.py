@@ -31,9 +31,11 @@ Prints a table (median of runs) and writes bench/results/append_load.json.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -180,7 +182,9 @@ _TREES: dict[str, Path] = {}
 def baseline_source(rev: str) -> Path:
     """The unpacked tree of revision ``rev`` (once per run), for a level ``LEVEL@REV``."""
     if rev not in _TREES:
-        _TREES[rev] = benchlib.baseline_tree(rev, Path(tempfile.mkdtemp(prefix="sdb-rev-")))
+        into = Path(tempfile.mkdtemp(prefix="sdb-rev-"))
+        atexit.register(shutil.rmtree, into, True)  # not left in /tmp by every run with a baseline
+        _TREES[rev] = benchlib.baseline_tree(rev, into)
     return _TREES[rev]
 
 
