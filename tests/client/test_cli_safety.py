@@ -341,6 +341,26 @@ def test_ctrl_c_in_an_export_leaves_the_whole_file_or_none(daemon, short_tmp, de
         assert proc.returncode != 0 and list(short_tmp.iterdir()) == [] and err == b"", err
 
 
+def test_a_ctrl_c_as_the_temp_file_is_made_leaves_no_temp_file(short_tmp, monkeypatch):
+    """A Ctrl-C raised the moment ``os.open`` has made an export's temp file
+    (Python raises it at the next instruction, before any ``try`` around what
+    follows) still removes that file: the window the export test above once
+    fell into, leaving ``.big.html.<pid>.tmp`` behind with exit 130."""
+    from sessiond.client.cli import transfer_cmds
+
+    real_open = os.open
+
+    def open_then_interrupted(path, flags, mode=0o777, **kw):
+        os.close(real_open(path, flags, mode, **kw))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "open", open_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        transfer_cmds.write_new(short_tmp / "out.html", b"<html></html>\n", force=False)
+    monkeypatch.undo()
+    assert list(short_tmp.iterdir()) == []
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("delay", [0.5, 1.0])
 def test_ctrl_c_in_an_import_leaves_no_half_file(daemon_factory, short_tmp, delay):

@@ -182,8 +182,10 @@ def write_new(output: Path, data: bytes, force: bool) -> None:
     removes the temp file and leaves ``output`` as it was."""
     check_target(output, force)
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
+        # opened inside the ``try``: a Ctrl-C raised as the open returns (before
+        # any later statement) still removes the file (the name is this process's)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
