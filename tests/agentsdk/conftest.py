@@ -69,6 +69,14 @@ def entries(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
+def entries_so_far(path: Path) -> list[dict[str, Any]]:
+    """``entries`` of a file a process may be appending to right now: its
+    complete lines only (a read can see the first bytes of a write before the
+    rest, and a waiting test's poll must not take that for a torn line)."""
+    data = path.read_bytes()
+    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines() if line.strip()]
+
+
 class Agent:
     """One agent process's setting: its own Claude Code config dir and work dir,
     the fake API, and a store on ``daemon``."""

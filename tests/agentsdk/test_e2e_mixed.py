@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from tests.agentsdk.conftest import (
     Agent,
     NodeAgent,
     entries,
+    entries_so_far,
     mirrored,
     session_of,
     wait_for,
@@ -36,11 +38,11 @@ from tests.conftest import DaemonProc
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
-def _files(projects: Path, project: str) -> dict[str, list[dict[str, Any]]]:
+def _files(projects: Path, project: str, read: Callable[[Path], list[dict[str, Any]]] = entries) -> dict[str, list[dict[str, Any]]]:
     """Every transcript of ``project`` under ``projects`` (sessions and their
     subagents' files), by path relative to the project dir."""
     base = projects / project
-    return {str(p.relative_to(base)): entries(p) for p in sorted(base.rglob("*.jsonl"))}
+    return {str(p.relative_to(base)): read(p) for p in sorted(base.rglob("*.jsonl"))}
 
 
 def _local(agent: Agent) -> dict[str, list[dict[str, Any]]]:
@@ -53,9 +55,10 @@ def _mirror(agent: Agent) -> dict[str, list[dict[str, Any]]]:
 
 def _called(agent: Agent, tool: str, *, sidechain: bool) -> bool:
     """Whether sessiond has a call of ``tool`` from the agent's main chain (or
-    a subagent's), mirrored so far."""
+    a subagent's), mirrored so far (asked while the daemon writes: whole lines only)."""
+    mirrored = _files(agent.daemon.root / "projects", agent.project, entries_so_far)
     return any(e.get("isSidechain", False) == sidechain and b.get("name") == tool
-               for es in _mirror(agent).values() for e in es if e["type"] == "assistant"
+               for es in mirrored.values() for e in es if e["type"] == "assistant"
                for b in e["message"]["content"] if isinstance(b, dict) and b.get("type") == "tool_use")
 
 
