@@ -6,9 +6,9 @@ STAMP   = $(VENV)/.installed
 
 .PHONY: run lint test bench bench-check crash install install-cli clean node
 
-## setup.py and the C source: the compiled dedup set (sessiond/daemon/_uuidset.c) is built by
-## the editable install, so a change to it installs again.
-$(STAMP): pyproject.toml setup.py sessiond/daemon/_uuidset.c
+## setup.py and the C sources: the compiled dedup set (sessiond/daemon/_uuidset.c) and header
+## scan (sessiond/store/_entryscan.c) are built by the editable install, so a change to them installs again.
+$(STAMP): pyproject.toml setup.py sessiond/daemon/_uuidset.c sessiond/store/_entryscan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
