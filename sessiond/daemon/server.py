@@ -29,6 +29,7 @@ from sessiond.config import ConfigError, Settings
 from sessiond.daemon.reload import reload as reload_settings
 from sessiond.daemon.reload import reread
 from sessiond.store import rootlock
+from sessiond.store.entries import ENTRY_SCAN
 from sessiond.store.locations import check_private_dir, lock_path, open_private_file
 from sessiond.wire.core import StateFileProblem
 from sessiond.wire.errors import SHUTTING_DOWN, RootHeld, SessiondError
@@ -357,9 +358,9 @@ async def _run(settings: Settings, flags: dict) -> int:
             daemon.mirror.start()  # even when stopping: its close publishes what the last run left lagging
         if not daemon.stopping:  # a stop asked while starting: never ready, no indexer started to be stopped
             log.info(
-                "ready: pid %d, socket %s%s, root %s, sessiond %s, dedup sets %s",
+                "ready: pid %d, socket %s%s, root %s, sessiond %s, dedup sets %s, entry scan %s",
                 os.getpid(), settings.socket, " (socket-activated)" if adopted else "", settings.root, __version__,
-                uuidset.IMPLEMENTATION,
+                uuidset.IMPLEMENTATION, ENTRY_SCAN,
             )
             notifier.ready(daemon.status_line())  # serving: the indexer process starts later (link.START_DELAY)
         daemon.start_serving()

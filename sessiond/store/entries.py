@@ -91,6 +91,8 @@ def _compiled_scan() -> Callable[[list[bytes], type[EntryHeader], object], list[
 
 
 _scan_headers = _compiled_scan()
+ENTRY_SCAN: Final = "python" if _scan_headers is None else "compiled"
+"""Which header scan appends take (the daemon's start log says it)."""
 
 _SURROGATE_ESCAPES = re.compile(
     rb"\\\\"  # an escaped backslash: what follows it is plain text

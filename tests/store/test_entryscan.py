@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 
 from sessiond.store import entries
 from sessiond.store.entries import EntryHeader, _decode_headers
-from sessiond.wire.errors import SessiondError
-from tests.helpers import examples
+from sessiond.wire import messages as m
+from sessiond.wire.errors import RemoteError, SessiondError
+from tests.helpers import examples, main_path
 
 try:
     from sessiond.store._entryscan import scan_headers
@@ -243,3 +244,33 @@ def test_broken_lines_are_never_taken_for_good_ones(line):
 @given(st.lists(st.one_of(lines, mutated()), max_size=6))
 def test_a_batch_is_read_as_python_reads_it(batch):
     assert_agrees(batch)
+
+
+# ------------------------------------------------------------------ in the daemon
+
+
+@compiled
+@pytest.mark.parametrize("scan", ["compiled", "python"])
+def test_a_daemon_writes_and_refuses_the_same_with_either_path(daemon_factory, monkeypatch, scan):
+    """A real daemon, with the scan (what it takes when built) and without it
+    (``SESSIOND_ENTRYSCAN=python``): the same bytes are written, the same bad
+    entry is refused naming the same entry, and the start log says which ran."""
+    if scan == "python":
+        monkeypatch.setenv("SESSIOND_ENTRYSCAN", "python")
+    else:
+        monkeypatch.delenv("SESSIOND_ENTRYSCAN", raising=False)
+    d = daemon_factory().start()
+    sid = "6f0d4c9e-1f6b-4f59-9a51-6d2f3c1b2a00"
+    good = [json.dumps({"type": "user", "uuid": f"00000000-0000-4000-8000-{i:012d}", "parentUuid": None,
+                        "message": {"role": "user", "content": f"caf\u00e9 \\ \" {i} \U0001F600"}},
+                       ensure_ascii=i % 2 == 0).encode() for i in range(20)]
+    bad = good[:3] + [b'{"type":"user","uuid":"x","isSidechain":"yes"}']
+    with d.client() as c:
+        ok = c.call(m.Append(id=c.next_id(), session=sid, cwd="/home/dev/scan", entries=good, durability="written"))
+        with pytest.raises(RemoteError) as refused:
+            c.call(m.Append(id=c.next_id(), session=sid, cwd="/home/dev/scan", entries=bad, durability="written"))
+    assert isinstance(ok, m.Appended) and ok.accepted == 20
+    assert refused.value.code == "bad_request"
+    assert str(refused.value).startswith("entry 3: entry has a field of the wrong type")
+    assert main_path(d.root, "/home/dev/scan", sid).read_bytes() == b"".join(line + b"\n" for line in good)
+    assert f"entry scan {scan}" in d.log.read_text()
