@@ -9,9 +9,11 @@ a bounded number of descriptors however many there are (a daemon under a low
 fd limit must not run out mid-walk). Serial, as they would be on the loop,
 but nothing else waits for them.
 
-The writer's two jobs are here too: ``create_file`` runs on this thread,
-``cut_torn_file`` in the default pool (it waits for the file's lock, which
-must not hold up the creations behind it).
+The writer's two jobs are here too: ``create_files`` runs on this thread, a
+batch at a time (the files asked for while one batch is made go together in
+the next, each directory synced once for all: ``DirSyncs``), ``cut_torn_file``
+in the default pool (it waits for the file's lock, which must not hold up the
+creations behind it).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from sessiond.store.appendfile import TornTail, cut_torn_tail, file_lock
-from sessiond.store.safeopen import StoreRoot
+from sessiond.store.safeopen import DirSyncs, StoreRoot
+
+CREATE_BATCH = 32
+"""Files made in one ``create_files`` job at most (and so directories it holds
+open until their sync, see ``DirSyncs``)."""
 
 
 class FileWork:
@@ -46,10 +52,30 @@ class FileWork:
         self._pool.shutdown(wait=True)
 
 
-def create_file(root: StoreRoot, path: Path) -> None:
-    """Create a transcript and its directories (worker thread)."""
-    fd, _ = root.open_append(path)
-    os.close(fd)
+def create_files(root: StoreRoot, paths: list[Path]) -> list[OSError | None]:
+    """Create transcripts and their missing directories (worker thread): every
+    entry is made first, then each directory that got one is synced once, so a
+    batch of new files costs about one journal commit rather than one or two
+    each. What became of each path, in order: None (made and synced, or there
+    already) or the error."""
+    syncs = DirSyncs(limit=CREATE_BATCH)
+    results: list[OSError | None] = []
+    try:
+        for i, path in enumerate(paths):
+            syncs.owner = i
+            try:
+                fd, _ = root.open_append(path, syncs)
+            except OSError as exc:
+                results.append(exc)
+            else:
+                os.close(fd)
+                results.append(None)
+    finally:
+        syncs.sync()
+    for i, failure in syncs.failed.items():
+        if results[i] is None:
+            results[i] = failure
+    return results
 
 
 def cut_torn_file(root: StoreRoot, path: Path, ident: tuple[int, int] | None) -> TornTail | None:

@@ -27,7 +27,7 @@ from sessiond.store.safeopen import APPEND_FLAGS, StoreRoot, error_for
 from sessiond.wire.errors import SessiondError, io_error
 
 from .filequeue import FileQueue, Stats, Waiter
-from .filework import FileWork, create_file, cut_torn_file
+from .filework import CREATE_BATCH, FileWork, create_files, cut_torn_file
 from .looppass import WRITES, EndOfPass
 from .openfiles import OpenFiles, open_files_budget
 from .pathwatch import PathWatch
@@ -55,6 +55,9 @@ class Writer:
         followed below it, regular files only, never blocking (``safeopen``)."""
         self.files = FileWork(loop)
         """Creating files and directories, replacing meta files: off the loop."""
+        self._to_create: list[FileQueue] = []
+        """Queues whose files wait for the next ``create_files`` job."""
+        self._creating = False
         self.queues: dict[Path, FileQueue] = {}
         self.queued_bytes = 0
         self.queued_entries = 0
@@ -211,8 +214,33 @@ class Writer:
         return q.fd
 
     def _create(self, q: FileQueue) -> None:
-        q.in_worker = True  # not borrowed: the one file thread holds one descriptor at a time
-        self.files.submit(create_file, self.root, q.path).add_done_callback(lambda f: self._worker_done(q, f))
+        # Not borrowed from the LRU: the one file thread holds a bounded number
+        # of descriptors (a batch's directories until their sync).
+        q.in_worker = True
+        self._to_create.append(q)
+        if not self._creating:
+            self._create_batch()
+
+    def _create_batch(self) -> None:
+        """Give the files waiting to be made to the file thread as one job;
+        those asked for while it runs go together in the next."""
+        batch, self._to_create = self._to_create[:CREATE_BATCH], self._to_create[CREATE_BATCH:]
+        self._creating = True
+        fut = self.files.submit(create_files, self.root, [q.path for q in batch])
+        fut.add_done_callback(lambda f: self._created(batch, f))
+
+    def _created(self, batch: list[FileQueue], fut: asyncio.Future) -> None:
+        self._creating = False
+        if self.closed or fut.cancelled():
+            for q in batch:
+                q.in_worker = False
+            return
+        exc = fut.exception()
+        results: list[BaseException | None] = [exc] * len(batch) if exc is not None else fut.result()
+        for q, error in zip(batch, results):
+            self._prepared(q, error, None)
+        if self._to_create and not self.closed:
+            self._create_batch()
 
     def _cut_torn(self, q: FileQueue) -> None:
         """The file ends inside a line another writer left: move the fragment
@@ -225,14 +253,21 @@ class Writer:
         fut.add_done_callback(lambda f: self._worker_done(q, f, borrowed=True))
 
     def _worker_done(self, q: FileQueue, fut: asyncio.Future, borrowed: bool = False) -> None:
-        q.in_worker = False
         if borrowed:
             self.open_files.give_back()
-        if self.closed:
+        if self.closed or fut.cancelled():
+            q.in_worker = False
             return
         exc = fut.exception()
+        self._prepared(q, exc, fut.result() if exc is None else None)
+
+    def _prepared(self, q: FileQueue, exc: BaseException | None, torn: TornTail | None) -> None:
+        """A worker thread is done with ``q``'s file (made, or its torn tail cut):
+        drain it, or fail its waiters."""
+        q.in_worker = False
+        if self.closed:
+            return
         if exc is None:
-            torn = fut.result()
             if isinstance(torn, TornTail):
                 log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
                             q.path, torn.length, torn.offset, q.path.name)

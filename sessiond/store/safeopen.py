@@ -165,13 +165,14 @@ class StoreRoot:
 
     # ------------------------------------------------------------------ walking
 
-    def _walk(self, path: Path | str, names: list[str], create: bool) -> int:
+    def _walk(self, path: Path | str, names: list[str], create: bool, syncs: DirSyncs | None = None) -> int:
         """A new descriptor on the directory ``names`` below the root, every
         level opened relative to its parent with O_NOFOLLOW. A symlink met on
         the way is resolved here, not by the kernel, and only while it stays
         inside the root (a project directory linked to another one in the
         store is fine; one leading out of it is refused). Missing levels are
-        made 0700 when ``create`` (each new entry synced in its parent)."""
+        made 0700 when ``create`` (each new entry synced in its parent, now or
+        by ``syncs``)."""
         todo = list(names)
         done: list[str] = []  # the levels walked so far, symlinks resolved
         links = 0
@@ -193,7 +194,7 @@ class StoreRoot:
                 except FileNotFoundError:
                     if not create:
                         raise
-                    nxt = self._make_dir(cur, name)
+                    nxt = self._make_dir(cur, name, syncs)
                 except OSError as exc:
                     if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                         raise
@@ -240,7 +241,7 @@ class StoreRoot:
         return os.readlink(name, dir_fd=parent)
 
     @staticmethod
-    def _make_dir(parent: int, name: str) -> int:
+    def _make_dir(parent: int, name: str, syncs: DirSyncs | None) -> int:
         try:
             os.mkdir(name, DIR_MODE, dir_fd=parent)
             made = True
@@ -248,8 +249,12 @@ class StoreRoot:
             made = False
         fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
         if made:
-            os.fchmod(fd, DIR_MODE)  # whatever the umask
-            os.fsync(parent)
+            try:
+                os.fchmod(fd, DIR_MODE)  # whatever the umask
+                _sync_entry(parent, syncs)
+            except BaseException:
+                os.close(fd)
+                raise
         return fd
 
     # ------------------------------------------------------------------ opening
@@ -271,12 +276,14 @@ class StoreRoot:
         finally:
             os.close(parent)
 
-    def open_append(self, path: Path | str) -> tuple[int, bool]:
+    def open_append(self, path: Path | str, syncs: DirSyncs | None = None) -> tuple[int, bool]:
         """An O_APPEND descriptor on ``path`` (created 0600 with its directories);
-        and whether this call created the file (its entry is then synced in the
-        directory). Blocks on the disk when it creates: run it off a loop."""
+        and whether this call created the file. Each entry it made is synced in
+        its directory before it returns, or, given ``syncs``, by its ``sync()``
+        (the caller's to call before anything is written there). Blocks on the
+        disk when it creates: run it off a loop."""
         names = self.parts(path)
-        parent = self._walk(path, names[:-1], True)
+        parent = self._walk(path, names[:-1], True, syncs)
         try:
             try:
                 return open_regular(names[-1], APPEND_FLAGS, dir_fd=parent, shown=path), False
@@ -286,8 +293,12 @@ class StoreRoot:
                 fd = open_regular(names[-1], APPEND_FLAGS | os.O_CREAT | os.O_EXCL, FILE_MODE, dir_fd=parent, shown=path)
             except FileExistsError:
                 return open_regular(names[-1], APPEND_FLAGS, dir_fd=parent, shown=path), False
-            os.fchmod(fd, FILE_MODE)
-            os.fsync(parent)
+            try:
+                os.fchmod(fd, FILE_MODE)
+                _sync_entry(parent, syncs)
+            except BaseException:
+                os.close(fd)
+                raise
             return fd, True
         finally:
             os.close(parent)
@@ -336,3 +347,65 @@ class StoreRoot:
             os.fsync(parent)
         finally:
             os.close(parent)
+
+
+class DirSyncs:
+    """New directory entries whose fsync is put off, so that each directory is
+    synced once however many entries were made in it.
+
+    A burst of new sessions (agents started together, a turn's parallel
+    subagents in one ``subagents/`` directory) made each file and directory
+    wait for an fsync of its parent before the next one began: one journal
+    commit per entry, in a row. Given to ``StoreRoot.open_append`` for each of
+    a batch, it holds the directories instead; ``sync()`` then fsyncs each
+    once, after all the entries exist, so they go to disk together. Nothing may
+    be written into (or acknowledged of) a file before the ``sync()`` that
+    covers its entries. Set ``owner`` before each creation: a directory whose
+    fsync fails fails exactly the owners that made an entry in it (``failed``).
+    Holds at most ``limit`` descriptors; one more directory first syncs those
+    held, and one that cannot be held is synced at once.
+    """
+
+    def __init__(self, limit: int = 32) -> None:
+        self.limit = limit
+        self.owner = 0
+        """Whose creation the entries made from now on belong to (a caller's number)."""
+        self.failed: dict[int, OSError] = {}
+        """Owners whose entries could not be synced, with the first error."""
+        self._held: dict[tuple[int, int], tuple[int, list[int]]] = {}
+
+    def add(self, dir_fd: int) -> None:
+        """An entry was just made in the directory ``dir_fd`` (borrowed: a
+        duplicate is held, or the directory is synced now)."""
+        st = os.fstat(dir_fd)
+        key = (st.st_dev, st.st_ino)
+        held = self._held.get(key)
+        if held is None:
+            if len(self._held) >= self.limit:
+                self.sync()
+            try:
+                held = self._held[key] = (os.dup(dir_fd), [])
+            except OSError:  # no descriptor to spare: as without deferral
+                os.fsync(dir_fd)
+                return
+        held[1].append(self.owner)
+
+    def sync(self) -> None:
+        """fsync every directory held, once each, and let go of them."""
+        held, self._held = self._held, {}
+        for fd, owners in held.values():
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                for owner in owners:
+                    self.failed.setdefault(owner, exc)
+            finally:
+                os.close(fd)
+
+
+def _sync_entry(dir_fd: int, syncs: DirSyncs | None) -> None:
+    """An entry was made in ``dir_fd``: sync it now, or leave it to ``syncs``."""
+    if syncs is None:
+        os.fsync(dir_fd)
+    else:
+        syncs.add(dir_fd)

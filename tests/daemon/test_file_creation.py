@@ -1,0 +1,184 @@
+"""Creating transcripts in batches: each directory synced once per batch.
+
+A burst of new files (agents starting together, a turn's parallel subagents in
+one ``subagents/`` directory) is made by the writer's file thread a batch at a
+time, every entry first and then one fsync per directory (``DirSyncs``,
+``create_files``). What must hold: every file is made and gets its entries, a
+directory is not synced once per file, a failed sync fails exactly the files
+whose entries were in that directory, and the thread holds a bounded number of
+descriptors.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sessiond.daemon.filework import create_files
+from sessiond.store.paths import agent_file, project_dir, subagents_dir
+from sessiond.store.safeopen import DirSyncs, StoreRoot, UnsafePath
+from sessiond.wire import messages as m
+from tests.helpers import line, main_path, read_entries, user
+
+CWD = "/work/burst"
+HAS_STRACE = shutil.which("strace") is not None
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_create_files_makes_every_file_and_directory(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    paths = [root / "projects" / f"-p{i % 3}" / f"s{i}" / "subagents" / f"agent-{i}.jsonl" for i in range(10)]
+    with StoreRoot(root) as store:
+        before = open_fds()
+        assert create_files(store, paths) == [None] * 10
+        assert open_fds() == before  # every directory held for its sync was let go
+        assert create_files(store, paths) == [None] * 10  # there already: nothing to do, no error
+    for p in paths:
+        assert p.is_file() and p.stat().st_size == 0 and p.stat().st_mode & 0o777 == 0o600
+        assert p.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_one_refused_path_fails_alone(tmp_path):
+    root = tmp_path / "root"
+    (root / "projects" / "-p").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "projects" / "-evil").symlink_to(outside)
+    paths = [root / "projects" / "-p" / "a.jsonl", root / "projects" / "-evil" / "b.jsonl",
+             root / "projects" / "-p" / "c.jsonl"]
+    with StoreRoot(root) as store:
+        results = create_files(store, paths)
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], UnsafePath)
+    assert not (outside / "b.jsonl").exists()
+    assert paths[0].is_file() and paths[2].is_file()
+
+
+def test_dir_syncs_holds_at_most_its_limit(tmp_path):
+    dirs = [tmp_path / f"d{i}" for i in range(7)]
+    syncs = DirSyncs(limit=2)
+    before = open_fds()
+    most = 0
+    for i, d in enumerate(dirs):
+        d.mkdir()
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            syncs.owner = i
+            syncs.add(fd)
+            syncs.add(fd)  # the same directory again: held once
+        finally:
+            os.close(fd)
+        most = max(most, open_fds() - before)
+    assert most == 2
+    syncs.sync()
+    assert open_fds() == before and syncs.failed == {}
+
+
+def _traced(tmp_path: Path, script: str, *strace: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``script`` in a fresh interpreter under ``strace -f`` tracing fsync
+    (``strace``: more options, a fault to inject); its output and the fsyncs."""
+    trace = tmp_path / "trace"
+    proc = subprocess.run(["strace", "-f", "-qq", "-o", str(trace), "-e", "trace=fsync", *strace,
+                           sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    calls = [ln for ln in trace.read_text().splitlines() if "fsync(" in ln]
+    return proc, calls
+
+
+CREATE = """
+import errno, sys
+from pathlib import Path
+from sessiond.daemon.filework import create_files
+from sessiond.store.safeopen import StoreRoot
+root = Path({root!r})
+paths = [Path(p) for p in {paths!r}]
+with StoreRoot(root) as store:
+    for r in create_files(store, paths):
+        print("ok" if r is None else errno.errorcode[r.errno])
+"""
+
+
+@pytest.mark.skipif(not HAS_STRACE, reason="strace not installed")
+def test_a_batch_syncs_each_directory_once(tmp_path):
+    root = tmp_path / "root"
+    (root / "projects").mkdir(parents=True)
+    project = root / "projects" / "-work-burst"
+    paths = [str(project / "s1" / "subagents" / f"agent-a{i}.jsonl") for i in range(12)]
+    proc, calls = _traced(tmp_path, CREATE.format(root=str(root), paths=paths))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["ok"] * 12
+    # projects/ (the new project), the project (s1), s1 (subagents), subagents (12 files): once each
+    assert len(calls) == 4, calls
+
+
+@pytest.mark.skipif(not HAS_STRACE, reason="strace not installed")
+@pytest.mark.parametrize("failing, expected", [
+    (1, ["EIO", "EIO"]),   # projects/: both new projects' entries were in it
+    (2, ["EIO", "ok"]),    # the first project's directory: its file only
+    (3, ["ok", "EIO"]),    # the second's
+])
+def test_a_failed_sync_fails_the_files_whose_entries_it_held(tmp_path, failing, expected):
+    root = tmp_path / "root"
+    (root / "projects").mkdir(parents=True)
+    paths = [str(root / "projects" / "-a" / "x.jsonl"), str(root / "projects" / "-b" / "y.jsonl")]
+    proc, calls = _traced(tmp_path, CREATE.format(root=str(root), paths=paths),
+                          "-e", f"inject=fsync:error=EIO:when={failing}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == expected
+    assert len(calls) == 3
+
+
+def _burst(d, sid: str, agents: int) -> None:
+    """One connection sends a main entry and one entry for each of ``agents``
+    new agents of session ``sid`` before reading any answer."""
+    with d.client() as c:
+        ids = []
+        for k in range(agents + 1):
+            rid = c.next_id()
+            c.send(m.Append(id=rid, session=sid, cwd=CWD, durability="durable",
+                            entries=[line(user(f"{'main' if k == 0 else f'agent {k}'}", isSidechain=k > 0))],
+                            agent=None if k == 0 else f"a{k}"))
+            ids.append(rid)
+        for rid in ids:
+            assert isinstance(c.receive(rid), m.Appended)
+
+
+def test_a_burst_of_new_agents_all_get_their_entries(daemon):
+    sid = str(uuid.uuid4())
+    _burst(daemon, sid, 20)
+    project = project_dir(daemon.root, CWD)
+    assert [e["message"]["content"] for e in read_entries(main_path(daemon.root, CWD, sid))] == ["main"]
+    for k in range(1, 21):
+        assert [e["message"]["content"] for e in read_entries(agent_file(project, sid, f"a{k}"))] == [f"agent {k}"]
+    assert len(list(subagents_dir(project, sid).glob("*.jsonl"))) == 20
+
+
+@pytest.mark.skipif(not HAS_STRACE, reason="strace not installed")
+def test_the_daemon_syncs_a_burst_of_agent_files_directory_once_a_batch(daemon_factory):
+    """Twenty agents start in one pass: the file thread makes the first file
+    alone and the others in a batch behind it, so their directory is synced a
+    couple of times, not twenty (each sync a journal commit the next waited
+    for)."""
+    d = daemon_factory()
+    trace = d.base / "fsyncs"
+    d.start(wrap=["strace", "-f", "-qq", "-o", str(trace), "-e", "trace=fsync"])
+    sid = str(uuid.uuid4())
+    _burst(d, sid, 20)
+    d.cli("stop")  # through the socket: strace does not pass SIGTERM on
+    assert d.wait() == 0
+    project = project_dir(d.root, CWD)
+    for k in range(1, 21):
+        assert read_entries(agent_file(project, sid, f"a{k}"))[0]["message"]["content"] == f"agent {k}"
+    fsyncs = [ln for ln in trace.read_text().splitlines() if "fsync(" in ln]
+    # Before batches: 27 (twenty of subagents/ alone); with them 8: a few batches'
+    # worth for the whole tree, whatever the daemon's other fsyncs (its state files).
+    assert len(fsyncs) <= 12, fsyncs
