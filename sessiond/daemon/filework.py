@@ -29,8 +29,9 @@ from sessiond.store.appendfile import TornTail, cut_torn_tail, file_lock
 from sessiond.store.safeopen import DirSyncs, StoreRoot
 
 CREATE_BATCH = 32
-"""Files made in one ``create_files`` job at most (and so directories it holds
-open until their sync, see ``DirSyncs``)."""
+"""Files made in one ``create_files`` job at most, and the most directories it
+holds open until their sync (``DirSyncs``; the writer lends it fewer under a
+low fd limit)."""
 
 
 class FileWork:
@@ -52,13 +53,14 @@ class FileWork:
         self._pool.shutdown(wait=True)
 
 
-def create_files(root: StoreRoot, paths: list[Path]) -> list[OSError | None]:
+def create_files(root: StoreRoot, paths: list[Path], max_held: int = CREATE_BATCH) -> list[OSError | None]:
     """Create transcripts and their missing directories (worker thread): every
     entry is made first, then each directory that got one is synced once, so a
     batch of new files costs about one journal commit rather than one or two
-    each. What became of each path, in order: None (made and synced, or there
-    already) or the error."""
-    syncs = DirSyncs(limit=CREATE_BATCH)
+    each (``max_held``: directories held open for that at most). What became
+    of each path, in order: None (made and synced, or there already) or the
+    error."""
+    syncs = DirSyncs(limit=max_held)
     results: list[OSError | None] = []
     try:
         for i, path in enumerate(paths):

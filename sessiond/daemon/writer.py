@@ -214,8 +214,6 @@ class Writer:
         return q.fd
 
     def _create(self, q: FileQueue) -> None:
-        # Not borrowed from the LRU: the one file thread holds a bounded number
-        # of descriptors (a batch's directories until their sync).
         q.in_worker = True
         self._to_create.append(q)
         if not self._creating:
@@ -223,14 +221,22 @@ class Writer:
 
     def _create_batch(self) -> None:
         """Give the files waiting to be made to the file thread as one job;
-        those asked for while it runs go together in the next."""
+        those asked for while it runs go together in the next. The directories
+        the job holds until their sync are borrowed from the fd budget (an
+        eighth of it at most): beside a full LRU they would run a daemon at a
+        low fd limit out of descriptors."""
         batch, self._to_create = self._to_create[:CREATE_BATCH], self._to_create[CREATE_BATCH:]
         self._creating = True
-        fut = self.files.submit(create_files, self.root, [q.path for q in batch])
-        fut.add_done_callback(lambda f: self._created(batch, f))
+        held = min(CREATE_BATCH, max(1, self.open_files.max_open // 8))
+        for _ in range(held):
+            self.open_files.borrow()
+        fut = self.files.submit(create_files, self.root, [q.path for q in batch], held)
+        fut.add_done_callback(lambda f: self._created(batch, held, f))
 
-    def _created(self, batch: list[FileQueue], fut: asyncio.Future) -> None:
+    def _created(self, batch: list[FileQueue], held: int, fut: asyncio.Future) -> None:
         self._creating = False
+        for _ in range(held):
+            self.open_files.give_back()
         if self.closed or fut.cancelled():
             for q in batch:
                 q.in_worker = False

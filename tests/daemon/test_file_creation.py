@@ -182,3 +182,27 @@ def test_the_daemon_syncs_a_burst_of_agent_files_directory_once_a_batch(daemon_f
     # Before batches: 27 (twenty of subagents/ alone); with them 8: a few batches'
     # worth for the whole tree, whatever the daemon's other fsyncs (its state files).
     assert len(fsyncs) <= 12, fsyncs
+
+
+def test_a_burst_of_new_projects_under_a_low_fd_limit(daemon_factory):
+    """48 sessions in projects of their own, asked for in one pass, under a
+    64-fd limit (32 transcript fds at most): the directories a batch holds for
+    its sync are borrowed from that budget, so neither a creation nor the
+    connections run out of descriptors."""
+    d = daemon_factory().start(nofile=64)
+    sids = [str(uuid.uuid4()) for _ in range(48)]
+    with d.client() as c:
+        for k in range(40):  # the LRU full: 32 transcript fds open
+            c.call(m.Append(id=c.next_id(), session=str(uuid.uuid4()), cwd="/work/old", durability="written",
+                            entries=[line(user(f"old {k}"))]))
+        ids = []
+        for k, sid in enumerate(sids):
+            rid = c.next_id()
+            c.send(m.Append(id=rid, session=sid, cwd=f"/work/p{k}", durability="durable",
+                            entries=[line(user(f"first {k}"))]))
+            ids.append(rid)
+        answers = [c.receive(rid) for rid in ids]
+    assert all(isinstance(a, m.Appended) for a in answers), [a for a in answers if not isinstance(a, m.Appended)][:3]
+    for k, sid in enumerate(sids):
+        assert [e["message"]["content"] for e in read_entries(main_path(d.root, f"/work/p{k}", sid))] == [f"first {k}"]
+    assert "Too many open files" not in d.log_text()
