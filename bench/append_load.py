@@ -21,6 +21,11 @@ latency. Baselines in the same run:
     python bench/append_load.py --clients 4 --runs 1 --levels written
     python bench/append_load.py --levels written,written@main,floor,redis   # and main's daemon
 
+The clock starts with the clients connected; the direct writers have opened
+(created) their files by then, sessiond's clients make their sessions with their
+first Append inside it. ``--warm`` makes those before the clock too (one entry
+each, and Redis's keys): the steady state, without the sessions' start.
+
 Each round runs every level once, in turn (interleaved), so every ratio compares
 runs made on the same machine state; ``LEVEL@REV`` is that git revision's daemon
 (``git archive``) driven by this tree's clients.
@@ -108,6 +113,8 @@ def worker(args: argparse.Namespace) -> None:
 
             r = redis.Redis(unix_socket_path=args.socket)
             r.ping()
+            if args.warm:
+                r.rpush(key, build_lines(1, args.size, sid + "-warm")[0])
             print("ready", flush=True)
             sys.stdin.readline()
             for batch in batches:
@@ -124,6 +131,10 @@ def worker(args: argparse.Namespace) -> None:
             sock.connect(args.socket)
             kb = key.encode()
             head = b"*3\r\n$5\r\nRPUSH\r\n$%d\r\n%s\r\n" % (len(kb), kb)
+            if args.warm:  # the key made before the clock, as the direct writers' files are
+                warm = build_lines(1, args.size, sid + "-warm")[0]
+                sock.sendall(head + b"$%d\r\n%s\r\n" % (len(warm), warm))
+                assert sock.recv(64).startswith(b":")
             print("ready", flush=True)
             sys.stdin.readline()
             buf = b""
@@ -151,6 +162,11 @@ def worker(args: argparse.Namespace) -> None:
         cwd = f"/bench/{sid}"
         batches = [lines[i : i + args.batch] for i in range(0, len(lines), args.batch)]
         durability = "written" if args.mode == "floor" else args.mode  # the floor server writes before it answers
+        if args.warm:  # the session (its file, its project dir) made before the clock, as the direct writers' files are
+            warm = m.Append(id=c.next_id(), session=sid, cwd=cwd, entries=build_lines(1, args.size, sid),
+                            durability="durable" if durability == "durable" else "written")
+            c.send(warm)
+            assert isinstance(c.receive(warm.id), m.Appended)
         print("ready", flush=True)
         sys.stdin.readline()
         inflight: list[tuple[int, float]] = []
@@ -220,7 +236,8 @@ def spawn_workers(mode: str, clients: int, per_client: int, sock: Path, workdir:
     waiting for the word to start."""
     cmd = [sys.executable, __file__, "--worker", "--mode", mode, "--entries", str(per_client), "--size", str(args.size),
            "--batch", str(args.batch), "--window", str(args.window), "--socket", str(sock),
-           "--dir", str(workdir)] + (["--mix"] if getattr(args, "mix", False) else []) + (["--text"] if getattr(args, "text", False) else [])
+           "--dir", str(workdir)] + (["--mix"] if getattr(args, "mix", False) else []) + (["--text"] if getattr(args, "text", False) else []) \
+        + (["--warm"] if getattr(args, "warm", False) else [])
     procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(clients)]
     for p in procs:
         assert p.stdout.readline().strip() == "ready"
@@ -322,6 +339,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--mix", action="store_true", help="every fifth entry a 10-50 KB tool result")
     ap.add_argument("--text", action="store_true", help="payloads of words, not one run of x (work for the search index)")
+    ap.add_argument("--warm", action="store_true",
+                    help="each client's session (Redis: key) made before the clock starts, as the direct "
+                         "writers' files are: throughput without the sessions' start")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--window", type=int, default=1)
     ap.add_argument("--flush-interval", type=float, default=100.0)
