@@ -36,7 +36,7 @@ class FileQueue:
     __slots__ = (
         "path", "fd", "lines", "nbytes", "accepted", "written", "synced",
         "write_waiters", "sync_waiters", "timer", "soon", "arming", "syncing", "pinned", "sync_queued", "retry", "ident", "end",
-        "suspect", "retired", "observed", "in_worker",
+        "suspect", "retired", "observed", "in_worker", "entries_unsynced",
     )
 
     def __init__(self, path: Path) -> None:
@@ -62,6 +62,7 @@ class FileQueue:
         self.retired: int | None = None  # an fd replaced while its fdatasync was in flight, closed after it
         self.observed = True  # the write observers see its writes (not a spool file's)
         self.in_worker = False  # its file is being created, or its torn tail cut, in a worker thread
+        self.entries_unsynced = False  # its creation's sync failed: the directories are synced again before a write
 
     @property
     def idle(self) -> bool:

@@ -47,36 +47,48 @@ class FileWork:
         """Run ``fn(*args)`` on the thread; the future completes on the loop."""
         return asyncio.wrap_future(self._pool.submit(fn, *args), loop=self.loop)
 
+    def wait(self) -> None:
+        """Block until every job asked for so far is done (shutdown, before it
+        writes: a batch of new files is synced by then)."""
+        try:
+            self._pool.submit(int).result()
+        except RuntimeError:  # shut down already: nothing is left to run
+            pass
+
     def close(self) -> None:
         """Shutdown: let what was asked for finish (each job leaves whole files:
         a creation or a rename)."""
         self._pool.shutdown(wait=True)
 
 
-def create_files(root: StoreRoot, paths: list[Path], max_held: int = CREATE_BATCH) -> list[OSError | None]:
+def create_files(root: StoreRoot, paths: list[Path], max_held: int = CREATE_BATCH,
+                 resync: frozenset[int] = frozenset()) -> list[OSError | None]:
     """Create transcripts and their missing directories (worker thread): every
     entry is made first, then each directory that got one is synced once, so a
     batch of new files costs about one journal commit rather than one or two
-    each (``max_held``: directories held open for that at most). What became
-    of each path, in order: None (made and synced, or there already) or the
-    error."""
+    each (``max_held``: directories held open for that at most). ``resync``:
+    the indexes of paths whose every directory level is synced again, made now
+    or not (a batch of theirs failed to sync). What became of each path, in
+    order: None (there, its entries synced) or the error; a failed sync fails
+    every path of the batch (one path's entries may be in a directory another
+    one made)."""
     syncs = DirSyncs(limit=max_held)
     results: list[OSError | None] = []
     try:
         for i, path in enumerate(paths):
-            syncs.owner = i
             try:
                 fd, _ = root.open_append(path, syncs)
+                os.close(fd)
+                if i in resync:
+                    root.sync_levels(path, syncs)
             except OSError as exc:
                 results.append(exc)
             else:
-                os.close(fd)
                 results.append(None)
     finally:
         syncs.sync()
-    for i, failure in syncs.failed.items():
-        if results[i] is None:
-            results[i] = failure
+    if syncs.error is not None:
+        return [syncs.error if r is None else r for r in results]
     return results
 
 

@@ -192,6 +192,9 @@ class Writer:
             return q.fd
         if q.in_worker and not create_here:
             return None
+        if q.entries_unsynced and not create_here:  # the file may be there, its entries not on disk
+            self._create(q)
+            return None
         self.open_files.make_room()  # before the open: the budget holds at every instant
         try:
             fd = self.root.open(q.path, APPEND_FLAGS)
@@ -226,27 +229,40 @@ class Writer:
         eighth of it at most): beside a full LRU they would run a daemon at a
         low fd limit out of descriptors."""
         batch, self._to_create = self._to_create[:CREATE_BATCH], self._to_create[CREATE_BATCH:]
-        self._creating = True
-        held = min(CREATE_BATCH, max(1, self.open_files.max_open // 8))
+        held = min(CREATE_BATCH, max(1, self.open_files.max_open // 8), 3 * len(batch))
+        resync = frozenset(i for i, q in enumerate(batch) if q.entries_unsynced)
         for _ in range(held):
             self.open_files.borrow()
-        fut = self.files.submit(create_files, self.root, [q.path for q in batch], held)
+        try:
+            fut = self.files.submit(create_files, self.root, [q.path for q in batch], held, resync)
+        except RuntimeError:  # the thread is shut down: the daemon is stopping, its drain makes them
+            for _ in range(held):
+                self.open_files.give_back()
+            self._to_create[:0] = batch
+            return
+        self._creating = True
         fut.add_done_callback(lambda f: self._created(batch, held, f))
 
     def _created(self, batch: list[FileQueue], held: int, fut: asyncio.Future) -> None:
-        self._creating = False
         for _ in range(held):
             self.open_files.give_back()
-        if self.closed or fut.cancelled():
-            for q in batch:
-                q.in_worker = False
-            return
-        exc = fut.exception()
-        results: list[BaseException | None] = [exc] * len(batch) if exc is not None else fut.result()
-        for q, error in zip(batch, results):
-            self._prepared(q, error, None)
-        if self._to_create and not self.closed:
-            self._create_batch()
+        try:
+            if self.closed or fut.cancelled():
+                for q in batch:
+                    q.in_worker = False
+                return
+            exc = fut.exception()
+            results: list[BaseException | None] = [exc] * len(batch) if exc is not None else fut.result()
+            for q, error in zip(batch, results):
+                q.entries_unsynced = error is not None
+                try:
+                    self._prepared(q, error, None)
+                except Exception:  # a bug: the rest of the batch still gets written and answered
+                    log.exception("internal error after creating %s", q.path)
+        finally:
+            self._creating = False
+            if self._to_create and not self.closed:
+                self._create_batch()
 
     def _cut_torn(self, q: FileQueue) -> None:
         """The file ends inside a line another writer left: move the fragment
@@ -427,6 +443,15 @@ class Writer:
             q.arming = False
         self.sync.stop()
         self._soon, self._to_arm = [], []
+        # A batch of new files in flight finishes first: its files exist before
+        # their directory entries are synced, and nothing is written into them
+        # until then. Its answer never reaches the loop now, so each of its
+        # files (and any still waiting for a batch, or whose batch failed to
+        # sync) has every directory level synced here before its write.
+        self.files.wait()
+        unsure = {id(q) for q in self._to_create}
+        unsure.update(id(q) for q in self.queues.values() if q.in_worker or q.entries_unsynced)
+        self._to_create = []
         queues = list(self.queues.values())
         errors: dict[FileQueue, SessiondError] = {}
         for q in queues:
@@ -437,6 +462,11 @@ class Writer:
             if not q.lines:
                 continue
             try:
+                if id(q) in unsure:
+                    error = create_files(self.root, [q.path], resync=frozenset({0}))[0]
+                    if error is not None:
+                        raise error
+                    q.entries_unsynced = False
                 data = b"\n".join(q.lines) + b"\n"
                 fd = self._current_fd(q, create_here=True)
                 assert fd is not None

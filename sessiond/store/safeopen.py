@@ -303,6 +303,20 @@ class StoreRoot:
         finally:
             os.close(parent)
 
+    def sync_levels(self, path: Path | str, syncs: DirSyncs) -> None:
+        """Have ``syncs`` sync every directory from the root down to ``path``'s
+        own: each one's entry for the next level, and the last one's for the
+        file. For a file whose creation was not known to be synced (a sync of
+        its batch failed): whatever that batch made on its way is synced again
+        before the file is written."""
+        names = self.parts(path)
+        for depth in range(len(names)):
+            fd = self._walk(path, names[:depth], False)
+            try:
+                syncs.add(fd)
+            finally:
+                os.close(fd)
+
     def check(self, path: Path | str) -> None:
         """Refuse now what an open of ``path`` would refuse (a symlink on the
         way, or something not a regular file there), without creating anything:
@@ -360,47 +374,48 @@ class DirSyncs:
     a batch, it holds the directories instead; ``sync()`` then fsyncs each
     once, after all the entries exist, so they go to disk together. Nothing may
     be written into (or acknowledged of) a file before the ``sync()`` that
-    covers its entries. Set ``owner`` before each creation: a directory whose
-    fsync fails fails exactly the owners that made an entry in it (``failed``).
-    Holds at most ``limit`` descriptors; one more directory first syncs those
-    held, and one that cannot be held is synced at once.
+    covers its entries. A failed fsync is kept in ``error`` (the first one),
+    never raised: the entries of one path may hang on a directory another path
+    of the batch made, so the caller fails the whole batch. Holds at most
+    ``limit`` descriptors; one more directory first syncs those held, and one
+    that cannot be held is synced at once.
     """
 
     def __init__(self, limit: int = 32) -> None:
         self.limit = limit
-        self.owner = 0
-        """Whose creation the entries made from now on belong to (a caller's number)."""
-        self.failed: dict[int, OSError] = {}
-        """Owners whose entries could not be synced, with the first error."""
-        self._held: dict[tuple[int, int], tuple[int, list[int]]] = {}
+        self.error: OSError | None = None
+        """The first fsync that failed, if one did."""
+        self._held: dict[tuple[int, int], int] = {}
 
     def add(self, dir_fd: int) -> None:
         """An entry was just made in the directory ``dir_fd`` (borrowed: a
         duplicate is held, or the directory is synced now)."""
         st = os.fstat(dir_fd)
         key = (st.st_dev, st.st_ino)
-        held = self._held.get(key)
-        if held is None:
-            if len(self._held) >= self.limit:
-                self.sync()
-            try:
-                held = self._held[key] = (os.dup(dir_fd), [])
-            except OSError:  # no descriptor to spare: as without deferral
-                os.fsync(dir_fd)
-                return
-        held[1].append(self.owner)
+        if key in self._held:
+            return
+        if len(self._held) >= self.limit:
+            self.sync()
+        try:
+            self._held[key] = os.dup(dir_fd)
+        except OSError:  # no descriptor to spare: as without deferral
+            self._fsync(dir_fd)
 
     def sync(self) -> None:
         """fsync every directory held, once each, and let go of them."""
         held, self._held = self._held, {}
-        for fd, owners in held.values():
+        for fd in held.values():
             try:
-                os.fsync(fd)
-            except OSError as exc:
-                for owner in owners:
-                    self.failed.setdefault(owner, exc)
+                self._fsync(fd)
             finally:
                 os.close(fd)
+
+    def _fsync(self, fd: int) -> None:
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            if self.error is None:
+                self.error = exc
 
 
 def _sync_entry(dir_fd: int, syncs: DirSyncs | None) -> None:
