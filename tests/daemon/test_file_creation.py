@@ -246,7 +246,7 @@ def _spans(trace: Path, call: str) -> list[tuple[float, float, str]]:
 
     spans, open_ = [], {}
     for ln in trace.read_text().splitlines():
-        pid, stamp, rest = ln.split(" ", 2)
+        pid, stamp, rest = ln.split(None, 2)  # strace pads the pid to five columns
         if rest.startswith(f"{call}(") and rest.endswith("<unfinished ...>"):
             open_[pid] = (seconds(stamp), rest)
         elif rest.startswith(f"<... {call} resumed>") and pid in open_:
