@@ -261,7 +261,7 @@ def _spans(trace: Path, call: str) -> list[tuple[float, float, str]]:
 @pytest.mark.skipif(not HAS_STRACE, reason="strace not installed")
 def test_shutdown_writes_a_new_file_only_after_its_batch_synced_it(daemon_factory):
     """The daemon stops while a batch's fsync of the new file's directory has
-    not run yet (strace holds it 1.5 s before it starts): shutdown's drain
+    not run yet (strace holds it 0.6 s before it starts): shutdown's drain
     waits for the batch before it writes, so the file's bytes never go ahead
     of its directory entry."""
     d = daemon_factory()
@@ -269,11 +269,11 @@ def test_shutdown_writes_a_new_file_only_after_its_batch_synced_it(daemon_factor
     path = main_path(d.root, CWD, sid)
     trace = d.base / "trace"
     d.start(wrap=["strace", "-f", "-qq", "-y", "-tt", "-T", "-o", str(trace), "-e", "trace=fsync,write",
-                  "-P", str(path.parent), "-P", str(path), "-e", "inject=fsync:delay_enter=1500000"])
+                  "-P", str(path.parent), "-P", str(path), "-e", "inject=fsync:delay_enter=600000"])
     with d.client() as c:
         c.send(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(user("at stop"))], durability="durable"))
-        wait_until(lambda: path.exists(), "the batch to make the file", timeout=10, every=0.01)
-        d.cli("stop")
+        wait_until(lambda: path.exists(), "the batch to make the file", timeout=10, every=0.005)
+        c.send(m.Shutdown(id=c.next_id()))  # the stop at once, not a CLI's start-up later
     assert d.wait() == 0
     assert [e["message"]["content"] for e in read_entries(path)] == ["at stop"]
     syncs = _spans(trace, "fsync")
