@@ -94,17 +94,33 @@ def test_a_socket_activated_daemon_on_a_served_root_exits_3_before_serving(daemo
         proc = subprocess.Popen(["systemd-socket-activate", "-l", str(b.socket), "-E", "SESSIOND_ROOT", "-E", "PATH",
                                  sys.executable, "-m", "sessiond.client.cli", "serve"], env=env, stdout=out, stderr=out)
     try:
-        wait_until(lambda: b.socket.exists() or proc.poll() is not None, "the activation socket", every=0.01)
         import socket as socketlib
 
-        s = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
-        s.connect(str(b.socket))  # the first connection starts the daemon, which must lose
-        s.settimeout(20)
+        socks: list[socketlib.socket] = []
+
+        def connected() -> bool:
+            # The socket's file exists from its bind(2), a moment before it
+            # listens: a connect in between is refused, so try again.
+            socks.append(socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM))
+            try:
+                socks[-1].connect(str(b.socket))  # the first connection starts the daemon, which must lose
+            except (FileNotFoundError, ConnectionRefusedError):
+                socks.pop().close()
+                assert proc.poll() is None, log.read_text()
+                return False
+            return True
+
         try:
-            assert s.recv(1) == b""  # closed without a word: it never served
-        except ConnectionResetError:
-            pass
-        s.close()
+            wait_until(connected, "the activation socket to listen", every=0.01)
+            s = socks[0]
+            s.settimeout(20)
+            try:
+                assert s.recv(1) == b""  # closed without a word: it never served
+            except ConnectionResetError:
+                pass
+        finally:
+            for sock in socks:
+                sock.close()
         assert proc.wait(timeout=30) == 3
     finally:
         if proc.poll() is None:
