@@ -71,6 +71,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/append_load.py --batch 1 --total 12000 --durable-total 4000 --levels queued,written,durable,floor,redis,redis-py --chart "" --out bench/results/append_batch1.json
 	$(BIN)/python bench/append_load.py --mix --clients 1,4,16 --levels written,durable,redis,direct,disk --total 12000 --durable-total 6000 --chart "" --out bench/results/append_mix.json
 	$(BIN)/python bench/append_load.py --clients 1,16 --levels durable,direct-durable --chart "" --out bench/results/append_durable.json
+	$(BIN)/python bench/append_load.py --clients 1,16 --levels durable,direct-durable --warm --durable-total 64000 --chart "" --out bench/results/append_durable_warm.json
+	$(BIN)/python bench/session_burst.py
 	$(BIN)/python bench/resume_parse.py --sizes 10,100,1000 --runs 3
 	$(BIN)/python bench/listing.py
 	$(BIN)/python bench/picker.py --runs 5
