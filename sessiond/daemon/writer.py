@@ -225,9 +225,10 @@ class Writer:
     def _create_batch(self) -> None:
         """Give the files waiting to be made to the file thread as one job;
         those asked for while it runs go together in the next. The directories
-        the job holds until their sync are borrowed from the fd budget (an
-        eighth of it at most): beside a full LRU they would run a daemon at a
-        low fd limit out of descriptors."""
+        the job holds until their sync are borrowed from the fd budget (three a
+        file, an eighth of the budget at most): beside a full LRU they would run
+        a daemon at a low fd limit out of descriptors. A file whose last batch
+        failed to sync has every directory level synced again (``resync``)."""
         batch, self._to_create = self._to_create[:CREATE_BATCH], self._to_create[CREATE_BATCH:]
         held = min(CREATE_BATCH, max(1, self.open_files.max_open // 8), 3 * len(batch))
         resync = frozenset(i for i, q in enumerate(batch) if q.entries_unsynced)
