@@ -25,8 +25,6 @@ made on the same machine state. Medians over ``--runs``; writes
 from __future__ import annotations
 
 import argparse
-import atexit
-import json
 import multiprocessing as mp
 import os
 import shutil
@@ -37,6 +35,7 @@ import uuid
 from pathlib import Path
 
 import benchlib
+from append_load import baseline_source, build_lines
 
 from sessiond.client import Client
 from sessiond.wire import messages as m
@@ -44,16 +43,11 @@ from sessiond.wire import messages as m
 HERE = Path(__file__).resolve().parent
 
 
-def entry(sid: str, text: str, sidechain: bool = False) -> bytes:
-    return json.dumps({"type": "user", "uuid": str(uuid.uuid4()), "sessionId": sid, "parentUuid": None,
-                       "isSidechain": sidechain, "message": {"role": "user", "content": text + " " + "x" * 900}}).encode()
-
-
 def one_session(sock: str, durability: str, ready: mp.Barrier, go: mp.Event, out: mp.Queue) -> None:
     """A client process: connect, wait for the go, append a new session's first entry."""
     sid = str(uuid.uuid4())
     with Client(sock, autostart=False, timeout=60) as c:
-        req = m.Append(id=c.next_id(), session=sid, cwd=f"/burst/{sid}", entries=[entry(sid, "first")],
+        req = m.Append(id=c.next_id(), session=sid, cwd=f"/burst/{sid}", entries=build_lines(1, 1024, sid),
                        durability=durability)
         ready.wait()
         go.wait()
@@ -81,9 +75,8 @@ def projects_burst(sock: str, durability: str, files: int) -> list[float]:
 def agents_burst(sock: str, durability: str, files: int) -> list[float]:
     sid = str(uuid.uuid4())
     with Client(sock, autostart=False, timeout=60) as c:
-        reqs = [m.Append(id=c.next_id(), session=sid, cwd="/burst/agents", durability=durability,
-                         entries=[entry(sid, "main" if k == 0 else f"agent {k}", k > 0)],
-                         agent=None if k == 0 else f"a{k}") for k in range(files + 1)]
+        reqs = [m.Append(id=c.next_id(), session=sid, cwd="/burst/agents", durability=durability, entries=[one],
+                         agent=None if k == 0 else f"a{k}") for k, one in enumerate(build_lines(files + 1, 1024, sid))]
         t0 = time.perf_counter()
         for r in reqs:
             c.send(r)
@@ -97,18 +90,11 @@ def agents_burst(sock: str, durability: str, files: int) -> list[float]:
 SHAPES = {"projects": projects_burst, "agents": agents_burst}
 
 
-def one_run(shape: str, durability: str, files: int, rev: str | None, trees: dict[str, Path]) -> list[float]:
+def one_run(shape: str, durability: str, files: int, rev: str | None) -> list[float]:
     base = Path(tempfile.mkdtemp(prefix="sdb-burst-", dir="/tmp"))
     os.chmod(base, 0o700)
     sock = base / "run" / "s.sock"
-    source = None
-    if rev:
-        if rev not in trees:
-            into = Path(tempfile.mkdtemp(prefix="sdb-rev-"))
-            atexit.register(shutil.rmtree, into, True)
-            trees[rev] = benchlib.baseline_tree(rev, into)
-        source = trees[rev]
-    daemon = benchlib.start_daemon(sock, base / "root", source=source)
+    daemon = benchlib.start_daemon(sock, base / "root", source=baseline_source(rev) if rev else None)
     try:
         return SHAPES[shape](str(sock), durability, files)
     finally:
@@ -129,12 +115,11 @@ def main() -> None:
     daemons = ["this"] + ([f"@{args.baseline}"] if args.baseline else [])
     configs = [(s, d) for s in args.shapes.split(",") for d in args.durability.split(",")]
     samples: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
-    trees: dict[str, Path] = {}
     loads = []
     for run in range(args.runs):
         for shape, durability in configs:
             for name in daemons:
-                acks = one_run(shape, durability, args.files, None if name == "this" else name[1:], trees)
+                acks = one_run(shape, durability, args.files, None if name == "this" else name[1:])
                 samples.setdefault((shape, durability, name), []).append((max(acks), statistics.median(acks)))
         loads.append(os.getloadavg()[0])
         print(f"round {run + 1}/{args.runs} done, load {loads[-1]:.1f}", flush=True)
