@@ -57,13 +57,14 @@ class OpenFiles:
                     if len(self._lru) + self.borrowed < self.max_open:
                         break
 
-    def borrow(self) -> None:
-        """Room for one fd opened outside the LRU; ``give_back`` once it is closed."""
-        self.make_room()
-        self.borrowed += 1
+    def borrow(self, n: int = 1) -> None:
+        """Room for ``n`` fds opened outside the LRU; ``give_back`` once they are closed."""
+        for _ in range(n):
+            self.make_room()
+            self.borrowed += 1
 
-    def give_back(self) -> None:
-        self.borrowed -= 1
+    def give_back(self, n: int = 1) -> None:
+        self.borrowed -= n
 
     def add(self, q: FileQueue) -> None:
         self._lru[q.path] = q

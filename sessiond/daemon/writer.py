@@ -232,21 +232,18 @@ class Writer:
         batch, self._to_create = self._to_create[:CREATE_BATCH], self._to_create[CREATE_BATCH:]
         held = min(CREATE_BATCH, max(1, self.open_files.max_open // 8), 3 * len(batch))
         resync = frozenset(i for i, q in enumerate(batch) if q.entries_unsynced)
-        for _ in range(held):
-            self.open_files.borrow()
+        self.open_files.borrow(held)
         try:
             fut = self.files.submit(create_files, self.root, [q.path for q in batch], held, resync)
         except RuntimeError:  # the thread is shut down: the daemon is stopping, its drain makes them
-            for _ in range(held):
-                self.open_files.give_back()
+            self.open_files.give_back(held)
             self._to_create[:0] = batch
             return
         self._creating = True
         fut.add_done_callback(lambda f: self._created(batch, held, f))
 
     def _created(self, batch: list[FileQueue], held: int, fut: asyncio.Future) -> None:
-        for _ in range(held):
-            self.open_files.give_back()
+        self.open_files.give_back(held)
         try:
             if self.closed or fut.cancelled():
                 for q in batch:
@@ -450,8 +447,8 @@ class Writer:
         # files (and any still waiting for a batch, or whose batch failed to
         # sync) has every directory level synced here before its write.
         self.files.wait()
-        unsure = {id(q) for q in self._to_create}
-        unsure.update(id(q) for q in self.queues.values() if q.in_worker or q.entries_unsynced)
+        unsure = set(self._to_create)
+        unsure.update(q for q in self.queues.values() if q.in_worker or q.entries_unsynced)
         self._to_create = []
         queues = list(self.queues.values())
         errors: dict[FileQueue, SessiondError] = {}
@@ -463,7 +460,7 @@ class Writer:
             if not q.lines:
                 continue
             try:
-                if id(q) in unsure:
+                if q in unsure:
                     error = create_files(self.root, [q.path], resync=frozenset({0}))[0]
                     if error is not None:
                         raise error
