@@ -203,6 +203,8 @@ def test_reindex_rebuilds_the_same_answers(sd):
     sids = [str(uuid.uuid4()) for _ in range(3)]
     for i, sid in enumerate(sids):
         write(sd, sid, user(f"reindex me {i} kumquat"), assistant("kumquat " * (i + 1)))
+    # the index's answer, not the scan a search falls back to while the indexer (at SCHED_IDLE) is behind: the two rank alike, not with equal scores
+    wait_until(lambda: answered_from_the_index(sd, "kumquat"), "the indexer to catch up", timeout=120, every=0.5)
     before = search(sd, "kumquat", "--cwd", CWD)
     out = sd.cli("reindex", "--cwd", CWD).stdout.decode()
     assert out.startswith("indexed 3 files")
