@@ -70,7 +70,7 @@ class DaemonProc:
         self.log = base / "daemon.log"
         self.wrapped = False
         self.args = list(args)
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | cli_zygote.Forked | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -100,9 +100,17 @@ class DaemonProc:
         env = self.env
         if wrap:  # a traced daemon: strace -f would follow (and inject faults into) the search indexer's process too
             env = {**env, "SESSIOND_SEARCH_INDEX": "false"}
+        args = ("serve", "--log-level", "debug", *extra)
+        limits = {name: value for name, value in (("RLIMIT_NOFILE", nofile), ("RLIMIT_FSIZE", fsize)) if value is not None}
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [*(wrap or []), sys.executable, "-m", "sessiond.client.cli", "serve", "--log-level", "debug", *extra],
+            # forked from the worker's CLI zygote, which has imported the daemon (the imports are most of a start's
+            # CPU); a new interpreter under a wrapper, with an address-space cap (the zygote's image is not a new
+            # process's), or where SESSIOND_TEST_CLI=exec asks for every run to be one
+            forked = None
+            if not wrap and address_space is None and os.environ.get("SESSIOND_TEST_CLI") != "exec":
+                forked = cli_zygote.spawn(args, env, log.fileno(), limits)
+            self.proc = forked or subprocess.Popen(
+                [*(wrap or []), sys.executable, "-m", "sessiond.client.cli", *args],
                 env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=limit,
                 start_new_session=bool(wrap),  # stop/kill reach the daemon under the wrapper too
             )

@@ -6,16 +6,19 @@ timeout change."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
+from sessiond.store.writers import open_for_writing
 from sessiond.wire import messages as m
 from tests import cli_zygote
 from tests.conftest import DaemonProc
-from tests.helpers import line, user
+from tests.helpers import line, main_path, user
 
 CWD = "/work/zygote"
 
@@ -84,6 +87,38 @@ def test_a_forked_run_takes_the_tests_umask_and_directory(daemon: DaemonProc, sh
 def test_a_run_whose_start_up_environment_differs_is_not_forked(daemon: DaemonProc):
     assert cli_zygote.run(("--version",), None, {**daemon.env, "LC_ALL": "C"}, 60) is None
     assert cli_zygote.run(("--version",), None, {**daemon.env, "PYTHONIOENCODING": "latin-1"}, 60) is None
+    # read as a module the zygote preloaded is imported (daemon/uuidset.py): not forked, and the daemon
+    # started so is a new interpreter that makes the set the variable asks for
+    assert cli_zygote.run(("--version",), None, {**daemon.env, "SESSIOND_UUIDSET": "python"}, 60) is None
+    assert cli_zygote.run(("--version",), None, {**daemon.env, "SESSIOND_SOMETHING_NEW": "1"}, 60) is None
+    assert cli_zygote.run(("--version",), None, {**daemon.env, "SESSIOND_FSYNC": "none"}, 60) is not None
+
+
+def test_a_forked_daemon_is_the_daemon_a_new_interpreter_starts(daemon_factory, monkeypatch):
+    """``DaemonProc`` forks its daemons from the zygote: the pid its status
+    gives, the fd limit it was given, sessiond taking it for its own (a
+    session it holds open is not "live" to ``rm``), a SIGTERM stop's exit 0
+    and a SIGKILL's -9 as ``Popen`` reports them."""
+    d = daemon_factory(name="forked").start(nofile=256)
+    assert isinstance(d.proc, cli_zygote.Forked)
+    sid = str(uuid.uuid4())
+    with d.client() as c:
+        assert c.status().pid == d.pid
+        c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written", entries=[line(user("held"))]))
+    assert re.search(r"Max open files\s+256\s+256", Path(f"/proc/{d.pid}/limits").read_text())
+    assert d.proc.poll() is None
+    path = str(main_path(d.root, CWD, sid))
+    held = {os.readlink(f"/proc/{d.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{d.pid}/fd")}
+    assert path in held and open_for_writing([path]) == {}  # its own writer, not another program's
+    assert d.stop() == 0 and d.proc.poll() == 0 and d.proc.wait(1) == 0
+    d.start()
+    d.kill()
+    assert d.proc.returncode == -9
+    monkeypatch.setenv("SESSIOND_UUIDSET", "python")
+    fresh = daemon_factory(name="fresh").start()
+    assert isinstance(fresh.proc, subprocess.Popen)
+    with fresh.client() as c:
+        assert c.status().pid == fresh.pid
 
 
 @pytest.mark.timeout(60)
