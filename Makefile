@@ -3,16 +3,25 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
+TEST_STAMP = $(VENV)/.installed-test
 
 .PHONY: run lint test bench bench-check crash install install-cli clean node
 
-## setup.py and the C sources: the compiled dedup set (sessiond/daemon/_uuidset.c) and header
-## scan (sessiond/store/_entryscan.c) are built by the editable install, so a change to them installs again.
+## sessiond and what it needs to run (`make run`, `make install`). setup.py and the C sources: the
+## compiled dedup set (sessiond/daemon/_uuidset.c) and header scan (sessiond/store/_entryscan.c) are
+## built by the editable install, so a change to them installs again.
 $(STAMP): pyproject.toml setup.py sessiond/daemon/_uuidset.c sessiond/store/_entryscan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e .
 	touch $(STAMP)
+
+## What the tests, the checkers and the benchmarks add: pyproject.toml's `test` extra, its packages
+## alone (installing '.[test]' would build sessiond a second time).
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["test"], sep="\n")' > $(VENV)/test-requirements.txt
+	$(BIN)/pip install -q -r $(VENV)/test-requirements.txt
+	touch $(TEST_STAMP)
 
 install: $(STAMP)
 
@@ -32,7 +41,7 @@ run: $(STAMP)
 
 ## The static checks (`make test` runs them first): ruff on everything, mypy on
 ## the sessiond package (strict on the wire and store layers: see pyproject.toml).
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check --quiet .
 	$(BIN)/mypy -p sessiond
 
@@ -64,7 +73,7 @@ test: lint node
 
 ## Benchmarks: the figures in docs/benchmarks.md (not tests; takes a while). Installs
 ## what the baselines need: redis-server (Debian) and the bench extra.
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
 	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python bench/append_load.py
@@ -93,13 +102,13 @@ bench: $(STAMP)
 ## against the floor's (callgrind), compared with bench/results/check-baseline.json;
 ## fails (exit 1, loudly) when one is worse by more than the noise. After a change
 ## that moves them on purpose: `$(BIN)/python bench/check.py --record`.
-bench-check: $(STAMP)
+bench-check: $(TEST_STAMP)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
 	command -v valgrind >/dev/null || (apt-get update && apt-get install -y valgrind)
 	$(BIN)/python bench/check.py
 
 ## The crash soak: hundreds of SIGKILLs of the daemon and of clients under load.
-crash: $(STAMP)
+crash: $(TEST_STAMP)
 	$(BIN)/python bench/crash_soak.py
 
 clean:
