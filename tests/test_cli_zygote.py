@@ -99,6 +99,7 @@ def test_a_forked_daemon_is_the_daemon_a_new_interpreter_starts(daemon_factory, 
     gives, the fd limit it was given, sessiond taking it for its own (a
     session it holds open is not "live" to ``rm``), a SIGTERM stop's exit 0
     and a SIGKILL's -9 as ``Popen`` reports them."""
+    monkeypatch.delenv("SESSIOND_TEST_CLI", raising=False)  # (the run that makes every daemon a new interpreter)
     d = daemon_factory(name="forked").start(nofile=256)
     assert isinstance(d.proc, cli_zygote.Forked)
     sid = str(uuid.uuid4())
