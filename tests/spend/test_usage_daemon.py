@@ -125,3 +125,14 @@ def test_a_local_zone_the_daemon_does_not_know_is_its_own(daemon, tz):
     out = json.loads(done.stdout)
     assert out["source"] == "daemon" and done.stderr == b""
     assert out["timezone"] == ("UTC" if tz == "UTC" else "local")
+
+
+def test_a_project_with_no_sessions_is_answered_by_the_daemon_not_blamed_on_it(daemon):
+    """``usage`` for a directory the root holds no project of: the daemon
+    answers (nothing), and nothing on stderr says no daemon serves the root
+    while one does."""
+    done = daemon.cli("usage", "daily", "--cwd", "/work/never-used", "--json")
+    out = json.loads(done.stdout)
+    assert out["source"] == "daemon" and out["rows"] == [] and done.stderr == b"", done.stderr
+    text = daemon.cli("usage", "--cwd", "/work/never-used")
+    assert b"no daemon serves" not in text.stderr, text.stderr

@@ -144,9 +144,7 @@ def _from_daemon(obj: Context, report: str, cwd: str | None, all_projects: bool,
     with client:
         if not client.serves_own_root():
             return None
-        dirs = project_scope(root, cwd, all_projects)
-        if dirs == []:
-            return None
+        dirs = project_scope(root, cwd, all_projects)  # [] (no project here yet): the daemon answers nothing
         req = m.Spend(id=client.next_id(), report=report, dirs=[str(d) for d in dirs or []],  # type: ignore[arg-type]
                       all=dirs is None, since=first.isoformat() if first else None,
                       until=last.isoformat() if last else None, timezone=tz_name or _named_local_zone(),
