@@ -242,3 +242,19 @@ def test_the_status_line_of_an_indexer_not_started_yet_says_when_it_starts():
     assert index_line(waiting).startswith("not started yet (the first search starts it), 2 files waiting")
     assert index_line({**waiting, "running": True}).startswith("starting, 2 files waiting")
     assert index_line({**waiting, "restarts": 1}).startswith("starting, ")  # restarting after a crash
+
+
+def test_a_title_with_line_breaks_cannot_forge_a_header_line(daemon: DaemonProc):
+    """A title is one line wherever a person reads it: ``show`` and
+    ``resume`` print it in their first line, and a line break in it (a
+    custom-title entry holds any string) must not start a line of its own that
+    looks like the header's next one."""
+    cwd, sid = "/work/forged", str(uuid.uuid4())
+    daemon.cli("append", "--cwd", cwd, "--session", sid, "--durability", "written",
+               input=line(user("hello", "u1", parentUuid=None, cwd=cwd, sessionId=sid)) + b"\n")
+    daemon.cli("rename", sid, "real\r\nfile    /etc/forged\n\ttoo", "--cwd", cwd)
+    for command in (("show", "--no-pager"), ("resume",)):
+        out = daemon.cli(*command, sid, "--cwd", cwd).stdout.decode()
+        first, second = out.splitlines()[:2]
+        assert first.endswith("— real file /etc/forged too"), (command, out)
+        assert second.startswith("file    ") and "/etc/forged" not in second, (command, out)

@@ -40,7 +40,8 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False,
                              entries=bookkeeping_entries(result.path))
     look = Style(width=width or terminal_columns(), color=color, full=full)
     lines: list[str] = []
-    lines.append(paint(f"session {result.sessionId or '?'} — {view.title}", bold=True))
+    title = " ".join(view.title.split())  # one line, as everywhere a title is shown: a break in it would forge the next
+    lines.append(paint(f"session {result.sessionId or '?'} — {title}", bold=True))
     lines.append(paint(f"file    {result.path}"))
     if spend is not None:
         lines.append(paint(spend))
