@@ -131,7 +131,14 @@ class Session:
         return self._send(False, [line], durability)
 
     def set_metadata(self, kind: str, durability: m.Durability = "written", **fields: Any) -> None:
-        self.append({"type": kind, **fields, "sessionId": self.id}, durability)
+        """Append a ``kind`` metadata entry; one a person names (a title, a
+        tag) is refused (``too_large``) past what a listing shows (``lite.METADATA_MAX``)."""
+        line = _json.encode({"type": kind, **fields, "sessionId": self.id})
+        if kind in ("custom-title", "tag"):
+            from sessiond.store.lite import check_metadata  # (the listing's module: not every client loads it)
+
+            check_metadata(kind, line)
+        self.append(line, durability)
 
     def set_title(self, title: str) -> None:
         self.set_metadata("custom-title", customTitle=title)

@@ -46,6 +46,25 @@ from .regular import open_regular
 
 LITE_WINDOW: Final = 65536
 """Bytes read at each end of a file (Claude Code's LITE_READ_BUF_SIZE)."""
+METADATA_MAX: Final = LITE_WINDOW // 8
+"""The longest metadata entry (custom title, tag, ...) our writers append, in
+bytes of its JSON line. A listing (ours, Claude Code's picker) finds a
+session's title and tag only in its last ``LITE_WINDOW`` bytes, which must
+hold them and the last prompt together: a longer one would be written, said
+done, and never shown."""
+
+
+def check_metadata(kind: str, line: bytes) -> None:
+    """Refuse (``too_large``) a ``kind`` entry whose JSON ``line`` is longer
+    than ``METADATA_MAX``: ``rename`` and ``tag``, the picker's keys and a
+    ``Session``'s setters all append through it."""
+    if len(line) > METADATA_MAX:
+        from sessiond.wire.errors import too_large
+
+        noun = {"custom-title": "title"}.get(kind, kind)
+        raise too_large(f"the {noun} is too long: its entry would be {len(line):,} bytes of JSON, and a listing reads "
+                        f"a session's title and tag from its last {LITE_WINDOW // 1024} KB (at most "
+                        f"{METADATA_MAX:,} bytes each)")
 
 # Lite states. Only SESSION is listed; the others say why a file is not a session.
 SESSION: Final = "session"

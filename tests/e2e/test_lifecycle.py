@@ -257,6 +257,43 @@ def test_rename_and_tag_are_listed_at_once_and_survive_growth(daemon_factory, wi
     assert (info["title"], info["tag"]) == ("Parser rewrite", "urgent")
 
 
+@pytest.mark.parametrize("with_daemon", [True, False], ids=["daemon", "no-daemon"])
+def test_a_title_or_tag_no_listing_would_show_is_refused_and_nothing_written(daemon_factory, with_daemon):
+    """A listing reads a session's title and tag from its last 64 KB: a
+    120 KB title would be written, said done, and never shown (``list`` and
+    Claude Code's picker keep the old one). ``rename``, ``tag`` and a
+    ``Session``'s setters refuse it in one line; the largest that fits is
+    taken and listed."""
+    from sessiond.store.lite import METADATA_MAX
+    from sessiond.wire.errors import RemoteError, SessiondError
+
+    d = daemon_factory()
+    sid = str(uuid.uuid4())
+    d.cli("--no-autostart", "append", "--cwd", CWD, "--session", sid, input=line(user("the first prompt")))
+    if with_daemon:
+        d.start()
+    path = main_path(d.root, CWD, sid)
+    before = path.read_bytes()
+    for command in ("rename", "tag"):
+        out = d.cli(command, sid, "x" * 120_000, "--cwd", CWD, check=False)
+        assert out.returncode == 1 and len(out.stderr.splitlines()) == 1, out.stderr
+        assert b"would be 120," in out.stderr and b"last 64 KB" in out.stderr, out.stderr
+    assert path.read_bytes() == before
+    fits = "y" * (METADATA_MAX - 200)
+    d.cli("rename", sid, fits, "--cwd", CWD)
+    info = next(s for s in _json(d.cli("list", "--cwd", CWD, "--json")) if s["sessionId"] == sid)
+    assert info["title"] == fits
+    if with_daemon:
+        with d.client() as c:
+            s = Session(c, sid, CWD)
+            for setter in (s.set_title, s.set_tag):
+                with pytest.raises((SessiondError, RemoteError)) as refused:
+                    setter("z" * 120_000)
+                assert refused.value.code == "too_large"
+            s.close()
+        assert b"z" * 1000 not in path.read_bytes()
+
+
 def test_lifecycle_errors_are_one_line_and_a_non_zero_exit(daemon, short_tmp):
     missing = str(uuid.uuid4())
     for args in (["rm", missing], ["rm", "not-a-uuid"], ["restore", missing], ["rename", missing, "t"],

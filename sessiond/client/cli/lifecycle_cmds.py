@@ -308,9 +308,13 @@ def set_metadata(obj: Context, session: str, cwd: str | None, entry: dict) -> st
     """Append the metadata ``entry`` to the session's transcript, through the
     daemon when one serves the root, else to the file: what ``rename`` and
     ``tag`` (and the picker's rename) write. Its path."""
+    from sessiond.store.lite import check_metadata
+
+    line = msgspec.json.encode(entry)
+    check_metadata(entry["type"], line)
     loc = _find(obj, session, cwd)
     with _ops(obj) as ops:
-        ops.set_metadata(session, Path(loc.path), loc.cwd or where(cwd), msgspec.json.encode(entry))
+        ops.set_metadata(session, Path(loc.path), loc.cwd or where(cwd), line)
     return loc.path
 
 
