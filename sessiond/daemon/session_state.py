@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sessiond.store import paths
 from sessiond.store.entries import REAPPENDED_METADATA
 from sessiond.store.jsonl import SessionScan, scan_session
+from sessiond.store.lite import METADATA_MAX
 from sessiond.store.recording import Cursor
 from sessiond.wire.errors import SessiondError
 
@@ -93,8 +94,13 @@ class SessionState:
         self.main.cursor = scan.cursor
 
     def metadata_lines(self) -> list[bytes]:
-        """The metadata to re-append at EOF, in its fixed order."""
-        return [self.metadata[k] for k in REAPPENDED_METADATA if k in self.metadata]
+        """The metadata to re-append at EOF, in its fixed order: each line a
+        listing can find in a file's tail (``lite.METADATA_MAX``). A longer
+        one (any client may append one) stays where it was written: no reader
+        of the tail would see it again, and re-appending it at every client's
+        exit would only grow the file by its size a close."""
+        return [line for k in REAPPENDED_METADATA if (line := self.metadata.get(k)) is not None
+                and len(line) <= METADATA_MAX]
 
     def targets(self) -> list[Target]:
         return [self.main, *self.agents.values()]

@@ -231,8 +231,9 @@ class Registry:
         if state.gone:
             return
         if state.materialized:
-            if state.dirty_since_meta and state.metadata and not state.exact:
-                self.writer.enqueue(state.main.queue, state.metadata_lines())
+            lines = state.metadata_lines() if state.dirty_since_meta and not state.exact else []
+            if lines:
+                self.writer.enqueue(state.main.queue, lines)
                 state.dirty_since_meta = False
         elif state.pending or state.metadata or state.main.uuids:
             # Nothing of the main transcript reached the disk: forget every trace

@@ -83,6 +83,27 @@ def test_dropped_client_gets_exit_cleanup_with_metadata_reappended(daemon):
         assert len(read_entries(main_path(daemon.root, CWD, sid))) == 7
 
 
+def test_metadata_no_listing_could_see_is_not_reappended_at_every_close(daemon):
+    """A 100 KB title (any client may append one) is past what a listing reads
+    from a file's tail (``lite.METADATA_MAX`` of its 64 KB): re-appending it
+    at each client's exit would grow the file by 100 KB a close, to no reader's
+    use. It is written once, where it was sent; a tag of normal size beside it
+    is re-appended as before."""
+    sid = str(uuid.uuid4())
+    huge = {"type": "custom-title", "customTitle": "T" * 100_000}
+    for i in range(4):  # four clients, each writing a message and closing
+        with daemon.client() as c:
+            first = [huge, {"type": "tag", "tag": "t1"}] if i == 0 else []
+            c.call(req_append(c, sid, first + [user(f"q{i}")], durability="written"))
+            c.call(m.Close(id=c.next_id(), session=sid))
+    with daemon.client() as c:
+        c.flush()
+    entries = read_entries(main_path(daemon.root, CWD, sid))
+    assert [e for e in entries if e["type"] == "custom-title"] == [huge]
+    assert [e["type"] for e in entries].count("tag") == 5  # sent once, then re-appended at each close
+    assert entries[-1] == {"type": "tag", "tag": "t1"}
+
+
 def test_sigterm_drains_queued_data_and_exits_zero(daemon_factory):
     d = daemon_factory("--flush-interval", "60000").start()
     sid = str(uuid.uuid4())
