@@ -210,18 +210,27 @@ def test_a_burst_of_new_projects_under_a_low_fd_limit(daemon_factory):
     assert "Too many open files" not in d.log_text()
 
 
+def _daemon_tracing_one_file(daemon_factory, fault: str):
+    """A daemon under ``strace -f`` that records the fsyncs and writes on one
+    new session's file and its project directory, with ``fault`` injected into
+    those fsyncs (an strace ``inject=`` value); the daemon, the session id, its
+    file's path and the trace file."""
+    d = daemon_factory()
+    sid = str(uuid.uuid4())
+    path = main_path(d.root, CWD, sid)
+    trace = d.base / "trace"
+    d.start(wrap=["strace", "-f", "-qq", "-y", "-o", str(trace), "-e", "trace=fsync,write",
+                  "-P", str(path.parent), "-P", str(path), "-e", f"inject=fsync:{fault}"])
+    return d, sid, path, trace
+
+
 @pytest.mark.skipif(not HAS_STRACE, reason="strace not installed")
 def test_after_a_failed_sync_the_directories_are_synced_again_before_the_write(daemon_factory):
     """The project directory's fsync fails: the append is refused, and when the
     writer retries, the file is there already; it must not be written before
     every directory level of it was synced again (its entry may not be on
     disk), whatever a later open finds."""
-    d = daemon_factory()
-    sid = str(uuid.uuid4())
-    path = main_path(d.root, CWD, sid)
-    trace = d.base / "trace"
-    d.start(wrap=["strace", "-f", "-qq", "-y", "-o", str(trace), "-e", "trace=fsync,write",
-                  "-P", str(path.parent), "-P", str(path), "-e", "inject=fsync:error=EIO:when=1"])
+    d, sid, path, trace = _daemon_tracing_one_file(daemon_factory, "error=EIO:when=1")
     with d.client() as c:
         with pytest.raises(RemoteError) as err:
             c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(user("first"))], durability="written"))
@@ -256,12 +265,7 @@ def test_shutdown_writes_a_new_file_only_after_its_batch_synced_it(daemon_factor
     not run yet (strace holds it 0.6 s before it starts): shutdown's drain
     waits for the batch before it writes, so the file's bytes never go ahead
     of its directory entry."""
-    d = daemon_factory()
-    sid = str(uuid.uuid4())
-    path = main_path(d.root, CWD, sid)
-    trace = d.base / "trace"
-    d.start(wrap=["strace", "-f", "-qq", "-y", "-o", str(trace), "-e", "trace=fsync,write",
-                  "-P", str(path.parent), "-P", str(path), "-e", "inject=fsync:delay_enter=600000"])
+    d, sid, path, trace = _daemon_tracing_one_file(daemon_factory, "delay_enter=600000")
     with d.client() as c:
         c.send(m.Append(id=c.next_id(), session=sid, cwd=CWD, entries=[line(user("at stop"))], durability="durable"))
         wait_until(lambda: path.exists(), "the batch to make the file", timeout=10, every=0.005)
