@@ -106,7 +106,8 @@ def test_the_shell_completes_session_ids_and_titles(daemon: DaemonProc):
 @pytest.mark.timeout(120)
 def test_watch_waits_for_a_session_that_has_no_file_yet(daemon: DaemonProc):
     """The daemon holds a session's first entries until it has a message (lazy
-    materialization): watch started then waits for the file instead of failing."""
+    materialization): watch started then waits for the file instead of failing, and
+    shows all of it once it comes."""
     sid = "cafe4444-0000-4000-8000-000000000004"
     path = main_path(daemon.root, CWD, sid)
     with daemon.client() as c:
@@ -120,8 +121,11 @@ def test_watch_waits_for_a_session_that_has_no_file_yet(daemon: DaemonProc):
             assert proc.poll() is None, proc.communicate()  # waiting, not failed
             c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written",
                             entries=[line(user("now it starts", "u1", parentUuid=None, cwd=CWD, sessionId=sid))]))
-            got = json.loads(proc.stdout.readline())
-            assert got["uuid"] == "u1"
+            # every entry of a file written after the watch started is new: the buffered title first,
+            # whatever moment the watch found the file at (it once printed the title only when it
+            # happened to read the file before the message was in it)
+            assert json.loads(proc.stdout.readline()) == {"type": "custom-title", "customTitle": "later", "sessionId": sid}
+            assert json.loads(proc.stdout.readline())["uuid"] == "u1"
         finally:
             proc.send_signal(signal.SIGINT)
             try:

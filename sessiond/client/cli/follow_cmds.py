@@ -132,11 +132,12 @@ def watch(obj: Context, target: str, cwd: str | None, count: int, as_json: bool,
     from .following import POLL_READ, skipped_note
 
     try:  # Ctrl-C ends a watch at any point, waiting included: exit 0, no "Aborted!"
-        path = _watched(obj, target, cwd, interval)
+        path, waited = _watched(obj, target, cwd, interval)
         turns: deque[bytes] = deque(maxlen=count)  # memory: the turns shown, not the file
         offset = 0
+        # a file waited for was written after the watch started: all of it is new, shown as it comes
         with os.fdopen(open_regular(path), "rb") as f:
-            while (span := read_span(f.fileno(), offset, POLL_READ)).end > offset:
+            while not waited and (span := read_span(f.fileno(), offset, POLL_READ)).end > offset:
                 if span.skipped:
                     skipped_note(path.name, span.start, span.skipped_bytes)
                 turns.extend(line for line in span.lines() if (h := try_header(line)) is not None
@@ -160,20 +161,21 @@ def watch(obj: Context, target: str, cwd: str | None, count: int, as_json: bool,
         return
 
 
-def _watched(obj: Context, target: str, cwd: str | None, interval: float) -> Path:
-    """The file ``watch`` follows. A whole session id whose file does not exist
-    yet (the daemon has its first entries but writes a file only once it holds
-    a message, or they were only just queued) is waited for, said once on
-    stderr, rather than refused: ``watch`` is often started before the agent."""
+def _watched(obj: Context, target: str, cwd: str | None, interval: float) -> tuple[Path, bool]:
+    """The file ``watch`` follows, and whether it was waited for. A whole
+    session id whose file does not exist yet (the daemon has its first entries
+    but writes a file only once it holds a message, or they were only just
+    queued) is waited for, said once on stderr, rather than refused: ``watch``
+    is often started before the agent."""
     import time
 
     from sessiond.client import lookup
 
     named = resolve(obj, target)
     if isinstance(named, Path):
-        return locate(obj, target, cwd)[0]
+        return locate(obj, target, cwd)[0], False
     try:
-        return locate(obj, named, cwd)[0]
+        return locate(obj, named, cwd)[0], False
     except SessiondError as exc:
         if exc.code != "not_found":
             raise
@@ -182,7 +184,7 @@ def _watched(obj: Context, target: str, cwd: str | None, interval: float) -> Pat
     here = where(cwd)
     while (loc := lookup.find_session(root, named, here)) is None:
         time.sleep(interval)
-    return Path(loc.path)
+    return Path(loc.path), True
 
 
 def _tail_verdict(path: Path, blank: bool, shown: int, bad: list[int]) -> None:
