@@ -1,6 +1,6 @@
 """Watching: what watchers cost the writer, and how soon they see an entry.
 
-    python bench/watch.py [--entries 16000] [--batch 16] [--watchers 0,1,10] [--runs 3] [--baseline REV]
+    python bench/watch.py [--entries 16000] [--batch 16] [--watchers 0,1,10] [--runs 3] [--baseline REV] [--raw]
 
 One writer appends 1 KB entries to one session in batches, each acknowledged
 ``written``, through the real client library; 0, 1 or 10 watcher processes
@@ -19,7 +19,11 @@ Medians over ``--runs`` runs; writes bench/results/watch.json. ``--baseline
 REV``: that revision's daemon and watchers' client (``git archive``) are
 measured too, each of its runs interleaved with this code's, and every ratio is
 against the same code's 0 watchers in the same run (the writer is this code's
-client for both).
+client for both). ``--raw``: this code measured a second time, in the same
+rounds, with watchers that subscribe through the client and then only read the
+socket's bytes, decoding nothing (no latency for them): what is left of the
+drop is what the daemon's sends and the watchers' wake-ups cost, the rest of it
+is the watching clients' own receiving and decoding.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ def _n(line: bytes) -> int | None:
     return int(line[at + 5:-1]) if at > 0 else None
 
 
-def watcher(sock: str, session: str, out: str) -> None:
+def watcher(sock: str, session: str, out: str, raw: bool = False) -> None:
     """A watcher process: when each frame came, as the range of entry ``n``s it
     carried, and the bytes it skipped (a frame starting past where the last one
     ended); it stops at the end offset the bench sends on stdin. Only a frame's
@@ -69,6 +73,17 @@ def watcher(sock: str, session: str, out: str) -> None:
     cpu0 = time.process_time()
     print("subscribed", flush=True)
     frames = 0
+    if raw:  # the bytes only: a recv_into per wake-up until the file's end has been sent, nothing decoded
+        sock_ = client._sock
+        assert sock_ is not None
+        buf = bytearray(1 << 20)
+        received = 0
+        while not target or received < target[0] - position:  # a frame has more bytes than its lines
+            received += sock_.recv_into(buf)
+            frames += 1
+        Path(out).write_text(json.dumps({"got": [], "skipped": 0, "cpu": time.process_time() - cpu0,
+                                         "frames": frames, "raw": True}))
+        return
     for frame in stream:
         if isinstance(frame, m.Entries):
             now = time.monotonic()
@@ -88,7 +103,7 @@ def watcher(sock: str, session: str, out: str) -> None:
 
 
 def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | None = None,
-            coalesce_ms: float | None = None) -> dict:
+            coalesce_ms: float | None = None, raw: bool = False) -> dict:
     sock, root = base / "run" / "s.sock", base / "root"
     serve_args: list[str] = []
     if coalesce_ms is not None:  # the daemon's watch_coalesce_ms (else its default)
@@ -107,7 +122,8 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
         outs = [base / f"w{i}.json" for i in range(watchers)]
         # the watchers run the same revision's client as the daemon (its package first on the path)
         env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
-        procs = [subprocess.Popen([sys.executable, __file__, "--watcher", str(sock), session, str(o)],
+        procs = [subprocess.Popen([sys.executable, __file__, "--watcher", str(sock), session, str(o),
+                                   *(["--raw-watcher"] if raw else [])],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) for o in outs]
         for p in procs:
             assert p.stdout.readline().strip() == "subscribed"
@@ -147,11 +163,11 @@ def one_run(base: Path, watchers: int, entries: int, batch: int, source: Path | 
                 if last in got:
                     lat.append((got[last] - ack) * 1000)
         return {"entries_per_s": entries / elapsed, "cpu_us_per_entry": cpu / entries * 1e6,
-                "received": received / watchers if watchers else None, "skipped_bytes": skipped,
+                "received": received / watchers if watchers and not raw else None, "skipped_bytes": skipped,
                 "watcher_cpu_us_per_frame": watcher_cpu / watcher_frames * 1e6 if watcher_frames else None,
                 "writer_cpu_us_per_entry": writer_cpu / entries * 1e6,
                 "watchers_cpu_us_per_entry": watcher_cpu / entries * 1e6 if watchers else None,
-                "entries_per_frame": entries * watchers / watcher_frames if watcher_frames else None,
+                "entries_per_frame": entries * watchers / watcher_frames if watcher_frames and not raw else None,
                 "busy_cores": (cpu + writer_cpu + watcher_cpu) / elapsed,
                 "p50_ms": statistics.median(lat) if lat else None,
                 "p99_ms": statistics.quantiles(lat, n=100)[98] if len(lat) >= 100 else None}
@@ -171,26 +187,32 @@ def main() -> None:
                     help="a git revision whose daemon and watchers are measured too, its runs interleaved with this code's")
     ap.add_argument("--coalesce", default=None, metavar="MS[,MS...]",
                     help="this code's daemon measured with each of these watch_coalesce_ms (else its default)")
+    ap.add_argument("--raw", action="store_true",
+                    help="this code measured again with watchers that read the bytes and decode nothing")
     ap.add_argument("--watcher", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--raw-watcher", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.watcher:
-        watcher(*args.watcher)
+        sock, session, out = args.watcher
+        watcher(sock, session, out, raw=args.raw_watcher)
         return
     levels = [int(x) for x in args.watchers.split(",")]
-    codes: dict[str, tuple[Path | None, float | None]] = {"this": (None, None)}
+    codes: dict[str, tuple[Path | None, float | None, bool]] = {"this": (None, None, False)}
     if args.coalesce:
-        codes = {f"this@{ms}ms": (None, float(ms)) for ms in args.coalesce.split(",")}
+        codes = {f"this@{ms}ms": (None, float(ms), False) for ms in args.coalesce.split(",")}
     if args.baseline:
         tree = benchlib.baseline_tree(args.baseline, Path(tempfile.mkdtemp(prefix="sdw-base-")))
-        codes = {args.baseline: (tree, None), **codes}
+        codes = {args.baseline: (tree, None, False), **codes}
+    if args.raw:
+        codes["this, raw watchers"] = (None, None, True)
     runs: dict[tuple[str, int], list[dict]] = {(c, n): [] for c in codes for n in levels}
     load = []
     for _ in range(args.runs):
         load.append(os.getloadavg()[0])
         for n in levels:  # interleaved: each round measures every level (and code) on the same machine state
-            for code, (source, coalesce_ms) in codes.items():
+            for code, (source, coalesce_ms, raw) in codes.items():
                 with tempfile.TemporaryDirectory(prefix="sdw-", dir="/tmp") as tmp:
-                    runs[code, n].append(one_run(Path(tmp), n, args.entries, args.batch, source, coalesce_ms))
+                    runs[code, n].append(one_run(Path(tmp), n, args.entries, args.batch, source, coalesce_ms, raw))
     rows = []
     for code in codes:
         base = statistics.median(r["entries_per_s"] for r in runs[code, levels[0]])
