@@ -24,6 +24,7 @@ from pathlib import Path
 import msgspec
 
 from .entries import decode_object
+from .linecap import MAX_LINE
 from .safeopen import APPEND_FLAGS, DIR_MODE, FILE_MODE, StoreRoot, open_regular
 
 MAX_WRITE = 100 * 1024 * 1024
@@ -144,6 +145,19 @@ writer stopped in the middle of an append must not hang a reader)."""
 def whole_lines_end(fd: int, size: int) -> int:
     """Where the file's last whole line ends (``size`` unless a torn tail follows)."""
     return line_start_before(fd, size) if ends_torn(fd, size) else size
+
+
+def entries_end(fd: int, size: int) -> int:
+    """Where a transcript's whole entries end: at its end when its last line
+    is an entry, with or without a newline (a file written by a tool that
+    leaves the last one off is whole), else before the fragment a writer is
+    still in the middle of. A fragment over the line cap is no entry: it is
+    not read. What every copy of a transcript's lines takes (``import``,
+    ``export --format jsonl``)."""
+    end = whole_lines_end(fd, size)
+    if end < size and size - end <= MAX_LINE and decode_object(os.pread(fd, size - end, end)) is not None:
+        return size
+    return end
 
 
 def settled_size(fd: int) -> tuple[int, bool]:

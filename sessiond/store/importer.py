@@ -34,9 +34,8 @@ from pathlib import Path
 from sessiond.wire.errors import bad_request
 from sessiond.wire.records import FileResult, ImportFile, SessionSource, Status
 
-from .appendfile import append_unlocked, ensure_dir, file_lock, fsync_dir, whole_lines_end, write_all
+from .appendfile import append_unlocked, ensure_dir, entries_end, file_lock, fsync_dir, write_all
 from .entries import decode_object
-from .linecap import MAX_LINE
 from .paths import canonical_cwd, check_inside, is_session_id, projects_dir, sanitize
 from .regular import open_regular
 from .safeopen import FILE_MODE
@@ -344,17 +343,6 @@ def _copy_new(src: int, end: int, dest: Path) -> bool:
     return True
 
 
-def importable_end(fd: int, size: int) -> int:
-    """Where a transcript's copy ends: at its end when its last line is whole
-    (with or without a newline: Claude Code leaves the last one off), else
-    before the fragment a writer is still in the middle of (a later import
-    brings it). A fragment over the line cap is no entry: it is not read."""
-    end = whole_lines_end(fd, size)
-    if end < size and size - end <= MAX_LINE and decode_object(os.pread(fd, size - end, end)) is not None:
-        return size
-    return end
-
-
 def import_file(src_path: str, dest: Path) -> FileResult:
     rel = dest.name
     try:
@@ -363,7 +351,7 @@ def import_file(src_path: str, dest: Path) -> FileResult:
         return FileResult(rel=rel, status="unreadable", error=exc.strerror or str(exc))
     try:
         size = os.fstat(src).st_size
-        end = importable_end(src, size) if dest.suffix == ".jsonl" else size
+        end = entries_end(src, size) if dest.suffix == ".jsonl" else size
         if not os.path.lexists(dest) and _copy_new(src, end, dest):
             result = FileResult(rel=rel, status="imported", bytes=end)
         else:  # there already, or it appeared meanwhile

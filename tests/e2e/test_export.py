@@ -168,3 +168,22 @@ def test_export_says_when_the_daemon_could_not_write_what_it_accepted(daemon_fac
     assert r.returncode == 0 and [json.loads(x)["uuid"] for x in r.stdout.splitlines()] == [e["uuid"] for e in small]
     assert len(err) == 1 and "the daemon answered io_error" in err[0] and "could not write" in err[0], err
     d.kill()  # the queue still holds the big entry: it can never fit
+
+
+@pytest.mark.parametrize("running", [False, True], ids=["no-daemon", "daemon"])
+def test_jsonl_export_keeps_a_last_line_that_has_no_newline(daemon_factory, running):
+    """A transcript whose last line is whole but unterminated (a tool that
+    leaves the last newline off; the corpus has such files) exports every
+    line; a torn fragment after the last newline still does not."""
+    d = daemon_factory()
+    if running:
+        d.start()
+    sid = str(uuid.uuid4())
+    path = main_path(d.root, CWD, sid)
+    path.parent.mkdir(parents=True)
+    first, last = user("first", sessionId=sid), assistant("the last answer", sessionId=sid)
+    path.write_bytes(line(first) + b"\n" + line(last))  # no final newline
+    args = ["--no-autostart", "export", sid, "--cwd", CWD, "--format", "jsonl", "--no-redact"]
+    assert d.cli(*args).stdout == path.read_bytes()
+    path.write_bytes(line(first) + b"\n" + line(last)[:-9])  # cut inside the line: torn
+    assert d.cli(*args).stdout == line(first) + b"\n"

@@ -81,7 +81,7 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str | None, output:
     transcript's original lines. `-o chat.html` picks the format from the
     name. Secrets (keys, tokens, private keys, passwords) are redacted unless
     --no-redact; stderr says how many."""
-    from sessiond.store.appendfile import whole_lines_end
+    from sessiond.store.appendfile import entries_end
 
     from .locate import locate
 
@@ -96,7 +96,7 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str | None, output:
     if fmt == "jsonl":
         with open(path, "rb") as f:
             data = f.read()
-            data = data[: whole_lines_end(f.fileno(), len(data))]
+            data = data[: entries_end(f.fileno(), len(data))]  # a last line with no newline is a line
         if not no_redact:
             data, redactions = _redact_lines(data)
     else:
