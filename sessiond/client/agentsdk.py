@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import logging
 import os
 import re
 import uuid as uuidlib
@@ -62,7 +63,8 @@ _INDEX = {c: i for i, c in enumerate(_ALPHABET)}
 _SHORT_ID = re.compile(r"[A-Za-z0-9_-]{1,15}")
 _TAG = 0b1010  # the payload's last 4 bits: a version-8 UUID made here
 _SUBPATH = re.compile(r"subagents/(?:workflows/(?P<run>[A-Za-z0-9_-]{1,128})/)?agent-(?P<agent>[A-Za-z0-9_-]{1,128})")
-_decode_line = msgspec.json.Decoder().decode
+_decode_fast = msgspec.json.Decoder().decode
+log = logging.getLogger("sessiond")
 RECONNECT_PAUSE = 0.05
 """Seconds between tries to reach a lost daemon."""
 KEEP_OPEN = 16
@@ -287,7 +289,11 @@ class SessiondSessionStore:
         data = await anyio.to_thread.run_sync(_read, root, k.path(projects_dir(root)))
         if not data:
             return None
-        return [_decode_line(line) for line in data.splitlines() if line.strip()]
+        *lines, tail = data.split(b"\n")  # ``tail``: after the last newline, a line a writer may be in the middle of
+        loaded = [obj for line in lines if line.strip() and (obj := _decode_line(line)) is not None]
+        if tail.strip() and (obj := _decode_line(tail, torn_ok=True)) is not None:
+            loaded.append(obj)
+        return loaded
 
     # ------------------------------------------------------------------ optional
 
@@ -452,6 +458,35 @@ class _Key:
         if self.agent is None:
             return projects / self.project / f"{self.file_id}.jsonl"
         return agent_file(projects / self.project, self.file_id, self.agent, self.run)
+
+
+def _decode_line(line: bytes, torn_ok: bool = False) -> Any:
+    """One line of a file as the SDK's own stores give it back (``json.loads``):
+    msgspec's decode; a line it refuses that the standard library reads (a
+    lone surrogate escape, which JSON.stringify writes when a string is cut
+    inside an emoji, or a number msgspec cannot hold) as the standard library
+    reads it, so what was appended comes back equal. A line no reader takes
+    as JSON (a torn fragment, bytes that are not UTF-8) is read the way every
+    reader of the store reads it (``decode_object``: BOM and bad bytes
+    replaced), and a line that is no JSON object at all is left out, said in
+    the log (``torn_ok``: not for the bytes after the last newline, a write
+    still under way): one damaged line does not make the session unloadable."""
+    try:
+        return _decode_fast(line)
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    import json
+
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        pass
+    from sessiond.store.entries import decode_object
+
+    obj = decode_object(line)
+    if obj is None and not torn_ok:
+        log.warning("session store: a line that is not a JSON object was left out of a load (%d bytes)", len(line))
+    return obj
 
 
 def _read(root: Path, path: Path) -> bytes:

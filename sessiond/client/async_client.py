@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-import msgspec
 from anyio.abc import SocketStream, TaskGroup
 
+from sessiond.store.reencode import encode_entry
 from sessiond.wire import messages as m
 from sessiond.wire.errors import DaemonUnavailable, ProtocolError, UnsafeSocketDir, WrongRoot
 
@@ -37,7 +37,6 @@ from .connection import Endpoint, check_socket_owner, raise_for
 from .core import MAX_UNCONFIRMED_BYTES, Backoff, Call, Channel, Connect, Held, Outbox, Sleep, confirming, deliver
 from .fallback import FallbackResult, write_outbox
 
-_json = msgspec.json.Encoder()
 T = TypeVar("T")
 
 _LOST = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
@@ -288,7 +287,8 @@ class AsyncClient(Endpoint):
         ``fields``: any other field of ``Append``, sent as given; entries sent
         with one are never written by the fallback (it does not implement
         them): ``DaemonUnavailable`` instead."""
-        lines = [e if isinstance(e, bytes) else _json.encode(e) for e in entries]
+        # a lone surrogate (a string cut inside an emoji) is written as JSON.stringify writes it: its escape
+        lines = [e if isinstance(e, bytes) else encode_entry(e) for e in entries]
         try:
             await self._connect()  # the daemon's frame cap sizes the batches
         except DaemonUnavailable:

@@ -127,7 +127,7 @@ class Session:
 
     def append(self, entry: dict[str, Any] | bytes, durability: m.Durability | None = None) -> m.Appended | None:
         """Store one raw entry as it is (deduplicated and routed by the daemon)."""
-        line = entry if isinstance(entry, bytes) else _json.encode(entry)
+        line = entry if isinstance(entry, bytes) else encode_entry(entry)  # a lone surrogate as its escape
         return self._send(False, [line], durability)
 
     def set_metadata(self, kind: str, durability: m.Durability = "written", **fields: Any) -> None:

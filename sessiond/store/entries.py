@@ -127,7 +127,9 @@ def readable_copy(line: bytes | memoryview) -> bytes | None:
     """A copy of a line that failed to decode which every decoder can read,
     or None when there is nothing to change: a leading BOM removed (a file
     saved on Windows; a line at the start of each file glued by ``cat``), lone
-    surrogate escapes masked (``mask_lone_surrogates``).
+    surrogate escapes masked (``mask_lone_surrogates``), bytes that are not
+    UTF-8 read as U+FFFD (what Claude Code, reading the file as UTF-8 text,
+    makes of them).
 
     The ONE retry every reader of transcript lines takes after a DecodeError,
     so a first line with a BOM reads the same in resume, listing, search,
@@ -135,9 +137,12 @@ def readable_copy(line: bytes | memoryview) -> bytes | None:
     on the usual path: it runs only after a decode failed."""
     data = bytes(line)
     cut = strip_bom(data)
-    if cut is not data:
-        return mask_lone_surrogates(cut) or cut
-    return mask_lone_surrogates(data)
+    out = mask_lone_surrogates(cut) or cut
+    try:
+        out.decode("utf-8")
+    except UnicodeDecodeError:  # read as JavaScript reads the file: each bad sequence as U+FFFD
+        out = out.decode("utf-8", "replace").encode()
+    return None if out is data else out
 
 
 def decode_header(line: bytes) -> EntryHeader:

@@ -109,6 +109,38 @@ def test_a_retried_batch_is_written_once_and_entries_without_uuid_each_time(daem
     assert anyio.run(go) == [batch[0], batch[1], batch[1]]
 
 
+def test_what_json_round_trips_is_stored_and_loaded_back_equal(daemon: DaemonProc) -> None:
+    """The SDK's one promise of a store: what ``json.dumps``/``json.loads``
+    round-trips comes back equal. A lone surrogate (``json.loads`` of a string
+    JSON.stringify cut inside an emoji) and an integer past 64 bits are such
+    values; a line Claude Code wrote that way loads too, and one damaged line
+    does not make the session unloadable."""
+    store = _store(daemon)
+    sid = str(uuid.uuid4())
+    key = {"project_key": PROJECT, "session_id": sid}
+    odd = {"type": "assistant", "uuid": "a1", "message": {"content": "cut \ud83d", "n": 2**70, "ok": "\u2028é"}}
+    odd = json.loads(json.dumps(odd).replace("\\\\u", "\\u"))  # the escapes as JSON.stringify writes them
+    assert odd["message"]["content"] == "cut \ud83d"
+    plain = {"type": "user", "uuid": "u1", "message": {"content": "hi"}}
+
+    async def go() -> list[Any] | None:
+        await store.append(key, [plain, odd])
+        return await store.load(key)
+
+    assert anyio.run(go) == [plain, odd]
+    raw = _main(daemon, sid).read_bytes().splitlines()[1]
+    assert b"\\ud83d" in raw and json.loads(raw) == odd  # on disk as JSON.stringify writes it
+    with _main(daemon, sid).open("ab") as f:  # a line with bytes that are not UTF-8, then a torn one
+        f.write(b'{"type":"user","uuid":"u2","message":{"content":"caf\xe9"}}\n{"type":"us')
+
+    async def load() -> list[Any] | None:
+        return await store.load(key)
+
+    loaded = anyio.run(load)
+    assert loaded is not None and loaded[:2] == [plain, odd] and len(loaded) == 3
+    assert loaded[2]["message"]["content"] == "caf\ufffd"  # as Claude Code's reader decodes it
+
+
 def test_list_every_includes_metadata_only_sessions(daemon: DaemonProc) -> None:
     plain, meta = str(uuid.uuid4()), str(uuid.uuid4())
     _append(daemon, plain, [{"type": "user", "uuid": "u", "message": {"role": "user", "content": "hi"}}], exact=True)

@@ -100,9 +100,13 @@ def _zero(usage: Any) -> Any:
     return usage
 
 
+_REPLACEMENT = "\ufffd".encode()
+
+
 def _decode(e: Entry, repairs: list[Repair] | None) -> Any:
-    """The entry's object; lone surrogates (which the API cannot take) as U+FFFD,
-    reported. Anything else msgspec refuses is read by ``decode_object``."""
+    """The entry's object; lone surrogates (which the API cannot take) and bytes
+    that are not UTF-8 as U+FFFD, reported. Anything else msgspec refuses is
+    read by ``decode_object``."""
     raw = e.raw_view
     try:
         return msgspec.json.decode(raw)  # straight from the read buffer, no copy
@@ -110,9 +114,13 @@ def _decode(e: Entry, repairs: list[Repair] | None) -> Any:
         pass
     masked = readable_copy(raw)  # a BOM is only skipped: nothing of the message changes
     if masked is not None and repairs is not None:
-        count = masked.count(b"\\ufffd") - bytes(raw).count(b"\\ufffd")
+        original = bytes(raw)
+        count = masked.count(b"\\ufffd") - original.count(b"\\ufffd")
         if count:
             repairs.append(Repair("lone_surrogate", e.uuid, f"{count} replaced by U+FFFD"))
+        bad = masked.count(_REPLACEMENT) - original.count(_REPLACEMENT)
+        if bad:
+            repairs.append(Repair("invalid_utf8", e.uuid, f"{bad} byte sequence(s) that are not UTF-8 read as U+FFFD"))
     return decode_object(raw)
 
 
@@ -127,7 +135,7 @@ def materialize(
             continue
         obj = _decode(e, repairs)
         if obj is None:
-            continue  # not reachable for a parsed header but one deeper than we can decode
+            continue  # a line whose header parsed but no reader takes whole (nested too deeply)
         if obj.get("parentUuid") != e.parentUuid:
             obj["parentUuid"] = e.parentUuid
         if e.uuid in zero_usage:

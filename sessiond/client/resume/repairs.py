@@ -7,6 +7,8 @@ The file is never touched; only the returned messages are. Kinds:
   together (order.py), ``detail`` says how many; or a user turn's tool_results
   moved to its start (text or a prompt before them, which the API refuses);
 - ``lone_surrogate``: lone UTF-16 surrogates in the message's strings became U+FFFD;
+- ``invalid_utf8``: bytes of the line that are not UTF-8 became U+FFFD, as
+  Claude Code reads them (the file is not changed);
 - ``empty_text_dropped``: empty or whitespace-only text blocks, which the API
   rejects, were dropped from the message;
 - ``empty_message_dropped``: a message with nothing left to send (whitespace-only

@@ -1,7 +1,9 @@
 """The resume loader and chain steps as they were before the batch decode (commit
 1001e2a), kept verbatim as the reference the fast paths must agree with: every line
 decoded on its own and copied, a plain cycle-guarded walk. The steps that did
-not change (relink) are imported, not copied. Tests only."""
+not change (relink) are imported, not copied; so is the one retry every reader
+takes after a failed decode (``readable_copy``: a BOM, lone surrogate escapes,
+bytes that are not UTF-8), a reading rule rather than the loader's speed. Tests only."""
 
 # ruff: noqa
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sessiond.store.entries import COMPACT_BOUNDARY, REAPPENDED_SET, TRANSCRIPT_TYPES, decode_object
+from sessiond.store.entries import COMPACT_BOUNDARY, REAPPENDED_SET, TRANSCRIPT_TYPES, decode_object, readable_copy
 from sessiond.client.resume.chain import _descend, _instant
 from sessiond.store.jsonl import CHUNK, iter_line_views
 
@@ -162,7 +164,8 @@ def parse_line(line: bytes | memoryview) -> Entry | None:
     except msgspec.ValidationError:
         return _lenient(line)
     except msgspec.DecodeError:
-        return None
+        masked = readable_copy(line)
+        return None if masked is None else parse_line(masked)
 
 
 def load_entries(
@@ -195,9 +198,12 @@ def load_entries(
                 skipped += 1
                 continue
         except msgspec.DecodeError:
-            if bytes(view).strip():
-                skipped += 1
-            continue
+            readable = readable_copy(view)
+            e = None if readable is None else parse_line(readable)
+            if e is None:
+                if bytes(view).strip():
+                    skipped += 1
+                continue
         kind = e.type
         if kind in metadata_kinds:
             metadata[kind] = bytes(view)

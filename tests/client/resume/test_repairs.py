@@ -45,6 +45,25 @@ def test_a_lone_surrogate_becomes_the_replacement_character(tmp_path):
     json.dumps(resumed.messages, ensure_ascii=False).encode("utf-8")  # encodable, as the API needs
 
 
+def test_bytes_that_are_not_utf8_are_read_as_claude_code_reads_them(tmp_path):
+    """A line with bytes that are not UTF-8 inside a string (another tool's
+    write, a disk's damage): Claude Code reads the file as UTF-8 text, so it
+    sees U+FFFD there and the message. It was dropped here, and the turn
+    before it taken for an interrupted one, with nothing said."""
+    conv = Conv()
+    conv.user("u1", "look")
+    conv.assistant("a1", text("PLACEHOLDER"))
+    path = conv.write(tmp_path / f"{SID}.jsonl")
+    data = path.read_bytes().replace(b"PLACEHOLDER", b"done \xff\xfe both, caf\xc3")
+    path.write_bytes(data)
+    resumed = load_transcript(path)
+    assert path.read_bytes() == data
+    assert resumed.chain == ["u1", "a1"] and resumed.skippedLines == 0 and resumed.interruption == "none"
+    assert resumed.messages[1]["message"]["content"][0]["text"] == "done \ufffd\ufffd both, caf\ufffd"
+    assert kinds(resumed) == [("invalid_utf8", "a1")]
+    assert violations(resumed.messages) == []
+
+
 def test_empty_and_whitespace_text_blocks_are_dropped(tmp_path):
     conv = Conv()
     conv.user("u1", [text("   "), text("real question")])
