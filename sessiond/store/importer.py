@@ -36,7 +36,7 @@ from sessiond.wire.records import FileResult, ImportFile, SessionSource, Status
 
 from .appendfile import append_unlocked, ensure_dir, entries_end, file_lock, fsync_dir, write_all
 from .entries import decode_object
-from .paths import canonical_cwd, check_inside, is_session_id, projects_dir, sanitize
+from .paths import canonical_cwd, check_inside, check_session_id, is_session_id, projects_dir, sanitize
 from .regular import open_regular
 from .safeopen import FILE_MODE
 
@@ -84,7 +84,7 @@ def flat_agent_session(path: Path | str) -> str | None:
         return None
     entry = decode_object(first.rstrip(b"\r\n"))
     sid = entry.get("sessionId") if entry else None
-    return sid if isinstance(sid, str) and is_session_id(sid) else None
+    return check_session_id(sid) if isinstance(sid, str) and is_session_id(sid) else None
 
 
 def flat_agents(project: Path) -> dict[str, list[ImportFile]]:
@@ -103,33 +103,40 @@ def flat_agents(project: Path) -> dict[str, list[ImportFile]]:
 
 
 def _project_sessions(project: Path) -> tuple[list[SessionSource], list[str]]:
-    ids: set[str] = set()
-    skipped: list[str] = []
+    """The sessions of a project dir, each by its canonical id (``check_session_id``)
+    with the names its files have here: ``ABC….jsonl`` or ``{abc…}.jsonl`` is
+    imported as ``abc….jsonl``, the name every command looks a session up by."""
     flat = flat_agents(project)
-    ids.update(flat)
+    names: dict[str, set[str]] = {sid: set() for sid in flat}
+    skipped: list[str] = []
     for e in sorted(os.scandir(project), key=lambda e: e.name):
         if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
             if is_session_id(e.name[:-6]):
-                ids.add(e.name[:-6])
+                names.setdefault(check_session_id(e.name[:-6]), set()).add(e.name[:-6])
             elif not any(f.rel == e.name for files in flat.values() for f in files):
                 skipped.append(e.path)
         elif is_session_id(e.name) and e.is_dir(follow_symlinks=False):
-            ids.add(e.name)
+            names.setdefault(check_session_id(e.name), set()).add(e.name)
         elif e.name.endswith(".jsonl"):
             skipped.append(e.path)
-    return [s for sid in sorted(ids) if (s := _session(project, sid, skipped, flat.get(sid, []))) is not None], skipped
+    return [s for sid in sorted(names) if (s := _session(project, sid, sorted(names[sid]), skipped, flat.get(sid, [])))
+            is not None], skipped
 
 
-def _session(project: Path, sid: str, skipped: list[str], flat: list[ImportFile] = []) -> SessionSource | None:  # noqa: B006
+def _session(project: Path, sid: str, names: list[str], skipped: list[str],
+             flat: list[ImportFile] = []) -> SessionSource | None:  # noqa: B006
+    """Session ``sid``'s files in ``project``, found under each of ``names`` (the
+    forms of its id its files have there), each destined for its canonical name."""
     files = list(flat)
-    main = project / f"{sid}.jsonl"
-    if main.is_file() and not main.is_symlink():
-        files.append(ImportFile(src=str(main), rel=main.name))
-    side = project / sid
-    if side.is_dir() and not side.is_symlink():
-        more, bad = _regular_files(side, project)
-        files += more
-        skipped += bad
+    for name in names:
+        main = project / f"{name}.jsonl"
+        if main.is_file() and not main.is_symlink():
+            files.append(ImportFile(src=str(main), rel=f"{sid}.jsonl"))
+        side = project / name
+        if side.is_dir() and not side.is_symlink():
+            more, bad = _regular_files(side, project)
+            files += [ImportFile(src=f.src, rel=sid + f.rel[len(name):]) for f in more]
+            skipped += bad
     return SessionSource(project=project.name, session=sid, files=files) if files else None
 
 
@@ -222,7 +229,8 @@ def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
         elif src.is_file():
             sid = src.name[:-6] if src.name.endswith(".jsonl") else ""
             if is_session_id(sid):
-                session = _session(src.parent, sid, skipped, flat_agents(src.parent).get(sid, []))
+                canonical = check_session_id(sid)
+                session = _session(src.parent, canonical, [sid], skipped, flat_agents(src.parent).get(canonical, []))
             elif FLAT_AGENT.fullmatch(src.name):
                 session = None
             else:

@@ -513,7 +513,8 @@ def restore_session(root: Path, session: str) -> TrashEntry:
     root = Path(root)
     session = check_session_id(session)
     with trash_lock(root), StoreRoot(root) as store:
-        candidates = [e for e in entries(root) if e.session == session and e.state == "trashed"]
+        # a manifest may name the session in another form (a file imported under it): the same session
+        candidates = [e for e in entries(root) if e.state == "trashed" and _canonical(e.session) == session]
         if not candidates:
             raise not_found(f"session {session} is not in the trash")
         entry = candidates[-1]
@@ -523,6 +524,10 @@ def restore_session(root: Path, session: str) -> TrashEntry:
         except UnsafePath as exc:
             raise error_for(exc, "restore") from None
         return entry
+
+
+def _canonical(session: str) -> str:
+    return check_session_id(session) if is_session_id(session) else session
 
 
 def _restore(store: StoreRoot, root: Path, entry_dir: Path, entry: TrashEntry) -> None:
@@ -547,6 +552,7 @@ def _restore(store: StoreRoot, root: Path, entry_dir: Path, entry: TrashEntry) -
     for parent in {(root / i.rel).parent for i in entry.items}:
         fsync_dir(parent)
     discard(entry_dir)
+    entry.state = "restored"
 
 
 def discard(entry_dir: Path) -> None:

@@ -81,7 +81,10 @@ class FileResult(msgspec.Struct):
 # ------------------------------------------------------------------ trash
 
 
-State = Literal["trashing", "trashed", "restoring"]
+State = Literal["trashing", "trashed", "restoring", "restored"]
+"""A trash entry's state: ``trashing`` and ``restoring`` while a move is under
+way (a crash's recovery finishes or undoes it), ``trashed`` in the trash;
+``restored`` only in what a finished restore answers (its entry is gone)."""
 
 
 class TrashedItem(msgspec.Struct):

@@ -96,3 +96,34 @@ def test_what_show_suggests_for_a_chat_jsonl_works(daemon, short_tmp):
     assert r.returncode == 0, r.stderr
     resumed = json.loads(r.stdout.decode().splitlines()[-1])
     assert resumed["sessionId"] == sid and resumed["chain"] == ["u1", "a1"]
+
+
+def test_a_session_file_named_by_an_id_in_another_form_is_imported_by_its_canonical_name(daemon, short_tmp):
+    """``ABC….jsonl`` and ``{abc…}.jsonl`` (an id any command accepts, in
+    another form) are imported as ``abc….jsonl`` with their subagent dirs: the
+    name every command finds a session by. Kept as they were, such sessions were
+    listed but no command reached them, and once pruned not even restore."""
+    upper, braced = "AAAAAAAA-2222-4333-8444-555555555555", "{bbbbbbbb-2222-4333-8444-555555555555}"
+    project = short_tmp / "cc" / "projects" / "-tmp-proj"
+    (project / upper / "subagents").mkdir(parents=True)
+    files = {}
+    for name in (upper, braced):
+        sid = name.strip("{}").lower()
+        entry = {"type": "user", "uuid": str(uuid.uuid4()), "parentUuid": None, "sessionId": sid, "cwd": "/tmp/proj",
+                 "message": {"role": "user", "content": f"hello from {name}"}, "timestamp": "2025-01-01T00:00:00Z"}
+        files[sid] = json.dumps(entry).encode() + b"\n"
+        (project / f"{name}.jsonl").write_bytes(files[sid])
+    agent = b'{"type":"user","uuid":"s1","isSidechain":true,"sessionId":"aaaaaaaa-2222-4333-8444-555555555555"}\n'
+    (project / upper / "subagents" / "agent-x1.jsonl").write_bytes(agent)
+    out = _json(daemon.cli("import", str(short_tmp / "cc"), "--json"))
+    assert sorted((s["session"], s["status"]) for s in out["sessions"]) == [(sid, "imported") for sid in sorted(files)]
+    stored = daemon.root / "projects" / "-tmp-proj"
+    assert sorted(p.name for p in stored.iterdir()) == sorted([*(f"{sid}.jsonl" for sid in files), upper.lower()])
+    assert (stored / upper.lower() / "subagents" / "agent-x1.jsonl").read_bytes() == agent
+    for sid, data in files.items():
+        assert (stored / f"{sid}.jsonl").read_bytes() == data
+        assert "hello from" in daemon.cli("show", sid[:8], "--cwd", "/tmp/proj").stdout.decode()
+    daemon.cli("rm", upper.lower(), "--cwd", "/tmp/proj")
+    restored = _json(daemon.cli("restore", upper.lower(), "--json"))
+    assert restored["session"] == upper.lower() and restored["state"] == "restored"  # done: not "restoring"
+    assert (stored / f"{upper.lower()}.jsonl").read_bytes() == files[upper.lower()]
