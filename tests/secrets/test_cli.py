@@ -77,6 +77,11 @@ def test_secrets_lists_where_they_are_never_their_values(daemon_factory):
     assert human.returncode == 1 and f"{sid}  line 1  github-token  {fingerprint(github)}" in human.stdout.decode()
     assert github not in human.stdout.decode() + human.stderr.decode()
     assert d.cli("secrets", clean, "--cwd", CWD).returncode == 0  # one session, none in it
+    short = str(uuid.uuid4())  # a key in a prompt short enough to be the whole title the report names it by
+    d.cli("--no-autostart", "append", "--cwd", CWD, "--session", short, input=line(user(f"use {github}")))
+    titled = d.cli("secrets", short, "--cwd", CWD, check=False)
+    assert titled.returncode == 1 and github not in titled.stdout.decode() + titled.stderr.decode()
+    assert f"“use [REDACTED:github-token:{fingerprint(github)}]”" in titled.stdout.decode()
     outside = d.root.parent / "elsewhere.jsonl"  # any transcript by its path, read only
     outside.write_bytes(main_path(d.root, CWD, sid).read_bytes())
     r = d.cli("secrets", str(outside), "--json", check=False)

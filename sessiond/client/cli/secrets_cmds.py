@@ -123,6 +123,7 @@ def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bo
         echo_json({"findings": found, "files": files, "bytes": size, "seconds": round(seconds, 3),
                    "mbPerSecond": round(speed, 1)})
     else:
+        from sessiond.secrets.scan import redact_text
         from sessiond.store.paths import projects_dir
 
         from .naming import line_title, named
@@ -133,7 +134,8 @@ def secrets(obj: Context, session: str | None, cwd: str | None, all_projects: bo
                 said = f["session"]
                 main = projects_dir(root) / f["project"] / f"{said}.jsonl" if f["agent"] else f["path"]
                 name = named(main, f["project"])
-                echo(f"{said}  {line_title(name.title)}  ({name.project})")
+                # the title is the first prompt, often where a pasted key is: never a value, there either
+                echo(f"{said}  {line_title(redact_text(name.title))}  ({name.project})")
             who = f["session"] + (f" agent {f['agent']}" if f["agent"] else "")
             echo(f"{who}  line {f['line']}  {f['kind']}  {f['fingerprint']}")
         if not files and session is None:  # nothing to scan here: say what --all would
