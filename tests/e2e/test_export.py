@@ -187,3 +187,24 @@ def test_jsonl_export_keeps_a_last_line_that_has_no_newline(daemon_factory, runn
     assert d.cli(*args).stdout == path.read_bytes()
     path.write_bytes(line(first) + b"\n" + line(last)[:-9])  # cut inside the line: torn
     assert d.cli(*args).stdout == line(first) + b"\n"
+
+
+def test_export_says_what_it_left_out_as_show_does(daemon_factory, short_tmp):
+    """A line no reader can use is not in the document: export says which, and
+    exits 1, as show does; an empty file is refused in one line, not exported
+    as an empty conversation."""
+    d = daemon_factory()
+    sid = str(uuid.uuid4())
+    path = main_path(d.root, CWD, sid)
+    path.parent.mkdir(parents=True)
+    first = user("first", sessionId=sid)
+    answer = assistant("the answer", sessionId=sid, parentUuid=first["uuid"])
+    path.write_bytes(line(first) + b"\n" + b"{not json\n" + line(answer) + b"\n")
+    for fmt in ("markdown", "html"):
+        r = d.cli("--no-autostart", "export", sid, "--cwd", CWD, "--format", fmt, "-o", str(short_tmp / f"x.{fmt}"),
+                  check=False)
+        assert r.returncode == 1 and "line 2" in r.stderr.decode() and "unreadable" in r.stderr.decode(), r.stderr
+        assert "the answer" in (short_tmp / f"x.{fmt}").read_text()  # the rest is exported all the same
+    path.write_bytes(b"")
+    r = d.cli("--no-autostart", "export", sid, "--cwd", CWD, check=False)
+    assert r.returncode != 0 and r.stdout == b"" and b"is empty" in r.stderr and b"Traceback" not in r.stderr

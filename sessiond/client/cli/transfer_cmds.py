@@ -102,7 +102,10 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str | None, output:
     else:
         from sessiond.client import export as ex
 
+        from .resume_cmds import refuse_unusable
+
         exported = ex.load_export(path)
+        refuse_unusable(path, exported.main)  # empty, or no conversation: one line, as show says it
         if not no_redact:
             exported, redactions = ex.redacted(exported)
         # times local, with the date and the zone: a document is read on other days, maybe elsewhere
@@ -115,9 +118,13 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str | None, output:
         echo(f"sessiond: redacted {count(redactions, 'secret')} (--no-redact keeps them)", err=True)
     if output is None:
         write_all(data)  # all of it, or a broken pipe (exit 141)
-        return
-    write_new(output, data, force)
-    echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
+    else:
+        write_new(output, data, force)
+        echo(f"wrote {output} ({len(data)} bytes, {fmt})", err=True)
+    if fmt != "jsonl":  # lines no reader could use are not in the document: said, exit 1, as show does
+        from .resume_cmds import report_skipped
+
+        report_skipped(path, exported.main.skippedLines)
 
 
 FORMAT_OF_SUFFIX = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown", ".jsonl": "jsonl"}
