@@ -413,3 +413,180 @@ def test_times_are_shown_as_list_shows_them(daemon_factory):
         assert "2026-02-01 15:45" in listed
     finally:
         s.stop()
+
+
+def _location(s: WebServer, target: str) -> tuple[int, str]:
+    """The status and Location of ``target`` asked with the token (the sign-in redirect)."""
+    status, headers, _ = s.get(target, cookie=False)
+    return status, headers.get("location", "")
+
+
+def test_secrets_are_redacted_as_export_redacts_them(web):
+    from sessiond.secrets import fingerprint
+    from tests.secrets.fakes import fakes
+
+    d, start = web
+    github, stripe = fakes(7)[3].value, fakes(7)[12].value  # a GitHub token, a Stripe live key
+    sid = str(uuid.uuid4())
+    _append(d, sid, [{"type": "custom-title", "customTitle": f"deploy {github}", "sessionId": sid},
+                     user(f"STRIPE_KEY={stripe} in the .env", timestamp="2026-03-05T10:00:00.000Z"),
+                     assistant("Rotate that key.", timestamp="2026-03-05T10:00:01.000Z")])
+    d.cli("flush")
+    exported = d.cli("export", sid, "--cwd", CWD, "--format", "html").stdout.decode()
+    marks = (f"[REDACTED:github-token:{fingerprint(github)}]", f"[REDACTED:stripe-secret-key:{fingerprint(stripe)}]")
+    assert all(m in exported for m in marks)
+    s = start()
+    from sessiond.store.paths import sanitize
+
+    for page in (f"/s/{sid}", f"/s/{sid}/body", "/sessions", f"/sessions?project={sanitize(CWD)}"):
+        status, _, body = s.get(page)
+        text = body.decode()
+        assert status == 200 and github not in text and stripe not in text, page
+        assert marks[0] in text, page  # the title, in the listing too
+    assert marks[1] in s.get(f"/s/{sid}")[2].decode()
+
+
+def _raw_project(root, name: bytes, sid: str, prompt: str, cwd: str | None = CWD) -> None:
+    """A session file written as Claude Code writes one, in the project dir ``name`` (bytes)."""
+    import os
+
+    project = os.path.join(os.fsencode(root), b"projects", name)
+    os.makedirs(project)
+    with open(os.path.join(project, f"{sid}.jsonl".encode()), "wb") as f:
+        f.write(line(user(prompt, sessionId=sid, cwd=cwd, timestamp="2026-02-01T10:00:00.000Z")) + b"\n")
+
+
+def test_a_project_dir_whose_name_is_not_utf8_is_listed_and_linked(daemon_factory):
+    d = daemon_factory()
+    sid = str(uuid.uuid4())
+    _raw_project(d.root, b"-proj\xff", sid, "a session in a latin-1 dir", cwd=None)  # the name is shown
+    d.start()
+    s = WebServer(d.env)
+    try:
+        for _ in range(2):
+            status, _, body = s.get("/")
+            assert status == 200, body
+            links = re.findall(r'href="(/sessions\?project=[^"]*)"', body.decode())
+            assert links == ["/sessions?project=-proj%FF"]
+            status, _, body = s.get(links[0])
+            assert status == 200 and b"a session in a latin-1 dir" in body
+            assert b"<h1>-proj\\xff</h1>" in body  # the byte shown as the CLI shows it
+            d.stop()  # the second time round: read from the files
+        assert s.get("/sessions?project=-proj%FE")[0] == 404
+        # the sign-in redirect keeps the name's bytes
+        assert _location(s, f"/sessions?project=-proj%FF&token={s.token}") == (303, "/sessions?project=-proj%FF")
+    finally:
+        s.stop()
+
+
+def test_a_project_name_too_long_for_the_file_system_is_a_404(web):
+    d, start = web
+    _append(d, str(uuid.uuid4()), [user("one session")])
+    s = start()
+    for name in ("a" * 300, "a" * 5000, "%ED%A0%80"):  # ENAMETOOLONG, and a lone surrogate no name can be
+        status, _, body = s.get(f"/sessions?project={name}")
+        assert status == 404 and b"no project dir" in body, name
+    assert s.get("/")[0] == 200
+
+
+def test_an_event_stream_offset_out_of_range_is_refused(web):
+    d, start = web
+    sid = str(uuid.uuid4())
+    _append(d, sid, [user("hello")])
+    s = start()
+    for offset in (2**64, 2**63, 10**300):
+        status, _, body = s.get(f"/s/{sid}/events?offset={offset}")
+        assert status == 400 and b"offset" in body, offset
+    assert s.proc.poll() is None
+    resp = Events(s, sid, 2**63 - 1)  # the largest offset: a stream (the file is behind it)
+    assert resp.status == 200 and resp.next()[0] == "ready"
+    resp.close()
+    assert s.proc.poll() is None
+    assert b"Traceback" not in _stderr_so_far(s)
+
+
+def _stderr_so_far(s: WebServer) -> bytes:
+    """What the server wrote on stderr so far (read without waiting)."""
+    import os
+    import select
+
+    assert s.proc.stderr is not None
+    out = b""
+    while select.select([s.proc.stderr], [], [], 0)[0]:
+        chunk = os.read(s.proc.stderr.fileno(), 65536)
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def test_the_sign_in_redirect_stays_on_this_server(web):
+    d, start = web
+    s = start()
+    t = s.token
+    cases = {
+        f"//evil.example/?token={t}": "/evil.example/",
+        f"///evil.example?token={t}": "/evil.example",
+        f"/%2F%2Fevil.example?token={t}": "/evil.example",
+        f"/\\evil.example?token={t}": "/evil.example",
+        f"/%5C%5Cevil.example?token={t}": "/evil.example",
+        f"/s/a\\b?token={t}": "/s/a%5Cb",
+        f"/%0d%0aX:y?token={t}": "/%0D%0AX:y",
+        f"/%00?token={t}": "/%00",
+        f"/s/a%25b?x=%0d%0a&token={t}": "/s/a%25b?x=%0D%0A",
+        f"/sessions?page=2&token={t}": "/sessions?page=2",
+    }
+    for target, expected in cases.items():
+        assert _location(s, target) == (303, expected), target
+    assert s.get("/")[0] == 200  # the server still answers
+    assert b"Traceback" not in _stderr_so_far(s)
+
+
+def test_resume_commands_name_the_canonical_id_and_show_controls(daemon_factory):
+    from sessiond.store.paths import sanitize
+
+    d = daemon_factory()
+    sid = str(uuid.uuid4())
+    _raw_project(d.root, sanitize(CWD).encode(), sid, "plain session")
+    hostile_cwd = "/work/\u202eevil\x1b[2Jdir"
+    other = str(uuid.uuid4())
+    _raw_project(d.root, b"-work-hostile", other, "hostile cwd", cwd=hostile_cwd)
+    d.start()
+    s = WebServer(d.env)
+    try:
+        status, _, body = s.get(f"/s/%7B{sid.upper()}%7D")
+        text = body.decode()
+        assert status == 200
+        resume = re.search(r'<p class="resume">.*?</p>', text).group(0)
+        assert f"claude --resume {sid}" in resume and f'data-copy="sessiond resume {sid}"' in resume
+        assert "{" not in resume and sid.upper() not in resume
+        status, _, body = s.get(f"/s/{other}")
+        text = body.decode()
+        resume = re.search(r'<p class="resume">.*?</p>', text).group(0)
+        assert "\u202e" not in resume and "\x1b" not in resume
+        assert "\\u202eevil^[[2Jdir" in resume  # shown as the CLI shows it
+        copies = re.findall(r'data-copy="([^"]*)"', resume)
+        assert copies == [f"sessiond resume {other}"]  # the cd command differs from what is shown: no copy button
+        listing = s.get("/")[2].decode()
+        assert "\u202e" not in listing and "\x1b" not in listing and "\\u202eevil^[[2Jdir" in listing
+    finally:
+        s.stop()
+
+
+def test_a_conversation_larger_than_a_page_renders_is_a_note_naming_the_export(web):
+    from sessiond.client.web.conversation import MAX_RENDER_BYTES
+
+    d, start = web
+    sid = str(uuid.uuid4())
+    _append(d, sid, [{"type": "custom-title", "customTitle": "The huge one", "sessionId": sid},
+                     user("first words of a huge session", timestamp="2026-03-06T10:00:00.000Z")])
+    d.cli("flush")
+    with open(main_path(d.root, CWD, sid), "ab") as f:  # a tool result as large as a page may render, and more
+        f.write(line(user("bulk " + "x" * MAX_RENDER_BYTES, timestamp="2026-03-06T10:00:01.000Z", sessionId=sid)) + b"\n")
+    s = start()
+    for page in (f"/s/{sid}", f"/s/{sid}/body"):
+        status, _, body = s.get(page)
+        text = body.decode()
+        assert status == 200 and len(body) < 100_000, page
+        assert "first words" not in text and "more than the web view renders on one page" in text, page
+        assert f"sessiond export {sid} --format html" in text and "The huge one" in text, page

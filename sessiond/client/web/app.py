@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, unquote_to_bytes, urlencode
 
 import anyio
 import msgspec
@@ -60,6 +60,35 @@ SECURITY_HEADERS = [
 ]
 MAX_QUERY = 500
 """The longest search a request may ask (characters)."""
+MAX_OFFSET = 2**63 - 1
+"""The largest offset an event stream may start from (a file's size is an ``off_t``)."""
+PATH_SAFE = "/-._~!$&'()*+,;=:@"
+"""What a redirect's path keeps as it is (RFC 3986's pchar and ``/``): every
+other byte, ``%``, ``\\``, CR, LF and NUL among them, is percent-encoded."""
+
+
+def query(scope: Scope) -> list[tuple[str, str]]:
+    """The request's query as (name, value) pairs. A value's percent-encoded
+    bytes that are not UTF-8 come back as lone surrogates (surrogateescape, as
+    ``os.fsdecode`` gives a file name that is not UTF-8: ``-proj%FF`` is
+    ``-proj\\udcff``), so a project dir's name round-trips through its link
+    (``pages.sessions_href``)."""
+    return parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True,
+                     encoding="utf-8", errors="surrogateescape")
+
+
+def same_origin(scope: Scope, rest: list[tuple[str, str]]) -> bytes:
+    """The Location of the redirect after sign-in: the request's own path and
+    query ``rest``, always a path of this server. The path's bytes are
+    percent-encoded anew (``PATH_SAFE``) and its leading slashes and
+    backslashes made one ``/``: ``//evil.example/`` or ``/%2F%2Fevil.example``
+    would be another host's URL to a browser (``/\\evil.example`` too), and a
+    CR, LF or NUL is no header at all."""
+    raw = scope.get("raw_path")
+    asked = unquote_to_bytes(raw.split(b"?", 1)[0]) if raw else (scope.get("path") or "/").encode("utf-8", "surrogateescape")
+    path = b"/" + asked.lstrip(b"/\\")
+    tail = urlencode(rest, encoding="utf-8", errors="surrogateescape")
+    return (quote(path, safe=PATH_SAFE) + (f"?{tail}" if tail else "")).encode("ascii")
 
 
 def cookie_name(port: int) -> str:
@@ -101,14 +130,13 @@ class Guard:
         if scope["method"] not in ("GET", "HEAD"):
             await _plain(send_with_headers, 405, "read-only: only GET and HEAD", [(b"allow", b"GET, HEAD")])
             return
-        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        given = [v for k, v in query if k == "token"]
+        asked = query(scope)
+        given = [v for k, v in asked if k == "token"]
         if given:
             if len(given) == 1 and self._matches(given[0].encode("utf-8", "surrogateescape")):
-                rest = urlencode([(k, v) for k, v in query if k != "token"])
-                target = (scope.get("path") or "/") + (f"?{rest}" if rest else "")
+                target = same_origin(scope, [(k, v) for k, v in asked if k != "token"])
                 cookie = f"{self.cookie}={self.token.decode()}; Path=/; HttpOnly; SameSite=Strict"
-                await _plain(send_with_headers, 303, "signed in", [(b"location", target.encode("utf-8", "replace")),
+                await _plain(send_with_headers, 303, "signed in", [(b"location", target),
                                                                   (b"set-cookie", cookie.encode())])
                 return
         elif self._matches(self._cookie(headers)):
@@ -158,9 +186,10 @@ class View:
         return HTMLResponse(pages.projects_page(data.projects(sessions), len(sessions)))
 
     async def sessions(self, request: Request) -> Response:
-        project = request.query_params.get("project") or None
+        params = dict(query(request.scope))
+        project = params.get("project") or None
         try:
-            page = int(request.query_params.get("page", "1"))
+            page = int(params.get("page", "1"))
         except ValueError:
             page = 1
         heading = "All sessions"
@@ -176,14 +205,13 @@ class View:
         return HTMLResponse(pages.sessions_page(found, heading, project))
 
     async def _session(self, request: Request) -> tuple[str, Path, str | None] | Response:
-        """(id, main transcript, recorded cwd) of the session the URL names, or the 404 page."""
-        sid = request.path_params["sid"]
+        """(canonical id, main transcript, recorded cwd) of the session the URL
+        names (``{ABC…}`` is ``abc…``), or the 404 page."""
         try:
-            path, cwd = await self._run(data.locate, self.obj, sid)
+            return await self._run(data.locate, self.obj, request.path_params["sid"])
         except SessiondError as exc:
             status = 404 if exc.code in ("not_found", "bad_request") else 500
             return HTMLResponse(pages.error_page(status, str(exc)), status_code=status)
-        return sid, path, cwd
 
     async def conversation(self, request: Request) -> Response:
         got = await self._session(request)
@@ -216,6 +244,8 @@ class View:
             offset = max(0, int(request.query_params.get("offset", "")))
         except ValueError:
             offset = data.file_size(path)
+        if offset > MAX_OFFSET:
+            return Response(f"offset past any file (at most {MAX_OFFSET})\n", status_code=400, media_type="text/plain")
         busy = f"too many live streams (at most {self.streams.limit}): close a tab"
         if self.streams.full:
             return Response(busy + "\n", status_code=503, media_type="text/plain")

@@ -71,7 +71,9 @@ def project_sessions(obj: Context, name: str) -> list[SessionInfo]:
     from sessiond.wire.errors import not_found
 
     base = projects_dir(obj.store_root())
-    if not name or name in (".", "..") or "/" in name or "\0" in name or not (base / name).is_dir():
+    # os.path.isdir: False for any OSError (a name too long for the file system) or a
+    # str no file name can be (``Path.is_dir`` raises ENAMETOOLONG)
+    if not name or name in (".", "..") or "/" in name or "\0" in name or not os.path.isdir(base / name):
         raise not_found(f"no project dir {name!r} under {base}")
     return find_sessions(obj, None, False, only=[base / name])
 
@@ -200,8 +202,10 @@ def daily_usage(obj: Context) -> list[tuple[str, int, float]]:
     return sorted((r.key, r.total_tokens, r.cost) for r in spent.rows)
 
 
-def locate(obj: Context, session_id: str) -> tuple[Path, str | None]:
-    """The session's main transcript and its recorded cwd, looked up in every
+def locate(obj: Context, session_id: str) -> tuple[str, Path, str | None]:
+    """The session's canonical id (``check_session_id``: lower-case, no
+    braces, what a command given to a person names), its main transcript and
+    its recorded cwd, looked up in every
     project of the store (``lookup.find_session`` with no cwd: the server's
     own directory means nothing to a page, and no ``git`` runs per request);
     ``bad_request`` for what is not a session id, ``not_found``."""
@@ -213,7 +217,7 @@ def locate(obj: Context, session_id: str) -> tuple[Path, str | None]:
     loc = lookup.find_session(root, session_id, None)
     if loc is None:
         raise not_found(f"no session {session_id} under {root}")
-    return Path(loc.path), loc.cwd
+    return loc.session_id, Path(loc.path), loc.cwd
 
 
 def spend_of(path: Path) -> Any:

@@ -1,5 +1,6 @@
 """The view's pages as HTML strings: every value from the store goes through
-``_e`` (``html.escape``), every URL is built from ids and numbers here.
+``_e`` (``printable``, then ``html.escape``), every URL is built from ids,
+numbers and project names here.
 
 Why no template engine: a handful of small pages, and one rule that is easy
 to check by reading: no transcript text reaches the page unescaped.
@@ -20,7 +21,28 @@ from .data import Page, Project
 
 
 def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    """``text`` as the page shows it: its controls shown as the CLI shows them
+    (``output.printable``: ESC as ``^[``, a bidi override as ``\\u202e``, a byte
+    of a name that is not UTF-8 as ``\\xff``), then escaped for HTML."""
+    from sessiond.client.cli.output import printable
+
+    return html.escape(printable(str(text)), quote=True)
+
+
+def shown_title(text: str | None) -> str:
+    """A session's title as a listing shows it: its secrets redacted as
+    ``export`` redacts a title (``export.title_of``)."""
+    from sessiond.secrets import redact_text
+
+    return redact_text(text) if text else "(untitled)"
+
+
+def sessions_href(project: str | None = None, page: int | None = None) -> str:
+    """The listing of ``project`` (all: None), page ``page``. A project dir's
+    name that is not UTF-8 (lone surrogates, ``os.fsdecode``'s surrogateescape)
+    is percent-encoded as its bytes (``-proj%FF``), as ``app.query`` reads it back."""
+    query = {**({"project": project} if project else {}), **({"page": page} if page is not None else {})}
+    return "/sessions" + (f"?{urlencode(query, encoding='utf-8', errors='surrogateescape')}" if query else "")
 
 
 def when(ts: str | None) -> str:
@@ -65,7 +87,7 @@ def layout(title: str, body: str, query: str = "") -> str:
 
 def projects_page(found: list[Project], total: int) -> str:
     rows = "".join(
-        f'<tr><td class="title"><a href="/sessions?{urlencode({"project": p.name})}">{_e(p.cwd or p.name)}</a></td>'
+        f'<tr><td class="title"><a href="{sessions_href(p.name)}">{_e(p.cwd or p.name)}</a></td>'
         f'<td class="num">{p.sessions}</td><td class="when">{_e(when(p.last))}</td></tr>' for p in found)
     body = (f"<h1>Projects</h1><p class=\"meta\">{len(found)} projects, {total} sessions</p>"
             + ('<table class="list"><thead><tr><th>Project</th><th class="num">Sessions</th><th>Last active</th></tr>'
@@ -83,18 +105,17 @@ def sessions_page(page: Page, heading: str, project: str | None) -> str:
         live = ' <span class="live">live</span>' if s.live else ""
         rows.append(
             f'<tr class="fork-{depth}"><td class="title">{fork}<a href="{session_href(s.sessionId)}">'
-            f'{_e(s.title or "(untitled)")}</a>{tag}{live}</td>'
+            f'{_e(shown_title(s.title))}</a>{tag}{live}</td>'
             f'<td class="when">{_e(when(last_activity(s)))}</td>'
             f'<td class="num">{"–" if s.messageCount is None else s.messageCount}</td>'
             f'<td class="num">{tokens(r.tokens)}</td><td class="num">{money(r.cost, r.unpriced)}</td>'
             f'<td><code>{_e(s.sessionId[:8])}</code></td></tr>')
     pager = []
-    base = {"project": project} if project else {}
     if page.page > 1:
-        pager.append(f'<a rel="prev" href="/sessions?{urlencode({**base, "page": page.page - 1})}">← newer</a>')
+        pager.append(f'<a rel="prev" href="{sessions_href(project, page.page - 1)}">← newer</a>')
     pager.append(f"<span>page {page.page} of {page.pages}</span>")
     if page.page < page.pages:
-        pager.append(f'<a rel="next" href="/sessions?{urlencode({**base, "page": page.page + 1})}">older →</a>')
+        pager.append(f'<a rel="next" href="{sessions_href(project, page.page + 1)}">older →</a>')
     table = ('<table class="list"><thead><tr><th>Title</th><th>Last active</th><th class="num">Messages</th>'
              '<th class="num">Tokens</th><th class="num">Cost</th><th>Id</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table>') if rows else '<p class="note">No sessions.</p>'
@@ -104,12 +125,19 @@ def sessions_page(page: Page, heading: str, project: str | None) -> str:
 
 
 def resume_commands(session_id: str, cwd: str | None) -> str:
-    """The commands that resume it, each with a copy button: Claude Code's
-    (in the session's own directory) and sessiond's."""
+    """The commands that resume it (``session_id``: the canonical id), each with
+    a copy button: Claude Code's (in the session's own directory) and sessiond's.
+    A command that ``_e`` shows otherwise than it is (a cwd holding a control, a
+    bidi override, a byte that is not UTF-8) is shown without a button: what is
+    copied is always what is read."""
+    from sessiond.client.cli.output import printable
+
     cd = f"cd {shlex.quote(cwd)} && " if cwd else ""
     out = []
     for cmd in (f"{cd}claude --resume {session_id}", f"sessiond resume {session_id}"):
-        out.append(f'<code>{_e(cmd)}</code><button class="copy" type="button" data-copy="{_e(cmd)}">copy</button>')
+        copy = (f'<button class="copy" type="button" data-copy="{_e(cmd)}">copy</button>' if printable(cmd) == cmd
+                else '<span class="note">(not offered to copy: it holds control characters)</span>')
+        out.append(f"<code>{_e(cmd)}</code>{copy}")
     return f'<p class="resume">Resume: {"".join(out)}</p>'
 
 
@@ -143,5 +171,5 @@ def error_page(status: int, message: str) -> str:
     return layout(f"{status}", f"<h1>{status}</h1><p>{_e(message)}</p>")
 
 
-__all__ = ["conversation_page", "error_page", "layout", "projects_page", "resume_commands", "sessions_page",
-           "usage_page"]
+__all__ = ["conversation_page", "error_page", "layout", "projects_page", "resume_commands", "sessions_href",
+           "sessions_page", "shown_title", "usage_page"]
