@@ -49,6 +49,7 @@ import msgspec
 
 from sessiond.store.locations import default_root
 from sessiond.store.paths import PROJECT_RE, agent_file, check_session_id, is_session_id, projects_dir
+from sessiond.store.reencode import encode_entry
 from sessiond.store.safeopen import StoreRoot
 from sessiond.wire import messages as m
 from sessiond.wire.errors import DaemonUnavailable, RemoteError, UnsafeSocketDir
@@ -67,6 +68,12 @@ _decode_fast = msgspec.json.Decoder().decode
 log = logging.getLogger("sessiond")
 RECONNECT_PAUSE = 0.05
 """Seconds between tries to reach a lost daemon."""
+RECONNECT_TIMEOUT = 10.0
+"""How long the store's client waits for a lost daemon (the AsyncClient's
+default), at most the store's ``timeout``."""
+UNCERTAIN_PER_FILE = 8
+UNCERTAIN_FILES = 256
+"""Appends of unknown outcome remembered, per file and files (``_uncertain``)."""
 KEEP_OPEN = 16
 """Sessions the store's connection stays in (an append joins its session on the
 daemon's side); past this many, the least recently appended is closed, so a
@@ -151,6 +158,15 @@ def _summary_data(info: SessionInfo) -> dict[str, Any]:
     return data
 
 
+def _digests(entries: list[Any]) -> list[bytes]:
+    """One digest per entry (what tells a retried batch from another)."""
+    return [hashlib.sha256(e if isinstance(e, bytes) else encode_entry(e)).digest() for e in entries]
+
+
+def _starts_with(digests: list[bytes], first: list[bytes]) -> bool:
+    return len(first) <= len(digests) and digests[:len(first)] == first
+
+
 class SessiondSessionStore:
     """The Agent SDK's ``SessionStore`` (every method, required and optional)
     on the daemon serving ``root`` at ``socket`` (the defaults: the user's
@@ -174,12 +190,18 @@ class SessiondSessionStore:
         self.autostart = autostart
         self.timeout = timeout
         self._held: _Held | None = None
+        self._uncertain: OrderedDict[tuple[str, str | None, str | None], list[list[bytes]]] = OrderedDict()
+        """Per file: the line digests of appends that failed after they were sent
+        (the daemon may have written them: a stall past ``timeout``). An append
+        that begins with one of them is its retry (the SDK retries a failed
+        batch as it is): sent with ``resend``, so it is not written twice."""
 
     def _client(self) -> Callable[[], AsyncClient]:
         """What makes the store's client (holding no reference to the store,
         so a store dropped while its connection is open can be collected)."""
         return functools.partial(AsyncClient, self.socket, root=self.root, autostart=self.autostart,
-                                 timeout=self.timeout, name="sessiond-agentsdk")
+                                 timeout=self.timeout, reconnect_timeout=min(self.timeout, RECONNECT_TIMEOUT),
+                                 name="sessiond-agentsdk")
 
     async def _with_daemon(self, work: Callable[[AsyncClient, bool], Awaitable[T]]) -> T:
         """``work(client, again)`` on the store's connection; when the daemon is
@@ -264,15 +286,47 @@ class SessiondSessionStore:
         if not entries:
             return
         k = _Key.of(key)
+        file = (k.file_id, k.agent, k.run)
+        earlier = self._uncertain.get(file)
+        digests = _digests(entries) if earlier else []
+        retry = earlier is not None and any(_starts_with(digests, d) for d in earlier)
+        sent = False
 
         async def send(client: AsyncClient, again: bool) -> None:
+            nonlocal sent
+            sent = True
             await client.append(k.file_id, "/", entries, durability=self.durability, agent=k.agent, run=k.run,
-                                exact=True, project=k.project, resend=again)
+                                exact=True, project=k.project, resend=again or retry)
             held = self._held
             if held is not None and held.holds(client):
                 await held.attached(client, k.file_id)
 
-        await self._with_daemon(send)
+        try:
+            await self._with_daemon(send)
+        except RemoteError as exc:
+            if sent and exc.code == "shutting_down":
+                self._remember(file, digests or _digests(entries))
+            raise
+        except Exception:
+            if sent:  # it may have reached a daemon that writes it yet: a retry of it is a resend
+                self._remember(file, digests or _digests(entries))
+            raise
+        if retry:
+            self._forget(file, digests)
+
+    def _remember(self, file: tuple[str, str | None, str | None], digests: list[bytes]) -> None:
+        batches = self._uncertain.pop(file, [])
+        batches = [*batches, digests][-UNCERTAIN_PER_FILE:]
+        self._uncertain[file] = batches
+        while len(self._uncertain) > UNCERTAIN_FILES:
+            self._uncertain.popitem(last=False)
+
+    def _forget(self, file: tuple[str, str | None, str | None], digests: list[bytes]) -> None:
+        batches = [d for d in self._uncertain.get(file, []) if not _starts_with(digests, d)]
+        if batches:
+            self._uncertain[file] = batches
+        else:
+            self._uncertain.pop(file, None)
 
     async def load(self, key: Any) -> list[Any] | None:
         """Every entry of the key's file, in order; None when it has none."""

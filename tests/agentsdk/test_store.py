@@ -16,7 +16,7 @@ import pytest
 from sessiond.client.agentsdk import SessiondSessionStore, store_file_id, store_session_id
 from sessiond.store import trash
 from sessiond.wire import messages as m
-from sessiond.wire.errors import RemoteError
+from sessiond.wire.errors import DaemonUnavailable, RemoteError
 from tests.conftest import DaemonProc
 
 PROJECT = "-home-me-project"
@@ -325,3 +325,46 @@ def test_a_store_writing_many_sessions_holds_few_of_them(daemon_factory, short_t
         return [await store.load(key) for key in keys]
 
     assert anyio.run(go) == [[{"type": "user", "uuid": f"u{i}", "n": i}] for i in range(len(keys))]
+
+
+@pytest.mark.timeout(90)
+def test_a_batch_retried_after_a_stall_is_written_once(daemon: DaemonProc) -> None:
+    """The SDK retries an append the store failed (3 tries, 0.2 and 0.8 s apart).
+    When the daemon stalled (SIGSTOP) past the store's ``timeout``, the tries
+    reach it all the same once it runs again: the retries go as resends, so
+    the batch is written once, entries without a uuid included."""
+    store = SessiondSessionStore(socket=daemon.socket, root=daemon.root, autostart=False, timeout=1.0)
+    key = {"project_key": PROJECT, "session_id": str(uuid.uuid4())}
+    other = {**key, "subpath": "subagents/agent-s1"}
+    first = [{"type": "user", "uuid": str(uuid.uuid4()), "message": {"role": "user", "content": "hi"}}]
+    batch = [{"type": "x-mode", "mode": "plan"}, {"type": "assistant", "uuid": str(uuid.uuid4())}, {"type": "x-progress", "n": 1}]
+
+    async def go() -> tuple[int, list[Any] | None, list[Any] | None, list[Any] | None]:
+        await store.append(key, first)
+        failures = 0
+        daemon.signal(signal.SIGSTOP)
+        try:
+            for backoff in (0.2, 0.8, None):
+                try:
+                    with anyio.fail_after(60):
+                        await store.append(key, batch)
+                    break
+                except DaemonUnavailable:
+                    failures += 1
+                    if failures == 2:
+                        daemon.signal(signal.SIGCONT)  # the third try finds it running
+                    if backoff is None:
+                        raise
+                    await anyio.sleep(backoff)
+        finally:
+            daemon.signal(signal.SIGCONT)
+        await store.append(other, batch)  # another file: not a retry
+        loaded = await store.load(key)
+        await store.append(key, batch[:1])  # appended anew after a success: written again
+        return failures, loaded, await store.load(key), await store.load(other)
+
+    failures, loaded, again, sub = anyio.run(go)
+    assert failures == 2
+    assert loaded == [*first, *batch]
+    assert again == [*first, *batch, batch[0]]
+    assert sub == batch

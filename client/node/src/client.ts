@@ -195,6 +195,14 @@ export class Client {
     return this.welcome!;
   }
 
+  /** The daemon's Welcome once connected, as every request waits for it: a
+   * daemon this client had that went away (restarting) is waited for, up to
+   * `reconnectTimeout` (`connect()` alone fails at once while it is away). */
+  async ready(): Promise<Welcome> {
+    await this.connected();
+    return this.welcome!;
+  }
+
   /** Close the connection; what is still owed fails with DaemonUnavailable. */
   async close(): Promise<void> {
     this.closed = true;
@@ -348,10 +356,13 @@ export class Client {
     try {
       await this.connected();
     } catch (err) {
+      // They were sent to the lost daemon: it may have written them.
+      const failed = new DaemonUnavailable((err as Error).message);
+      failed.maybeWritten = true;
       for (const p of owed) {
         clearTimeout(p.timer);
         this.release();
-        p.reject(err as Error);
+        p.reject(failed);
       }
       this.unconfirmed = [];
       this.unconfirmedBytes.clear();
@@ -451,8 +462,10 @@ export class Client {
 
   /** Start (or restart) `p`'s wait for its answer: past `timeout` it fails
    * with DaemonTimeout. A write that timed out may still land: it is kept for
-   * a resend. A write owed across a reconnect is not failed by it (it is not
-   * in flight then; the reconnect's own deadline governs it). */
+   * a resend, and its error says so (`maybeWritten`: a caller's retry of it
+   * must go with `resend`, or what lands of both is written twice). A write
+   * owed across a reconnect is not failed by it (it is not in flight then; the
+   * reconnect's own deadline governs it). */
   private arm(p: Pending): void {
     clearTimeout(p.timer);
     p.timer = setTimeout(() => {
@@ -460,6 +473,7 @@ export class Client {
       this.finish(p.id, p);
       if (p.batch) this.keep(p.batch);
       const err = new DaemonTimeout(`the daemon did not answer a ${p.op} within ${this.timeout} ms`);
+      err.maybeWritten = p.batch !== undefined;
       p.subscription?.fail(err);
       p.reject(err);
     }, this.timeout);

@@ -52,6 +52,9 @@ export class FrameTooLarge extends ProtocolError {
 export class EntryTooLarge extends FrameTooLarge {}
 
 export class DaemonUnavailable extends SessiondError {
+  /** A write this error fails was sent, so the daemon may have written it all
+   * the same (its outcome is unknown): a retry of it should be a `resend`. */
+  maybeWritten = false;
   constructor(message: string) {
     super(message, "unavailable");
   }

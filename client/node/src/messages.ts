@@ -173,7 +173,7 @@ export interface TrashEntry {
   bytes: number;
   items: TrashedItem[];
   files?: number;
-  state?: "trashing" | "trashed" | "restoring";
+  state?: "trashing" | "trashed" | "restoring" | "restored";
 }
 
 export interface TrashChanged {
@@ -208,4 +208,8 @@ export interface WriteOptions {
   exact?: boolean;
   /** Append only: the project dir (a name under `projects/`) of a new session, instead of `cwd`'s. */
   project?: string;
+  /** The batch may have been written already (a retry after a failure with an
+   * unknown outcome, `DaemonUnavailable.maybeWritten`): the daemon drops what
+   * it already has, entries without a uuid included (see the protocol's `resend`). */
+  resend?: boolean;
 }

@@ -18,7 +18,11 @@
  *
  * Entries travel as JSON lines in `Append.exact` batches: written at once (never
  * held for a first message), byte for byte, nothing added by the daemon; entries
- * with a `uuid` are deduplicated (a retried batch is written once), others never.
+ * with a `uuid` are deduplicated (a retried batch is written once), others are
+ * written as often as they are appended, but for a retry of a batch whose
+ * append failed with an unknown outcome (the daemon stalled or went away after
+ * it was sent: `DaemonUnavailable.maybeWritten`): that retry goes as a
+ * `resend`, which the daemon does not write twice.
  * `delete` moves the session (or one agent file) into the trash. Summaries come
  * from the daemon's catalog, which follows every write, never from a read of the
  * transcript per listing.
@@ -57,6 +61,27 @@ const SHORT_ID = /^[A-Za-z0-9_-]{1,15}$/;
 const PROJECT = /^[A-Za-z0-9_-]{1,255}$/;
 const SUBPATH = /^subagents\/(?:workflows\/([A-Za-z0-9_-]{1,128})\/)?agent-([A-Za-z0-9_-]{1,128})$/;
 const TAG = 0b1010n;
+
+/** How long the SDK waits for one `append` (its TranscriptMirrorBatcher's
+ * `sendTimeoutMs`) before it gives the batch up without retrying it. The
+ * store's requests wait longer by default (`DEFAULT_TIMEOUT_MS`): an append
+ * failed by the store before the SDK's own deadline is retried by the SDK
+ * (3 tries), while the first may still land once the daemon answers again. */
+export const SDK_APPEND_TIMEOUT_MS = 60_000;
+export const DEFAULT_TIMEOUT_MS = SDK_APPEND_TIMEOUT_MS + 5_000;
+/** Appends of unknown outcome remembered (as digests of their lines) to send
+ * their retries as resends: per file, and files. */
+const UNCERTAIN_PER_FILE = 8;
+const UNCERTAIN_FILES = 256;
+
+function lineDigest(line: string): string {
+  return createHash("sha256").update(line, "utf-8").digest("base64");
+}
+
+/** Whether `first` is where `lines` begins. */
+function startsWith(lines: string[], first: string[]): boolean {
+  return first.length <= lines.length && first.every((d, i) => d === lines[i]);
+}
 
 function projectHash(projectKey: string): bigint {
   const d = createHash("sha256").update(projectKey, "utf-8").digest();
@@ -161,6 +186,9 @@ async function agentFiles(dir: string, prefix: string): Promise<string[]> {
 }
 
 export interface SessiondSessionStoreOptions extends ClientOptions {
+  /** Milliseconds a connect, or a request's answer, may take (default
+   * `DEFAULT_TIMEOUT_MS`, 65 s: longer than the SDK's own 60 s for an append). */
+  timeout?: number;
   /** When an append returns (default `written`: the SDK's own copy is already on disk). */
   durability?: Durability;
   /** A client to share (default: one of its own, from the other options). */
@@ -177,9 +205,13 @@ export class SessiondSessionStore {
   readonly client: Client;
   readonly durability: Durability;
   private readonly root: string | undefined;
+  /** Per file (`fid/agent/run`): the line digests of appends that failed after
+   * they were sent (the daemon may have written them). An append that begins
+   * with one of them is its retry: sent with `resend`. */
+  private readonly uncertain = new Map<string, string[][]>();
 
   constructor(options: SessiondSessionStoreOptions = {}) {
-    this.client = options.client ?? new Client({ name: "sessiond-agentsdk-node", ...options });
+    this.client = options.client ?? new Client({ name: "sessiond-agentsdk-node", ...options, timeout: options.timeout ?? DEFAULT_TIMEOUT_MS });
     this.durability = options.durability ?? "written";
     this.root = options.root;
   }
@@ -190,7 +222,7 @@ export class SessiondSessionStore {
   }
 
   private async projects(): Promise<string> {
-    const welcome = await this.client.connect();
+    const welcome = await this.client.ready(); // a restarting daemon is waited for, as by every other call
     return path.join(welcome.root || this.root || defaultRoot(), "projects");
   }
 
@@ -201,7 +233,35 @@ export class SessiondSessionStore {
     checkProject(key.projectKey);
     const fid = storeFileId(key.projectKey, key.sessionId);
     const [agent, run] = route(key.subpath);
-    await this.client.append(fid, "/", entries, { durability: this.durability, agent, run, exact: true, project: key.projectKey });
+    const lines = entries.map((e) => JSON.stringify(e));
+    const file = `${fid}/${agent ?? ""}/${run ?? ""}`;
+    const earlier = this.uncertain.get(file);
+    const digests = earlier ? lines.map(lineDigest) : [];
+    const resend = earlier !== undefined && earlier.some((d) => startsWith(digests, d));
+    try {
+      await this.client.append(fid, "/", lines, { durability: this.durability, agent, run, exact: true, project: key.projectKey, resend: resend || undefined });
+    } catch (err) {
+      if (err instanceof DaemonUnavailable && err.maybeWritten) this.remember(file, digests.length ? digests : lines.map(lineDigest));
+      throw err;
+    }
+    if (resend) this.forget(file, digests);
+  }
+
+  /** An append to `file` failed after it was sent: its retry is a resend. */
+  private remember(file: string, digests: string[]): void {
+    const batches = this.uncertain.get(file) ?? [];
+    this.uncertain.delete(file); // re-inserted last: the map's order is the files' last failure
+    batches.push(digests);
+    if (batches.length > UNCERTAIN_PER_FILE) batches.shift();
+    this.uncertain.set(file, batches);
+    if (this.uncertain.size > UNCERTAIN_FILES) this.uncertain.delete(this.uncertain.keys().next().value!);
+  }
+
+  /** A resend that begins with `digests` succeeded: what it retried is written. */
+  private forget(file: string, digests: string[]): void {
+    const batches = (this.uncertain.get(file) ?? []).filter((d) => !startsWith(digests, d));
+    if (batches.length) this.uncertain.set(file, batches);
+    else this.uncertain.delete(file);
   }
 
   /** Every entry of the key's file, in order; null when it has none. */

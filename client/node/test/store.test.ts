@@ -6,7 +6,16 @@ import { after, describe, it } from "node:test";
 
 import type { SessionStore } from "@anthropic-ai/claude-agent-sdk";
 
-import { SessiondSessionStore, storeFileId, storeSessionId, type SessionKey, type SessionStoreEntry } from "../src/index.js";
+import {
+  DaemonTimeout,
+  DaemonUnavailable,
+  SDK_APPEND_TIMEOUT_MS,
+  SessiondSessionStore,
+  storeFileId,
+  storeSessionId,
+  type SessionKey,
+  type SessionStoreEntry,
+} from "../src/index.js";
 import { runSessionStoreConformance } from "./conformance.js";
 import { Daemon, PACKAGE_DIR, PYTHON } from "./daemon.js";
 
@@ -65,6 +74,100 @@ describe("SessiondSessionStore", { timeout: 60_000 }, () => {
     await d.start();
     await Promise.all(producers);
     for (const key of keys) assert.deepStrictEqual(await store.load(key), sent.get(key));
+  });
+
+  it("writes a batch once when the SDK retries it after the daemon stalled (SIGSTOP), entries without a uuid too", async () => {
+    // The SDK's TranscriptMirrorBatcher: up to 3 tries of the same batch, 200 and 800 ms apart,
+    // a try failed by the store's own error (here its DaemonTimeout: a small `timeout`).
+    const d = await new Daemon().start();
+    daemons.push(d);
+    const store = new SessiondSessionStore({ socket: d.socket, root: d.root, timeout: 400, reconnectTimeout: 20_000 });
+    stores.push(store);
+    const key: SessionKey = { projectKey: "-work-stall", sessionId: randomUUID() };
+    const first: SessionStoreEntry[] = [{ type: "user", uuid: randomUUID(), message: { role: "user", content: "hi" } }];
+    await store.append(key, first);
+    const batch: SessionStoreEntry[] = [
+      { type: "x-mode", mode: "plan" }, // no uuid, first in the batch
+      { type: "assistant", uuid: randomUUID(), message: { role: "assistant", content: "ok" } },
+      { type: "x-progress", n: 1 }, // no uuid, after one with
+    ];
+    const other: SessionKey = { ...key, subpath: "subagents/agent-s1" };
+    d.signal("SIGSTOP");
+    let failures = 0;
+    try {
+      for (const backoff of [200, 800, undefined]) {
+        try {
+          await store.append(key, batch);
+          break;
+        } catch (err) {
+          assert.ok(err instanceof DaemonTimeout && err.maybeWritten, String(err));
+          failures++;
+          if (failures === 2) d.signal("SIGCONT"); // the third try finds the daemon back
+          if (backoff === undefined) throw err;
+          await new Promise((r) => setTimeout(r, backoff));
+        }
+      }
+    } finally {
+      d.signal("SIGCONT");
+    }
+    assert.equal(failures, 2);
+    // The same entries appended anew (not a retry: nothing failed) are written again; another file is not a retry.
+    await store.append(other, batch);
+    assert.deepStrictEqual(await store.load(key), [...first, ...batch]);
+    assert.deepStrictEqual(await store.load(other), batch);
+    await store.append(key, [batch[0]]);
+    assert.deepStrictEqual(await store.load(key), [...first, ...batch, batch[0]]);
+  });
+
+  it("writes a batch once when every try of it fails while the daemon is stopped", async () => {
+    const d = await new Daemon().start();
+    daemons.push(d);
+    const store = new SessiondSessionStore({ socket: d.socket, root: d.root, timeout: 300, reconnectTimeout: 20_000 });
+    stores.push(store);
+    const key: SessionKey = { projectKey: "-work-stall", sessionId: randomUUID() };
+    const batch: SessionStoreEntry[] = [{ type: "user", uuid: randomUUID(), message: { role: "user", content: "a" } }, { type: "x-mode", n: 0 }];
+    await store.append(key, batch.slice(0, 1));
+    d.signal("SIGSTOP");
+    try {
+      for (let i = 0; i < 3; i++) await assert.rejects(store.append(key, batch.slice(1)), DaemonUnavailable);
+    } finally {
+      d.signal("SIGCONT");
+    }
+    assert.deepStrictEqual(await store.load(key), batch);
+  });
+
+  it("waits for a restarting daemon in every call: listSessions, listSessionSummaries, delete as append and load", async () => {
+    const d = await new Daemon().start();
+    daemons.push(d);
+    const store = new SessiondSessionStore({ socket: d.socket, root: d.root, timeout: 10_000, reconnectTimeout: 20_000 });
+    stores.push(store);
+    const kept: SessionKey = { projectKey: "-work-listed", sessionId: randomUUID() };
+    const gone: SessionKey = { projectKey: "-work-deleted", sessionId: randomUUID() };
+    await store.append(kept, [{ type: "user", uuid: randomUUID(), message: { role: "user", content: "kept" } }]);
+    await store.append(gone, [{ type: "user", uuid: randomUUID(), message: { role: "user", content: "gone" } }]);
+    await d.stop();
+    const calls = Promise.allSettled([
+      store.listSessions(kept.projectKey),
+      store.listSessionSummaries(kept.projectKey),
+      store.delete(gone),
+      store.load(kept),
+    ]);
+    await new Promise((r) => setTimeout(r, 300)); // the calls find no daemon
+    await d.start();
+    const [sessions, summaries, deleted, loaded] = await calls;
+    assert.equal(deleted.status, "fulfilled", String((deleted as PromiseRejectedResult).reason));
+    assert.equal(loaded.status, "fulfilled", String((loaded as PromiseRejectedResult).reason));
+    assert.equal(sessions.status, "fulfilled", String((sessions as PromiseRejectedResult).reason));
+    assert.deepStrictEqual(sessions.value.map((s) => s.sessionId), [kept.sessionId]);
+    assert.equal(summaries.status, "fulfilled", String((summaries as PromiseRejectedResult).reason));
+    assert.deepStrictEqual(summaries.value.map((s) => s.sessionId), [kept.sessionId]);
+    assert.equal(await store.load(gone), null);
+  });
+
+  it("waits longer for an append than the SDK does by default", () => {
+    const store = new SessiondSessionStore({ socket: "/nonexistent/s.sock" });
+    assert.ok(store.client.timeout > SDK_APPEND_TIMEOUT_MS);
+    assert.equal(new SessiondSessionStore({ socket: "/nonexistent/s.sock", timeout: 1000 }).client.timeout, 1000);
   });
 
   it("lets a program that is done exit without closing the store", async () => {
