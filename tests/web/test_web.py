@@ -10,9 +10,11 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -590,3 +592,29 @@ def test_a_conversation_larger_than_a_page_renders_is_a_note_naming_the_export(w
         assert status == 200 and len(body) < 100_000, page
         assert "first words" not in text and "more than the web view renders on one page" in text, page
         assert f"sessiond export {sid} --format html" in text and "The huge one" in text, page
+
+
+def test_open_gives_the_browser_a_private_page_never_the_token(daemon_factory, short_tmp):
+    """``--open``: a browser's command line is any local user's to read, and the
+    token is the view's one protection from them; the browser is given a 0600
+    page (in a 0700 dir) that sends it on, removed once the browser signed in."""
+    d = daemon_factory().start()
+    record = short_tmp / "browser.json"
+    browser = short_tmp / "browser.py"
+    browser.write_text(f"import json, os, sys, pathlib\nu = sys.argv[1]\np = pathlib.Path(u.removeprefix('file://'))\n"
+                       f"pathlib.Path({str(record)!r}).write_text(json.dumps({{'argv': sys.argv[1:], 'page': p.read_text(),"
+                       f" 'mode': os.stat(p).st_mode & 0o777, 'dir': os.stat(p.parent).st_mode & 0o777, 'path': str(p)}}))\n")
+    browser.chmod(0o700)
+    s = WebServer({**d.env, "BROWSER": f"{sys.executable} {browser} %s"}, "--open")
+    try:
+        deadline = time.monotonic() + 30
+        while not record.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        got = json.loads(record.read_text())
+        assert s.token not in " ".join(got["argv"]) and got["argv"][0].startswith("file://")
+        assert f'url=http://127.0.0.1:{s.port}/?token={s.token}"' in got["page"]
+        assert got["mode"] == 0o600 and got["dir"] == 0o700 and Path(got["path"]).exists()
+        assert s.get(f"/?token={s.token}", cookie=False)[0] == 303  # the browser signs in: the page has done its work
+        assert not Path(got["path"]).exists()
+    finally:
+        s.stop()

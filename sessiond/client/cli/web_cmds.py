@@ -9,9 +9,12 @@ printed, the port in the Host check and the port listened on are one.
 from __future__ import annotations
 
 import errno
+import os
 import secrets
+import shutil
 import socket
 import sys
+from pathlib import Path
 
 import click
 
@@ -66,14 +69,20 @@ def web(obj: Context, port: int | None, open_browser: bool, max_streams: int | N
     bound = sock.getsockname()[1]
     token = secrets.token_urlsafe(24)
     url = f"http://{HOST}:{bound}/?token={token}"
-    app = make_app(obj, token, bound, max_streams=max_streams)
+    launch = launch_page(url) if open_browser else None
+
+    def signed_in() -> None:  # the browser came: the page that held the token has done its work
+        if launch is not None:
+            shutil.rmtree(launch.parent, ignore_errors=True)
+
+    app = make_app(obj, token, bound, max_streams=max_streams, on_sign_in=signed_in)
     echo(f"sessiond web: serving the store read-only on {url}")
     echo("sessiond web: the token in it is this start's; Ctrl-C stops", err=True)
     sys.stdout.flush()
-    if open_browser:
+    if launch is not None:
         import webbrowser
 
-        webbrowser.open(url)
+        webbrowser.open(launch.as_uri())  # the browser's command line names a file, never the token
     config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, server_header=False,
                             date_header=False, timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
@@ -81,3 +90,24 @@ def web(obj: Context, port: int | None, open_browser: bool, max_streams: int | N
         server.run(sockets=[sock])
     finally:
         sock.close()
+        signed_in()  # or the server stopped first (Ctrl-C)
+
+
+def launch_page(url: str) -> Path:
+    """A page that sends the browser on to ``url``, in a new directory only this
+    user can read (0700, the page 0600): what ``--open`` gives the browser. The
+    token in the URL is the view's one protection from the machine's other
+    users (any of them can reach 127.0.0.1), and a browser's command line is
+    theirs to read (``/proc/<pid>/cmdline``, ``ps``); a file's name is not the
+    token. Removed at the first sign-in, or when the server stops."""
+    import html
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="sessiond-web-"))
+    page = where / "open.html"
+    target = html.escape(url, quote=True)
+    fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(f'<!DOCTYPE html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={target}">'
+                f'<title>sessiond web</title><p><a href="{target}">Open the sessiond web view</a></p>\n')
+    return page

@@ -101,10 +101,12 @@ class Guard:
     """The checks every request passes before the application sees it, and
     the headers every answer carries (see the module doc)."""
 
-    def __init__(self, app: ASGIApp, token: str, port: int) -> None:
+    def __init__(self, app: ASGIApp, token: str, port: int, on_sign_in: Callable[[], None] | None = None) -> None:
         self.app = app
         self.token = token.encode()
         self.port = port
+        self.on_sign_in = on_sign_in
+        """Called at each sign-in (the token traded for the cookie): ``web --open`` removes its launch page."""
         self.hosts = {f"127.0.0.1:{port}".encode(), f"localhost:{port}".encode()}
         self.cookie = cookie_name(port)
 
@@ -135,6 +137,8 @@ class Guard:
         if given:
             if len(given) == 1 and self._matches(given[0].encode("utf-8", "surrogateescape")):
                 target = same_origin(scope, [(k, v) for k, v in asked if k != "token"])
+                if self.on_sign_in is not None:
+                    self.on_sign_in()
                 cookie = f"{self.cookie}={self.token.decode()}; Path=/; HttpOnly; SameSite=Strict"
                 await _plain(send_with_headers, 303, "signed in", [(b"location", target),
                                                                   (b"set-cookie", cookie.encode())])
@@ -287,9 +291,11 @@ class View:
         return Response(JS, media_type="text/javascript")
 
 
-def make_app(obj: Context, token: str, port: int, *, max_streams: int | None = None) -> ASGIApp:
+def make_app(obj: Context, token: str, port: int, *, max_streams: int | None = None,
+             on_sign_in: Callable[[], None] | None = None) -> ASGIApp:
     """The application for ``obj``'s store, behind the guard for ``port``;
-    at most ``max_streams`` live streams at once (default ``live.MAX_STREAMS``)."""
+    at most ``max_streams`` live streams at once (default ``live.MAX_STREAMS``);
+    ``on_sign_in`` called at each sign-in (``Guard.on_sign_in``)."""
     view = View(obj, live.Streams(max_streams or live.MAX_STREAMS))
     app = Starlette(routes=[
         Route("/", view.projects),
@@ -302,4 +308,4 @@ def make_app(obj: Context, token: str, port: int, *, max_streams: int | None = N
         Route("/static/style.css", view.css),
         Route("/static/app.js", view.js),
     ])
-    return Guard(app, token, port)
+    return Guard(app, token, port, on_sign_in)
