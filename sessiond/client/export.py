@@ -47,9 +47,11 @@ def agent_files(path: Path, session_id: str | None) -> list[tuple[str, Path]]:
 
 def load_export(path: Path | str) -> Exported:
     from .resume.history import pre_compaction
+    from .sidechains import inline_sidechains
 
     main = load_transcript(path)
     subs = [(agent, load_transcript(p)) for agent, p in agent_files(Path(main.path), main.sessionId)]
+    subs += inline_sidechains(main, {agent for agent, _ in subs})  # Claude Code 1.0.x's: in the main file
     return Exported(main=main, subagents=subs, history=pre_compaction(path))
 
 

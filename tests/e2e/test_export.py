@@ -208,3 +208,29 @@ def test_export_says_what_it_left_out_as_show_does(daemon_factory, short_tmp):
     path.write_bytes(b"")
     r = d.cli("--no-autostart", "export", sid, "--cwd", CWD, check=False)
     assert r.returncode != 0 and r.stdout == b"" and b"is empty" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_subagents_written_inline_by_claude_code_1_0_are_exported_and_linked(daemon_factory):
+    """Claude Code 1.0.x wrote each Task's subagent into the main transcript
+    (``isSidechain``, no agent id, no file of its own): the exports show each
+    such conversation after the main one, linked from the call that started
+    it, as they show a 2.x subagent file. They were left out, 405 of this
+    file's 438 lines, with nothing said."""
+    from tests.conftest import CORPUS
+
+    src = CORPUS / "d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
+    lines = [json.loads(x) for x in src.read_bytes().splitlines() if x.strip()]
+    calls = {b["id"]: b["input"]["prompt"] for e in lines if e["type"] == "assistant" and not e.get("isSidechain")
+             for b in e["message"]["content"] if isinstance(b, dict) and b.get("name") == "Task"}
+    last_words = [b["text"] for e in lines if e.get("isSidechain") and e["type"] == "assistant"
+                  for b in e["message"]["content"] if isinstance(b, dict) and b.get("type") == "text"]
+    d = daemon_factory()
+    md = d.cli("--no-autostart", "export", str(src), "--no-redact").stdout.decode()
+    assert len(calls) == 5
+    for call in calls:
+        anchor = f"#subagent-{call.lower()}"
+        assert f"(subagent {call})</summary>" in md and md.count(anchor) >= 2, call  # the call names it, links it
+        assert f'<a id="subagent-{call.lower()}"></a>' in md or f'id="subagent-{call.lower()}"' in md, call
+    assert all(t.strip()[:60].replace("*", "") in md.replace("\\", "").replace("*", "") for t in last_words[-3:])
+    page = d.cli("--no-autostart", "export", str(src), "--format", "html", "--no-redact").stdout.decode()
+    assert all(f'id="subagent-{call.lower()}"' in page for call in calls)
