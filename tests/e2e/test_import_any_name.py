@@ -127,3 +127,18 @@ def test_a_session_file_named_by_an_id_in_another_form_is_imported_by_its_canoni
     restored = _json(daemon.cli("restore", upper.lower(), "--json"))
     assert restored["session"] == upper.lower() and restored["state"] == "restored"  # done: not "restoring"
     assert (stored / f"{upper.lower()}.jsonl").read_bytes() == files[upper.lower()]
+
+
+def test_a_dir_import_says_why_a_file_was_skipped_and_how_to_take_it(daemon, short_tmp):
+    """A transcript in a projects dir whose name is no session id is not taken
+    by a dir import (its name is not a session's); it is said so, with the way
+    to take it (name the file), not called unreadable."""
+    project = short_tmp / "cc" / "projects" / "-tmp-proj"
+    project.mkdir(parents=True)
+    (project / "full.jsonl").write_bytes(CHECKPOINT.read_bytes())
+    r = daemon.cli("import", str(short_tmp / "cc"), check=False)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "unreadable:" not in err and "Traceback" not in err
+    assert f"skipped: {project / 'full.jsonl'}: not named <session id>.jsonl (name the file itself" in err
+    took = _json(daemon.cli("import", str(project / "full.jsonl"), "--json"))
+    assert [(s["session"], s["status"]) for s in took["sessions"]] == [(SID, "imported")]

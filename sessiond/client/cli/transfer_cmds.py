@@ -54,7 +54,10 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
     progress.done()
     for path in skipped:
         if not as_json:
-            echo(f"sessiond: unreadable: {path}: not a session file (or a symlink)", err=True)
+            why = ("a symlink" if os.path.islink(path) else
+                   "not named <session id>.jsonl (name the file itself to import it by the session its entries name)"
+                   if path.endswith(".jsonl") and os.path.isfile(path) else "not a session's file")
+            echo(f"sessiond: skipped: {path}: {why}", err=True)
     if as_json:
         echo_json({"counts": counts, "sessions": report, "skipped": skipped})
     else:
