@@ -552,7 +552,7 @@ def test_resume_commands_name_the_canonical_id_and_show_controls(daemon_factory)
     _raw_project(d.root, sanitize(CWD).encode(), sid, "plain session")
     hostile_cwd = "/work/\u202eevil\x1b[2Jdir"
     other = str(uuid.uuid4())
-    _raw_project(d.root, b"-work-hostile", other, "hostile cwd", cwd=hostile_cwd)
+    _raw_project(d.root, b"-work-hostile", other, "hostile \u202ecwd\x1b[31m prompt", cwd=hostile_cwd)
     d.start()
     s = WebServer(d.env)
     try:
@@ -566,6 +566,7 @@ def test_resume_commands_name_the_canonical_id_and_show_controls(daemon_factory)
         text = body.decode()
         resume = re.search(r'<p class="resume">.*?</p>', text).group(0)
         assert "\u202e" not in resume and "\x1b" not in resume
+        assert "\u202e" not in text and "\x1b" not in text  # the conversation too (the prompt), as export shows it
         assert "\\u202eevil^[[2Jdir" in resume  # shown as the CLI shows it
         copies = re.findall(r'data-copy="([^"]*)"', resume)
         assert copies == [f"sessiond resume {other}"]  # the cd command differs from what is shown: no copy button

@@ -30,6 +30,7 @@ from pathlib import Path
 import msgspec
 
 from sessiond.client import export
+from sessiond.client.cli.output import printable
 from sessiond.client.render.html import STYLESHEET, conversation_html
 
 MAX_RENDER_BYTES = 16 * 1024 * 1024
@@ -59,7 +60,7 @@ def load(path: Path) -> Rendered:
         return too_large(path, total)
     view = export.view_of(export.redacted(export.load_export(path))[0])
     return Rendered(title=view.title, session_id=view.session_id, first=view.first, last=view.last,
-                    messages=view.messages, body=conversation_html(view))
+                    messages=view.messages, body=printable(conversation_html(view)))  # controls shown, as export shows them
 
 
 def files_size(path: Path) -> int:
