@@ -183,6 +183,24 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def files_behind(conn: sqlite3.Connection, root: Path, projects: list[str] | None) -> int:
+    """How many transcripts of ``projects`` the index does not hold as they are
+    now (new, grown, rewritten, replaced: the indexer's own test of a file,
+    ``index/store.py``). An index read without the daemon may be behind the
+    files (the daemon stopped before its indexer caught up); a search there
+    that trusted it would answer "no matches" for what was just written."""
+    from .files import transcripts
+    from .schema import indexed_files
+
+    held = indexed_files(conn, projects)
+    behind = 0
+    for t in transcripts(root, projects):
+        row = held.get(t.path)
+        if row is None or row[:4] != (t.st.st_dev, t.st.st_ino, t.st.st_size, t.st.st_mtime_ns):
+            behind += 1
+    return behind
+
+
 def run(conn: sqlite3.Connection, root: Path, text: str, *, projects: list[str] | None = None, limit: int = 20,
         since: str | None = None, role: str | None = None, cpu_seconds: float = DEFAULT_CPU_SECONDS,
         stop: threading.Event | None = None) -> SearchResult:

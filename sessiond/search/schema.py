@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import zlib
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import sqlite3
 
 SCHEMA_VERSION: Final = 3
 INDEX_NAME: Final = ".sessiond-search.sqlite3"
@@ -126,3 +129,17 @@ def read_only_uri(path: Path) -> str:
     from urllib.parse import quote
 
     return f"file:{quote(str(path))}?mode=ro"
+
+
+def indexed_files(conn: sqlite3.Connection, projects: list[str] | None) -> dict[str, tuple[int, int, int, int, int]]:
+    """``path -> (dev, ino, size, mtime_ns, indexed)`` of the files the index
+    holds in ``projects`` (None: all): what the indexer's re-stat compares the
+    files with, and what an offline search checks the index is not behind."""
+    if projects is None:
+        cur = conn.execute("SELECT path, dev, ino, size, mtime_ns, indexed FROM files")
+    else:
+        cur = conn.execute(
+            f"SELECT path, dev, ino, size, mtime_ns, indexed FROM files WHERE project IN ({','.join('?' * len(projects))})",
+            [to_db(p) for p in projects])
+    return {from_db(r[0]): r[1:] for r in cur}
+

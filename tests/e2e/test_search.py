@@ -199,6 +199,24 @@ def test_without_a_daemon_the_index_is_read_and_without_one_the_files_are_scanne
     assert "heliotrope" in hits[0]["snippet"]
 
 
+@pytest.mark.timeout(180)
+def test_without_a_daemon_an_index_behind_the_files_is_not_trusted(fresh_config, daemon_factory):
+    """The daemon stopped before its indexer saw the last writes (or files were
+    written since, with no daemon): a search read from that index alone would
+    answer "no matches" for them. It scans the files instead, and says why."""
+    d = daemon_factory().start()
+    sid = str(uuid.uuid4())
+    write(d, sid, user("the indexed word is heliotrope"))
+    wait_until(lambda: answered_from_the_index(d, "heliotrope"), "the indexer to catch up", timeout=120, every=0.5)
+    assert d.stop() == 0
+    later = str(uuid.uuid4())  # written with no daemon: the index has never seen it
+    d.cli("--no-autostart", "append", "--cwd", CWD, "--session", later, input=line(user("a later word: ocelot")))
+    r = d.cli("--no-autostart", "search", "ocelot", "--cwd", CWD, "--json")
+    assert [h["sessionId"] for h in json.loads(r.stdout)] == [later]
+    assert b"the search index is behind 1 file: scanned the files" in r.stderr, r.stderr
+    assert [h["sessionId"] for h in search(d, "heliotrope", "--cwd", CWD)] == [sid]  # the rest still found
+
+
 def test_reindex_rebuilds_the_same_answers(sd):
     sids = [str(uuid.uuid4()) for _ in range(3)]
     for i, sid in enumerate(sids):

@@ -177,8 +177,11 @@ def _offline(root: Path, text: str, projects: list[str] | None, limit: int, sinc
         try:
             conn = q.open_read_only(path)
             try:
-                found = q.run(conn, root, text, projects=projects, limit=limit, since=since, role=role)
-                return found.hits, _window_note(found.window) if found.window else None
+                behind = q.files_behind(conn, root, projects)
+                if not behind:
+                    found = q.run(conn, root, text, projects=projects, limit=limit, since=since, role=role)
+                    return found.hits, _window_note(found.window) if found.window else None
+                reason = f"the search index is behind {count(behind, 'file')}"
             except q.QueryTooCostly as exc:
                 raise SessiondError(str(exc), code="bad_request") from None
             finally:

@@ -24,7 +24,7 @@ from pathlib import Path
 from sessiond.search import indexfile
 from sessiond.search.extract import SUMMARY, TAG, TITLE, extract
 from sessiond.search.files import describe
-from sessiond.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions, from_db, to_db
+from sessiond.search.schema import DDL, SCHEMA_VERSION, compress_text, connect_functions, from_db, indexed_files, to_db
 from sessiond.store.appendfile import ensure_dir
 from sessiond.store.crc import crc32
 from sessiond.store.linecap import MAX_LINE, read_span
@@ -262,13 +262,7 @@ class Store:
 
     def rows_of(self, projects: list[str] | None) -> dict[str, tuple[int, int, int, int, int]]:
         """``path -> (dev, ino, size, mtime_ns, indexed)`` of the files indexed in ``projects``."""
-        if projects is None:
-            cur = self.conn.execute("SELECT path, dev, ino, size, mtime_ns, indexed FROM files")
-        else:
-            cur = self.conn.execute(
-                f"SELECT path, dev, ino, size, mtime_ns, indexed FROM files WHERE project IN ({','.join('?' * len(projects))})",
-                [to_db(p) for p in projects])
-        return {from_db(r[0]): r[1:] for r in cur}
+        return indexed_files(self.conn, projects)
 
     def drop(self, path: str) -> bool:
         r = self.conn.execute("SELECT id FROM files WHERE path = ?", (to_db(path),)).fetchone()
