@@ -91,6 +91,9 @@ class Health(msgspec.Struct):
     """uuids of user/assistant messages with nothing to send (resume drops them)."""
     otherSessions: list[str]
     """Session ids other than the file's (``<uuid>.jsonl``) that entries carry."""
+    parentCycles: list[str]
+    """One uuid of each loop of ``parentUuid`` links (A's parent B, B's parent A):
+    a chain walked from there never reaches its start."""
     healthy: bool
     """Nothing lost or confused: no torn tail, unparseable line or duplicate uuid."""
     verdict: str = "ok"
@@ -112,6 +115,7 @@ def check_file(path: Path | str) -> Health:
     seen: set[tuple[bool, str]] = set()
     dups: list[str] = []
     parents: list[str] = []
+    parent_of: dict[str, str] = {}
     uses: dict[str, None] = {}
     results: set[str] = set()
     empty: list[str] = []
@@ -146,6 +150,8 @@ def check_file(path: Path | str) -> Health:
             seen.add(key)
         if e.parentUuid is not None:
             parents.append(e.parentUuid)
+            if e.uuid is not None:
+                parent_of[e.uuid] = e.parentUuid
         if own is not None and e.sessionId and e.sessionId != own and e.uuid is not None:
             others[e.sessionId] = None
         if e.type in ("user", "assistant") and e.uuid and (e.message is None or _nothing_to_send(e.message)):
@@ -166,6 +172,7 @@ def check_file(path: Path | str) -> Health:
         torn = False
     uuids = {u for _, u in seen}
     dangling = [p for p in parents if p not in uuids]
+    cycles = _cycles(parent_of)
     unanswered = [u for u in uses if u not in results]
     healthy = not (torn or bad or dups)
     return Health(
@@ -179,9 +186,29 @@ def check_file(path: Path | str) -> Health:
         unansweredToolUses=unanswered,
         emptyMessages=empty,
         otherSessions=list(others),
+        parentCycles=cycles,
         healthy=healthy,
-        verdict="unhealthy" if not healthy else "warning" if dangling or others else "ok",
+        verdict="unhealthy" if not healthy else "warning" if dangling or others or cycles else "ok",
     )
+
+
+def _cycles(parent_of: dict[str, str]) -> list[str]:
+    """One uuid of each loop of ``parent_of`` links, in the order met (each link
+    followed once: linear in the entries)."""
+    state: dict[str, int] = {}  # 1: on the walk now, 2: done
+    found: list[str] = []
+    for start in parent_of:
+        walk: list[str] = []
+        at: str | None = start
+        while at is not None and at not in state:
+            state[at] = 1
+            walk.append(at)
+            at = parent_of.get(at)
+        if at is not None and state.get(at) == 1:
+            found.append(at)  # the walk came back to itself
+        for u in walk:
+            state[u] = 2
+    return found
 
 
 class Repair(msgspec.Struct):

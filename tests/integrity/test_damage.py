@@ -130,6 +130,21 @@ def test_an_entry_whose_parent_is_missing(tmp_path):
     assert report["danglingParents"] == ["a2"] and report["verdict"] == "warning"
 
 
+def test_a_loop_of_parent_links_is_reported_by_check(tmp_path):
+    """u1's parent is a1, whose parent is u1 (a bad writer, a bad merge): the
+    chain walked from the end never reaches its start. Resume cuts it there;
+    check said ok, and names it now, with the line to read for a person."""
+    entries = conversation()
+    entries[0]["parentUuid"] = "a1"
+    resumed, report = resume_and_check(tmp_path, _file(tmp_path, entries))
+    assert report["parentCycles"] and report["parentCycles"][0] in ("u1", "a1") and report["verdict"] == "warning"
+    human = _run(tmp_path, "check", str(tmp_path / f"{A}.jsonl"))
+    assert b"1 loop of parent links" in human.stdout and b"Traceback" not in human.stderr
+    clean_dir = tmp_path / "clean"
+    clean_dir.mkdir()
+    assert resume_and_check(clean_dir, _file(clean_dir, conversation()))[1]["parentCycles"] == []
+
+
 def test_a_tool_use_without_its_result_at_the_tail(tmp_path):
     entries = conversation()
     resumed, report = resume_and_check(tmp_path, _file(tmp_path, entries[:3]))

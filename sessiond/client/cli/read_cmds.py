@@ -130,6 +130,9 @@ def _health_line(h) -> str:
     if h.danglingParents:
         problems.append(f"{count(len(h.danglingParents), 'dangling parent')} (resume bridges each to a message at most "
                         "5 s older, as Claude Code does, else starts after it; `show --bridge` joins the rest)")
+    if h.parentCycles:
+        problems.append(f"{count(len(h.parentCycles), 'loop')} of parent links (a chain that never reaches its start: "
+                        "resume cuts it there, as at a missing parent)")
     if h.otherSessions:
         problems.append(f"entries of {count(len(h.otherSessions), 'other session')} (two writers on one file, or files "
                         "joined; resume takes this session's own latest message; nothing to do)")
