@@ -108,6 +108,29 @@ async def previewed(pilot) -> str:
     return preview_text(pilot.app)
 
 
+def test_an_answer_that_comes_as_the_picker_exits_changes_nothing(store):
+    """A search's answer, a preview or the full listing arrives from its thread
+    (``call_from_thread``), or a timer fires, after the picker's screen is gone
+    (the person pressed Enter meanwhile): it finds nothing to update and raises
+    nothing. It raised NoMatches on the filter, seen once in the suite under load."""
+    obj, here, ids = store
+
+    async def leave(pilot):
+        await pilot.press("q")
+
+    app = picker(obj, here)
+    assert run(app, leave) is None
+    row = app.rows[0]
+
+    async def late():  # what the threads and timers hand the app after it exited
+        app._found("parser", [])
+        app._start_search("parser", "parser")
+        app._show_preview(ids["newest"], "text")
+        app._preview_rested(row)
+
+    asyncio.run(late())
+
+
 def test_lists_the_projects_sessions_newest_activity_first(store):
     obj, here, ids = store
     seen = {}

@@ -423,6 +423,11 @@ class PickerApp(App[Choice | None]):
         at = 1 + [name for name, _ in self._columns()].index(heading)
         return [self.cells(self.rows[i])[at] for i in self.shown]
 
+    def _alive(self) -> bool:
+        """Whether the picker's screen is still up: a timer or a worker's answer
+        that comes as the app exits finds nothing to update, and must not raise."""
+        return bool(self.query("#filter"))
+
     # ---------------------------------------------------------------- listing
 
     def refilter(self, keep: str | None = None) -> None:
@@ -512,6 +517,8 @@ class PickerApp(App[Choice | None]):
         self.call_from_thread(self._replace_listing, got)
 
     def _replace_listing(self, got: Listing | BaseException) -> None:
+        if not self._alive():
+            return
         self._loading = False
         if isinstance(got, BaseException):
             self.say(f"could not read every session: {one_line(got)}", error=True)
@@ -538,6 +545,8 @@ class PickerApp(App[Choice | None]):
         self._status()
 
     def _start_search(self, query: str, text: str) -> None:
+        if not self._alive():
+            return
         self._search_timer = None
         if query != self.query_one("#filter", Input).value:
             return
@@ -555,6 +564,8 @@ class PickerApp(App[Choice | None]):
         self.call_from_thread(self._found, query, got)
 
     def _found(self, query: str, got: list[tuple[str, str]] | BaseException) -> None:
+        if not self._alive():
+            return
         if query != self.query_one("#filter", Input).value:
             return  # a stale answer: the filter changed since it was asked
         self._searching = ""
@@ -582,6 +593,8 @@ class PickerApp(App[Choice | None]):
         self._preview_timer = self.set_timer(delay, lambda: self._preview_rested(row))
 
     def _preview_rested(self, row: Row) -> None:
+        if not self._alive():
+            return
         self._preview_timer = None
         if row.session.sessionId == self._previewed:
             self._load_preview(row)
@@ -605,6 +618,8 @@ class PickerApp(App[Choice | None]):
         self.call_from_thread(self._show_preview, row.session.sessionId, text)
 
     def _show_preview(self, session_id: str, text: str) -> None:
+        if not self._alive():
+            return
         row = self.selected()
         if row is not None and row.session.sessionId == session_id:
             if session_id in self.found:
