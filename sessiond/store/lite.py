@@ -5,9 +5,9 @@ transcripts, so it never parses a whole file. Claude Code reads the first and th
 last 64 KB of each file and so do we, with the same windows and the same rules, so
 a root pointed at ``~/.claude`` shows the titles Claude Code's picker shows:
 
-* head → first meaningful prompt, createdAt, cwd, gitBranch, sessionId, sidechain
+* head → first meaningful prompt, createdAt, cwd, gitBranch (when the tail has none), sessionId, sidechain
   flag, teamName;
-* tail → customTitle, aiTitle, lastPrompt, tag, summary, the LAST occurrence of
+* tail → customTitle, aiTitle, lastPrompt, tag, summary, gitBranch, the LAST occurrence of
   each winning (metadata is re-appended at EOF, SPEC 3.5, to stay in this window);
   a custom or AI title found only in the head (a big file whose title was set
   early and never re-appended) is taken from there, as the picker does;
@@ -41,7 +41,7 @@ from sessiond.wire.session_info import (  # noqa: F401  (what the lite read fill
 )
 
 from .lite_head import HeadState, probe_tail, salvage, scan_head
-from .lite_tail import head_titles, last_entry_at, message_count, scan_tail
+from .lite_tail import head_titles, last_branch, last_entry_at, message_count, scan_tail
 from .regular import open_regular
 
 LITE_WINDOW: Final = 65536
@@ -225,7 +225,8 @@ def parse_lite(head: bytes, tail: bytes | None, *, path: str = "", size: int | N
     info.first_media = st.media
     info.created_at = st.created_at
     info.cwd = st.cwd
-    info.git_branch = st.branch
+    # the branch it ended on (the tail's last), as Claude Code's picker and the Agent SDK show it
+    info.git_branch = (last_branch(buf, start, end) if not (st.side or st.team) else None) or st.branch
     info.session_id = st.sid
     info.is_sidechain = bool(st.side)
     info.team_name = st.team

@@ -15,6 +15,7 @@ multi-byte ``bytes.find`` over the whole window.)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -73,6 +74,25 @@ def scan_tail(buf: bytes, start: int, end: int) -> tuple[dict[str, str | None], 
                         break
         pos = ls - 1
     return found, parsed
+
+
+_BRANCH: Final = re.compile(rb'"gitBranch"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def last_branch(buf: bytes, start: int, end: int) -> str | None:
+    """The last ``gitBranch`` of ``buf[start:end]`` (the tail window): the
+    branch the session ended on, as Claude Code's lite reader and the Agent
+    SDK's listing take it (the head's first one only when the tail has none)."""
+    last = None
+    for last in _BRANCH.finditer(buf, start, end):  # noqa: B007 (the last match is wanted)
+        pass
+    if last is None:
+        return None
+    try:
+        value = msgspec.json.decode(b'"' + last.group(1) + b'"')
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, str) and value else None
 
 
 _HEAD_TITLE_KINDS: Final = ("custom_title", "ai_title")

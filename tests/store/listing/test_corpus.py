@@ -9,6 +9,7 @@ spaces and anything over 200 characters is cut with an ellipsis.
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -19,7 +20,8 @@ from sessiond.store.lite import read_lite
 PLANETFALL = "/Users/goose-guest/Documents/work/planetfall-seed-signalkit"
 DAAAIN = "/Users/dain/workspace/"
 
-# sessionId: (title, firstPrompt, lastPrompt, customTitle, aiTitle, summary, gitBranch, cwd, createdAt)
+# sessionId: (title, firstPrompt, lastPrompt, customTitle, aiTitle, summary, gitBranch, cwd, createdAt);
+# gitBranch is the last one of the last 64 KB (the branch the session ended on), else the head's first
 EXPECTED = {
     "cb77ee11-31c9-4f9a-9dc3-3cf520a35d40": (
         "Review project checkpoints and level 1 status",
@@ -124,7 +126,7 @@ EXPECTED = {
     "a318ad73-17a2-4575-845d-8952a1e5958b": (
         "Can you read docs/architecture/shadow-branch-suffixes.md, I'd like to modify this approach: I don't think we need suffixes but instead we just use one branch, is there overlap in files we continue, if…",
         "Can you read docs/architecture/shadow-branch-suffixes.md, I'd like to modify this approach: I don't think we need suffixes but instead we just use one branch, is there overlap in files we continue, if…",
-        None, None, None, None, "soph/improved-shadow-2", "/Users/soph/Work/entire/devenv/cli",
+        None, None, None, None, "main", "/Users/soph/Work/entire/devenv/cli",
         "2026-01-31T07:15:51.765Z"),
     "5e231473-1e70-45c5-9c18-6510ac844c99": (
         "The comment on lines 212-213 is outdated. It still refers to the old function name SessionMetadataDirFromEntireID and mentions \"date prefix like 2026-01-12-abc123\". Based on the PR changes and the fun…",
@@ -134,14 +136,14 @@ EXPECTED = {
     # Its summary (line 129 of 170) is more than 64 KB from the end.
     "130d7b7e-5801-4345-9bd6-f32fd9b8429b": (
         "We should add the agent name to any logging", "We should add the agent name to any logging",
-        None, None, None, None, "main", "/Users/soph/Work/entire/devenv/cli", "2026-01-20T14:57:02.445Z"),
+        None, None, None, None, "soph/add-agent-to-logging", "/Users/soph/Work/entire/devenv/cli", "2026-01-20T14:57:02.445Z"),
     "53ea1606-cf60-417b-928a-068324ecc7b3": (
         "/github-pr-review", "/github-pr-review", None, None, None, None,
-        "alex/ent-221-type-consolidation", "/Users/alex/workspace/cli/.worktrees/2", "2026-02-08T05:29:05.461Z"),
+        "alex/rename-last-interaction-time", "/Users/alex/workspace/cli/.worktrees/2", "2026-02-08T05:29:05.461Z"),
     "0cd9edf7-459c-4900-af40-cf2c64dea525": (
         "debug: manual commit strategy isn't producing transcript line numbers and token usage - we believe PR#60 should have added this",
         "debug: manual commit strategy isn't producing transcript line numbers and token usage - we believe PR#60 should have added this",
-        None, None, None, None, "alex/debug-manual-transcript-token-recording", "/Users/alex/workspace/cli",
+        None, None, None, None, "gtrrz-victor/add-token-usage-manual-commit", "/Users/alex/workspace/cli",
         "2026-01-21T01:08:10.171Z"),
     "4606c3cc-379e-49e0-ae0e-8a393cf85de5": (
         'Update README.md to say "this is a test"', 'Update README.md to say "this is a test"',
@@ -253,3 +255,18 @@ def test_pages_of_the_corpus_join_up(corpus_store, listed):
     for offset in range(0, len(everything) + 7, 7):
         pages += [s.sessionId for s in list_all_sessions(corpus_store.root, limit=7, offset=offset)]
     assert pages == everything
+
+
+def test_the_git_branch_is_the_one_claude_codes_lite_reader_takes(listed, corpus_store):
+    """The branch a listing shows is what Claude Code's lite reader takes, as the
+    Agent SDK ports it: the tail window's last ``gitBranch``, else the head's
+    first (the branch the session ended on; the head's first was shown)."""
+    from claude_agent_sdk._internal import sessions as sdk
+
+    for s in listed[0]:
+        lite = sdk._read_session_lite(Path(s.path))
+        assert lite is not None
+        expected = (sdk._extract_last_json_string_field(lite.tail, "gitBranch")
+                    or sdk._extract_json_string_field(lite.head, "gitBranch") or None)
+        assert s.gitBranch == expected, s.sessionId
+
