@@ -90,6 +90,9 @@ def test_scope_roles_since_phrases_and_prefixes(sd):
            "message": {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash",
                                                           "input": {"command": "rg lighthouse /var/log/beacon"}}]}})
     write(sd, there, user("lighthouse keeper rota", timestamp="2026-06-01T00:00:00.000Z"), cwd=OTHER)
+    # what is asserted is the index's ranking and filters: beside a busy run the SCHED_IDLE indexer may be more
+    # than the 5 s a search waits behind, and the answer then comes from the index as it is (caughtUp: false)
+    wait_until(lambda: answered_from_the_index(sd, "rota"), "the indexer to catch up", timeout=120, every=0.5)
     assert [h["sessionId"] for h in search(sd, "lighthouse", "--cwd", CWD)] == [here]
     assert {h["sessionId"] for h in search(sd, "lighthouse", "--all")} == {here, there}
     tool = search(sd, "beacon", "--cwd", CWD, "--role", "tool")
