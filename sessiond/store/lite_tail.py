@@ -83,16 +83,18 @@ def last_branch(buf: bytes, start: int, end: int) -> str | None:
     """The last ``gitBranch`` of ``buf[start:end]`` (the tail window): the
     branch the session ended on, as Claude Code's lite reader and the Agent
     SDK's listing take it (the head's first one only when the tail has none)."""
-    last = None
-    for last in _BRANCH.finditer(buf, start, end):  # noqa: B007 (the last match is wanted)
-        pass
-    if last is None:
-        return None
-    try:
-        value = msgspec.json.decode(b'"' + last.group(1) + b'"')
-    except msgspec.DecodeError:
-        return None
-    return value if isinstance(value, str) and value else None
+    at = buf.rfind(b'"gitBranch"', start, end)  # from the end: one C-level search, not a walk of the window
+    while at >= 0:
+        found = _BRANCH.match(buf, at, end)
+        if found is not None:
+            try:
+                value = msgspec.json.decode(b'"' + found.group(1) + b'"')
+            except msgspec.DecodeError:
+                value = None
+            if isinstance(value, str):
+                return value or None
+        at = buf.rfind(b'"gitBranch"', start, at)
+    return None
 
 
 _HEAD_TITLE_KINDS: Final = ("custom_title", "ai_title")
