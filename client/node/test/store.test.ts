@@ -27,6 +27,16 @@ describe("SessiondSessionStore", { timeout: 60_000 }, () => {
     await Promise.all(daemons.map((d) => d.dispose()));
   });
 
+  /** A daemon of its own and a store on it (`timeout` as given, else the store's
+   * default), both disposed after the suite. */
+  async function storeOnDaemon(timeout?: number): Promise<{ d: Daemon; store: SessiondSessionStore }> {
+    const d = await new Daemon().start();
+    daemons.push(d);
+    const store = new SessiondSessionStore({ socket: d.socket, root: d.root, reconnectTimeout: 20_000, ...(timeout === undefined ? {} : { timeout }) });
+    stores.push(store);
+    return { d, store };
+  }
+
   it("passes the SDK's 14 SessionStore contracts, a fresh daemon for each", async () => {
     // The next contract's daemon starts while this one runs.
     const next = () => {
@@ -47,10 +57,7 @@ describe("SessiondSessionStore", { timeout: 60_000 }, () => {
   });
 
   it("keeps every entry exactly once, in call order, across a SIGKILL and restart of the daemon", async () => {
-    const d = await new Daemon().start();
-    daemons.push(d);
-    const store = new SessiondSessionStore({ socket: d.socket, root: d.root, reconnectTimeout: 20_000 });
-    stores.push(store);
+    const { d, store } = await storeOnDaemon();
     const project = "-work-agents";
     const keys = [0, 1, 2].map((i): SessionKey => ({ projectKey: project, sessionId: randomUUID() }));
     keys.push({ ...keys[0], subpath: "subagents/agent-a1" });
@@ -79,10 +86,7 @@ describe("SessiondSessionStore", { timeout: 60_000 }, () => {
   it("writes a batch once when the SDK retries it after the daemon stalled (SIGSTOP), entries without a uuid too", async () => {
     // The SDK's TranscriptMirrorBatcher: up to 3 tries of the same batch, 200 and 800 ms apart,
     // a try failed by the store's own error (here its DaemonTimeout: a small `timeout`).
-    const d = await new Daemon().start();
-    daemons.push(d);
-    const store = new SessiondSessionStore({ socket: d.socket, root: d.root, timeout: 400, reconnectTimeout: 20_000 });
-    stores.push(store);
+    const { d, store } = await storeOnDaemon(400);
     const key: SessionKey = { projectKey: "-work-stall", sessionId: randomUUID() };
     const first: SessionStoreEntry[] = [{ type: "user", uuid: randomUUID(), message: { role: "user", content: "hi" } }];
     await store.append(key, first);
@@ -120,10 +124,7 @@ describe("SessiondSessionStore", { timeout: 60_000 }, () => {
   });
 
   it("writes a batch once when every try of it fails while the daemon is stopped", async () => {
-    const d = await new Daemon().start();
-    daemons.push(d);
-    const store = new SessiondSessionStore({ socket: d.socket, root: d.root, timeout: 300, reconnectTimeout: 20_000 });
-    stores.push(store);
+    const { d, store } = await storeOnDaemon(300);
     const key: SessionKey = { projectKey: "-work-stall", sessionId: randomUUID() };
     const batch: SessionStoreEntry[] = [{ type: "user", uuid: randomUUID(), message: { role: "user", content: "a" } }, { type: "x-mode", n: 0 }];
     await store.append(key, batch.slice(0, 1));
@@ -137,10 +138,7 @@ describe("SessiondSessionStore", { timeout: 60_000 }, () => {
   });
 
   it("waits for a restarting daemon in every call: listSessions, listSessionSummaries, delete as append and load", async () => {
-    const d = await new Daemon().start();
-    daemons.push(d);
-    const store = new SessiondSessionStore({ socket: d.socket, root: d.root, timeout: 10_000, reconnectTimeout: 20_000 });
-    stores.push(store);
+    const { d, store } = await storeOnDaemon(10_000);
     const kept: SessionKey = { projectKey: "-work-listed", sessionId: randomUUID() };
     const gone: SessionKey = { projectKey: "-work-deleted", sessionId: randomUUID() };
     await store.append(kept, [{ type: "user", uuid: randomUUID(), message: { role: "user", content: "kept" } }]);
