@@ -602,9 +602,11 @@ def test_open_gives_the_browser_a_private_page_never_the_token(daemon_factory, s
     d = daemon_factory().start()
     record = short_tmp / "browser.json"
     browser = short_tmp / "browser.py"
+    # the record is written aside and renamed into place: the test never reads it half written
     browser.write_text(f"import json, os, sys, pathlib\nu = sys.argv[1]\np = pathlib.Path(u.removeprefix('file://'))\n"
-                       f"pathlib.Path({str(record)!r}).write_text(json.dumps({{'argv': sys.argv[1:], 'page': p.read_text(),"
-                       f" 'mode': os.stat(p).st_mode & 0o777, 'dir': os.stat(p.parent).st_mode & 0o777, 'path': str(p)}}))\n")
+                       f"pathlib.Path({str(record) + '.part'!r}).write_text(json.dumps({{'argv': sys.argv[1:], 'page': p.read_text(),"
+                       f" 'mode': os.stat(p).st_mode & 0o777, 'dir': os.stat(p.parent).st_mode & 0o777, 'path': str(p)}}))\n"
+                       f"os.rename({str(record) + '.part'!r}, {str(record)!r})\n")
     browser.chmod(0o700)
     s = WebServer({**d.env, "BROWSER": f"{sys.executable} {browser} %s"}, "--open")
     try:
