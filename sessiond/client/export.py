@@ -77,15 +77,20 @@ def redacted(export: Exported) -> tuple[Exported, int]:
 
 def title_of(resumed: Resumed, redact: bool = False) -> str:
     """The session's title as every command shows it (``lite.session_title``),
-    its secrets redacted when ``redact``."""
+    its secrets redacted when ``redact`` (``redacted_title``)."""
     from sessiond.store.lite import UNTITLED, session_title
 
-    title = session_title(resumed.path) or UNTITLED
-    if redact:
-        from sessiond.secrets import redact_text
+    title = session_title(resumed.path)
+    return redacted_title(title) if redact else title or UNTITLED
 
-        title = redact_text(title)
-    return title
+
+def redacted_title(title: str | None) -> str:
+    """A title as a document others may see shows it (an export, the web
+    view's pages and listings): its secrets redacted, ``(untitled)`` for none."""
+    from sessiond.secrets import redact_text
+    from sessiond.store.lite import UNTITLED
+
+    return redact_text(title) if title else UNTITLED
 
 
 def dates(resumed: Resumed) -> tuple[str | None, str | None]:

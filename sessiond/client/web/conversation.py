@@ -79,10 +79,9 @@ def too_large(path: Path, total: int) -> Rendered:
     (redacted, as ``export`` shows it), how large it is, and the command
     that exports it whole."""
     from sessiond.client.cli.output import printable, size
-    from sessiond.secrets import redact_text
-    from sessiond.store.lite import UNTITLED, session_title
+    from sessiond.store.lite import session_title
 
-    title = redact_text(session_title(path) or UNTITLED)
+    title = export.redacted_title(session_title(path))
     command = f"sessiond export {path.stem} --format html > {path.stem}.html"
     body = (f'<h1>{html.escape(printable(title))}</h1><p class="note">This conversation is {size(total)}, more than the web '
             f"view renders on one page ({size(MAX_RENDER_BYTES)}): none of its messages is shown here. "

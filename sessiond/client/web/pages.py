@@ -13,6 +13,7 @@ import shlex
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from sessiond.client.export import redacted_title
 from sessiond.store.listing import last_activity
 
 from .chart import daily_chart
@@ -27,14 +28,6 @@ def _e(text: Any) -> str:
     from sessiond.client.cli.output import printable
 
     return html.escape(printable(str(text)), quote=True)
-
-
-def shown_title(text: str | None) -> str:
-    """A session's title as a listing shows it: its secrets redacted as
-    ``export`` redacts a title (``export.title_of``)."""
-    from sessiond.secrets import redact_text
-
-    return redact_text(text) if text else "(untitled)"
 
 
 def sessions_href(project: str | None = None, page: int | None = None) -> str:
@@ -105,7 +98,7 @@ def sessions_page(page: Page, heading: str, project: str | None) -> str:
         live = ' <span class="live">live</span>' if s.live else ""
         rows.append(
             f'<tr class="fork-{depth}"><td class="title">{fork}<a href="{session_href(s.sessionId)}">'
-            f'{_e(shown_title(s.title))}</a>{tag}{live}</td>'
+            f'{_e(redacted_title(s.title))}</a>{tag}{live}</td>'
             f'<td class="when">{_e(when(last_activity(s)))}</td>'
             f'<td class="num">{"–" if s.messageCount is None else s.messageCount}</td>'
             f'<td class="num">{tokens(r.tokens)}</td><td class="num">{money(r.cost, r.unpriced)}</td>'
@@ -172,4 +165,4 @@ def error_page(status: int, message: str) -> str:
 
 
 __all__ = ["conversation_page", "error_page", "layout", "projects_page", "resume_commands", "sessions_href",
-           "sessions_page", "shown_title", "usage_page"]
+           "sessions_page", "usage_page"]
