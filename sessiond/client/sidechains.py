@@ -46,7 +46,7 @@ def inline_sidechains(main: Resumed, known: Collection[str] = ()) -> list[tuple[
             part = Path(tmp) / f"{n}.jsonl"
             fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:
-                f.write(b"".join(bytes(line) + b"\n" for line in lines))
+                f.write(b"".join(line + b"\n" for line in lines))
             sub = msgspec.structs.replace(load_transcript(part), path=main.path)
             call = calls.get(_first_prompt(sub.messages) or "")
             name = agent or call or f"sidechain-{root[:8]}"
@@ -56,16 +56,17 @@ def inline_sidechains(main: Resumed, known: Collection[str] = ()) -> list[tuple[
     return out
 
 
-def _trees(path: Path) -> list[tuple[str, str | None, list[memoryview]]]:
+def _trees(path: Path) -> list[tuple[str, str | None, list[bytes]]]:
     """The sidechain entries of the file grouped by the root each descends from
     (its ``parentUuid`` chain among them), roots in file order with the agent
     id the root names if any; entries whose root is not in the file are left out."""
     roots: list[str] = []
     agents: dict[str, str | None] = {}
     parent: dict[str, str | None] = {}
-    lines: dict[str, list[memoryview]] = {}
+    lines: dict[str, list[bytes]] = {}
     for view in _marked(path):
-        h = try_header(bytes(view))
+        line = bytes(view)  # a copy: the reader's buffer is reused for the next line
+        h = try_header(line)
         if h is None or not h.isSidechain or not h.uuid or h.uuid in parent:
             continue
         up = h.parentUuid if isinstance(h.parentUuid, str) else None
@@ -75,13 +76,13 @@ def _trees(path: Path) -> list[tuple[str, str | None, list[memoryview]]]:
                 continue
             roots.append(h.uuid)
             agents[h.uuid] = h.agentId
-        lines.setdefault(h.uuid, []).append(view)
-    found: dict[str, list[memoryview]] = {r: [] for r in roots}
+        lines.setdefault(h.uuid, []).append(line)
+    found: dict[str, list[bytes]] = {r: [] for r in roots}
     root_of: dict[str, str | None] = {}
-    for uuid, views in lines.items():
+    for uuid, kept in lines.items():
         top = _root(uuid, parent, root_of)
         if top is not None and top in found:
-            found[top] += views
+            found[top] += kept
     return [(r, agents[r], found[r]) for r in roots]
 
 

@@ -234,3 +234,34 @@ def test_subagents_written_inline_by_claude_code_1_0_are_exported_and_linked(dae
     assert all(t.strip()[:60].replace("*", "") in md.replace("\\", "").replace("*", "") for t in last_words[-3:])
     page = d.cli("--no-autostart", "export", str(src), "--format", "html", "--no-redact").stdout.decode()
     assert all(f'id="subagent-{call.lower()}"' in page for call in calls)
+
+
+def test_inline_subagents_of_a_transcript_larger_than_a_read_are_exported_whole(daemon_factory):
+    """Inline subagent lines far apart in a file of several read buffers (the
+    reader reuses its buffer): each is kept as read, not as the buffer holds
+    it later."""
+    sid = str(uuid.uuid4())
+    prompts = [f"subtask number {i}: look into part {i}" for i in range(3)]
+    entries: list[dict] = [user("split the work", sessionId=sid)]
+    for i, prompt in enumerate(prompts):
+        call = {"type": "tool_use", "id": f"toolu_{i}", "name": "Task", "input": {"prompt": prompt}}
+        entries.append({**assistant("", sessionId=sid), "message": {"role": "assistant", "content": [call]}})
+        root = {**user(prompt, sessionId=sid), "isSidechain": True, "parentUuid": None}
+        entries.append(root)
+        entries.append({**user("padding " + "x" * 700_000, sessionId=sid), "type": "system"})  # a read apart
+        entries.append({**assistant(f"SIDE-ANSWER-{i} done", sessionId=sid), "isSidechain": True,
+                        "parentUuid": root["uuid"]})
+        entries.append({**user("", sessionId=sid), "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"part {i} done"}]}})
+    parent = None
+    for e in entries:  # the main conversation, one chain; each subagent a chain of its own from its root
+        if not e.get("isSidechain"):
+            e["parentUuid"], parent = parent, e["uuid"]
+    d = daemon_factory()
+    path = main_path(d.root, CWD, sid)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(line(e) + b"\n" for e in entries))
+    assert path.stat().st_size > 2 * 1024 * 1024
+    md = d.cli("--no-autostart", "export", sid, "--cwd", CWD, "--no-redact").stdout.decode()
+    for i in range(3):
+        assert f"SIDE-ANSWER-{i} done" in md and f"(subagent toolu_{i})</summary>" in md, i
