@@ -41,3 +41,27 @@ def test_every_reader_skips_a_fifo_named_like_a_transcript(daemon_factory):
     d.start()  # the daemon's catalog scan and its List skip it too
     listed = json.loads(d.cli("list", "--cwd", CWD, "--json", timeout=20).stdout)
     assert [s["sessionId"] for s in listed] == [good_sid]
+
+
+def test_check_reads_a_symlinked_project_dir_that_list_shows(daemon_factory, tmp_path):
+    """A project dir that is a symlink (a store moved to another disk, one project
+    at a time) is listed; ``check`` without arguments must check it too, not
+    report "0 files checked" over sessions ``list`` shows."""
+    d = daemon_factory()
+    sid = str(uuid.uuid4())
+    real = main_path(tmp_path / "elsewhere", CWD, sid)
+    real.parent.mkdir(parents=True)
+    real.write_bytes(line(user("hello")) + b"\n" + b'{"type":"user","uuid":')  # torn tail: BAD
+    link = main_path(d.root, CWD, sid).parent
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real.parent, target_is_directory=True)
+
+    def cli(*args, **kw):
+        return d.cli("--no-autostart", *args, env=NO_DAEMON, timeout=20, **kw)
+
+    listed = json.loads(cli("list", "--all", "--json").stdout)
+    assert [s["sessionId"] for s in listed] == [sid]
+    checked = cli("check", "--json", check=False)
+    report = json.loads(checked.stdout)
+    assert checked.returncode == 1 and report["checked"] == 1 and report["unhealthy"] == 1, report
+    assert report["files"][0]["tornTail"]

@@ -58,7 +58,7 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
     from sessiond.store.regular import NotRegularFile
 
     paths = tuple(_named(obj, t) for t in targets)
-    files = _transcripts(paths or (obj.store_root() / "projects",))
+    files = _transcripts(paths) if paths else _store_transcripts(obj.store_root() / "projects")
     progress = Progress(len(files), "checking")
     unhealthy = warned = skipped = 0
     reports, errors, foreign = [], [], []
@@ -162,6 +162,20 @@ def _transcripts(paths) -> list[Path]:
         elif p.exists():
             out.append(p)
     return out
+
+
+def _store_transcripts(projects: Path) -> list[Path]:
+    """Every transcript of the store: each project dir as ``list --all`` finds
+    it, a symlinked one included (pathlib's ``rglob`` does not follow a link
+    below where it starts, so the projects dir is walked one level first)."""
+    import os
+
+    try:
+        with os.scandir(projects) as it:
+            dirs = sorted(Path(e.path) for e in it if e.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return _transcripts(dirs)
 
 
 @cli.command()
