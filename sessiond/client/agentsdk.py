@@ -445,10 +445,15 @@ class _Held:
 
     async def client(self) -> AsyncClient:
         """The connected client (``DaemonUnavailable`` and the like when it
-        could not connect, or has been closed)."""
+        could not connect, or has been closed). A client whose first handshake
+        got no answer is not handed out: its requests would each connect and
+        wait as long again (a stalled daemon), where the store's call is to end
+        within its ``timeout``."""
         await self._opened.wait()
         if self._client is None or self._done.is_set():
             raise self._error or DaemonUnavailable("the store's connection was closed")
+        if (unreachable := self._client.unreachable) is not None:
+            raise unreachable
         return self._client
 
     def holds(self, client: AsyncClient) -> bool:
@@ -474,7 +479,7 @@ class _Held:
         seen no end of the connection."""
         if self._done.is_set() or self._task.done():
             return False
-        return self._client is None or getattr(self._client, "_broken", None) is None
+        return self._client is None or self._client.unreachable is None
 
     def close(self) -> None:
         """Let the task close the connection (from any thread; a no-op once

@@ -20,13 +20,14 @@ falls back).
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-from anyio.abc import SocketStream, TaskGroup
+from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 
 from sessiond.store.reencode import encode_entry
 from sessiond.wire import messages as m
@@ -174,12 +175,20 @@ class AsyncClient(Endpoint):
             self._lose(stream, DaemonUnavailable(f"lost the daemon: {exc or 'connection closed'}"))
 
     def _lose(self, stream: SocketStream, why: DaemonUnavailable | WrongRoot) -> None:
-        """``stream`` is dead: every task waiting on it is woken to find no answer."""
-        if stream is not self._stream:
+        """``stream`` is dead: every task waiting on it is woken to find no answer.
+
+        The socket is shut down at once (a daemon that stalled finds this
+        client gone, and the reader its end); its descriptor is closed by the
+        next connect or the client's exit, which own the stream. A task started
+        here to close it could be left unrun by an exit under way (a coroutine
+        never awaited). The first reason a stream was lost is the one kept."""
+        if stream is not self._stream or self._broken is not None:
             return
         self._broken = why if isinstance(why, DaemonUnavailable) else DaemonUnavailable(str(why))
-        if self._tg is not None:
-            self._tg.start_soon(stream.aclose)
+        try:
+            stream.extra(SocketAttribute.raw_socket).shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already shut by the other end
         for event in self._waiting.values():
             event.set()
 
@@ -308,6 +317,15 @@ class AsyncClient(Endpoint):
         assert merged is not None  # delivered: every batch was acknowledged
         await self._within_budget()
         return merged
+
+    @property
+    def unreachable(self) -> DaemonUnavailable | None:
+        """Why this client has no connection to use now (none could be made, or
+        the one made was lost: a handshake no daemon answered included), or
+        None while it has one. Its next request tries to connect again."""
+        if self._stream is not None and self._broken is None:
+            return None
+        return self._lost()
 
     @property
     def unconfirmed_bytes(self) -> int:

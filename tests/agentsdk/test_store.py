@@ -327,6 +327,38 @@ def test_a_store_writing_many_sessions_holds_few_of_them(daemon_factory, short_t
     assert anyio.run(go) == [[{"type": "user", "uuid": f"u{i}", "n": i}] for i in range(len(keys))]
 
 
+@pytest.mark.timeout(60)
+def test_a_stalled_daemon_costs_each_call_its_timeout_not_a_multiple(daemon: DaemonProc) -> None:
+    """``timeout`` bounds a whole call. Against a daemon that is alive but
+    answers nothing (SIGSTOP), each call fails after it, the first and every
+    later one: not a connect, a handshake and a request each waiting as long
+    (which made later appends take three times the timeout, past the SDK's
+    own 60 s for an append's default 30)."""
+    store = SessiondSessionStore(socket=daemon.socket, root=daemon.root, autostart=False, timeout=2.0)
+    key = {"project_key": PROJECT, "session_id": str(uuid.uuid4())}
+
+    def entry() -> list[dict[str, Any]]:
+        return [{"type": "user", "uuid": str(uuid.uuid4()), "message": {"role": "user", "content": "hi"}}]
+
+    async def go() -> list[str]:
+        await store.append(key, entry())
+        calls = [lambda: store.append(key, entry()), lambda: store.append(key, entry()),
+                 lambda: store.list_sessions(PROJECT), lambda: store.load(key), lambda: store.append(key, entry())]
+        failed = []
+        daemon.signal(signal.SIGSTOP)
+        try:
+            for call in calls:
+                with anyio.fail_after(3.5), pytest.raises(DaemonUnavailable) as lost:  # the timeout's 2 s, and a margin
+                    await call()
+                failed.append(str(lost.value))
+        finally:
+            daemon.signal(signal.SIGCONT)
+        return failed
+
+    failed = anyio.run(go)
+    assert len(failed) == 5 and all("did not answer within 2s" in f for f in failed), failed
+
+
 @pytest.mark.timeout(90)
 def test_a_batch_retried_after_a_stall_is_written_once(daemon: DaemonProc) -> None:
     """The SDK retries an append the store failed (3 tries, 0.2 and 0.8 s apart).
