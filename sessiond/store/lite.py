@@ -70,7 +70,7 @@ def check_metadata(kind: str, line: bytes) -> None:
 SESSION: Final = "session"
 EMPTY: Final = "empty"  # no parseable entry at all (0 bytes, blank or torn lines)
 METADATA_ONLY: Final = "metadata-only"  # entries, but no user/assistant message
-SIDECHAIN: Final = "sidechain"  # first entry is a sidechain: a subagent transcript
+SIDECHAIN: Final = "sidechain"  # first entry, or every message, a sidechain: a subagent transcript
 TEAM: Final = "team"  # carries a teamName: a swarm teammate's transcript
 
 Opener = Callable[[str], int]
@@ -228,7 +228,7 @@ def parse_lite(head: bytes, tail: bytes | None, *, path: str = "", size: int | N
     # the branch it ended on (the tail's last), as Claude Code's picker and the Agent SDK show it
     info.git_branch = (last_branch(buf, start, end) if not (st.side or st.team) else None) or st.branch
     info.session_id = st.sid
-    info.is_sidechain = bool(st.side)
+    info.is_sidechain = bool(st.side) or (st.side_message and not st.message)
     info.team_name = st.team
     info.forked_from = st.forked_from
     if info.is_sidechain:

@@ -65,7 +65,7 @@ class HeadState:
     """What the head (and, failing it, the tail's newest message) tells so far."""
 
     __slots__ = ("prompt", "command", "media", "created_at", "cwd", "branch", "sid", "side", "team", "message",
-                 "entries", "forked_from")
+                 "side_message", "entries", "forked_from")
 
     def __init__(self) -> None:
         self.prompt: str | None = None
@@ -80,6 +80,11 @@ class HeadState:
         self.side: bool | None = None
         self.team: str | None = None
         self.message = False
+        """A user or assistant message of the main conversation was seen."""
+        self.side_message = False
+        """A sidechain (subagent) user or assistant message was seen: a file
+        with these and no main message is a subagent's transcript, whatever its
+        first line (Claude Code's picker does not list it either)."""
         self.entries = 0
         self.forked_from: str | None = None
 
@@ -126,12 +131,14 @@ def _media(line: bytes) -> str | None:
 
 def scan_head(head: bytes, end: int, st: HeadState) -> None:
     """Decode the complete lines of ``head[:end]`` in order until the first
-    prompt, or until the first line shows a sidechain or an entry a team
-    transcript.
+    prompt and a message of the main conversation are known, or until the
+    first line shows a sidechain or an entry a team transcript.
 
-    As in Claude Code's picker, only the FIRST line says whether the file is a
-    subagent's (``"isSidechain":true`` there); a sidechain user entry further
-    down (1.0.x wrote Task prompts inline) is a prompt like any other.
+    The FIRST line says whether the file is a subagent's (``"isSidechain":true``
+    there); a sidechain user entry further down (1.0.x wrote Task prompts
+    inline) is a prompt like any other, but only a main message makes the file
+    a session: one whose messages are all sidechains is a subagent's
+    transcript behind a metadata line (``side_message``).
     Once the envelope is known, only prompt candidates matter: a big line whose
     first KB shows a tool_result block or an assistant message is passed over
     without decoding (the quoted needles cannot occur inside an escaped string).
@@ -169,8 +176,15 @@ def scan_head(head: bytes, end: int, st: HeadState) -> None:
         if st.side or st.team:
             return
         if e.type in MATERIALIZING_TYPES:
-            st.message = True
-            ready = bool(st.cwd and st.created_at)
+            if e.isSidechain:
+                st.side_message = True
+            else:
+                st.message = True
+                ready = bool(st.cwd and st.created_at)
+        if st.prompt is not None:  # the prompt was a sidechain's: a main message is still sought
+            if st.message:
+                return
+            continue
         if e.type != "user" or e.isMeta or e.isCompactSummary:
             continue
         if st.media is None:
@@ -178,7 +192,9 @@ def scan_head(head: bytes, end: int, st: HeadState) -> None:
         for raw in message_texts(e.message) or ():
             st.offer(classify_text(raw))
             if st.prompt is not None:
-                return
+                break
+        if st.prompt is not None and st.message:
+            return
 
 
 # Salvage of a first prompt cut by the head window.
@@ -246,7 +262,9 @@ def salvage(seg: bytes, st: HeadState) -> None:
         st.side = sidechain
     if not (_USER_TYPE.search(before) or _USER_ROLE.match(seg, m.end())):
         return
-    if not sidechain:
+    if sidechain:
+        st.side_message = True
+    else:
         st.message = True
     if _TRUE[b"isMeta"].search(before) or _TRUE[b"isCompactSummary"].search(before):
         return
@@ -280,7 +298,9 @@ def probe_tail(buf: bytes, start: int, end: int, st: HeadState) -> None:
             st.side = bool(e.isSidechain)
         if e.teamName:
             st.team = e.teamName
-        if not e.isSidechain:
+        if e.isSidechain:
+            st.side_message = True
+        else:
             st.message = True
             st.cwd = st.cwd or e.cwd
             st.branch = st.branch or e.gitBranch or None

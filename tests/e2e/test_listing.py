@@ -100,3 +100,28 @@ def test_a_list_sees_every_entry_accepted_before_it(daemon):
         agent.call(m.Append(id=agent.next_id(), session=sid, cwd=cwd, durability="queued",
                             entries=[line(user("from the cli", parentUuid=None, cwd=cwd, sessionId=sid))]))
         assert sid in daemon.cli("list", "--cwd", cwd, "--json").stdout.decode()
+
+
+def test_a_file_of_sidechain_messages_only_is_no_session(daemon):
+    """A 1.0.x-style inline Task (``isSidechain`` with no agentId) that is the
+    first message of a session the daemon was told to title: the file it makes
+    begins with the title, then holds only the subagent's messages. Claude
+    Code's picker (2.1.337) does not list such a file, its message count is 0,
+    and SPEC 5 has sidechain files never appear as sessions; a session with one
+    main message besides them is listed (and the 1.0.x sessions of the corpus
+    hold many)."""
+    side, mixed = str(uuid.uuid4()), str(uuid.uuid4())
+    task = {"isSidechain": True, "parentUuid": None, "timestamp": "2026-01-01T00:00:00.000Z"}
+    with daemon.client() as c:
+        for sid in (side, mixed):
+            title = {"type": "custom-title", "customTitle": f"named {sid[:8]}", "sessionId": sid}
+            entries = [line(title), line(user("Search the repo for X", **task)), line(assistant("found", **task))]
+            if sid == mixed:
+                entries.append(line(user("and now the main prompt")))
+            c.call(m.Append(id=c.next_id(), session=sid, cwd=CWD, durability="written", entries=entries))
+    assert main_path(daemon.root, CWD, side).exists()
+    listed = json.loads(daemon.cli("list", "--cwd", CWD, "--json").stdout)
+    assert [(x["sessionId"], x["title"]) for x in listed] == [(mixed, f"named {mixed[:8]}")]
+    everything = json.loads(daemon.cli("--no-autostart", "--socket", str(daemon.base / "none.sock"), "list",
+                                       "--cwd", CWD, "--json").stdout)
+    assert [x["sessionId"] for x in everything] == [mixed]  # the same read of the files, without the daemon

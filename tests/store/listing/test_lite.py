@@ -51,9 +51,12 @@ def test_first_prompt_skips_meta_commands_tool_results_and_markers(tmp_path):
 
 
 def test_inline_sidechain_prompts_count_as_the_picker_counts_them(tmp_path):
-    """Claude Code's picker only asks the FIRST line whether a file is a
-    subagent's; an inline (1.0.x) sidechain Task prompt further down is the
-    first prompt, over the slash command that came before it."""
+    """The FIRST line says whether a file is a subagent's; an inline (1.0.x)
+    sidechain Task prompt further down is the first prompt, over the slash
+    command that came before it. A file whose messages are all sidechains is a
+    subagent's transcript whatever its first line: Claude Code 2.1.337's picker
+    does not list one, though the Agent SDK's ``list_sessions`` (which reads
+    the first line only) does."""
     info = lite_of(tmp_path, [
         user_msg(SID, "<command-message>go is running…</command-message>\n<command-name>/go</command-name>\n<command-args>fast</command-args>"),
         user_msg(SID, "Explore the repo and report", side=True),
@@ -68,7 +71,20 @@ def test_inline_sidechain_prompts_count_as_the_picker_counts_them(tmp_path):
     snapshot_first = lite_of(tmp_path, [
         {"type": "file-history-snapshot", "messageId": new_id(), "snapshot": {}},
         user_msg(SID, "Explore the repo", side=True)])
-    assert snapshot_first.state == "session"  # the first line is no sidechain entry
+    assert (snapshot_first.state, snapshot_first.listable) == ("sidechain", False)
+    titled_first = lite_of(tmp_path, [meta("custom-title", "customTitle", "named", SID),
+                                      user_msg(SID, "Explore the repo", side=True),
+                                      assistant_msg(SID, [{"type": "text", "text": "found"}], side=True)])
+    assert (titled_first.state, titled_first.message_count) == ("sidechain", None)
+    side_prompt_then_main = lite_of(tmp_path, [
+        {"type": "file-history-snapshot", "messageId": new_id(), "snapshot": {}},
+        user_msg(SID, "Explore the repo", side=True), user_msg(SID, "a main prompt")])
+    assert (side_prompt_then_main.state, side_prompt_then_main.first_prompt) == ("session", "Explore the repo")
+    big_head_of_sidechains = lite_of(tmp_path, [
+        {"type": "file-history-snapshot", "messageId": new_id(), "snapshot": {}},
+        *[user_msg(SID, "subagent step " + "." * 1000, side=True) for _ in range(80)],
+        user_msg(SID, "the main conversation goes on", cwd="/w/main")])
+    assert (big_head_of_sidechains.state, big_head_of_sidechains.cwd) == ("session", "/w/proj")
 
 
 def test_a_session_that_began_with_an_image_is_named_image(tmp_path):
