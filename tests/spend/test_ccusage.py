@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from sessiond.store.spend import charges, prices, reports
+from tests.conftest import run_cli
 from tests.npm import npm_install
 from tests.spend.tree import build
 
@@ -100,3 +101,50 @@ def test_the_shipped_prices_are_ccusages(ccusage):
     derived = json.loads(done.stdout)["models"]
     shipped = json.loads((repo / "sessiond" / "store" / "spend" / "prices.json").read_text())["models"]
     assert derived == shipped
+
+
+PROVIDER_SPELLINGS = (
+    "claude-sonnet-4@20250514", "claude-sonnet-4-5@20250929", "claude-opus-4-1@20250805", "claude-opus-4-6@default",
+    "claude-3-5-sonnet-v2@20241022", "anthropic.claude-3-5-sonnet-20241022-v2:0", "anthropic.claude-opus-4-6-v1",
+    "global.anthropic.claude-sonnet-4-5-20250929-v1:0", "global.anthropic.claude-opus-4-6-v1",
+    "anthropic/claude-opus-4-6", "claude-opus-4-6[1m]",
+)
+"""How Claude Code on Google Vertex AI (``model@version``) and Amazon Bedrock
+(``[global.]anthropic.model-vN[:M]``) or behind a gateway (``anthropic/``)
+records the models it used, and the ``[1m]`` long-context alias."""
+
+REGIONAL = ("us.anthropic.claude-sonnet-4-20250514-v1:0", "us.anthropic.claude-opus-4-6-v1",
+            "eu.anthropic.claude-sonnet-4-5-20250929-v1:0", "apac.anthropic.claude-sonnet-4-20250514-v1:0")
+"""Bedrock's regional inference profiles: ccusage prices some of them above
+the model's own price (a regional premium), so unless the price table carries
+the profile itself it is named unpriced, never priced as the model."""
+
+
+@pytest.mark.timeout(200)
+def test_models_as_vertex_and_bedrock_name_them_are_priced_as_ccusage_prices_them(ccusage, tmp_path):
+    models = (*PROVIDER_SPELLINGS, *REGIONAL, "claude-sonnet-4-7", "claude-unheard-of-9")
+    project = tmp_path / "projects" / "-w-provider"
+    project.mkdir(parents=True)
+    sid = "44444444-4444-4444-8444-444444444444"
+    with open(project / f"{sid}.jsonl", "w") as f:
+        for n, model in enumerate(models):
+            f.write(json.dumps({
+                "type": "assistant", "timestamp": f"2025-01-{n + 1:02d}T12:00:00.000Z", "version": "2.1.7",
+                "sessionId": sid, "cwd": "/w/provider", "requestId": f"req_{n}",
+                "message": {"id": f"msg_{n}", "model": model, "role": "assistant", "content": [],
+                            "usage": {"input_tokens": 1000, "output_tokens": 100, "cache_creation_input_tokens": 2000,
+                                      "cache_read_input_tokens": 30000}}}, separators=(",", ":")) + "\n")
+    theirs = {r["date"]: r for r in run(ccusage, tmp_path, "daily")["daily"]}
+    out = run_cli("--no-autostart", "--root", str(tmp_path), "--socket", str(tmp_path / "none.sock"),
+                  "usage", "daily", "--all", "--json", "--timezone", "UTC").stdout
+    mine = {r["key"]: r for r in json.loads(out)["rows"]}
+    for n, model in enumerate(models):
+        day = f"2025-01-{n + 1:02d}"
+        row, their_cost = mine[day], theirs[day]["totalCost"]
+        priced = ([], pytest.approx(their_cost, rel=0.005))
+        if model in PROVIDER_SPELLINGS:
+            assert (row["unpriced"], row["cost"]) == priced and their_cost > 0, model
+        elif model in REGIONAL:  # priced as ccusage prices the profile, or named: never priced low
+            assert (row["unpriced"], row["cost"]) in (priced, ([model], 0)), model
+        else:  # unknown to ccusage too
+            assert (row["unpriced"], row["cost"], their_cost) == ([model], 0, 0), model

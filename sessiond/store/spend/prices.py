@@ -21,6 +21,16 @@ TIER = 200_000
 ONE_HOUR_CACHE_FACTOR = 2.0
 """A 1-hour cache write costs this many times the input price (ccusage's ``cost.rs``)."""
 _DATE_SUFFIX = re.compile(r"-\d{8}$")
+_PROVIDER_SPELLING = re.compile(
+    r"(?:anthropic/|(?:global\.)?anthropic\.)?(?P<model>claude-[a-z0-9-]+?)"
+    r"(?:-v\d+(?::\d+)?(?=@|$))?(?:@(?P<version>\d{8}|default))?(?:\[1m\])?")
+"""A model id as Claude Code records it on another provider: Google Vertex AI's
+``claude-sonnet-4@20250514`` (``@default``; ``claude-3-5-sonnet-v2@20241022``),
+Amazon Bedrock's ``anthropic.claude-opus-4-6-v1`` and global profile
+``global.anthropic.claude-sonnet-4-5-20250929-v1:0``, a gateway's
+``anthropic/claude-opus-4-6``, the ``[1m]`` long-context alias. ccusage prices
+each as the model itself. Bedrock's regional profiles (``us.``, ``eu.``, ...)
+are not among them: ccusage prices some above the model (a regional premium)."""
 
 Price = msgspec.Meta(ge=0)
 
@@ -65,7 +75,9 @@ def _tiered(tokens: int, base: float, above: float | None) -> float:
 class Prices:
     """A loaded price table and its lookup: a model id as Claude Code writes it
     (``claude-sonnet-4-5-20250929``) finds its own entry, else the entry of the
-    id without its date suffix; nothing else (an unknown model stays unknown)."""
+    id without its date suffix, else (another provider's spelling of it,
+    ``_PROVIDER_SPELLING``) those of the model it names; nothing else (an
+    unknown model stays unknown)."""
 
     def __init__(self, table: PriceTable, path: Path) -> None:
         self.table = table
@@ -96,13 +108,20 @@ class Prices:
             return self._cache[model]
         except KeyError:
             pass
-        models = self.table.models
-        rate = models.get(model)
-        if rate is None:
-            rate = models.get(_DATE_SUFFIX.sub("", model))
+        rate = self._own(model)
+        if rate is None and (m := _PROVIDER_SPELLING.fullmatch(model)) is not None:
+            named = m["model"] if m["version"] in (None, "default") else f"{m['model']}-{m['version']}"
+            if named != model:
+                rate = self._own(named)
         if len(self._cache) < 4096:
             self._cache[model] = rate
         return rate
+
+    def _own(self, model: str) -> Rate | None:
+        """The entry of ``model``, else of ``model`` without its date suffix."""
+        models = self.table.models
+        rate = models.get(model)
+        return models.get(_DATE_SUFFIX.sub("", model)) if rate is None else rate
 
     def cost(self, rate: Rate, input_tokens: int, output_tokens: int, cache_5m: int, cache_1h: int,
              cache_read: int, fast: bool) -> float:
