@@ -28,7 +28,7 @@ from .hints import nothing_found
 from .locate import find, id_prefix, one_of, project_scope, where
 from .locate import session_id as resolved_id
 from .naming import Named, line_title, named, trashed_named, trashed_transcript
-from .output import clip_left, count, echo, echo_json, size, when
+from .output import clip_left, count, echo, echo_json, printable_name, size, when
 
 
 def _ops(obj: Context):
@@ -212,7 +212,7 @@ def restore(obj: Context, session: str, as_json: bool) -> None:
         main = next((item.path for item in entry.items if item.path.endswith(f"/{entry.session}.jsonl")), None)
         echo(f"restored {_entry_line(entry, named(root / main if main else None, entry.project))}")
         for item in entry.items:  # where each went back, so it can be found
-            echo(f"  {root / item.path}{'/' if item.kind == 'dir' else ''}")
+            echo(f"  {printable_name(str(root / item.path))}{'/' if item.kind == 'dir' else ''}")
 
 
 def _scope(obj: Context, cwd: str | None, all_projects: bool) -> list[Path] | None:

@@ -19,6 +19,7 @@ from sessiond.store.locations import default_root
 from sessiond.wire.errors import SessiondError, bad_request, not_found
 
 from . import Context, UsageError
+from .output import printable_name
 
 PREFIX_MIN = 4
 """The shortest id prefix a command takes: ``git``'s abbreviations are at least
@@ -152,7 +153,7 @@ def id_of_file(path: Path) -> str:
 
     sid = read_lite(path).session_id
     if sid is None or not is_session_id(sid):
-        raise bad_request(f"{path} is not a transcript: it records no session id")
+        raise bad_request(f"{printable_name(str(path))} is not a transcript: it records no session id")
     return check_session_id(sid)
 
 
@@ -161,8 +162,8 @@ def _regular(path: Path, said: str) -> None:
         if path.exists():
             from sessiond.store.regular import describe
 
-            raise bad_request(f"{said} is not a regular file ({describe(path.stat().st_mode)})")
-        raise not_found(f"no transcript file {said}")
+            raise bad_request(f"{printable_name(said)} is not a regular file ({describe(path.stat().st_mode)})")
+        raise not_found(f"no transcript file {printable_name(said)}")
 
 
 def locate(obj: Context, target: str, cwd: str | None):

@@ -30,7 +30,7 @@ from sessiond.wire.errors import SessiondError, not_found
 from . import Context, cli
 from .completion import complete_session
 from .group import Seconds
-from .output import count, echo, echo_json, size
+from .output import count, echo, echo_json, printable_name, shell_word, size
 
 FLUSH_BYTES = 4 * 1024 * 1024
 CONNECT_TIMEOUT = 15.0
@@ -99,7 +99,8 @@ class FileSink:
         self.fd, self.created = open_append(path)
         self.flushed = os.fstat(self.fd).st_size
         if ends_torn(self.fd, self.flushed):
-            raise SessiondError(f"{path} ends in a torn line; run `sessiond repair {path}` first", code="io_error")
+            raise SessiondError(f"{printable_name(str(path))} ends in a torn line; run `sessiond repair {shell_word(str(path))}` first",
+                                code="io_error")
         self.existing = self.flushed
         self.end = self.flushed
         self.buf: list[bytes] = []

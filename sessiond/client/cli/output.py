@@ -199,6 +199,45 @@ def printable(text: str) -> str:
     return text
 
 
+def printable_name(name: str) -> str:
+    """A name (a path, a model's id) on one line, every character of it told
+    apart: ``printable``, and its line breaks and tabs shown too (``^J``,
+    ``^I``). A directory's name may hold them, and a cwd in a listing's row,
+    a table's cell or a ``du`` line that broke would make a second row out
+    of the rest of it; a title's whitespace is folded to spaces instead
+    (``clip``), a name's is kept."""
+    text = printable(name)
+    return text.replace("\n", "^J").replace("\t", "^I") if "\n" in text or "\t" in text else text
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one shell word of a command a person is told to copy
+    (``cd <cwd> && sessiond resume <id>``): ``shlex.quote``'s form when every
+    character of it shows as itself on one line, else ``$'...'`` (bash, zsh,
+    ksh, POSIX.1-2024 sh) with each character that would not (a control, a
+    line break, a bidi or zero-width one, a byte of a name that is not
+    UTF-8) as the ``\\xNN`` of its bytes. Shown, it stays one visible line;
+    pasted, it names exactly that file or directory, where ``printable`` of a
+    quoted word would name another (``^[`` is two characters, not an ESC)."""
+    import shlex
+
+    if printable_name(text) == text:
+        return shlex.quote(text)
+    out = []
+    for ch in text:
+        if ch in "'\\":
+            out.append("\\" + ch)
+        elif printable_name(ch) == ch:
+            out.append(ch)
+        else:
+            try:
+                data = ch.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:  # a lone surrogate no file name's byte made
+                data = ch.encode("utf-8", "surrogatepass")
+            out.append("".join(f"\\x{b:02x}" for b in data))
+    return "$'" + "".join(out) + "'"
+
+
 def cells(text: str) -> int:
     """The terminal cells ``text`` takes: an East Asian Wide or Fullwidth
     character (CJK, most emoji) 2, a combining mark or a zero-width one (a
@@ -220,8 +259,9 @@ def _cell(ch: str) -> int:
 
 
 def pad(text: str, width: int, right: bool = False) -> str:
-    """``text`` padded with spaces to ``width`` cells (on the left: ``right``)."""
-    text = printable(text)
+    """``text`` padded with spaces to ``width`` cells (on the left: ``right``),
+    a table's cell: on one line (``printable_name``)."""
+    text = printable_name(text)
     fill = " " * max(0, width - cells(text))
     return fill + text if right else text + fill
 
@@ -250,8 +290,9 @@ def clip(text: str, width: int) -> str:
 
 
 def clip_left(text: str, width: int) -> str:
-    """The end of a path is what tells projects apart: cut from the left."""
-    text = printable(text)
+    """A path on one line (``printable_name``) in at most ``width`` cells: the
+    end of a path is what tells projects apart, so it is cut from the left."""
+    text = printable_name(text)
     if cells(text) <= width:
         return text
     tail = _fit(reversed(text), width - 1)
@@ -269,10 +310,11 @@ def project_label(cwd: str | None, folder: str | None = None) -> str:
     """A project as every command names it: its working directory, under
     ``~`` when in the home directory (``~/src/app``); the project dir's
     encoded name (``-home-dev-app``) only when no entry says the cwd; ``?``
-    when neither."""
+    when neither. On one line, shown (``printable_name``): a cwd is any
+    directory's name."""
     if cwd:
-        return home_relative(cwd)
-    return folder or "?"
+        return printable_name(home_relative(cwd))
+    return printable_name(folder or "?")
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

@@ -21,7 +21,7 @@ import click
 from sessiond.store.listing import last_activity
 
 from . import Context, cli
-from .output import echo, home_relative, local_time, printable, size
+from .output import echo, home_relative, local_time, printable, project_label, size
 
 SEARCH_LIMIT = 200
 """Sessions a search from the picker brings at most (the best-ranked)."""
@@ -46,7 +46,7 @@ def picker_rows(sessions: list, *, show_project: bool, here: list[Path] | None =
         sessions = sorted(sessions, key=lambda s: os.path.dirname(s.path) not in dirs)  # stable: activity within
     today = datetime.now().astimezone().date()
     return [Row(session=s, title=printable(" ".join((s.title or UNTITLED).split())), short_id=s.sessionId[:8],
-                project=printable(home_relative(s.cwd)) if s.cwd else "?",
+                project=project_label(s.cwd),
                 last=local_time(last_activity(s), today),
                 messages="-" if s.messageCount is None else str(s.messageCount),
                 live=live_label(s.live), tag=printable(" ".join((s.tag or "").split())),

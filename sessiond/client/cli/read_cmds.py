@@ -15,7 +15,7 @@ from sessiond.wire.frames import MAX_COUNT
 
 from . import Context, cli
 from .completion import complete_session
-from .output import Progress, count, echo, echo_json
+from .output import Progress, count, echo, echo_json, printable_name, shell_word
 
 
 @cli.command("list")
@@ -68,15 +68,15 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
             h = check_file(path)
         except NotRegularFile as exc:
             if path in paths:  # named on the command line: an error, not a skip
-                echo(f"sessiond: {path}: {exc.strerror}", err=True)
+                echo(f"sessiond: {printable_name(str(path))}: {exc.strerror}", err=True)
                 unhealthy += 1
             else:
-                echo(f"sessiond: {path}: skipped, {exc.strerror}", err=True)
+                echo(f"sessiond: {printable_name(str(path))}: skipped, {exc.strerror}", err=True)
                 skipped += 1
             errors.append({"path": str(path), "error": exc.strerror, "skipped": path not in paths})
             continue
         except OSError as exc:
-            echo(f"sessiond: {path}: {exc.strerror or exc}", err=True)
+            echo(f"sessiond: {printable_name(str(path))}: {exc.strerror or exc}", err=True)
             unhealthy += 1
             errors.append({"path": str(path), "error": exc.strerror or str(exc), "skipped": False})
             continue
@@ -88,7 +88,7 @@ def check(obj: Context, as_json: bool, targets: tuple[str, ...]) -> None:
         if as_json:
             reports.append(h)
         elif alien is not None:
-            echo(f"NOT  {h.path}: not a transcript ({alien})")
+            echo(f"NOT  {printable_name(str(h.path))}: not a transcript ({alien})")
         elif h.verdict != "ok" or len(files) == 1:
             echo(_health_line(h))
     progress.done()
@@ -119,7 +119,7 @@ def _health_line(h) -> str:
     """One line per file: the verdict, what was found, and what to do about it."""
     problems = []
     if h.tornTail:
-        problems.append(f"torn last line (a writer died mid-line): run `sessiond repair {h.path}`, "
+        problems.append(f"torn last line (a writer died mid-line): run `sessiond repair {shell_word(str(h.path))}`, "
                         "which moves the fragment to a .torn file")
     if h.unparseableLines:
         more = ", …" if len(h.unparseableLines) > 5 else ""
@@ -142,7 +142,7 @@ def _health_line(h) -> str:
     if h.emptyMessages:
         info += f", {count(len(h.emptyMessages), 'empty message')} (resume leaves them out)"
     tag = {"ok": "ok  ", "warning": "WARN"}.get(h.verdict, "BAD ")
-    return f"{tag} {h.path}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
+    return f"{tag} {printable_name(str(h.path))}: {info}" + (f"; {'; '.join(problems)}" if problems else "")
 
 
 def _named(obj: Context, target: str) -> Path:

@@ -28,7 +28,7 @@ from . import Context, cli
 from .completion import complete_session
 from .locate import locate, resolve, where
 from .locate import session_id as resolved_id
-from .output import count, echo, echo_json, paged, printable, skipped_lines, when
+from .output import count, echo, echo_json, paged, printable, printable_name, shell_word, skipped_lines, when
 from .transcript_view import reading_options
 
 
@@ -105,10 +105,8 @@ def report_skipped(path: Path, skipped: int, session: str | None = None) -> None
     text = skipped_lines(numbers) if len(numbers) == skipped else f"{count(skipped, 'line')} skipped"
     torn = ""
     if h.tornTail:
-        import shlex
-
-        torn = f"; the last line is torn (a writer died mid-line): `sessiond repair {session or shlex.quote(str(path))}` moves it to a .torn file"
-    echo(f"sessiond: {text} of {path}: unreadable{torn}", err=True)
+        torn = f"; the last line is torn (a writer died mid-line): `sessiond repair {session or shell_word(str(path))}` moves it to a .torn file"
+    echo(f"sessiond: {text} of {printable_name(str(path))}: unreadable{torn}", err=True)
     sys.exit(1)
 
 
@@ -145,9 +143,7 @@ def show(obj: Context, target: str, cwd: str | None, as_json: bool, wide: bool, 
     sid = loc.session_id if loc is not None else result.sessionId
     footer = ""
     if sid:
-        import shlex
-
-        first = "" if stored else f"sessiond import {shlex.quote(str(path))} && {_cd_to_its_project(path, cwd)}"
+        first = "" if stored else f"sessiond import {shell_word(str(path))} && {_cd_to_its_project(path, cwd)}"
         footer = f"to resume it: {hint or f'{first}sessiond resume {sid}'}"  # resume finds sessions of the store
     before = None
     if history:
@@ -165,8 +161,6 @@ def _cd_to_its_project(path: Path, cwd: str | None) -> str:
     """``cd <cwd> && `` when the file's recorded cwd is another project than the
     one the command runs in: ``import`` puts it in the project its cwd names,
     and ``resume`` there finds it (from elsewhere it refuses another project's)."""
-    import shlex
-
     from sessiond.store.lite import read_lite
     from sessiond.store.paths import canonical_cwd, sanitize
 
@@ -178,7 +172,7 @@ def _cd_to_its_project(path: Path, cwd: str | None) -> str:
         return ""
     if sanitize(canonical_cwd(recorded)) == sanitize(canonical_cwd(where(cwd))):
         return ""
-    return f"cd {shlex.quote(recorded)} && "
+    return f"cd {shell_word(recorded)} && "
 
 
 def _in_store(obj: Context, path: Path) -> bool:
@@ -237,7 +231,7 @@ def _hand_to_claude(obj: Context, path: Path, session: str | None = None) -> Non
 
     sid = session or path.name.removesuffix(".jsonl")
     if not is_session_id(sid):
-        raise SessiondError(f"{path} is not named by a session id: import it first (`sessiond import {path}`)",
+        raise SessiondError(f"{printable_name(str(path))} is not named by a session id: import it first (`sessiond import {shell_word(str(path))}`)",
                             code="bad_request")
     h = claude_handoff.prepare(path, sid)
     if h.placed:

@@ -9,7 +9,6 @@ the daemon (starting one unless --no-autostart), showing progress on a tty.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import threading
 import time
@@ -25,7 +24,7 @@ from . import Context, cli
 from .daemon_source import fell_back, other_root, refused, serves
 from .hints import nothing_found
 from .locate import project_scope
-from .output import clip, colour_on, count, echo, echo_json, printable, project_label, size, when
+from .output import clip, colour_on, count, echo, echo_json, printable, project_label, shell_word, size, when
 
 BOLD = "\x1b[1;33m"
 DIM = "\x1b[2m"
@@ -84,7 +83,7 @@ def search(obj: Context, query: tuple[str, ...], cwd: str | None, all_projects: 
         echo("    " + _highlight(h.snippet, h.highlights, tty), raw=True)
         resume = f"sessiond resume {h.sessionId}"
         if h.cwd and os.path.realpath(h.cwd) != here:
-            resume = f"cd {shlex.quote(h.cwd)} && {resume}"
+            resume = f"cd {shell_word(h.cwd)} && {resume}"
         echo(f"    {DIM if tty else ''}{printable(resume)}{RESET if tty else ''}", raw=True)
 
 

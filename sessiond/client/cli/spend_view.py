@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .output import printable_name
+
 
 def compact(n: int) -> str:
     """A token count in at most four significant characters: ``950``,
@@ -41,7 +43,7 @@ def spend_line(row: Any) -> str:
             f"{compact(row.cache_read_tokens)} cache read · {compact(row.cache_creation_tokens)} cache write · "
             f"${row.cost:,.2f}")
     if row.unpriced:
-        text += f" (no price for {', '.join(row.unpriced)}: not in the cost)"
+        text += f" (no price for {', '.join(map(printable_name, row.unpriced))}: not in the cost)"
     return text
 
 

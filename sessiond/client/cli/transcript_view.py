@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .output import count, printable, terminal_columns
+from .output import count, printable, printable_name, terminal_columns
 
 
 def render(result: Any, *, all_entries: bool = False, color: bool = False,
@@ -42,7 +42,7 @@ def render(result: Any, *, all_entries: bool = False, color: bool = False,
     lines: list[str] = []
     title = " ".join(view.title.split())  # one line, as everywhere a title is shown: a break in it would forge the next
     lines.append(paint(f"session {result.sessionId or '?'} — {title}", bold=True))
-    lines.append(paint(f"file    {result.path}"))
+    lines.append(paint(f"file    {printable_name(str(result.path))}"))
     if spend is not None:
         lines.append(paint(spend))
     lines.append("")

@@ -13,7 +13,7 @@ from sessiond.store.locations import default_root
 
 from . import Context, cli
 from .completion import complete_session
-from .output import Progress, count, echo, echo_json, printable, write_all
+from .output import Progress, count, echo, echo_json, printable, printable_name, write_all
 
 
 @cli.command("import")
@@ -50,14 +50,14 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
                 progress.done()
                 for r in results:
                     if r.status == status:
-                        echo(f"sessiond: {status}: {source.project}/{r.rel}: {r.error}", err=True)
+                        echo(f"sessiond: {status}: {printable_name(f'{source.project}/{r.rel}')}: {r.error}", err=True)
     progress.done()
     for path in skipped:
         if not as_json:
             why = ("a symlink" if os.path.islink(path) else
                    "not named <session id>.jsonl (name the file itself to import it by the session its entries name)"
                    if path.endswith(".jsonl") and os.path.isfile(path) else "not a session's file")
-            echo(f"sessiond: skipped: {path}: {why}", err=True)
+            echo(f"sessiond: skipped: {printable_name(path)}: {why}", err=True)
     if as_json:
         echo_json({"counts": counts, "sessions": report, "skipped": skipped})
     else:

@@ -16,7 +16,7 @@ import click
 
 from . import Context, cli
 from .group import Day
-from .output import cells, clip, echo, echo_json, pad, printable
+from .output import cells, clip, echo, echo_json, pad, printable_name
 
 REPORTS = ("daily", "monthly", "session", "blocks")  # wire.spend.REPORTS, without importing the wire at start-up
 
@@ -42,7 +42,7 @@ def _money(x: float) -> str:
 
 
 def _table(head: list[str], rows: list[list[str]], right: set[int]) -> None:
-    widths = [max([cells(head[i])] + [cells(printable(r[i])) for r in rows]) for i in range(len(head))]
+    widths = [max([cells(head[i])] + [cells(printable_name(r[i])) for r in rows]) for i in range(len(head))]
     for r in [head, *rows]:
         echo("  ".join(pad(c, widths[i], i in right) for i, c in enumerate(r)).rstrip())
 
@@ -83,7 +83,7 @@ def usage(obj: Context, report: str, since: datetime | None, until: datetime | N
     else:
         _rows(report, out.rows, out.totals, by == "model", obj.store_root())
     if out.unpriced:
-        echo(f"sessiond: no price for {', '.join(out.unpriced)}: their tokens are counted, their cost is not "
+        echo(f"sessiond: no price for {', '.join(map(printable_name, out.unpriced))}: their tokens are counted, their cost is not "
              "(--prices FILE to price them)", err=True)
 
 

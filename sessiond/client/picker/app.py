@@ -35,6 +35,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Label, Static
 
+from ..cli.output import printable
 from .matching import Matcher
 from .rows import Row, grouped
 
@@ -469,8 +470,10 @@ class PickerApp(App[Choice | None]):
         self.query_one("#status", Static).update(Text(f"{what} · {self.scope}"), layout=False)  # its size is fixed
 
     def say(self, text: str, *, error: bool = False) -> None:
-        """One line in the message line: an action's result, or why it was not done."""
-        self.query_one("#message", Static).update(Text(text, style="bold red" if error else "green"), layout=False)
+        """One line in the message line: an action's result, or why it was not
+        done, shown printable (it may quote what was typed, or an error's text)."""
+        self.query_one("#message", Static).update(Text(printable(text), style="bold red" if error else "green"),
+                                                  layout=False)
 
     def selected(self) -> Row | None:
         """The highlighted row, if any."""
@@ -666,7 +669,7 @@ class PickerApp(App[Choice | None]):
             except Exception as exc:  # the command's one-line refusal, shown, not a crash
                 self.say(f"not renamed: {one_line(exc)}", error=True)
                 return
-            self._replace_row(row, replace(row, title=" ".join(title.split())))
+            self._replace_row(row, replace(row, title=printable(" ".join(title.split()))))
             self.say(f"renamed {row.short_id}: {' '.join(title.split())}")
 
         self.push_screen(AskScreen("New title (Enter renames, Escape cancels):", row.title), renamed)
@@ -687,7 +690,7 @@ class PickerApp(App[Choice | None]):
             except Exception as exc:
                 self.say(f"not tagged: {one_line(exc)}", error=True)
                 return
-            self._replace_row(row, replace(row, tag=tag))
+            self._replace_row(row, replace(row, tag=printable(" ".join(tag.split()))))
             self.say(f"tagged {row.short_id} #{tag}" if tag else f"untagged {row.short_id} (was #{row.tag})")
 
         self.push_screen(AskScreen("Tag (Enter tags, empty removes the tag, Escape cancels; #tag filters):", row.tag),

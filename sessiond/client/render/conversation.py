@@ -196,7 +196,10 @@ class ConversationView(msgspec.Struct):
 
 # -------------------------------------------------------------------- helpers
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""A CSI sequence (colours, erasing, cursor moves): parameters only, no
+text. An OSC (a title, a hyperlink's address, a clipboard write) carries
+text, so it is kept, for the renderers to show (``printable``)."""
 
 _MARKUP = re.compile(r"<([A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+)(?:\s[^<>]*)?>(.*?)</\1\s*>", re.DOTALL)
 """A harness element: a name with ``-`` or ``_`` (``command-name``,
@@ -206,12 +209,14 @@ _INTERRUPTED = re.compile(r"\[Request interrupted by user[^\]\n]*\]")
 
 
 def strip_ansi(text: str) -> str:
-    """``text`` without terminal escape sequences (a local command's coloured output)."""
+    """``text`` without its CSI sequences (a local command's coloured output),
+    nothing of what it says dropped: an OSC's text stays (``_ANSI``), or a
+    call's one-line gist could hide part of the command it ran."""
     return _ANSI.sub("", text)
 
 
 def one_line(text: Any, limit: int = GIST_MAX) -> str:
-    """``text`` on one line (whitespace runs as one space, escapes dropped),
+    """``text`` on one line (whitespace runs as one space, CSI sequences dropped),
     at most ``limit`` characters, an ellipsis ending a longer one."""
     flat = " ".join(strip_ansi(str(text)).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -464,6 +469,11 @@ class _Builder:
         """Calls given their result by the last message added (``LiveView``)."""
 
     def hide(self, entry: dict[str, Any], kind: str) -> None:
+        """Count ``entry`` under ``kind`` (its type), or with ``all_entries``
+        show it as a notice named by it. A type is any writer's string: it is
+        named on one line, or its line breaks would draw lines of their own
+        (a turn's header, a prompt never typed)."""
+        kind = one_line(kind)
         if self.all_entries:
             self.close()
             self.turns.append(Turn("system", _time(entry), _str(entry.get("uuid")),

@@ -3,11 +3,14 @@
 The messages' own Markdown goes in as it is, so a viewer renders it (headings,
 lists, code, tables), unless rendering it could do more than show text: a
 message holding raw HTML, an image (a viewer would fetch it), a link that is
-not http(s), mailto or an in-page anchor, or a construct left open that would
-swallow what follows (an unclosed fence) goes in fenced, shown as its
-characters. Everything the export itself writes around them (title, names,
-gists, times, notices) is escaped inline text, or HTML-escaped inside the
-export's own ``<details>``. Tool calls fold with their input and result, the
+not http(s), mailto or an in-page anchor, a link reference definition
+(``[x]: url``: a viewer resolves it in every message, so another one's
+``![a][x]`` would load an image), a character reference a viewer would
+decode into a control (``&#x202e;``, a bidi override), or a construct
+left open that would swallow what follows (an unclosed fence) goes in
+fenced, shown as its characters. Everything the export itself writes around
+them (title, names, gists, times, notices) is escaped inline text, or
+HTML-escaped inside the export's own ``<details>``. Tool calls fold with their input and result, the
 turns before the last compaction fold under one ``<details>``.
 
 Public API: :func:`conversation_markdown`, :func:`fence`, :func:`inline`.
@@ -80,17 +83,28 @@ def _parser() -> Any:
 
 def _renders_safely(text: str) -> bool:
     """Whether ``text`` as Markdown shows only text, formatting and safe
-    links, and closes before what follows it (see the module)."""
-    tokens = _parser().parse(text + "\n\n" + _SENTINEL)
+    links, defines no link reference (a viewer resolves one anywhere in the
+    document) and closes before what follows it (see the module). Parsed as the
+    export writes it (``printable``: its raw controls shown), so a control
+    still in what is shown came from a character reference (``&#x202e;``, a
+    bidi override once a viewer decodes it)."""
+    from sessiond.client.cli.output import printable
+
+    env: dict[str, Any] = {}
+    tokens = _parser().parse(printable(text) + "\n\n" + _SENTINEL, env)
     tail = tokens[-3:]
     if [t.type for t in tail] != ["paragraph_open", "inline", "paragraph_close"]:
         return False  # the text left something open (a fence, an HTML block) that took the paragraph after it
+    if env.get("references"):
+        return False  # a definition ([x]: url) is the whole document's: another message's ![a][x] would load it
     stack = list(tokens)
     while stack:
         token = stack.pop()
         if token.type in ("html_block", "html_inline", "image"):
             return False
         if token.type == "link_open" and not safe_link(str(token.attrGet("href") or "")):
+            return False
+        if token.type == "text" and printable(token.content) != token.content:
             return False
         stack.extend(token.children or [])
     return True

@@ -18,7 +18,8 @@ through ``printable`` before rich sees it (an ESC shows as ``^[``); rich
 markup, emoji codes and highlighting are off; Markdown is parsed with raw HTML
 off (an HTML tag shows as text, not dropped) and links drawn as text with their
 address, never as OSC 8 hyperlinks; and what rich returns keeps no escape
-sequence but SGR colours (``_ONLY_SGR``), whatever a later rich might emit.
+sequence but SGR colours and no control (``safe``), whatever a later rich
+might emit or the Markdown parser decode.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ RESULT_LINES = 12
 INDENT = 4
 """Cells a tool result is indented under its call."""
 
-_ESCAPE = re.compile(r"\x1b(?:\[[0-9;]*m)?")
+_SGR = re.compile(r"(\x1b\[[0-9;]*m)")
 _TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
 
 
@@ -74,14 +75,14 @@ def _printable(text: str) -> str:
     return printable(text)
 
 
-def _only_sgr(match: re.Match[str]) -> str:
-    return match.group() if match.group() != "\x1b" else "^["
-
-
 def safe(rendered: str) -> str:
     """``rendered`` with every escape sequence but SGR (colours, bold) shown
-    as text: the last word on what reaches the terminal."""
-    return _ESCAPE.sub(_only_sgr, rendered)
+    as text, and every other control too (``printable``): the last word on
+    what reaches the terminal. Its fields went through ``printable`` before
+    they were drawn, yet the Markdown parser decodes a character reference
+    after that: a reply's ``&#x202e;`` is a bidi override only once parsed."""
+    pieces = _SGR.split(rendered)  # text, SGR, text, ...: the SGR pieces at odd places
+    return "".join(piece if i % 2 else _printable(piece) for i, piece in enumerate(pieces))
 
 
 def _console(style: Style, file: io.StringIO) -> Console:
@@ -137,12 +138,14 @@ def _text(text: str, style: str = "", **kw) -> RenderableType:
 
 def _line(parts: Iterable[tuple[str, str]], width: int | None = None, overflow: str = "ellipsis") -> RichText:
     """(text, style) parts as one rich Text; cut to ``width`` cells with an
-    ellipsis when given (a one-liner), else wrapped where it is drawn."""
+    ellipsis when given (a one-liner: its line breaks as spaces, or a
+    writer's string, a media type or an id, would draw lines of its own),
+    else wrapped where it is drawn."""
     from rich.text import Text as RichText
 
     line = RichText(overflow="fold")
     for text, st in parts:
-        line.append(_printable(text), style=st)
+        line.append(_printable(text if width is None else text.replace("\n", " ")), style=st)
     if width is not None:
         line.truncate(max(1, width), overflow=overflow)  # type: ignore[arg-type]
     return line
@@ -235,7 +238,7 @@ def call_line(call: ToolCall, *, answered: bool = False) -> RenderableType:
     """``● Bash ls -la``: the tool's name and the gist of its input (wrapped
     under the name); ``answered``: the header of a result that came after
     its call was shown, ``↳ Bash ls -la``."""
-    body = _line([(call.name, "bold yellow"), (" " + call.gist if call.gist else "", "")])
+    body = _line([(one_line(call.name), "bold yellow"), (" " + call.gist if call.gist else "", "")])
     return _hanging(_line([("↳" if answered else "●", "dim" if answered else "yellow")]), body, 2)
 
 
