@@ -16,7 +16,6 @@ it by hand (the file is placed all the same).
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 from pathlib import Path
 
@@ -41,7 +40,11 @@ class Handoff(msgspec.Struct):
     """``claude --resume ID``, to run in ``cwd``."""
 
     def by_hand(self) -> str:
-        return f"cd {shlex.quote(self.cwd)} && {shlex.join(self.command)}"
+        """The command to run it by hand, to be shown and copied: the cwd as one
+        shell word that shows as one line (``shell_word``)."""
+        from sessiond.client.cli.output import shell_word
+
+        return f"cd {shell_word(self.cwd)} && {' '.join(map(shell_word, self.command))}"
 
 
 def claude_root() -> Path:

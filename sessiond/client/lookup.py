@@ -62,12 +62,13 @@ class SessionLocation(msgspec.Struct, frozen=True):
     """Where the session ran (its first recorded ``cwd``), where resume belongs."""
 
     def resume_hint(self, program: str = "sessiond") -> str | None:
-        """``cd <cwd> && sessiond resume <id>`` for a session of another repository."""
+        """``cd <cwd> && sessiond resume <id>`` for a session of another repository
+        (the cwd as one shell word that shows as one line: ``shell_word``)."""
         if self.same_repo or not self.cwd:
             return None
-        import shlex
+        from sessiond.client.cli.output import shell_word
 
-        return f"cd {shlex.quote(self.cwd)} && {program} resume {self.session_id}"
+        return f"cd {shell_word(self.cwd)} && {program} resume {self.session_id}"
 
 
 def _within(path: str, roots: list[str]) -> bool:

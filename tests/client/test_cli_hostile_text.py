@@ -334,3 +334,19 @@ def test_restore_names_each_file_it_put_back_on_one_line(daemon: DaemonProc):
     out = daemon.cli("restore", sid).stdout.decode()
     assert f"-work-{sid[:8]}^Jforged/{sid}.jsonl" in out, out
     assert not [row for row in out.splitlines() if row.startswith("forged")], out
+
+
+def test_shows_resume_hint_for_another_projects_session_names_its_cwd_exactly(daemon: DaemonProc):
+    """``show`` of a session of another project ends with how to resume it
+    there, ``cd <cwd> && sessiond resume <id>`` (``Location.resume_hint``): for
+    a cwd holding an escape, a bidi override and a line break, one line, no
+    control shown raw, and a ``cd`` word that a shell reads as exactly the cwd."""
+    cwd = f"/work/hint{uuid.uuid4().hex[:6]}\x1b[2J\u202e'q\\z\nnext"
+    sid = str(uuid.uuid4())
+    store(daemon, cwd, conversation(cwd, sid, "reply"), sid)
+    out = daemon.cli("show", sid).stdout.decode()
+    assert not [c for c in ("\x1b", "\u202e") if c in out], out
+    hint = next(row for row in out.splitlines() if row.endswith(f"&& sessiond resume {sid}"))
+    word = hint[hint.index("cd ") + 3:].removesuffix(f" && sessiond resume {sid}")
+    got = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True, timeout=30).stdout
+    assert got == cwd.encode(), (hint, got)
