@@ -48,6 +48,13 @@ if TYPE_CHECKING:
     from .uuidset import AnyUuidSet
     from .writer import Writer
 
+MAX_BATCH_AGENTS = 1024
+"""Agent files one batch may route to (``too_large`` past it). A turn of an
+agent writes to one or a few; each agent file new to the daemon is prepared on
+the loop (its target made, its file looked at) and created on the writer's one
+file thread, so one batch naming thousands would keep every other client
+waiting meanwhile."""
+
 _TYPE = attrgetter("type")
 _UUID = attrgetter("uuid")
 _SUBTYPE = attrgetter("subtype")
@@ -105,7 +112,11 @@ class Routing:
         if agent is None and run is None and not any(map(_SIDECHAIN, headers)):
             return False
         self.check_targets(headers, agent, run)
-        wanted = {paths.agent_file(state.project, state.id, a, run) for a in self._agents_of(headers, agent)}
+        agents = self._agents_of(headers, agent)
+        if len(agents) > MAX_BATCH_AGENTS:
+            raise too_large(f"a batch may route to {MAX_BATCH_AGENTS} agent files at most, this one names "
+                            f"{len(agents)}; send it in batches of fewer agents")
+        wanted = {paths.agent_file(state.project, state.id, a, run) for a in agents}
         for path in wanted:
             if path not in state.agents:
                 err = state.agent_errors.pop(path, None)
@@ -264,7 +275,7 @@ class Routing:
                 continue
             kind = header.type
             if kind in REAPPENDED_SET:
-                state.metadata[kind] = line
+                state.remember_metadata(kind, line)
             else:
                 state.dirty_since_meta = True
             if state.materialized:

@@ -89,18 +89,29 @@ class SessionState:
         chain end, metadata."""
         scan, self.main.uuids, self.side_uuids = scanned
         self.materialized = True
-        self.metadata = {**scan.metadata, **self.metadata}
+        found = {k: line for k, line in scan.metadata.items() if len(line) <= METADATA_MAX}
+        self.metadata = {**found, **self.metadata}
         self.main.last = scan.cursor.tip
         self.main.cursor = scan.cursor
 
+    def remember_metadata(self, kind: str, line: bytes) -> None:
+        """``line`` is now the current metadata of its ``kind``: kept for the
+        re-append when a listing can find it in a file's tail
+        (``lite.METADATA_MAX``). A longer one (any client may append one) stays
+        where it was written and is never re-appended: no reader of the tail
+        would see it again, and re-appending it at every client's exit would
+        only grow the file by its size a close. So nothing of its kind is kept
+        (an older value is no longer current), and the session does not hold
+        megabytes of metadata it will never write."""
+        if len(line) <= METADATA_MAX:
+            self.metadata[kind] = line
+        else:
+            self.metadata.pop(kind, None)
+
     def metadata_lines(self) -> list[bytes]:
-        """The metadata to re-append at EOF, in its fixed order: each line a
-        listing can find in a file's tail (``lite.METADATA_MAX``). A longer
-        one (any client may append one) stays where it was written: no reader
-        of the tail would see it again, and re-appending it at every client's
-        exit would only grow the file by its size a close."""
-        return [line for k in REAPPENDED_METADATA if (line := self.metadata.get(k)) is not None
-                and len(line) <= METADATA_MAX]
+        """The metadata to re-append at EOF, in its fixed order (each line one
+        a listing finds in a tail: ``remember_metadata``)."""
+        return [line for k in REAPPENDED_METADATA if (line := self.metadata.get(k)) is not None]
 
     def targets(self) -> list[Target]:
         return [self.main, *self.agents.values()]

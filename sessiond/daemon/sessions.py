@@ -161,7 +161,7 @@ class Registry:
                 if header.uuid is not None:
                     (state.side_uuids if header.isSidechain else state.main.uuids).add(header.uuid)
                 if header.type in REAPPENDED_SET:
-                    state.metadata[header.type] = line
+                    state.remember_metadata(header.type, line)
                 state.pending.append(line)
                 state.pending_bytes += len(line)
                 self.bounds.pending_changed(len(line))  # acknowledged before the restart: counted, never refused

@@ -47,6 +47,14 @@ ProjectName = Annotated[str, msgspec.Meta(pattern=f"^{PROJECT_NAME}$")]
 MAX_PID = 1 << 22
 """Linux's PID_MAX_LIMIT."""
 
+MAX_CLIENT_NAME = 256
+"""The longest client name a ``Hello`` may give. The name is kept with every
+lease the connection takes and written in the lease table, which a restarted
+daemon reads back only up to its cap (``sessiond/daemon/leases.py``, whose
+check of a saved name is this bound): a longer name would cost its holder its
+leases across a restart, and a name of megabytes would have the whole table set
+aside, everyone's leases with it."""
+
 EntryBatch = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
 
 
@@ -73,7 +81,7 @@ class Hello(_Message):
 
     id: Count
     protocol_version: Count
-    client: str = ""
+    client: Annotated[str, msgspec.Meta(max_length=MAX_CLIENT_NAME)] = ""
     pid: Annotated[int, msgspec.Meta(ge=0, le=MAX_PID)] = 0
 
 
@@ -283,6 +291,11 @@ class StatusResult(_Message):
 
 
 
+MAX_ERROR_MESSAGE = 8192
+"""The longest message an ``Error`` carries (characters): a few paths of
+``PATH_MAX`` and the words around them."""
+
+
 class Error(_Message):
     """The answer to a request that failed: a stable ``code`` (``errors.py``) and a
     message for a person. The client raises it as ``RemoteError`` (``SessionBusy`` or
@@ -291,8 +304,16 @@ class Error(_Message):
     id: int
     code: str
     message: str
+    """At most ``MAX_ERROR_MESSAGE`` characters, then ``…``: a message quotes
+    what was wrong (``repr`` of a session id, an agent id), and the quote of a
+    value of most of a frame, four times its size for control characters, would
+    make an answer past the frame cap that no client reads."""
     holder: LeaseHolder | None = None
     """Who holds the session, for ``session_busy`` and ``lease_lost``."""
+
+    def __post_init__(self) -> None:
+        if len(self.message) > MAX_ERROR_MESSAGE:
+            self.message = self.message[:MAX_ERROR_MESSAGE] + "…"
 
 
 Responses = Welcome | Appended | Flushed | Done | StatusResult | Error

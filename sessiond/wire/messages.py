@@ -15,6 +15,8 @@ import msgspec
 from .core import (  # sessiond-hook's messages: defined there, every message is reached here
     DURABILITIES,
     MAX_BATCH_ENTRIES,
+    MAX_CLIENT_NAME,
+    MAX_ERROR_MESSAGE,
     MAX_PID,
     Append,
     Appended,
@@ -67,7 +69,10 @@ __all__ = [
     "List",
     "Listed",
     "MAX_AGE_SECONDS",
+    "MAX_AGENT_META",
     "MAX_BATCH_ENTRIES",
+    "MAX_CLIENT_NAME",
+    "MAX_ERROR_MESSAGE",
     "MAX_LIST_DIRS",
     "MAX_PID",
     "MAX_SINCE_CHARS",
@@ -136,6 +141,11 @@ class Open(_Message):
     """Take the lease from its holder on purpose (see ``Adopt.take_over``)."""
 
 
+MAX_AGENT_META = 1024 * 1024
+"""The longest agent meta file a ``SetAgentMeta`` may write: Claude Code's hold
+a few fields (``agentType``, ``worktreePath``)."""
+
+
 class SetAgentMeta(_Message):
     """Write ``agent-<agent>.meta.json`` (replaced atomically)."""
 
@@ -143,7 +153,8 @@ class SetAgentMeta(_Message):
     session: str
     cwd: str
     agent: str
-    meta: bytes
+    meta: Annotated[bytes, msgspec.Meta(max_length=MAX_AGENT_META)]
+    """A JSON object, at most ``MAX_AGENT_META`` bytes."""
     run: str | None = None
 
 

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from sessiond.store.entries import EntryHeader, decode_headers
+from sessiond.store.linecap import MAX_LINE
 from sessiond.store.paths import projects_dir
 from sessiond.store.recording import Cursor, chain_messages
 from sessiond.wire import messages as m
-from sessiond.wire.errors import SessiondError
+from sessiond.wire.errors import SessiondError, too_large
 
 from ..leases import is_chain
 from ..routing import Batch
@@ -33,6 +34,8 @@ def admit(conn: Connection, req: m.Append | m.Record, entries: list[bytes]) -> B
     when the request is parked (it runs again from the start)."""
     daemon = conn.daemon
     daemon.refuse_if_stopping()
+    if daemon.settings.max_frame > MAX_LINE:
+        _check_line_cap(entries)
     registry = daemon.registry
     state = _session_of(conn, req)
     if state is None:
@@ -50,6 +53,18 @@ def admit(conn: Connection, req: m.Append | m.Record, entries: list[bytes]) -> B
     daemon.leases.guard(state.id, conn, req.lease, lambda: is_chain(batch.headers, batch.agent))
     conn.attach(state)
     return batch
+
+
+def _check_line_cap(entries: list[bytes]) -> None:
+    """Refuse (``too_large``, nothing accepted) a batch holding an entry longer
+    than the line cap every reader shares (``linecap.MAX_LINE``): written, it
+    would be acknowledged and then skipped by every reader (resume, listing,
+    search, watchers) as no entry. Only a frame cap raised past the line cap
+    lets one through, so only such a daemon looks (once per batch)."""
+    longest = max(map(len, entries), default=0)
+    if longest > MAX_LINE:
+        raise too_large(f"an entry of {longest} bytes is longer than any reader of a transcript takes "
+                        f"({MAX_LINE} bytes)")
 
 
 def route(conn: Connection, req: m.Append | m.Record, batch: Batch) -> Routed | None:
