@@ -18,7 +18,9 @@
  *   - a key of the object written with an escape (it may spell a routing
  *     field), a routing field's string value written with one, a routing
  *     field given twice, a lone surrogate escape anywhere (Python's path masks
- *     it), nesting deeper than MAX_DEPTH, a number longer than MAX_NUMBER.
+ *     it), nesting deeper than MAX_DEPTH, a number longer than MAX_NUMBER, a
+ *     uuid of more than MAX_UUID bytes (Python's path refuses one of more
+ *     than MAX_UUID characters).
  * tests/store/test_entryscan.py holds it to Python's path with hypothesis.
  *
  * No state: each call reads its arguments and returns new objects.
@@ -33,6 +35,7 @@
 
 #define MAX_DEPTH 128  /* far below msgspec's limit (Python's recursion limit) */
 #define MAX_NUMBER 64  /* characters; msgspec skips longer ones too, but no transcript writes them */
+#define MAX_UUID 256   /* sessiond.wire.core.MAX_UUID: a longer uuid is refused, by Python's path */
 
 enum { F_TYPE, F_UUID, F_PARENT, F_LOGICAL_PARENT, F_SIDECHAIN, F_AGENT, F_SUBTYPE, F_SOURCE_TOOL, NFIELDS };
 
@@ -312,6 +315,8 @@ field_value(int field, Pos *pp, Pos end)
     Pos after = skip_string(p + 1, end, &escaped);
     if (!after || escaped)
         return NULL;
+    if (field == F_UUID && after - p - 2 > MAX_UUID)
+        return NULL;  /* maybe too long (bytes, not characters): Python's path decides */
     *pp = after;
     return PyUnicode_DecodeUTF8((const char *)p + 1, after - p - 2, "strict");
 }

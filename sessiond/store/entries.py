@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
 
+from sessiond.wire.core import MAX_UUID
 from sessiond.wire.errors import SessiondError, bad_request
 
 from .bom import strip_bom
@@ -165,6 +166,8 @@ def decode_header(line: bytes) -> EntryHeader:
         header = decode_header(masked)
     except RecursionError:
         raise bad_request("entry is nested too deeply to be checked (about 1,000 levels at most)") from None
+    if header.uuid is not None and len(header.uuid) > MAX_UUID:
+        raise bad_request(f"entry's uuid is {len(header.uuid)} characters long, over the {MAX_UUID} an entry may have")
     if not line.isascii():  # ASCII is valid UTF-8: only other lines need the full check
         try:
             line.decode("utf-8")
@@ -214,6 +217,8 @@ def _decode_headers(lines: list[bytes]) -> list[EntryHeader]:
                     line.decode("utf-8")
                 except UnicodeDecodeError:
                     return _decode_each(lines)
+    if max([len(h.uuid) for h in headers if h.uuid is not None], default=0) > MAX_UUID:
+        return _decode_each(lines)
     return headers
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import msgspec
 
+from sessiond.wire.core import MAX_UUID
+
 from .entries import REAPPENDED_SET, is_chain_participant, try_header
 from .linecap import MAX_LINE, find_newline
 from .recording import Cursor, advance, settle
@@ -103,7 +105,9 @@ class SessionScan(msgspec.Struct):
     """What the daemon needs to know about an existing transcript before appending."""
 
     uuids: set[str]
-    """uuids of non-sidechain entries (the dedup set)."""
+    """uuids of non-sidechain entries (the dedup set), each of at most
+    ``MAX_UUID`` characters: an append with a longer one is refused, so the set
+    never holds one (a file's megabyte uuids would be held for nothing)."""
     sidechain_uuids: set[str]
     """uuids of inline sidechain entries (1.0.x files keep them in the main file)."""
     cursor: Cursor
@@ -133,9 +137,11 @@ def scan_session(path: Path | str | int) -> SessionScan:
         if header.uuid is None:
             continue
         if header.isSidechain:
-            side.add(header.uuid)
+            if len(header.uuid) <= MAX_UUID:
+                side.add(header.uuid)
             continue
-        uuids.add(header.uuid)
+        if len(header.uuid) <= MAX_UUID:  # a longer one no append may carry: nothing to tell apart from it
+            uuids.add(header.uuid)
         if is_chain_participant(header):
             advance(cursor, header, line, pending)
     settle(cursor, pending)
@@ -147,7 +153,7 @@ def scan_uuids(path: Path | str | int) -> set[str]:
     out: set[str] = set()
     for line in iter_lines(path):
         header = try_header(line)
-        if header is not None and header.uuid is not None:
+        if header is not None and header.uuid is not None and len(header.uuid) <= MAX_UUID:
             out.add(header.uuid)
     return out
 

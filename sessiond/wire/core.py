@@ -55,6 +55,12 @@ check of a saved name is this bound): a longer name would cost its holder its
 leases across a restart, and a name of megabytes would have the whole table set
 aside, everyone's leases with it."""
 
+MAX_UUID = 256
+"""The longest ``uuid`` an appended entry may carry, and a ``Record``'s
+``parent`` hint (characters). Claude Code's are 36; the daemon keeps every
+uuid of a live session for its dedup, so a client's megabyte uuids would each
+be held as long as the session is."""
+
 EntryBatch = Annotated[list[bytes], msgspec.Meta(max_length=MAX_BATCH_ENTRIES)]
 
 
@@ -131,7 +137,7 @@ class Record(_Message):
     session: str
     cwd: str
     messages: EntryBatch
-    parent: str | None = None
+    parent: Annotated[str, msgspec.Meta(max_length=MAX_UUID)] | None = None
     durability: Durability = "queued"
     agent: str | None = None
     run: str | None = None

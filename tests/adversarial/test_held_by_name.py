@@ -162,3 +162,37 @@ def test_the_error_quoting_a_name_of_most_of_a_frame_fits_a_frame(shared_bounded
     assert [(a.id, a.code) for a in answers if isinstance(a, m.Error)] == [(1, "bad_request"), (2, "bad_request")]
     assert all(len(a.message) <= m.MAX_ERROR_MESSAGE + 1 for a in answers if isinstance(a, m.Error))
     shared_bounded.check()
+
+
+def test_uuids_past_the_bound_are_refused_and_a_files_are_not_held(bounded: Bounded) -> None:
+    """Every uuid of a live session is kept for its dedup: entries with
+    megabyte uuids (500 of 1 MB took half a gigabyte) are refused, naming the
+    bound, and so is a ``Record`` hint as long; a file that already holds such
+    entries (a foreign writer's) is adopted with its other uuids deduplicated,
+    the long ones not held (no append can carry one to be told apart from it)."""
+    d = bounded.d
+    sid, adopted = str(uuid.uuid4()), str(uuid.uuid4())
+    ok = {**user("at the bound"), "uuid": "u" * m.MAX_UUID}
+    path = main_path(d.root, CWD, adopted)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    long_ones = [{**user(f"long {i}"), "uuid": f"{i}" + "x" * MiB} for i in range(8)]
+    short = user("short")
+    path.write_bytes(b"".join(line(e) + b"\n" for e in [short, *long_ones]))
+    s = raw_conn(d.socket, timeout=60)
+    try:
+        s.sendall(encode(m.Append(id=1, session=sid, cwd=CWD, entries=[line({**user("x"), "uuid": "u" * (m.MAX_UUID + 1)})]))
+                  + encode(m.Append(id=2, session=sid, cwd=CWD, entries=[line(ok)], durability="written"))
+                  + encode(m.Record(id=3, session=sid, cwd=CWD, messages=[line(user("y"))], parent="p" * (m.MAX_UUID + 1)))
+                  + encode(m.Append(id=4, session=adopted, cwd=CWD, entries=[line(short), line(user("new"))],
+                                    durability="written")))
+        refused, accepted, hint, adopting = sorted(read_answers(s, 4), key=lambda a: a.id)
+    finally:
+        s.close()
+    assert isinstance(refused, m.Error) and refused.code == "bad_request" and f"the {m.MAX_UUID}" in refused.message, refused
+    assert isinstance(accepted, m.Appended) and accepted.accepted == 1, accepted
+    assert isinstance(hint, m.Error) and hint.code == "bad_request" and "$.parent" in hint.message, hint
+    assert isinstance(adopting, m.Appended) and (adopting.accepted, adopting.duplicates) == (1, 1), adopting
+    assert [e["message"]["content"] for e in read_entries(path)][-1] == "new"
+    with d.client() as c:
+        mem = c.status().memory
+    assert mem is not None and mem["uuids"] == 3, mem  # the one at the bound, and the adopted file's short and new

@@ -151,6 +151,9 @@ EDGES = [
     b'{"isSidechain":"true"}', b'{"isSidechain":tru}', b'{"parentUuid":false}', b'{"agentId":1.5}',
     b'{"typ\\u0065":"user"}', b'{"type":"us\\u0065r"}', b'{"type":"a\\"b"}', b'{"type":"user","type":"system"}',
     b'{"uuid":"x","uuid":null}', b'{"type":"user","a":{"type":5}}', b'{"Type":5}', b'{"type ":5}',
+    # the uuid's bound (MAX_UUID characters; the scan counts bytes, so it declines a non-ASCII one of fewer)
+    b'{"uuid":"' + b"u" * 256 + b'"}', b'{"uuid":"' + b"u" * 257 + b'"}', b'{"uuid":"' + "é".encode() * 200 + b'"}',
+    b'{"uuid":"' + "é".encode() * 257 + b'"}', b'{"a":"' + b"u" * 300 + b'","uuid":"u"}',
     # nesting
     b'{"a":' + b"[" * 127 + b"]" * 127 + b"}", b'{"a":' + b"[" * 129 + b"]" * 129 + b"}",
     b'{"a":' + b"[" * 3000 + b"]" * 3000 + b"}", b'{"a":' + b'{"b":' * 200 + b"1" + b"}" * 200 + b"}",
