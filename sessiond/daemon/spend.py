@@ -48,6 +48,8 @@ from sessiond.store.spend.reports import Pricer, SessionMemo, report_of
 from sessiond.wire.errors import too_large
 from sessiond.wire.spend import SpendReport
 
+from .scopes import Scope, scope_key
+
 log = logging.getLogger("sessiond")
 
 MAX_RESPONSES = 1_000_000
@@ -162,10 +164,10 @@ class SpendBook:
         self._answers: dict[tuple, tuple[int, SpendReport]] = {}
         self._session_rows: SessionMemo = {}
         """The session report's rows, each kept until its session's sums change."""
-        self._restated: dict[tuple[str, ...] | None, float] = {}
-        """When each scope was last re-stated; a scope not in it is re-stated
+        self._restated: dict[Scope, float] = {}
+        """When each scope was last re-stated (``scope_key``); a scope not in it is re-stated
         before its next answer (observers clear it for what they cannot apply)."""
-        self._revalidating: set[tuple[str, ...] | None] = set()
+        self._revalidating: set[Scope] = set()
         self.prices = Prices.load()
         self.pricer = Pricer(self.prices)
         self._pending: deque[tuple[Path, list[bytes] | None, int, int]] = deque()
@@ -414,13 +416,13 @@ class SpendBook:
     def stale(self, names: set[str] | None) -> bool:
         """Whether the scope's last re-stat is older than ``RESTAT_AFTER`` and
         none is under way: the handler then runs ``revalidate`` in the background."""
-        scope = None if names is None else tuple(sorted(names))
+        scope = scope_key(names)
         last = self._restated.get(scope)
         return scope not in self._revalidating and (last is None or time.monotonic() - last >= RESTAT_AFTER)
 
     def revalidate(self, names: set[str] | None) -> None:
         """Re-stat the scope and note when (worker thread)."""
-        scope = None if names is None else tuple(sorted(names))
+        scope = scope_key(names)
         with self.lock:
             if scope in self._revalidating:
                 return
@@ -512,9 +514,10 @@ class SpendBook:
         answer (``stale``, ``revalidate``)."""
         self.drain()
         scope = None if names is None else tuple(sorted(names))
-        if scope not in self._restated:
+        remembered = scope_key(names)
+        if remembered not in self._restated:
             self.revalidate(names)
-        key = (kind, scope, since, until, tz_label, by_model)
+        key = (kind, remembered, since, until, tz_label, by_model)
         with self.lock:
             kept = self._answers.get(key)
             if kept is not None and kept[0] == self.version and not any(b.is_active for b in kept[1].blocks):

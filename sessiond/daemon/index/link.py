@@ -34,6 +34,7 @@ from pathlib import Path
 from sessiond.search.indexfile import Identity
 from sessiond.search.schema import index_path  # noqa: F401  (the daemon's one import of the index's place)
 
+from ..scopes import Scope, scope_key
 from .pipe import (
     REBUILD_TOKEN,
     Damaged,
@@ -108,10 +109,15 @@ class IndexLink:
         self._looks_sent = 0  # Look messages sent so far
         self._looks_done = 0  # of those, how many the indexer has answered past
         self._asked_at: dict[int, int] = {}
-        self._questions: dict[tuple[str, ...] | None, tuple[int, asyncio.Future]] = {}
+        self._questions: dict[Scope, tuple[int, asyncio.Future]] = {}
         """Per scope, the last question asked (the Looks sent by then, its answer)."""
-        self._restats: dict[tuple[str, ...] | None, float] = {}
+        self._restats: dict[Scope, float] = {}
         """Per scope, when a background re-stat was last sent."""
+        self._restat_token = 0
+        """The token of the background re-stat sent and not answered yet (0:
+        none). One at a time: nobody waits for them, so searches naming a new
+        scope each would queue them in the indexer faster than it makes them,
+        each holding its project names, without bound."""
         self.rescans = 0
         """Rescan messages sent (questions and background re-stats)."""
         self.restarts = 0
@@ -177,6 +183,7 @@ class IndexLink:
     def _exited(self) -> None:
         code = self.transport.get_returncode() if self.transport else None
         self.transport = self.stdin = None
+        self._restat_token = 0
         for fut in self._waiting.values():
             if not fut.done():
                 fut.set_result(None)
@@ -322,6 +329,8 @@ class IndexLink:
             self.progress[msg.token] = (msg.done, msg.total)
             return
         self.progress.pop(msg.token, None)
+        if msg.token == self._restat_token:
+            self._restat_token = 0
         self._looks_done = max(self._looks_done, self._asked_at.pop(msg.token, 0))
         fut = self._waiting.pop(msg.token, None)
         if fut is not None and not fut.done():
@@ -364,7 +373,7 @@ class IndexLink:
         An indexer not started yet (``START_DELAY``) is started first."""
         await self._running()
         self._send_noted()
-        scope = None if projects is None else tuple(sorted(projects))
+        scope = scope_key(projects)
         if self.refresh > 0 and not self.noted and self._looks_done == self._looks_sent and self.transport is not None:
             # nothing written since the indexer last answered: no need to wait for it
             self._restat(scope, projects)
@@ -376,18 +385,23 @@ class IndexLink:
         except TimeoutError:
             return False
 
-    def _restat(self, scope: tuple[str, ...] | None, projects: list[str] | None) -> None:
+    def _restat(self, scope: Scope, projects: list[str] | None) -> None:
         """A background re-stat of ``projects``, unless one was sent less than
-        ``refresh`` s ago (the indexer would skip it anyway)."""
+        ``refresh`` s ago (the indexer would skip it anyway), or another is not
+        answered yet (``_restat_token``: this scope's is sent by a search after
+        that, and the indexer re-stats everything itself once idle for
+        ``worker.RESCAN_EVERY`` s)."""
         now = self.loop.time()
-        if now - self._restats.get(scope, -self.refresh) < self.refresh:
+        if now - self._restats.get(scope, -self.refresh) < self.refresh or self._restat_token:
             return
         if len(self._restats) >= MAX_SCOPES:
             self._restats.clear()
         self._restats[scope] = now
-        self._send(Rescan(token=0, projects=projects, max_age=self.refresh, wait=False))
+        self._token += 1
+        if self._send(Rescan(token=self._token, projects=projects, max_age=self.refresh, wait=False)):
+            self._restat_token = self._token
 
-    def _question(self, scope: tuple[str, ...] | None, projects: list[str] | None) -> asyncio.Future:
+    def _question(self, scope: Scope, projects: list[str] | None) -> asyncio.Future:
         """The indexer's answer once it has looked at everything sent so far:
         a question already asked for ``scope`` after the last files were sent
         answers for this asker too."""

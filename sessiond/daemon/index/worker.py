@@ -62,6 +62,10 @@ RESCAN_EVERY = 30.0
 COMMIT_BYTES = 32 * 1024 * 1024
 COMMIT_EVERY = 0.5
 PROGRESS_EVERY = 0.2
+MAX_SCANNED = 65_536
+"""Projects whose last re-stat time is remembered (then all forgotten): a
+search may name thousands of project dirs that do not exist, a new lot each
+time."""
 RETRY_EVERY = 5.0
 """Seconds between attempts to write an index that could not be written
 (disk full, read-only): searches scan the files meanwhile."""
@@ -157,6 +161,14 @@ class Worker:
         self.queue_oldest_first(changed)
         for path in known:  # indexed, but no longer there
             self.todo[path] = None
+        self.mark_scanned(keys, now)
+
+    def mark_scanned(self, keys: list[str | None], now: float) -> None:
+        """Remember ``keys`` (projects; None: all of them) as re-stat'ed at
+        ``now``, within ``MAX_SCANNED``: past it everything is forgotten, and a
+        scope asked about again is re-stat'ed again (a cost, never a wrong answer)."""
+        if len(self.scanned) + len(keys) > MAX_SCANNED:
+            self.scanned.clear()
         for k in keys:
             self.scanned[k] = now
 
@@ -306,8 +318,7 @@ class Worker:
         if projects is None and self.store is not None:
             self.store.optimize()
             self.state("ok")
-        for k in [None] if projects is None else projects:
-            self.scanned[k] = time.monotonic()
+        self.mark_scanned([None] if projects is None else list(projects), time.monotonic())
         return Done(token=token, files=len(found), bytes=n, seconds=round(time.monotonic() - started, 3))
 
     def wait(self) -> float:
