@@ -84,7 +84,8 @@ class Lifecycle:
 
     def hold(self, session: str, *, force: bool) -> Callable[[Callable[[SessiondError | None], None]], None]:
         """Make ``session`` unavailable and return a function that calls back
-        once its queued lines are written and its files closed. Raises
+        once its queued lines are written (and synced, where a sync is owed)
+        and its files closed. Raises
         ``conflict`` for a live session (clients attached) unless ``force``."""
         from .handlers.completion import after_all  # the handlers package imports this module
 
@@ -111,7 +112,12 @@ class Lifecycle:
 
             waiter = after_all(len(queues), closed)
             for q in queues:
-                writer.when_written(q, waiter)
+                if q.sync_waiters or q.sync_queued or q.syncing:
+                    # a sync is owed (a durable ack, the spool's deletion): done before the move, or the
+                    # sync would reopen the file by the path it has left, fail, and its waiters with it
+                    writer.when_durable(q, waiter)
+                else:
+                    writer.when_written(q, waiter)
 
         return when_closed
 

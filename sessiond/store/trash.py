@@ -443,24 +443,45 @@ def _move_in(root: Path, name: str, sid: str, project: Path, items: list[Trashed
              reason: str, now: float) -> TrashEntry:
     """Make the entry ``name`` and move ``items`` into it (the caller holds the
     trash lock): its manifest first, saying ``trashing``, then the moves, each
-    one ``rename``, with the writers' locks of ``locked`` held, then ``trashed``."""
+    one ``rename``, with the writers' locks of ``locked`` held, then ``trashed``.
+    A step that fails (a full disk: no room for the manifest) undoes the moves
+    made and the entry (``_undo``): the trash never names a session it does
+    not hold whole, or a daemon would refuse its writes as trashed."""
     entry_dir = trash_root(root) / name
     os.mkdir(entry_dir, DIR_MODE)
     entry = TrashEntry(name=name, session=sid, project=shown(project.name), trashedAt=iso(now), reason=reason,
                        bytes=sum(i.bytes for i in items), items=items, files=sum(i.files for i in items),
                        state="trashing")
-    write_manifest(entry_dir, entry)
-    fsync_dir(entry_dir.parent)
-    for parent in {(entry_dir / "files" / item.rel).parent for item in items}:
-        ensure_dir(parent)
-    with _writers_locked(locked):
-        for item in items:
-            rename_noreplace(root / item.rel, entry_dir / "files" / item.rel)
-    for parent in {(root / item.rel).parent for item in items} | {(entry_dir / "files" / item.rel).parent for item in items}:
-        fsync_dir(parent)
-    entry.state = "trashed"
-    write_manifest(entry_dir, entry)
+    moved: list[TrashedItem] = []
+    try:
+        write_manifest(entry_dir, entry)
+        fsync_dir(entry_dir.parent)
+        for parent in {(entry_dir / "files" / item.rel).parent for item in items}:
+            ensure_dir(parent)
+        with _writers_locked(locked):
+            for item in items:
+                rename_noreplace(root / item.rel, entry_dir / "files" / item.rel)
+                moved.append(item)
+        for parent in {(root / item.rel).parent for item in items} | {(entry_dir / "files" / item.rel).parent for item in items}:
+            fsync_dir(parent)
+        entry.state = "trashed"
+        write_manifest(entry_dir, entry)
+    except OSError:
+        _undo(root, entry_dir, moved)
+        raise
     return entry
+
+
+def _undo(root: Path, entry_dir: Path, moved: list[TrashedItem]) -> None:
+    """Put ``moved`` back and delete the entry of an rm that failed. A move
+    back that fails leaves the entry as it is: its manifest (``trashing``)
+    lets ``trash_recovery`` settle it at the next start."""
+    try:
+        for item in reversed(moved):
+            rename_noreplace(entry_dir / "files" / item.rel, root / item.rel)
+        discard(entry_dir)
+    except OSError as exc:
+        log.error("trash: cannot undo the failed move of %s: %s", shown(entry_dir.name), reason(exc))
 
 
 def entries(root: Path) -> list[TrashEntry]:
