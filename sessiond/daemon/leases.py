@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from sessiond.store.entries import EntryHeader
 from sessiond.store.paths import is_session_id
 from sessiond.store.safeopen import StoreRoot
 from sessiond.store.statefile import read_state
-from sessiond.wire.core import StateFileProblem
+from sessiond.wire.core import MAX_CLIENT_NAME, MAX_PID, StateFileProblem
 from sessiond.wire.errors import LeaseLost, SessionBusy
 from sessiond.wire.lease import CHAIN_TYPES, LeaseHolder, iso
 
@@ -112,6 +113,7 @@ class Leases:
         self._by_conn: dict[int, set[str]] = {}
         self._frozen = False
         self.grace_until = time.monotonic() + grace
+        self._remove_stale_temps()
         self._restore()
         if any(lease.conn is None for lease in self.held.values()):
             loop.call_later(grace, self._grace_over)
@@ -289,6 +291,25 @@ class Leases:
         if len(self.held) != len(saved):
             self._save()
 
+    def _remove_stale_temps(self) -> None:
+        """Delete the temp files of saves a killed daemon left
+        (``StoreRoot.write_atomic``'s ``.NAME.<pid>.<hex>.tmp``, never renamed
+        into place): this daemon holds the root, so no other save is under way,
+        and every crash in the middle of one would leave one more. A symlink of
+        that name is removed itself, never followed."""
+        try:
+            names = os.listdir(self.store.path)
+        except OSError:
+            return
+        for name in names:
+            if _STALE_TEMP.fullmatch(name):
+                try:
+                    os.unlink(self.store.path / name)
+                except OSError as exc:
+                    log.warning("cannot delete %s: %s", self.store.path / name, exc.strerror or exc)
+                else:
+                    log.info("deleted %s, left by a save a killed daemon did not finish", name)
+
     def snapshot(self) -> bytes:
         return msgspec.json.encode({sid: _Saved(lease.pid, lease.client, lease.since, lease.last_write)
                                     for sid, lease in self.held.items()})
@@ -341,15 +362,14 @@ class Leases:
             self._write(self.snapshot())
 
 
+_STALE_TEMP = re.compile(rf"\.{re.escape(LEASE_FILE)}\.[0-9]+\.[0-9a-f]{{8}}\.tmp")
+"""The name of a temp file ``write_atomic`` makes for the lease table."""
 MAX_LEASE_FILE_BYTES = 8 * 1024 * 1024
 """The lease table's cap on disk: a lease takes 80 to 400 bytes, so this holds
 the ``MAX_LEASES_KEPT`` a table may bring back; past it the file is set aside
 unread."""
 MAX_LEASES_KEPT = 65_536
 """Leases restored at most (each one a held session of the previous daemon)."""
-MAX_PID = 1 << 22
-"""Linux's PID_MAX_LIMIT: a saved pid outside 1..MAX_PID is no process."""
-MAX_CLIENT_NAME = 256
 CLOCK_SLACK = 86_400.0
 """How far in the future a saved time may be (a clock set back since) and still be believed."""
 

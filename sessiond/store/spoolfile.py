@@ -54,11 +54,21 @@ def header_line(root: Path, project: Path, cwd: str) -> bytes:
     return msgspec.json.encode(SpoolHeader(spool=1, project=os.path.relpath(project, root), cwd=cwd))
 
 
+def is_project_dir(project: str) -> bool:
+    """Whether a header's ``project`` names what ``header_line`` writes: one
+    dir directly under ``projects/`` (not a hidden one). The session's whole
+    transcript is written there, so anything else (the spool dir itself, the
+    trash, the root) is not a spool sessiond wrote."""
+    parts = project.split("/")
+    return len(parts) == 2 and parts[0] == "projects" and parts[1] not in ("", "..") and not parts[1].startswith(".")
+
+
 def read_spool(store: StoreRoot, path: Path, max_bytes: int) -> tuple[SpoolHeader, list[bytes]] | None:
     """The header and the whole held lines of a spool file; a torn last line
     (never acknowledged as written) is left out. None when the file is not a
-    spool (no valid header), not a regular file, or reached only through a
-    symlink out of the root (opened through ``store`` like every store file).
+    spool (no valid header, or one naming no project dir), not a regular
+    file, or reached only through a symlink out of the root (opened through
+    ``store`` like every store file).
     ``OversizedFile`` when it holds more than ``max_bytes`` (a session holds
     at most its ``max_pending_bytes``, plus ``HEADER_SLACK``): never read,
     never taken for "no spool"."""
@@ -76,6 +86,6 @@ def read_spool(store: StoreRoot, path: Path, max_bytes: int) -> tuple[SpoolHeade
         header = msgspec.json.decode(lines[0], type=SpoolHeader)
     except msgspec.DecodeError:
         return None
-    if header.spool != 1 or os.path.isabs(header.project) or ".." in Path(header.project).parts:
+    if header.spool != 1 or not is_project_dir(header.project):
         return None
     return header, [line for line in lines[1:] if line]

@@ -135,6 +135,26 @@ def test_a_directory_as_the_lease_table_leaves_room_for_a_real_one(fresh):
         wait_until(lambda: path.is_file() and sid in json.loads(path.read_bytes()), "the lease saved")
 
 
+def test_temp_files_of_lease_saves_a_kill_cut_short_are_deleted_at_start(fresh, short_tmp):
+    """A daemon killed while saving the lease table leaves the temp file of
+    the save (``.NAME.<pid>.<hex>.tmp``, never renamed into place), one more
+    at every such crash: the next start deletes them, a symlink of that name
+    itself (what it points at is untouched), and nothing else."""
+    stale = [fresh.root / f".{LEASES}.{n}.{os.urandom(4).hex()}.tmp" for n in (4242, 31337)]
+    stale[0].write_text('{"half": ')
+    outside = short_tmp / "outside.json"
+    outside.write_text("not the daemon's")
+    stale[1].symlink_to(outside)
+    others = [fresh.root / f"{LEASES}.tmp", fresh.root / f".{LEASES}.1.xyz.tmp"]
+    for p in others:
+        p.write_text("someone's")
+    _start(fresh)
+    assert not any(os.path.lexists(p) for p in stale)
+    assert outside.read_text() == "not the daemon's"
+    assert all(p.read_text() == "someone's" for p in others)
+    assert _state_files(fresh) == []
+
+
 def test_out_of_range_lease_entries_are_skipped_one_by_one(fresh):
     """Bound: each lease entry's pid in 1..2**22 and times in 0..now+1 day;
     every entry outside is skipped with a warning, the one good one is kept."""
@@ -189,6 +209,31 @@ def test_a_fifo_in_the_spool_is_named_in_status_and_left_alone(fresh):
     (bad,) = _state_files(fresh)
     assert bad["file"] == str(path) and "FIFO" in bad["problem"] and bad["setAside"] is None
     assert stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+@pytest.mark.parametrize("project", [".sessiond-spool", ".", ".trash/x", "projects", "projects/-x/sub", "projects/.hidden"])
+def test_a_spool_naming_no_project_dir_is_named_in_status_and_left_alone(fresh, project):
+    """A spool header's ``project`` is where the held entries, and the session's
+    whole transcript after them, are written. One that is not a dir directly
+    under ``projects/`` is not a spool sessiond wrote: with ``.sessiond-spool``
+    the transcript was written over the spool file itself, where no listing
+    finds it. It stays where it is, ``status`` names it, and the session's
+    first message goes to its cwd's project dir."""
+    sid = str(uuid.uuid4())
+    spool = spool_dir(fresh.root)
+    spool.mkdir(mode=0o700)
+    path = spool / f"{sid}.jsonl"
+    held = json.dumps({"type": "custom-title", "customTitle": "held", "sessionId": sid}).encode() + b"\n"
+    planted = json.dumps({"spool": 1, "project": project, "cwd": "/work/project"}).encode() + b"\n" + held
+    path.write_bytes(planted)
+    _start(fresh)
+    (bad,) = _state_files(fresh)
+    assert bad["file"] == str(path) and bad["setAside"] is None, bad
+    fresh.cli("record", "--cwd", "/work/project", "--session", sid, "--durability", "written",
+              input=line(user("first")) + b"\n", timeout=CLI_TIMEOUT)
+    assert path.read_bytes() == planted
+    transcript = fresh.root / "projects" / "-work-project" / f"{sid}.jsonl"
+    assert [json.loads(x)["type"] for x in transcript.read_bytes().splitlines()][:1] == ["user"]
 
 
 # ------------------------------------------------------------------------ config
