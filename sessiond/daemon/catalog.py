@@ -204,7 +204,13 @@ class Catalog:
         return {path: _File(mtime, size) for mtime, path, size in session_candidates([d], stat=True)}
 
     def _project(self, d: str) -> _Project:
-        """The index of one dir, scanned on first use (in the calling thread)."""
+        """The index of one dir, scanned on first use (in the calling thread).
+
+        A dir with no session file (none yet, or no such dir: a request may
+        name 4,096 of them) is not kept: an empty index of version 0 answers
+        for it, scanned again when asked again. Kept, every dir ever named
+        would be held for the daemon's life. A kept index starts at version 1,
+        so a page of the empty one is made anew once the dir has files."""
         with self.lock:
             project = self.projects.get(d)
             if project is None:
@@ -219,7 +225,11 @@ class Catalog:
             raise
         with self.lock:
             self._scanning.discard(d)
-            project = self.projects.setdefault(d, _Project())
+            project = self.projects.get(d)
+            if project is None:
+                if not files:
+                    return _Project()
+                project = self.projects[d] = _Project()
             if not project.files:
                 project.files = files
                 project.refreshed = time.monotonic()
@@ -235,7 +245,9 @@ class Catalog:
         seen: list[str] = []
         with self.lock:
             self._apply_notes()
-            project = self.projects.setdefault(d, _Project())
+            project = self.projects.get(d)
+            if project is None:  # only a kept index is refreshed (``_refresh_stale``)
+                return
             for path, new in fresh.items():
                 old = project.files.get(path)
                 if old is None:
@@ -329,4 +341,5 @@ class Catalog:
 
     def _refresh_stale(self, projects: list[tuple[str, _Project]]) -> None:
         for d, project in projects:
-            self._maybe_refresh(d, project)
+            if self.projects.get(d) is project:  # an empty one not kept is scanned anew when asked
+                self._maybe_refresh(d, project)

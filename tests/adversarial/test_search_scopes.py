@@ -12,6 +12,9 @@ the re-stats queued in it faster than it made them (still working through
 them, at full CPU, long after the client had gone). The spend book's
 re-stat times and remembered answers, keyed by the names too, grew the daemon
 by about 0.6 MB a ``sessiond usage`` request, up to 1024 scopes (some 650 MB).
+The catalog behind ``List`` (and ``du``) kept an index of every dir a request
+named, existing or not, for the daemon's life: about 5 MB a request of 4,096
+(612 MB after 120).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from sessiond.wire import messages as m
@@ -75,4 +79,33 @@ def test_usage_reports_naming_new_project_dirs_each_time_keep_memory_bounded(dae
         before = _rss(d.pid)
         usage_of_new_dirs(SEARCHES)
         after = _rss(d.pid)
+    assert after - before < GROWTH_BOUND, (before, after)
+
+
+@pytest.mark.timeout(300)
+def test_listings_naming_new_project_dirs_each_time_keep_memory_bounded(daemon_factory) -> None:
+    d = daemon_factory().start()
+    projects = d.root / "projects"
+    sid = str(uuid.uuid4())
+    with d.client(timeout=60) as c:
+        def list_new_dirs(n: int, *extra: str) -> list[str]:
+            listed: list[str] = []
+            for _ in range(n):
+                dirs = [str(projects / f"-nowhere-{uuid.uuid4().hex}") for _ in range(MAX_LIST_DIRS - len(extra))]
+                for req in (m.List(id=c.next_id(), dirs=[*dirs, *extra]), m.Usage(id=c.next_id(), dirs=dirs)):
+                    answer = c.call(req)
+                    assert isinstance(answer, (m.Listed, m.UsageResult)), answer
+                    if isinstance(answer, m.Listed):
+                        listed = [s.sessionId for s in answer.sessions]
+            return listed
+
+        later = projects / "-w-later"
+        assert list_new_dirs(10, str(later)) == []  # the first requests' buffers and caches; a dir with no session yet
+        before = _rss(d.pid)
+        list_new_dirs(40)  # some 400 MB before the fix
+        after = _rss(d.pid)
+        entry = msgspec.json.encode({"type": "user", "uuid": str(uuid.uuid4()), "message": {"role": "user", "content": "hi"}})
+        assert isinstance(c.call(m.Append(id=c.next_id(), session=sid, cwd="/w/later", entries=[entry],
+                                          durability="written")), m.Appended)
+        assert list_new_dirs(1, str(later)) == [sid]  # the dir named before it had a session lists it now
     assert after - before < GROWTH_BOUND, (before, after)
