@@ -27,6 +27,7 @@ from sessiond.store.rootlock import Holder, direct_writer
 from sessiond.store.usage import usage
 from sessiond.wire import messages as m
 from sessiond.wire.errors import DaemonUnavailable, RootHeld, SessiondError
+from sessiond.wire.lease import LeaseHolder
 from sessiond.wire.records import FileResult, SessionSource, TrashEntry, Usage, path_text
 
 from .connection import Client
@@ -127,9 +128,7 @@ class Lifecycle:
             return
         client = self.client
         reqs = [m.Import(id=client.next_id(), source=s, catalog_only=importer.inside_store(self.root, s)) for s in sources]
-        window = 4
-        for i in range(0, len(reqs), window):  # a few in flight: the daemon copies one at a time anyway
-            chunk = reqs[i : i + window]
+        for chunk in _windows(reqs):
             for req in chunk:
                 client.send(req)
             for req in chunk:
@@ -139,6 +138,15 @@ class Lifecycle:
                 progress()
                 imported: m.Imported = resp  # type: ignore[assignment]  # not an Error: the answer to an Import
                 yield req.source, imported.files
+
+    # ---------------------------------------------------------------------- live
+
+    def live(self) -> dict[str, LeaseHolder]:
+        """The sessions a client of the daemon holds (SPEC 7), by id; none
+        without a daemon (nobody holds anything then)."""
+        if self.client is None:
+            return {}
+        return {h.session: h for h in self.client.status().live}
 
     # ---------------------------------------------------------------------- usage
 
@@ -169,6 +177,24 @@ class Lifecycle:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+IMPORT_WINDOW = 4
+"""Import requests in flight at once: the daemon copies one at a time anyway."""
+
+
+def _windows(reqs: list[m.Import]) -> Iterator[list[m.Import]]:
+    """``reqs`` in order, a few at a time, never two of one session together:
+    the daemon holds a session while it imports it, and would answer the second
+    (the same id in another project dir: a repo that moved) ``busy``."""
+    chunk: list[m.Import] = []
+    for req in reqs:
+        if len(chunk) == IMPORT_WINDOW or any(r.source.session == req.source.session for r in chunk):
+            yield chunk
+            chunk = []
+        chunk.append(req)
+    if chunk:
+        yield chunk
 
 
 def parse_size(text: str) -> int:

@@ -8,7 +8,9 @@ copied: a new file whole (to a temp file, synced, then linked into place, so it
 appears complete or not at all), a file that grew since by its new whole lines
 only (under the writers' exclusive ``flock``, after checking that what the store
 holds is a prefix of the source), and a copy that differs is reported
-``diverged`` and never overwritten. A second run imports nothing.
+``diverged`` and never overwritten. A second run imports nothing. A meta file
+(``.meta.json``) is the exception: a state its writer replaces whole, so the
+source's, written after the store's copy was, replaces that copy (``merged``).
 
 A transcript under another name (a shared ``chat.jsonl``, an Entire checkpoint
 ``full.jsonl``) is the session its entries name (the last ``sessionId`` in the
@@ -31,14 +33,14 @@ import re
 import stat
 from pathlib import Path
 
-from sessiond.wire.errors import bad_request
+from sessiond.wire.errors import SessiondError, bad_request
 from sessiond.wire.records import FileResult, ImportFile, SessionSource, Status
 
 from .appendfile import append_unlocked, ensure_dir, entries_end, file_lock, fsync_dir, write_all
 from .entries import decode_object
 from .paths import canonical_cwd, check_inside, check_session_id, is_session_id, projects_dir, sanitize
-from .regular import open_regular
-from .safeopen import FILE_MODE
+from .regular import describe, open_regular
+from .safeopen import FILE_MODE, StoreRoot
 
 STATUSES: tuple[str, ...] = ("imported", "grown", "merged", "unchanged", "diverged", "unreadable", "busy")
 CHUNK = 8 * 1024 * 1024
@@ -56,13 +58,36 @@ def session_status(results: list[FileResult]) -> Status:
 # ----------------------------------------------------------------------- planning
 
 
-def _regular_files(d: Path, base: Path) -> tuple[list[ImportFile], list[str]]:
-    files, skipped = [], []
+Skipped = dict[str, str]
+"""The paths an import leaves out, each with why (what ``import`` says of it)."""
+
+NOT_NAMED = "not named <session id>.jsonl (name the file itself to import it by the session its entries name)"
+NO_CWD = "in no project dir and records no cwd (import the project dir it came from)"
+
+
+def why_not(path: Path | str) -> str:
+    """Why a file found beside the sessions is no session file: a symlink
+    (never followed out of the source), what is not a regular file (a FIFO
+    would block the copy), or a name that is no session's."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISLNK(st.st_mode):
+        return "a symlink"
+    if not stat.S_ISREG(st.st_mode):
+        return f"not a regular file ({describe(st.st_mode)})"
+    return NOT_NAMED if str(path).endswith(".jsonl") else "not a session's file"
+
+
+def _regular_files(d: Path, base: Path) -> tuple[list[ImportFile], Skipped]:
+    files: list[ImportFile] = []
+    skipped: Skipped = {}
     for dirpath, dirs, names in os.walk(d):
         for name in sorted(names) + [x for x in dirs if os.path.islink(os.path.join(dirpath, x))]:
             p = Path(dirpath) / name
             if p.is_symlink() or not p.is_file():
-                skipped.append(str(p))
+                skipped[str(p)] = why_not(p)
                 continue
             files.append(ImportFile(src=str(p), rel=str(p.relative_to(base))))
         dirs[:] = sorted(x for x in dirs if not os.path.islink(os.path.join(dirpath, x)))
@@ -102,28 +127,58 @@ def flat_agents(project: Path) -> dict[str, list[ImportFile]]:
     return out
 
 
-def _project_sessions(project: Path) -> tuple[list[SessionSource], list[str]]:
+def _project_sessions(project: Path) -> tuple[list[SessionSource], Skipped]:
     """The sessions of a project dir, each by its canonical id (``check_session_id``)
     with the names its files have here: ``ABC….jsonl`` or ``{abc…}.jsonl`` is
-    imported as ``abc….jsonl``, the name every command looks a session up by."""
+    imported as ``abc….jsonl``, the name every command looks a session up by.
+    A dir whose name is no project dir's (``~/backup``, ``.old``) names no
+    project: each session goes into the one its recorded cwd names, as a
+    session file imported on its own does (``_placed_by_cwd``)."""
     flat = flat_agents(project)
     names: dict[str, set[str]] = {sid: set() for sid in flat}
-    skipped: list[str] = []
+    skipped: Skipped = {}
     for e in sorted(os.scandir(project), key=lambda e: e.name):
         if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
             if is_session_id(e.name[:-6]):
                 names.setdefault(check_session_id(e.name[:-6]), set()).add(e.name[:-6])
             elif not any(f.rel == e.name for files in flat.values() for f in files):
-                skipped.append(e.path)
+                skipped[e.path] = NOT_NAMED
         elif is_session_id(e.name) and e.is_dir(follow_symlinks=False):
             names.setdefault(check_session_id(e.name), set()).add(e.name)
         elif e.name.endswith(".jsonl"):
-            skipped.append(e.path)
-    return [s for sid in sorted(names) if (s := _session(project, sid, sorted(names[sid]), skipped, flat.get(sid, [])))
-            is not None], skipped
+            skipped[e.path] = why_not(e.path)
+    found = [s for sid in sorted(names) if (s := _session(project, sid, sorted(names[sid]), skipped, flat.get(sid, [])))
+             is not None]
+    if _PROJECT_NAME.fullmatch(project.name):
+        return found, skipped
+    return _placed_by_cwd(found, skipped), skipped
 
 
-def _session(project: Path, sid: str, names: list[str], skipped: list[str],
+def _placed_by_cwd(sessions: list[SessionSource], skipped: Skipped) -> list[SessionSource]:
+    """``sessions`` found in a dir that names no project, each moved to the
+    project its transcripts' recorded cwd names (the main transcript's first,
+    else an agent file's); one recording none is added to ``skipped``."""
+    placed = []
+    for s in sessions:
+        ordered = sorted((f for f in s.files if f.rel.endswith(".jsonl")), key=lambda f: f.rel != f"{s.session}.jsonl")
+        project = next((p for f in ordered if (p := _readable_cwd_project(Path(f.src))) is not None), None)
+        if project is None:
+            skipped.update((f.src, NO_CWD) for f in s.files)
+            continue
+        s.project = project
+        placed.append(s)
+    return placed
+
+
+def _readable_cwd_project(src: Path) -> str | None:
+    """``_cwd_project``, None for a file that cannot be read."""
+    try:
+        return _cwd_project(src)
+    except OSError:
+        return None
+
+
+def _session(project: Path, sid: str, names: list[str], skipped: Skipped,
              flat: list[ImportFile] = []) -> SessionSource | None:  # noqa: B006
     """Session ``sid``'s files in ``project``, found under each of ``names`` (the
     forms of its id its files have there), each destined for its canonical name."""
@@ -136,7 +191,7 @@ def _session(project: Path, sid: str, names: list[str], skipped: list[str],
         if side.is_dir() and not side.is_symlink():
             more, bad = _regular_files(side, project)
             files += [ImportFile(src=f.src, rel=sid + f.rel[len(name):]) for f in more]
-            skipped += bad
+            skipped.update(bad)
     return SessionSource(project=project.name, session=sid, files=files) if files else None
 
 
@@ -196,25 +251,38 @@ def _recorded_project(src: Path) -> str:
     """The project dir of a session file found outside any project dir (``~/torn/
     <id>.jsonl``): the one its recorded cwd names, where Claude Code keeps it;
     the folder it was copied into names no project."""
-    from .lite import read_lite
-
     try:
-        cwd = read_lite(src).cwd
+        project = _cwd_project(src)
     except OSError as exc:
         raise bad_request(f"{src}: {exc.strerror or exc}") from None
-    if not cwd or not os.path.isabs(cwd):
+    if project is None:
         raise bad_request(f"{src} is not in a project dir and records no cwd: import the project dir it came from")
-    return sanitize(canonical_cwd(cwd))
+    return project
 
 
-def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
-    """The sessions to import from ``sources``, and the paths that cannot be
-    (not a session file, a symlink, not a regular file). A directory holding
-    ``.jsonl`` files or session dirs is a project dir; any other directory is
-    a projects dir (its subdirectories are project dirs); a dir with a
-    ``projects/`` inside (``~/.claude``) stands for that."""
+def _cwd_project(src: Path) -> str | None:
+    """The project dir the recorded cwd of transcript ``src`` names (None: it
+    records no absolute cwd that could be one)."""
+    from .lite import read_lite
+
+    cwd = read_lite(src).cwd
+    if not cwd or not os.path.isabs(cwd):
+        return None
+    try:
+        return sanitize(canonical_cwd(cwd))
+    except SessiondError:  # no cwd at all: a NUL in it, longer than PATH_MAX
+        return None
+
+
+def plan(sources: list[Path]) -> tuple[list[SessionSource], Skipped]:
+    """The sessions to import from ``sources``, and the paths that cannot be,
+    each with why (not a session file, a symlink, not a regular file, in no
+    project dir and no cwd recorded). A directory holding ``.jsonl`` files or
+    session dirs is a project dir; any other directory is a projects dir (its
+    subdirectories are project dirs); a dir with a ``projects/`` inside
+    (``~/.claude``) stands for that."""
     sessions: dict[tuple[str, str], SessionSource] = {}
-    skipped: list[str] = []
+    skipped: Skipped = {}
 
     def add(found: list[SessionSource]) -> None:
         for s in found:  # a session met twice (two files of it) imports both: the second merges
@@ -225,7 +293,7 @@ def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
     for src in sources:
         src = Path(os.path.abspath(src))
         if src.is_symlink() and not src.is_dir():
-            skipped.append(str(src))
+            skipped[str(src)] = why_not(src)
         elif src.is_file():
             sid = src.name[:-6] if src.name.endswith(".jsonl") else ""
             if is_session_id(sid):
@@ -233,10 +301,11 @@ def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
                 session = _session(src.parent, canonical, [sid], skipped, flat_agents(src.parent).get(canonical, []))
             elif FLAT_AGENT.fullmatch(src.name):
                 session = None
+                skipped[str(src)] = "a subagent's file: import its session (its <session id>.jsonl, or the project dir)"
             else:
                 session = _named_by_entries(src)
             if session is None:
-                skipped.append(str(src))
+                skipped.setdefault(str(src), "no conversation of a session in it (empty, only metadata, or no sessionId)")
             else:
                 if not _PROJECT_NAME.fullmatch(session.project):
                     session.project = _recorded_project(src)
@@ -247,12 +316,17 @@ def plan(sources: list[Path]) -> tuple[list[SessionSource], list[str]]:
             if _is_project_dir(src):
                 found, bad = _project_sessions(src)
                 add(found)
-                skipped += bad
+                skipped.update(bad)
             else:
-                for d in sorted(p for p in src.iterdir() if p.is_dir() and not p.is_symlink()):
+                for d in sorted(p for p in src.iterdir() if p.is_dir()):
+                    if d.is_symlink():  # never followed out of the source
+                        skipped[str(d)] = why_not(d)
+                        continue
                     found, bad = _project_sessions(d)
                     add(found)
-                    skipped += bad
+                    skipped.update(bad)
+        elif os.path.lexists(src):  # a FIFO, a socket, a device: never opened
+            skipped[str(src)] = why_not(src)
         else:
             raise bad_request(f"{src}: no such file or directory")
     return list(sessions.values()), skipped
@@ -351,7 +425,7 @@ def _copy_new(src: int, end: int, dest: Path) -> bool:
     return True
 
 
-def import_file(src_path: str, dest: Path) -> FileResult:
+def import_file(root: Path, src_path: str, dest: Path) -> FileResult:
     rel = dest.name
     try:
         src = open_regular(src_path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -362,6 +436,10 @@ def import_file(src_path: str, dest: Path) -> FileResult:
         end = entries_end(src, size) if dest.suffix == ".jsonl" else size
         if not os.path.lexists(dest) and _copy_new(src, end, dest):
             result = FileResult(rel=rel, status="imported", bytes=end)
+        elif dest.suffix != ".jsonl" and _newer_state(src, end, dest):
+            with StoreRoot(root) as store:  # renamed over it, as the daemon replaces a meta file
+                store.write_atomic(dest, os.pread(src, end, 0))
+            result = FileResult(rel=rel, status="merged", bytes=end)
         else:  # there already, or it appeared meanwhile
             result = _merge(src, end, dest, rel)
         if result.bytes:
@@ -371,6 +449,26 @@ def import_file(src_path: str, dest: Path) -> FileResult:
         return FileResult(rel=rel, status="unreadable", error=exc.strerror or str(exc))
     finally:
         os.close(src)
+
+
+META_MAX = 1 << 20
+"""The largest meta file an import replaces (Claude Code's are a few hundred bytes)."""
+
+
+def _newer_state(src: int, end: int, dest: Path) -> bool:
+    """A meta file (``agent-<id>.meta.json``: a state Claude Code replaces
+    whole, when an agent stops or is revived) that differs from the store's
+    copy and was written after it: the newer state replaces the older one,
+    as its writer's own replace does. A store copy written since the source
+    was (by the daemon, by hand) is not, and is reported ``diverged``."""
+    try:
+        st = os.lstat(dest)
+        if not stat.S_ISREG(st.st_mode) or end > META_MAX or os.fstat(src).st_mtime_ns <= st.st_mtime_ns:
+            return False
+        with open(dest, "rb", opener=lambda p, f: open_regular(p, f | os.O_NOFOLLOW)) as have:
+            return have.read(META_MAX + 1) != os.pread(src, end, 0)
+    except OSError:
+        return False
 
 
 def _keep_mtime(src: int, dest: Path) -> None:
@@ -456,7 +554,7 @@ def import_session(root: Path, source: SessionSource) -> list[FileResult]:
     """Copy one session's files into the store (see the module doc)."""
     out = []
     for f in source.files:
-        result = import_file(f.src, destination(root, source, f))
+        result = import_file(root, f.src, destination(root, source, f))
         result.rel = f.rel
         out.append(result)
     return out

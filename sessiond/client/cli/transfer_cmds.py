@@ -52,14 +52,11 @@ def import_cmd(obj: Context, paths: tuple[Path, ...], as_json: bool) -> None:
                     if r.status == status:
                         echo(f"sessiond: {status}: {printable_name(f'{source.project}/{r.rel}')}: {r.error}", err=True)
     progress.done()
-    for path in skipped:
+    for path, why in skipped.items():
         if not as_json:
-            why = ("a symlink" if os.path.islink(path) else
-                   "not named <session id>.jsonl (name the file itself to import it by the session its entries name)"
-                   if path.endswith(".jsonl") and os.path.isfile(path) else "not a session's file")
             echo(f"sessiond: skipped: {printable_name(path)}: {why}", err=True)
     if as_json:
-        echo_json({"counts": counts, "sessions": report, "skipped": skipped})
+        echo_json({"counts": counts, "sessions": report, "skipped": list(skipped)})
     else:
         echo(", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "busy") + f" ({count(len(sessions), 'session')})")
     if counts["diverged"] or counts["unreadable"] or counts["busy"]:
