@@ -241,6 +241,12 @@ def prune(obj: Context, older_than: float, larger_than: int | None, cwd: str | N
     with _ops(obj) as ops:
         scope = ops.usage(dirs).sessions if dirs != [] else []
         chosen = select_prune(scope, now=time.time(), older_than=older_than, larger_than=larger_than)
+        # A live session is kept however old its last write, named on stderr,
+        # so --dry-run lists exactly what --yes moves.
+        live = _live(ops, chosen)
+        for sid, why in live.items():
+            echo(f"sessiond: kept {sid}: live: {why}", err=True)
+        chosen = [s for s in chosen if s.sessionId not in live]
         names = {} if as_json else {s.sessionId: named(s.path, s.project) for s in chosen}  # before they move
         for s in chosen:
             if dry_run:
@@ -255,7 +261,7 @@ def prune(obj: Context, older_than: float, larger_than: int | None, cwd: str | N
             moved.append(s)
     total = sum(s.bytes for s in moved)
     if as_json:
-        echo_json({"dryRun": dry_run, "sessions": moved, "bytes": total, "skipped": skipped})
+        echo_json({"dryRun": dry_run, "sessions": moved, "bytes": total, "skipped": skipped, "live": list(live)})
     else:
         verb = "would move" if dry_run else "moved"
         for s in moved:
@@ -264,13 +270,30 @@ def prune(obj: Context, older_than: float, larger_than: int | None, cwd: str | N
                  f"({clip_left(name.project, 50)})")
         if not scope:
             echo(nothing_found(obj, "sessions", cwd, all_projects), err=True)
-        elif not chosen:
+        elif not chosen and not live:
             echo(f"none of the {count(len(scope), 'session')} was last written over {older_than / 86400:g} days ago"
                  + (f" and is over {size(larger_than)}" if larger_than else "") + ": --older-than takes a shorter age",
                  err=True)
         echo(f"{verb} {count(len(moved), 'session')} ({total} bytes, {size(total)}) to the trash")
     if skipped:
         raise SystemExit(1)
+
+
+def _live(ops, sessions: list) -> dict[str, str]:
+    """Which of ``sessions`` are live, each with who writes it: a client of the
+    daemon holding it (SPEC 7), or a process outside sessiond holding its file
+    open for writing (what ``rm`` refuses without --force)."""
+    from sessiond.store.writers import open_for_writing
+
+    holders = ops.live()
+    writers = open_for_writing([s.path for s in sessions if s.sessionId not in holders])
+    live = {}
+    for s in sessions:
+        if s.sessionId in holders:
+            live[s.sessionId] = holders[s.sessionId].describe(when)
+        elif s.path in writers:
+            live[s.sessionId] = f"pid {writers[s.path]} holds it open for writing (Claude Code?)"
+    return live
 
 
 @cli.command()
