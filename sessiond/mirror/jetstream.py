@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from sessiond.config import ConfigError, MirrorSettings
-from sessiond.mirror.stream_format import HDR_OFFSET
+from sessiond.mirror.stream_format import HDR_OFFSET, parse_offset
 from sessiond.wire.errors import MIRROR_UNAVAILABLE, SessiondError
 
 log = logging.getLogger("sessiond")
@@ -70,8 +70,10 @@ async def connect(cfg: MirrorSettings, name: str, *, forever: bool = True, **cal
     return await nats.connect(**opts)
 
 
-async def ensure_stream(js: Any, cfg: MirrorSettings) -> None:
-    """Create the stream if missing; refuse one that does not take our subjects."""
+async def ensure_stream(js: Any, cfg: MirrorSettings) -> int | None:
+    """Create the stream if missing; refuse one that does not take our subjects.
+    The stream's ``max_msg_size`` (None: no limit): an existing stream is used
+    as it is, so its limit bounds the ranges sent to it."""
     from nats.js import api
     from nats.js.errors import BadRequestError, NotFoundError
 
@@ -84,21 +86,32 @@ async def ensure_stream(js: Any, cfg: MirrorSettings) -> None:
         allow_direct=True,
     )
     try:
-        await js.add_stream(config)
-        return
+        info = await js.add_stream(config)
     except BadRequestError:
         pass  # exists with another configuration: fine if it takes our subjects
+    else:
+        return _size_limit(info)
     try:
         owner = await js.find_stream_name_by_subject(f"{cfg.subject_prefix}.x.y")
     except NotFoundError:
         owner = None
     if owner != cfg.stream:
         raise mirror_error(f"stream {cfg.stream} exists but does not take subjects {cfg.subject_prefix}.>")
+    return _size_limit(await js.stream_info(cfg.stream))
 
 
-async def remote_end(js: Any, stream: str, subject: str) -> tuple[int, int, bytes, int]:
+def _size_limit(info: Any) -> int | None:
+    limit = info.config.max_msg_size
+    return limit if limit is not None and limit > 0 else None
+
+
+async def remote_end(js: Any, stream: str, subject: str, names: dict[str, str]) -> tuple[int, int, bytes, int]:
     """Where the stream's copy of a file ends: (end, start of the last range, its
-    bytes, its stream sequence); (0, 0, b"", 0) when the stream has nothing of it."""
+    bytes, its stream sequence); (0, 0, b"", 0) when the stream has nothing of it.
+
+    The last message is untrusted (anyone with access may have published it):
+    ``ForeignRange`` when its headers do not name the file as ``names`` (the
+    file's ``Sessiond-Project`` and ``Sessiond-File``) do, or give no plain offset."""
     from nats.js.errors import NotFoundError
 
     try:
@@ -106,8 +119,23 @@ async def remote_end(js: Any, stream: str, subject: str) -> tuple[int, int, byte
     except NotFoundError:
         return 0, 0, b"", 0
     data = msg.data or b""
-    start = int((msg.headers or {}).get(HDR_OFFSET, "0"))
-    return start + len(data), start, data, msg.seq or 0
+    headers = msg.headers or {}
+    seq = msg.seq or 0
+    for name, value in names.items():
+        if headers.get(name) != value:
+            raise ForeignRange(seq, f"its {name} header is {headers.get(name)!r}")
+    start = parse_offset(headers.get(HDR_OFFSET))
+    if start is None:
+        raise ForeignRange(seq, f"its {HDR_OFFSET} header {headers.get(HDR_OFFSET)!r} is not a byte offset")
+    return start + len(data), start, data, seq
+
+
+class ForeignRange(Exception):
+    """The stream's last message of a file is not a range of it as sessiond sends
+    one: its copy cannot be continued."""
+
+    def __init__(self, seq: int, why: str) -> None:
+        super().__init__(f"the stream's last message of it (sequence {seq}) is not a range of it: {why}")
 
 
 class PublishRefused(Exception):

@@ -39,6 +39,7 @@ from .jetstream import (
     HDR_MSG_ID,
     WRONG_LAST_SEQUENCE,
     AckInbox,
+    ForeignRange,
     MirrorFailure,
     connect,
     ensure_stream,
@@ -68,6 +69,17 @@ async def _tick(event: asyncio.Event) -> None:
             await event.wait()
     except TimeoutError:
         pass
+
+
+def range_limit(*caps: int | None) -> int:
+    """The most bytes of a file one message carries: ``MAX_MESSAGE``, less when
+    a cap on whole messages (the server's max_payload, the stream's
+    max_msg_size; headers included) is smaller: room is left for the headers."""
+    limit = MAX_MESSAGE
+    for cap in caps:
+        if cap is not None and cap > 0:
+            limit = min(limit, max(cap // 2, cap - HEADER_ROOM))
+    return limit
 
 
 def _same_range(local: bytes, remote: bytes) -> bool:
@@ -170,8 +182,8 @@ class Pump:
             log.info("mirror: connected to %s", self.nc.connected_url.netloc if self.nc.connected_url else self.cfg.servers)
         await self._wait_connected()
         if not self.ready:
-            await ensure_stream(self.js, self.cfg)
-            self._max_message = max(4096, min(MAX_MESSAGE, (self.nc.max_payload or MAX_MESSAGE) - HEADER_ROOM))
+            stream_limit = await ensure_stream(self.js, self.cfg)
+            self._max_message = range_limit(self.nc.max_payload, stream_limit)
             self.ready = True
             self.errors.last = None
 
@@ -273,7 +285,11 @@ class Pump:
 
     async def _resolve(self, f: TrackedFile) -> None:
         """Where does the stream's copy of ``f`` end? Catch up from there."""
-        end, last_start, last, seq = await remote_end(self.js, self.cfg.stream, f.subject)
+        try:
+            end, last_start, last, seq = await remote_end(self.js, self.cfg.stream, f.subject, f.headers)
+        except ForeignRange as exc:
+            self.tracked.mark_broken(f, str(exc))
+            return
         try:
             local_size = os.stat(f.path).st_size
         except FileNotFoundError:

@@ -41,6 +41,16 @@ REL_RE = re.compile(
 )
 
 
+OFFSET_RE = re.compile(r"0|[1-9][0-9]{0,17}")
+"""A range's offset as the mirror writes it: plain decimal (no sign, no ``_``,
+no other digits), short of 2**63."""
+
+
+def parse_offset(value: str | None) -> int | None:
+    """A range's offset from an untrusted ``Sessiond-Offset`` header, or None."""
+    return int(value) if value is not None and OFFSET_RE.fullmatch(value) else None
+
+
 def project_key(project: str) -> str:
     return hashlib.sha256(os.fsencode(project)).hexdigest()[:16]  # a dir name that is not UTF-8 too
 

@@ -8,6 +8,7 @@ see each other's messages. Two daemons with different roots are two "machines".
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import shutil
@@ -161,6 +162,28 @@ def wait_mirrored(daemon, timeout: float = 20.0) -> dict:
         lambda: (lambda st: st if st["connected"] and st["lagBytes"] == 0 and st["queuedBytes"] == 0 else None)(mirror_status(daemon)),
         timeout, "the mirror to catch up",
     )
+
+
+def publish(server_url: str, stream: str, prefix: str, messages: list[tuple[str, dict[str, str], bytes]]) -> None:
+    """Publish ``(subject suffix, headers, payload)`` to ``stream`` as they are."""
+    import nats
+    from nats.js import api
+
+    async def run() -> None:
+        nc = await nats.connect(server_url)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(api.StreamConfig(name=stream, subjects=[f"{prefix}.>"], allow_direct=True))
+            for subject, hdrs, data in messages:
+                await js.publish(f"{prefix}.{subject}", data, headers=hdrs or None)
+        finally:
+            await nc.close()
+
+    asyncio.run(asyncio.wait_for(run(), 30))
+
+
+def headers(project: str, rel: str, offset: object) -> dict[str, str]:
+    return {"Sessiond-Project": project, "Sessiond-File": rel, "Sessiond-Offset": str(offset)}
 
 
 def tree(root: Path) -> dict[str, bytes]:
