@@ -6,12 +6,13 @@
  * Appends and Records are kept until the daemon is known to have WRITTEN them
  * (a `written`/`durable` ack, or a Flush of their session answered after them):
  * a `queued` ack only means a daemon holds them in memory. When the daemon goes
- * away the client reconnects (with backoff, up to `reconnectTimeout`) and sends
+ * away (or refuses a write because it is stopping: a restart) the client
+ * reconnects (with backoff, up to `reconnectTimeout`) and sends
  * every such batch again in its first order with `resend: true`; the daemon
  * drops the entries it already has (by uuid; an entry without one when a
  * byte-identical line is near the end of its file and no line before it in the
- * batch was new), so nothing acknowledged is lost and nothing is written twice. Other requests in flight then fail with
- * DaemonUnavailable (they are not replayed: a caller decides).
+ * batch was new), so nothing acknowledged is lost and nothing is written twice. Other requests in flight then
+ * are made once more if they change nothing (`IDEMPOTENT`), else fail with DaemonUnavailable (a caller decides).
  */
 import * as fs from "node:fs";
 import * as net from "node:net";
@@ -25,6 +26,7 @@ import {
   FrameTooLarge,
   ProtocolError,
   SessiondError,
+  UnsafeSocketDir,
   VersionMismatch,
   WrongRoot,
   remoteError,
@@ -58,8 +60,10 @@ export const SOCKET_NAME = "sessiond.sock";
 const IDEMPOTENT = new Set(["Status", "List", "Search", "Flush", "Usage"]);
 /** The most msgpack adds to an entry's bytes in a request (a bin 32 header). */
 const ENTRY_OVERHEAD = 5;
-/** Above this many bytes acknowledged only `queued`, the client asks for a flush
- * of the session, which confirms them: what it keeps for resending stays bounded. */
+/** Above this many bytes acknowledged only `queued` over all its sessions, the
+ * client asks for a flush of the session holding the most, which confirms them:
+ * what it keeps for resending stays bounded (sessions each under a bound of
+ * their own could add up without end). */
 export const MAX_UNCONFIRMED_BYTES = 16 * 1024 * 1024;
 
 /** The daemon's socket as the Python client finds it: $SESSIOND_SOCKET, else
@@ -122,20 +126,84 @@ interface Pending {
   subscription?: Subscription;
   /** A Flush: the session it confirms ("" for all). */
   flushes?: string;
+  /** It holds one of the `maxInFlight` slots (given back once it is settled). */
+  slot?: boolean;
 }
 
 function checkPrivateDir(dir: string): void {
   const st = fs.lstatSync(dir);
-  if (st.isSymbolicLink()) throw new DaemonUnavailable(`${dir} is a symlink; refusing to use it`);
-  if (!st.isDirectory()) throw new DaemonUnavailable(`${dir} is not a directory`);
+  if (st.isSymbolicLink()) throw new UnsafeSocketDir(`${dir} is a symlink; refusing to use it`);
+  if (!st.isDirectory()) throw new UnsafeSocketDir(`${dir} is not a directory`);
   const uid = process.getuid?.();
-  if (uid !== undefined && st.uid !== uid) throw new DaemonUnavailable(`${dir} is owned by uid ${st.uid}, not ${uid}`);
-  if (st.mode & 0o077) throw new DaemonUnavailable(`${dir} has mode ${(st.mode & 0o777).toString(8)}; it must be 0700`);
+  if (uid !== undefined && st.uid !== uid) throw new UnsafeSocketDir(`${dir} is owned by uid ${st.uid}, not ${uid}`);
+  if (st.mode & 0o077) throw new UnsafeSocketDir(`${dir} has mode ${(st.mode & 0o777).toString(8)}; it must be 0700`);
 }
 
-function entryBytes(entry: Entry): Uint8Array {
+/** A lone surrogate (with the `u` flag a pair is one code point, not matched). */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+/** Entry `index` as the bytes of its line: bytes as they are, a string's UTF-8
+ * (a lone surrogate, which has none, is a TypeError: replacing it would change
+ * the line), an object as `JSON.stringify` gives it (a value JSON has no form
+ * for is a TypeError naming the entry and the field). */
+function entryBytes(entry: Entry, index: number): Uint8Array {
   if (entry instanceof Uint8Array) return entry;
-  return Buffer.from(typeof entry === "string" ? entry : JSON.stringify(entry), "utf-8");
+  if (typeof entry === "string") {
+    if (LONE_SURROGATE.test(entry)) {
+      throw new TypeError(`entry ${index} is a string holding a lone surrogate, which has no UTF-8 form; ` +
+        "send it as an object (JSON.stringify escapes it) or as bytes");
+    }
+    return Buffer.from(entry, "utf-8");
+  }
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(entry);
+  } catch (err) {
+    throw unencodable(entry, index, err as Error);
+  }
+  if (typeof text !== "string") throw new TypeError(`entry ${index} is ${typeof entry}, which JSON has no form for; not sent`);
+  return Buffer.from(text, "utf-8");
+}
+
+/** The TypeError for an entry `JSON.stringify` threw on: a BigInt is named by
+ * its path in the entry (a second pass, taken only on failure). */
+function unencodable(entry: unknown, index: number, why: Error): TypeError {
+  const paths = new WeakMap<object, string>();
+  let bigint: string | null = null;
+  try {
+    JSON.stringify(entry, function (this: object, key: string, value: unknown) {
+      const at = paths.has(this) ? `${paths.get(this)}${Array.isArray(this) ? `[${key}]` : `.${key}`}` : "";
+      if (typeof value === "bigint") {
+        bigint = at || "the entry";
+        throw why;
+      }
+      if (value !== null && typeof value === "object") paths.set(value, at);
+      return value;
+    });
+  } catch {
+    // `why` again, now located
+  }
+  const what = bigint !== null ? `${bigint} is a BigInt, which JSON has no form for` : why.message;
+  return new TypeError(`entry ${index}: ${what}; not sent`);
+}
+
+/** The longest wait a Node timer takes (ms); a longer one fires at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Option `name`'s `value`, a number from `min` to `max` (an integer when
+ * `integer`); anything else is a RangeError naming it. */
+function option(name: string, value: number, min: number, max: number, integer = false): number {
+  if (typeof value !== "number" || Number.isNaN(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
+    throw new RangeError(`${name} must be ${integer ? "an integer" : "a number"} from ${min} to ${max}, not ${String(value)}`);
+  }
+  return value;
+}
+
+/** The DaemonUnavailable of a write that was sent: the daemon may have written it. */
+function maybeWritten(message: string): DaemonUnavailable {
+  const err = new DaemonUnavailable(message);
+  err.maybeWritten = true;
+  return err;
 }
 
 function realpathOr(p: string): string {
@@ -166,18 +234,23 @@ export class Client {
   private nextId = 1;
   private seq = 0;
   private pending = new Map<number, Pending>();
+  /** Callers waiting for one of the `maxInFlight` slots, and how many are taken. */
   private slots: (() => void)[] = [];
+  private active = 0;
   /** Acknowledged `queued`, not known written: resent after a reconnect. */
   private unconfirmed: Batch[] = [];
+  /** Their bytes per session, and over all sessions, not counting a session
+   * whose flush has been asked for. */
   private unconfirmedBytes = new Map<string, number>();
+  private heldBytes = 0;
 
   constructor(options: ClientOptions = {}) {
     this.socketPath = options.socket ?? defaultSocket();
     this.root = options.root;
-    this.timeout = options.timeout ?? 30_000;
-    this.reconnectTimeout = options.reconnectTimeout ?? 10_000;
-    this.maxInFlight = options.maxInFlight ?? 4096;
-    this.maxBufferedLines = options.maxBufferedLines ?? 100_000;
+    this.timeout = option("timeout", options.timeout ?? 30_000, 1, MAX_TIMER_MS);
+    this.reconnectTimeout = option("reconnectTimeout", options.reconnectTimeout ?? 10_000, 0, Infinity);
+    this.maxInFlight = option("maxInFlight", options.maxInFlight ?? 4096, 1, Number.MAX_SAFE_INTEGER, true);
+    this.maxBufferedLines = option("maxBufferedLines", options.maxBufferedLines ?? 100_000, 1, Number.MAX_SAFE_INTEGER, true);
     this.name = options.name ?? "sessiond-node";
   }
 
@@ -203,14 +276,19 @@ export class Client {
     return this.welcome!;
   }
 
-  /** Close the connection; what is still owed fails with DaemonUnavailable. */
+  /** Close the connection; what is still owed fails with DaemonUnavailable
+   * (a write that was sent with `maybeWritten`). Bytes the daemon has not
+   * taken yet (it is stalled) are dropped, not waited for: their callers have
+   * just been failed. */
   async close(): Promise<void> {
     this.closed = true;
     const sock = this.sock;
     this.sock = null;
     this.failAll(new DaemonUnavailable("the client was closed"), true);
     this.unconfirmed = [];
-    if (sock) await new Promise<void>((resolve) => sock.end(resolve));
+    if (sock === null) return;
+    if (sock.writableLength > 0) sock.destroy();
+    else await new Promise<void>((resolve) => sock.end(resolve));
   }
 
   /** Connected, for a request: once this client has had a daemon, one that
@@ -235,7 +313,7 @@ export class Client {
         await this.connect();
         return;
       } catch (err) {
-        if (this.closed || !(err instanceof DaemonUnavailable) || Date.now() + delay > deadline) throw err;
+        if (this.closed || !(err instanceof DaemonUnavailable) || err instanceof UnsafeSocketDir || Date.now() + delay > deadline) throw err;
         await new Promise((r) => setTimeout(r, delay));
         delay = Math.min(delay * 2, 1000);
       }
@@ -244,6 +322,11 @@ export class Client {
 
   private async dialAndGreet(): Promise<void> {
     const sock = await this.dial();
+    if (this.closed) {
+      // close() came while dialing: this connection is nobody's.
+      sock.destroy();
+      throw new DaemonUnavailable("the client was closed");
+    }
     const frames = new FrameBuffer(DEFAULT_MAX_FRAME);
     this.sock = sock;
     sock.on("data", (data: Buffer) => {
@@ -257,6 +340,7 @@ export class Client {
         return;
       }
       for (const body of bodies) {
+        if (this.sock !== sock) return; // an answer lost it (a stopping daemon): the rest is stale
         try {
           this.dispatch(decodeBody(body) as unknown as Response);
         } catch (err) {
@@ -345,9 +429,9 @@ export class Client {
         continue;
       }
       clearTimeout(p.timer);
-      this.release();
+      this.release(p);
       if (p.subscription) p.subscription.fail(err);
-      p.reject(err);
+      p.reject(p.batch && err instanceof DaemonUnavailable ? maybeWritten(err.message) : err);
     }
     return owed;
   }
@@ -357,15 +441,14 @@ export class Client {
       await this.connected();
     } catch (err) {
       // They were sent to the lost daemon: it may have written them.
-      const failed = new DaemonUnavailable((err as Error).message);
-      failed.maybeWritten = true;
+      const failed = maybeWritten((err as Error).message);
       for (const p of owed) {
         clearTimeout(p.timer);
-        this.release();
+        this.release(p);
         p.reject(failed);
       }
       this.unconfirmed = [];
-      this.unconfirmedBytes.clear();
+      this.forget("");
       return;
     }
     // Everything not known written, in its first order: the acknowledged ones
@@ -375,7 +458,7 @@ export class Client {
       ...owed.map((p) => ({ batch: p.batch!, owner: p })),
     ].sort((a, b) => a.batch.seq - b.batch.seq);
     this.unconfirmed = [];
-    this.unconfirmedBytes.clear();
+    this.forget("");
     // All sent now, in one go, before any new request: the daemon sees them in order.
     for (const { batch, owner } of again) {
       const id = this.nextId++;
@@ -400,6 +483,9 @@ export class Client {
         // A connection-level refusal answers everything in flight.
         const e = resp as ErrorFrame;
         this.failAll(remoteError(e.code, e.message, e.holder ?? null), true);
+      } else if (resp.op === "Subscribed") {
+        // A Subscribe given up on (its timeout passed): nobody reads the stream.
+        void this.unsubscribe(resp.id).catch(() => {});
       }
       return;
     }
@@ -410,6 +496,14 @@ export class Client {
       } else if (resp.op === "Entries") {
         p.subscription.push(resp as Entries);
       }
+      return;
+    }
+    if (resp.op === "Error" && (resp as ErrorFrame).code === "shutting_down" && (p.batch || p.flushes !== undefined) && this.sock) {
+      // The daemon is stopping (a restart): as when it is gone, the write is
+      // kept and resent on the next daemon, the flush made again there.
+      const sock = this.sock;
+      sock.destroy();
+      this.lost(sock, new DaemonUnavailable((resp as ErrorFrame).message));
       return;
     }
     if (!p.subscription || resp.op === "Error") this.finish(resp.id, p);
@@ -429,7 +523,7 @@ export class Client {
   private finish(id: number, p: Pending): void {
     this.pending.delete(id);
     clearTimeout(p.timer);
-    this.release();
+    this.release(p);
     this.holdOpen();
   }
 
@@ -450,14 +544,39 @@ export class Client {
     this.sock!.write(frame);
   }
 
+  /** One of the `maxInFlight` slots, taken at once or handed over by
+   * `release`; DaemonTimeout when none is free within `timeout` (the wait
+   * counts in the call's timeout). */
   private acquire(): Promise<void> {
-    if (this.pending.size < this.maxInFlight) return Promise.resolve();
-    return new Promise((resolve) => this.slots.push(resolve));
+    if (this.active < this.maxInFlight) {
+      this.active++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      const granted = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.slots.splice(this.slots.indexOf(granted), 1);
+        reject(new DaemonTimeout(`no answer freed one of the ${this.maxInFlight} request slots within ${this.timeout} ms`));
+      }, this.timeout);
+      this.slots.push(granted);
+    });
   }
 
-  private release(): void {
+  /** Give back `p`'s slot, if it holds one. */
+  private release(p: Pending): void {
+    if (!p.slot) return;
+    p.slot = false;
+    this.giveBack();
+  }
+
+  /** A slot given back: to the first caller waiting for one, else free. */
+  private giveBack(): void {
     const next = this.slots.shift();
     if (next) next();
+    else this.active--;
   }
 
   /** Start (or restart) `p`'s wait for its answer: past `timeout` it fails
@@ -466,7 +585,7 @@ export class Client {
    * must go with `resend`, or what lands of both is written twice). A write
    * owed across a reconnect is not failed by it (it is not in flight then; the
    * reconnect's own deadline governs it). */
-  private arm(p: Pending): void {
+  private arm(p: Pending, ms: number = this.timeout): void {
     clearTimeout(p.timer);
     p.timer = setTimeout(() => {
       if (this.pending.get(p.id) !== p) return;
@@ -476,21 +595,31 @@ export class Client {
       err.maybeWritten = p.batch !== undefined;
       p.subscription?.fail(err);
       p.reject(err);
-    }, this.timeout);
+    }, ms);
   }
 
   /** Send one request (the client adds its id) and wait for its answer. */
   private async request(message: Record<string, unknown>, id?: number, extra: Partial<Pending> = {}): Promise<Response> {
+    let wait = this.timeout;
+    let slot = false;
     if (id === undefined) {
       await this.connected();
+      const asked = Date.now();
       await this.acquire();
-      await this.connected();
+      slot = true;
+      wait = Math.max(0, this.timeout - (Date.now() - asked));
+      try {
+        await this.connected();
+      } catch (err) {
+        this.giveBack();
+        throw err;
+      }
       id = this.nextId++;
     }
     const seq = extra.batch?.seq ?? ++this.seq;
     return new Promise<Response>((resolve, reject) => {
-      const p: Pending = { id: id!, op: String(message.op), seq, resolve, reject, ...extra };
-      this.arm(p);
+      const p: Pending = { id: id!, op: String(message.op), seq, resolve, reject, slot, ...extra };
+      this.arm(p, wait);
       this.pending.set(id!, p);
       this.holdOpen();
       try {
@@ -536,19 +665,35 @@ export class Client {
 
   private keep(batch: Batch): void {
     this.unconfirmed.push(batch);
-    const bytes = (this.unconfirmedBytes.get(batch.session) ?? 0) + batch.size;
-    this.unconfirmedBytes.set(batch.session, bytes);
-    if (bytes > MAX_UNCONFIRMED_BYTES) {
-      this.unconfirmedBytes.set(batch.session, 0);
-      void this.flush(batch.session).catch(() => {});
+    this.unconfirmedBytes.set(batch.session, (this.unconfirmedBytes.get(batch.session) ?? 0) + batch.size);
+    this.heldBytes += batch.size;
+    while (this.heldBytes > MAX_UNCONFIRMED_BYTES) {
+      let largest = "";
+      let most = 0;
+      for (const [session, bytes] of this.unconfirmedBytes) {
+        if (bytes > most) [largest, most] = [session, bytes];
+      }
+      if (most === 0) break;
+      this.forget(largest);
+      void this.flush(largest).catch(() => {});
     }
   }
 
   /** Batches of `session` ("": every session) sent before `seq` are written. */
   private confirm(session: string, seq: number): void {
     this.unconfirmed = this.unconfirmed.filter((b) => !(b.seq < seq && (session === "" || b.session === session)));
-    if (session === "") this.unconfirmedBytes.clear();
-    else this.unconfirmedBytes.delete(session);
+    this.forget(session);
+  }
+
+  /** Stop counting the bytes kept of `session` ("": of every session). */
+  private forget(session: string): void {
+    if (session === "") {
+      this.unconfirmedBytes.clear();
+      this.heldBytes = 0;
+    } else {
+      this.heldBytes -= this.unconfirmedBytes.get(session) ?? 0;
+      this.unconfirmedBytes.delete(session);
+    }
   }
 
   /** Fit `lines` into requests under the frame cap; an entry that cannot fit
@@ -580,8 +725,8 @@ export class Client {
   }
 
   private async writeAll(op: "Append" | "Record", key: string, fields: Record<string, unknown>, entries: Entry[]): Promise<Appended> {
+    const lines = entries.map((entry, i) => entryBytes(entry, i));
     await this.connected();
-    const lines = entries.map(entryBytes);
     const durability = (fields.durability as Durability | undefined) ?? "queued";
     const parts = this.split(op, fields, lines);
     const answers = await Promise.all(parts.map((part) => {
@@ -704,6 +849,7 @@ export class Subscription implements AsyncIterable<Entries> {
     this.session = answer.session;
     this.path = answer.path;
     this.offset = answer.offset;
+    if (this.error !== null) this.cancel(); // it overflowed before its answer was read
   }
 
   /** @internal */
@@ -713,7 +859,7 @@ export class Subscription implements AsyncIterable<Entries> {
     this.buffered += frame.lines.length;
     if (this.buffered > this.maxBufferedLines) {
       this.fail(new SessiondError(`a subscription's consumer fell over ${this.maxBufferedLines} lines behind`, "busy"));
-      void this.close();
+      this.cancel();
     }
     this.wake();
   }
@@ -728,6 +874,12 @@ export class Subscription implements AsyncIterable<Entries> {
   fail(err: Error): void {
     this.error ??= err;
     this.wake();
+  }
+
+  /** Have the daemon end the stream (once its id is known): its Unsubscribed
+   * settles the Subscribe, which holds a slot and the process open till then. */
+  private cancel(): void {
+    if (this.id !== 0) void this.client.unsubscribe(this.id).catch(() => {});
   }
 
   private wake(): void {

@@ -6,7 +6,8 @@
  *   │   └── FrameTooLarge         a frame over the cap (never sent, never read)
  *   │       └── EntryTooLarge     one entry no frame under the daemon's cap can hold
  *   ├── DaemonUnavailable         no daemon answers, or it stopped answering in time
- *   │   └── DaemonTimeout         connect or request past its timeout
+ *   │   ├── DaemonTimeout         connect or request past its timeout
+ *   │   └── UnsafeSocketDir       the socket's dir is not the user's own, mode 0700 (not retried)
  *   ├── WrongRoot                 the daemon serves another store root than asked for
  *   └── RemoteError               the daemon answered with an Error frame
  *       ├── BadRequest, NotFound, TooLarge, PermissionDenied, IoError, ShuttingDown,
@@ -55,12 +56,20 @@ export class DaemonUnavailable extends SessiondError {
   /** A write this error fails was sent, so the daemon may have written it all
    * the same (its outcome is unknown): a retry of it should be a `resend`. */
   maybeWritten = false;
-  constructor(message: string) {
-    super(message, "unavailable");
+  constructor(message: string, code = "unavailable") {
+    super(message, code);
   }
 }
 
 export class DaemonTimeout extends DaemonUnavailable {}
+
+/** The socket's directory is a symlink, someone else's, or open to others:
+ * nothing in it is trusted. Not retried: waiting does not make it the user's. */
+export class UnsafeSocketDir extends DaemonUnavailable {
+  constructor(message: string) {
+    super(message, "permission_denied");
+  }
+}
 
 export class WrongRoot extends SessiondError {
   constructor(message: string) {
