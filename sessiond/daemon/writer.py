@@ -18,12 +18,15 @@ import asyncio
 import errno
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from sessiond.config import Settings
 from sessiond.store.appendfile import Appended, TornTail, TornTailFound, locked_append
 from sessiond.store.safeopen import APPEND_FLAGS, StoreRoot, error_for
+from sessiond.store.writers import open_for_writing
 from sessiond.wire.errors import SessiondError, io_error
 
 from .filequeue import FileQueue, Stats, Waiter
@@ -37,6 +40,49 @@ log = logging.getLogger("sessiond")
 
 LOCK_RETRY = 0.005
 ERROR_RETRY = 1.0
+MID_LINE_SETTLE = 2.0
+"""A file ending inside a line that changed less than this long ago, or that
+another process holds open for writing, is another writer's line still being
+written (Claude Code writes a line per ``write``, but a buffered writer may
+put a long one out in parts): the daemon's lines wait for its end, looked at
+again every ``MID_LINE_RECHECK``, rather than cutting it off as torn, which
+would leave its rest, written later, as a fragment after them. One older than
+that, in a file nobody holds open, was left by a writer that died: it is
+moved aside."""
+MID_LINE_RECHECK = 0.25
+MID_LINE_MAX_WAIT = 20.0
+"""How long the daemon's lines wait for another writer's line at most (a
+writer stopped for good mid-line, its file still open, must not hold the
+session's writes for ever): then the line is cut off as torn. Under the
+clients' 30 s timeout, so a ``written`` append is answered."""
+
+
+class MidLine(NamedTuple):
+    """Another writer is in the middle of the file's last line: its pid when it
+    holds the file open, and how long ago the file last changed."""
+
+    pid: int | None
+    age: float
+
+
+def cut_torn_unless_written(root: StoreRoot, path: Path, ident: tuple[int, int] | None,
+                            waited: float = 0.0) -> TornTail | MidLine | None:
+    """Worker thread: ``cut_torn_file``, unless another writer is still writing
+    the line the file ends in (``MID_LINE_SETTLE``) and the daemon's lines
+    have ``waited`` less than ``MID_LINE_MAX_WAIT`` for it: then that, and
+    nothing cut."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and (st.st_dev, st.st_ino) == ident and waited < MID_LINE_MAX_WAIT:
+        age = time.time() - st.st_mtime
+        if age < MID_LINE_SETTLE:
+            return MidLine(None, age)
+        pid = open_for_writing([str(path)]).get(str(path))
+        if pid is not None:
+            return MidLine(pid, age)
+    return cut_torn_file(root, path, ident)
 
 
 class Writer:
@@ -73,16 +119,21 @@ class Writer:
         index and the watchers follow the files through this, never by re-reading
         them. Lines other writers put in a file (the follower) are told through
         ``publish``, the same way."""
-        self.own_observer: Callable[[Path, bytes, int], None] | None = None
+        self.own_observer: Callable[[Path, bytes, int, tuple[int, int] | None], None] | None = None
         """Told of every write of the writer's own before the observers, with
-        the bytes written (the lines joined, each with its newline): the
+        the bytes written (the lines joined, each with its newline), the size
+        after them and the file written into (its device and inode): the
         follower of foreign writers, which moves past them (it would otherwise
-        join the lines again to measure and hash them)."""
+        join the lines again to measure and hash them), and tells the observers
+        when that file is not the one it followed at the path (replaced under
+        the daemon)."""
         self.gone_observers: list[Callable[[Path], None]] = []
         """Called with a path whose reported content no longer stands: the file
         was deleted, replaced or truncated (``published_gone``)."""
         self.closed = False
         self.unwritten_at_exit = 0
+        self.mid_line: dict[Path, float] = {}
+        """Files whose writes wait for another writer to end its line (``MidLine``), and since when."""
         self.watch = PathWatch(loop, settings.root, self._suspect, self._all_suspect)
         self._recheck: asyncio.TimerHandle | None = None
         self.open_files = OpenFiles(settings.max_open_files or open_files_budget(), self.watch)
@@ -264,12 +315,16 @@ class Writer:
 
     def _cut_torn(self, q: FileQueue) -> None:
         """The file ends inside a line another writer left: move the fragment
-        aside (read back, synced) in a worker thread, then write. A default
-        pool thread, not the file thread: it waits for the file's lock."""
+        aside (read back, synced) in a worker thread, then write; or, when that
+        writer is still at it (``cut_torn_unless_written``), write once its
+        line has ended. A default pool thread, not the file thread: it waits
+        for the file's lock."""
         q.in_worker = True
         self.open_files.borrow()  # the job's own descriptor on the file
         q.suspect = True  # the job skips a path that names another file now: the next write stats it
-        fut = self.loop.run_in_executor(None, cut_torn_file, self.root, q.path, q.ident)
+        since = self.mid_line.get(q.path)
+        waited = 0.0 if since is None else self.loop.time() - since
+        fut = self.loop.run_in_executor(None, cut_torn_unless_written, self.root, q.path, q.ident, waited)
         fut.add_done_callback(lambda f: self._worker_done(q, f, borrowed=True))
 
     def _worker_done(self, q: FileQueue, fut: asyncio.Future, borrowed: bool = False) -> None:
@@ -281,12 +336,23 @@ class Writer:
         exc = fut.exception()
         self._prepared(q, exc, fut.result() if exc is None else None)
 
-    def _prepared(self, q: FileQueue, exc: BaseException | None, torn: TornTail | None) -> None:
+    def _prepared(self, q: FileQueue, exc: BaseException | None, torn: TornTail | MidLine | None) -> None:
         """A worker thread is done with ``q``'s file (made, or its torn tail cut):
-        drain it, or fail its waiters."""
+        drain it, or fail its waiters; or, when another writer is in the middle
+        of its last line, look again shortly (its waiters keep waiting)."""
         q.in_worker = False
         if self.closed:
             return
+        if isinstance(torn, MidLine):
+            if q.path not in self.mid_line:
+                self.mid_line[q.path] = self.loop.time()
+                by = f"pid {torn.pid}, which holds it open" if torn.pid is not None else f"written {torn.age:.1f} s ago"
+                log.warning("%s ends inside a line another writer is in the middle of (%s): "
+                            "%d entries wait for its end", q.path, by, len(q.lines))
+            q.retry = self.loop.call_later(MID_LINE_RECHECK, self._drain, q)
+            return
+        if self.mid_line:
+            self.mid_line.pop(q.path, None)
         if exc is None:
             if isinstance(torn, TornTail):
                 log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
@@ -314,7 +380,11 @@ class Writer:
         if st is None or (st.st_dev, st.st_ino) != q.ident:
             log.warning("%s was %s under the daemon; reopening it", q.path, "deleted" if st is None else "replaced")
             self._close_fd(q)
-            self.published_gone(q.path)
+            if st is None or self.own_observer is None:
+                # A file replaced is told by the follower instead, once: it
+                # compares the file each write went into with the one it
+                # follows (``own_observer``), whichever of them saw it first.
+                self.published_gone(q.path)
             return self._fd(q, create_here=create_here)  # stays suspect: its first write stats it again
         q.suspect = not self.watch.watching(q)
         return fd
@@ -368,9 +438,11 @@ class Writer:
         if done.torn is not None:
             log.warning("%s ended in a torn line: %d bytes at offset %d moved to %s.torn",
                         q.path, done.torn.length, done.torn.offset, q.path.name)
+        if self.mid_line:
+            self.mid_line.pop(q.path, None)
         if q.observed:
             if self.own_observer is not None:
-                self.own_observer(q.path, data, done.size)
+                self.own_observer(q.path, data, done.size, q.ident)
             for observe in self.observers:
                 observe(q.path, q.lines, done.size)
         self.stats.writes += 1
@@ -424,6 +496,7 @@ class Writer:
             q.timer.cancel()
             q.timer = None
         self._close_fd(q)
+        self.mid_line.pop(q.path, None)
         if self.queues.get(q.path) is q:
             del self.queues[q.path]
 

@@ -6,6 +6,8 @@ Reads one JSON command per stdin line and answers "ok" on stdout once done:
   {"op": "truncate", "path": P, "size": N}
   {"op": "replace", "path": P, "data": TEXT}   a new file renamed over P (new inode)
   {"op": "overwrite", "path": P, "data": TEXT, "offset": N}  written at offset N (default 0) of the same inode
+  {"op": "hold", "path": P, "data": TEXT}     opened for appending, written, kept open (a writer mid-line)
+  {"op": "release", "path": P, "data": TEXT}  the rest written through the descriptor ``hold`` kept, then closed
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 
 
 def main() -> None:
+    held: dict[str, int] = {}
     for raw in sys.stdin:
         cmd = json.loads(raw)
         path = cmd["path"]
@@ -37,6 +40,15 @@ def main() -> None:
             fd = os.open(path, os.O_WRONLY)
             try:
                 os.pwrite(fd, cmd["data"].encode(), cmd.get("offset", 0))
+            finally:
+                os.close(fd)
+        elif cmd["op"] == "hold":
+            held[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.write(held[path], cmd["data"].encode())
+        elif cmd["op"] == "release":
+            fd = held.pop(path)
+            try:
+                os.write(fd, cmd["data"].encode())
             finally:
                 os.close(fd)
         print("ok", flush=True)

@@ -26,6 +26,7 @@ import msgspec
 from sessiond.store.crc import crc32
 from sessiond.store.linecap import MAX_LINE, read_span
 from sessiond.store.regular import open_regular
+from sessiond.store.safeopen import open_regular as open_in_dir
 
 FINGERPRINT = 64
 """Bytes before the offset kept to notice a file rewritten in place."""
@@ -40,6 +41,13 @@ its size in reads, not its size at every pass."""
 NO_LINK = os.O_RDONLY | os.O_NOFOLLOW
 """A transcript path that is a symlink is not followed (the store's own rule,
 ``safeopen``): one swapped in would have the follower pass on another file."""
+_DIR_NO_LINK = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DELETED = "deleted"
+LINKED = "reached through a symlink"
+"""The two resets that end the following of a path: no file there, or one
+only a symlinked directory below ``projects/`` leads to (swapped in for a
+project or session dir: followed, it would have the follower pass on files
+from anywhere, outside the root included)."""
 HASH_CHUNK = 1024 * 1024
 START_HASH = 64 * 1024
 """A file found at start with at most this much in whole lines is hashed by the walk."""
@@ -124,17 +132,23 @@ class Budget:
         return True
 
 
-def read_new(path: Path, state: FileState, budget: Budget | None = None, until: int | None = None) -> Found:
+def read_new(path: Path, state: FileState, budget: Budget | None = None, until: int | None = None,
+             top: Path | None = None) -> Found:
     """The whole lines of ``path`` after what ``state`` passed on, and how the
     file looks now (a reset when it was replaced, shrank or rewritten).
     ``until``: read no further than that offset (the daemon's own write starts
-    there: the foreign lines before it only)."""
+    there: the foreign lines before it only). ``top``: the directory below
+    which no symlink is followed (``projects/``), checked for a file the state
+    does not know yet (a new file, or another inode at the path): the inode
+    followed is reached without one."""
     try:
         fd = open_regular(path, NO_LINK)
     except FileNotFoundError:
-        return Found(state.offset, state.offset, [], 0, 0, b"", reset="deleted")
+        return Found(state.offset, state.offset, [], 0, 0, b"", reset=DELETED)
     try:
         st = os.fstat(fd)
+        if (st.st_ino, st.st_dev) != (state.ino, state.dev) and top is not None and not unlinked(top, path, st):
+            return Found(state.offset, state.offset, [], 0, 0, b"", reset=LINKED)
         if state.ino and (st.st_ino, st.st_dev) != (state.ino, state.dev):
             return Found(0, 0, [], st.st_ino, st.st_dev, b"", reset="replaced (a new inode)")
         if st.st_size < state.offset:
@@ -194,6 +208,33 @@ def read_new(path: Path, state: FileState, budget: Budget | None = None, until: 
                  scanned_crc=span.scanned_crc if track else None, **look)
 
 
+def unlinked(top: Path, path: Path, st: os.stat_result) -> bool:
+    """Whether ``st`` (the file just opened at ``path``) is the file reached
+    from ``top`` down without following a symlink (each directory opened
+    relative to the last with ``O_NOFOLLOW``): a symlinked directory on the
+    way, or a path outside ``top``, is not. A handful of opens, paid only for
+    a file the follower did not know."""
+    try:
+        names = path.relative_to(top).parts
+    except ValueError:
+        return False
+    try:
+        fd = os.open(top, _DIR_NO_LINK & ~os.O_NOFOLLOW)  # ``top`` itself may be a symlink (the user's choice)
+    except OSError:
+        return False
+    try:
+        for name in names[:-1]:
+            nxt = os.open(name, _DIR_NO_LINK, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        there = os.stat(names[-1], dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return (there.st_ino, there.st_dev) == (st.st_ino, st.st_dev)
+
+
 def prefix_crc(fd: int, n: int) -> int:
     """CRC-32 of the first ``n`` bytes of ``fd`` (a file shorter than that is
     caught before: it shrank)."""
@@ -211,14 +252,15 @@ def crc_range(fd: int, pos: int, stop: int, crc: int) -> int:
     return crc
 
 
-def start_state(path: Path, known: int) -> FileState | None:
+def start_state(path: Path, known: int, dir_fd: int) -> FileState | None:
     """The state of a file that exists when following starts: its whole lines
     within the first ``known`` bytes (its size when the walk looked, before
     the watch) are known; what comes after is followed. A prefix of up to
     ``START_HASH`` is hashed now, a longer one the first time the file grows
-    or is touched."""
+    or is touched. Opened by its name in the directory the walk holds open
+    (``dir_fd``), so it is the file the walk listed there."""
     try:
-        fd = open_regular(path, NO_LINK)
+        fd = open_in_dir(path.name, os.O_RDONLY, dir_fd=dir_fd)
     except OSError:
         return None
     try:

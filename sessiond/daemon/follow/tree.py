@@ -7,7 +7,13 @@ file: 10,000 sessions in a handful of project dirs cost a handful of watches,
 plus one per session that has subagents. Watches are bounded
 (``follow_max_watches``): a directory past the bound, or one the kernel
 refuses (the user's ``max_user_watches`` is shared), is re-stat'ed every
-``POLL_EVERY`` instead, and so is every file after an event queue overflow.
+``POLL_EVERY`` instead. After an event queue overflow every file is read
+again and the tree walked anew (the files and dirs made meanwhile lost their
+events). A directory deleted or moved away loses its watches at once (its
+own may outlive it while something holds a file in it open), so one made
+again at its path is watched anew; ``projects/`` itself gone, the root is
+watched until it is back. Nothing is read through a symlinked directory
+below ``projects/`` (``reading.LINKED``).
 An event only marks a file dirty; the events of ``COALESCE`` seconds after a
 pass make the next one, in which a worker thread reads what is new in each
 dirty file once (``reading.read_new``; a file whose last change was the
@@ -24,7 +30,10 @@ byte written after that is passed on, once, and none before it.
 
 The daemon's own writes reach the observers from the writer; the follower is
 the first writer observer and moves its offset past them, so nothing is
-reported twice (foreign lines written just before are passed on first).
+reported twice (foreign lines written just before are passed on first). A
+write into another file than the one followed at the path (the writer found
+it replaced and reopened the path) is where that replacement is told to the
+observers when the follower has not told it yet: once, whoever saw it first.
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ from sessiond.store.writers import RECENT_WRITE_S
 
 from .. import inotify
 from . import watches
-from .reading import FINGERPRINT, Budget, FileState, Found, read_new
+from .reading import DELETED, FINGERPRINT, LINKED, MAX_READ, Budget, FileState, Found, read_new
 from .watches import POLL_EVERY, Watches
 
 log = logging.getLogger("sessiond")
@@ -133,6 +142,7 @@ class Follower:
         if self.projects in early:  # the queue overflowed during the walk: every file may have grown
             early.discard(self.projects)
             self.dirty.update(self.files)
+            self._lost_events()
         for path in early:  # written while the walk ran: from what it read, or from 0 if it came after
             if path not in self.files and len(self.files) < MAX_FILES:
                 self.files[path] = FileState()
@@ -154,31 +164,48 @@ class Follower:
 
     # ------------------------------------------------------------ the daemon's own writes
 
-    def own_write(self, path: Path, mine: bytes, size: int) -> None:
+    def own_write(self, path: Path, mine: bytes, size: int, ident: tuple[int, int] | None = None) -> None:
         """The writer's own observer (told before the others): the daemon wrote
-        ``mine`` (whole lines) ending at ``size``; foreign lines before them are
-        passed on now, then skipped past."""
+        ``mine`` (whole lines) ending at ``size`` into the file ``ident``
+        (device, inode); foreign lines before them are passed on now, then
+        skipped past. A file written into that is not the one followed at the
+        path (the writer found that one replaced or deleted, and reopened the
+        path) is told to the observers as gone here, once, whoever noticed it
+        first, and followed from its start."""
         state = self.files.get(path)
-        if state is not None and size <= state.offset:
+        if state is not None and ident is not None and state.ino and (state.dev, state.ino) != ident:
+            _call(self.gone, path)
+            self.resets += 1
+            log.info("followed file %s is another file now (the daemon reopened it): read again from the start", path)
+            dev, ino = ident
+            state = self.files[path] = FileState(0, ino, dev, hashed=True)
+        elif state is not None and size <= state.offset:
             return  # lines the follower itself published
         start = size - len(mine)
         if state is None:
-            if len(self.files) < MAX_FILES and path.is_relative_to(self.projects):
-                self.files[path] = (FileState(size, tail=mine[-FINGERPRINT:], head=mine[:FINGERPRINT], crc=crc32(mine),
-                                              hashed=True, size=size, own=True) if start == 0
-                                    else FileState(size, size=size, own=True))
-            return
-        if state.offset < start:
+            if len(self.files) >= MAX_FILES or not path.is_relative_to(self.projects):
+                return
+            # New to the follower: made by the daemon (the file it opened, through
+            # the store root's checks), or another writer's lines come before the
+            # daemon's (a session it made a moment ago, whose event is not read
+            # yet): those are passed on first, the path checked as for any new
+            # file; more than a read holds are taken as known, as at start.
+            dev, ino = ident if ident is not None and start == 0 else (0, 0)
+            state = self.files[path] = FileState(0, ino, dev, hashed=True) if start <= MAX_READ else FileState(start)
+        while state.offset < start:  # not on through our own lines
             try:
-                found = read_new(path, msgspec.structs.replace(state), until=start)  # not on through our own lines
+                found = read_new(path, msgspec.structs.replace(state), until=start, top=self.projects)
             except OSError:
-                found = None
-            if found is not None and found.reset is None and found.end <= start:
-                self._apply(path, state, found)
+                break
+            if found.reset is not None or found.deferred or found.end <= state.offset:
+                break
+            self._apply(path, state, found)
         if state.offset == start:  # the bytes before ours are the ones followed: the fingerprints go on
             state.crc = crc32(mine, state.crc)
             # the last FINGERPRINT bytes followed (not a copy of the whole write to take them)
             state.tail = mine[-FINGERPRINT:] if len(mine) >= FINGERPRINT else (state.tail + mine)[-FINGERPRINT:]
+            if start == 0:
+                state.head = mine[:FINGERPRINT]
         else:  # not read back: the next read does not compare, the prefix is hashed anew
             state.hashed, state.tail = False, b""
         state.offset = state.size = size
@@ -202,6 +229,8 @@ class Follower:
             self.close_watches()
             pending = []
         files, dirty, dirs, known = self.files, self.dirty, self.tree.dirs, self._known
+        left: set[Path] = set()
+        lost = False
         for event in pending:
             wd, mask, name = event
             if mask == inotify.IN_MODIFY:  # the common event (every write, the daemon's own too): no Path made
@@ -213,12 +242,17 @@ class Follower:
                 self.dirty.update(self.files)
                 if self._early is not None:  # events were lost during the walk: read every file it finds
                     self._early.add(self.projects)
+                else:
+                    lost = True
                 continue
             d = self.tree.dirs.get(wd)
             if d is None:
                 continue
             if mask & (inotify.IN_IGNORED | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF):
                 self.tree.forget(wd, mask)
+                if d == self.projects:  # the root is watched (or re-stat'ed) until it is back, as at start
+                    left.add(d)
+                    self._new_dir(d)
                 continue
             if not name:
                 continue
@@ -228,6 +262,8 @@ class Follower:
                     self._new_dir(path)
                 continue
             if mask & inotify.IN_ISDIR:
+                if mask & (inotify.IN_DELETE | inotify.IN_MOVED_FROM):
+                    left.add(path)
                 if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
                     self._new_dir(path)
                 continue
@@ -246,6 +282,29 @@ class Follower:
                     known.clear()
                 known[event] = (d, path)
             self.dirty.add(path)
+        if left:
+            self._dirs_left(left)
+        if lost:
+            self._lost_events()
+
+    def _dirs_left(self, left: set[Path]) -> None:
+        """Directories of the tree were deleted or moved away: their watches go
+        (one made again there is watched anew), and the files followed in them
+        are looked at, which finds them gone (what was passed on of them is
+        told gone; moved, they are followed at their new path from its walk).
+        One pass over the files for all the events read together."""
+        self.tree.forget_below(left)
+        below = watches.under(left)
+        self.dirty.update(p for p in self.files if str(p).startswith(below))
+
+    def _lost_events(self) -> None:
+        """The kernel's event queue overflowed: the files followed are read
+        again (by the caller), and the tree is walked for the dirs and files
+        made meanwhile, whose events were among those lost (those already
+        followed stay as they are)."""
+        log.warning("the inotify event queue overflowed: every followed file is read again and %s walked anew",
+                    self.projects)
+        self._new_dir(self.projects)
 
     def _new_dir(self, path: Path) -> None:
         depth = self.tree.depth(path)
@@ -253,7 +312,7 @@ class Follower:
             return
 
         async def walk() -> None:
-            found = await self.loop.run_in_executor(None, self.tree.walk, path, max(depth, 1), True)
+            found = await self.loop.run_in_executor(None, self.tree.walk, path, depth, True)
             self._merge(found)
 
         self.loop.create_task(walk())
@@ -331,7 +390,7 @@ class Follower:
                 snap = {p: msgspec.structs.replace(s) for p, s in batch.items()}
                 self.worker_reads += len(snap)
                 budget = Budget(self._refill())
-                results = await self.loop.run_in_executor(None, _read_all, snap, budget)
+                results = await self.loop.run_in_executor(None, _read_all, snap, budget, self.projects)
                 self._tokens -= budget.used
                 self.bytes_rehashed += budget.used
                 for path, found in results:
@@ -358,7 +417,7 @@ class Follower:
         for path in [p for p, s in batch.items() if s.own]:
             state = batch[path]
             try:
-                found = read_new(path, msgspec.structs.replace(state), until=state.offset)
+                found = read_new(path, msgspec.structs.replace(state), until=state.offset, top=self.projects)
             except OSError as exc:
                 log.debug("cannot read followed file %s: %s", path, exc)
                 del batch[path]
@@ -379,7 +438,9 @@ class Follower:
     def _apply(self, path: Path, state: FileState, found: Found) -> None:
         if found.reset is not None:
             _call(self.gone, path)
-            if found.reset == "deleted":
+            if found.reset in (DELETED, LINKED):
+                if found.reset == LINKED:
+                    log.warning("followed file %s is %s now: no longer followed", path, LINKED)
                 self.files.pop(path, None)
                 return
             self.resets += 1
@@ -492,11 +553,11 @@ def _session_of(projects: Path, path: Path) -> tuple[str, str] | None:
     return (parts[0], parts[1]) if len(parts) > 2 else None
 
 
-def _read_all(snap: dict[Path, FileState], budget: Budget) -> list[tuple[Path, Found]]:
+def _read_all(snap: dict[Path, FileState], budget: Budget, top: Path) -> list[tuple[Path, Found]]:
     out = []
     for path, state in snap.items():
         try:
-            out.append((path, read_new(path, state, budget)))
+            out.append((path, read_new(path, state, budget, top=top)))
         except OSError as exc:
             log.debug("cannot read followed file %s: %s", path, exc)
     return out

@@ -96,7 +96,7 @@ class Watches:
                         if known is None:
                             out.append((p, FileState(), True))
                         else:
-                            state = start_state(p, known)
+                            state = start_state(p, known, fd)
                             out.append((p, state, state is not None and state.size > known))
                 except OSError:
                     continue
@@ -127,6 +127,7 @@ class Watches:
             else:
                 self.dirs[wd] = d
                 self.watched.add(d)
+                self.polled.discard(d)
                 return
         if polled_fallback:
             self.polled.add(d)
@@ -142,6 +143,18 @@ class Watches:
                 inotify.rm_watch(self.fd, wd)  # type: ignore[misc]  # inotify exists: self.fd is set only then
             except OSError:
                 pass
+
+    def forget_below(self, left: set[Path]) -> None:
+        """The directories ``left`` left their paths (deleted, or moved away):
+        the watches and re-stats of them and of the dirs beneath go, so a
+        directory made again at such a path is watched anew. A directory's
+        own watch may outlive it (whatever holds a file in it open, the
+        daemon's writer included, keeps the kernel from dropping it), and
+        would name the path for good."""
+        below = under(left)
+        for wd in [wd for wd, p in self.dirs.items() if p in left or str(p).startswith(below)]:
+            self.forget(wd, 0)
+        self.polled.difference_update([p for p in self.polled if p in left or str(p).startswith(below)])
 
     def scan_polled(self, dirs: set[Path], known: dict[Path, tuple[int, int, int]]) -> tuple[list[Path], Found]:
         """Worker thread: the files of ``dirs`` whose (size, inode, mtime)
@@ -183,6 +196,11 @@ class Watches:
         self.polled.update(self.watched)
         self.dirs.clear()
         self.watched.clear()
+
+
+def under(dirs: set[Path]) -> tuple[str, ...]:
+    """What the path of anything beneath one of ``dirs`` starts with (for ``str.startswith``)."""
+    return tuple(os.path.join(d, "") for d in dirs)
 
 
 def _entries(fd: int) -> list[os.DirEntry]:
