@@ -80,7 +80,10 @@ def export(obj: Context, session: str, cwd: str | None, fmt: str | None, output:
     """The conversation as Markdown or one self-contained HTML page; jsonl: the
     transcript's original lines. `-o chat.html` picks the format from the
     name. Secrets (keys, tokens, private keys, passwords) are redacted unless
-    --no-redact; stderr says how many."""
+    --no-redact; stderr says how many.
+
+    jsonl is the main transcript only: its subagents' files are not in it
+    (copy the session's <id>/ dir, or import the project dir, to move them)."""
     from sessiond.store.appendfile import entries_end
 
     from .locate import locate
