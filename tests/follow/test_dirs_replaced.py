@@ -99,6 +99,11 @@ def test_a_projects_tree_moved_into_place_is_followed_to_its_depth(daemon):
     main = projects / path / f"{sid}.jsonl"
     with Foreign() as w, daemon.client() as watching:
         wait_until(lambda: follow_status(daemon)["files"] == 2, "the moved tree to be walked")
+        # and read: a watcher's agent file starts where the follower has passed it on to (one that found the file
+        # walked but not yet read would get its first line too, as the file's news)
+        size = main.stat().st_size + (projects / agent).stat().st_size
+        wait_until(lambda: (lambda f: f["bytes"] + f["known_bytes"])(follow_status(daemon)) >= size,
+                   "the moved tree's lines to be passed on")
         watch = Frames(watching, m.Subscribe(id=watching.next_id(), session=sid, path=str(main), agents=True))
         w.do("append", projects / agent, data=lines[2])
         w.do("append", main, data=lines[3])
