@@ -7,9 +7,11 @@ refused; with no daemon the files are served, and followed live."""
 
 from __future__ import annotations
 
+import html
 import http.client
 import json
 import re
+import subprocess
 import sys
 import time
 import uuid
@@ -567,9 +569,12 @@ def test_resume_commands_name_the_canonical_id_and_show_controls(daemon_factory)
         resume = re.search(r'<p class="resume">.*?</p>', text).group(0)
         assert "\u202e" not in resume and "\x1b" not in resume
         assert "\u202e" not in text and "\x1b" not in text  # the conversation too (the prompt), as export shows it
-        assert "\\u202eevil^[[2Jdir" in resume  # shown as the CLI shows it
-        copies = re.findall(r'data-copy="([^"]*)"', resume)
-        assert copies == [f"sessiond resume {other}"]  # the cd command differs from what is shown: no copy button
+        copies = [html.unescape(c) for c in re.findall(r'data-copy="([^"]*)"', resume)]
+        assert copies[1] == f"sessiond resume {other}" and len(copies) == 2, copies
+        word = copies[0].removeprefix("cd ").removesuffix(f" && claude --resume {other}")
+        assert "\\xe2\\x80\\xaeevil\\x1b[2Jdir" in word and html.escape(word) in resume  # shown as copied
+        done = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True, timeout=30)
+        assert done.stdout == hostile_cwd.encode()  # and it names exactly that directory
         listing = s.get("/")[2].decode()
         assert "\u202e" not in listing and "\x1b" not in listing and "\\u202eevil^[[2Jdir" in listing
     finally:

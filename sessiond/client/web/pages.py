@@ -9,7 +9,6 @@ to check by reading: no transcript text reaches the page unescaped.
 from __future__ import annotations
 
 import html
-import shlex
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -120,12 +119,13 @@ def sessions_page(page: Page, heading: str, project: str | None) -> str:
 def resume_commands(session_id: str, cwd: str | None) -> str:
     """The commands that resume it (``session_id``: the canonical id), each with
     a copy button: Claude Code's (in the session's own directory) and sessiond's.
-    A command that ``_e`` shows otherwise than it is (a cwd holding a control, a
-    bidi override, a byte that is not UTF-8) is shown without a button: what is
-    copied is always what is read."""
-    from sessiond.client.cli.output import printable
+    The directory is one shell word that shows as itself (``shell_word``: a
+    control, a bidi override or a byte that is not UTF-8 written ``\\xNN``), so
+    what is copied is what is read and names that directory; a command that
+    ``_e`` would still show otherwise than it is gets no button."""
+    from sessiond.client.cli.output import printable, shell_word
 
-    cd = f"cd {shlex.quote(cwd)} && " if cwd else ""
+    cd = f"cd {shell_word(cwd)} && " if cwd else ""
     out = []
     for cmd in (f"{cd}claude --resume {session_id}", f"sessiond resume {session_id}"):
         copy = (f'<button class="copy" type="button" data-copy="{_e(cmd)}">copy</button>' if printable(cmd) == cmd
