@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sessiond.mirror.stream_format import project_key
 from sessiond.store.paths import project_dir
+from tests.conftest import DaemonProc
 from tests.helpers import line, user
 
 from .conftest import headers, publish, tree
@@ -29,14 +30,21 @@ def every_file(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
 
 
-def test_pull_skips_what_is_not_the_session_s_range_and_pulls_the_rest(daemon_factory, mirror_config, nats_server, short_tmp):
+def receiver(daemon_factory, mirror_config, short_tmp) -> tuple[Path, str, DaemonProc, str, str, str, str]:
+    """The set-up of every test here: the mirror's config, the cwd pulled into
+    and the receiving daemon ``b``, its project dir's name, a session id, and
+    the subject and file name the stream gives that session's transcript."""
     cfg = mirror_config()
     cwd = str(short_tmp / "work")
     b = daemon_factory(name="b")
     project = project_dir(b.root, cwd).name
-    sid, other = str(uuid.uuid4()), str(uuid.uuid4())
-    main_subject = f"{project_key(project)}.{sid}"
-    rel, agent_rel = f"{sid}.jsonl", f"{sid}/subagents/agent-a1.jsonl"
+    sid = str(uuid.uuid4())
+    return cfg, cwd, b, project, sid, f"{project_key(project)}.{sid}", f"{sid}.jsonl"
+
+
+def test_pull_skips_what_is_not_the_session_s_range_and_pulls_the_rest(daemon_factory, mirror_config, nats_server, short_tmp):
+    cfg, cwd, b, project, sid, main_subject, rel = receiver(daemon_factory, mirror_config, short_tmp)
+    other, agent_rel = str(uuid.uuid4()), f"{sid}/subagents/agent-a1.jsonl"
     body = lines(sid, 4, "main")
     agent = lines(sid, 2, "agent")
     offsets = [sum(map(len, body[:i])) for i in range(len(body))]
@@ -70,12 +78,7 @@ def test_pull_skips_what_is_not_the_session_s_range_and_pulls_the_rest(daemon_fa
 
 
 def test_a_torn_tail_from_the_stream_never_reaches_the_local_file(daemon_factory, mirror_config, nats_server, short_tmp):
-    cfg = mirror_config()
-    cwd = str(short_tmp / "work")
-    b = daemon_factory(name="b")
-    project = project_dir(b.root, cwd).name
-    sid = str(uuid.uuid4())
-    subject, rel = f"{project_key(project)}.{sid}", f"{sid}.jsonl"
+    cfg, cwd, b, project, sid, subject, rel = receiver(daemon_factory, mirror_config, short_tmp)
     first, second = lines(sid, 2, "whole")
     publish(nats_server.url, mirror_config.stream, mirror_config.prefix,
             [(subject, headers(project, rel, 0), first), (subject, headers(project, rel, len(first)), second[:10])])
@@ -91,11 +94,7 @@ def test_a_torn_tail_from_the_stream_never_reaches_the_local_file(daemon_factory
 
 
 def test_a_local_file_that_differs_is_kept_and_the_other_files_are_pulled(daemon_factory, mirror_config, nats_server, short_tmp):
-    cfg = mirror_config()
-    cwd = str(short_tmp / "work")
-    b = daemon_factory(name="b")
-    project = project_dir(b.root, cwd).name
-    sid = str(uuid.uuid4())
+    cfg, cwd, b, project, sid, subject, rel = receiver(daemon_factory, mirror_config, short_tmp)
     subject, rel, agent_rel = f"{project_key(project)}.{sid}", f"{sid}.jsonl", f"{sid}/subagents/agent-z.jsonl"
     body, agent = b"".join(lines(sid, 3, "remote")), b"".join(lines(sid, 2, "agent"))
     mine = b"".join(lines(sid, 5, "local"))
@@ -116,12 +115,7 @@ def test_a_local_file_that_differs_is_kept_and_the_other_files_are_pulled(daemon
 def test_ranges_past_a_hole_are_held_only_up_to_a_bound(daemon_factory, mirror_config, nats_server, short_tmp):
     from sessiond.client.cli.mirror_cmds import EARLY_BYTES, HELD_OVERHEAD
 
-    cfg = mirror_config()
-    cwd = str(short_tmp / "work")
-    b = daemon_factory(name="b")
-    project = project_dir(b.root, cwd).name
-    sid = str(uuid.uuid4())
-    subject, rel = f"{project_key(project)}.{sid}", f"{sid}.jsonl"
+    cfg, cwd, b, project, sid, subject, rel = receiver(daemon_factory, mirror_config, short_tmp)
     chunk = line(user("x" * (256 * 1024 - 200), sessionId=sid)) + b"\n"
     n = EARLY_BYTES // len(chunk) + 4
     # Every range one byte past where it should be: none ever joins the file.
@@ -142,11 +136,7 @@ def test_a_session_with_more_agent_files_than_open_descriptors_is_pulled(daemon_
     import subprocess
     import sys
 
-    cfg = mirror_config()
-    cwd = str(short_tmp / "work")
-    b = daemon_factory(name="b")
-    project = project_dir(b.root, cwd).name
-    sid = str(uuid.uuid4())
+    cfg, cwd, b, project, sid, subject, rel = receiver(daemon_factory, mirror_config, short_tmp)
     agents = 300
     publish(nats_server.url, mirror_config.stream, mirror_config.prefix, [
         (f"{project_key(project)}.{sid}.agent-a{i}", headers(project, f"{sid}/subagents/agent-a{i}.jsonl", 0),
@@ -170,12 +160,7 @@ def test_a_write_that_fails_midway_leaves_no_torn_line(daemon_factory, mirror_co
     import subprocess
     import sys
 
-    cfg = mirror_config()
-    cwd = str(short_tmp / "work")
-    b = daemon_factory(name="b")
-    project = project_dir(b.root, cwd).name
-    sid = str(uuid.uuid4())
-    subject, rel = f"{project_key(project)}.{sid}", f"{sid}.jsonl"
+    cfg, cwd, b, project, sid, subject, rel = receiver(daemon_factory, mirror_config, short_tmp)
     body = [line(user(f"{i} " + "x" * 100_000, sessionId=sid)) + b"\n" for i in range(3)]
     publish(nats_server.url, mirror_config.stream, mirror_config.prefix,
             [(subject, headers(project, rel, sum(map(len, body[:i]))), data) for i, data in enumerate(body)])
@@ -197,12 +182,7 @@ def test_a_write_that_fails_midway_leaves_no_torn_line(daemon_factory, mirror_co
 def test_thousands_of_ranges_in_reverse_order_are_joined(daemon_factory, mirror_config, nats_server, short_tmp):
     """Each range held until the one before it comes, then all joined at once
     (without a call per range on the stack)."""
-    cfg = mirror_config()
-    cwd = str(short_tmp / "work")
-    b = daemon_factory(name="b")
-    project = project_dir(b.root, cwd).name
-    sid = str(uuid.uuid4())
-    subject, rel = f"{project_key(project)}.{sid}", f"{sid}.jsonl"
+    cfg, cwd, b, project, sid, subject, rel = receiver(daemon_factory, mirror_config, short_tmp)
     body = line(user("r" * 3000, sessionId=sid)) + b"\n"
     publish(nats_server.url, mirror_config.stream, mirror_config.prefix,
             [(subject, headers(project, rel, i), body[i : i + 1]) for i in reversed(range(len(body)))])
