@@ -16,6 +16,21 @@ from sessiond.daemon.follow import Follower
 from sessiond.daemon.follow.reading import MAX_READ
 
 
+def theirs_then_mine(follower: Follower, path: Path, theirs: list[bytes], mine: bytes) -> None:
+    """Another program appends ``theirs`` (a line each), then the daemon appends
+    ``mine`` and tells the follower, as the writer tells its own observer."""
+    with open(path, "ab") as f:
+        for x in theirs:
+            f.write(x + b"\n")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, mine)
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    follower.own_write(path, mine, st.st_size, (st.st_dev, st.st_ino))
+
+
 def test_a_new_files_foreign_lines_before_the_daemons_first_write_are_passed_on(tmp_path: Path):
     root = tmp_path / "root"
     project = root / "projects" / "-work-first"
@@ -31,16 +46,7 @@ def test_a_new_files_foreign_lines_before_the_daemons_first_write_are_passed_on(
                             lambda p: None)
         try:
             await follower.start()
-            with open(path, "ab") as f:  # Claude Code's new session, its event not read yet
-                for x in theirs:
-                    f.write(x + b"\n")
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND)  # the daemon's write, told to its own observer
-            try:
-                os.write(fd, mine)
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-            follower.own_write(path, mine, st.st_size, (st.st_dev, st.st_ino))
+            theirs_then_mine(follower, path, theirs, mine)  # Claude Code's new session, its event not read yet
             assert published == theirs  # at once, before the daemon's lines reach the observers
             async with asyncio.timeout(20):
                 while follower.worker_reads + follower.loop_looks == 0:  # the events are read and looked at
@@ -72,16 +78,7 @@ def test_more_foreign_lines_than_one_read_before_the_daemons_write_are_all_passe
                             lambda p: None)
         try:
             await follower.start()
-            with open(path, "ab") as f:
-                for x in theirs:
-                    f.write(x + b"\n")
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-            try:
-                os.write(fd, mine)
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-            follower.own_write(path, mine, st.st_size, (st.st_dev, st.st_ino))
+            theirs_then_mine(follower, path, theirs, mine)
             return published
         finally:
             follower.close()
