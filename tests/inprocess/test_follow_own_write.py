@@ -5,6 +5,8 @@ daemon's own writes are looked at on the loop, never read in the worker."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sessiond.daemon.follow.tree import COALESCE, OWN_SETTLE
 from sessiond.wire import messages as m
 
 from .conftest import InProcess, Peer, entry, in_process, until
@@ -89,6 +92,25 @@ async def test_the_daemons_own_appends_are_looked_at_on_the_loop_not_in_the_work
         assert follower.loop_looks - first >= 20
         assert follower.worker_reads == reads
         assert follower.lines_followed == 0  # nothing of the daemon's own passed on twice
+        assert follower.files[w.path].offset == w.path.stat().st_size
+
+
+async def test_a_daemon_writing_steadily_looks_at_its_own_file_a_few_times_a_second_not_per_write(tmp_path):
+    """A pass only the daemon's own writes made waits ``OWN_SETTLE`` before
+    it looks: forty writes farther apart than ``COALESCE`` (each made a pass
+    and a look of its own before) take about one look per ``OWN_SETTLE``."""
+    async with writing(tmp_path, "/work/steady") as w:
+        follower = w.follower
+        await w.started()
+        first = follower.loop_looks
+        began = time.monotonic()
+        for i in range(40):
+            await w.append(f"mine {i}")
+            await asyncio.sleep(2 * COALESCE)
+        elapsed = time.monotonic() - began
+        await until(lambda: follower.loop_looks > first and not follower.dirty and not follower._busy)
+        assert follower.loop_looks - first <= elapsed / OWN_SETTLE + 2
+        assert follower.lines_followed == 0
         assert follower.files[w.path].offset == w.path.stat().st_size
 
 

@@ -17,7 +17,8 @@ below ``projects/`` (``reading.LINKED``).
 An event only marks a file dirty; the events of ``COALESCE`` seconds after a
 pass make the next one, in which a worker thread reads what is new in each
 dirty file once (``reading.read_new``; a file whose last change was the
-daemon's own write is looked at on the loop, ``_look_at_own``) and the loop
+daemon's own write is looked at on the loop, ``_look_at_own``, and a pass
+that only such files made waits ``OWN_SETTLE`` first) and the loop
 hands each file's complete lines to the writer's observers in one
 ``Writer.publish`` (the catalog, the mirror, the index, the watchers: one
 interface for both writers). A file that
@@ -69,6 +70,16 @@ COALESCE = 0.005
 follow it, to be read in one pass with them: a writer appending line by line
 costs one thread hop and one publish per file per pass, not per line, and the
 first line after a quiet spell is still read at once."""
+OWN_SETTLE = 0.1
+"""A pass that only the daemon's own writes made (every dirty file was last
+changed by the writer, which told the observers itself) waits this long
+before it looks, the event queue left unread meanwhile: while the daemon
+writes, the look that checks nobody else wrote into its files (an open, two
+fstats, the fingerprint reads, the loop's wake-ups around them) is made about
+ten times a second, not after every few writes. What the wait delays, by at
+most this long: another program's lines in such a file (or sooner, at the
+daemon's next write into it, where ``own_write`` passes them on first), and
+the events of other files that queued meanwhile."""
 REHASH_PER_S = 64 * 1024 * 1024
 """Bytes of followed prefixes re-hashed per second at most, on average (a
 file rewritten over and over cannot make the follower read without end)."""
@@ -381,6 +392,9 @@ class Follower:
                 await asyncio.sleep(COALESCE)
             if not self._listening:  # what queued while the pass was due joins it
                 self._take_events()
+            if self._own_only():
+                await asyncio.sleep(OWN_SETTLE)
+                self._take_events()
             while self.dirty and not self._closed:
                 batch = {p: self.files[p] for p in self.dirty if p in self.files}
                 self.dirty.clear()
@@ -404,6 +418,11 @@ class Follower:
             self._busy = False
             self._last_pass = self.loop.time()
             self._listen()
+
+    def _own_only(self) -> bool:
+        """Every dirty file was last changed by the daemon's own write (``OWN_SETTLE``)."""
+        files = self.files
+        return bool(self.dirty) and all(files[p].own for p in self.dirty if p in files)
 
     def _look_at_own(self, batch: dict[Path, FileState]) -> None:
         """Look on the loop at the files of ``batch`` whose last change was the
