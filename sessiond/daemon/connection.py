@@ -164,11 +164,12 @@ class Connection(asyncio.Protocol):
                     self._pause("backlog")
                     break
                 self._handle(body)
-        if self._partial.charged or self.frames.pending:
+        pending = self.frames.pending
+        if self._partial.charged or pending:
             self._charge_partial(bool(bodies))
             if self.closing:
                 return
-        if self._stall is not None or self.frames.pending:
+        if self._stall is not None or pending:
             self._watch_stall(bool(bodies))
         if self._bucket is not None:
             wait = self._bucket.take(len(data))

@@ -38,7 +38,10 @@ types of every message in its union (a few ms of every CLI run)."""
 
 def encode(message: Any) -> bytes:
     """One complete frame for ``message`` in a fresh buffer."""
-    body = pack(_encoder, message)
+    try:
+        body = _encoder.encode(message)  # every answer of the append path: one C call
+    except UnicodeEncodeError:  # a name that is not UTF-8, as ``fsnames`` packs it
+        body = pack(_encoder, message)
     return HEADER.pack(len(body)) + body
 
 
@@ -48,7 +51,10 @@ def decode_request(body: bytes | memoryview) -> Request:
         from .messages import Request
 
         decoder = _decoders.setdefault("request", msgspec.msgpack.Decoder(Request))
-    return _decode(decoder, body, "request")
+    try:
+        return decoder.decode(body)  # every request of the append path: one C call
+    except (msgspec.DecodeError, RecursionError):
+        return _decode(decoder, body, "request")  # a name that is not UTF-8, or the error to tell
 
 
 def decode_response(body: bytes | memoryview) -> Response:
