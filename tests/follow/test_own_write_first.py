@@ -10,10 +10,26 @@ import asyncio
 import json
 import os
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from sessiond.daemon.follow import Follower
 from sessiond.daemon.follow.reading import MAX_READ
+
+
+@asynccontextmanager
+async def following(root: Path, path: Path) -> AsyncIterator[tuple[Follower, list[bytes]]]:
+    """A started follower of ``root``, and the lines of ``path`` it passes on."""
+    published: list[bytes] = []
+    follower = Follower(root, asyncio.get_running_loop(),
+                        lambda p, lines, end: published.extend(bytes(x) for x in lines) if p == path else None,
+                        lambda p: None)
+    try:
+        await follower.start()
+        yield follower, published
+    finally:
+        follower.close()
 
 
 def theirs_then_mine(follower: Follower, path: Path, theirs: list[bytes], mine: bytes) -> None:
@@ -40,12 +56,7 @@ def test_a_new_files_foreign_lines_before_the_daemons_first_write_are_passed_on(
     mine = json.dumps({"type": "assistant", "uuid": str(uuid.uuid4())}).encode() + b"\n"
 
     async def run() -> list[bytes]:
-        published: list[bytes] = []
-        loop = asyncio.get_running_loop()
-        follower = Follower(root, loop, lambda p, lines, end: published.extend(bytes(x) for x in lines) if p == path else None,
-                            lambda p: None)
-        try:
-            await follower.start()
+        async with following(root, path) as (follower, published):
             theirs_then_mine(follower, path, theirs, mine)  # Claude Code's new session, its event not read yet
             assert published == theirs  # at once, before the daemon's lines reach the observers
             async with asyncio.timeout(20):
@@ -53,8 +64,6 @@ def test_a_new_files_foreign_lines_before_the_daemons_first_write_are_passed_on(
                     await asyncio.sleep(0.01)
             await asyncio.sleep(0.2)  # a repeat would come now; none may
             return published
-        finally:
-            follower.close()
 
     assert asyncio.run(run()) == theirs
 
@@ -72,15 +81,8 @@ def test_more_foreign_lines_than_one_read_before_the_daemons_write_are_all_passe
     mine = json.dumps({"type": "assistant", "uuid": str(uuid.uuid4())}).encode() + b"\n"
 
     async def run() -> list[bytes]:
-        published: list[bytes] = []
-        loop = asyncio.get_running_loop()
-        follower = Follower(root, loop, lambda p, lines, end: published.extend(bytes(x) for x in lines) if p == path else None,
-                            lambda p: None)
-        try:
-            await follower.start()
+        async with following(root, path) as (follower, published):
             theirs_then_mine(follower, path, theirs, mine)
             return published
-        finally:
-            follower.close()
 
     assert asyncio.run(run()) == theirs
